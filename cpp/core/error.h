@@ -1,0 +1,46 @@
+// Error kinds of coopjit: user errors (bad input, reach Python as ValueError/TypeError) and
+// internal errors (a broken invariant: a bug in coopjit, reaches Python as RuntimeError).
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace coopjit {
+
+/// Bad input from a user: the message names the offending values. Python: ValueError.
+struct UserError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A value of the wrong type or an unsupported dtype. Python: TypeError.
+struct UserTypeError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A program the IR verifier rejects; the message quotes the operation with the IR printer.
+struct VerifyError : UserError {
+  using UserError::UserError;
+};
+
+/// A broken invariant inside coopjit. Python: RuntimeError.
+struct InternalError : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+/// Concatenates the arguments with operator<< into one string.
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+#define COOPJIT_INTERNAL_ASSERT(cond, ...)                                                    \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      throw ::coopjit::InternalError(::coopjit::cat("internal error at ", __FILE__, ":",       \
+                                                    __LINE__, ": ", #cond, " ", ##__VA_ARGS__)); \
+  } while (0)
+
+}  // namespace coopjit

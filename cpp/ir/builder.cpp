@@ -1,0 +1,127 @@
+// Implementation of ir::Builder (builder.h).
+#include "ir/builder.h"
+
+#include "core/error.h"
+
+namespace coopjit::ir {
+
+Op* Builder::append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,
+                    std::vector<std::string> hints) {
+  auto op = std::make_unique<Op>();
+  op->kind = kind;
+  for (Value* v : operands) COOPJIT_INTERNAL_ASSERT(v != nullptr, "null operand");
+  op->operands = std::move(operands);
+  for (size_t i = 0; i < results.size(); ++i) {
+    Value* r = f_.new_value(results[i], i < hints.size() ? hints[i] : std::string());
+    r->def = op.get();
+    op->results.push_back(r);
+  }
+  block_->ops.push_back(std::move(op));
+  return block_->ops.back().get();
+}
+
+Value* Builder::index(int64_t v, std::string hint) {
+  Op* op = append(OpKind::constant, {}, {Type::index()}, {std::move(hint)});
+  op->attrs["value"] = v;
+  return op->result();
+}
+
+Value* Builder::constant(double v, ScalarType t, std::string hint) {
+  Op* op = append(OpKind::constant, {}, {Type::of(t)}, {std::move(hint)});
+  if (is_float(t))
+    op->attrs["value"] = v;
+  else
+    op->attrs["value"] = static_cast<int64_t>(v);
+  return op->result();
+}
+
+Value* Builder::bin(BinOp b, Value* x, Value* y, std::string hint) {
+  Op* op = append(OpKind::binary, {x, y}, {x->type}, {std::move(hint)});
+  op->sub = static_cast<int>(b);
+  return op->result();
+}
+
+Value* Builder::cmp(CmpPred p, Value* x, Value* y, std::string hint) {
+  Op* op = append(OpKind::cmp, {x, y}, {Type::boolean()}, {std::move(hint)});
+  op->sub = static_cast<int>(p);
+  return op->result();
+}
+
+Value* Builder::select(Value* c, Value* x, Value* y, std::string hint) {
+  return append(OpKind::select, {c, x, y}, {x->type}, {std::move(hint)})->result();
+}
+
+void Builder::yield(const std::vector<Value*>& values) { append(OpKind::yield, values, {}); }
+
+std::vector<Value*> Builder::for_(Value* lb, Value* ub, Value* step, const std::vector<Value*>& inits,
+                                  const ForBody& body, std::string iv_hint) {
+  std::vector<Value*> operands{lb, ub, step};
+  std::vector<Type> types;
+  for (Value* v : inits) {
+    operands.push_back(v);
+    types.push_back(v->type);
+  }
+  Op* op = append(OpKind::for_, operands, types);
+  for (size_t i = 0; i < inits.size(); ++i) op->results[i]->hint = inits[i]->hint;
+  auto region = std::make_unique<Block>();
+  region->parent = op;
+  Value* iv = f_.new_value(Type::index(), std::move(iv_hint));
+  region->args.push_back(iv);
+  std::vector<Value*> iters;
+  for (Value* v : inits) {
+    iters.push_back(f_.new_value(v->type, v->hint));
+    region->args.push_back(iters.back());
+  }
+  Block* blk = region.get();
+  op->regions.push_back(std::move(region));
+  Builder inner(f_, blk);
+  inner.yield(body(inner, iv, iters));
+  return op->results;
+}
+
+std::vector<Value*> Builder::if_(Value* cond, const std::vector<Type>& result_types,
+                                 const IfBody& then_body, const IfBody& else_body) {
+  Op* op = append(OpKind::if_, {cond}, result_types);
+  for (const IfBody* body : {&then_body, &else_body}) {
+    auto region = std::make_unique<Block>();
+    region->parent = op;
+    Block* blk = region.get();
+    op->regions.push_back(std::move(region));
+    Builder inner(f_, blk);
+    inner.yield(*body ? (*body)(inner) : std::vector<Value*>{});
+  }
+  return op->results;
+}
+
+Value* Builder::load(Type matrix, const Access& a, bool checked, std::string hint) {
+  Op* op = append(OpKind::mat_load, {a.ptr, a.row, a.col, a.stride_row, a.stride_col, a.rows, a.cols},
+                  {matrix}, {std::move(hint)});
+  op->attrs["checked"] = int64_t(checked);
+  return op->result();
+}
+
+void Builder::store(Value* m, const Access& a, bool checked) {
+  Op* op = append(OpKind::mat_store,
+                  {m, a.ptr, a.row, a.col, a.stride_row, a.stride_col, a.rows, a.cols}, {});
+  op->attrs["checked"] = int64_t(checked);
+}
+
+Value* Builder::splat(Type matrix, Value* scalar, std::string hint) {
+  return append(OpKind::mat_splat, {scalar}, {matrix}, {std::move(hint)})->result();
+}
+
+Value* Builder::mul_add(Value* a, Value* b, Value* c, std::string hint) {
+  return append(OpKind::mat_mul_add, {a, b, c}, {c->type}, {std::move(hint)})->result();
+}
+
+Value* Builder::scale(Value* m, Value* s, std::string hint) {
+  return append(OpKind::mat_scale, {m, s}, {m->type}, {std::move(hint)})->result();
+}
+
+Value* Builder::mat_bin(BinOp b, Value* x, Value* y, std::string hint) {
+  Op* op = append(OpKind::mat_binary, {x, y}, {x->type}, {std::move(hint)});
+  op->sub = static_cast<int>(b);
+  return op->result();
+}
+
+}  // namespace coopjit::ir

@@ -1,0 +1,65 @@
+// ir::Builder: appends operations to a block of a Function; structured ops take their bodies
+// as callbacks, so a recipe reads like the loop nest it builds.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace coopjit::ir {
+
+class Builder {
+ public:
+  explicit Builder(Function& f) : f_(f), block_(&f.body) {}
+  Builder(Function& f, Block* b) : f_(f), block_(b) {}
+
+  Function& function() { return f_; }
+
+  // Scalars.
+  Value* index(int64_t v, std::string hint = {});
+  Value* constant(double v, ScalarType t, std::string hint = {});
+  Value* bin(BinOp op, Value* x, Value* y, std::string hint = {});
+  Value* add(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::add, x, y, hint); }
+  Value* sub(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::sub, x, y, hint); }
+  Value* mul(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::mul, x, y, hint); }
+  Value* div(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::div, x, y, hint); }
+  Value* rem(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::rem, x, y, hint); }
+  Value* min(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::min, x, y, hint); }
+  Value* cmp(CmpPred p, Value* x, Value* y, std::string hint = {});
+  Value* select(Value* c, Value* x, Value* y, std::string hint = {});
+
+  // Structured control flow. The body callback receives a Builder positioned in the body, the
+  // induction variable and the loop-carried values, and returns the values to yield.
+  using ForBody = std::function<std::vector<Value*>(Builder&, Value* iv, const std::vector<Value*>& iters)>;
+  std::vector<Value*> for_(Value* lb, Value* ub, Value* step, const std::vector<Value*>& inits,
+                           const ForBody& body, std::string iv_hint = "i");
+  using IfBody = std::function<std::vector<Value*>(Builder&)>;
+  std::vector<Value*> if_(Value* cond, const std::vector<Type>& result_types, const IfBody& then_body,
+                          const IfBody& else_body);
+
+  // Cooperative matrices. Loads and stores address element (i, j) of the matrix at
+  // ptr[(row + i) * stride_row + (col + j) * stride_col] within a rows x cols tensor; when
+  // `checked`, elements outside it read zero and stores to them are dropped.
+  struct Access {
+    Value* ptr; Value* row; Value* col; Value* stride_row; Value* stride_col; Value* rows; Value* cols;
+  };
+  Value* load(Type matrix, const Access& a, bool checked, std::string hint = {});
+  void store(Value* matrix, const Access& a, bool checked);
+  Value* splat(Type matrix, Value* scalar, std::string hint = {});
+  Value* mul_add(Value* a, Value* b, Value* c, std::string hint = {});
+  Value* scale(Value* m, Value* scalar, std::string hint = {});
+  Value* mat_bin(BinOp op, Value* x, Value* y, std::string hint = {});
+
+  /// Appends an operation with the given operands and result types; returns it.
+  Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,
+             std::vector<std::string> hints = {});
+
+ private:
+  void yield(const std::vector<Value*>& values);
+  Function& f_;
+  Block* block_;
+};
+
+}  // namespace coopjit::ir

@@ -1,0 +1,84 @@
+// Ownership and naming helpers of the kernel IR (ir.h).
+#include "ir/ir.h"
+
+#include "core/error.h"
+
+namespace coopjit::ir {
+
+const char* name(BinOp b) {
+  switch (b) {
+    case BinOp::add: return "add";
+    case BinOp::sub: return "sub";
+    case BinOp::mul: return "mul";
+    case BinOp::div: return "div";
+    case BinOp::rem: return "rem";
+    case BinOp::min: return "min";
+    case BinOp::max: return "max";
+    case BinOp::and_: return "and";
+    case BinOp::or_: return "or";
+  }
+  return "?";
+}
+
+const char* name(CmpPred p) {
+  switch (p) {
+    case CmpPred::lt: return "lt";
+    case CmpPred::le: return "le";
+    case CmpPred::gt: return "gt";
+    case CmpPred::ge: return "ge";
+    case CmpPred::eq: return "eq";
+    case CmpPred::ne: return "ne";
+  }
+  return "?";
+}
+
+std::string mnemonic(const Op& op) {
+  switch (op.kind) {
+    case OpKind::constant: return "constant";
+    case OpKind::binary: return name(static_cast<BinOp>(op.sub));
+    case OpKind::cmp: return cat("cmp.", name(static_cast<CmpPred>(op.sub)));
+    case OpKind::select: return "select";
+    case OpKind::for_: return "for";
+    case OpKind::if_: return "if";
+    case OpKind::yield: return "yield";
+    case OpKind::mat_load: return "coopmatrix.load";
+    case OpKind::mat_store: return "coopmatrix.store";
+    case OpKind::mat_splat: return "coopmatrix.splat";
+    case OpKind::mat_mul_add: return "coopmatrix.mul_add";
+    case OpKind::mat_scale: return "coopmatrix.scale";
+    case OpKind::mat_binary: return cat("coopmatrix.", name(static_cast<BinOp>(op.sub)));
+  }
+  return "?";
+}
+
+int64_t Op::int_attr(const std::string& k, int64_t dflt) const {
+  auto it = attrs.find(k);
+  if (it == attrs.end()) return dflt;
+  if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
+  throw InternalError(cat("attribute '", k, "' of ", mnemonic(*this), " is not an integer"));
+}
+
+double Op::float_attr(const std::string& k) const {
+  auto it = attrs.find(k);
+  COOPJIT_INTERNAL_ASSERT(it != attrs.end(), k);
+  if (auto* v = std::get_if<double>(&it->second)) return *v;
+  if (auto* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+  throw InternalError(cat("attribute '", k, "' of ", mnemonic(*this), " is not a number"));
+}
+
+Value* Function::new_value(Type t, std::string hint) {
+  auto v = std::make_unique<Value>();
+  v->id = static_cast<int>(values_.size());
+  v->type = t;
+  v->hint = std::move(hint);
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+Value* Function::add_param(Type t, std::string name) {
+  Value* v = new_value(t, std::move(name));
+  params.push_back(v);
+  return v;
+}
+
+}  // namespace coopjit::ir

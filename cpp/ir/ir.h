@@ -1,0 +1,92 @@
+// The kernel IR: values, operations with nested regions (for, if), blocks and functions.
+// A program is built with ir::Builder (builder.h), printed by ir::print (printer.h), checked by
+// ir::verify (verifier.h) and lowered to LLVM IR by the lowerings in cpp/lower/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace coopjit::ir {
+
+struct Op;
+struct Block;
+
+/// An SSA value: a function parameter, a block argument or an operation result.
+struct Value {
+  int id = 0;
+  Type type;
+  std::string hint;  // preferred printed name (without %), may be empty
+  Op* def = nullptr; // defining operation, null for parameters and block arguments
+};
+
+enum class OpKind : uint8_t {
+  // scalar arithmetic on index, integer and float scalars
+  constant,   // attr value (int or float) -> scalar
+  binary,     // sub = BinOp; (x, y) -> same type
+  cmp,        // sub = CmpPred; (x, y) -> i1
+  select,     // (i1, x, y) -> type of x
+  // structured control flow
+  for_,       // (lb, ub, step, init...) region{iv, iter...; yield next...} -> iter results
+  if_,        // (cond) region then, region else (each ends in yield) -> results
+  yield,      // terminator of a region: (values...)
+  // cooperative matrices
+  mat_load,     // (ptr, row, col, stride_row, stride_col, rows, cols) attr checked -> matrix
+  mat_store,    // (matrix, ptr, row, col, stride_row, stride_col, rows, cols) attr checked
+  mat_splat,    // (scalar) -> matrix
+  mat_mul_add,  // (a MxK, b KxN, c MxN) -> MxN acc
+  mat_scale,    // (matrix, scalar) -> matrix: every element times the scalar
+  mat_binary,   // sub = BinOp (add, sub, mul, div, min, max); (matrix, matrix) -> matrix
+};
+
+enum class BinOp : uint8_t { add, sub, mul, div, rem, min, max, and_, or_ };
+enum class CmpPred : uint8_t { lt, le, gt, ge, eq, ne };
+
+const char* name(BinOp b);
+const char* name(CmpPred p);
+/// The printed mnemonic of an operation: "add", "for", "coopmatrix.load", ...
+std::string mnemonic(const Op& op);
+
+using Attr = std::variant<int64_t, double, std::string>;
+
+struct Block {
+  std::vector<Value*> args;
+  std::vector<std::unique_ptr<Op>> ops;
+  Op* parent = nullptr;  // the op owning this region; null for a function body
+};
+
+struct Op {
+  OpKind kind;
+  int sub = 0;  // BinOp or CmpPred where the kind has one
+  std::vector<Value*> operands;
+  std::vector<Value*> results;
+  std::vector<std::unique_ptr<Block>> regions;
+  std::map<std::string, Attr> attrs;
+
+  bool has_attr(const std::string& k) const { return attrs.count(k) != 0; }
+  int64_t int_attr(const std::string& k, int64_t dflt = 0) const;
+  double float_attr(const std::string& k) const;
+  Value* result() const { return results.at(0); }
+};
+
+/// A kernel: parameters, attributes (for example subgroup_size) and a body block.
+struct Function {
+  std::string name;
+  std::vector<Value*> params;
+  std::map<std::string, Attr> attrs;
+  Block body;
+
+  /// Creates a value owned by this function.
+  Value* new_value(Type t, std::string hint = {});
+  Value* add_param(Type t, std::string name);
+
+ private:
+  std::vector<std::unique_ptr<Value>> values_;
+};
+
+}  // namespace coopjit::ir

@@ -1,0 +1,106 @@
+// Names, sizes and printing of the kernel IR's types.
+#include "ir/types.h"
+
+#include "core/error.h"
+
+namespace coopjit::ir {
+
+namespace {
+struct ScalarInfo { ScalarType t; std::string_view name; int size; };
+constexpr ScalarInfo kScalars[] = {
+    {ScalarType::i1, "i1", 1},       {ScalarType::i8, "i8", 1},
+    {ScalarType::u8, "u8", 1},       {ScalarType::i16, "i16", 2},
+    {ScalarType::u16, "u16", 2},     {ScalarType::i32, "i32", 4},
+    {ScalarType::u32, "u32", 4},     {ScalarType::i64, "i64", 8},
+    {ScalarType::u64, "u64", 8},     {ScalarType::f16, "f16", 2},
+    {ScalarType::bf16, "bf16", 2},   {ScalarType::f32, "f32", 4},
+    {ScalarType::f64, "f64", 8},     {ScalarType::f8_e4m3, "f8_e4m3", 1},
+    {ScalarType::f8_e5m2, "f8_e5m2", 1}, {ScalarType::index, "index", 8},
+};
+const ScalarInfo& info(ScalarType t) { return kScalars[static_cast<int>(t)]; }
+}  // namespace
+
+std::string_view name(ScalarType t) { return info(t).name; }
+std::string_view name(Use u) {
+  switch (u) {
+    case Use::a: return "a";
+    case Use::b: return "b";
+    case Use::acc: return "acc";
+  }
+  return "?";
+}
+std::string_view name(Scope s) {
+  switch (s) {
+    case Scope::thread: return "thread";
+    case Scope::subgroup: return "subgroup";
+    case Scope::workgroup: return "workgroup";
+  }
+  return "?";
+}
+
+ScalarType parse_scalar(std::string_view s) {
+  for (const auto& i : kScalars)
+    if (i.name == s) return i.t;
+  throw UserTypeError(cat("unknown component type '", s,
+                          "' (known: i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64, "
+                          "f8_e4m3, f8_e5m2)"));
+}
+Use parse_use(std::string_view s) {
+  if (s == "a") return Use::a;
+  if (s == "b") return Use::b;
+  if (s == "acc") return Use::acc;
+  throw UserError(cat("unknown matrix use '", s, "' (known: a, b, acc)"));
+}
+Scope parse_scope(std::string_view s) {
+  if (s == "thread") return Scope::thread;
+  if (s == "subgroup") return Scope::subgroup;
+  if (s == "workgroup") return Scope::workgroup;
+  throw UserError(cat("unknown matrix scope '", s, "' (known: thread, subgroup, workgroup)"));
+}
+
+int size_in_bytes(ScalarType t) { return info(t).size; }
+bool is_float(ScalarType t) {
+  switch (t) {
+    case ScalarType::f16: case ScalarType::bf16: case ScalarType::f32: case ScalarType::f64:
+    case ScalarType::f8_e4m3: case ScalarType::f8_e5m2:
+      return true;
+    default:
+      return false;
+  }
+}
+bool is_integer(ScalarType t) { return !is_float(t) && t != ScalarType::i1; }
+bool is_signed(ScalarType t) {
+  switch (t) {
+    case ScalarType::i8: case ScalarType::i16: case ScalarType::i32: case ScalarType::i64:
+    case ScalarType::index:
+      return true;
+    default:
+      return is_float(t);
+  }
+}
+
+bool Type::operator==(const Type& o) const {
+  if (kind != o.kind) return false;
+  switch (kind) {
+    case Kind::void_: return true;
+    case Kind::scalar: case Kind::pointer: return scalar == o.scalar;
+    case Kind::matrix:
+      return scalar == o.scalar && rows == o.rows && cols == o.cols && use == o.use &&
+             scope == o.scope;
+  }
+  return false;
+}
+
+std::string Type::str() const {
+  switch (kind) {
+    case Kind::void_: return "void";
+    case Kind::scalar: return std::string(name(scalar));
+    case Kind::pointer: return cat("ptr<", name(scalar), ">");
+    case Kind::matrix:
+      return cat("coopmatrix<", name(scalar), ", ", rows, ", ", cols, ", ", name(use), ", ",
+                 name(scope), ">");
+  }
+  return "?";
+}
+
+}  // namespace coopjit::ir

@@ -1,0 +1,67 @@
+// The kernel IR's types: scalars, the index type, pointers, and coopmatrix<component, rows,
+// cols, use, scope> (HLSL 0035 Matrix<ComponentType, M, N, Use, Scope>).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace coopjit::ir {
+
+enum class ScalarType : uint8_t {
+  i1,  // boolean (conditions)
+  i8, u8, i16, u16, i32, u32, i64, u64,
+  f16, bf16, f32, f64, f8_e4m3, f8_e5m2,
+  index,  // signed 64-bit integer for sizes, offsets and strides
+};
+
+/// HLSL 0035 MatrixUse: A (left operand), B (right operand), Accumulator.
+enum class Use : uint8_t { a, b, acc };
+/// HLSL 0035 MatrixScope: Thread, Wave (= subgroup), ThreadGroup (= workgroup).
+enum class Scope : uint8_t { thread, subgroup, workgroup };
+
+std::string_view name(ScalarType t);
+std::string_view name(Use u);
+std::string_view name(Scope s);
+/// Parses a name as printed; throws UserError naming the value on an unknown name.
+ScalarType parse_scalar(std::string_view s);
+Use parse_use(std::string_view s);
+Scope parse_scope(std::string_view s);
+
+int size_in_bytes(ScalarType t);
+bool is_float(ScalarType t);
+bool is_integer(ScalarType t);  // i8..u64 and index (not i1)
+bool is_signed(ScalarType t);
+
+struct Type {
+  enum class Kind : uint8_t { void_, scalar, pointer, matrix };
+  Kind kind = Kind::void_;
+  ScalarType scalar = ScalarType::index;  // scalar type, pointee, or matrix component
+  int64_t rows = 0, cols = 0;             // matrix only
+  Use use = Use::acc;                     // matrix only
+  Scope scope = Scope::subgroup;          // matrix only
+
+  static Type void_type() { return Type{}; }
+  static Type of(ScalarType s) { Type t; t.kind = Kind::scalar; t.scalar = s; return t; }
+  static Type index() { return of(ScalarType::index); }
+  static Type boolean() { return of(ScalarType::i1); }
+  static Type pointer(ScalarType elem) { Type t; t.kind = Kind::pointer; t.scalar = elem; return t; }
+  static Type matrix(ScalarType c, int64_t rows, int64_t cols, Use use, Scope scope) {
+    Type t; t.kind = Kind::matrix; t.scalar = c; t.rows = rows; t.cols = cols; t.use = use;
+    t.scope = scope; return t;
+  }
+
+  bool is_void() const { return kind == Kind::void_; }
+  bool is_scalar() const { return kind == Kind::scalar; }
+  bool is_index() const { return kind == Kind::scalar && scalar == ScalarType::index; }
+  bool is_bool() const { return kind == Kind::scalar && scalar == ScalarType::i1; }
+  bool is_pointer() const { return kind == Kind::pointer; }
+  bool is_matrix() const { return kind == Kind::matrix; }
+
+  bool operator==(const Type& o) const;
+  bool operator!=(const Type& o) const { return !(*this == o); }
+  /// The printed form: f32, index, ptr<f32>, coopmatrix<f32, 8, 32, acc, subgroup>.
+  std::string str() const;
+};
+
+}  // namespace coopjit::ir

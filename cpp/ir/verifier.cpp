@@ -1,0 +1,170 @@
+// The kernel IR verifier (verifier.h).
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+#include "core/error.h"
+#include "ir/printer.h"
+
+namespace coopjit::ir {
+namespace {
+
+class Verifier {
+ public:
+  explicit Verifier(const Function& f) : f_(f) {}
+
+  void run() {
+    for (Value* p : f_.params) defined_.insert(p);
+    block(f_.body, /*is_region=*/false);
+  }
+
+ private:
+  [[noreturn]] void fail(const Op& op, const std::string& rule) {
+    throw VerifyError(cat("IR verifier: ", mnemonic(op), ": ", rule, "\n  in: ", print_op(f_, op)));
+  }
+
+  void require(bool cond, const Op& op, const std::string& rule) {
+    if (!cond) fail(op, rule);
+  }
+
+  void block(const Block& b, bool is_region) {
+    for (Value* a : b.args) defined_.insert(a);
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const Op& o = *b.ops[i];
+      bool last = i + 1 == b.ops.size();
+      if (o.kind == OpKind::yield) require(is_region && last, o, "yield must end a region");
+      for (size_t k = 0; k < o.operands.size(); ++k)
+        require(defined_.count(o.operands[k]) != 0, o, cat("operand ", k, " is used before it is defined"));
+      check(o);
+      for (const auto& r : o.regions) block(*r, true);
+      for (Value* r : o.results) defined_.insert(r);
+    }
+    if (is_region)
+      require(!b.ops.empty() && b.ops.back()->kind == OpKind::yield, *b.parent,
+              "a region must end with yield");
+  }
+
+  static std::string types(const std::vector<Value*>& vs) {
+    std::string s;
+    for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + vs[i]->type.str();
+    return s;
+  }
+
+  void yields_match(const Op& o, const Block& region) {
+    const Op& y = *region.ops.back();
+    require(y.operands.size() == o.results.size(), o,
+            cat("the region yields ", y.operands.size(), " values (", types(y.operands), ") but the op has ",
+                o.results.size(), " results"));
+    for (size_t i = 0; i < o.results.size(); ++i)
+      require(y.operands[i]->type == o.results[i]->type, o,
+              cat("yielded value ", i, " has type ", y.operands[i]->type.str(), " but result ", i,
+                  " has type ", o.results[i]->type.str()));
+  }
+
+  void access(const Op& o, size_t base, const Type& m) {
+    const auto& v = o.operands;
+    require(v.size() == base + 7, o, "load/store takes ptr, row, col, stride_row, stride_col, rows, cols");
+    require(v[base]->type.is_pointer(), o, cat("the address must be a pointer, not ", v[base]->type.str()));
+    require(m.is_matrix(), o, cat("the value must be a coopmatrix, not ", m.str()));
+    require(v[base]->type.scalar == m.scalar, o,
+            cat("pointer element type ", name(v[base]->type.scalar), " differs from the matrix component type ",
+                name(m.scalar), " (", m.str(), ")"));
+    for (size_t k = base + 1; k < base + 7; ++k)
+      require(v[k]->type.is_index(), o, cat("position, strides and bounds must be index, operand ", k,
+                                            " is ", v[k]->type.str()));
+  }
+
+  void check(const Op& o) {
+    const auto& v = o.operands;
+    switch (o.kind) {
+      case OpKind::constant:
+        require(o.results.size() == 1 && o.result()->type.is_scalar() && o.has_attr("value"), o,
+                "a constant has a value and one scalar result");
+        break;
+      case OpKind::binary: {
+        require(v.size() == 2 && v[0]->type == v[1]->type && v[0]->type.is_scalar(), o,
+                cat("operands must be scalars of one type, got ", types(v)));
+        auto b = static_cast<BinOp>(o.sub);
+        if (b == BinOp::and_ || b == BinOp::or_)
+          require(!is_float(v[0]->type.scalar), o, cat("and/or need integer or i1 operands, got ", types(v)));
+        if (b == BinOp::rem) require(!is_float(v[0]->type.scalar), o, "rem needs integer operands");
+        break;
+      }
+      case OpKind::cmp:
+        require(v.size() == 2 && v[0]->type == v[1]->type && v[0]->type.is_scalar(), o,
+                cat("operands must be scalars of one type, got ", types(v)));
+        break;
+      case OpKind::select:
+        require(v.size() == 3 && v[0]->type.is_bool() && v[1]->type == v[2]->type, o,
+                cat("select takes (i1, T, T), got ", types(v)));
+        break;
+      case OpKind::for_: {
+        require(v.size() >= 3 && v[0]->type.is_index() && v[1]->type.is_index() && v[2]->type.is_index(), o,
+                "bounds and step must be index");
+        require(o.regions.size() == 1, o, "for has one region");
+        const Block& body = *o.regions[0];
+        require(body.args.size() == v.size() - 2, o, "the body takes the induction variable and the iter_args");
+        for (size_t i = 3; i < v.size(); ++i)
+          require(body.args[i - 2]->type == v[i]->type && o.results[i - 3]->type == v[i]->type, o,
+                  cat("iter_arg ", i - 3, " has inconsistent types"));
+        if (!body.ops.empty() && body.ops.back()->kind == OpKind::yield) yields_match(o, body);
+        break;
+      }
+      case OpKind::if_:
+        require(v.size() == 1 && v[0]->type.is_bool(), o, cat("the condition must be i1, got ", types(v)));
+        require(o.regions.size() == 2, o, "if has a then and an else region");
+        for (const auto& r : o.regions)
+          if (!r->ops.empty() && r->ops.back()->kind == OpKind::yield) yields_match(o, *r);
+        break;
+      case OpKind::yield:
+        break;
+      case OpKind::mat_load:
+        access(o, 0, o.result()->type);
+        break;
+      case OpKind::mat_store:
+        access(o, 1, v[0]->type);
+        break;
+      case OpKind::mat_splat: {
+        const Type& m = o.result()->type;
+        require(m.is_matrix() && v.size() == 1 && v[0]->type == Type::of(m.scalar), o,
+                cat("splat takes a scalar of the component type: ", types(v), " -> ", m.str()));
+        break;
+      }
+      case OpKind::mat_scale:
+        require(v.size() == 2 && v[0]->type.is_matrix() && v[1]->type == Type::of(v[0]->type.scalar), o,
+                cat("scale takes a matrix and a scalar of its component type, got ", types(v)));
+        break;
+      case OpKind::mat_binary:
+        require(v.size() == 2 && v[0]->type.is_matrix() && v[0]->type == v[1]->type, o,
+                cat("element-wise operations take two matrices of one type, got ", types(v)));
+        break;
+      case OpKind::mat_mul_add: {
+        require(v.size() == 3 && v[0]->type.is_matrix() && v[1]->type.is_matrix() && v[2]->type.is_matrix(), o,
+                cat("mul_add takes three matrices, got ", types(v)));
+        const Type &a = v[0]->type, &b = v[1]->type, &c = v[2]->type;
+        require(a.use == Use::a && b.use == Use::b && c.use == Use::acc, o,
+                cat("mul_add needs uses (a, b, acc), got (", name(a.use), ", ", name(b.use), ", ", name(c.use), ")"));
+        require(a.cols == b.rows && a.rows == c.rows && b.cols == c.cols, o,
+                cat("mul_add needs A MxK, B KxN and acc MxN, got A ", a.rows, "x", a.cols, ", B ", b.rows,
+                    "x", b.cols, ", acc ", c.rows, "x", c.cols));
+        require(a.scope == b.scope && b.scope == c.scope, o,
+                cat("mul_add needs one scope for A, B and acc, got ", name(a.scope), ", ", name(b.scope),
+                    ", ", name(c.scope)));
+        require(a.scalar == b.scalar && a.scalar == c.scalar, o,
+                cat("mul_add component types must agree (mixed precision comes with the operation set): ",
+                    types(v)));
+        require(o.result()->type == c, o, "the result has the accumulator's type");
+        break;
+      }
+    }
+  }
+
+  const Function& f_;
+  std::unordered_set<const Value*> defined_;
+};
+
+}  // namespace
+
+void verify(const Function& f) { Verifier(f).run(); }
+
+}  // namespace coopjit::ir

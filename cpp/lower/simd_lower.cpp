@@ -1,0 +1,476 @@
+// The SIMD lowering (simd_lower.h).
+#include "lower/simd_lower.h"
+
+#include <unordered_map>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include "core/error.h"
+
+namespace coopjit {
+namespace {
+
+using namespace ir;
+
+class SimdLowering {
+ public:
+  SimdLowering(const Function& f, llvm::LLVMContext& ctx)
+      : f_(f), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
+    auto it = f.attrs.find("subgroup_size");
+    COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
+    S_ = static_cast<int>(std::get<int64_t>(it->second));
+  }
+
+  std::unique_ptr<llvm::Module> run() {
+    auto* ptr = llvm::PointerType::getUnqual(ctx_);
+    auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr, ptr, ptr}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, mod_.get());
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    unpack_params();
+    block(f_.body);
+    b_.CreateRetVoid();
+    return std::move(mod_);
+  }
+
+ private:
+  // ---- types -------------------------------------------------------------------------------
+  llvm::Type* scalar_ty(ScalarType t) {
+    switch (t) {
+      case ScalarType::i1: return b_.getInt1Ty();
+      case ScalarType::i8: case ScalarType::u8: case ScalarType::f8_e4m3: case ScalarType::f8_e5m2:
+        return b_.getInt8Ty();
+      case ScalarType::i16: case ScalarType::u16: return b_.getInt16Ty();
+      case ScalarType::i32: case ScalarType::u32: return b_.getInt32Ty();
+      case ScalarType::i64: case ScalarType::u64: case ScalarType::index: return b_.getInt64Ty();
+      case ScalarType::f16: return b_.getHalfTy();
+      case ScalarType::bf16: return b_.getBFloatTy();
+      case ScalarType::f32: return b_.getFloatTy();
+      case ScalarType::f64: return b_.getDoubleTy();
+    }
+    throw InternalError("unknown scalar type");
+  }
+  llvm::FixedVectorType* vec_ty(ScalarType t) { return llvm::FixedVectorType::get(scalar_ty(t), S_); }
+  static bool vector_layout(const Type& t) { return t.use != Use::a; }
+  int chunks(const Type& t) const { return static_cast<int>((t.cols + S_ - 1) / S_); }
+  size_t parts(const Type& t) const {
+    return vector_layout(t) ? static_cast<size_t>(t.rows * chunks(t)) : static_cast<size_t>(t.rows * t.cols);
+  }
+  llvm::Align align(ScalarType t) { return llvm::Align(size_in_bytes(t)); }
+
+  // ---- values ------------------------------------------------------------------------------
+  std::vector<llvm::Value*> flat(const Value* v) {
+    if (v->type.is_matrix()) {
+      auto it = mats_.find(v);
+      COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
+      return it->second;
+    }
+    return {scalar(v)};
+  }
+  llvm::Value* scalar(const Value* v) {
+    auto it = scalars_.find(v);
+    COOPJIT_INTERNAL_ASSERT(it != scalars_.end(), "scalar value not lowered");
+    return it->second;
+  }
+  const std::vector<llvm::Value*>& mat(const Value* v) {
+    auto it = mats_.find(v);
+    COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
+    return it->second;
+  }
+  size_t width(const Value* v) const { return v->type.is_matrix() ? parts(v->type) : 1; }
+  // Binds the values `vs` to the ir values, consuming parts from `flat` in order.
+  void bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat) {
+    size_t pos = 0;
+    for (const Value* v : vs) {
+      if (v->type.is_matrix()) {
+        mats_[v] = std::vector<llvm::Value*>(flat.begin() + pos, flat.begin() + pos + parts(v->type));
+        pos += parts(v->type);
+      } else {
+        scalars_[v] = flat[pos++];
+      }
+    }
+    COOPJIT_INTERNAL_ASSERT(pos == flat.size());
+  }
+  std::vector<llvm::Value*> flat_all(const std::vector<Value*>& vs, size_t from = 0) {
+    std::vector<llvm::Value*> out;
+    for (size_t i = from; i < vs.size(); ++i) {
+      auto p = flat(vs[i]);
+      out.insert(out.end(), p.begin(), p.end());
+    }
+    return out;
+  }
+  static bool is_const(const Value* v, int64_t c) {
+    if (!v->def || v->def->kind != OpKind::constant) return false;
+    auto* i = std::get_if<int64_t>(&v->def->attrs.at("value"));
+    return i && *i == c;
+  }
+
+  void unpack_params() {
+    llvm::Value* slots[3] = {fn_->getArg(0), fn_->getArg(1), fn_->getArg(2)};
+    int next[3] = {0, 0, 0};
+    for (const Value* p : f_.params) {
+      int k = p->type.is_pointer() ? 0 : is_float(p->type.scalar) ? 2 : 1;
+      llvm::Type* slot_ty = k == 0 ? static_cast<llvm::Type*>(b_.getPtrTy())
+                                   : k == 1 ? static_cast<llvm::Type*>(b_.getInt64Ty()) : b_.getDoubleTy();
+      llvm::Value* addr = b_.CreateConstInBoundsGEP1_64(slot_ty, slots[k], next[k]++);
+      llvm::Value* v = b_.CreateLoad(slot_ty, addr, p->hint);
+      if (k == 1 && !p->type.is_index()) v = b_.CreateTrunc(v, scalar_ty(p->type.scalar));
+      if (k == 2 && p->type.scalar != ScalarType::f64) v = b_.CreateFPTrunc(v, scalar_ty(p->type.scalar));
+      scalars_[p] = v;
+    }
+  }
+
+  // ---- blocks and control flow -----------------------------------------------------------------
+  // Lowers the ops of a block; returns the flattened operands of its yield (if any).
+  std::vector<llvm::Value*> block(const Block& blk) {
+    for (const auto& op : blk.ops) {
+      if (op->kind == OpKind::yield) return flat_all(op->operands);
+      this->op(*op);
+    }
+    return {};
+  }
+
+  void for_loop(const Op& o) {
+    llvm::Value* lb = scalar(o.operands[0]);
+    llvm::Value* ub = scalar(o.operands[1]);
+    llvm::Value* step = scalar(o.operands[2]);
+    std::vector<llvm::Value*> init = flat_all(o.operands, 3);
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
+    auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
+    iv->addIncoming(lb, pre);
+    std::vector<llvm::PHINode*> phis;
+    for (llvm::Value* v : init) {
+      phis.push_back(b_.CreatePHI(v->getType(), 2));
+      phis.back()->addIncoming(v, pre);
+    }
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, ub), body, exit);
+    b_.SetInsertPoint(body);
+    const Block& region = *o.regions[0];
+    scalars_[region.args[0]] = iv;
+    bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()),
+         std::vector<llvm::Value*>(phis.begin(), phis.end()));
+    std::vector<llvm::Value*> next = block(region);
+    llvm::Value* iv_next = b_.CreateAdd(iv, step, "iv.next", /*HasNUW=*/false, /*HasNSW=*/true);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    iv->addIncoming(iv_next, latch);
+    for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    bind(o.results, std::vector<llvm::Value*>(phis.begin(), phis.end()));
+  }
+
+  void if_op(const Op& o) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
+    auto* merge = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+    b_.CreateCondBr(scalar(o.operands[0]), then_bb, else_bb);
+    std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arms;
+    for (int r = 0; r < 2; ++r) {
+      b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
+      auto vals = block(*o.regions[r]);
+      arms.emplace_back(b_.GetInsertBlock(), vals);
+      b_.CreateBr(merge);
+    }
+    b_.SetInsertPoint(merge);
+    std::vector<llvm::Value*> res;
+    for (size_t i = 0; i < arms[0].second.size(); ++i) {
+      auto* phi = b_.CreatePHI(arms[0].second[i]->getType(), 2);
+      for (auto& [bb, vals] : arms) phi->addIncoming(vals[i], bb);
+      res.push_back(phi);
+    }
+    bind(o.results, res);
+  }
+
+  // ---- scalars -----------------------------------------------------------------------------------
+  llvm::Value* scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
+    if (is_float(t)) {
+      switch (op) {
+        case BinOp::add: return b_.CreateFAdd(x, y);
+        case BinOp::sub: return b_.CreateFSub(x, y);
+        case BinOp::mul: return b_.CreateFMul(x, y);
+        case BinOp::div: return b_.CreateFDiv(x, y);
+        case BinOp::min: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
+        case BinOp::max: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
+        default: break;
+      }
+      throw InternalError(cat("binary op ", name(op), " on floats"));
+    }
+    bool s = is_signed(t);
+    switch (op) {
+      case BinOp::add: return b_.CreateAdd(x, y);
+      case BinOp::sub: return b_.CreateSub(x, y);
+      case BinOp::mul: return b_.CreateMul(x, y);
+      case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
+      case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
+      case BinOp::min: return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x, y);
+      case BinOp::max: return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x, y);
+      case BinOp::and_: return b_.CreateAnd(x, y);
+      case BinOp::or_: return b_.CreateOr(x, y);
+    }
+    throw InternalError("unknown binary op");
+  }
+
+  llvm::Value* scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
+    if (is_float(t)) {
+      static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
+                                                    llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
+                                                    llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
+      return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
+    }
+    bool s = is_signed(t);
+    static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
+                                                  llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
+                                                  llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+    static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
+                                                  llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
+                                                  llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+    return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
+  }
+
+  // ---- matrices ----------------------------------------------------------------------------------
+  llvm::Value* lanes() {
+    std::vector<llvm::Constant*> l;
+    for (int i = 0; i < S_; ++i) l.push_back(b_.getInt64(i));
+    return llvm::ConstantVector::get(l);
+  }
+  // Lanes [0, n) set: the in-matrix lanes of a chunk.
+  llvm::Value* lane_mask(int n) {
+    std::vector<llvm::Constant*> l;
+    for (int i = 0; i < S_; ++i) l.push_back(b_.getInt1(i < n));
+    return llvm::ConstantVector::get(l);
+  }
+  llvm::GlobalVariable* zero_global(ScalarType t) {
+    auto* ty = scalar_ty(t);
+    std::string n = cat("coopjit.zero.", name(t));
+    if (auto* g = mod_->getGlobalVariable(n, true)) return g;
+    return new llvm::GlobalVariable(*mod_, ty, true, llvm::GlobalValue::InternalLinkage,
+                                    llvm::Constant::getNullValue(ty), n);
+  }
+
+  struct Addr {
+    llvm::Value *ptr, *row, *col, *sr, *sc, *rows, *cols;
+    bool unit_col;
+  };
+  Addr addr(const Op& o, size_t base) {
+    const auto& v = o.operands;
+    return {scalar(v[base]), scalar(v[base + 1]), scalar(v[base + 2]), scalar(v[base + 3]),
+            scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), is_const(v[base + 4], 1)};
+  }
+
+  // For chunk j of row i of a vector-layout matrix: the first element's address, the vector of
+  // lane addresses (strided access only) and the mask (null when every lane is accessed).
+  struct Chunk {
+    llvm::Value* base;
+    llvm::Value* ptrs;
+    llvm::Value* mask;
+  };
+  Chunk chunk(const Type& t, const Addr& a, int64_t i, int j, bool checked) {
+    llvm::Type* et = scalar_ty(t.scalar);
+    llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+    llvm::Value* c0 = b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_));
+    llvm::Value* off = b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c0, a.sc));
+    Chunk ch{b_.CreateGEP(et, a.ptr, off), nullptr, nullptr};
+    int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+    if (!a.unit_col)
+      ch.ptrs = b_.CreateGEP(et, ch.base, b_.CreateMul(lanes(), b_.CreateVectorSplat(S_, a.sc)));
+    if (checked) {
+      llvm::Value* in_cols = b_.CreateICmpSLT(b_.CreateAdd(b_.CreateVectorSplat(S_, c0), lanes()),
+                                              b_.CreateVectorSplat(S_, a.cols));
+      llvm::Value* m = b_.CreateAnd(in_cols, lane_mask(valid));
+      llvm::Value* row_ok = b_.CreateICmpSLT(r, a.rows);
+      ch.mask = b_.CreateSelect(row_ok, m, llvm::Constant::getNullValue(m->getType()));
+    } else if (valid < S_) {
+      ch.mask = lane_mask(valid);
+    }
+    return ch;
+  }
+
+  std::vector<llvm::Value*> load(const Op& o) {
+    const Type& t = o.result()->type;
+    Addr a = addr(o, 0);
+    bool checked = o.int_attr("checked");
+    llvm::Type* et = scalar_ty(t.scalar);
+    std::vector<llvm::Value*> out;
+    if (vector_layout(t)) {
+      auto* vt = vec_ty(t.scalar);
+      llvm::Value* zero = llvm::Constant::getNullValue(vt);
+      for (int64_t i = 0; i < t.rows; ++i)
+        for (int j = 0; j < chunks(t); ++j) {
+          Chunk ch = chunk(t, a, i, j, checked);
+          if (a.unit_col)
+            out.push_back(ch.mask ? static_cast<llvm::Value*>(
+                                        b_.CreateMaskedLoad(vt, ch.base, align(t.scalar), ch.mask, zero))
+                                  : b_.CreateAlignedLoad(vt, ch.base, align(t.scalar)));
+          else
+            out.push_back(b_.CreateMaskedGather(vt, ch.ptrs, align(t.scalar), ch.mask, zero));
+        }
+      return out;
+    }
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int64_t k = 0; k < t.cols; ++k) {
+        llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+        llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+        llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c, a.sc)));
+        if (checked) {
+          llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+          p = b_.CreateSelect(inb, p, zero_global(t.scalar));
+        }
+        out.push_back(b_.CreateAlignedLoad(et, p, align(t.scalar)));
+      }
+    return out;
+  }
+
+  void store(const Op& o) {
+    const Type& t = o.operands[0]->type;
+    const auto& vals = mat(o.operands[0]);
+    Addr a = addr(o, 1);
+    bool checked = o.int_attr("checked");
+    llvm::Type* et = scalar_ty(t.scalar);
+    if (vector_layout(t)) {
+      size_t idx = 0;
+      for (int64_t i = 0; i < t.rows; ++i)
+        for (int j = 0; j < chunks(t); ++j) {
+          Chunk ch = chunk(t, a, i, j, checked);
+          llvm::Value* v = vals[idx++];
+          if (a.unit_col) {
+            if (ch.mask) b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
+            else b_.CreateAlignedStore(v, ch.base, align(t.scalar));
+          } else {
+            b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
+          }
+        }
+      return;
+    }
+    size_t idx = 0;
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int64_t k = 0; k < t.cols; ++k) {
+        llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+        llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+        llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c, a.sc)));
+        llvm::Value* v = vals[idx++];
+        if (!checked) {
+          b_.CreateAlignedStore(v, p, align(t.scalar));
+          continue;
+        }
+        llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+        auto* st = llvm::BasicBlock::Create(ctx_, "store.in", fn_);
+        auto* cont = llvm::BasicBlock::Create(ctx_, "store.cont", fn_);
+        b_.CreateCondBr(inb, st, cont);
+        b_.SetInsertPoint(st);
+        b_.CreateAlignedStore(v, p, align(t.scalar));
+        b_.CreateBr(cont);
+        b_.SetInsertPoint(cont);
+      }
+  }
+
+  std::vector<llvm::Value*> splat(const Op& o) {
+    const Type& t = o.result()->type;
+    llvm::Value* s = scalar(o.operands[0]);
+    if (!vector_layout(t)) return std::vector<llvm::Value*>(parts(t), s);
+    std::vector<llvm::Value*> out;
+    llvm::Value* full = b_.CreateVectorSplat(S_, s);
+    llvm::Value* zero = llvm::Constant::getNullValue(full->getType());
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int j = 0; j < chunks(t); ++j) {
+        int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+        // Padding lanes hold zero, as the layout defines.
+        out.push_back(valid < S_ ? b_.CreateSelect(lane_mask(valid), full, zero) : full);
+      }
+    return out;
+  }
+
+  llvm::Value* fma(ScalarType t, llvm::Value* x, llvm::Value* y, llvm::Value* acc) {
+    if (is_float(t)) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, acc});
+    return b_.CreateAdd(b_.CreateMul(x, y), acc);
+  }
+
+  std::vector<llvm::Value*> mul_add(const Op& o) {
+    const Type &ta = o.operands[0]->type, &tc = o.operands[2]->type;
+    const auto& a = mat(o.operands[0]);
+    const auto& bv = mat(o.operands[1]);
+    std::vector<llvm::Value*> c = mat(o.operands[2]);
+    const int nch = chunks(tc);
+    for (int64_t k = 0; k < ta.cols; ++k)
+      for (int64_t i = 0; i < tc.rows; ++i) {
+        llvm::Value* bc = b_.CreateVectorSplat(S_, a[i * ta.cols + k]);
+        for (int j = 0; j < nch; ++j) c[i * nch + j] = fma(tc.scalar, bc, bv[k * nch + j], c[i * nch + j]);
+      }
+    return c;
+  }
+
+  std::vector<llvm::Value*> elementwise(const Op& o) {
+    const Type& t = o.result()->type;
+    const auto& x = mat(o.operands[0]);
+    std::vector<llvm::Value*> out;
+    if (o.kind == OpKind::mat_scale) {
+      llvm::Value* s = scalar(o.operands[1]);
+      if (vector_layout(t)) s = b_.CreateVectorSplat(S_, s);
+      for (llvm::Value* v : x) out.push_back(scalar_bin(BinOp::mul, t.scalar, v, s));
+      return out;
+    }
+    const auto& y = mat(o.operands[1]);
+    for (size_t i = 0; i < x.size(); ++i) out.push_back(scalar_bin(static_cast<BinOp>(o.sub), t.scalar, x[i], y[i]));
+    return out;
+  }
+
+  void op(const Op& o) {
+    switch (o.kind) {
+      case OpKind::constant: {
+        const Type& t = o.result()->type;
+        const Attr& v = o.attrs.at("value");
+        if (is_float(t.scalar))
+          scalars_[o.result()] = llvm::ConstantFP::get(scalar_ty(t.scalar), o.float_attr("value"));
+        else
+          scalars_[o.result()] = llvm::ConstantInt::get(scalar_ty(t.scalar), std::get<int64_t>(v), true);
+        return;
+      }
+      case OpKind::binary:
+        scalars_[o.result()] = scalar_bin(static_cast<BinOp>(o.sub), o.operands[0]->type.scalar,
+                                          scalar(o.operands[0]), scalar(o.operands[1]));
+        return;
+      case OpKind::cmp:
+        scalars_[o.result()] = scalar_cmp(static_cast<CmpPred>(o.sub), o.operands[0]->type.scalar,
+                                          scalar(o.operands[0]), scalar(o.operands[1]));
+        return;
+      case OpKind::select:
+        scalars_[o.result()] = b_.CreateSelect(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]));
+        return;
+      case OpKind::for_: for_loop(o); return;
+      case OpKind::if_: if_op(o); return;
+      case OpKind::yield: throw InternalError("yield outside a region");
+      case OpKind::mat_load: mats_[o.result()] = load(o); return;
+      case OpKind::mat_store: store(o); return;
+      case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
+      case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
+      case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
+    }
+    throw InternalError(cat("the SIMD lowering does not handle ", mnemonic(o)));
+  }
+
+  const Function& f_;
+  llvm::LLVMContext& ctx_;
+  std::unique_ptr<llvm::Module> mod_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  int S_ = 1;
+  std::unordered_map<const Value*, llvm::Value*> scalars_;
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> lower_simd(const ir::Function& f, llvm::LLVMContext& ctx) {
+  return SimdLowering(f, ctx).run();
+}
+
+}  // namespace coopjit

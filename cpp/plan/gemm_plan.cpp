@@ -1,0 +1,111 @@
+// The GEMM planner: layout, register tile and vector width from the spec and the CPU.
+#include "plan/gemm_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+std::string GemmPlan::key() const {
+  return cat("gemm.", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
+             unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order);
+}
+
+std::map<std::string, std::string> GemmPlan::fields() const {
+  return {{"dtype", std::string(ir::name(dtype))},
+          {"layout", layout},
+          {"simd_width", std::to_string(simd_width)},
+          {"mr", std::to_string(mr)},
+          {"nr", std::to_string(nr)},
+          {"kb", std::to_string(kb)},
+          {"unit_stride_b", unit_b ? "true" : "false"},
+          {"unit_stride_c", unit_c ? "true" : "false"},
+          {"accumulate", accumulate ? "true" : "false"},
+          {"order", order},
+          {"threads", "1"},
+          {"split", "dp"}};
+}
+
+int64_t GemmArgs::tiles() const {
+  return ((M + mr - 1) / mr) * ((N + nr - 1) / nr);
+}
+
+namespace {
+int64_t ceil_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+}  // namespace
+
+GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOverrides& overrides) {
+  spec.validate();
+  GemmPlan p;
+  p.dtype = spec.dtype;
+  p.accumulate = spec.accumulate;
+  const int esize = ir::size_in_bytes(spec.dtype);
+  p.simd_width = cpu.vector_bytes / esize;
+
+  // Layout: score each orientation by how many of (B, C) have unit stride along the kernel's N.
+  // "col" swaps the roles: the kernel's B is A^T (its N stride is sa_r), its C is C^T (sc_r).
+  int row_score = (spec.sb_c == 1) + (spec.sc_c == 1);
+  int col_score = (spec.sa_r == 1) + (spec.sc_r == 1);
+  p.layout = col_score > row_score ? "col" : "row";
+  if (auto it = overrides.find("layout"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1)
+      throw UserError(cat("plan override layout=", it->second, " must be 0 (row) or 1 (col)"));
+    p.layout = it->second ? "col" : "row";
+  }
+  bool col = p.layout == "col";
+  int64_t N = col ? spec.M : spec.N, M = col ? spec.N : spec.M;
+  p.unit_b = (col ? spec.sa_r : spec.sb_c) == 1;
+  p.unit_c = (col ? spec.sc_r : spec.sc_c) == 1;
+
+  // Register tile: mr x (nr / S) accumulators plus the B vectors and one broadcast must fit the
+  // register file; 2 vectors of B per k and mr rows keeps the FMA units busy.
+  const int regs = cpu.vector_registers;
+  int nvec = 2;
+  int mr = regs >= 32 ? 12 : 6;
+  while (mr * nvec + nvec + 1 > regs) --mr;
+  // Small problems: do not pad the tile far beyond the matrix.
+  nvec = static_cast<int>(std::min<int64_t>(nvec, std::max<int64_t>(1, ceil_to(N, p.simd_width) / p.simd_width)));
+  p.nr = nvec * p.simd_width;
+  p.mr = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(mr, M)));
+  p.kb = 1;
+
+  for (const auto& [k, v] : overrides) {
+    if (k == "layout") continue;
+    if (k == "mr") p.mr = static_cast<int>(v);
+    else if (k == "nr") p.nr = static_cast<int>(v);
+    else if (k == "kb") p.kb = static_cast<int>(v);
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb)"));
+    if (v < 1 || v > 64) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 64]"));
+  }
+  if (p.nr % p.simd_width != 0)
+    throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
+  if (p.mr * (p.nr / p.simd_width) > 4 * regs)
+    throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " needs ", p.mr * (p.nr / p.simd_width),
+                        " accumulator registers; at most ", 4 * regs, " are allowed"));
+  return p;
+}
+
+GemmArgs gemm_args(const GemmSpec& s, const GemmPlan& p) {
+  GemmArgs a{};
+  a.mr = p.mr;
+  a.nr = p.nr;
+  a.K = s.K;
+  if (p.layout == "col") {
+    // C^T (N x M) = B^T (N x K) A^T (K x M).
+    a.swap_ab = true;
+    a.M = s.N; a.N = s.M;
+    a.sa_r = s.sb_c; a.sa_c = s.sb_r;
+    a.sb_r = s.sa_c; a.sb_c = s.sa_r;
+    a.sc_r = s.sc_c; a.sc_c = s.sc_r;
+  } else {
+    a.swap_ab = false;
+    a.M = s.M; a.N = s.N;
+    a.sa_r = s.sa_r; a.sa_c = s.sa_c;
+    a.sb_r = s.sb_r; a.sb_c = s.sb_c;
+    a.sc_r = s.sc_r; a.sc_c = s.sc_c;
+  }
+  return a;
+}
+
+}  // namespace coopjit

@@ -1,0 +1,58 @@
+// The extension module coopjit._core: error translation, version and CPU facts, and the
+// registration of each binding file. Logic lives in the C++ core and in python/coopjit.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "runtime/kernel.h"
+#include "target/cpu_info.h"
+
+namespace py = pybind11;
+
+void bind_gemm(py::module_& m);
+void bind_layout(py::module_& m);
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
+  static py::exception<coopjit::VerifyError> verify_error(m, "VerifyError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const coopjit::VerifyError& e) {
+      py::set_error(verify_error, e.what());
+    } catch (const coopjit::UserTypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const coopjit::UserError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const coopjit::InternalError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.attr("version") = COOPJIT_VERSION;
+  m.attr("llvm_version") = COOPJIT_LLVM_VERSION;
+  m.def("cpu_info", [] {
+    const coopjit::CpuInfo& c = coopjit::host_cpu();
+    py::dict d;
+    d["name"] = c.name;
+    d["triple"] = c.triple;
+    d["vector_bytes"] = c.vector_bytes;
+    d["vector_registers"] = c.vector_registers;
+    d["features"] = c.features;
+    return d;
+  }, "The host CPU as LLVM detects it: name, triple, features, vector width.");
+  m.def("cache_stats", [] {
+    auto s = coopjit::cache_stats();
+    py::dict d;
+    d["entries"] = s.entries;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    return d;
+  }, "In-memory code cache counters.");
+  m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
+
+  bind_gemm(m);
+#ifdef COOPJIT_HAVE_LAYOUT
+  bind_layout(m);
+#endif
+}

@@ -1,0 +1,27 @@
+// GEMM from spec to result: plan, fetch (or build) the code, launch. No LLVM types here.
+#pragma once
+
+#include <memory>
+
+#include "plan/gemm_plan.h"
+#include "runtime/kernel.h"
+#include "spec/gemm_spec.h"
+
+namespace coopjit {
+
+struct GemmKernel {
+  GemmSpec spec;
+  GemmPlan plan;
+  std::shared_ptr<const CompiledKernel> code;
+};
+
+/// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
+GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});
+
+/// Runs `k` on operands whose shapes and strides are `spec`'s (which may differ from k.spec
+/// only in values that do not change the code: the caller checks that with the plan key).
+/// a, b, c point at element [0, 0] of op(A), op(B) and C. Does not touch Python.
+void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
+              double alpha, double beta);
+
+}  // namespace coopjit

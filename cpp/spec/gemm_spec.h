@@ -1,0 +1,25 @@
+// GemmSpec: what a GEMM call asks for, C = alpha * op(A) @ op(B) + beta * C, with the shapes,
+// the element type and the element strides of the operands exactly as the caller passed them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/types.h"
+
+namespace coopjit {
+
+struct GemmSpec {
+  ir::ScalarType dtype = ir::ScalarType::f32;
+  int64_t M = 0, N = 0, K = 0;
+  // Element strides (may be negative or zero) of op(A) (M x K), op(B) (K x N) and C (M x N).
+  int64_t sa_r = 0, sa_c = 0, sb_r = 0, sb_c = 0, sc_r = 0, sc_c = 0;
+  bool accumulate = false;  // beta != 0: C is read and scaled by beta
+  std::string device = "cpu";
+
+  /// Throws UserError naming the values if a size is negative or the dtype unsupported.
+  void validate() const;
+  std::string str() const;
+};
+
+}  // namespace coopjit

@@ -1,0 +1,33 @@
+"""coopjit: JIT-compiled GEMM and reduction kernels over cooperative matrices.
+
+Each call plans a kernel for exactly its problem (shapes, dtype, strides, device), builds it in
+a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches it.
+"""
+from __future__ import annotations
+
+from . import _core
+from ._core import VerifyError
+from ._gemm import Kernel, compile_gemm, gemm, matmul
+
+__version__ = _core.version
+llvm_version = _core.llvm_version
+
+__all__ = [
+    "Kernel",
+    "VerifyError",
+    "compile_gemm",
+    "cpu_info",
+    "devices",
+    "gemm",
+    "matmul",
+]
+
+
+def devices() -> list[str]:
+    """Names of the devices coopjit can run on; "cpu" is always there."""
+    return ["cpu"]
+
+
+def cpu_info() -> dict:
+    """The host CPU as LLVM sees it: name, triple, features, vector width."""
+    return _core.cpu_info()

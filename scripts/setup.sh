@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything coopjit needs on a fresh Debian 12 machine and builds the package into the
+# current Python; re-running it is quick when nothing changed (it checks, then skips).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# 1. Debian packages: LLVM 22 (ORC JIT, X86 and SPIR-V targets), the Level Zero loader, the
+#    OpenCL ICD loader.
+APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1"
+missing=""
+for p in $APT_PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "setup: apt-get install$missing"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
+fi
+
+# 2. Python packages (build tools and test/runtime dependencies).
+PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes"
+if ! $PY - $PIP_PKGS <<'PYEOF'
+import importlib.metadata as md, sys
+missing = []
+for p in sys.argv[1:]:
+    try:
+        md.version(p)
+    except md.PackageNotFoundError:
+        missing.append(p)
+sys.exit(1 if missing else 0)
+PYEOF
+then
+  echo "setup: pip install $PIP_PKGS"
+  $PY -m pip install -q $PIP_PKGS
+fi
+
+# 3. The package itself, rebuilt (incrementally, build/ keeps the CMake tree) only when its
+#    sources changed since the last install.
+mkdir -p build
+stamp=$( (find cpp python -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
+         | xargs sha256sum | sha256sum | cut -d' ' -f1)
+if [ "$(cat build/.installed-stamp 2>/dev/null)" != "$stamp" ] || ! $PY -c "import coopjit._core" 2>/dev/null; then
+  echo "setup: building and installing coopjit"
+  $PY -m pip install -q --no-build-isolation --no-deps .
+  echo "$stamp" > build/.installed-stamp
+fi
