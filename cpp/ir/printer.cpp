@@ -114,8 +114,14 @@ class Printer {
         os_ << " : " << o.result()->type.str();
         break;
       }
-      case OpKind::binary: case OpKind::cmp: case OpKind::select: case OpKind::mat_binary:
-      case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale: {
+      case OpKind::binary: case OpKind::cmp: case OpKind::mat_binary:
+        // Both operands have one type: print it once.
+        results(o);
+        os_ << mnemonic(o) << " ";
+        list(v);
+        os_ << " : " << v[0]->type.str();
+        break;
+      case OpKind::select: case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale: {
         results(o);
         os_ << mnemonic(o) << " ";
         list(v);

@@ -250,9 +250,9 @@ void test_sweep() {
             const CoopMatrixLayout l(M, N, use, dt, S);
             const std::string name = describe(l);
             const int size = component_size(dt);
-            int errors = 0;
-            auto expect = [&](bool ok, const std::string& what) {
-              if (!ok && errors++ < 3) check(false, name + ": " + what);
+            int errors = 0;  // reports the first three failures of a layout
+            auto fail = [&](const std::string& what) {
+              if (errors++ < 3) check(false, name + ": " + what);
             };
             ++layouts;
 
@@ -265,11 +265,11 @@ void test_sweep() {
             const bool vnni = use == Use::a && size < 4 && N % omega == 0;
             const int ch = vnni ? omega : 1;
             const int64_t Jp = vnni ? (J + omega - 1) / omega : J;
-            expect(l.I() == I && l.J() == J && l.K() == M / I, "I, J, K");
-            expect(l.K1() == K1 && l.K1() * l.K2() == M / I, "K1, K2");
-            expect(l.omega() == omega && l.vnni() == vnni && l.channels() == ch, "omega, vnni");
-            expect(l.V() == (I * (M / I) * Jp + S - 1) / S, "V");
-            if (!vnni) expect(l.V() * S == I * (M / I) * J, "V*S == I*K*J");
+            if (l.I() != I || l.J() != J || l.K() != M / I) fail("I, J, K");
+            if (l.K1() != K1 || l.K1() * l.K2() != M / I) fail("K1, K2");
+            if (l.omega() != omega || l.vnni() != vnni || l.channels() != ch) fail("omega, vnni");
+            if (l.V() != (I * (M / I) * Jp + S - 1) / S) fail("V");
+            if (!vnni && l.V() * S != I * (M / I) * J) fail("V*S != I*K*J");
 
             // Bijection and owner/element consistency over the table.
             const std::vector<int64_t> t = l.table();
@@ -281,23 +281,27 @@ void test_sweep() {
                   const size_t at = static_cast<size_t>(((v * S + p) * ch + c) * 2);
                   const int64_t row = t[at], col = t[at + 1];
                   const std::optional<Element> e = l.element(p, v, c);
-                  expect(e ? (e->row == row && e->col == col) : (row == -1 && col == -1),
-                         cat("table vs element at p=", p, " v=", v, " c=", c));
+                  if (e ? !(*e == Element{row, col}) : (row != -1 || col != -1))
+                    fail(cat("table vs element at p=", p, " v=", v, " c=", c));
                   if (row < 0) continue;
                   ++n_valid;
-                  expect(row < M && col >= 0 && col < N, cat("element out of range ", row));
-                  if (row >= M || col < 0 || col >= N) continue;
+                  if (row >= M || col < 0 || col >= N) {
+                    fail(cat("element ", row, ",", col, " out of range"));
+                    continue;
+                  }
                   ++seen[row * N + col];
-                  expect(l.owner(row, col) == Slot{p, v, c}, cat("owner(", row, ",", col, ")"));
+                  if (!(l.owner(row, col) == Slot{p, v, c}))
+                    fail(cat("owner(", row, ",", col, ")"));
                 }
-            expect(n_valid == M * N, "number of non-padding slots");
-            for (int x : seen) expect(x == 1, "element seen once");
+            if (n_valid != M * N) fail("number of non-padding slots");
+            for (int x : seen)
+              if (x != 1) fail("an element is not held exactly once");
 
             // The combined closed form of the document: lane p, slot v = w1 + u*K1 + w2*K1*(V/K)
             // holds row p%I + (w1 + w2*K1)*I and column j = p/I + u*(S/I) (for VNNI: entry
             // column j, channels c + j*omega, padding where j >= ceil(J/omega)).
             const int64_t K = M / I, VK = l.V() / K;
-            expect(l.V() % K == 0, "K divides V");
+            if (l.V() % K != 0) fail("K does not divide V");
             for (int64_t p = 0; p < S; ++p)
               for (int64_t w1 = 0; w1 < K1; ++w1)
                 for (int64_t u = 0; u < VK; ++u)
@@ -309,8 +313,8 @@ void test_sweep() {
                       const int64_t col = vnni ? c + j * omega : j;
                       const bool pad = j >= Jp || col >= N;
                       const std::optional<Element> e = l.element(p, v, c);
-                      expect(pad ? !e : (e && *e == Element{row, col}),
-                             cat("closed form at p=", p, " v=", v, " c=", c));
+                      if (pad ? bool(e) : !(e && *e == Element{row, col}))
+                        fail(cat("closed form at p=", p, " v=", v, " c=", c));
                     }
 
             // The load pseudo-code (it has no VNNI packing).
@@ -319,12 +323,12 @@ void test_sweep() {
                 const std::vector<Element> R = load_pseudo_code(M, N, K1, S, p);
                 for (int64_t v = 0; v < l.V(); ++v) {
                   const std::optional<Element> e = l.element(p, v);
-                  expect(e ? R[v] == *e : R[v] == (Element{-1, -1}),
-                         cat("load pseudo-code at p=", p, " v=", v));
+                  if (!(R[v] == (e ? *e : Element{-1, -1})))
+                    fail(cat("load pseudo-code at p=", p, " v=", v));
                 }
               }
             if (errors) ++bad_layouts;
-            check(errors == 0, cat(name, ": ", errors, " sweep errors"));
+            check(errors == 0, name + ": " + std::to_string(errors) + " sweep errors");
           }
   check(layouts == 3 * 8 * 70 * 3 * 14, "sweep size");
   if (bad_layouts) std::cout << bad_layouts << " of " << layouts << " layouts failed\n";

@@ -1,0 +1,39 @@
+"""Shared helpers for the tests: the float64 reference and the tolerance it allows."""
+import numpy as np
+import pytest
+
+
+def gemm_reference(a, b, c=None, alpha=1.0, beta=0.0):
+    """alpha * a @ b + beta * c computed in float64 (beta == 0 ignores c, as BLAS does)."""
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    if c is not None and beta != 0.0:
+        ref = ref + beta * c.astype(np.float64)
+    return ref
+
+
+def gemm_bound(a, b, c=None, alpha=1.0, beta=0.0, dtype=np.float32):
+    """Elementwise error bound of a K-term dot product in `dtype`: (K + 2) eps (|alpha||A||B| + |beta||C|)."""
+    eps = np.finfo(dtype).eps
+    k = a.shape[1]
+    mag = abs(alpha) * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
+    if c is not None and beta != 0.0:
+        mag = mag + abs(beta) * np.abs(c).astype(np.float64)
+    return (k + 2) * eps * mag + np.finfo(dtype).tiny
+
+
+def assert_gemm_close(got, a, b, c=None, alpha=1.0, beta=0.0):
+    ref = gemm_reference(a, b, c, alpha, beta)
+    bound = gemm_bound(a, b, c, alpha, beta, got.dtype)
+    assert got.shape == ref.shape
+    err = np.abs(got.astype(np.float64) - ref)
+    bad = ~(err <= bound)
+    assert not bad.any(), (
+        f"{bad.sum()} of {bad.size} elements outside the bound; worst at "
+        f"{np.unravel_index(np.argmax(err - bound), err.shape)}: got {got.flat[np.argmax(err - bound)]}, "
+        f"want {ref.flat[np.argmax(err - bound)]}"
+    )
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

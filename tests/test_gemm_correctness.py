@@ -1,0 +1,161 @@
+"""GEMM and matmul against NumPy in float64: shapes, transposes, strides, alpha/beta, dtypes."""
+import numpy as np
+import pytest
+
+import coopjit
+from conftest import assert_gemm_close
+
+DTYPES = [np.float32, np.float64]
+
+SHAPES = [
+    (0, 5, 7), (5, 0, 7), (5, 7, 0), (1, 1, 1), (1, 17, 1), (17, 1, 3), (2, 3, 5), (7, 11, 13),
+    (16, 16, 16), (31, 33, 29), (64, 64, 64), (97, 101, 103), (128, 40, 257), (13, 300, 2),
+    (1031, 37, 61), (45, 1029, 33), (29, 31, 1201),
+]
+
+
+def rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_matmul_matches_numpy(rng, dtype, m, n, k):
+    a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+    c = coopjit.matmul(a, b)
+    assert c.dtype == dtype and c.shape == (m, n)
+    assert_gemm_close(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 11, 13), (33, 65, 17), (130, 47, 71), (1003, 1001, 67)])
+def test_gemm_transposes(rng, dtype, trans_a, trans_b, m, n, k):
+    a = rand(rng, (k, m) if trans_a else (m, k), dtype)
+    b = rand(rng, (n, k) if trans_b else (k, n), dtype)
+    c = coopjit.gemm(a, b, trans_a=trans_a, trans_b=trans_b)
+    assert_gemm_close(c, a.T if trans_a else a, b.T if trans_b else b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (2.5, 0.0), (-1.0, 1.0), (0.5, -2.0), (0.0, 3.0), (1.0, 1.0)])
+def test_gemm_alpha_beta(rng, dtype, alpha, beta):
+    a, b, c0 = rand(rng, (37, 29), dtype), rand(rng, (29, 43), dtype), rand(rng, (37, 43), dtype)
+    c = c0.copy()
+    got = coopjit.gemm(a, b, c, alpha=alpha, beta=beta)
+    assert got is c  # updated in place and returned
+    assert_gemm_close(c, a, b, c0, alpha, beta)
+
+
+def views(rng, dtype):
+    """(name, a_view, b_view) pairs of strided, negative-stride and sliced views."""
+    big_a = rand(rng, (90, 80), dtype)
+    big_b = rand(rng, (80, 100), dtype)
+    yield "contiguous", big_a[:40, :30].copy(), big_b[:30, :50].copy()
+    yield "slices", big_a[:40, :30], big_b[:30, :50]
+    yield "step2", big_a[::2, ::2][:40, :30], big_b[::2, ::2][:30, :50]
+    yield "negative", big_a[::-1, ::-1][:40, :30], big_b[::-1, ::-3][:30, :30]
+    yield "neg-rows", big_a[::-2][:40], big_b[::-1][:80, 1::2]
+    yield "transposed views", big_b.T[:41, :33], big_a.T[:33, ::3]
+    yield "fortran", np.asfortranarray(big_a[:40, :30]), np.asfortranarray(big_b[:30, :50])
+    yield "broadcast rows (stride 0)", np.broadcast_to(big_a[0, :30], (20, 30)), big_b[:30, :20]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_views(rng, dtype):
+    for name, a, b in views(rng, dtype):
+        a_before, b_before = a.copy(), b.copy()
+        c = coopjit.matmul(a, b)
+        assert_gemm_close(c, a, b)
+        np.testing.assert_array_equal(a, a_before, err_msg=f"{name}: a was modified")
+        np.testing.assert_array_equal(b, b_before, err_msg=f"{name}: b was modified")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_output(rng, dtype):
+    a, b = rand(rng, (37, 23), dtype), rand(rng, (23, 45), dtype)
+    for out in (np.zeros((45, 37), dtype).T, np.zeros((74, 90), dtype)[::2, ::2], np.zeros((37, 45), dtype)[::-1]):
+        frame = out.base.copy() if out.base is not None else None
+        got = coopjit.matmul(a, b, out=out)
+        assert got is out
+        assert_gemm_close(out, a, b)
+        if frame is not None and out.base.shape == (74, 90):
+            untouched = np.ones(out.base.shape, bool)
+            untouched[::2, ::2][:, :] = False
+            assert (out.base[untouched] == 0).all(), "elements outside the out view were written"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_1d_operands(rng, dtype):
+    a, b, v = rand(rng, (9, 13), dtype), rand(rng, (13, 5), dtype), rand(rng, (13,), dtype)
+    np.testing.assert_allclose(coopjit.matmul(a, v), a.astype(np.float64) @ v, rtol=1e-5, atol=1e-5)
+    w = rand(rng, (9,), dtype)
+    np.testing.assert_allclose(coopjit.matmul(w, a), w.astype(np.float64) @ a, rtol=1e-5, atol=1e-5)
+    r = coopjit.matmul(v, v)
+    assert r.shape == () and np.isclose(r, float(v.astype(np.float64) @ v), rtol=1e-5)
+    assert coopjit.matmul(v, b).shape == (5,)
+
+
+def test_out_overlapping_input_gives_right_answer(rng):
+    a = rand(rng, (64, 64), np.float32)
+    b = rand(rng, (64, 64), np.float32)
+    a0, b0 = a.copy(), b.copy()
+    coopjit.matmul(a, b, out=a)
+    assert_gemm_close(a, a0, b0)
+    c = b.copy()
+    coopjit.gemm(a0, c, c, alpha=1.0, beta=1.0)  # c is both b and c
+    assert_gemm_close(c, a0, b, b, 1.0, 1.0)
+    # a partially overlapping view
+    buf = rand(rng, (80, 64), np.float64)
+    x0 = buf[:64].copy()
+    y = rand(rng, (64, 64), np.float64)
+    coopjit.matmul(buf[:64], y, out=buf[16:80])
+    assert_gemm_close(buf[16:80], x0, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_finite_alpha_beta_propagate(rng, dtype):
+    a, b, c0 = rand(rng, (8, 5), dtype), rand(rng, (5, 6), dtype), rand(rng, (8, 6), dtype)
+    for alpha, beta in ((np.nan, 0.0), (np.inf, 0.0), (1.0, np.nan), (1.0, -np.inf)):
+        c = c0.copy()
+        coopjit.gemm(a, b, c, alpha=alpha, beta=beta)
+        with np.errstate(invalid="ignore"):
+            want = alpha * (a.astype(np.float64) @ b) + (beta * c0 if beta != 0 else 0)
+        np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(c), np.isinf(want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nan_in_inputs_propagates(rng, dtype):
+    a, b = rand(rng, (20, 10), dtype), rand(rng, (10, 40), dtype)
+    a[3, 4] = np.nan
+    b[7, 33] = np.inf
+    c = coopjit.matmul(a, b)
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64) @ b
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(c), np.isinf(want))
+
+
+def test_zero_sized_dimensions_match_numpy():
+    for m, n, k in [(0, 3, 4), (3, 0, 4), (3, 4, 0), (0, 0, 0)]:
+        a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+        got = coopjit.matmul(a, b)
+        want = np.matmul(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    c = np.full((3, 4), 2.0)
+    coopjit.gemm(np.ones((3, 0)), np.ones((0, 4)), c, alpha=1.0, beta=0.5)
+    np.testing.assert_array_equal(c, np.full((3, 4), 1.0))
+
+
+def test_large_square(rng):
+    a, b = rand(rng, (1100, 1100), np.float32), rand(rng, (1100, 1100), np.float32)
+    assert_gemm_close(coopjit.matmul(a, b), a, b)
+
+
+def test_plan_overrides_give_same_result(rng):
+    a, b = rand(rng, (50, 70), np.float64), rand(rng, (70, 90), np.float64)
+    for plan in ({"layout": "col"}, {"mr": 3, "nr": 8}, {"kb": 4}, {"layout": "col", "mr": 5, "kb": 3}):
+        assert_gemm_close(coopjit.matmul(a, b, plan=plan), a, b)

@@ -1,0 +1,119 @@
+"""Bad input to matmul / gemm / compile_gemm: a clear Python exception naming the values."""
+import numpy as np
+import pytest
+
+import coopjit
+
+F32 = np.float32
+
+
+def test_shape_mismatch_names_both_shapes():
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 6\)"):
+        coopjit.matmul(np.ones((3, 4), F32), np.ones((5, 6), F32))
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 6\)"):
+        coopjit.gemm(np.ones((3, 4), F32), np.ones((5, 6), F32))
+    with pytest.raises(ValueError, match=r"trans_b=True"):
+        coopjit.gemm(np.ones((3, 4), F32), np.ones((4, 6), F32), trans_b=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16, np.complex64, np.bool_, object])
+def test_unsupported_dtype_lists_supported(dtype):
+    a = np.ones((3, 3), dtype)
+    with pytest.raises(TypeError, match=r"float32.*float64"):
+        coopjit.matmul(a, a)
+    with pytest.raises(TypeError, match=str(np.dtype(dtype))):
+        coopjit.gemm(a, a)
+
+
+def test_mixed_dtypes():
+    with pytest.raises(TypeError, match=r"float32.*float64"):
+        coopjit.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float64))
+    with pytest.raises(TypeError, match=r"c is float64"):
+        coopjit.gemm(np.ones((2, 2), F32), np.ones((2, 2), F32), np.ones((2, 2), np.float64))
+
+
+def test_0d_and_1d_where_2d_required():
+    with pytest.raises(ValueError, match="0-d"):
+        coopjit.matmul(np.float32(2), np.ones((2, 2), F32))
+    with pytest.raises(ValueError, match=r"a must be 2-D, got 1-D"):
+        coopjit.gemm(np.ones(3, F32), np.ones((3, 2), F32))
+    with pytest.raises(ValueError, match=r"b must be 2-D, got 0-D"):
+        coopjit.gemm(np.ones((3, 3), F32), np.float32(1))
+
+
+def test_batched_is_not_implemented_yet():
+    with pytest.raises(NotImplementedError, match=r"shape \(2, 3, 4\)"):
+        coopjit.matmul(np.ones((2, 3, 4), F32), np.ones((4, 5), F32))
+
+
+def test_read_only_output():
+    a = np.ones((3, 3), F32)
+    out = np.zeros((3, 3), F32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        coopjit.matmul(a, a, out=out)
+    with pytest.raises(ValueError, match="read-only"):
+        coopjit.gemm(a, a, out)
+    assert (out == 0).all()
+
+
+def test_wrong_output_shape_or_dtype():
+    a = np.ones((3, 4), F32)
+    b = np.ones((4, 5), F32)
+    with pytest.raises(ValueError, match=r"out has shape \(5, 3\).*\(3, 5\)"):
+        coopjit.matmul(a, b, out=np.zeros((5, 3), F32))
+    with pytest.raises(TypeError, match="out has dtype float64"):
+        coopjit.matmul(a, b, out=np.zeros((3, 5)))
+    with pytest.raises(ValueError, match=r"c has shape \(3, 4\)"):
+        coopjit.gemm(a, b, np.zeros((3, 4), F32))
+    with pytest.raises(TypeError, match="out must be a NumPy array"):
+        coopjit.matmul(a, b, out=[[0] * 5] * 3)
+
+
+def test_bad_scalars_and_device():
+    a = np.ones((2, 2), F32)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        coopjit.gemm(a, a, alpha="2")
+    with pytest.raises(TypeError, match="beta must be a real number"):
+        coopjit.gemm(a, a, a.copy(), beta=1j)
+    with pytest.raises(ValueError, match="unknown device 'gpu7'"):
+        coopjit.matmul(a, a, device="gpu7")
+
+
+def test_bad_plan_overrides():
+    a = np.ones((4, 4), F32)
+    with pytest.raises(ValueError, match="unknown plan field 'tile'"):
+        coopjit.matmul(a, a, plan={"tile": 3})
+    with pytest.raises(ValueError, match="nr=20 must be a multiple"):
+        coopjit.matmul(a, a, plan={"nr": 20})
+    with pytest.raises(ValueError, match="mr=0 is out of range"):
+        coopjit.matmul(a, a, plan={"mr": 0})
+    with pytest.raises(ValueError, match="layout must be 'row' or 'col'"):
+        coopjit.matmul(a, a, plan={"layout": "diagonal"})
+
+
+def test_compile_gemm_bad_arguments_and_calls():
+    with pytest.raises(ValueError, match="m must be a non-negative int, got -1"):
+        coopjit.compile_gemm(-1, 2, 2)
+    with pytest.raises(TypeError, match="dtype int8 is not supported"):
+        coopjit.compile_gemm(2, 2, 2, np.int8)
+    k = coopjit.compile_gemm(4, 5, 6, np.float32)
+    with pytest.raises(ValueError, match=r"a has shape \(6, 4\); this kernel was compiled for \(4, 6\)"):
+        k(np.ones((6, 4), F32), np.ones((6, 5), F32))
+    with pytest.raises(TypeError, match="b has dtype float64"):
+        k(np.ones((4, 6), F32), np.ones((6, 5)))
+    with pytest.raises(ValueError, match="accumulate=True"):
+        k(np.ones((4, 6), F32), np.ones((6, 5), F32), np.ones((4, 5), F32), beta=1.0)
+    with pytest.raises(ValueError, match="unknown source kind 'ptx'"):
+        k.source("ptx")
+    # A kernel planned for contiguous b cannot read a b with a column stride: it says so.
+    with pytest.raises(ValueError, match="need plan"):
+        k(np.ones((4, 6), F32), np.ones((6, 10), F32)[:, ::2])
+
+
+def test_inputs_are_not_modified_on_error():
+    a = np.arange(12, dtype=F32).reshape(3, 4)
+    before = a.copy()
+    with pytest.raises(ValueError):
+        coopjit.matmul(a, a)
+    np.testing.assert_array_equal(a, before)
