@@ -88,6 +88,8 @@ def test_bad_plan_overrides():
         coopjit.matmul(a, a, plan={"nr": 20})
     with pytest.raises(ValueError, match="mr=0 is out of range"):
         coopjit.matmul(a, a, plan={"mr": 0})
+    with pytest.raises(ValueError, match=r"kb=6 must be a power of two in \[4, 128\]"):
+        coopjit.matmul(a, a, plan={"kb": 6})
     with pytest.raises(ValueError, match="layout must be 'row' or 'col'"):
         coopjit.matmul(a, a, plan={"layout": "diagonal"})
 

@@ -95,7 +95,7 @@ def test_devices_and_info():
 
 
 def test_debug_env_prints_the_pipeline():
-    code = "import numpy as np, coopjit; coopjit.matmul(np.ones((3,5),np.float32), np.ones((5,9),np.float32), plan={'mr': 3, 'kb': 2})"
+    code = "import numpy as np, coopjit; coopjit.matmul(np.ones((3,5),np.float32), np.ones((5,9),np.float32), plan={'mr': 3, 'kb': 8})"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, "COOPJIT_DEBUG": "plan,ir,llvm"})
     assert "[coopjit] plan gemm.f32" in res.stderr

@@ -44,21 +44,23 @@ std::unique_ptr<Function> build_gemm(const GemmPlan& p, const std::string& name)
   Value* zero = b.constant(0.0, T, "zero");
   Value* k_main = b.sub(K, b.rem(K, KB), "k_main");
 
-  // One register tile at (m0, n0); `checked` loads and stores stay inside M x N.
+  // One register tile at (m0, n0); `checked` loads and stores stay inside M x N. The K loop
+  // steps by KB (a power of two: HLSL 0035's K rule); a last partial step reads zeros past K.
   auto tile = [&](Builder& t, Value* m0, Value* n0, bool checked) -> std::vector<Value*> {
-    Value* acc0 = t.splat(acc_t, zero, "acc");
-    auto k_loop = [&](Builder& lb, Value* from, Value* to, int kb, Value* acc_in) {
-      Value* step = kb == p.kb ? KB : lb.index(kb);
-      return lb.for_(from, to, step, {acc_in}, [&](Builder& kbld, Value* k, const std::vector<Value*>& it) {
-        Value* a = kbld.load(Type::matrix(T, p.mr, kb, Use::a, Scope::subgroup),
-                             {A, m0, k, sa_r, sa_c, M, K}, checked, "a");
-        Value* bm = kbld.load(Type::matrix(T, kb, p.nr, Use::b, Scope::subgroup),
-                              {B, k, n0, sb_r, sb_c, K, N}, checked, "b");
-        return std::vector<Value*>{kbld.mul_add(a, bm, it[0], "acc")};
-      }, "k")[0];
+    const Type a_t = Type::matrix(T, p.mr, p.kb, Use::a, Scope::subgroup);
+    const Type b_t = Type::matrix(T, p.kb, p.nr, Use::b, Scope::subgroup);
+    auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
+      Value* a = kb.load(a_t, {A, m0, k, sa_r, sa_c, M, K}, chk, "a");
+      Value* bm = kb.load(b_t, {B, k, n0, sb_r, sb_c, K, N}, chk, "b");
+      return kb.mul_add(a, bm, acc_in, "acc");
     };
-    Value* acc = k_loop(t, zero_i, k_main, p.kb, acc0);
-    if (p.kb > 1) acc = k_loop(t, k_main, K, 1, acc);
+    Value* acc = t.splat(acc_t, zero, "acc");
+    acc = t.for_(zero_i, k_main, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+      return std::vector<Value*>{step(kb, k, it[0], checked)};
+    }, "k")[0];
+    acc = t.if_(t.cmp(CmpPred::lt, k_main, K, "k_tail"), {acc_t},
+                [&](Builder& x) { return std::vector<Value*>{step(x, k_main, acc, true)}; },
+                [&](Builder&) { return std::vector<Value*>{acc}; })[0];
     Value* result = t.scale(acc, alpha, "result");
     Builder::Access c_at{C, m0, n0, sc_r, sc_c, M, N};
     if (p.accumulate) {

@@ -9,6 +9,32 @@
 namespace coopjit::ir {
 namespace {
 
+// HLSL 0035's scope table: the scopes each matrix operation accepts. Thread-scope matrices are
+// read-only: they can be loaded (and, later, accumulated into memory and used by vector x
+// matrix products), not stored, splatted, set or multiplied as matrices.
+constexpr unsigned kThread = 1u << static_cast<int>(Scope::thread);
+constexpr unsigned kSubgroup = 1u << static_cast<int>(Scope::subgroup);
+constexpr unsigned kWorkgroup = 1u << static_cast<int>(Scope::workgroup);
+constexpr unsigned kUniform = kSubgroup | kWorkgroup;
+constexpr unsigned kAnyScope = kThread | kUniform;
+
+unsigned allowed_scopes(OpKind k) {
+  switch (k) {
+    case OpKind::mat_load: return kAnyScope;
+    case OpKind::mat_store: case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale:
+    case OpKind::mat_binary:
+      return kUniform;
+    default: return kAnyScope;
+  }
+}
+
+std::string scope_list(unsigned mask) {
+  std::string s;
+  for (Scope sc : {Scope::thread, Scope::subgroup, Scope::workgroup})
+    if (mask & (1u << static_cast<int>(sc))) s += (s.empty() ? "" : " or ") + std::string(name(sc));
+  return s;
+}
+
 class Verifier {
  public:
   explicit Verifier(const Function& f) : f_(f) {}
@@ -74,8 +100,23 @@ class Verifier {
                                             " is ", v[k]->type.str()));
   }
 
+  // Matrix types: positive dimensions; the operation must accept the matrix's scope.
+  void matrix_types(const Op& o) {
+    std::vector<const Value*> vals(o.operands.begin(), o.operands.end());
+    vals.insert(vals.end(), o.results.begin(), o.results.end());
+    for (const Value* v : vals) {
+      const Type& t = v->type;
+      if (!t.is_matrix()) continue;
+      require(t.rows >= 1 && t.cols >= 1, o, cat("matrix dimensions must be at least 1, got ", t.str()));
+      unsigned ok = allowed_scopes(o.kind);
+      require((ok & (1u << static_cast<int>(t.scope))) != 0, o,
+              cat(mnemonic(o), " needs ", scope_list(ok), " scope matrices (HLSL 0035 scope table), got ", t.str()));
+    }
+  }
+
   void check(const Op& o) {
     const auto& v = o.operands;
+    matrix_types(o);
     switch (o.kind) {
       case OpKind::constant:
         require(o.results.size() == 1 && o.result()->type.is_scalar() && o.has_attr("value"), o,
@@ -150,6 +191,14 @@ class Verifier {
         require(a.scope == b.scope && b.scope == c.scope, o,
                 cat("mul_add needs one scope for A, B and acc, got ", name(a.scope), ", ", name(b.scope),
                     ", ", name(c.scope)));
+        // HLSL 0035 "Restrictions on Dimensions": K is a power of two in [4, 128] for thread and
+        // wave (subgroup) scope, and in [1, 1024] for thread group (workgroup) scope.
+        if (a.scope == Scope::workgroup)
+          require(a.cols >= 1 && a.cols <= 1024, o,
+                  cat("K = ", a.cols, " must be in [1, 1024] for workgroup scope"));
+        else
+          require(a.cols >= 4 && a.cols <= 128 && (a.cols & (a.cols - 1)) == 0, o,
+                  cat("K = ", a.cols, " must be a power of two in [4, 128] for ", name(a.scope), " scope"));
         require(a.scalar == b.scalar && a.scalar == c.scalar, o,
                 cat("mul_add component types must agree (mixed precision comes with the operation set): ",
                     types(v)));

@@ -68,7 +68,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   nvec = static_cast<int>(std::min<int64_t>(nvec, std::max<int64_t>(1, ceil_to(N, p.simd_width) / p.simd_width)));
   p.nr = nvec * p.simd_width;
   p.mr = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(mr, M)));
-  p.kb = 1;
+  // K step of one mul_add: HLSL 0035 allows powers of two in [4, 128] for subgroup scope.
+  p.kb = 4;
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout") continue;
@@ -76,8 +77,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
     else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb)"));
-    if (v < 1 || v > 64) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 64]"));
+    if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
+  if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
+    throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
+                        "scope matrices)"));
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
   if (p.mr * (p.nr / p.simd_width) > 4 * regs)
