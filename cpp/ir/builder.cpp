@@ -124,4 +124,36 @@ Value* Builder::mat_bin(BinOp b, Value* x, Value* y, std::string hint) {
   return op->result();
 }
 
+Value* Builder::tensor_layout(ClampMode clamp, const LayoutFields& f, std::string hint) {
+  const int rank = static_cast<int>(f.dim.size());
+  std::vector<Value*> ops;
+  for (const auto* part : {&f.block, &f.dim, &f.stride, &f.offset, &f.span}) {
+    COOPJIT_INTERNAL_ASSERT(static_cast<int>(part->size()) == rank, "tensor layout fields differ in rank");
+    ops.insert(ops.end(), part->begin(), part->end());
+  }
+  ops.push_back(f.clamp_value);
+  return append(OpKind::tensor_layout, ops, {Type::tensor_layout(rank, clamp)}, {std::move(hint)})->result();
+}
+
+Value* Builder::tensor_view(int rank, const std::array<int8_t, 5>& perm, const std::vector<Value*>& dims,
+                            const std::vector<Value*>& strides, const std::array<Value*, 4>& clip, std::string hint) {
+  std::vector<Value*> ops(dims.begin(), dims.end());
+  ops.insert(ops.end(), strides.begin(), strides.end());
+  ops.insert(ops.end(), clip.begin(), clip.end());
+  return append(OpKind::tensor_view, ops, {Type::tensor_view(rank, !dims.empty(), perm)}, {std::move(hint)})
+      ->result();
+}
+
+Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent, std::string hint) {
+  std::vector<Value*> ops{ptr, object, layout, extent};
+  if (view) ops.push_back(view);
+  return append(OpKind::mat_load_tensor, ops, {object->type}, {std::move(hint)})->result();
+}
+
+void Builder::store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view, Value* extent) {
+  std::vector<Value*> ops{matrix, ptr, layout, extent};
+  if (view) ops.push_back(view);
+  append(OpKind::mat_store_tensor, ops, {});
+}
+
 }  // namespace coopjit::ir

@@ -52,6 +52,21 @@ class Builder {
   Value* scale(Value* m, Value* scalar, std::string hint = {});
   Value* mat_bin(BinOp op, Value* x, Value* y, std::string hint = {});
 
+  // Tensor addressing. A layout holds, per dimension (0 outermost), the block size, the
+  // dimension, the stride, the offset and the span; a view its own dimensions and strides (when
+  // has_dims), a permutation and a clip region (row offset, row span, col offset, col span).
+  struct LayoutFields {
+    std::vector<Value*> block, dim, stride, offset, span;
+    Value* clamp_value;  // f64
+  };
+  Value* tensor_layout(ClampMode clamp, const LayoutFields& f, std::string hint = {});
+  Value* tensor_view(int rank, const std::array<int8_t, 5>& perm, const std::vector<Value*>& dims,
+                     const std::vector<Value*>& strides, const std::array<Value*, 4>& clip, std::string hint = {});
+  /// Loads through a layout (and view, may be null) from ptr[0, extent); elements the load skips
+  /// keep object's values.
+  Value* load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent, std::string hint = {});
+  void store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view, Value* extent);
+
   /// Appends an operation with the given operands and result types; returns it.
   Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,
              std::vector<std::string> hints = {});

@@ -47,6 +47,10 @@ std::string mnemonic(const Op& op) {
     case OpKind::mat_mul_add: return "coopmatrix.mul_add";
     case OpKind::mat_scale: return "coopmatrix.scale";
     case OpKind::mat_binary: return cat("coopmatrix.", name(static_cast<BinOp>(op.sub)));
+    case OpKind::tensor_layout: return "tensor.layout";
+    case OpKind::tensor_view: return "tensor.view";
+    case OpKind::mat_load_tensor: return "coopmatrix.load_tensor";
+    case OpKind::mat_store_tensor: return "coopmatrix.store_tensor";
   }
   return "?";
 }

@@ -42,6 +42,11 @@ enum class OpKind : uint8_t {
   mat_mul_add,  // (a MxK, b KxN, c MxN) -> MxN acc
   mat_scale,    // (matrix, scalar) -> matrix: every element times the scalar
   mat_binary,   // sub = BinOp (add, sub, mul, div, min, max); (matrix, matrix) -> matrix
+  // tensor addressing (SPV_NV_cooperative_matrix2)
+  tensor_layout,     // (block[r], dim[r], stride[r], offset[r], span[r], clamp_value f64) -> tensorlayout
+  tensor_view,       // (dims[r], strides[r] when it has dims, clip row off, row span, col off, col span)
+  mat_load_tensor,   // (ptr, object, layout, extent[, view]) [region decode] -> matrix like object
+  mat_store_tensor,  // (matrix, ptr, layout, extent[, view])
 };
 
 enum class BinOp : uint8_t { add, sub, mul, div, rem, min, max, and_, or_ };

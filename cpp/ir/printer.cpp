@@ -142,6 +142,45 @@ class Printer {
         access(o, 1);
         os_ << " : " << v[0]->type.str();
         break;
+      case OpKind::tensor_layout: {
+        results(o);
+        const int r = o.result()->type.rank;
+        os_ << mnemonic(o);
+        const char* fields[] = {"block", "dims", "strides", "offsets", "spans"};
+        for (int f = 0; f < 5; ++f) {
+          os_ << " " << fields[f] << "(";
+          list(v, f * r, (f + 1) * r);
+          os_ << ")";
+        }
+        os_ << " clamp_value(" << name_of(v[5 * r]) << ") : " << o.result()->type.str();
+        break;
+      }
+      case OpKind::tensor_view: {
+        results(o);
+        const Type& t = o.result()->type;
+        os_ << mnemonic(o);
+        size_t at = 0;
+        if (t.has_dims) {
+          os_ << " dims(";
+          list(v, 0, t.rank);
+          os_ << ") strides(";
+          list(v, t.rank, 2 * t.rank);
+          os_ << ")";
+          at = 2 * t.rank;
+        }
+        os_ << " clip(";
+        list(v, at, at + 4);
+        os_ << ") : " << t.str();
+        break;
+      }
+      case OpKind::mat_load_tensor: case OpKind::mat_store_tensor: {
+        results(o);
+        os_ << mnemonic(o) << " ";
+        list(v, 0, 3);
+        if (v.size() > 4) os_ << ", " << name_of(v[4]);
+        os_ << " extent(" << name_of(v[3]) << ") : " << v[o.kind == OpKind::mat_load_tensor ? 1 : 0]->type.str();
+        break;
+      }
       case OpKind::yield:
         os_ << "yield";
         if (!v.empty()) {

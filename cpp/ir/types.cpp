@@ -38,6 +38,25 @@ std::string_view name(Scope s) {
   return "?";
 }
 
+std::string_view name(ClampMode c) {
+  switch (c) {
+    case ClampMode::undefined: return "undefined";
+    case ClampMode::constant: return "constant";
+    case ClampMode::clamp_to_edge: return "clamp_to_edge";
+    case ClampMode::repeat: return "repeat";
+    case ClampMode::mirror_repeat: return "mirror_repeat";
+  }
+  return "?";
+}
+
+ClampMode parse_clamp(std::string_view s) {
+  for (ClampMode c : {ClampMode::undefined, ClampMode::constant, ClampMode::clamp_to_edge, ClampMode::repeat,
+                      ClampMode::mirror_repeat})
+    if (name(c) == s) return c;
+  throw UserError(cat("unknown clamp mode '", s,
+                      "' (known: undefined, constant, clamp_to_edge, repeat, mirror_repeat)"));
+}
+
 ScalarType parse_scalar(std::string_view s) {
   for (const auto& i : kScalars)
     if (i.name == s) return i.t;
@@ -87,6 +106,8 @@ bool Type::operator==(const Type& o) const {
     case Kind::matrix:
       return scalar == o.scalar && rows == o.rows && cols == o.cols && use == o.use &&
              scope == o.scope;
+    case Kind::tensor_layout: return rank == o.rank && clamp == o.clamp;
+    case Kind::tensor_view: return rank == o.rank && has_dims == o.has_dims && perm == o.perm;
   }
   return false;
 }
@@ -99,6 +120,12 @@ std::string Type::str() const {
     case Kind::matrix:
       return cat("coopmatrix<", name(scalar), ", ", rows, ", ", cols, ", ", name(use), ", ",
                  name(scope), ">");
+    case Kind::tensor_layout: return cat("tensorlayout<", rank, ", ", name(clamp), ">");
+    case Kind::tensor_view: {
+      std::string p;
+      for (int i = 0; i < rank; ++i) p += cat(i ? ", " : "", int(perm[i]));
+      return cat("tensorview<", rank, ", ", has_dims ? "dims" : "nodims", ", perm(", p, ")>");
+    }
   }
   return "?";
 }

@@ -2,6 +2,7 @@
 // cols, use, scope> (HLSL 0035 Matrix<ComponentType, M, N, Use, Scope>).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +21,11 @@ enum class Use : uint8_t { a, b, acc };
 /// HLSL 0035 MatrixScope: Thread, Wave (= subgroup), ThreadGroup (= workgroup).
 enum class Scope : uint8_t { thread, subgroup, workgroup };
 
+/// SPV_NV_cooperative_matrix2 TensorClampMode: what an out-of-range tensor coordinate does.
+enum class ClampMode : uint8_t { undefined, constant, clamp_to_edge, repeat, mirror_repeat };
+
+std::string_view name(ClampMode c);
+ClampMode parse_clamp(std::string_view s);
 std::string_view name(ScalarType t);
 std::string_view name(Use u);
 std::string_view name(Scope s);
@@ -34,12 +40,16 @@ bool is_integer(ScalarType t);  // i8..u64 and index (not i1)
 bool is_signed(ScalarType t);
 
 struct Type {
-  enum class Kind : uint8_t { void_, scalar, pointer, matrix };
+  enum class Kind : uint8_t { void_, scalar, pointer, matrix, tensor_layout, tensor_view };
   Kind kind = Kind::void_;
   ScalarType scalar = ScalarType::index;  // scalar type, pointee, or matrix component
   int64_t rows = 0, cols = 0;             // matrix only
   Use use = Use::acc;                     // matrix only
   Scope scope = Scope::subgroup;          // matrix only
+  int rank = 0;                           // tensor layout / view: number of dimensions (1..5)
+  ClampMode clamp = ClampMode::undefined; // tensor layout only
+  bool has_dims = false;                  // tensor view: has its own dimensions and strides
+  std::array<int8_t, 5> perm{};           // tensor view: the permutation of its dimensions
 
   static Type void_type() { return Type{}; }
   static Type of(ScalarType s) { Type t; t.kind = Kind::scalar; t.scalar = s; return t; }
@@ -51,16 +61,28 @@ struct Type {
     t.scope = scope; return t;
   }
 
+  static Type tensor_layout(int rank, ClampMode clamp) {
+    Type t; t.kind = Kind::tensor_layout; t.rank = rank; t.clamp = clamp; return t;
+  }
+  static Type tensor_view(int rank, bool has_dims, const std::array<int8_t, 5>& perm) {
+    Type t; t.kind = Kind::tensor_view; t.rank = rank; t.has_dims = has_dims; t.perm = perm; return t;
+  }
+
   bool is_void() const { return kind == Kind::void_; }
   bool is_scalar() const { return kind == Kind::scalar; }
   bool is_index() const { return kind == Kind::scalar && scalar == ScalarType::index; }
   bool is_bool() const { return kind == Kind::scalar && scalar == ScalarType::i1; }
   bool is_pointer() const { return kind == Kind::pointer; }
   bool is_matrix() const { return kind == Kind::matrix; }
+  bool is_tensor_layout() const { return kind == Kind::tensor_layout; }
+  bool is_tensor_view() const { return kind == Kind::tensor_view; }
+  /// Matrices, tensor layouts and views: values the lowerings hold as several parts.
+  bool is_aggregate() const { return is_matrix() || is_tensor_layout() || is_tensor_view(); }
 
   bool operator==(const Type& o) const;
   bool operator!=(const Type& o) const { return !(*this == o); }
-  /// The printed form: f32, index, ptr<f32>, coopmatrix<f32, 8, 32, acc, subgroup>.
+  /// The printed form: f32, index, ptr<f32>, coopmatrix<f32, 8, 32, acc, subgroup>,
+  /// tensorlayout<2, clamp_to_edge>, tensorview<3, dims, perm(2, 0, 1)>.
   std::string str() const;
 };
 

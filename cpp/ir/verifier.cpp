@@ -21,6 +21,8 @@ constexpr unsigned kAnyScope = kThread | kUniform;
 unsigned allowed_scopes(OpKind k) {
   switch (k) {
     case OpKind::mat_load: return kAnyScope;
+    case OpKind::mat_load_tensor: return kAnyScope;
+    case OpKind::mat_store_tensor:
     case OpKind::mat_store: case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale:
     case OpKind::mat_binary:
       return kUniform;
@@ -179,6 +181,62 @@ class Verifier {
         require(v.size() == 2 && v[0]->type.is_matrix() && v[0]->type == v[1]->type, o,
                 cat("element-wise operations take two matrices of one type, got ", types(v)));
         break;
+      case OpKind::tensor_layout: {
+        const Type& t = o.result()->type;
+        require(t.rank >= 1 && t.rank <= 5, o, cat("a tensor layout has 1 to 5 dimensions, got rank ", t.rank));
+        require(v.size() == size_t(5 * t.rank + 1), o,
+                cat("tensor.layout of rank ", t.rank, " takes ", 5 * t.rank + 1, " operands, got ", v.size()));
+        for (int i = 0; i < 5 * t.rank; ++i)
+          require(v[i]->type.is_index(), o, cat("block, dims, strides, offsets and spans are index, operand ", i,
+                                                 " is ", v[i]->type.str()));
+        require(v.back()->type == Type::of(ScalarType::f64), o, "the clamp value is f64");
+        break;
+      }
+      case OpKind::tensor_view: {
+        const Type& t = o.result()->type;
+        require(t.rank >= 1 && t.rank <= 5, o, cat("a tensor view has 1 to 5 dimensions, got rank ", t.rank));
+        std::vector<bool> seen(t.rank, false);
+        for (int i = 0; i < t.rank; ++i) {
+          int p = t.perm[i];
+          require(p >= 0 && p < t.rank && !seen[p], o, cat("the view permutation is not a permutation of 0..",
+                                                           t.rank - 1, ": ", t.str()));
+          seen[p] = true;
+        }
+        size_t want = (t.has_dims ? 2 * t.rank : 0) + 4;
+        require(v.size() == want, o, cat("tensor.view takes ", want, " operands, got ", v.size()));
+        for (const Value* x : v) require(x->type.is_index(), o, "view dims, strides and clip are index");
+        break;
+      }
+      case OpKind::mat_load_tensor: case OpKind::mat_store_tensor: {
+        bool load = o.kind == OpKind::mat_load_tensor;
+        const Type& m = v[load ? 1 : 0]->type;
+        require(v.size() == 4 || v.size() == 5, o, "takes (matrix or ptr, ...), layout, extent and an optional view");
+        require(m.is_matrix(), o, cat("the ", load ? "object" : "value", " must be a coopmatrix, got ", m.str()));
+        const Type& ptr = v[load ? 0 : 1]->type;
+        require(ptr.is_pointer() && ptr.scalar == m.scalar, o,
+                cat("the pointer must point to the component type ", name(m.scalar), ", got ", ptr.str()));
+        const Type& lay = v[2]->type;
+        require(lay.is_tensor_layout(), o, cat("operand 2 must be a tensor layout, got ", lay.str()));
+        require(v[3]->type.is_index(), o, "the extent (elements in the buffer) is index");
+        if (v.size() == 5) {
+          const Type& view = v[4]->type;
+          require(view.is_tensor_view(), o, cat("operand 4 must be a tensor view, got ", view.str()));
+          if (!view.has_dims)
+            require(view.rank == lay.rank, o,
+                    cat("a view without dimensions uses the layout's spans: its rank ", view.rank,
+                        " must equal the layout's rank ", lay.rank));
+        }
+        if (load) require(o.result()->type == m, o, "the result has the object's type");
+        if (!load && v[2]->def && v[2]->def->kind == OpKind::tensor_layout) {
+          // SPV_NV_cooperative_matrix2: a block size above 1 must not be used with a store.
+          for (int i = 0; i < lay.rank; ++i) {
+            const Value* b = v[2]->def->operands[i];
+            if (b->def && b->def->kind == OpKind::constant)
+              require(b->def->int_attr("value") == 1, o, "a store must not use a block size larger than 1");
+          }
+        }
+        break;
+      }
       case OpKind::mat_mul_add: {
         require(v.size() == 3 && v[0]->type.is_matrix() && v[1]->type.is_matrix() && v[2]->type.is_matrix(), o,
                 cat("mul_add takes three matrices, got ", types(v)));

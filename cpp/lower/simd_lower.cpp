@@ -10,6 +10,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "core/error.h"
+#include "lower/tensor_addressing.h"
 
 namespace coopjit {
 namespace {
@@ -58,14 +59,17 @@ class SimdLowering {
   llvm::FixedVectorType* vec_ty(ScalarType t) { return llvm::FixedVectorType::get(scalar_ty(t), S_); }
   static bool vector_layout(const Type& t) { return t.use != Use::a; }
   int chunks(const Type& t) const { return static_cast<int>((t.cols + S_ - 1) / S_); }
+  // The number of LLVM values an aggregate IR value is held in.
   size_t parts(const Type& t) const {
+    if (t.is_tensor_layout()) return static_cast<size_t>(5 * t.rank + 1);
+    if (t.is_tensor_view()) return static_cast<size_t>((t.has_dims ? 2 * t.rank : 0) + 4);
     return vector_layout(t) ? static_cast<size_t>(t.rows * chunks(t)) : static_cast<size_t>(t.rows * t.cols);
   }
   llvm::Align align(ScalarType t) { return llvm::Align(size_in_bytes(t)); }
 
   // ---- values ------------------------------------------------------------------------------
   std::vector<llvm::Value*> flat(const Value* v) {
-    if (v->type.is_matrix()) {
+    if (v->type.is_aggregate()) {
       auto it = mats_.find(v);
       COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
       return it->second;
@@ -82,12 +86,11 @@ class SimdLowering {
     COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
     return it->second;
   }
-  size_t width(const Value* v) const { return v->type.is_matrix() ? parts(v->type) : 1; }
   // Binds the values `vs` to the ir values, consuming parts from `flat` in order.
   void bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat) {
     size_t pos = 0;
     for (const Value* v : vs) {
-      if (v->type.is_matrix()) {
+      if (v->type.is_aggregate()) {
         mats_[v] = std::vector<llvm::Value*>(flat.begin() + pos, flat.begin() + pos + parts(v->type));
         pos += parts(v->type);
       } else {
@@ -423,6 +426,127 @@ class SimdLowering {
     return out;
   }
 
+  // ---- tensor addressing -------------------------------------------------------------------------
+  // A matrix as rows of S-lane vectors, whatever its use (use a is held as scalars).
+  std::vector<llvm::Value*> as_vectors(const Type& t, const std::vector<llvm::Value*>& p) {
+    if (vector_layout(t)) return p;
+    std::vector<llvm::Value*> out;
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int j = 0; j < chunks(t); ++j) {
+        llvm::Value* v = llvm::Constant::getNullValue(vec_ty(t.scalar));
+        for (int l = 0; l < S_ && j * S_ + l < t.cols; ++l) v = b_.CreateInsertElement(v, p[i * t.cols + j * S_ + l], l);
+        out.push_back(v);
+      }
+    return out;
+  }
+  std::vector<llvm::Value*> from_vectors(const Type& t, const std::vector<llvm::Value*>& v) {
+    if (vector_layout(t)) return v;
+    std::vector<llvm::Value*> out;
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int64_t k = 0; k < t.cols; ++k) out.push_back(b_.CreateExtractElement(v[i * chunks(t) + k / S_], k % S_));
+    return out;
+  }
+
+  LayoutParts layout_parts(const Value* v) {
+    const auto& p = mat(v);
+    LayoutParts l;
+    l.rank = v->type.rank;
+    l.clamp = v->type.clamp;
+    for (int d = 0; d < l.rank; ++d) {
+      l.block[d] = p[d];
+      l.dim[d] = p[l.rank + d];
+      l.stride[d] = p[2 * l.rank + d];
+      l.offset[d] = p[3 * l.rank + d];
+      l.span[d] = p[4 * l.rank + d];
+    }
+    l.clamp_value = p[5 * l.rank];
+    return l;
+  }
+  ViewParts view_parts(const Value* v) {
+    const auto& p = mat(v);
+    ViewParts w;
+    w.rank = v->type.rank;
+    w.has_dims = v->type.has_dims;
+    w.perm = v->type.perm;
+    size_t at = 0;
+    if (w.has_dims) {
+      for (int d = 0; d < w.rank; ++d) w.dims[d] = p[d];
+      for (int d = 0; d < w.rank; ++d) w.strides[d] = p[w.rank + d];
+      at = 2 * w.rank;
+    }
+    for (int k = 0; k < 4; ++k) w.clip[k] = p[at + k];
+    return w;
+  }
+  llvm::Value* convert_clamp_value(llvm::Value* d, ScalarType t) {
+    llvm::Type* ty = scalar_ty(t);
+    if (is_float(t)) return t == ScalarType::f64 ? d : b_.CreateFPTrunc(d, ty);
+    return is_signed(t) ? b_.CreateFPToSI(d, ty) : b_.CreateFPToUI(d, ty);
+  }
+
+  // coopmatrix.load_tensor / store_tensor: a runtime loop over the matrix rows (the address
+  // calculation is long: unrolling it over every row would bloat the code), the row's chunks
+  // unrolled, the matrix kept in a stack slot in between.
+  std::vector<llvm::Value*> tensor_access(const Op& o) {
+    const bool load = o.kind == OpKind::mat_load_tensor;
+    const Type& t = o.operands[load ? 1 : 0]->type;
+    llvm::Value* ptr = scalar(o.operands[load ? 0 : 1]);
+    LayoutParts lay = layout_parts(o.operands[2]);
+    llvm::Value* extent = scalar(o.operands[3]);
+    ViewParts view;
+    const bool has_view = o.operands.size() > 4;
+    if (has_view) view = view_parts(o.operands[4]);
+    const int nch = chunks(t);
+    auto* vt = vec_ty(t.scalar);
+    auto* slot_ty = llvm::ArrayType::get(vt, static_cast<uint64_t>(t.rows * nch));
+    llvm::AllocaInst* slots;
+    {
+      llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      slots = eb.CreateAlloca(slot_ty, nullptr, "tensor.rows");
+    }
+    std::vector<llvm::Value*> vecs = as_vectors(t, mat(o.operands[load ? 1 : 0]));
+    for (size_t k = 0; k < vecs.size(); ++k)
+      b_.CreateStore(vecs[k], b_.CreateConstInBoundsGEP2_64(slot_ty, slots, 0, k));
+    llvm::Value* clampv = load ? b_.CreateVectorSplat(S_, convert_clamp_value(lay.clamp_value, t.scalar)) : nullptr;
+
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* body = llvm::BasicBlock::Create(ctx_, "tensor.row", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "tensor.done", fn_);
+    b_.CreateBr(body);
+    b_.SetInsertPoint(body);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "row");
+    i->addIncoming(b_.getInt64(0), pre);
+    llvm::Value* row = b_.CreateVectorSplat(S_, i);
+    for (int j = 0; j < nch; ++j) {
+      llvm::Value* col = b_.CreateAdd(b_.CreateVectorSplat(S_, b_.getInt64(int64_t(j) * S_)), lanes());
+      int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+      TensorElement el = tensor_element(b_, S_, lay, has_view ? &view : nullptr, row, col, t.cols, !load);
+      llvm::Value* in_buf = b_.CreateAnd(b_.CreateICmpSGE(el.index, b_.CreateVectorSplat(S_, b_.getInt64(0))),
+                                         b_.CreateICmpSLT(el.index, b_.CreateVectorSplat(S_, extent)));
+      llvm::Value* mask = b_.CreateAnd(b_.CreateAnd(lane_mask(valid), el.in_clip),
+                                       b_.CreateAnd(b_.CreateNot(el.discard), in_buf));
+      llvm::Value* ptrs = b_.CreateGEP(scalar_ty(t.scalar), ptr, el.index);
+      llvm::Value* slot = b_.CreateInBoundsGEP(slot_ty, slots, {b_.getInt64(0), b_.CreateAdd(b_.CreateMul(i, b_.getInt64(nch)), b_.getInt64(j))});
+      llvm::Value* old = b_.CreateLoad(vt, slot);
+      if (load) {
+        llvm::Value* got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
+        got = b_.CreateSelect(el.discard, clampv, got);  // Constant clamp: the clamp value
+        got = b_.CreateSelect(b_.CreateAnd(el.in_clip, lane_mask(valid)), got, old);  // clipped: unmodified
+        b_.CreateStore(got, slot);
+      } else {
+        b_.CreateMaskedScatter(old, ptrs, align(t.scalar), mask);
+      }
+    }
+    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
+    i->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(t.rows)), body, exit);
+    b_.SetInsertPoint(exit);
+    if (!load) return {};
+    std::vector<llvm::Value*> out;
+    for (size_t k = 0; k < vecs.size(); ++k)
+      out.push_back(b_.CreateLoad(vt, b_.CreateConstInBoundsGEP2_64(slot_ty, slots, 0, k)));
+    return from_vectors(t, out);
+  }
+
   void op(const Op& o) {
     switch (o.kind) {
       case OpKind::constant: {
@@ -453,6 +577,9 @@ class SimdLowering {
       case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
       case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
       case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
+      case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
+      case OpKind::mat_load_tensor: mats_[o.result()] = tensor_access(o); return;
+      case OpKind::mat_store_tensor: tensor_access(o); return;
     }
     throw InternalError(cat("the SIMD lowering does not handle ", mnemonic(o)));
   }

@@ -10,6 +10,7 @@
 namespace py = pybind11;
 
 void bind_gemm(py::module_& m);
+void bind_tensor(py::module_& m);
 void bind_layout(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
@@ -52,6 +53,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
 
   bind_gemm(m);
+  bind_tensor(m);
 #ifdef COOPJIT_HAVE_LAYOUT
   bind_layout(m);
 #endif

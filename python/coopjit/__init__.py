@@ -8,18 +8,23 @@ from __future__ import annotations
 from . import _core
 from ._core import VerifyError
 from ._gemm import Kernel, compile_gemm, gemm, matmul
+from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
 llvm_version = _core.llvm_version
 
 __all__ = [
     "Kernel",
+    "TensorLayout",
+    "TensorView",
     "VerifyError",
     "compile_gemm",
     "cpu_info",
     "devices",
     "gemm",
+    "load_matrix",
     "matmul",
+    "store_matrix",
 ]
 
 

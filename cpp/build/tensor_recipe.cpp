@@ -1,0 +1,54 @@
+// The tensor-access recipe (tensor_recipe.h).
+#include "build/tensor_recipe.h"
+
+#include "core/error.h"
+#include "ir/builder.h"
+
+namespace coopjit {
+
+using namespace ir;
+
+std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int simd_width, const std::string& name) {
+  auto f = std::make_unique<Function>();
+  f->name = name;
+  f->attrs["subgroup_size"] = int64_t(simd_width);
+  const ScalarType T = s.dtype;
+  Value* buf = f->add_param(Type::pointer(T), "buf");
+  Value* mat = f->add_param(Type::pointer(T), "mat");
+  Value* extent = f->add_param(Type::index(), "extent");
+  Value* msr = f->add_param(Type::index(), "mat_sr");
+  Value* msc = f->add_param(Type::index(), "mat_sc");
+  Builder::LayoutFields lf;
+  const char* names[] = {"block", "dim", "stride", "offset", "span"};
+  std::vector<Value*>* parts[] = {&lf.block, &lf.dim, &lf.stride, &lf.offset, &lf.span};
+  for (int p = 0; p < 5; ++p)
+    for (int d = 0; d < s.rank; ++d) parts[p]->push_back(f->add_param(Type::index(), cat(names[p], d)));
+  lf.clamp_value = f->add_param(Type::of(ScalarType::f64), "clamp_value");
+  std::vector<Value*> vdims, vstrides;
+  std::array<Value*, 4> clip{};
+  if (s.view == TensorAccessSpec::View::dims) {
+    for (int d = 0; d < s.view_rank; ++d) vdims.push_back(f->add_param(Type::index(), cat("view_dim", d)));
+    for (int d = 0; d < s.view_rank; ++d) vstrides.push_back(f->add_param(Type::index(), cat("view_stride", d)));
+  }
+  if (s.view != TensorAccessSpec::View::none) {
+    const char* clip_names[] = {"clip_row", "clip_rows", "clip_col", "clip_cols"};
+    for (int k = 0; k < 4; ++k) clip[k] = f->add_param(Type::index(), clip_names[k]);
+  }
+
+  Builder b(*f);
+  const Type mt = Type::matrix(T, s.rows, s.cols, Use::acc, Scope::subgroup);
+  Value* zero = b.index(0, "c0");
+  Builder::Access at{mat, zero, zero, msr, msc, b.index(s.rows, "rows"), b.index(s.cols, "cols")};
+  Value* layout = b.tensor_layout(s.clamp, lf, "layout");
+  Value* view = s.view == TensorAccessSpec::View::none ? nullptr
+                                                        : b.tensor_view(s.view_rank, s.perm, vdims, vstrides, clip, "view");
+  Value* m = b.load(mt, at, false, "m");
+  if (s.store) {
+    b.store_tensor(m, buf, layout, view, extent);
+  } else {
+    b.store(b.load_tensor(buf, m, layout, view, extent, "loaded"), at, false);
+  }
+  return f;
+}
+
+}  // namespace coopjit

@@ -1,0 +1,45 @@
+// The address calculation of SPV_NV_cooperative_matrix2 loads and stores through a tensor layout
+// and an optional tensor view (matrixCoordToTensorElement[WithView]), emitted as LLVM IR on
+// vectors of lanes, one matrix element per lane.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+
+#include "ir/types.h"
+
+namespace coopjit {
+
+/// The runtime fields of a tensor layout (scalar i64 values, clamp value as double).
+struct LayoutParts {
+  int rank = 0;
+  ir::ClampMode clamp = ir::ClampMode::undefined;
+  std::array<llvm::Value*, 5> block{}, dim{}, stride{}, offset{}, span{};
+  llvm::Value* clamp_value = nullptr;
+};
+
+/// The runtime fields of a tensor view; dims/strides only when has_dims.
+struct ViewParts {
+  int rank = 0;
+  bool has_dims = false;
+  std::array<int8_t, 5> perm{};
+  std::array<llvm::Value*, 5> dims{}, strides{};
+  std::array<llvm::Value*, 4> clip{};  // row offset, row span, col offset, col span
+};
+
+/// Per lane (vectors of S lanes).
+struct TensorElement {
+  llvm::Value* index;    // <S x i64>: element index into the buffer
+  llvm::Value* in_clip;  // <S x i1>: false where the view's clip skips the element
+  llvm::Value* discard;  // <S x i1>: out of range under Constant (load: clamp value; store: dropped)
+  std::vector<llvm::Value*> block_coord, coord_in_block;  // for the decode hook
+};
+
+/// Element (row[l], col[l]) of a matrix with N columns, for each lane l. `store` selects the
+/// store rule (every clamp mode but Undefined discards out-of-range elements).
+TensorElement tensor_element(llvm::IRBuilder<>& b, int lanes, const LayoutParts& t, const ViewParts* v,
+                             llvm::Value* row, llvm::Value* col, int64_t N, bool store);
+
+}  // namespace coopjit

@@ -1,0 +1,215 @@
+"""Tensor layouts and views (SPV_NV_cooperative_matrix2), and loads and stores of a matrix
+through them, run as JIT-compiled kernels built from the IR's load_tensor / store_tensor.
+
+A TensorLayout describes an N-D tensor (1 to 5 dims, dimension 0 outermost) in a flat buffer:
+per dimension its size, stride, block size, and the slice being accessed (offset, span), plus
+what an out-of-range coordinate does (the clamp mode). A TensorView re-shapes, permutes and
+clips the region. ``load_matrix`` / ``store_matrix`` move a (rows, cols) matrix between a NumPy
+array and the buffer, element (row, col) going where the document's
+matrixCoordToTensorElement[WithView] says.
+
+Bounds: under "constant" an out-of-range load reads the clamp value; every clamp mode but
+"undefined" drops out-of-range stores; "undefined" is undefined behaviour in the document, and
+here only guarantees that nothing outside the buffer is ever read (reads 0) or written.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _core
+
+CLAMP_MODES = ("undefined", "constant", "clamp_to_edge", "repeat", "mirror_repeat")
+_NO_CLIP = 1 << 40  # "no clip": a span no matrix reaches
+
+_DTYPES = {
+    "int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
+    "int64": "i64", "uint64": "u64", "float16": "f16", "bfloat16": "bf16", "float32": "f32",
+    "float64": "f64", "float8_e4m3fn": "f8_e4m3", "float8_e5m2": "f8_e5m2",
+}
+
+
+def _ints(name: str, values, length: int | None = None, minimum: int | None = None) -> tuple[int, ...]:
+    if isinstance(values, (numbers.Integral, np.integer)):
+        values = (values,)
+    try:
+        out = tuple(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of ints, got {values!r}") from None
+    for v in out:
+        if isinstance(v, bool) or not isinstance(v, (numbers.Integral, np.integer)):
+            raise TypeError(f"{name} must hold ints, got {v!r} in {out}")
+    out = tuple(int(v) for v in out)
+    if length is not None and len(out) != length:
+        raise ValueError(f"{name} {out} has {len(out)} entries but the layout has rank {length}")
+    if minimum is not None and any(v < minimum for v in out):
+        raise ValueError(f"{name} {out} has an entry below {minimum}")
+    return out
+
+
+class TensorLayout:
+    """An N-D tensor in a flat buffer and the slice of it being accessed (see module doc)."""
+
+    def __init__(self, dims, strides=None, offsets=None, spans=None, block=None, clamp="undefined", clamp_value=0):
+        dims = _ints("dims", dims)
+        rank = len(dims)
+        if not 1 <= rank <= 5:
+            raise ValueError(f"a tensor layout has 1 to 5 dims, got rank {rank} (dims {dims})")
+        self.dims = _ints("dims", dims, rank, 1)
+        self.block = _ints("block", block, rank, 1) if block is not None else (1,) * rank
+        if strides is None:
+            grid = [-(-d // b) for d, b in zip(self.dims, self.block)]
+            st = [1] * rank
+            for d in range(rank - 2, -1, -1):
+                st[d] = st[d + 1] * grid[d + 1]
+            strides = st
+        self.strides = _ints("strides", strides, rank)
+        self.offsets = _ints("offsets", offsets, rank) if offsets is not None else (0,) * rank
+        self.spans = _ints("spans", spans, rank, 1) if spans is not None else self.dims
+        if clamp not in CLAMP_MODES:
+            raise ValueError(f"unknown clamp mode {clamp!r}; known: {', '.join(CLAMP_MODES)}")
+        self.clamp = clamp
+        if isinstance(clamp_value, bool) or not isinstance(clamp_value, numbers.Real):
+            raise TypeError(f"clamp_value must be a real number, got {clamp_value!r}")
+        self.clamp_value = clamp_value
+        for name, vals in (("strides", self.strides), ("offsets", self.offsets)):
+            if any(abs(v) >= 2**40 for v in vals):
+                raise ValueError(f"{name} {vals} are too large (|value| must be below 2**40)")
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def _fields(self) -> list[int]:
+        return [*self.block, *self.dims, *self.strides, *self.offsets, *self.spans]
+
+    def __repr__(self):
+        return (f"TensorLayout(dims={self.dims}, strides={self.strides}, offsets={self.offsets}, "
+                f"spans={self.spans}, block={self.block}, clamp={self.clamp!r}, clamp_value={self.clamp_value})")
+
+
+class TensorView:
+    """Re-reads a layout's region: own dims and strides (or the layout's spans when dims is
+    None), a permutation of the dims, and a clip (row_offset, row_span, col_offset, col_span)."""
+
+    def __init__(self, dims=None, strides=None, permutation=None, clip=None):
+        if dims is None:
+            if strides is not None:
+                raise ValueError(f"view strides {strides} need view dims (a view without dims uses the layout's spans)")
+            self.dims = None
+            self.strides = None
+        else:
+            self.dims = _ints("view dims", dims, None, 1)
+            if not 1 <= len(self.dims) <= 5:
+                raise ValueError(f"a tensor view has 1 to 5 dims, got rank {len(self.dims)} (dims {self.dims})")
+            if strides is None:
+                st = [1] * len(self.dims)
+                for d in range(len(self.dims) - 2, -1, -1):
+                    st[d] = st[d + 1] * self.dims[d + 1]
+                strides = st
+            self.strides = _ints("view strides", strides, len(self.dims))
+        if permutation is not None:
+            permutation = _ints("permutation", permutation)
+            if self.dims is not None and len(permutation) != len(self.dims):
+                raise ValueError(f"permutation {permutation} has {len(permutation)} entries but the view has "
+                                 f"{len(self.dims)} dims")
+            if sorted(permutation) != list(range(len(permutation))):
+                raise ValueError(f"permutation {permutation} is not a permutation of 0..{len(permutation) - 1}")
+        self.permutation = permutation
+        if clip is not None:
+            clip = _ints("clip", clip)
+            if len(clip) != 4:
+                raise ValueError(f"clip {clip} must be (row_offset, row_span, col_offset, col_span)")
+            if any(v < 0 for v in clip):
+                raise ValueError(f"clip {clip} has a negative entry")
+        self.clip = clip
+
+    def _resolve(self, layout: TensorLayout):
+        """(view_kind, permutation, runtime fields) for the kernel."""
+        rank = len(self.dims) if self.dims is not None else layout.rank
+        perm = self.permutation if self.permutation is not None else tuple(range(rank))
+        if len(perm) != rank:
+            raise ValueError(f"permutation {perm} has {len(perm)} entries; the view (layout rank "
+                             f"{layout.rank} when it has no dims) has {rank}")
+        clip = self.clip if self.clip is not None else (0, _NO_CLIP, 0, _NO_CLIP)
+        if self.dims is None:
+            return 1, list(perm), list(clip)
+        return 2, list(perm), [*self.dims, *self.strides, *clip]
+
+    def __repr__(self):
+        return f"TensorView(dims={self.dims}, strides={self.strides}, permutation={self.permutation}, clip={self.clip})"
+
+
+def _dtype_name(x: np.ndarray) -> str:
+    name = _DTYPES.get(x.dtype.name)
+    if name is None or x.dtype.byteorder == ">":
+        raise TypeError(f"dtype {x.dtype} is not supported; supported: {', '.join(_DTYPES)}")
+    return name
+
+
+def _check(buffer, layout, view, rows, cols, what):
+    if not isinstance(buffer, np.ndarray):
+        raise TypeError(f"{what}: buffer must be a NumPy array, got {type(buffer).__name__}")
+    if not buffer.flags.c_contiguous:
+        raise ValueError(f"{what}: buffer with strides {buffer.strides} is not C-contiguous; it is addressed as a "
+                         "flat array of its elements")
+    if not isinstance(layout, TensorLayout):
+        raise TypeError(f"{what}: layout must be a coopjit.TensorLayout, got {type(layout).__name__}")
+    if view is not None and not isinstance(view, TensorView):
+        raise TypeError(f"{what}: view must be a coopjit.TensorView or None, got {type(view).__name__}")
+    for name, v in (("rows", rows), ("cols", cols)):
+        if not 1 <= v <= 256:
+            raise ValueError(f"{what}: {name}={v} must be in [1, 256]")
+    if view is None and rows * cols > math.prod(layout.spans):
+        raise ValueError(f"{what}: a {rows}x{cols} matrix ({rows * cols} elements) does not fit the layout's spans "
+                         f"{layout.spans} ({math.prod(layout.spans)} elements)")
+    return view._resolve(layout) if view is not None else (0, [], [])
+
+
+def load_matrix(buffer, rows, cols, layout, view=None, *, out=None):
+    """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
+
+    Elements the view's clip skips keep their value in `out` (0 without `out`).
+    """
+    rows, cols = int(rows), int(cols)
+    kind, perm, vfields = _check(buffer, layout, view, rows, cols, "load_matrix")
+    dtype = _dtype_name(buffer)
+    if out is None:
+        out = np.zeros((rows, cols), buffer.dtype)
+    elif not isinstance(out, np.ndarray) or out.shape != (rows, cols) or out.dtype != buffer.dtype:
+        raise ValueError(f"load_matrix: out must be a {buffer.dtype} array of shape {(rows, cols)}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+    elif not out.flags.writeable:
+        raise ValueError("load_matrix: out is read-only")
+    target = out if (out.strides[0] % out.itemsize == 0 and out.strides[1] % out.itemsize == 0
+                     and not np.may_share_memory(out, buffer)) else out.copy()
+    _core.tensor_access(False, buffer, target, dtype, layout.clamp, layout.rank, layout._fields(),
+                        float(layout.clamp_value), kind, perm, vfields)
+    if target is not out:
+        out[...] = target
+    return out
+
+
+def store_matrix(matrix, buffer, layout, view=None):
+    """Stores the 2-D `matrix` into `buffer` (in place) through `layout` (and `view`)."""
+    if not isinstance(matrix, np.ndarray):
+        matrix = np.asarray(matrix)
+    if matrix.ndim != 2:
+        raise ValueError(f"store_matrix: matrix must be 2-D, got shape {matrix.shape}")
+    rows, cols = matrix.shape
+    kind, perm, vfields = _check(buffer, layout, view, rows, cols, "store_matrix")
+    if not buffer.flags.writeable:
+        raise ValueError("store_matrix: buffer is read-only")
+    if any(b > 1 for b in layout.block):
+        raise ValueError(f"store_matrix: block sizes {layout.block} above 1 are not allowed for stores "
+                         "(SPV_NV_cooperative_matrix2: data races)")
+    dtype = _dtype_name(buffer)
+    if matrix.dtype != buffer.dtype:
+        raise TypeError(f"store_matrix: matrix has dtype {matrix.dtype} but buffer has dtype {buffer.dtype}")
+    src = matrix
+    if np.may_share_memory(matrix, buffer) or any(s % matrix.itemsize for s in matrix.strides):
+        src = matrix.copy()
+    _core.tensor_access(True, buffer, src, dtype, layout.clamp, layout.rank, layout._fields(),
+                        float(layout.clamp_value), kind, perm, vfields)
