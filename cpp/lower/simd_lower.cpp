@@ -1,6 +1,7 @@
 // The SIMD lowering (simd_lower.h).
 #include "lower/simd_lower.h"
 
+#include <functional>
 #include <unordered_map>
 
 #include <llvm/IR/Constants.h>
@@ -69,11 +70,7 @@ class SimdLowering {
 
   // ---- values ------------------------------------------------------------------------------
   std::vector<llvm::Value*> flat(const Value* v) {
-    if (v->type.is_aggregate()) {
-      auto it = mats_.find(v);
-      COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
-      return it->second;
-    }
+    if (v->type.is_aggregate()) return mat(v);
     return {scalar(v)};
   }
   llvm::Value* scalar(const Value* v) {
@@ -83,7 +80,15 @@ class SimdLowering {
   }
   const std::vector<llvm::Value*>& mat(const Value* v) {
     auto it = mats_.find(v);
-    COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
+    if (it == mats_.end()) {
+      auto m = mems_.find(v);
+      COOPJIT_INTERNAL_ASSERT(m != mems_.end(), "matrix value not lowered");
+      const Type& t = v->type;
+      std::vector<llvm::Value*> vecs;
+      for (size_t k = 0; k < static_cast<size_t>(t.rows * chunks(t)); ++k)
+        vecs.push_back(b_.CreateLoad(vec_ty(t.scalar), b_.CreateConstInBoundsGEP2_64(slots_ty(t), m->second, 0, k)));
+      it = mats_.emplace(v, from_vectors(t, vecs)).first;
+    }
     return it->second;
   }
   // Binds the values `vs` to the ir values, consuming parts from `flat` in order.
@@ -277,9 +282,9 @@ class SimdLowering {
     llvm::Value* ptrs;
     llvm::Value* mask;
   };
-  Chunk chunk(const Type& t, const Addr& a, int64_t i, int j, bool checked) {
+  Chunk chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked) {
     llvm::Type* et = scalar_ty(t.scalar);
-    llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+    llvm::Value* r = b_.CreateAdd(a.row, i);
     llvm::Value* c0 = b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_));
     llvm::Value* off = b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c0, a.sc));
     Chunk ch{b_.CreateGEP(et, a.ptr, off), nullptr, nullptr};
@@ -298,26 +303,40 @@ class SimdLowering {
     return ch;
   }
 
-  std::vector<llvm::Value*> load(const Op& o) {
+  llvm::Value* load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked) {
+    auto* vt = vec_ty(t.scalar);
+    llvm::Value* zero = llvm::Constant::getNullValue(vt);
+    Chunk ch = chunk(t, a, i, j, checked);
+    if (!a.unit_col) return b_.CreateMaskedGather(vt, ch.ptrs, align(t.scalar), ch.mask, zero);
+    if (ch.mask) return b_.CreateMaskedLoad(vt, ch.base, align(t.scalar), ch.mask, zero);
+    return b_.CreateAlignedLoad(vt, ch.base, align(t.scalar));
+  }
+  void store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v) {
+    Chunk ch = chunk(t, a, i, j, checked);
+    if (!a.unit_col) b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
+    else if (ch.mask) b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
+    else b_.CreateAlignedStore(v, ch.base, align(t.scalar));
+  }
+
+  void load(const Op& o) {
     const Type& t = o.result()->type;
     Addr a = addr(o, 0);
     bool checked = o.int_attr("checked");
     llvm::Type* et = scalar_ty(t.scalar);
     std::vector<llvm::Value*> out;
+    if (in_memory(t)) {
+      llvm::Value* slots = new_slots(t);
+      row_loop(t.rows, [&](llvm::Value* i) {
+        for (int j = 0; j < chunks(t); ++j) b_.CreateStore(load_chunk(t, a, i, j, checked), slot(t, slots, i, j));
+      });
+      mems_[o.result()] = slots;
+      return;
+    }
     if (vector_layout(t)) {
-      auto* vt = vec_ty(t.scalar);
-      llvm::Value* zero = llvm::Constant::getNullValue(vt);
       for (int64_t i = 0; i < t.rows; ++i)
-        for (int j = 0; j < chunks(t); ++j) {
-          Chunk ch = chunk(t, a, i, j, checked);
-          if (a.unit_col)
-            out.push_back(ch.mask ? static_cast<llvm::Value*>(
-                                        b_.CreateMaskedLoad(vt, ch.base, align(t.scalar), ch.mask, zero))
-                                  : b_.CreateAlignedLoad(vt, ch.base, align(t.scalar)));
-          else
-            out.push_back(b_.CreateMaskedGather(vt, ch.ptrs, align(t.scalar), ch.mask, zero));
-        }
-      return out;
+        for (int j = 0; j < chunks(t); ++j) out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+      mats_[o.result()] = out;
+      return;
     }
     for (int64_t i = 0; i < t.rows; ++i)
       for (int64_t k = 0; k < t.cols; ++k) {
@@ -330,31 +349,29 @@ class SimdLowering {
         }
         out.push_back(b_.CreateAlignedLoad(et, p, align(t.scalar)));
       }
-    return out;
+    mats_[o.result()] = out;
   }
 
   void store(const Op& o) {
     const Type& t = o.operands[0]->type;
-    const auto& vals = mat(o.operands[0]);
     Addr a = addr(o, 1);
     bool checked = o.int_attr("checked");
     llvm::Type* et = scalar_ty(t.scalar);
-    if (vector_layout(t)) {
-      size_t idx = 0;
-      for (int64_t i = 0; i < t.rows; ++i)
-        for (int j = 0; j < chunks(t); ++j) {
-          Chunk ch = chunk(t, a, i, j, checked);
-          llvm::Value* v = vals[idx++];
-          if (a.unit_col) {
-            if (ch.mask) b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
-            else b_.CreateAlignedStore(v, ch.base, align(t.scalar));
-          } else {
-            b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
-          }
-        }
+    if (in_memory(t)) {
+      llvm::Value* slots = mem_of(o.operands[0]);
+      row_loop(t.rows, [&](llvm::Value* i) {
+        for (int j = 0; j < chunks(t); ++j)
+          store_chunk(t, a, i, j, checked, b_.CreateLoad(vec_ty(t.scalar), slot(t, slots, i, j)));
+      });
       return;
     }
+    const auto& vals = mat(o.operands[0]);
     size_t idx = 0;
+    if (vector_layout(t)) {
+      for (int64_t i = 0; i < t.rows; ++i)
+        for (int j = 0; j < chunks(t); ++j) store_chunk(t, a, b_.getInt64(i), j, checked, vals[idx++]);
+      return;
+    }
     for (int64_t i = 0; i < t.rows; ++i)
       for (int64_t k = 0; k < t.cols; ++k) {
         llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
@@ -374,6 +391,61 @@ class SimdLowering {
         b_.CreateBr(cont);
         b_.SetInsertPoint(cont);
       }
+  }
+
+  // ---- matrices held in memory -----------------------------------------------------------------
+  // A matrix of more than kMemoryParts vectors lives in a stack slot, and the operations that
+  // support it (load, store, load_tensor, store_tensor) walk it with a runtime loop over rows:
+  // as SSA values, thousands of vectors and their memory operations in one block make LLVM's
+  // compile time grow quadratically. Other operations read it back into values (mat()).
+  static constexpr size_t kMemoryParts = 64;
+  bool in_memory(const Type& t) const { return vector_layout(t) && parts(t) > kMemoryParts; }
+  llvm::ArrayType* slots_ty(const Type& t) {
+    return llvm::ArrayType::get(vec_ty(t.scalar), static_cast<uint64_t>(t.rows * chunks(t)));
+  }
+  llvm::Value* new_slots(const Type& t) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    return eb.CreateAlloca(slots_ty(t), nullptr, "matrix.slots");
+  }
+  llvm::Value* slot(const Type& t, llvm::Value* slots, llvm::Value* i, int j) {
+    llvm::Value* k = b_.CreateAdd(b_.CreateMul(i, b_.getInt64(chunks(t))), b_.getInt64(j));
+    return b_.CreateInBoundsGEP(slots_ty(t), slots, {b_.getInt64(0), k});
+  }
+  // The stack slot holding v (stored there from its values when it has none yet).
+  llvm::Value* mem_of(const Value* v) {
+    if (auto it = mems_.find(v); it != mems_.end()) return it->second;
+    const Type& t = v->type;
+    llvm::Value* slots = new_slots(t);
+    std::vector<llvm::Value*> vecs = as_vectors(t, mat(v));
+    for (size_t k = 0; k < vecs.size(); ++k) b_.CreateStore(vecs[k], b_.CreateConstInBoundsGEP2_64(slots_ty(t), slots, 0, k));
+    mems_[v] = slots;
+    return slots;
+  }
+  void copy_slots(const Type& t, llvm::Value* dst, llvm::Value* src) {
+    const llvm::DataLayout& dl = mod_->getDataLayout();
+    uint64_t bytes = dl.getTypeAllocSize(slots_ty(t));
+    b_.CreateMemCpy(dst, llvm::MaybeAlign(64), src, llvm::MaybeAlign(64), bytes);
+  }
+  // for (i = 0; i < rows; ++i) body(i), kept a loop (unrolling a long body multiplies compile time).
+  void row_loop(int64_t rows, const std::function<void(llvm::Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* bb = llvm::BasicBlock::Create(ctx_, "rows", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "rows.done", fn_);
+    b_.CreateBr(bb);
+    b_.SetInsertPoint(bb);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "row");
+    i->addIncoming(b_.getInt64(0), pre);
+    body(i);
+    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
+    i->addIncoming(next, b_.GetInsertBlock());
+    llvm::BranchInst* back = b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(rows)), bb, exit);
+    llvm::MDNode* self = llvm::MDNode::getTemporary(ctx_, {}).release();
+    llvm::MDNode* disable = llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")});
+    llvm::MDNode* loop_id = llvm::MDNode::get(ctx_, {self, disable});
+    loop_id->replaceOperandWith(0, loop_id);
+    llvm::MDNode::deleteTemporary(self);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+    b_.SetInsertPoint(exit);
   }
 
   std::vector<llvm::Value*> splat(const Op& o) {
@@ -479,72 +551,64 @@ class SimdLowering {
   }
   llvm::Value* convert_clamp_value(llvm::Value* d, ScalarType t) {
     llvm::Type* ty = scalar_ty(t);
-    if (is_float(t)) return t == ScalarType::f64 ? d : b_.CreateFPTrunc(d, ty);
+    if (t == ScalarType::f64) return d;
+    if (t == ScalarType::f32) return b_.CreateFPTrunc(d, ty);
+    if (t == ScalarType::f16 || t == ScalarType::bf16)  // via f32: no libcall for double -> half
+      return b_.CreateFPTrunc(b_.CreateFPTrunc(d, b_.getFloatTy()), ty);
+    if (is_float(t)) return b_.CreateFPToUI(d, ty);  // fp8: the caller passes the raw bits (0..255)
     return is_signed(t) ? b_.CreateFPToSI(d, ty) : b_.CreateFPToUI(d, ty);
   }
 
   // coopmatrix.load_tensor / store_tensor: a runtime loop over the matrix rows (the address
   // calculation is long: unrolling it over every row would bloat the code), the row's chunks
   // unrolled, the matrix kept in a stack slot in between.
-  std::vector<llvm::Value*> tensor_access(const Op& o) {
+  void tensor_access(const Op& o) {
     const bool load = o.kind == OpKind::mat_load_tensor;
-    const Type& t = o.operands[load ? 1 : 0]->type;
+    const Value* m = o.operands[load ? 1 : 0];
+    const Type& t = m->type;
     llvm::Value* ptr = scalar(o.operands[load ? 0 : 1]);
     LayoutParts lay = layout_parts(o.operands[2]);
     llvm::Value* extent = scalar(o.operands[3]);
     ViewParts view;
     const bool has_view = o.operands.size() > 4;
     if (has_view) view = view_parts(o.operands[4]);
-    const int nch = chunks(t);
     auto* vt = vec_ty(t.scalar);
-    auto* slot_ty = llvm::ArrayType::get(vt, static_cast<uint64_t>(t.rows * nch));
-    llvm::AllocaInst* slots;
-    {
-      llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      slots = eb.CreateAlloca(slot_ty, nullptr, "tensor.rows");
+    llvm::Value* slots = mem_of(m);
+    if (load) {  // the result starts as a copy of the object: skipped elements keep its values
+      llvm::Value* result = new_slots(t);
+      copy_slots(t, result, slots);
+      slots = result;
     }
-    std::vector<llvm::Value*> vecs = as_vectors(t, mat(o.operands[load ? 1 : 0]));
-    for (size_t k = 0; k < vecs.size(); ++k)
-      b_.CreateStore(vecs[k], b_.CreateConstInBoundsGEP2_64(slot_ty, slots, 0, k));
     llvm::Value* clampv = load ? b_.CreateVectorSplat(S_, convert_clamp_value(lay.clamp_value, t.scalar)) : nullptr;
-
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* body = llvm::BasicBlock::Create(ctx_, "tensor.row", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "tensor.done", fn_);
-    b_.CreateBr(body);
-    b_.SetInsertPoint(body);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "row");
-    i->addIncoming(b_.getInt64(0), pre);
-    llvm::Value* row = b_.CreateVectorSplat(S_, i);
-    for (int j = 0; j < nch; ++j) {
-      llvm::Value* col = b_.CreateAdd(b_.CreateVectorSplat(S_, b_.getInt64(int64_t(j) * S_)), lanes());
-      int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
-      TensorElement el = tensor_element(b_, S_, lay, has_view ? &view : nullptr, row, col, t.cols, !load);
-      llvm::Value* in_buf = b_.CreateAnd(b_.CreateICmpSGE(el.index, b_.CreateVectorSplat(S_, b_.getInt64(0))),
-                                         b_.CreateICmpSLT(el.index, b_.CreateVectorSplat(S_, extent)));
-      llvm::Value* mask = b_.CreateAnd(b_.CreateAnd(lane_mask(valid), el.in_clip),
-                                       b_.CreateAnd(b_.CreateNot(el.discard), in_buf));
-      llvm::Value* ptrs = b_.CreateGEP(scalar_ty(t.scalar), ptr, el.index);
-      llvm::Value* slot = b_.CreateInBoundsGEP(slot_ty, slots, {b_.getInt64(0), b_.CreateAdd(b_.CreateMul(i, b_.getInt64(nch)), b_.getInt64(j))});
-      llvm::Value* old = b_.CreateLoad(vt, slot);
-      if (load) {
-        llvm::Value* got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
-        got = b_.CreateSelect(el.discard, clampv, got);  // Constant clamp: the clamp value
-        got = b_.CreateSelect(b_.CreateAnd(el.in_clip, lane_mask(valid)), got, old);  // clipped: unmodified
-        b_.CreateStore(got, slot);
-      } else {
-        b_.CreateMaskedScatter(old, ptrs, align(t.scalar), mask);
+    llvm::Value* extent_v = b_.CreateVectorSplat(S_, extent);
+    row_loop(t.rows, [&](llvm::Value* i) {
+      llvm::Value* row = b_.CreateVectorSplat(S_, i);
+      for (int j = 0; j < chunks(t); ++j) {
+        llvm::Value* col = b_.CreateAdd(b_.CreateVectorSplat(S_, b_.getInt64(int64_t(j) * S_)), lanes());
+        int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+        TensorElement el = tensor_element(b_, S_, lay, has_view ? &view : nullptr, row, col, t.cols, !load);
+        // Whatever the layout says, nothing outside ptr[0, extent) is touched.
+        llvm::Value* in_buf = b_.CreateAnd(b_.CreateICmpSGE(el.index, llvm::Constant::getNullValue(el.index->getType())),
+                                           b_.CreateICmpSLT(el.index, extent_v));
+        llvm::Value* mask = b_.CreateAnd(b_.CreateAnd(lane_mask(valid), el.in_clip),
+                                         b_.CreateAnd(b_.CreateNot(el.discard), in_buf));
+        llvm::Value* ptrs = b_.CreateGEP(scalar_ty(t.scalar), ptr, el.index);
+        llvm::Value* at = slot(t, slots, i, j);
+        llvm::Value* old = b_.CreateLoad(vt, at);
+        if (load) {
+          llvm::Value* got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
+          got = b_.CreateSelect(el.discard, clampv, got);  // Constant clamp: the clamp value
+          got = b_.CreateSelect(b_.CreateAnd(el.in_clip, lane_mask(valid)), got, old);  // skipped: unmodified
+          b_.CreateStore(got, at);
+        } else {
+          b_.CreateMaskedScatter(old, ptrs, align(t.scalar), mask);
+        }
       }
+    });
+    if (load) {
+      mems_[o.result()] = slots;
+      if (!in_memory(t)) mat(o.result());  // small matrices go back to values
     }
-    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
-    i->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(t.rows)), body, exit);
-    b_.SetInsertPoint(exit);
-    if (!load) return {};
-    std::vector<llvm::Value*> out;
-    for (size_t k = 0; k < vecs.size(); ++k)
-      out.push_back(b_.CreateLoad(vt, b_.CreateConstInBoundsGEP2_64(slot_ty, slots, 0, k)));
-    return from_vectors(t, out);
   }
 
   void op(const Op& o) {
@@ -572,13 +636,13 @@ class SimdLowering {
       case OpKind::for_: for_loop(o); return;
       case OpKind::if_: if_op(o); return;
       case OpKind::yield: throw InternalError("yield outside a region");
-      case OpKind::mat_load: mats_[o.result()] = load(o); return;
+      case OpKind::mat_load: load(o); return;
       case OpKind::mat_store: store(o); return;
       case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
       case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
       case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
       case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
-      case OpKind::mat_load_tensor: mats_[o.result()] = tensor_access(o); return;
+      case OpKind::mat_load_tensor: tensor_access(o); return;
       case OpKind::mat_store_tensor: tensor_access(o); return;
     }
     throw InternalError(cat("the SIMD lowering does not handle ", mnemonic(o)));
@@ -591,7 +655,8 @@ class SimdLowering {
   llvm::Function* fn_ = nullptr;
   int S_ = 1;
   std::unordered_map<const Value*, llvm::Value*> scalars_;
-  std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;  // aggregates as values
+  std::unordered_map<const Value*, llvm::Value*> mems_;                 // large matrices in memory
 };
 
 }  // namespace

@@ -54,7 +54,5 @@ PYBIND11_MODULE(_core, m) {
 
   bind_gemm(m);
   bind_tensor(m);
-#ifdef COOPJIT_HAVE_LAYOUT
   bind_layout(m);
-#endif
 }

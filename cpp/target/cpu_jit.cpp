@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include <llvm/AsmParser/Parser.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -55,6 +56,11 @@ llvm::orc::LLJIT& jit() {
   static std::unique_ptr<llvm::orc::LLJIT> instance = [] {
     auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(host_machine()).create();
     if (!j) throw InternalError("cannot create the ORC LLJIT: " + to_string(j.takeError()));
+    // Kernels may call runtime helpers LLVM emits on its own (for example __truncdfhf2): resolve
+    // them from the process (libgcc, libm).
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*j)->getDataLayout().getGlobalPrefix());
+    if (!gen) throw InternalError("cannot search the process for symbols: " + to_string(gen.takeError()));
+    (*j)->getMainJITDylib().addGenerator(std::move(*gen));
     return std::move(*j);
   }();
   return *instance;

@@ -1,8 +1,11 @@
 // Standalone unit test of cpp/layout/coopmatrix_layout: the two tables of seeds/001, shape rules,
 // VNNI, the matrix_b K1 rule, an exhaustive bijection sweep against the document's closed form and
 // load pseudo-code, and bad input. Prints one line per failed check, then "N passed, N failed".
+#include <algorithm>
+#include <exception>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -256,10 +259,9 @@ void test_same_size_same_layout() {
   }
 }
 
-// Every M = 2^m <= 128, N = 1..70, S in {8, 16, 32}, every use and component size: the shape
-// rules, the bijection between the M x N elements and the non-padding slots, owner/element
-// consistency, the document's combined closed form and its load pseudo-code.
-// Checks one layout of the sweep; returns the number of failed checks.
+// Checks one layout of the sweep: the shape rules, the bijection between the M x N elements and
+// the non-padding slots, owner/element consistency, the document's combined closed form and its
+// load pseudo-code. Returns the number of failed checks.
 int check_layout(int64_t M, int64_t N, Use use, const char* dt, int64_t S) {
   const CoopMatrixLayout l(M, N, use, dt, S);
   const std::string name = describe(l);
@@ -286,6 +288,10 @@ int check_layout(int64_t M, int64_t N, Use use, const char* dt, int64_t S) {
 
   // Bijection and owner/element consistency over the table.
   const std::vector<int64_t> t = l.table();
+  if (t.size() != static_cast<size_t>(l.V() * S * ch * 2)) {
+    fail("table size");
+    return errors;
+  }
   std::vector<int> seen(M * N, 0);
   int64_t n_valid = 0;
   for (int64_t v = 0; v < l.V(); ++v)
@@ -343,6 +349,7 @@ int check_layout(int64_t M, int64_t N, Use use, const char* dt, int64_t S) {
   return errors;
 }
 
+// Every M = 2^m <= 128, N = 1..70, S in {8, 16, 32}, every use and component size.
 void test_sweep() {
   int layouts = 0, bad_layouts = 0;
   for (int64_t S : {8, 16, 32})

@@ -5,7 +5,7 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core
+from . import _core, layout
 from ._core import VerifyError
 from ._gemm import Kernel, compile_gemm, gemm, matmul
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix

@@ -68,6 +68,8 @@ class TensorLayout:
         self.strides = _ints("strides", strides, rank)
         self.offsets = _ints("offsets", offsets, rank) if offsets is not None else (0,) * rank
         self.spans = _ints("spans", spans, rank, 1) if spans is not None else self.dims
+        if not isinstance(clamp, str):
+            raise TypeError(f"clamp must be a str (one of {', '.join(CLAMP_MODES)}), got {clamp!r}")
         if clamp not in CLAMP_MODES:
             raise ValueError(f"unknown clamp mode {clamp!r}; known: {', '.join(CLAMP_MODES)}")
         self.clamp = clamp
@@ -117,6 +119,9 @@ class TensorView:
                                  f"{len(self.dims)} dims")
             if sorted(permutation) != list(range(len(permutation))):
                 raise ValueError(f"permutation {permutation} is not a permutation of 0..{len(permutation) - 1}")
+        elif self.dims is not None:
+            permutation = tuple(range(len(self.dims)))
+        # None only when the view has no dims: the identity of the layout's rank, known at use.
         self.permutation = permutation
         if clip is not None:
             clip = _ints("clip", clip)
@@ -140,6 +145,13 @@ class TensorView:
 
     def __repr__(self):
         return f"TensorView(dims={self.dims}, strides={self.strides}, permutation={self.permutation}, clip={self.clip})"
+
+
+def _clamp_value(value, dtype: np.dtype, short: str) -> float:
+    """The clamp value as the kernel takes it: the number, or for fp8 its raw bits."""
+    if short.startswith("f8"):
+        return float(np.array(value, dtype=dtype).view(np.uint8))
+    return float(value)
 
 
 def _dtype_name(x: np.ndarray) -> str:
@@ -186,7 +198,7 @@ def load_matrix(buffer, rows, cols, layout, view=None, *, out=None):
     target = out if (out.strides[0] % out.itemsize == 0 and out.strides[1] % out.itemsize == 0
                      and not np.may_share_memory(out, buffer)) else out.copy()
     _core.tensor_access(False, buffer, target, dtype, layout.clamp, layout.rank, layout._fields(),
-                        float(layout.clamp_value), kind, perm, vfields)
+                        _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields)
     if target is not out:
         out[...] = target
     return out
@@ -195,7 +207,7 @@ def load_matrix(buffer, rows, cols, layout, view=None, *, out=None):
 def store_matrix(matrix, buffer, layout, view=None):
     """Stores the 2-D `matrix` into `buffer` (in place) through `layout` (and `view`)."""
     if not isinstance(matrix, np.ndarray):
-        matrix = np.asarray(matrix)
+        raise TypeError(f"store_matrix: matrix must be a NumPy array, got {type(matrix).__name__}")
     if matrix.ndim != 2:
         raise ValueError(f"store_matrix: matrix must be 2-D, got shape {matrix.shape}")
     rows, cols = matrix.shape
@@ -212,4 +224,4 @@ def store_matrix(matrix, buffer, layout, view=None):
     if np.may_share_memory(matrix, buffer) or any(s % matrix.itemsize for s in matrix.strides):
         src = matrix.copy()
     _core.tensor_access(True, buffer, src, dtype, layout.clamp, layout.rank, layout._fields(),
-                        float(layout.clamp_value), kind, perm, vfields)
+                        _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields)
