@@ -46,7 +46,29 @@ std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int sim
   if (s.store) {
     b.store_tensor(m, buf, layout, view, extent);
   } else {
-    b.store(b.load_tensor(buf, m, layout, view, extent, "loaded"), at, false);
+    Value* loaded;
+    if (s.decode == TensorAccessSpec::Decode::blocked) {
+      // Blocked storage: the layout's index counts blocks; the element is at
+      // index * prod(block) + the row-major position of coordInBlock inside the block, read only
+      // when that is inside the buffer (0 otherwise).
+      loaded = b.load_tensor(buf, m, layout, view, extent,
+                             [&](Builder& d, Value* index, const std::vector<Value*>&, const std::vector<Value*>& cib) {
+                               Value* size = d.index(1);
+                               Value* in_block = d.index(0);
+                               for (int k = s.rank - 1; k >= 0; --k) {
+                                 in_block = d.add(in_block, d.mul(cib[k], size));
+                                 size = d.mul(size, lf.block[k]);
+                               }
+                               Value* at = d.add(d.mul(index, size), in_block, "element");
+                               Value* inside = d.bin(BinOp::and_, d.cmp(CmpPred::ge, at, d.index(0)),
+                                                     d.cmp(CmpPred::lt, at, extent), "inside");
+                               Value* v = d.load_scalar(buf, d.select(inside, at, d.index(0)), "v");
+                               return d.select(inside, v, d.constant(0, T), "decoded");
+                             }, "loaded");
+    } else {
+      loaded = b.load_tensor(buf, m, layout, view, extent, "loaded");
+    }
+    b.store(loaded, at, false);
   }
   return f;
 }

@@ -150,6 +150,30 @@ Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* vie
   return append(OpKind::mat_load_tensor, ops, {object->type}, {std::move(hint)})->result();
 }
 
+Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent,
+                            const DecodeBody& decode, std::string hint) {
+  Value* r = load_tensor(ptr, object, layout, view, extent, std::move(hint));
+  Op* op = r->def;
+  auto region = std::make_unique<Block>();
+  region->parent = op;
+  Value* index = f_.new_value(Type::index(), "index");
+  region->args.push_back(index);
+  std::vector<Value*> bc, cib;
+  for (int d = 0; d < layout->type.rank; ++d) bc.push_back(f_.new_value(Type::index(), cat("block", d)));
+  for (int d = 0; d < layout->type.rank; ++d) cib.push_back(f_.new_value(Type::index(), cat("in_block", d)));
+  region->args.insert(region->args.end(), bc.begin(), bc.end());
+  region->args.insert(region->args.end(), cib.begin(), cib.end());
+  Block* blk = region.get();
+  op->regions.push_back(std::move(region));
+  Builder inner(f_, blk);
+  inner.yield({decode(inner, index, bc, cib)});
+  return r;
+}
+
+Value* Builder::load_scalar(Value* ptr, Value* index, std::string hint) {
+  return append(OpKind::load, {ptr, index}, {Type::of(ptr->type.scalar)}, {std::move(hint)})->result();
+}
+
 void Builder::store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view, Value* extent) {
   std::vector<Value*> ops{matrix, ptr, layout, extent};
   if (view) ops.push_back(view);

@@ -29,6 +29,8 @@ class Builder {
   Value* min(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::min, x, y, hint); }
   Value* cmp(CmpPred p, Value* x, Value* y, std::string hint = {});
   Value* select(Value* c, Value* x, Value* y, std::string hint = {});
+  /// ptr[index], unchecked: for decode functions, which the load calls only inside the buffer.
+  Value* load_scalar(Value* ptr, Value* index, std::string hint = {});
 
   // Structured control flow. The body callback receives a Builder positioned in the body, the
   // induction variable and the loop-carried values, and returns the values to yield.
@@ -65,6 +67,13 @@ class Builder {
   /// Loads through a layout (and view, may be null) from ptr[0, extent); elements the load skips
   /// keep object's values.
   Value* load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent, std::string hint = {});
+  /// The same with a decode function (SPV_NV_cooperative_matrix2 DecodeFunc): instead of reading
+  /// ptr[index], each element is what `decode` computes from index (the element index the
+  /// layout gives), blockCoord and coordInBlock.
+  using DecodeBody = std::function<Value*(Builder&, Value* index, const std::vector<Value*>& block_coord,
+                                          const std::vector<Value*>& coord_in_block)>;
+  Value* load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent, const DecodeBody& decode,
+                     std::string hint = {});
   void store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view, Value* extent);
 
   /// Appends an operation with the given operands and result types; returns it.

@@ -38,6 +38,7 @@ std::string mnemonic(const Op& op) {
     case OpKind::binary: return name(static_cast<BinOp>(op.sub));
     case OpKind::cmp: return cat("cmp.", name(static_cast<CmpPred>(op.sub)));
     case OpKind::select: return "select";
+    case OpKind::load: return "load";
     case OpKind::for_: return "for";
     case OpKind::if_: return "if";
     case OpKind::yield: return "yield";

@@ -31,6 +31,7 @@ enum class OpKind : uint8_t {
   binary,     // sub = BinOp; (x, y) -> same type
   cmp,        // sub = CmpPred; (x, y) -> i1
   select,     // (i1, x, y) -> type of x
+  load,       // (ptr, index) -> element: a scalar read of ptr[index] (decode functions)
   // structured control flow
   for_,       // (lb, ub, step, init...) region{iv, iter...; yield next...} -> iter results
   if_,        // (cond) region then, region else (each ends in yield) -> results
@@ -45,7 +46,9 @@ enum class OpKind : uint8_t {
   // tensor addressing (SPV_NV_cooperative_matrix2)
   tensor_layout,     // (block[r], dim[r], stride[r], offset[r], span[r], clamp_value f64) -> tensorlayout
   tensor_view,       // (dims[r], strides[r] when it has dims, clip row off, row span, col off, col span)
-  mat_load_tensor,   // (ptr, object, layout, extent[, view]) [region decode] -> matrix like object
+  mat_load_tensor,   // (ptr, object, layout, extent[, view]) -> matrix like object; an optional
+                     // region, the decode function, gets (index, blockCoord[r], coordInBlock[r])
+                     // and yields the element
   mat_store_tensor,  // (matrix, ptr, layout, extent[, view])
 };
 

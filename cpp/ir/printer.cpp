@@ -178,9 +178,19 @@ class Printer {
         os_ << mnemonic(o) << " ";
         list(v, 0, 3);
         if (v.size() > 4) os_ << ", " << name_of(v[4]);
-        os_ << " extent(" << name_of(v[3]) << ") : " << v[o.kind == OpKind::mat_load_tensor ? 1 : 0]->type.str();
+        os_ << " extent(" << name_of(v[3]) << ")";
+        if (!o.regions.empty()) {
+          os_ << " decode(";
+          list(o.regions[0]->args);
+          os_ << ")";
+        }
+        os_ << " : " << v[o.kind == OpKind::mat_load_tensor ? 1 : 0]->type.str();
         break;
       }
+      case OpKind::load:
+        results(o);
+        os_ << "load " << name_of(v[0]) << "[" << name_of(v[1]) << "] : " << o.result()->type.str();
+        break;
       case OpKind::yield:
         os_ << "yield";
         if (!v.empty()) {

@@ -137,6 +137,11 @@ class Verifier {
         require(v.size() == 2 && v[0]->type == v[1]->type && v[0]->type.is_scalar(), o,
                 cat("operands must be scalars of one type, got ", types(v)));
         break;
+      case OpKind::load:
+        require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() &&
+                    o.result()->type == Type::of(v[0]->type.scalar), o,
+                cat("load takes (ptr<T>, index) -> T, got ", types(v)));
+        break;
       case OpKind::select:
         require(v.size() == 3 && v[0]->type.is_bool() && v[1]->type == v[2]->type, o,
                 cat("select takes (i1, T, T), got ", types(v)));
@@ -227,6 +232,23 @@ class Verifier {
                         " must equal the layout's rank ", lay.rank));
         }
         if (load) require(o.result()->type == m, o, "the result has the object's type");
+        require(load ? o.regions.size() <= 1 : o.regions.empty(), o,
+                "only a load takes a decode function (SPV_NV_cooperative_matrix2: DecodeFunc is not allowed "
+                "with a store)");
+        if (!o.regions.empty()) {
+          const Block& dec = *o.regions[0];
+          require(dec.args.size() == size_t(1 + 2 * lay.rank), o,
+                  cat("the decode function takes the index, blockCoord[", lay.rank, "] and coordInBlock[", lay.rank,
+                      "]: ", 1 + 2 * lay.rank, " arguments, got ", dec.args.size()));
+          for (const Value* a : dec.args) require(a->type.is_index(), o, "decode arguments are index");
+          for (const auto& inner : dec.ops)
+            require(inner->kind == OpKind::constant || inner->kind == OpKind::binary || inner->kind == OpKind::cmp ||
+                        inner->kind == OpKind::select || inner->kind == OpKind::load || inner->kind == OpKind::yield,
+                    o, cat("a decode function holds scalar operations only, not ", mnemonic(*inner)));
+          const Op& y = *dec.ops.back();
+          require(y.kind == OpKind::yield && y.operands.size() == 1 && y.operands[0]->type == Type::of(m.scalar), o,
+                  cat("the decode function yields one ", name(m.scalar), " element"));
+        }
         if (!load && v[2]->def && v[2]->def->kind == OpKind::tensor_layout) {
           // SPV_NV_cooperative_matrix2: a block size above 1 must not be used with a store.
           for (int i = 0; i < lay.rank; ++i) {

@@ -596,7 +596,23 @@ class SimdLowering {
         llvm::Value* at = slot(t, slots, i, j);
         llvm::Value* old = b_.CreateLoad(vt, at);
         if (load) {
-          llvm::Value* got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
+          llvm::Value* got;
+          if (o.regions.empty()) {
+            got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
+          } else {
+            // The decode function, lowered once for all lanes (each scalar becomes a vector of
+            // lanes; its loads read only for lanes the mask keeps).
+            const Block& dec = *o.regions[0];
+            scalars_[dec.args[0]] = el.index;
+            for (int d = 0; d < lay.rank; ++d) {
+              scalars_[dec.args[1 + d]] = el.block_coord[d];
+              scalars_[dec.args[1 + lay.rank + d]] = el.coord_in_block[d];
+            }
+            lane_mask_ = mask;
+            got = lanev(block(dec)[0]);
+            lane_mask_ = nullptr;
+            got = b_.CreateSelect(mask, got, llvm::Constant::getNullValue(vt));
+          }
           got = b_.CreateSelect(el.discard, clampv, got);  // Constant clamp: the clamp value
           got = b_.CreateSelect(b_.CreateAnd(el.in_clip, lane_mask(valid)), got, old);  // skipped: unmodified
           b_.CreateStore(got, at);
@@ -624,15 +640,27 @@ class SimdLowering {
       }
       case OpKind::binary:
         scalars_[o.result()] = scalar_bin(static_cast<BinOp>(o.sub), o.operands[0]->type.scalar,
-                                          scalar(o.operands[0]), scalar(o.operands[1]));
+                                          lanev(scalar(o.operands[0])), lanev(scalar(o.operands[1])));
         return;
       case OpKind::cmp:
         scalars_[o.result()] = scalar_cmp(static_cast<CmpPred>(o.sub), o.operands[0]->type.scalar,
-                                          scalar(o.operands[0]), scalar(o.operands[1]));
+                                          lanev(scalar(o.operands[0])), lanev(scalar(o.operands[1])));
         return;
       case OpKind::select:
-        scalars_[o.result()] = b_.CreateSelect(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]));
+        scalars_[o.result()] = b_.CreateSelect(lanev(scalar(o.operands[0])), lanev(scalar(o.operands[1])),
+                                               lanev(scalar(o.operands[2])));
         return;
+      case OpKind::load: {
+        llvm::Type* et = scalar_ty(o.result()->type.scalar);
+        llvm::Value* p = b_.CreateGEP(et, scalar(o.operands[0]), lanev(scalar(o.operands[1])));
+        if (lane_mask_)  // one element per active lane
+          scalars_[o.result()] = b_.CreateMaskedGather(llvm::FixedVectorType::get(et, S_), p,
+                                                       align(o.result()->type.scalar), lane_mask_,
+                                                       llvm::Constant::getNullValue(llvm::FixedVectorType::get(et, S_)));
+        else
+          scalars_[o.result()] = b_.CreateAlignedLoad(et, p, align(o.result()->type.scalar));
+        return;
+      }
       case OpKind::for_: for_loop(o); return;
       case OpKind::if_: if_op(o); return;
       case OpKind::yield: throw InternalError("yield outside a region");
@@ -657,6 +685,13 @@ class SimdLowering {
   std::unordered_map<const Value*, llvm::Value*> scalars_;
   std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;  // aggregates as values
   std::unordered_map<const Value*, llvm::Value*> mems_;                 // large matrices in memory
+  llvm::Value* lane_mask_ = nullptr;  // inside a decode function: scalars are vectors of lanes
+
+  // A scalar as the current mode needs it: itself, or splat over the lanes in a decode function.
+  llvm::Value* lanev(llvm::Value* x) {
+    if (!lane_mask_ || x->getType()->isVectorTy()) return x;
+    return b_.CreateVectorSplat(S_, x);
+  }
 };
 
 }  // namespace

@@ -16,8 +16,10 @@ void bind_tensor(py::module_& m) {
       "tensor_access",
       [](bool store, py::array buffer, py::array matrix, const std::string& dtype, const std::string& clamp,
          int rank, const std::vector<int64_t>& layout, double clamp_value, int view_kind,
-         const std::vector<int>& perm, const std::vector<int64_t>& view_fields) {
+         const std::vector<int>& perm, const std::vector<int64_t>& view_fields, const std::string& decode) {
         TensorAccessSpec s;
+        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
+        else if (!decode.empty()) throw UserError(cat("unknown decode '", decode, "' (known: blocked)"));
         s.store = store;
         s.dtype = ir::parse_scalar(dtype);
         s.clamp = ir::parse_clamp(clamp);
@@ -49,13 +51,15 @@ void bind_tensor(py::module_& m) {
         run_tensor_access(*k, pb, pm, ints, clamp_value);
       },
       py::arg("store"), py::arg("buffer"), py::arg("matrix"), py::arg("dtype"), py::arg("clamp"), py::arg("rank"),
-      py::arg("layout"), py::arg("clamp_value"), py::arg("view_kind"), py::arg("perm"), py::arg("view_fields"));
+      py::arg("layout"), py::arg("clamp_value"), py::arg("view_kind"), py::arg("perm"), py::arg("view_fields"),
+      py::arg("decode") = "");
 
   m.def(
       "tensor_access_ir",
       [](bool store, const std::string& dtype, int64_t rows, int64_t cols, const std::string& clamp, int rank,
-         int view_kind, const std::vector<int>& perm) {
+         int view_kind, const std::vector<int>& perm, const std::string& decode) {
         TensorAccessSpec s;
+        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
         s.store = store;
         s.dtype = ir::parse_scalar(dtype);
         s.rows = rows;
@@ -67,5 +71,7 @@ void bind_tensor(py::module_& m) {
         for (size_t i = 0; i < perm.size() && i < 5; ++i) s.perm[i] = static_cast<int8_t>(perm[i]);
         return tensor_access_kernel(s)->ir_text;
       },
+      py::arg("store"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("clamp"), py::arg("rank"),
+      py::arg("view_kind"), py::arg("perm"), py::arg("decode") = "",
       "The kernel IR of a tensor access kernel (for tests and debugging).");
 }

@@ -9,6 +9,7 @@ void TensorAccessSpec::validate() const {
   const char* what = store ? "store_matrix" : "load_matrix";
   if (rows < 1 || rows > 256 || cols < 1 || cols > 256)
     throw UserError(cat(what, ": the matrix is ", rows, " x ", cols, "; rows and cols must be in [1, 256]"));
+  if (store && decode != Decode::none) throw UserError("store_matrix: a decode function is only for loads");
   if (rank < 1 || rank > 5) throw UserError(cat(what, ": tensor layout rank ", rank, " is not in [1, 5]"));
   if (view != View::none) {
     if (view_rank < 1 || view_rank > 5) throw UserError(cat(what, ": tensor view rank ", view_rank, " is not in [1, 5]"));
@@ -25,6 +26,7 @@ std::string TensorAccessSpec::key() const {
     k += cat(view == View::dims ? ".view" : ".viewnd", view_rank, ".p");
     for (int i = 0; i < view_rank; ++i) k += cat(int(perm[i]));
   }
+  if (decode == Decode::blocked) k += ".dblocked";
   return k;
 }
 

@@ -20,6 +20,9 @@ struct TensorAccessSpec {
   enum class View : uint8_t { none, no_dims, dims } view = View::none;
   int view_rank = 0;
   std::array<int8_t, 5> perm{};
+  /// A decode function for the load: none, or "blocked" storage (each block of the layout's
+  /// block size stored contiguously, row-major inside; the layout's strides count blocks).
+  enum class Decode : uint8_t { none, blocked } decode = Decode::none;
 
   /// Throws UserError naming the values when the spec is not one coopjit can build.
   void validate() const;

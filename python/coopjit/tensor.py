@@ -180,11 +180,17 @@ def _check(buffer, layout, view, rows, cols, what):
     return view._resolve(layout) if view is not None else (0, [], [])
 
 
-def load_matrix(buffer, rows, cols, layout, view=None, *, out=None):
+def load_matrix(buffer, rows, cols, layout, view=None, *, out=None, decode=None):
     """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
 
     Elements the view's clip skips keep their value in `out` (0 without `out`).
+    decode="blocked" reads blocked (tiled) storage through the IR's decode hook: each block of
+    ``layout.block`` elements is stored contiguously (row-major inside the block) and the
+    layout's strides count blocks; the element with blockCoord b and coordInBlock c is at
+    ``index(b) * prod(block) + rowmajor(c)`` (0 when that is outside the buffer).
     """
+    if decode not in (None, "blocked"):
+        raise ValueError(f"load_matrix: unknown decode {decode!r}; known: None, 'blocked'")
     rows, cols = int(rows), int(cols)
     kind, perm, vfields = _check(buffer, layout, view, rows, cols, "load_matrix")
     dtype = _dtype_name(buffer)
@@ -198,7 +204,7 @@ def load_matrix(buffer, rows, cols, layout, view=None, *, out=None):
     target = out if (out.strides[0] % out.itemsize == 0 and out.strides[1] % out.itemsize == 0
                      and not np.may_share_memory(out, buffer)) else out.copy()
     _core.tensor_access(False, buffer, target, dtype, layout.clamp, layout.rank, layout._fields(),
-                        _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields)
+                        _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields, decode or "")
     if target is not out:
         out[...] = target
     return out
