@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # Unit test name -> the .cpp files of its program (paths relative to the repository root).
 UNITS = {
     "layout": ["cpp/layout/coopmatrix_layout.cpp", "cpp/tests/test_layout.cpp"],
+    # The kernel IR is independent of LLVM: its verifier is tested on its own.
+    "verifier": ["cpp/ir/types.cpp", "cpp/ir/ir.cpp", "cpp/ir/builder.cpp", "cpp/ir/printer.cpp",
+                 "cpp/ir/verifier.cpp", "cpp/tests/test_verifier.cpp"],
 }
 
 
