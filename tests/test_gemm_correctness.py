@@ -159,3 +159,38 @@ def test_plan_overrides_give_same_result(rng):
     a, b = rand(rng, (50, 70), np.float64), rand(rng, (70, 90), np.float64)
     for plan in ({"layout": "col"}, {"mr": 3, "nr": 8}, {"kb": 8}, {"layout": "col", "mr": 5, "kb": 16}):
         assert_gemm_close(coopjit.matmul(a, b, plan=plan), a, b)
+
+
+BATCH_CASES = [
+    ((4, 5, 6), (6, 7)),            # a stack times one matrix (b broadcast, stride 0)
+    ((5, 6), (3, 6, 2)),            # one matrix times a stack
+    ((2, 3, 4, 5), (2, 3, 5, 6)),   # two batch dims, contiguous: merged into one
+    ((2, 1, 4, 5), (1, 3, 5, 6)),   # broadcast on both sides: two batch levels
+    ((3, 1, 2, 4, 5), (1, 2, 1, 5, 6)),  # three batch dims that do not merge
+    ((7,), (2, 7, 3)),              # 1-D times a stack
+    ((2, 4, 7), (7,)),              # a stack times 1-D
+    ((0, 3, 4), (4, 5)),            # empty batch
+    ((4096, 16, 16), (4096, 16, 16)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", BATCH_CASES)
+def test_batched_matmul_matches_numpy(rng, dtype, sa, sb):
+    a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+    got = coopjit.matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == want.shape and got.dtype == dtype
+    k = a.shape[-1]
+    tol = (k + 2) * np.finfo(dtype).eps * np.matmul(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert (np.abs(got - want) <= tol + np.finfo(dtype).tiny).all()
+
+
+def test_batched_strided_and_transposed_views(rng):
+    base = rand(rng, (6, 9, 10), np.float32)
+    a = base[::2, 1:, ::-1][:, :7, :5]          # (3, 7, 5) strided, negative
+    b = np.swapaxes(rand(rng, (3, 4, 5), np.float32), 1, 2)  # (3, 5, 4) transposed views
+    out = np.zeros((4, 3, 7), np.float32).transpose(1, 2, 0)  # (3, 7, 4) non-contiguous
+    got = coopjit.matmul(a, b, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-5)

@@ -41,9 +41,9 @@ def test_0d_and_1d_where_2d_required():
         coopjit.gemm(np.ones((3, 3), F32), np.float32(1))
 
 
-def test_batched_is_not_implemented_yet():
-    with pytest.raises(NotImplementedError, match=r"shape \(2, 3, 4\)"):
-        coopjit.matmul(np.ones((2, 3, 4), F32), np.ones((4, 5), F32))
+def test_batch_dims_that_do_not_broadcast():
+    with pytest.raises(ValueError, match=r"batch dims of a \(2, 3, 4\) and b \(3, 4, 5\) do not broadcast"):
+        coopjit.matmul(np.ones((2, 3, 4), F32), np.ones((3, 4, 5), F32))
 
 
 def test_read_only_output():

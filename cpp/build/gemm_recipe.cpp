@@ -7,89 +7,202 @@ namespace coopjit {
 
 using namespace ir;
 
+namespace {
+
+struct GemmParams {
+  Value *A, *B, *C, *WS, *FLAGS;
+  Value *M, *N, *K, *sa_r, *sa_c, *sb_r, *sb_c, *sc_r, *sc_c;
+  Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
+  Value *worker, *workers, *kt, *n_sk;
+  Value *alpha, *beta;
+};
+
+class GemmRecipe {
+ public:
+  GemmRecipe(const GemmPlan& p, Function& f) : p_(p), f_(f), T(p.dtype) {
+    Type ptr = Type::pointer(T);
+    auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
+    g_.A = f.add_param(ptr, "A");
+    g_.B = f.add_param(ptr, "B");
+    g_.C = f.add_param(ptr, "C");
+    g_.WS = f.add_param(ptr, "WS");
+    g_.FLAGS = f.add_param(Type::pointer(ScalarType::i32), "FLAGS");
+    g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
+    g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
+    g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
+    g_.batch1 = idx("batch1"); g_.batch2 = idx("batch2");
+    g_.sa_b1 = idx("sa_b1"); g_.sb_b1 = idx("sb_b1"); g_.sc_b1 = idx("sc_b1");
+    g_.sa_b2 = idx("sa_b2"); g_.sb_b2 = idx("sb_b2"); g_.sc_b2 = idx("sc_b2");
+    g_.worker = idx("worker"); g_.workers = idx("workers"); g_.kt = idx("kt"); g_.n_sk = idx("n_sk");
+    g_.alpha = f.add_param(Type::of(T), "alpha");
+    g_.beta = f.add_param(Type::of(T), "beta");
+    acc_t_ = Type::matrix(T, p.mr, p.nr, Use::acc, Scope::subgroup);
+  }
+
+  void build() {
+    Builder b(f_);
+    one_ = b.index(1, "c1");
+    zero_ = b.index(0, "c0");
+    // Unit strides are compile-time constants: the lowering turns them into vector accesses.
+    sb_c_ = p_.unit_b ? one_ : g_.sb_c;
+    sc_c_ = p_.unit_c ? one_ : g_.sc_c;
+    MR_ = b.index(p_.mr, "MR");
+    NR_ = b.index(p_.nr, "NR");
+    KB_ = b.index(p_.kb, "KB");
+    fzero_ = b.constant(0.0, T, "zero");
+    tiles_m_ = ceil_div(b, g_.M, MR_, "tiles_m");
+    tiles_n_ = ceil_div(b, g_.N, NR_, "tiles_n");
+    Value* tiles_mn = b.mul(b.mul(b.mul(g_.batch1, g_.batch2), tiles_m_), tiles_n_, "tiles_mn");
+    tiles_k_ = b.bin(BinOp::max, ceil_div(b, g_.K, g_.kt), one_, "tiles_k");
+    stream_k(b);
+    data_parallel(b, tiles_mn);
+  }
+
+ private:
+  Value* ceil_div(Builder& b, Value* x, Value* y, std::string hint = {}) {
+    return b.div(b.add(x, b.sub(y, one_)), y, std::move(hint));
+  }
+
+  // Output tile mn of the flattened batch x N x M space ("m_inner": consecutive tiles walk down
+  // M and share one panel of B): its batch's A, B, C and its corner (m0, n0).
+  struct Tile {
+    Value *A, *B, *C, *m0, *n0;
+  };
+  Tile tile_at(Builder& b, Value* mn) {
+    Value* mt = b.rem(mn, tiles_m_, "mt");
+    Value* rest = b.div(mn, tiles_m_);
+    Value* nt = b.rem(rest, tiles_n_, "nt");
+    Value* bi = b.div(rest, tiles_n_, "bi");
+    Value* b1 = b.div(bi, g_.batch2, "b1");
+    Value* b2 = b.rem(bi, g_.batch2, "b2");
+    auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
+      return b.ptr_offset(base, b.add(b.mul(b1, s1), b.mul(b2, s2)), n);
+    };
+    return {at(g_.A, g_.sa_b1, g_.sa_b2, "At"), at(g_.B, g_.sb_b1, g_.sb_b2, "Bt"), at(g_.C, g_.sc_b1, g_.sc_b2, "Ct"),
+            b.mul(mt, MR_, "m0"), b.mul(nt, NR_, "n0")};
+  }
+
+  // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
+  // last partial K step.
+  Value* accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
+    Value* k0 = b.mul(k_lo, g_.kt, "k0");
+    Value* k1 = b.min(b.mul(k_hi, g_.kt), g_.K, "k1");
+    Value* k_main = b.sub(k1, b.rem(b.sub(k1, k0), KB_), "k_main");
+    Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
+                        b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
+    auto body = [&](Builder& x, bool checked) {
+      const Type a_t = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
+      const Type b_t = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
+        Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk, "a");
+        Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk, "b");
+        return kb.mul_add(a, bm, acc_in, "acc");
+      };
+      Value* acc = x.splat(acc_t_, fzero_, "acc");
+      acc = x.for_(k0, k_main, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+        return std::vector<Value*>{step(kb, k, it[0], checked)};
+      }, "k")[0];
+      // The last partial K step (K not a multiple of KB) reads zeros past K.
+      acc = x.if_(x.cmp(CmpPred::lt, k_main, k1, "k_tail"), {acc_t_},
+                  [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true)}; },
+                  [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+      return std::vector<Value*>{acc};
+    };
+    return b.if_(full, {acc_t_}, [&](Builder& x) { return body(x, false); },
+                 [&](Builder& x) { return body(x, true); })[0];
+  }
+
+  // C = alpha * acc (+ beta * C), by the tile's owner only, once.
+  void epilogue(Builder& b, const Tile& t, Value* acc) {
+    Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
+                        b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
+    auto body = [&](Builder& x, bool checked) {
+      Builder::Access c_at{t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N};
+      Value* result = x.scale(acc, g_.alpha, "result");
+      if (p_.accumulate)
+        result = x.mat_bin(BinOp::add, result, x.scale(x.load(acc_t_, c_at, checked, "c"), g_.beta), "result");
+      x.store(result, c_at, checked);
+      return std::vector<Value*>{};
+    };
+    b.if_(full, {}, [&](Builder& x) { return body(x, false); }, [&](Builder& x) { return body(x, true); });
+  }
+
+  // The worker's slot of the workspace: an mr x nr tile, row-major.
+  Builder::Access partial_at(Builder& b, Value* w) {
+    Value* base = b.ptr_offset(g_.WS, b.mul(w, b.mul(MR_, NR_)), "partial");
+    return {base, zero_, zero_, NR_, one_, MR_, NR_};
+  }
+
+  // Stream-K: the worker's contiguous range of the first n_sk global tiles. Its first output
+  // tile may start mid-K: that partial goes to the workspace and its flag is set. The worker
+  // holding K tile 0 of an output tile owns it: it adds the partials of the workers after it,
+  // in worker order (so the result does not depend on timing), then writes C.
+  void stream_k(Builder& b) {
+    Value* per = ceil_div(b, g_.n_sk, g_.workers, "sk_per");
+    Value* start = b.min(b.mul(g_.worker, per), g_.n_sk, "sk_start");
+    Value* end = b.min(b.add(start, per), g_.n_sk, "sk_end");
+    b.if_(b.cmp(CmpPred::lt, start, end), {}, [&](Builder& x) {
+      Value* mn_first = x.div(start, tiles_k_, "mn_first");
+      Value* mn_last = x.div(x.sub(end, one_), tiles_k_, "mn_last");
+      Value* k_first = x.rem(start, tiles_k_);
+      Value* k_last = x.add(x.rem(x.sub(end, one_), tiles_k_), one_);
+      x.for_(mn_first, x.add(mn_last, one_), one_, {}, [&](Builder& y, Value* mn, const std::vector<Value*>&) {
+        Value* k_lo = y.select(y.cmp(CmpPred::eq, mn, mn_first), k_first, zero_, "k_lo");
+        Value* k_hi = y.select(y.cmp(CmpPred::eq, mn, mn_last), k_last, tiles_k_, "k_hi");
+        Tile t = tile_at(y, mn);
+        Value* acc = accumulate(y, t, k_lo, k_hi);
+        y.if_(y.cmp(CmpPred::gt, k_lo, zero_, "send_partial"), {}, [&](Builder& z) {
+          z.store(acc, partial_at(z, g_.worker), false);
+          z.flag_set(g_.FLAGS, g_.worker);
+          return std::vector<Value*>{};
+        }, [&](Builder& z) {
+          // Contributors: the workers whose ranges start inside this tile's K tiles.
+          Value* tile_end = z.mul(z.add(mn, one_), tiles_k_);
+          Value* w_end = z.min(z.min(ceil_div(z, tile_end, per), g_.workers), ceil_div(z, g_.n_sk, per), "w_end");
+          Value* total = z.for_(z.add(g_.worker, one_), w_end, one_, {acc},
+                                [&](Builder& q, Value* w, const std::vector<Value*>& it) {
+                                  q.flag_wait(g_.FLAGS, w);
+                                  Value* part = q.load(acc_t_, partial_at(q, w), false, "part");
+                                  return std::vector<Value*>{q.mat_bin(BinOp::add, it[0], part, "acc")};
+                                }, "w")[0];
+          epilogue(z, t, total);
+          return std::vector<Value*>{};
+        });
+        return std::vector<Value*>{};
+      }, "mn");
+      return std::vector<Value*>{};
+    }, {});
+  }
+
+  // Data-parallel: whole output tiles after the Stream-K ones, a contiguous block per worker.
+  void data_parallel(Builder& b, Value* tiles_mn) {
+    Value* first = b.div(g_.n_sk, tiles_k_, "dp_first");
+    Value* per = ceil_div(b, b.sub(tiles_mn, first), g_.workers, "dp_per");
+    Value* lo = b.min(b.add(first, b.mul(g_.worker, per)), tiles_mn, "dp_lo");
+    Value* hi = b.min(b.add(lo, per), tiles_mn, "dp_hi");
+    b.for_(lo, hi, one_, {}, [&](Builder& x, Value* mn, const std::vector<Value*>&) {
+      Tile t = tile_at(x, mn);
+      epilogue(x, t, accumulate(x, t, zero_, tiles_k_));
+      return std::vector<Value*>{};
+    }, "mn");
+  }
+
+  const GemmPlan& p_;
+  Function& f_;
+  const ScalarType T;
+  GemmParams g_{};
+  Type acc_t_;
+  Value *one_ = nullptr, *zero_ = nullptr, *sb_c_ = nullptr, *sc_c_ = nullptr, *MR_ = nullptr, *NR_ = nullptr,
+        *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr;
+};
+
+}  // namespace
+
 std::unique_ptr<Function> build_gemm(const GemmPlan& p, const std::string& name) {
   auto f = std::make_unique<Function>();
   f->name = name;
   f->attrs["subgroup_size"] = int64_t(p.simd_width);
-  const ScalarType T = p.dtype;
-  Value* A = f->add_param(Type::pointer(T), "A");
-  Value* B = f->add_param(Type::pointer(T), "B");
-  Value* C = f->add_param(Type::pointer(T), "C");
-  Value* M = f->add_param(Type::index(), "M");
-  Value* N = f->add_param(Type::index(), "N");
-  Value* K = f->add_param(Type::index(), "K");
-  Value* sa_r = f->add_param(Type::index(), "sa_r");
-  Value* sa_c = f->add_param(Type::index(), "sa_c");
-  Value* sb_r = f->add_param(Type::index(), "sb_r");
-  Value* sb_c_param = f->add_param(Type::index(), "sb_c");
-  Value* sc_r = f->add_param(Type::index(), "sc_r");
-  Value* sc_c_param = f->add_param(Type::index(), "sc_c");
-  Value* tile_begin = f->add_param(Type::index(), "tile_begin");
-  Value* tile_end = f->add_param(Type::index(), "tile_end");
-  Value* alpha = f->add_param(Type::of(T), "alpha");
-  Value* beta = f->add_param(Type::of(T), "beta");
-
-  Builder b(*f);
-  const Type acc_t = Type::matrix(T, p.mr, p.nr, Use::acc, Scope::subgroup);
-  Value* one = b.index(1, "c1");
-  Value* zero_i = b.index(0, "c0");
-  // Unit strides are compile-time constants: the lowering turns them into vector accesses.
-  Value* sb_c = p.unit_b ? one : sb_c_param;
-  Value* sc_c = p.unit_c ? one : sc_c_param;
-  Value* MR = b.index(p.mr, "MR");
-  Value* NR = b.index(p.nr, "NR");
-  Value* KB = b.index(p.kb, "KB");
-  Value* tiles_m = b.div(b.add(M, b.sub(MR, one)), MR, "tiles_m");
-  Value* tiles_n = b.div(b.add(N, b.sub(NR, one)), NR, "tiles_n");
-  Value* zero = b.constant(0.0, T, "zero");
-  Value* k_main = b.sub(K, b.rem(K, KB), "k_main");
-
-  // One register tile at (m0, n0); `checked` loads and stores stay inside M x N. The K loop
-  // steps by KB (a power of two: HLSL 0035's K rule); a last partial step reads zeros past K.
-  auto tile = [&](Builder& t, Value* m0, Value* n0, bool checked) -> std::vector<Value*> {
-    const Type a_t = Type::matrix(T, p.mr, p.kb, Use::a, Scope::subgroup);
-    const Type b_t = Type::matrix(T, p.kb, p.nr, Use::b, Scope::subgroup);
-    auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
-      Value* a = kb.load(a_t, {A, m0, k, sa_r, sa_c, M, K}, chk, "a");
-      Value* bm = kb.load(b_t, {B, k, n0, sb_r, sb_c, K, N}, chk, "b");
-      return kb.mul_add(a, bm, acc_in, "acc");
-    };
-    Value* acc = t.splat(acc_t, zero, "acc");
-    acc = t.for_(zero_i, k_main, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      return std::vector<Value*>{step(kb, k, it[0], checked)};
-    }, "k")[0];
-    acc = t.if_(t.cmp(CmpPred::lt, k_main, K, "k_tail"), {acc_t},
-                [&](Builder& x) { return std::vector<Value*>{step(x, k_main, acc, true)}; },
-                [&](Builder&) { return std::vector<Value*>{acc}; })[0];
-    Value* result = t.scale(acc, alpha, "result");
-    Builder::Access c_at{C, m0, n0, sc_r, sc_c, M, N};
-    if (p.accumulate) {
-      Value* c_old = t.load(acc_t, c_at, checked, "c");
-      result = t.mat_bin(BinOp::add, result, t.scale(c_old, beta), "result");
-    }
-    t.store(result, c_at, checked);
-    return {};
-  };
-
-  // The flattened tile space; "m_inner" walks down a column of tiles so that consecutive tiles
-  // reuse one panel of B.
-  b.for_(tile_begin, tile_end, one, {}, [&](Builder& t, Value* tid, const std::vector<Value*>&) {
-    Value *mt, *nt;
-    if (p.order == "m_inner") {
-      nt = t.div(tid, tiles_m, "nt");
-      mt = t.rem(tid, tiles_m, "mt");
-    } else {
-      mt = t.div(tid, tiles_n, "mt");
-      nt = t.rem(tid, tiles_n, "nt");
-    }
-    Value* m0 = t.mul(mt, MR, "m0");
-    Value* n0 = t.mul(nt, NR, "n0");
-    Value* full = t.bin(BinOp::and_, t.cmp(CmpPred::le, t.add(m0, MR), M),
-                        t.cmp(CmpPred::le, t.add(n0, NR), N), "full");
-    t.if_(full, {}, [&](Builder& x) { return tile(x, m0, n0, false); },
-          [&](Builder& x) { return tile(x, m0, n0, true); });
-    return std::vector<Value*>{};
-  }, "tile");
+  GemmRecipe(p, *f).build();
   return f;
 }
 

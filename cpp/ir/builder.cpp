@@ -170,6 +170,12 @@ Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* vie
   return r;
 }
 
+Value* Builder::ptr_offset(Value* ptr, Value* elements, std::string hint) {
+  return append(OpKind::ptr_offset, {ptr, elements}, {ptr->type}, {std::move(hint)})->result();
+}
+void Builder::flag_set(Value* flags, Value* i) { append(OpKind::flag_set, {flags, i}, {}); }
+void Builder::flag_wait(Value* flags, Value* i) { append(OpKind::flag_wait, {flags, i}, {}); }
+
 Value* Builder::load_scalar(Value* ptr, Value* index, std::string hint) {
   return append(OpKind::load, {ptr, index}, {Type::of(ptr->type.scalar)}, {std::move(hint)})->result();
 }

@@ -29,6 +29,10 @@ class Builder {
   Value* min(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::min, x, y, hint); }
   Value* cmp(CmpPred p, Value* x, Value* y, std::string hint = {});
   Value* select(Value* c, Value* x, Value* y, std::string hint = {});
+  Value* ptr_offset(Value* ptr, Value* elements, std::string hint = {});
+  /// Stream-K flags: set flags[i] (release), wait until flags[i] is set (acquire).
+  void flag_set(Value* flags, Value* i);
+  void flag_wait(Value* flags, Value* i);
   /// ptr[index], unchecked: for decode functions, which the load calls only inside the buffer.
   Value* load_scalar(Value* ptr, Value* index, std::string hint = {});
 

@@ -39,6 +39,9 @@ std::string mnemonic(const Op& op) {
     case OpKind::cmp: return cat("cmp.", name(static_cast<CmpPred>(op.sub)));
     case OpKind::select: return "select";
     case OpKind::load: return "load";
+    case OpKind::ptr_offset: return "ptr.offset";
+    case OpKind::flag_set: return "flag.set";
+    case OpKind::flag_wait: return "flag.wait";
     case OpKind::for_: return "for";
     case OpKind::if_: return "if";
     case OpKind::yield: return "yield";

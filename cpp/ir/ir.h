@@ -32,6 +32,9 @@ enum class OpKind : uint8_t {
   cmp,        // sub = CmpPred; (x, y) -> i1
   select,     // (i1, x, y) -> type of x
   load,       // (ptr, index) -> element: a scalar read of ptr[index] (decode functions)
+  ptr_offset, // (ptr, index) -> ptr + index elements
+  flag_set,   // (ptr<i32>, index): ptr[index] = 1, a release store (Stream-K partial tile ready)
+  flag_wait,  // (ptr<i32>, index): spin until ptr[index] != 0, an acquire load
   // structured control flow
   for_,       // (lb, ub, step, init...) region{iv, iter...; yield next...} -> iter results
   if_,        // (cond) region then, region else (each ends in yield) -> results

@@ -187,6 +187,13 @@ class Printer {
         os_ << " : " << v[o.kind == OpKind::mat_load_tensor ? 1 : 0]->type.str();
         break;
       }
+      case OpKind::ptr_offset:
+        results(o);
+        os_ << "ptr.offset " << name_of(v[0]) << ", " << name_of(v[1]) << " : " << v[0]->type.str();
+        break;
+      case OpKind::flag_set: case OpKind::flag_wait:
+        os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "]";
+        break;
       case OpKind::load:
         results(o);
         os_ << "load " << name_of(v[0]) << "[" << name_of(v[1]) << "] : " << o.result()->type.str();

@@ -137,6 +137,14 @@ class Verifier {
         require(v.size() == 2 && v[0]->type == v[1]->type && v[0]->type.is_scalar(), o,
                 cat("operands must be scalars of one type, got ", types(v)));
         break;
+      case OpKind::ptr_offset:
+        require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index(), o,
+                cat("ptr.offset takes (ptr, index), got ", types(v)));
+        break;
+      case OpKind::flag_set: case OpKind::flag_wait:
+        require(v.size() == 2 && v[0]->type == Type::pointer(ScalarType::i32) && v[1]->type.is_index(), o,
+                cat(mnemonic(o), " takes (ptr<i32>, index), got ", types(v)));
+        break;
       case OpKind::load:
         require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() &&
                     o.result()->type == Type::of(v[0]->type.scalar), o,

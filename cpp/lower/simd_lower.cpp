@@ -9,6 +9,7 @@
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include "core/error.h"
 #include "lower/tensor_addressing.h"
@@ -650,6 +651,32 @@ class SimdLowering {
         scalars_[o.result()] = b_.CreateSelect(lanev(scalar(o.operands[0])), lanev(scalar(o.operands[1])),
                                                lanev(scalar(o.operands[2])));
         return;
+      case OpKind::ptr_offset:
+        scalars_[o.result()] = b_.CreateGEP(scalar_ty(o.result()->type.scalar), scalar(o.operands[0]),
+                                            scalar(o.operands[1]));
+        return;
+      case OpKind::flag_set: {
+        llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
+        b_.CreateAlignedStore(b_.getInt32(1), p, llvm::Align(4))->setAtomic(llvm::AtomicOrdering::Release);
+        return;
+      }
+      case OpKind::flag_wait: {
+        llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
+        auto* spin = llvm::BasicBlock::Create(ctx_, "flag.spin", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, "flag.done", fn_);
+        b_.CreateBr(spin);
+        b_.SetInsertPoint(spin);
+        auto* v = b_.CreateAlignedLoad(b_.getInt32Ty(), p, llvm::Align(4));
+        v->setAtomic(llvm::AtomicOrdering::Acquire);
+        llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "flag.pause", fn_);
+        b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, body);
+        b_.SetInsertPoint(body);
+        // The x86 spin-wait hint (this lowering targets x86 CPUs).
+        b_.CreateCall(llvm::Intrinsic::getOrInsertDeclaration(mod_.get(), llvm::Intrinsic::x86_sse2_pause));
+        b_.CreateBr(spin);
+        b_.SetInsertPoint(done);
+        return;
+      }
       case OpKind::load: {
         llvm::Type* et = scalar_ty(o.result()->type.scalar);
         llvm::Value* p = b_.CreateGEP(et, scalar(o.operands[0]), lanev(scalar(o.operands[1])));

@@ -12,6 +12,8 @@ std::string GemmPlan::key() const {
              unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order);
 }
 
+std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
+
 std::map<std::string, std::string> GemmPlan::fields() const {
   return {{"dtype", std::string(ir::name(dtype))},
           {"layout", layout},
@@ -23,12 +25,24 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"unit_stride_c", unit_c ? "true" : "false"},
           {"accumulate", accumulate ? "true" : "false"},
           {"order", order},
-          {"threads", "1"},
-          {"split", "dp"}};
+          {"threads", std::to_string(threads)},
+          {"split", split},
+          {"kt", std::to_string(kt)}};
 }
 
-int64_t GemmArgs::tiles() const {
-  return ((M + mr - 1) / mr) * ((N + nr - 1) / nr);
+int64_t GemmArgs::tiles_mn() const { return batch1 * batch2 * ((M + mr - 1) / mr) * ((N + nr - 1) / nr); }
+int64_t GemmArgs::tiles_k() const { return std::max<int64_t>(1, (K + kt - 1) / kt); }
+
+int64_t stream_k_tiles(const std::string& split, int64_t tiles_mn, int64_t tiles_k, int64_t workers) {
+  const int64_t total = tiles_mn * tiles_k;
+  if (split == "dp" || workers <= 1) return 0;
+  if (split == "sk") return total;
+  // 2-tile Stream-K + DP (seeds/004): N_DP = ((M*N) // WG - 1) * WG * K whole output tiles per
+  // worker, the rest (between one and two tiles' worth per worker) streamed; all DP when the
+  // tiles divide evenly. With fewer tiles than workers, everything streams.
+  if (total % (workers * tiles_k) == 0) return 0;
+  const int64_t n_dp = std::max<int64_t>(0, tiles_mn / workers - 1) * workers * tiles_k;
+  return total - n_dp;
 }
 
 namespace {
@@ -70,18 +84,45 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   p.mr = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(mr, M)));
   // K step of one mul_add: HLSL 0035 allows powers of two in [4, 128] for subgroup scope.
   p.kb = 4;
+  // Workers: one per core for problems worth the hand-off (a few microseconds), one otherwise;
+  // never more workers than output tiles unless Stream-K can split K among them.
+  const double flops = 2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2;
+  const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
+  p.threads = flops < 4.0e6 ? 1 : std::max(1, cpu.max_threads);
+  p.kt = 256;
+  const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
+  if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
+  p.split = p.threads > 1 ? "sk+dp" : "dp";
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout") continue;
+    if (k == "split") {
+      static const char* names[] = {"dp", "sk", "sk+dp"};
+      if (v < 0 || v > 2) throw UserError(cat("plan override split=", v, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
+      p.split = names[v];
+      continue;
+    }
+    if (k == "threads") {
+      if (v < 1 || v > 1024) throw UserError(cat("plan override threads=", v, " is out of range [1, 1024]"));
+      p.threads = static_cast<int>(v);
+      continue;
+    }
+    if (k == "kt") {
+      if (v < 1 || v > (int64_t(1) << 30)) throw UserError(cat("plan override kt=", v, " is out of range"));
+      p.kt = v;
+      continue;
+    }
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
+  if (p.kt % p.kb != 0)
+    throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
   if (p.mr * (p.nr / p.simd_width) > 4 * regs)
@@ -94,7 +135,12 @@ GemmArgs gemm_args(const GemmSpec& s, const GemmPlan& p) {
   GemmArgs a{};
   a.mr = p.mr;
   a.nr = p.nr;
+  a.kt = p.kt;
   a.K = s.K;
+  a.batch1 = s.batch1;
+  a.batch2 = s.batch2;
+  a.sc_b1 = s.sc_b1;
+  a.sc_b2 = s.sc_b2;
   if (p.layout == "col") {
     // C^T (N x M) = B^T (N x K) A^T (K x M).
     a.swap_ab = true;
@@ -102,12 +148,16 @@ GemmArgs gemm_args(const GemmSpec& s, const GemmPlan& p) {
     a.sa_r = s.sb_c; a.sa_c = s.sb_r;
     a.sb_r = s.sa_c; a.sb_c = s.sa_r;
     a.sc_r = s.sc_c; a.sc_c = s.sc_r;
+    a.sa_b1 = s.sb_b1; a.sa_b2 = s.sb_b2;
+    a.sb_b1 = s.sa_b1; a.sb_b2 = s.sa_b2;
   } else {
     a.swap_ab = false;
     a.M = s.M; a.N = s.N;
     a.sa_r = s.sa_r; a.sa_c = s.sa_c;
     a.sb_r = s.sb_r; a.sb_c = s.sb_c;
     a.sc_r = s.sc_r; a.sc_c = s.sc_c;
+    a.sa_b1 = s.sa_b1; a.sa_b2 = s.sa_b2;
+    a.sb_b1 = s.sb_b1; a.sb_b2 = s.sb_b2;
   }
   return a;
 }

@@ -19,36 +19,57 @@ ir::ScalarType dtype_of(const py::array& x, const char* what) {
   throw UserTypeError(cat(what, " has dtype ", std::string(py::str(d)), "; supported: float32, float64"));
 }
 
-// The element strides of a 2-D array; the Python layer makes sure they are whole elements.
-std::pair<int64_t, int64_t> strides_of(const py::array& x, const char* what) {
-  if (x.ndim() != 2) throw UserError(cat(what, " must be 2-D, got ", x.ndim(), "-D"));
+// Element strides of an array whose last two dims are the matrix and whose leading 0 to 2 dims
+// are the batch; the Python layer makes sure they are whole elements (it copies otherwise).
+std::vector<int64_t> strides_of(const py::array& x, const char* what) {
+  if (x.ndim() < 2 || x.ndim() > 4)
+    throw UserError(cat(what, " must have 2 to 4 dims (batch dims, then the matrix), got ", x.ndim()));
   const int64_t item = x.itemsize();
-  const int64_t s0 = x.strides(0), s1 = x.strides(1);
-  if (s0 % item || s1 % item)
-    throw UserError(cat(what, " has byte strides (", s0, ", ", s1, ") that are not multiples of its itemsize ", item));
-  if (reinterpret_cast<uintptr_t>(x.data()) % item)
-    throw UserError(cat(what, " is not aligned to its itemsize ", item));
-  return {s0 / item, s1 / item};
+  std::vector<int64_t> s;
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (x.strides(d) % item)
+      throw UserError(cat(what, " has byte stride ", x.strides(d), " in dim ", d, ", not a multiple of its itemsize ",
+                          item));
+    s.push_back(x.strides(d) / item);
+  }
+  if (reinterpret_cast<uintptr_t>(x.data()) % item) throw UserError(cat(what, " is not aligned to its itemsize ", item));
+  return s;
 }
 
-// The spec of C = op(A) op(B) (+ C) for arrays a (M x K), b (K x N), c (M x N), already the
-// operands as the kernel reads them (transposes are views made by the caller).
+// The spec of C = op(A) op(B) (+ C) for arrays a (... x M x K), b (... x K x N), c (... x M x N)
+// with one batch shape (broadcasting is done by the caller with zero strides); they are already
+// the operands as the kernel reads them (transposes are views made by the caller).
 GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate) {
   GemmSpec s;
   s.dtype = dtype_of(a, "a");
   if (dtype_of(b, "b") != s.dtype || dtype_of(c, "c") != s.dtype)
     throw UserTypeError(cat("a, b and c must have one dtype, got ", std::string(py::str(a.dtype())), ", ",
                             std::string(py::str(b.dtype())), ", ", std::string(py::str(c.dtype()))));
-  std::tie(s.sa_r, s.sa_c) = strides_of(a, "a");
-  std::tie(s.sb_r, s.sb_c) = strides_of(b, "b");
-  std::tie(s.sc_r, s.sc_c) = strides_of(c, "c");
-  s.M = a.shape(0);
-  s.K = a.shape(1);
-  s.N = b.shape(1);
-  if (b.shape(0) != s.K || c.shape(0) != s.M || c.shape(1) != s.N)
-    throw UserError(cat("shapes do not match: a (", a.shape(0), ", ", a.shape(1), "), b (", b.shape(0), ", ",
-                        b.shape(1), "), c (", c.shape(0), ", ", c.shape(1), ")"));
+  auto sa = strides_of(a, "a"), sb = strides_of(b, "b"), sc = strides_of(c, "c");
+  const int nd = static_cast<int>(a.ndim());
+  if (b.ndim() != nd || c.ndim() != nd)
+    throw UserError(cat("a, b and c must have the same number of dims, got ", nd, ", ", b.ndim(), ", ", c.ndim()));
+  for (int d = 0; d < nd - 2; ++d)
+    if (b.shape(d) != a.shape(d) || c.shape(d) != a.shape(d))
+      throw UserError(cat("batch dim ", d, " differs: a ", a.shape(d), ", b ", b.shape(d), ", c ", c.shape(d)));
+  s.M = a.shape(nd - 2);
+  s.K = a.shape(nd - 1);
+  s.N = b.shape(nd - 1);
+  if (b.shape(nd - 2) != s.K || c.shape(nd - 2) != s.M || c.shape(nd - 1) != s.N)
+    throw UserError(cat("shapes do not match: a (", s.M, ", ", s.K, "), b (", b.shape(nd - 2), ", ", s.N, "), c (",
+                        c.shape(nd - 2), ", ", c.shape(nd - 1), ")"));
   if (!c.writeable()) throw UserError("c (the output) is read-only");
+  s.sa_r = sa[nd - 2]; s.sa_c = sa[nd - 1];
+  s.sb_r = sb[nd - 2]; s.sb_c = sb[nd - 1];
+  s.sc_r = sc[nd - 2]; s.sc_c = sc[nd - 1];
+  if (nd >= 3) {  // the innermost batch dim
+    s.batch2 = a.shape(nd - 3);
+    s.sa_b2 = sa[nd - 3]; s.sb_b2 = sb[nd - 3]; s.sc_b2 = sc[nd - 3];
+  }
+  if (nd == 4) {
+    s.batch1 = a.shape(0);
+    s.sa_b1 = sa[0]; s.sb_b1 = sb[0]; s.sc_b1 = sc[0];
+  }
   s.accumulate = accumulate;
   return s;
 }

@@ -4,7 +4,9 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "plan/gemm_plan.h"
 #include "runtime/kernel.h"
+#include "runtime/thread_pool.h"
 #include "target/cpu_info.h"
 
 namespace py = pybind11;
@@ -51,6 +53,13 @@ PYBIND11_MODULE(_core, m) {
     return d;
   }, "In-memory code cache counters.");
   m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
+
+  m.def("get_num_threads", [] { return coopjit::ThreadPool::get().size(); },
+        "Workers of the CPU pool (from the affinity mask; COOPJIT_NUM_THREADS overrides it).");
+  m.def("set_num_threads", [](int n) { coopjit::ThreadPool::get().set_size(n); }, py::arg("n"),
+        "Sets the number of CPU workers used by later calls.");
+  m.def("stream_k_tiles", &coopjit::stream_k_tiles, py::arg("split"), py::arg("tiles_mn"), py::arg("tiles_k"),
+        py::arg("workers"), "Global tiles in the Stream-K partition (seeds/004); the rest are data-parallel.");
 
   bind_gemm(m);
   bind_tensor(m);

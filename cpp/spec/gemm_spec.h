@@ -14,6 +14,10 @@ struct GemmSpec {
   int64_t M = 0, N = 0, K = 0;
   // Element strides (may be negative or zero) of op(A) (M x K), op(B) (K x N) and C (M x N).
   int64_t sa_r = 0, sa_c = 0, sb_r = 0, sb_c = 0, sc_r = 0, sc_c = 0;
+  // Batched GEMM: batch1 x batch2 independent products; the element strides between them
+  // (0 where an operand is broadcast). One launch computes them all.
+  int64_t batch1 = 1, batch2 = 1;
+  int64_t sa_b1 = 0, sb_b1 = 0, sc_b1 = 0, sa_b2 = 0, sb_b2 = 0, sc_b2 = 0;
   bool accumulate = false;  // beta != 0: C is read and scaled by beta
   std::string device = "cpu";
 

@@ -22,10 +22,26 @@ __all__ = [
     "cpu_info",
     "devices",
     "gemm",
+    "get_num_threads",
+    "set_num_threads",
     "load_matrix",
     "matmul",
     "store_matrix",
 ]
+
+
+def get_num_threads() -> int:
+    """Workers of the CPU pool: the CPUs of the affinity mask, or COOPJIT_NUM_THREADS."""
+    return _core.get_num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Sets the number of CPU workers later calls may use (a plan's "threads" can still ask for fewer or more)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
+    if n < 1:
+        raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
+    _core.set_num_threads(n)
 
 
 def devices() -> list[str]:

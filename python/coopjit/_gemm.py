@@ -16,10 +16,13 @@ from ._arrays import (
 )
 
 _LAYOUTS = {"row": 0, "col": 1}
+_SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
 
 
 def _overrides(plan: dict | None) -> dict:
-    """Plan overrides as the core takes them: {'layout': 'row'|'col', 'mr': 8, 'nr': 32, 'kb': 1}."""
+    """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
+    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2}."""
     if not plan:
         return {}
     out = {}
@@ -28,12 +31,16 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _LAYOUTS:
                 raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
             out[key] = _LAYOUTS[value]
-        elif key in ("mr", "nr", "kb"):
+        elif key == "split":
+            if value not in _SPLITS:
+                raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
+            out[key] = _SPLITS[value]
+        elif key in ("mr", "nr", "kb", "kt", "threads"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
             out[key] = int(value)
         else:
-            raise ValueError(f"unknown plan field {key!r}; known: layout, mr, nr, kb")
+            raise ValueError(f"unknown plan field {key!r}; known: {', '.join(PLAN_FIELDS)}")
     return out
 
 
@@ -94,34 +101,73 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     return c
 
 
-def matmul(a, b, *, out=None, device=None, plan=None):
-    """a @ b with numpy.matmul semantics for 1-D and 2-D operands (float32 or float64).
+def _collapse_batch(arrays, batch_shape):
+    """Merges batch dims that every array steps through evenly; returns [(size, [strides])]."""
+    merged = []
+    for i, n in enumerate(batch_shape):
+        if n == 1:
+            continue
+        st = [x.strides[i] for x in arrays]
+        if merged and all(ps == s * n for ps, s in zip(merged[-1][1], st)):
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    return merged
 
-    Batched N-D operands are not supported yet (NotImplementedError).
-    """
+
+def _batched(a, b, out, plan):
+    """out[...] = a @ b over broadcast batch dims, as one kernel launch (at most 2 batch levels)."""
+    batch = out.shape[:-2]
+    A = np.broadcast_to(a, batch + a.shape[-2:])
+    B = np.broadcast_to(b, batch + b.shape[-2:])
+    if out.size == 0:
+        return
+    C = out
+    if overlaps(out, a, b) or any(s % out.itemsize for s in out.strides):
+        C = np.empty(out.shape, out.dtype)
+    A, B = kernel_readable(A), kernel_readable(B)
+    dims = _collapse_batch([A, B, C], batch)
+    if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
+        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        if C is out:
+            C = np.empty(out.shape, out.dtype)
+        dims = _collapse_batch([A, B, C], batch)
+    views = []
+    for j, x in enumerate((A, B, C)):
+        shape = tuple(n for n, _ in dims) + x.shape[-2:]
+        strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
+        views.append(np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x is C))
+    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan))
+    if C is not out:
+        out[...] = C
+
+
+def matmul(a, b, *, out=None, device=None, plan=None):
+    """a @ b with numpy.matmul semantics (float32 or float64): 1-D operands are promoted and
+    their dim removed, N-D operands are stacks of matrices broadcast over the leading dims,
+    computed in one kernel launch."""
     check_device(device)
     a = as_array(a, "a")
     b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
             raise ValueError(f"matmul: {name} is 0-d (a scalar); matmul needs 1-D or 2-D operands")
-        if x.ndim > 2:
-            raise NotImplementedError(
-                f"matmul: {name} has {x.ndim} dimensions (shape {x.shape}); batched N-D matmul is not "
-                "implemented yet, only 1-D and 2-D operands"
-            )
     check_gemm_dtype(a, "a")
     check_gemm_dtype(b, "b")
     dtype = check_same_dtype(a=a, b=b)
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
-    if a2.shape[1] != b2.shape[0]:
+    if a2.shape[-1] != b2.shape[-2]:
         raise ValueError(
             f"matmul: a has shape {a.shape} and b has shape {b.shape}: inner dimensions differ "
-            f"({a2.shape[1]} != {b2.shape[0]})"
+            f"({a2.shape[-1]} != {b2.shape[-2]})"
         )
-    shape = (a2.shape[0], b2.shape[1])
-    result_shape = tuple(s for s, keep in zip(shape, (a.ndim == 2, b.ndim == 2)) if keep)
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dims of a {a.shape} and b {b.shape} do not broadcast") from None
+    shape = batch + (a2.shape[-2], b2.shape[-1])
+    result_shape = batch + tuple(s for s, keep in zip(shape[-2:], (a.ndim >= 2, b.ndim >= 2)) if keep)
     if out is None:
         out = np.empty(result_shape, dtype)
     else:
@@ -133,7 +179,16 @@ def matmul(a, b, *, out=None, device=None, plan=None):
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {result_shape}")
         if not out.flags.writeable:
             raise ValueError("matmul: out is read-only; pass a writeable array")
-    _run(a2, b2, out.reshape(shape) if out.ndim != 2 else out, 1.0, 0.0, plan)
+    # The result with the dims of 1-D operands put back: always a view of out.
+    out_full = out
+    if a.ndim == 1:
+        out_full = np.expand_dims(out_full, -2 if b.ndim >= 2 else -1)
+    if b.ndim == 1:
+        out_full = np.expand_dims(out_full, -1)
+    if batch:
+        _batched(a2, b2, out_full, plan)
+    else:
+        _run(a2, b2, out_full, 1.0, 0.0, plan)
     return out
 
 
