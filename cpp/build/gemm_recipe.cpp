@@ -64,22 +64,39 @@ class GemmRecipe {
   }
 
   // Output tile mn of the flattened batch x N x M space ("m_inner": consecutive tiles walk down
-  // M and share one panel of B): its batch's A, B, C and its corner (m0, n0).
-  struct Tile {
-    Value *A, *B, *C, *m0, *n0;
+  // M and share one panel of B), as coordinates (mt, nt, b2, b1).
+  struct Coords {
+    Value *mt, *nt, *b2, *b1;
   };
-  Tile tile_at(Builder& b, Value* mn) {
+  Coords coords_of(Builder& b, Value* mn) {
     Value* mt = b.rem(mn, tiles_m_, "mt");
     Value* rest = b.div(mn, tiles_m_);
     Value* nt = b.rem(rest, tiles_n_, "nt");
     Value* bi = b.div(rest, tiles_n_, "bi");
-    Value* b1 = b.div(bi, g_.batch2, "b1");
-    Value* b2 = b.rem(bi, g_.batch2, "b2");
+    return {mt, nt, b.rem(bi, g_.batch2, "b2"), b.div(bi, g_.batch2, "b1")};
+  }
+  // The next tile's coordinates, without divisions (an odometer).
+  Coords next(Builder& b, const Coords& c) {
+    Value* mt = b.add(c.mt, one_);
+    Value* wrap_m = b.cmp(CmpPred::eq, mt, tiles_m_);
+    Value* nt = b.select(wrap_m, b.add(c.nt, one_), c.nt);
+    Value* wrap_n = b.cmp(CmpPred::eq, nt, tiles_n_);
+    Value* b2 = b.select(wrap_n, b.add(c.b2, one_), c.b2);
+    Value* wrap_b = b.cmp(CmpPred::eq, b2, g_.batch2);
+    return {b.select(wrap_m, zero_, mt, "mt"), b.select(wrap_n, zero_, nt, "nt"), b.select(wrap_b, zero_, b2, "b2"),
+            b.select(wrap_b, b.add(c.b1, one_), c.b1, "b1")};
+  }
+
+  // A tile's batch's A, B, C and its corner (m0, n0).
+  struct Tile {
+    Value *A, *B, *C, *m0, *n0;
+  };
+  Tile tile_at(Builder& b, const Coords& c) {
     auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
-      return b.ptr_offset(base, b.add(b.mul(b1, s1), b.mul(b2, s2)), n);
+      return b.ptr_offset(base, b.add(b.mul(c.b1, s1), b.mul(c.b2, s2)), n);
     };
     return {at(g_.A, g_.sa_b1, g_.sa_b2, "At"), at(g_.B, g_.sb_b1, g_.sb_b2, "Bt"), at(g_.C, g_.sc_b1, g_.sc_b2, "Ct"),
-            b.mul(mt, MR_, "m0"), b.mul(nt, NR_, "n0")};
+            b.mul(c.mt, MR_, "m0"), b.mul(c.nt, NR_, "n0")};
   }
 
   // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
@@ -149,7 +166,7 @@ class GemmRecipe {
       x.for_(mn_first, x.add(mn_last, one_), one_, {}, [&](Builder& y, Value* mn, const std::vector<Value*>&) {
         Value* k_lo = y.select(y.cmp(CmpPred::eq, mn, mn_first), k_first, zero_, "k_lo");
         Value* k_hi = y.select(y.cmp(CmpPred::eq, mn, mn_last), k_last, tiles_k_, "k_hi");
-        Tile t = tile_at(y, mn);
+        Tile t = tile_at(y, coords_of(y, mn));
         Value* acc = accumulate(y, t, k_lo, k_hi);
         y.if_(y.cmp(CmpPred::gt, k_lo, zero_, "send_partial"), {}, [&](Builder& z) {
           z.store(acc, partial_at(z, g_.worker), false);
@@ -180,10 +197,13 @@ class GemmRecipe {
     Value* per = ceil_div(b, b.sub(tiles_mn, first), g_.workers, "dp_per");
     Value* lo = b.min(b.add(first, b.mul(g_.worker, per)), tiles_mn, "dp_lo");
     Value* hi = b.min(b.add(lo, per), tiles_mn, "dp_hi");
-    b.for_(lo, hi, one_, {}, [&](Builder& x, Value* mn, const std::vector<Value*>&) {
-      Tile t = tile_at(x, mn);
+    Coords c0 = coords_of(b, lo);
+    b.for_(lo, hi, one_, {c0.mt, c0.nt, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
+      Coords c{it[0], it[1], it[2], it[3]};
+      Tile t = tile_at(x, c);
       epilogue(x, t, accumulate(x, t, zero_, tiles_k_));
-      return std::vector<Value*>{};
+      Coords n = next(x, c);
+      return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
     }, "mn");
   }
 

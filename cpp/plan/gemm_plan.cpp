@@ -2,6 +2,7 @@
 #include "plan/gemm_plan.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.h"
 
@@ -80,7 +81,23 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   while (mr * nvec + nvec + 1 > regs) --mr;
   // Small problems: do not pad the tile far beyond the matrix.
   nvec = static_cast<int>(std::min<int64_t>(nvec, std::max<int64_t>(1, ceil_to(N, p.simd_width) / p.simd_width)));
+  // Up to a few hundred columns, one vector per row when two would leave a ragged edge tile.
+  if (nvec == 2 && N <= 256 && N % (2 * p.simd_width) != 0 && N % p.simd_width == 0) nvec = 1;
   p.nr = nvec * p.simd_width;
+  // mr: as tall as the registers allow; for matrices up to a few hundred rows, the height in
+  // [max/2, max] that leaves the least padding (edge tiles take the slower checked path), so
+  // M = 64 gets 8 x 8 rows instead of 4 x 14 + a ragged 8.
+  mr = std::max(1, (regs - nvec - 1) / nvec);
+  mr = std::min(mr, regs >= 32 ? 16 : 8);
+  if (M <= 256) {
+    int best = mr;
+    int64_t best_pad = INT64_MAX;
+    for (int cand = mr; cand >= std::max(1, mr / 2); --cand) {
+      int64_t pad = (M + cand - 1) / cand * cand - M;
+      if (pad < best_pad) best_pad = pad, best = cand;
+    }
+    mr = best;
+  }
   p.mr = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(mr, M)));
   // K step of one mul_add: HLSL 0035 allows powers of two in [4, 128] for subgroup scope.
   p.kb = 4;

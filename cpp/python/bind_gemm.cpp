@@ -134,6 +134,48 @@ void bind_gemm(py::module_& m) {
         py::arg("dtype"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});
 
+  // The per-call fast path of matmul for 2-D operands: returns None whenever anything is out of
+  // the ordinary (other types, dims, dtypes, sizes, strides), and Python takes its full path,
+  // which also gives the error messages.
+  m.def(
+      "matmul2d",
+      [](py::handle ha, py::handle hb) -> py::object {
+        if (!py::isinstance<py::array>(ha) || !py::isinstance<py::array>(hb)) return py::none();
+        auto a = py::reinterpret_borrow<py::array>(ha);
+        auto b = py::reinterpret_borrow<py::array>(hb);
+        if (a.ndim() != 2 || b.ndim() != 2) return py::none();
+        py::dtype dt = a.dtype();
+        if (!dt.is(b.dtype()) && !dt.equal(b.dtype())) return py::none();
+        const char kind = dt.kind();
+        const int64_t item = dt.itemsize();
+        if (kind != 'f' || (item != 4 && item != 8) || dt.byteorder() == '>') return py::none();
+        const int64_t M = a.shape(0), K = a.shape(1), N = b.shape(1);
+        if (b.shape(0) != K || M == 0 || N == 0 || K == 0) return py::none();
+        const int64_t s[4] = {a.strides(0), a.strides(1), b.strides(0), b.strides(1)};
+        for (int64_t v : s)
+          if (v % item) return py::none();
+        if (reinterpret_cast<uintptr_t>(a.data()) % item || reinterpret_cast<uintptr_t>(b.data()) % item)
+          return py::none();
+        py::array c(dt, std::vector<py::ssize_t>{M, N});
+        GemmSpec spec;
+        spec.dtype = item == 4 ? ir::ScalarType::f32 : ir::ScalarType::f64;
+        spec.M = M; spec.N = N; spec.K = K;
+        spec.sa_r = s[0] / item; spec.sa_c = s[1] / item;
+        spec.sb_r = s[2] / item; spec.sb_c = s[3] / item;
+        spec.sc_r = N; spec.sc_c = 1;
+        const void* pa = a.data();
+        const void* pb = b.data();
+        void* pc = c.mutable_data();
+        if (double(M) * N * K < 1.0e5) {  // a few microseconds at most: releasing the GIL costs more
+          run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
+        } else {
+          py::gil_scoped_release nogil;
+          run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
+        }
+        return std::move(c);
+      },
+      py::arg("a"), py::arg("b"));
+
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
            const PlanOverrides& overrides) {
@@ -142,8 +184,12 @@ void bind_gemm(py::module_& m) {
           const void* pb = b.data();
           void* pc = c.mutable_data();
           py::gil_scoped_release nogil;
-          GemmKernel k = gemm_kernel(s, overrides);
-          run_gemm(k, s, pa, pb, pc, alpha, beta);
+          if (overrides.empty()) {
+            run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
+          } else {
+            GemmKernel k = gemm_kernel(s, overrides);
+            run_gemm(k, s, pa, pb, pc, alpha, beta);
+          }
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
         py::arg("overrides") = PlanOverrides{},

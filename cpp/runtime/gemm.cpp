@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace coopjit {
@@ -19,6 +21,43 @@ GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides) {
   GemmPlan plan = k.plan;
   k.code = cached_kernel(plan.key(), [plan](const std::string& symbol) { return build_gemm(plan, symbol); });
   return k;
+}
+
+namespace {
+struct MemoKey {
+  int64_t M, N, K, batch;
+  int dtype, flags, threads;
+  bool operator==(const MemoKey& o) const {
+    return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
+           threads == o.threads;
+  }
+};
+struct MemoHash {
+  size_t operator()(const MemoKey& k) const {
+    size_t h = std::hash<int64_t>()(k.M);
+    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads)})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+}  // namespace
+
+const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
+  static std::mutex mu;
+  static std::unordered_map<MemoKey, GemmKernel, MemoHash> memo;
+  // Exactly what plan_gemm looks at besides the values passed at run time.
+  const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
+                    int(s.accumulate) << 4;
+  const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size()};
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+  }
+  GemmKernel k = gemm_kernel(s);
+  std::lock_guard<std::mutex> g(mu);
+  if (memo.size() > 4096) memo.clear();  // bounded: only the plans, the code stays cached
+  return memo.emplace(key, std::move(k)).first->second;
 }
 
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
@@ -33,8 +72,10 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // Stream-K partials: one mr x nr tile and one flag per worker, fresh for each launch.
   const size_t tile_bytes = size_t(k.plan.mr) * k.plan.nr * ir::size_in_bytes(k.plan.dtype);
   std::unique_ptr<char[]> ws(n_sk ? new char[tile_bytes * workers + 64] : nullptr);
-  std::vector<int32_t> flags(workers, 0);
-  void* ptrs[5] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags.data()};
+  int32_t small_flags[64] = {};
+  std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[workers]() : nullptr);
+  int32_t* flags = workers > 64 ? big_flags.get() : small_flags;
+  void* ptrs[5] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags};
   double fps[2] = {alpha, beta};
   const KernelEntry entry = k.code->entry;
   ThreadPool::get().run(workers, [&](int w) {

@@ -18,6 +18,10 @@ struct GemmKernel {
 /// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});
 
+/// gemm_kernel(spec) without overrides, memoized on what the plan depends on (dtype, sizes,
+/// which strides are 1, beta, the pool size): the per-call path of small problems.
+const GemmKernel& gemm_kernel_cached(const GemmSpec& spec);
+
 /// Runs `k` on operands whose shapes and strides are `spec`'s (which may differ from k.spec
 /// only in values that do not change the code: the caller checks that with the plan key).
 /// a, b, c point at element [0, 0] of op(A), op(B) and C. Does not touch Python.
