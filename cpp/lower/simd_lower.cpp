@@ -35,6 +35,7 @@ llvm::Type* SimdLowering::scalar_ty(ScalarType t) {
 size_t SimdLowering::parts(const Type& t) const {
   if (t.is_tensor_layout()) return static_cast<size_t>(5 * t.rank + 1);
   if (t.is_tensor_view()) return static_cast<size_t>((t.has_dims ? 2 * t.rank : 0) + 4);
+  if (t.is_vector()) return static_cast<size_t>(t.cols);  // per-thread vectors: one scalar per component
   return vector_layout(t) ? static_cast<size_t>(t.rows * chunks(t)) : static_cast<size_t>(t.rows * t.cols);
 }
 
@@ -315,6 +316,19 @@ void SimdLowering::op(const Op& o) {
     case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
     case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
     case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
+    case OpKind::unary:
+      scalars_[o.result()] = unary_value(static_cast<UnOp>(o.sub), o.result()->type.scalar, lanev(scalar(o.operands[0])));
+      return;
+    case OpKind::convert:
+      scalars_[o.result()] = convert_value(lanev(scalar(o.operands[0])), o.operands[0]->type.scalar,
+                                           o.result()->type.scalar);
+      return;
+    case OpKind::mat_reduce: case OpKind::mat_per_element: case OpKind::mat_convert: case OpKind::mat_transpose:
+    case OpKind::mat_length: case OpKind::mat_get: case OpKind::mat_set: case OpKind::mat_coord:
+    case OpKind::mat_sum_accumulate: case OpKind::mat_outer_product: case OpKind::mat_accumulate:
+    case OpKind::vec_matrix_mul: case OpKind::vec_load: case OpKind::vec_store:
+      matrix_op(o);
+      return;
     case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
     case OpKind::mat_load_tensor: tensor_access(o); return;
     case OpKind::mat_store_tensor: tensor_access(o); return;

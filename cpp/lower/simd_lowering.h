@@ -111,6 +111,19 @@ class SimdLowering {
   void row_loop(int64_t rows, const std::function<void(llvm::Value*)>& body);
 
   std::vector<llvm::Value*> splat(const Op& o);
+  // The operation set beyond GEMM (simd_matrix.cpp): reduce, per-element, convert, transpose,
+  // get/set, sum_accumulate, outer_product, accumulate, vector x matrix, vector load/store.
+  void matrix_op(const Op& o);
+  std::vector<llvm::Value*> elems(const Value* v);  // rows * cols scalars, row-major
+  std::vector<llvm::Value*> from_elems(const Type& t, const std::vector<llvm::Value*>& e);
+  llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);
+  llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
+  llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
+  llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
+  llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
+  llvm::Value* f32_to_bf16(llvm::Value* x);
+  llvm::Value* lower_region(const Block& region, const std::vector<llvm::Value*>& args);
+  std::vector<llvm::Value*> per_element(const Op& o);
 
   llvm::Value* fma(ScalarType t, llvm::Value* x, llvm::Value* y, llvm::Value* acc);
 

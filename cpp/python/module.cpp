@@ -13,6 +13,7 @@ namespace py = pybind11;
 
 void bind_gemm(py::module_& m);
 void bind_tensor(py::module_& m);
+void bind_ir(py::module_& m);
 void bind_layout(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
@@ -63,5 +64,6 @@ PYBIND11_MODULE(_core, m) {
 
   bind_gemm(m);
   bind_tensor(m);
+  bind_ir(m);
   bind_layout(m);
 }

@@ -47,8 +47,9 @@ std::string CompiledKernel::assembly() const {
   return asm_;
 }
 
-std::shared_ptr<const CompiledKernel> cached_kernel(
-    const std::string& plan_key, const std::function<std::unique_ptr<ir::Function>(const std::string&)>& build) {
+// The cache proper: `get` returns the function to compile under a symbol (alive until return).
+static std::shared_ptr<const CompiledKernel> lookup_or_compile(const std::string& plan_key,
+                                                        const std::function<ir::Function*(const std::string&)>& get) {
   const CpuInfo& cpu = host_cpu();
   const std::string key = plan_key + "@" + cpu.name + ":" + cpu.feature_string();
   Cache& c = cache();
@@ -74,7 +75,7 @@ std::shared_ptr<const CompiledKernel> cached_kernel(
   auto k = std::make_shared<CompiledKernel>();
   k->key = key;
   k->symbol = symbol_for(plan_key, c.stats.misses);
-  std::unique_ptr<ir::Function> f = build(k->symbol);
+  ir::Function* f = get(k->symbol);
   k->ir_text = ir::print(*f);
   if (debug_enabled("plan")) std::cerr << "[coopjit] plan " << plan_key << "\n";
   if (debug_enabled("ir")) std::cerr << "[coopjit] kernel IR:\n" << k->ir_text;
@@ -91,6 +92,24 @@ std::shared_ptr<const CompiledKernel> cached_kernel(
   c.entries[key] = k;
   c.stats.entries = static_cast<int64_t>(c.entries.size());
   return k;
+}
+
+std::shared_ptr<const CompiledKernel> cached_kernel(
+    const std::string& plan_key, const std::function<std::unique_ptr<ir::Function>(const std::string&)>& build) {
+  std::unique_ptr<ir::Function> holder;
+  return lookup_or_compile(plan_key, [&](const std::string& symbol) {
+    holder = build(symbol);
+    return holder.get();
+  });
+}
+
+std::shared_ptr<const CompiledKernel> cached_kernel(ir::Function& f) {
+  ir::verify(f);  // user programs: errors before anything is cached
+  const std::string key = "custom:" + ir::print(f);
+  return lookup_or_compile(key, [&](const std::string& symbol) {
+    f.name = symbol;  // the user's function takes its JIT symbol
+    return &f;
+  });
 }
 
 CacheStats cache_stats() {
