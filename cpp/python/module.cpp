@@ -12,6 +12,7 @@ namespace py = pybind11;
 void bind_gemm(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_layout(py::module_& m);
+void bind_devices(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -55,4 +56,5 @@ PYBIND11_MODULE(_core, m) {
   bind_gemm(m);
   bind_tensor(m);
   bind_layout(m);
+  bind_devices(m);
 }
