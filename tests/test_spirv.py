@@ -85,6 +85,15 @@ def test_kernel_shapes_from_options():
         spirv.compile(AXPY_INDEX, kernels={"nope": {"subgroup_size": 8}})
 
 
+def test_many_modules_in_one_process_all_validate():
+    # LLVM 22's SPIR-V backend leaks module state from one compilation into the next (ids defined
+    # twice in about a quarter of the modules after a few dozen): coopjit compiles in a child.
+    keep = []
+    for i in range(40):
+        keep.append(np.ones(100 + 37 * i))  # move the heap around between compilations
+        compiled(SUBGROUP if i % 2 else AXPY_INDEX, opt_level=3 * (i % 3 != 0))
+
+
 @pytest.mark.parametrize("opt_level", [0, 3])
 def test_opt_levels_validate(opt_level):
     compiled(SUBGROUP, opt_level=opt_level)

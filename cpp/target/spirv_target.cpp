@@ -2,7 +2,13 @@
 // pipeline and LLVM's SPIR-V backend writing the binary.
 #include "target/spirv_target.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <cctype>
 #include <mutex>
 
@@ -123,29 +129,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int opt_level) {
   pb.buildPerModuleDefaultPipeline(level).run(m, mam);
 }
 
-}  // namespace
-
-SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options) {
-  std::lock_guard<std::mutex> lock(backend_mutex());
-  init_spirv_target();
-  if (module.getTargetTriple().str().empty()) module.setTargetTriple(llvm::Triple(kSpirvTriple));
-  const llvm::Triple triple = module.getTargetTriple();
-  if (triple.getArch() != llvm::Triple::spirv64)
-    throw InternalError(cat("compile_spirv: module '", module.getModuleIdentifier(), "' has triple ",
-                            triple.str(), ", not spirv64"));
-  for (const auto& [name, shape] : options.kernel_shapes) {
-    llvm::Function* f = module.getFunction(name);
-    if (!f || f->isDeclaration())
-      throw UserError(cat("compile_spirv: no kernel '", name, "' defined in module '", module.getModuleIdentifier(), "'"));
-    mark_spirv_kernel(*f, shape);
-  }
-  if (!module.getNamedMetadata("opencl.enable.FP_CONTRACT"))
-    module.getOrInsertNamedMetadata("opencl.enable.FP_CONTRACT");
-
-  std::string err;
-  llvm::raw_string_ostream es(err);
-  if (llvm::verifyModule(module, &es)) throw InternalError("invalid LLVM IR for SPIR-V: " + err);
-
+SpirvResult codegen(llvm::Module& module, const llvm::Triple& triple, const SpirvOptions& options) {
   set_llvm_extensions(options.extensions);
   auto tm = spirv_machine(triple, options.opt_level);
   module.setDataLayout(tm->createDataLayout());
@@ -171,6 +155,102 @@ SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options) {
   if (r.binary.size() < 20 || r.binary.size() % 4 != 0 || r.binary.compare(0, 4, "\x03\x02\x23\x07") != 0)
     throw InternalError(cat("the SPIR-V backend wrote no valid module (", r.binary.size(), " bytes)"));
   return r;
+}
+
+void write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+/// Runs `fn` in a forked child and brings back its result, or its exception as UserError /
+/// InternalError; a child that dies (LLVM calling exit or abort) is an InternalError.
+SpirvResult run_in_child(const std::function<SpirvResult()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw InternalError(cat("compile_spirv: pipe failed: ", std::strerror(errno)));
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw InternalError(cat("compile_spirv: fork failed: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out;
+    try {
+      SpirvResult r = fn();
+      uint64_t n = r.binary.size();
+      out = "O" + std::string(reinterpret_cast<const char*>(&n), sizeof n) + r.binary + r.optimized_ir;
+    } catch (const UserError& e) {
+      out = std::string("U") + e.what();
+    } catch (const std::exception& e) {
+      out = std::string("I") + e.what();
+    } catch (...) {
+      out = "Iunknown exception";
+    }
+    write_all(fds[1], out);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string in;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (in.empty())
+    throw InternalError(cat("LLVM's SPIR-V backend ended its process (",
+                            WIFSIGNALED(status) ? cat("signal ", WTERMSIG(status)) : cat("exit ", WEXITSTATUS(status)),
+                            "; see its message on stderr)"));
+  if (in[0] == 'U') throw UserError(in.substr(1));
+  if (in[0] != 'O' || in.size() < 1 + sizeof(uint64_t)) throw InternalError(in.substr(1));
+  uint64_t n = 0;
+  std::memcpy(&n, in.data() + 1, sizeof n);
+  SpirvResult r;
+  r.binary = in.substr(1 + sizeof n, n);
+  r.optimized_ir = in.substr(1 + sizeof n + n);
+  return r;
+}
+
+}  // namespace
+
+SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options) {
+  std::lock_guard<std::mutex> lock(backend_mutex());
+  init_spirv_target();
+  if (module.getTargetTriple().str().empty()) module.setTargetTriple(llvm::Triple(kSpirvTriple));
+  const llvm::Triple triple = module.getTargetTriple();
+  if (triple.getArch() != llvm::Triple::spirv64)
+    throw InternalError(cat("compile_spirv: module '", module.getModuleIdentifier(), "' has triple ",
+                            triple.str(), ", not spirv64"));
+  for (const auto& [name, shape] : options.kernel_shapes) {
+    llvm::Function* f = module.getFunction(name);
+    if (!f || f->isDeclaration())
+      throw UserError(cat("compile_spirv: no kernel '", name, "' defined in module '", module.getModuleIdentifier(), "'"));
+    mark_spirv_kernel(*f, shape);
+  }
+  if (!module.getNamedMetadata("opencl.enable.FP_CONTRACT"))
+    module.getOrInsertNamedMetadata("opencl.enable.FP_CONTRACT");
+
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(module, &es)) throw InternalError("invalid LLVM IR for SPIR-V: " + err);
+
+  // In a child process: LLVM 22's SPIR-V backend keeps module state in a static
+  // (SPIRVModuleAnalysis::MAI) that leaks from one compilation to the next, so that a process that
+  // compiles many modules gets some with ids defined twice (spirv-val: "Id 2 is defined more than
+  // once"; about one module in four after a few dozen). A forked child starts from the parent's
+  // state, which never ran the backend. Measured cost: a few milliseconds per module.
+  return run_in_child([&] { return codegen(module, triple, options); });
 }
 
 SpirvResult compile_spirv_ir(const std::string& llvm_ir, const SpirvOptions& options) {

@@ -47,10 +47,13 @@ struct SpirvResult {
 };
 
 /// Compiles the OpenCL kernels of `module` to SPIR-V. An empty triple becomes kSpirvTriple; any
-/// other architecture than spirv64 is refused. Adds !opencl.enable.FP_CONTRACT (so the backend
-/// emits no ContractionOff) when missing. Thread-safe (LLVM's extension list is process-global,
-/// so compilations are serialized). Throws UserError for an unknown extension or "all",
-/// InternalError if the module is invalid or the backend fails.
+/// other architecture than spirv64 is refused. Marks options.kernel_shapes and adds
+/// !opencl.enable.FP_CONTRACT (so the backend emits no ContractionOff) when missing; the IR
+/// pipeline and the backend run in a forked child (see spirv_target.cpp: LLVM 22's backend keeps
+/// state between modules), so `module` is not optimized in place. Thread-safe (LLVM's extension
+/// list is process-global, so compilations are serialized). Throws UserError for an unknown
+/// extension or "all", InternalError if the module is invalid or the backend fails (including
+/// LLVM's fatal errors, such as an instruction that needs an extension outside the list).
 SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options = {});
 
 /// The same for a module given as LLVM IR text (tests, the bindings, debugging).
