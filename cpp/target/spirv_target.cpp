@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <cctype>
 #include <mutex>
 
@@ -29,6 +30,8 @@
 #include <llvm/Target/TargetOptions.h>
 
 #include "core/error.h"
+#include "runtime/kernel.h"
+#include "target/spirv_tools.h"
 
 namespace coopjit {
 
@@ -250,7 +253,10 @@ SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options) {
   // compiles many modules gets some with ids defined twice (spirv-val: "Id 2 is defined more than
   // once"; about one module in four after a few dozen). A forked child starts from the parent's
   // state, which never ran the backend. Measured cost: a few milliseconds per module.
-  return run_in_child([&] { return codegen(module, triple, options); });
+  SpirvResult r = run_in_child([&] { return codegen(module, triple, options); });
+  if (debug_enabled("llvm")) std::cerr << "[coopjit] LLVM IR for SPIR-V after O" << options.opt_level << ":\n" << r.optimized_ir;
+  if (debug_enabled("spirv")) std::cerr << "[coopjit] SPIR-V:\n" << spirv_disassemble(r.binary);
+  return r;
 }
 
 SpirvResult compile_spirv_ir(const std::string& llvm_ir, const SpirvOptions& options) {
