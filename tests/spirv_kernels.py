@@ -88,3 +88,24 @@ define spir_kernel void @broken(ptr addrspace(1) %p) {
   ret void
 }
 '''
+
+# y[i] = bf16(x[i]) through SPV_INTEL_bfloat16_conversion (OpConvertFToBF16INTEL), as raw uint16.
+TO_BF16 = '''target triple = "spirv64-unknown-unknown"
+declare spir_func i64 @_Z13get_global_idj(i32)
+declare spir_func i16 @_Z27__spirv_ConvertFToBF16INTELf(float)
+define spir_kernel void @to_bf16(ptr addrspace(1) %x, ptr addrspace(1) %y) {
+  %i = call spir_func i64 @_Z13get_global_idj(i32 0)
+  %p = getelementptr inbounds float, ptr addrspace(1) %x, i64 %i
+  %v = load float, ptr addrspace(1) %p
+  %b = call spir_func i16 @_Z27__spirv_ConvertFToBF16INTELf(float %v)
+  %q = getelementptr inbounds i16, ptr addrspace(1) %y, i64 %i
+  store i16 %b, ptr addrspace(1) %q
+  ret void
+}
+'''
+
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bits, rounding to nearest even (finite inputs)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)

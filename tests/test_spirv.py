@@ -10,7 +10,7 @@ import coopjit
 from coopjit import spirv
 from coopjit.devices import Module, status
 
-from spirv_kernels import AXPY_INDEX, SUBGROUP, UNRESOLVED, subgroup_reference
+from spirv_kernels import AXPY_INDEX, SUBGROUP, TO_BF16, UNRESOLVED, bf16_bits, subgroup_reference
 
 
 def needs_opencl():
@@ -138,6 +138,18 @@ def test_subgroup_kernel_runs_on_opencl(rng):
     np.testing.assert_array_equal(rev, want_rev.astype(np.float32))
     bound = 18 * np.finfo(np.float32).eps * (np.abs(x).reshape(-1, 16).sum(1).repeat(16) + 0.75 * np.abs(x))
     assert (np.abs(total - want_total) <= bound).all()
+
+
+def test_bfloat16_conversion_runs_on_opencl(rng):
+    needs_opencl()
+    binary, text = compiled(TO_BF16)
+    assert declared_extensions(text) == {"SPV_INTEL_bfloat16_conversion"} and "OpConvertFToBF16INTEL" in text
+    dev = "opencl:0"
+    x = coopjit.empty(4096, np.float32, device=dev)
+    y = coopjit.empty(4096, np.uint16, device=dev)
+    x[:] = rng.standard_normal(4096).astype(np.float32) * np.float32(1e3) ** rng.integers(-3, 4, 4096)
+    Module(binary, dev).kernel("to_bf16")(x, y, global_size=4096)
+    np.testing.assert_array_equal(y, bf16_bits(x))
 
 
 def test_module_source_is_the_disassembly():
