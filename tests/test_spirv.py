@@ -8,15 +8,19 @@ import pytest
 
 import coopjit
 from coopjit import spirv
+from coopjit._opencl_icd import intel_cpu_runtime
 from coopjit.devices import Module, status
 
 from spirv_kernels import AXPY_INDEX, SUBGROUP, TO_BF16, UNRESOLVED, bf16_bits, subgroup_reference
 
 
 def needs_opencl():
-    if "opencl:0" not in coopjit.devices():
-        pytest.skip(f"no usable OpenCL device (Intel's CPU runtime: pip install intel-opencl-rt "
-                    f"intel-cmplr-lib-rt); status: {status()}")
+    """Skips only when Intel's CPU OpenCL runtime is not installed; installed, it must be opencl:0."""
+    if "opencl:0" in coopjit.devices():
+        return
+    if intel_cpu_runtime() is None:
+        pytest.skip("Intel's CPU OpenCL runtime is absent (pip install intel-opencl-rt intel-cmplr-lib-rt)")
+    pytest.fail(f"intel-opencl-rt is installed ({intel_cpu_runtime()}) but there is no opencl:0: {status()}")
 
 
 def compiled(ir, **options):
