@@ -5,8 +5,9 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core, layout
-from ._core import VerifyError
+from . import _core, layout, spirv
+from ._core import DeviceError, VerifyError
+from .devices import device_info, devices, empty
 from ._gemm import Kernel, compile_gemm, gemm, matmul
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
@@ -14,13 +15,16 @@ __version__ = _core.version
 llvm_version = _core.llvm_version
 
 __all__ = [
+    "DeviceError",
     "Kernel",
     "TensorLayout",
     "TensorView",
     "VerifyError",
     "compile_gemm",
     "cpu_info",
+    "device_info",
     "devices",
+    "empty",
     "gemm",
     "get_num_threads",
     "set_num_threads",
@@ -42,11 +46,6 @@ def set_num_threads(n: int) -> None:
     if n < 1:
         raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
     _core.set_num_threads(n)
-
-
-def devices() -> list[str]:
-    """Names of the devices coopjit can run on; "cpu" is always there."""
-    return ["cpu"]
 
 
 def cpu_info() -> dict:
