@@ -144,10 +144,10 @@ llvm::Value* SimdLowering::f32_to_fp8(llvm::Value* x, ScalarType to) {
   llvm::Value* out;
   if (e4) {  // no infinity: overflow (and inf) become NaN 0x7F, like ml_dtypes' float8_e4m3fn
     llvm::Value* over = b_.CreateICmpUGT(code, c32(0x7E));
-    out = b_.CreateSelect(b_.CreateOr(is_nan, over), c32(0x7F), b_.CreateSelect(is_sub, q, code));
+    out = b_.CreateSelect(is_nan, c32(0x7F), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7F), code)));
   } else {   // IEEE-like: overflow to infinity 0x7C, NaN 0x7E
     llvm::Value* over = b_.CreateICmpUGE(E, c32(31));
-    out = b_.CreateSelect(is_nan, c32(0x7E), b_.CreateSelect(over, c32(0x7C), b_.CreateSelect(is_sub, q, code)));
+    out = b_.CreateSelect(is_nan, c32(0x7E), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7C), code)));
   }
   return b_.CreateTrunc(b_.CreateOr(out, sign), like_type(x, b_.getInt8Ty()));
 }
