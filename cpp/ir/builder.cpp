@@ -35,6 +35,12 @@ Value* Builder::constant(double v, ScalarType t, std::string hint) {
   return op->result();
 }
 
+Value* Builder::constant_int(int64_t v, ScalarType t, std::string hint) {
+  Op* op = append(OpKind::constant, {}, {Type::of(t)}, {std::move(hint)});
+  op->attrs["value"] = v;
+  return op->result();
+}
+
 Value* Builder::bin(BinOp b, Value* x, Value* y, std::string hint) {
   Op* op = append(OpKind::binary, {x, y}, {x->type}, {std::move(hint)});
   op->sub = static_cast<int>(b);

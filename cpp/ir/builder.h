@@ -21,6 +21,7 @@ class Builder {
   // Scalars.
   Value* index(int64_t v, std::string hint = {});
   Value* constant(double v, ScalarType t, std::string hint = {});
+  Value* constant_int(int64_t v, ScalarType t, std::string hint = {});  // exact for 64-bit integers
   Value* bin(BinOp op, Value* x, Value* y, std::string hint = {});
   Value* add(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::add, x, y, hint); }
   Value* sub(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::sub, x, y, hint); }

@@ -14,6 +14,7 @@ namespace py = pybind11;
 void bind_gemm(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_ir(py::module_& m);
+void bind_reduce(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
 
@@ -66,6 +67,7 @@ PYBIND11_MODULE(_core, m) {
   bind_gemm(m);
   bind_tensor(m);
   bind_ir(m);
+  bind_reduce(m);
   bind_layout(m);
   bind_devices(m);
 }

@@ -9,6 +9,7 @@ from . import _core, layout, spirv
 from ._core import DeviceError, VerifyError
 from .devices import device_info, devices, empty
 from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._reduce import reduce, reduce2x2
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
@@ -30,6 +31,8 @@ __all__ = [
     "set_num_threads",
     "load_matrix",
     "matmul",
+    "reduce",
+    "reduce2x2",
     "store_matrix",
 ]
 
