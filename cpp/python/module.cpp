@@ -44,6 +44,7 @@ PYBIND11_MODULE(_core, m) {
     d["triple"] = c.triple;
     d["vector_bytes"] = c.vector_bytes;
     d["vector_registers"] = c.vector_registers;
+    d["level"] = c.level;
     d["features"] = c.features;
     return d;
   }, "The host CPU as LLVM detects it: name, triple, features, vector width.");

@@ -29,7 +29,8 @@ def info() -> None:
     cpu = coopjit.cpu_info()
     feats = cpu["features"]
     print(f"coopjit {coopjit.__version__}  (LLVM {coopjit.llvm_version})")
-    print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits")
+    print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits"
+          f"  (feature level: {cpu['level']}; COOPJIT_CPU_LEVEL=avx2|sse forces a lower one)")
     for label, name in FEATURES:
         print(f"  {label:<13} {'yes' if feats.get(name) else 'no'}")
     print(f"devices: {', '.join(coopjit.devices())}")
