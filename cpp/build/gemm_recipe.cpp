@@ -20,12 +20,11 @@ struct GemmParams {
 class GemmRecipe {
  public:
   GemmRecipe(const GemmPlan& p, Function& f) : p_(p), f_(f), T(p.dtype) {
-    Type ptr = Type::pointer(T);
     auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
-    g_.A = f.add_param(ptr, "A");
-    g_.B = f.add_param(ptr, "B");
-    g_.C = f.add_param(ptr, "C");
-    g_.WS = f.add_param(ptr, "WS");
+    g_.A = f.add_param(Type::pointer(p.a_type), "A");
+    g_.B = f.add_param(Type::pointer(p.b_type), "B");
+    g_.C = f.add_param(Type::pointer(p.c_type), "C");
+    g_.WS = f.add_param(Type::pointer(T), "WS");
     g_.FLAGS = f.add_param(Type::pointer(ScalarType::i32), "FLAGS");
     g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
     g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
@@ -108,8 +107,8 @@ class GemmRecipe {
     Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
                         b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
     auto body = [&](Builder& x, bool checked) {
-      const Type a_t = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
-      const Type b_t = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+      const Type a_t = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
+      const Type b_t = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
       auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
         Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk, "a");
         Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk, "b");
@@ -135,9 +134,14 @@ class GemmRecipe {
                         b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
     auto body = [&](Builder& x, bool checked) {
       Builder::Access c_at{t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N};
+      const Type c_t = Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
       Value* result = x.scale(acc, g_.alpha, "result");
-      if (p_.accumulate)
-        result = x.mat_bin(BinOp::add, result, x.scale(x.load(acc_t_, c_at, checked, "c"), g_.beta), "result");
+      if (p_.accumulate) {
+        Value* c_old = x.load(c_t, c_at, checked, "c");
+        if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
+        result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
+      }
+      if (p_.c_type != T) result = x.convert_matrix(result, c_t, false, "out");
       x.store(result, c_at, checked);
       return std::vector<Value*>{};
     };

@@ -9,7 +9,7 @@
 namespace coopjit {
 
 std::string GemmPlan::key() const {
-  return cat("gemm.", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
+  return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order);
 }
 
@@ -17,6 +17,10 @@ std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " sp
 
 std::map<std::string, std::string> GemmPlan::fields() const {
   return {{"dtype", std::string(ir::name(dtype))},
+          {"a_type", std::string(ir::name(a_type))},
+          {"b_type", std::string(ir::name(b_type))},
+          {"c_type", std::string(ir::name(c_type))},
+          {"vnni", "no: low-precision inputs are converted on load"},
           {"layout", layout},
           {"simd_width", std::to_string(simd_width)},
           {"mr", std::to_string(mr)},
@@ -69,6 +73,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     p.layout = it->second ? "col" : "row";
   }
   bool col = p.layout == "col";
+  p.a_type = col ? spec.b_type : spec.a_type;  // the kernel's A is the caller's B^T in "col"
+  p.b_type = col ? spec.a_type : spec.b_type;
+  p.c_type = spec.c_type;
   int64_t N = col ? spec.M : spec.N, M = col ? spec.N : spec.M;
   p.unit_b = (col ? spec.sa_r : spec.sb_c) == 1;
   p.unit_c = (col ? spec.sc_r : spec.sc_c) == 1;

@@ -20,7 +20,8 @@ struct CpuTargetInfo {
 };
 
 struct GemmPlan {
-  ir::ScalarType dtype = ir::ScalarType::f32;
+  ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
+  ir::ScalarType a_type = ir::ScalarType::f32, b_type = ir::ScalarType::f32, c_type = ir::ScalarType::f32;  // kernel's
   // Layout: "row" computes C = A B as given; "col" computes C^T = B^T A^T, so that the kernel's
   // fast (vector) dimension is the one with unit stride in memory.
   std::string layout = "row";

@@ -26,16 +26,16 @@ GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides) {
 namespace {
 struct MemoKey {
   int64_t M, N, K, batch;
-  int dtype, flags, threads;
+  int dtype, flags, threads, types;
   bool operator==(const MemoKey& o) const {
     return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
-           threads == o.threads;
+           threads == o.threads && types == o.types;
   }
 };
 struct MemoHash {
   size_t operator()(const MemoKey& k) const {
     size_t h = std::hash<int64_t>()(k.M);
-    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads)})
+    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -48,7 +48,8 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   // Exactly what plan_gemm looks at besides the values passed at run time.
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
                     int(s.accumulate) << 4;
-  const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size()};
+  const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
+                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16};
   {
     std::lock_guard<std::mutex> g(mu);
     auto it = memo.find(key);
@@ -76,13 +77,15 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[workers]() : nullptr);
   int32_t* flags = workers > 64 ? big_flags.get() : small_flags;
   void* ptrs[5] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags};
+  // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
+  const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};
   const KernelEntry entry = k.code->entry;
   ThreadPool::get().run(workers, [&](int w) {
     int64_t ints[23] = {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c,
                         g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
-                        w, workers, g.kt, n_sk};
-    entry(ptrs, ints, fps);
+                        w, workers, g.kt, n_sk, int64_t(alpha), int64_t(beta)};
+    entry(ptrs, ints, int_scalars ? nullptr : fps);
   });
 }
 

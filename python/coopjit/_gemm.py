@@ -4,16 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._arrays import (
-    as_array,
-    check_device,
-    check_gemm_dtype,
-    check_same_dtype,
-    check_scalar,
-    kernel_readable,
-    overlaps,
-    short_name,
-)
+from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
@@ -44,7 +35,7 @@ def _overrides(plan: dict | None) -> dict:
     return out
 
 
-def _run(a2, b2, c2, alpha, beta, plan):
+def _run(a2, b2, c2, alpha, beta, plan, types):
     """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
     a2 = kernel_readable(a2)
     b2 = kernel_readable(b2)
@@ -52,7 +43,7 @@ def _run(a2, b2, c2, alpha, beta, plan):
     if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:
         target = np.array(c2) if beta != 0.0 else np.empty(c2.shape, c2.dtype)
     if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan))
+        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
     if target is not c2:
         c2[...] = target
 
@@ -75,9 +66,9 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise ValueError(f"gemm: {name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-    check_gemm_dtype(a, "a")
-    check_gemm_dtype(b, "b")
-    dtype = check_same_dtype(a=a, b=b)
+    types, dtype = gemm_types(a.dtype, b.dtype, None if c is None or not isinstance(c, np.ndarray) else c.dtype)
+    if types[2] == "i32" and not (float(alpha).is_integer() and float(beta).is_integer()):
+        raise ValueError(f"gemm: integer GEMM takes integer alpha and beta, got alpha={alpha}, beta={beta}")
     opa = a.T if trans_a else a
     opb = b.T if trans_b else b
     if opa.shape[1] != opb.shape[0]:
@@ -92,12 +83,11 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     else:
         if not isinstance(c, np.ndarray):
             raise TypeError(f"c must be a NumPy array, got {type(c).__name__}")
-        check_same_dtype(a=a, c=c)
         if c.shape != shape:
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
             raise ValueError("gemm: c is read-only; pass a writeable array")
-    _run(opa, opb, c, alpha, beta, plan)
+    _run(opa, opb, c, alpha, beta, plan, types)
     return c
 
 
@@ -115,7 +105,7 @@ def _collapse_batch(arrays, batch_shape):
     return merged
 
 
-def _batched(a, b, out, plan):
+def _batched(a, b, out, plan, types):
     """out[...] = a @ b over broadcast batch dims, as one kernel launch (at most 2 batch levels)."""
     batch = out.shape[:-2]
     A = np.broadcast_to(a, batch + a.shape[-2:])
@@ -137,7 +127,7 @@ def _batched(a, b, out, plan):
         shape = tuple(n for n, _ in dims) + x.shape[-2:]
         strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
         views.append(np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x is C))
-    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan))
+    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types)
     if C is not out:
         out[...] = C
 
@@ -156,9 +146,7 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
             raise ValueError(f"matmul: {name} is 0-d (a scalar); matmul needs 1-D or 2-D operands")
-    check_gemm_dtype(a, "a")
-    check_gemm_dtype(b, "b")
-    dtype = check_same_dtype(a=a, b=b)
+    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
@@ -177,8 +165,6 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     else:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
-        if out.dtype != dtype:
-            raise TypeError(f"out has dtype {out.dtype} but the result has dtype {dtype}")
         if out.shape != result_shape:
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {result_shape}")
         if not out.flags.writeable:
@@ -190,9 +176,9 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     if b.ndim == 1:
         out_full = np.expand_dims(out_full, -1)
     if batch:
-        _batched(a2, b2, out_full, plan)
+        _batched(a2, b2, out_full, plan, types)
     else:
-        _run(a2, b2, out_full, 1.0, 0.0, plan)
+        _run(a2, b2, out_full, 1.0, 0.0, plan, types)
     return out
 
 
@@ -202,15 +188,16 @@ class Kernel:
     `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code.
     """
 
-    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan):
+    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype=None):
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
+        self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._plan = plan
-        self._core = _core.compile_gemm(short_name(dtype), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
+        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
 
     @property
     def config(self) -> dict:
@@ -236,11 +223,11 @@ class Kernel:
         if beta != 0.0 and not self.accumulate:
             raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
         if c is None:
-            c = np.empty((self.m, self.n), self.dtype)
+            c = np.empty((self.m, self.n), self.out_dtype)
             beta = 0.0
-        elif not isinstance(c, np.ndarray) or c.dtype != self.dtype or c.shape != (self.m, self.n):
+        elif not isinstance(c, np.ndarray) or c.dtype != self.out_dtype or c.shape != (self.m, self.n):
             raise ValueError(
-                f"c must be a {self.dtype} array of shape {(self.m, self.n)}, got "
+                f"c must be a {self.out_dtype} array of shape {(self.m, self.n)}, got "
                 f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
             )
         elif not c.flags.writeable:
@@ -264,7 +251,7 @@ class Kernel:
 
 
 def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, accumulate=False,
-                 device=None, plan=None) -> Kernel:
+                 device=None, plan=None, out_dtype=None) -> Kernel:
     """Compiles (or fetches from the cache) the GEMM kernel for one problem.
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
@@ -276,6 +263,5 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
     dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"compile_gemm: dtype {dtype} is not supported; supported: float32, float64")
-    return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan)
+    gemm_types(dtype, dtype, out_dtype)  # TypeError for what is not supported
+    return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype)
