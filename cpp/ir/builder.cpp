@@ -304,4 +304,11 @@ void Builder::vector_store(Value* v, Value* ptr, Value* offset, Value* stride) {
   append(OpKind::vec_store, {v, ptr, offset, stride}, {});
 }
 
+Value* Builder::work_id(WorkId w, int dim, std::string hint) {
+  Op* op = append(OpKind::work_id, {}, {Type::index()}, {std::move(hint)});
+  op->sub = static_cast<int>(w);
+  if (w == WorkId::group || w == WorkId::groups) op->attrs["dim"] = int64_t(dim);
+  return op->result();
+}
+
 }  // namespace coopjit::ir

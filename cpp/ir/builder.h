@@ -107,6 +107,9 @@ class Builder {
   Value* vector_load(Type vec, Value* ptr, Value* offset, Value* stride, std::string hint = {});
   void vector_store(Value* v, Value* ptr, Value* offset, Value* stride);
 
+  /// A work-item id (SIMT targets): lane, subgroup, subgroups; group / groups along `dim`.
+  Value* work_id(WorkId w, int dim = 0, std::string hint = {});
+
   /// Appends an operation with the given operands and result types; returns it.
   Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,
              std::vector<std::string> hints = {});

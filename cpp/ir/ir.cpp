@@ -54,6 +54,17 @@ const char* name(ReduceMode r) {
   return "?";
 }
 
+const char* name(WorkId w) {
+  switch (w) {
+    case WorkId::lane: return "lane";
+    case WorkId::subgroup: return "subgroup";
+    case WorkId::subgroups: return "subgroups";
+    case WorkId::group: return "group";
+    case WorkId::groups: return "groups";
+  }
+  return "?";
+}
+
 std::string mnemonic(const Op& op) {
   switch (op.kind) {
     case OpKind::constant: return "constant";
@@ -93,6 +104,7 @@ std::string mnemonic(const Op& op) {
     case OpKind::tensor_view: return "tensor.view";
     case OpKind::mat_load_tensor: return "coopmatrix.load_tensor";
     case OpKind::mat_store_tensor: return "coopmatrix.store_tensor";
+    case OpKind::work_id: return cat("id.", name(static_cast<WorkId>(op.sub)));
   }
   return "?";
 }

@@ -69,7 +69,14 @@ enum class OpKind : uint8_t {
                      // region, the decode function, gets (index, blockCoord[r], coordInBlock[r])
                      // and yields the element
   mat_store_tensor,  // (matrix, ptr, layout, extent[, view])
+  // work-item identity (SIMT targets; the SIMD lowering of one worker per call has none)
+  work_id,           // sub = WorkId; attr dim for group / groups -> index
 };
+
+/// Which id a work_id op reads: the invocation's lane in its subgroup (HLSL WaveGetLaneIndex),
+/// its subgroup in the work-group, the subgroups per work-group, the work-group id along a
+/// dimension, the number of work-groups along it.
+enum class WorkId : uint8_t { lane, subgroup, subgroups, group, groups };
 
 enum class BinOp : uint8_t { add, sub, mul, div, rem, min, max, and_, or_ };
 enum class UnOp : uint8_t { neg, abs, exp, log, tanh, sqrt };
@@ -81,6 +88,7 @@ const char* name(BinOp b);
 const char* name(CmpPred p);
 const char* name(UnOp u);
 const char* name(ReduceMode r);
+const char* name(WorkId w);
 /// The printed mnemonic of an operation: "add", "for", "coopmatrix.load", ...
 std::string mnemonic(const Op& op);
 

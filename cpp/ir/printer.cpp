@@ -234,6 +234,10 @@ class Printer {
       case OpKind::flag_set: case OpKind::flag_wait:
         os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "]";
         break;
+      case OpKind::work_id:
+        results(o);
+        os_ << mnemonic(o) << " : index";
+        break;
       case OpKind::load:
         results(o);
         os_ << "load " << name_of(v[0]) << "[" << name_of(v[1]) << "] : " << o.result()->type.str();

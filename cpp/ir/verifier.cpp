@@ -423,6 +423,13 @@ class Verifier {
         for (size_t k = load ? 1 : 2; k < v.size(); ++k) require(v[k]->type.is_index(), o, "offset and stride are index");
         break;
       }
+      case OpKind::work_id: {
+        const auto w = static_cast<WorkId>(o.sub);
+        require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "an id takes nothing and is an index");
+        if (w == WorkId::group || w == WorkId::groups)
+          require(o.int_attr("dim", -1) >= 0 && o.int_attr("dim", -1) < 3, o, "the group dimension is 0, 1 or 2");
+        break;
+      }
       case OpKind::mat_mul_add: {
         require(v.size() == 3 && v[0]->type.is_matrix() && v[1]->type.is_matrix() && v[2]->type.is_matrix(), o,
                 cat("mul_add takes three matrices, got ", types(v)));

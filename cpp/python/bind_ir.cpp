@@ -11,6 +11,7 @@
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/device_program.h"
 #include "runtime/kernel.h"
 
 namespace py = pybind11;
@@ -137,7 +138,11 @@ void bind_ir(py::module_& m) {
         if (kind == "asm") return f.compiled->assembly();
         throw UserError(cat("unknown source kind '", kind, "' (known: ir, llvm, asm)"));
       })
-      .def("run", &run_custom);
+      .def("run", &run_custom)
+      .def("compile_device", [](PyFunction& f, const std::string& device) {
+        py::gil_scoped_release nogil;
+        return std::const_pointer_cast<DeviceProgram>(device_program(device, *f.f));
+      }, py::arg("device"), "Verifies, lowers (SIMT) and builds the kernel for a SPIR-V device (bind_gpu.cpp).");
 
   py::class_<PyBuilder>(m, "IRBuilder")
       .def_static("create", [](const std::string& name, int64_t subgroup_size) {
@@ -151,6 +156,14 @@ void bind_ir(py::module_& m) {
       .def("param", [](PyBuilder& b, const std::string& name, const std::string& type) {
         return b.wrap(b.fn->f->add_param(parse_type(type), name));
       })
+      .def("work_id", [](PyBuilder& b, const std::string& kind, int dim) {
+        static const std::pair<const char*, WorkId> ids[] = {{"lane", WorkId::lane}, {"subgroup", WorkId::subgroup},
+                                                             {"subgroups", WorkId::subgroups}, {"group", WorkId::group},
+                                                             {"groups", WorkId::groups}};
+        for (auto& [n, w] : ids)
+          if (kind == n) return b.wrap(b.b.work_id(w, dim));
+        throw UserError(cat("unknown work id '", kind, "' (known: lane, subgroup, subgroups, group, groups)"));
+      }, py::arg("kind"), py::arg("dim") = 0)
       .def("index", [](PyBuilder& b, int64_t v) { return b.wrap(b.b.index(v)); })
       .def("constant", [](PyBuilder& b, double v, const std::string& t) { return b.wrap(b.b.constant(v, parse_scalar(t))); })
       .def("binary", [](PyBuilder& b, const std::string& op, const PyValue& x, const PyValue& y) {

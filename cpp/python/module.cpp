@@ -17,6 +17,7 @@ void bind_ir(py::module_& m);
 void bind_reduce(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
+void bind_gpu(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -71,4 +72,5 @@ PYBIND11_MODULE(_core, m) {
   bind_reduce(m);
   bind_layout(m);
   bind_devices(m);
+  bind_gpu(m);
 }

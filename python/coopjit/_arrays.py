@@ -53,9 +53,16 @@ def as_array(x, name: str) -> np.ndarray:
 
 
 def check_device(device) -> str:
+    """"cpu" for None or "cpu"; a SPIR-V device's name ("opencl:0", "level_zero:0") when it is one
+    of coopjit.devices(); ValueError naming the available devices otherwise."""
     if device is None or device == "cpu":
         return "cpu"
-    raise ValueError(f"unknown device {device!r}; available devices: ['cpu']")
+    from .devices import devices
+
+    available = devices()
+    if isinstance(device, str) and device in available:
+        return device
+    raise ValueError(f"unknown device {device!r}; available devices: {available}")
 
 
 def check_scalar(x, name: str) -> float:

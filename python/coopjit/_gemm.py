@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _core
+from . import _core, _gpu
 from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -35,6 +35,27 @@ def _overrides(plan: dict | None) -> dict:
     return out
 
 
+_GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n")
+
+
+def _gpu_overrides(plan: dict | None) -> dict:
+    """Plan overrides for SPIR-V devices: {'layout': 'row'|'col', 'subgroup_size': 16, 'mr': 32,
+    'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2}."""
+    out = {}
+    for key, value in (plan or {}).items():
+        if key == "layout":
+            if value not in _LAYOUTS:
+                raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
+            out[key] = _LAYOUTS[value]
+        elif key in _GPU_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"plan {key} must be an int, got {value!r}")
+            out[key] = int(value)
+        else:
+            raise ValueError(f"unknown plan field {key!r} for a SPIR-V device; known: {', '.join(_GPU_FIELDS)}")
+    return out
+
+
 def _run(a2, b2, c2, alpha, beta, plan, types):
     """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
     a2 = kernel_readable(a2)
@@ -58,7 +79,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
     `plan` overrides fields of the chosen plan (layout, mr, nr, kb).
     """
-    check_device(device)
+    device = check_device(device)
     a = as_array(a, "a")
     b = as_array(b, "b")
     alpha = check_scalar(alpha, "alpha")
@@ -87,6 +108,8 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
             raise ValueError("gemm: c is read-only; pass a writeable array")
+    if device != "cpu":
+        return _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan)
     _run(opa, opb, c, alpha, beta, plan, types)
     return c
 
@@ -105,9 +128,11 @@ def _collapse_batch(arrays, batch_shape):
     return merged
 
 
-def _batched(a, b, out, plan, types):
+def _batched(a, b, out, plan, types, device="cpu"):
     """out[...] = a @ b over broadcast batch dims, as one kernel launch (at most 2 batch levels)."""
     batch = out.shape[:-2]
+    if device != "cpu":  # device copies first, then zero-stride broadcasts of them
+        a, b = _gpu.to_device(a, device), _gpu.to_device(b, device)
     A = np.broadcast_to(a, batch + a.shape[-2:])
     B = np.broadcast_to(b, batch + b.shape[-2:])
     if out.size == 0:
@@ -127,6 +152,11 @@ def _batched(a, b, out, plan, types):
         shape = tuple(n for n, _ in dims) + x.shape[-2:]
         strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
         views.append(np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x is C))
+    if device != "cpu":
+        _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan)
+        if C is not out:
+            out[...] = C
+        return
     _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types)
     if C is not out:
         out[...] = C
@@ -140,7 +170,7 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         c = _core.matmul2d(a, b)  # the per-call fast path; None when it does not apply
         if c is not None:
             return c
-    check_device(device)
+    device = check_device(device)
     a = as_array(a, "a")
     b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
@@ -176,7 +206,9 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     if b.ndim == 1:
         out_full = np.expand_dims(out_full, -1)
     if batch:
-        _batched(a2, b2, out_full, plan, types)
+        _batched(a2, b2, out_full, plan, types, device)
+    elif device != "cpu":
+        _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan)
     else:
         _run(a2, b2, out_full, 1.0, 0.0, plan, types)
     return out
@@ -258,10 +290,13 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
     contiguous arrays. `plan` overrides plan fields (layout, mr, nr, kb).
     """
-    check_device(device)
+    device = check_device(device)
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
     dtype = np.dtype(dtype)
     gemm_types(dtype, dtype, out_dtype)  # TypeError for what is not supported
+    if device != "cpu":
+        return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
+                              out_dtype, device)
     return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype)

@@ -52,8 +52,13 @@ def _collapse(x: np.ndarray, dims: list[int]):
     return size, (stride if stride is not None else x.itemsize)
 
 
-def _run(op, form, x2d, y, types):
+def _run(op, form, x2d, y, types, device="cpu"):
     src, acc, out = types
+    if device != "cpu":
+        from . import _gpu
+
+        _gpu.reduce2d(op, form, x2d, y, types, device)
+        return
     _core.reduce2d(op, form, x2d, y, src, acc, out)
 
 
@@ -65,7 +70,7 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
     raise ValueError. Float sums accumulate in float32 for float16, bfloat16 and float32 inputs
     (in lanes of partial sums, so the error grows like a blocked sum's), in float64 for float64.
     """
-    check_device(device)
+    device = check_device(device)
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
     if not isinstance(a, np.ndarray):
@@ -110,17 +115,17 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
         w = _TWO_STAGE_WIDTH
         body = np.lib.stride_tricks.as_strided(a, (n // w, w), (w * sr, sr))
         partial = np.empty(w, np.dtype(_np_of(acc)))
-        _run(op, "column", body, partial, (src, acc, acc))
+        _run(op, "column", body, partial, (src, acc, acc), device)
         flat = np.lib.stride_tricks.as_strided(a, (n,), (sr,))
         tail = flat[(n // w) * w:].astype(partial.dtype)
         both = np.concatenate([partial, tail])
-        _run(op, "row", both.reshape(1, -1), y[:1], (acc, acc, dst))
+        _run(op, "row", both.reshape(1, -1), y[:1], (acc, acc, dst), device)
     elif sr == item or sk != item:
         x2d = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
-        _run(op, "row", x2d, y, types)
+        _run(op, "row", x2d, y, types, device)
     else:  # the kept dim is contiguous: walk down columns with vector loads
         x2d = np.lib.stride_tricks.as_strided(a, (n, K), (sr, sk))
-        _run(op, "column", x2d, y, types)
+        _run(op, "column", x2d, y, types, device)
     if not np.shares_memory(y, result):  # computed into a temporary: out was not contiguous
         result[...] = y.reshape(out_shape)
     return result if out is not None or out_shape else result[()]
@@ -136,10 +141,11 @@ def _np_of(ir_name: str) -> np.dtype:
     raise KeyError(ir_name)
 
 
-def reduce2x2(a, op="sum", *, out=None):
+def reduce2x2(a, op="sum", *, out=None, device=None):
     """The 2x2 reduction of SPV_NV_cooperative_matrix2: element (i, j) of the (rows/2, cols/2)
     result combines a[2i, 2j], a[2i+1, 2j], a[2i, 2j+1] and a[2i+1, 2j+1]. `a` is 2-D with even
     dimensions; dtypes and accumulation as in reduce()."""
+    device = check_device(device)
     if op not in OPS:
         raise ValueError(f"reduce2x2: unknown op {op!r}; known: {', '.join(OPS)}")
     if not isinstance(a, np.ndarray):
@@ -159,7 +165,7 @@ def reduce2x2(a, op="sum", *, out=None):
     if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
         a = a.copy()
     target = out if all(s % out.itemsize == 0 for s in out.strides) else np.empty(shape, out_dtype)
-    _core.reduce2d(op, "2x2", a, target, src, acc, dst)
+    _run(op, "2x2", a, target, (src, acc, dst), device)
     if target is not out:
         out[...] = target
     return out

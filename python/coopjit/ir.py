@@ -114,6 +114,11 @@ class KernelBuilder:
     def convert(self, x, dtype: str):
         return self._b.convert(x, dtype)
 
+    def work_id(self, kind: str, dim: int = 0):
+        """A work-item id on SPIR-V devices (index): "lane" (in the subgroup), "subgroup" (in the
+        work-group), "subgroups" (per work-group), "group" / "groups" (along dim)."""
+        return self._b.work_id(kind, dim)
+
     # ---- control flow ---------------------------------------------------------------------------
     def for_range(self, lb, ub, step=1, inits=(), body=None):
         """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
@@ -193,8 +198,16 @@ class KernelBuilder:
         """The kernel IR as text (the one printer)."""
         return self._fn.text()
 
-    def compile(self) -> "CustomKernel":
-        """Verifies, lowers and JIT-compiles the kernel (or takes it from the cache)."""
+    def compile(self, device: str | None = None) -> "CustomKernel":
+        """Verifies, lowers and JIT-compiles the kernel (or takes it from the cache); with a SPIR-V
+        device ("opencl:0"), lowers it per work-item (SIMT) to SPIR-V for that device instead
+        (call the result with groups=<work-groups>)."""
+        if device is not None and device != "cpu":
+            from ._arrays import check_device
+            from ._gpu import DeviceCustomKernel
+
+            device = check_device(device)
+            return DeviceCustomKernel(self._fn.compile_device(device), device)
         self._fn.compile()
         return CustomKernel(self._fn)
 

@@ -1,0 +1,429 @@
+// The SIMT lowering (simt_lower.h): the kernel and its parameters, values, structured control
+// flow, scalars and the op dispatch.
+#include "lower/simt_lowering.h"
+
+#include <llvm/IR/Intrinsics.h>
+
+#include "layout/coopmatrix_layout.h"
+#include "target/spirv_target.h"
+
+namespace coopjit {
+
+SimtShape simt_shape(const Function& f) {
+  SimtShape s;
+  auto it = f.attrs.find("subgroup_size");
+  COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
+  s.subgroup_size = static_cast<int>(std::get<int64_t>(it->second));
+  int sgs = 1;
+  if (auto g = f.attrs.find("subgroups_per_group"); g != f.attrs.end()) sgs = static_cast<int>(std::get<int64_t>(g->second));
+  s.work_group_size = s.subgroup_size * sgs;
+  return s;
+}
+
+SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx)
+    : f_(f), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
+  SimtShape s = simt_shape(f);
+  S_ = s.subgroup_size;
+  sgs_ = s.work_group_size / s.subgroup_size;
+  if (S_ < 1 || S_ > 64 || (S_ & (S_ - 1)))
+    throw UserError(cat("SIMT lowering: subgroup_size ", S_, " must be a power of two in [1, 64]"));
+}
+
+std::unique_ptr<llvm::Module> SimtLowering::run() {
+  mod_->setTargetTriple(llvm::Triple(kSpirvTriple));
+  std::vector<llvm::Type*> params;
+  for (const Value* p : f_.params) params.push_back(param_ty(p->type));
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, mod_.get());
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  fn_->addFnAttr(llvm::Attribute::Convergent);
+  KernelShape shape;
+  shape.subgroup_size = S_;
+  shape.work_group_size = {S_ * sgs_, 1, 1};
+  mark_spirv_kernel(*fn_, shape);
+  auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  b_.SetInsertPoint(entry);
+  lane_ = builtin("_Z22get_sub_group_local_idv", b_.getInt32Ty(), {});
+  lane64_ = b_.CreateZExt(lane_, b_.getInt64Ty(), "lane");
+  for (size_t i = 0; i < f_.params.size(); ++i) {
+    const Value* p = f_.params[i];
+    llvm::Value* a = fn_->getArg(static_cast<unsigned>(i));
+    a->setName(p->hint);
+    if (p->type.is_scalar() && (p->type.scalar == ScalarType::f16 || p->type.scalar == ScalarType::bf16))
+      a = convert_value(a, ScalarType::f32, p->type.scalar);
+    scalars_[p] = a;
+  }
+  block(f_.body);
+  b_.CreateRetVoid();
+  return std::move(mod_);
+}
+
+// ---- types -------------------------------------------------------------------------------------
+llvm::Type* SimtLowering::scalar_ty(ScalarType t) {
+  switch (t) {
+    case ScalarType::i1: return b_.getInt1Ty();
+    case ScalarType::i8: case ScalarType::u8: case ScalarType::f8_e4m3: case ScalarType::f8_e5m2:
+      return b_.getInt8Ty();
+    case ScalarType::i16: case ScalarType::u16: return b_.getInt16Ty();
+    case ScalarType::bf16: return b_.getInt16Ty();  // the bits (SPV_INTEL_bfloat16_conversion converts)
+    case ScalarType::i32: case ScalarType::u32: return b_.getInt32Ty();
+    case ScalarType::i64: case ScalarType::u64: case ScalarType::index: return b_.getInt64Ty();
+    case ScalarType::f16: return b_.getHalfTy();
+    case ScalarType::f32: return b_.getFloatTy();
+    case ScalarType::f64: return b_.getDoubleTy();
+  }
+  throw InternalError("unknown scalar type");
+}
+
+llvm::Type* SimtLowering::param_ty(const Type& t) {
+  if (t.is_pointer()) return global_ptr();
+  if (!t.is_scalar()) throw UserError(cat("SIMT lowering: a kernel parameter of type ", t.str(), " is not supported"));
+  if (t.scalar == ScalarType::f16 || t.scalar == ScalarType::bf16) return b_.getFloatTy();
+  if (t.scalar == ScalarType::i1) return b_.getInt8Ty();
+  return scalar_ty(t.scalar);
+}
+
+LaneMap SimtLowering::lanes_of(const Type& t) { return LaneMap::of(t, S_); }
+
+void SimtLowering::require_subgroup(const Op& o, const Type& t) {
+  if (t.is_matrix() && t.scope != Scope::subgroup)
+    throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", t.str(),
+                        ": only subgroup-scope matrices are supported on SPIR-V devices so far"));
+}
+
+// ---- values ------------------------------------------------------------------------------------
+llvm::Value* SimtLowering::scalar(const Value* v) {
+  auto it = scalars_.find(v);
+  COOPJIT_INTERNAL_ASSERT(it != scalars_.end(), "scalar value not lowered");
+  return it->second;
+}
+
+const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
+  auto it = mats_.find(v);
+  COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
+  return it->second;
+}
+
+size_t SimtLowering::parts(const Type& t) {
+  if (t.is_matrix()) return static_cast<size_t>(lanes_of(t).comps());
+  if (t.is_vector()) return static_cast<size_t>(t.cols);
+  throw UserError(cat("SIMT lowering: values of type ", t.str(), " are not supported"));
+}
+
+std::vector<llvm::Value*> SimtLowering::flat(const Value* v) {
+  if (v->type.is_aggregate()) return mat(v);
+  return {scalar(v)};
+}
+
+std::vector<llvm::Value*> SimtLowering::flat_all(const std::vector<Value*>& vs, size_t from) {
+  std::vector<llvm::Value*> out;
+  for (size_t i = from; i < vs.size(); ++i) {
+    auto p = flat(vs[i]);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+void SimtLowering::bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat) {
+  size_t pos = 0;
+  for (const Value* v : vs) {
+    if (v->type.is_aggregate()) {
+      const size_t n = parts(v->type);
+      mats_[v] = std::vector<llvm::Value*>(flat.begin() + pos, flat.begin() + pos + n);
+      pos += n;
+    } else {
+      scalars_[v] = flat[pos++];
+    }
+  }
+  COOPJIT_INTERNAL_ASSERT(pos == flat.size());
+}
+
+// ---- control flow --------------------------------------------------------------------------------
+std::vector<llvm::Value*> SimtLowering::block(const Block& blk) {
+  for (const auto& op : blk.ops) {
+    if (op->kind == OpKind::yield) return flat_all(op->operands);
+    this->op(*op);
+  }
+  return {};
+}
+
+void SimtLowering::for_loop(const Op& o) {
+  llvm::Value* lb = scalar(o.operands[0]);
+  llvm::Value* ub = scalar(o.operands[1]);
+  llvm::Value* step = scalar(o.operands[2]);
+  std::vector<llvm::Value*> init = flat_all(o.operands, 3);
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
+  auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
+  iv->addIncoming(lb, pre);
+  std::vector<llvm::PHINode*> phis;
+  for (llvm::Value* v : init) {
+    phis.push_back(b_.CreatePHI(v->getType(), 2));
+    phis.back()->addIncoming(v, pre);
+  }
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, ub), body, exit);
+  b_.SetInsertPoint(body);
+  const Block& region = *o.regions[0];
+  scalars_[region.args[0]] = iv;
+  bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()),
+       std::vector<llvm::Value*>(phis.begin(), phis.end()));
+  std::vector<llvm::Value*> next = block(region);
+  llvm::Value* iv_next = b_.CreateAdd(iv, step, "iv.next", false, true);
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  iv->addIncoming(iv_next, latch);
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+  bind(o.results, std::vector<llvm::Value*>(phis.begin(), phis.end()));
+}
+
+void SimtLowering::if_op(const Op& o) {
+  auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+  auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
+  auto* merge = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+  b_.CreateCondBr(scalar(o.operands[0]), then_bb, else_bb);
+  std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arms;
+  for (int r = 0; r < 2; ++r) {
+    b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
+    auto vals = block(*o.regions[r]);
+    arms.emplace_back(b_.GetInsertBlock(), vals);
+    b_.CreateBr(merge);
+  }
+  b_.SetInsertPoint(merge);
+  std::vector<llvm::Value*> res;
+  for (size_t i = 0; i < arms[0].second.size(); ++i) {
+    auto* phi = b_.CreatePHI(arms[0].second[i]->getType(), 2);
+    for (auto& [bb, vals] : arms) phi->addIncoming(vals[i], bb);
+    res.push_back(phi);
+  }
+  bind(o.results, res);
+}
+
+llvm::Value* SimtLowering::lower_region(const Block& region, const std::vector<llvm::Value*>& args) {
+  for (size_t i = 0; i < args.size(); ++i) scalars_[region.args[i]] = args[i];
+  return block(region)[0];
+}
+
+// ---- built-ins and scalars -------------------------------------------------------------------------
+llvm::Value* SimtLowering::builtin(const std::string& name, llvm::Type* ret, const std::vector<llvm::Value*>& args,
+                                   bool convergent) {
+  llvm::Function* fn = mod_->getFunction(name);
+  if (!fn) {
+    std::vector<llvm::Type*> types;
+    for (llvm::Value* a : args) types.push_back(a->getType());
+    fn = llvm::Function::Create(llvm::FunctionType::get(ret, types, false), llvm::Function::ExternalLinkage, name,
+                                mod_.get());
+    fn->setCallingConv(llvm::CallingConv::SPIR_FUNC);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    if (convergent) fn->addFnAttr(llvm::Attribute::Convergent);
+    else fn->setDoesNotAccessMemory();
+  }
+  llvm::CallInst* call = b_.CreateCall(fn, args);
+  call->setCallingConv(llvm::CallingConv::SPIR_FUNC);
+  return call;
+}
+
+llvm::Value* SimtLowering::work_id(const Op& o) {
+  const int dim = static_cast<int>(o.int_attr("dim", 0));
+  auto u32 = [&](const char* name) { return b_.CreateZExt(builtin(name, b_.getInt32Ty(), {}), b_.getInt64Ty()); };
+  switch (static_cast<WorkId>(o.sub)) {
+    case WorkId::lane: return lane64_;
+    case WorkId::subgroup: return u32("_Z16get_sub_group_idv");
+    case WorkId::subgroups: return u32("_Z18get_num_sub_groupsv");
+    case WorkId::group: return builtin("_Z12get_group_idj", b_.getInt64Ty(), {b_.getInt32(dim)});
+    case WorkId::groups: return builtin("_Z14get_num_groupsj", b_.getInt64Ty(), {b_.getInt32(dim)});
+  }
+  throw InternalError("unknown work id");
+}
+
+// Stream-K flags in global memory: a release store of 1, an acquire spin until it is non-zero.
+void SimtLowering::flag_op(const Op& o) {
+  llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
+  if (o.kind == OpKind::flag_set) {
+    b_.CreateAlignedStore(b_.getInt32(1), p, llvm::Align(4))->setAtomic(llvm::AtomicOrdering::Release);
+    return;
+  }
+  auto* spin = llvm::BasicBlock::Create(ctx_, "flag.spin", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "flag.done", fn_);
+  b_.CreateBr(spin);
+  b_.SetInsertPoint(spin);
+  auto* v = b_.CreateAlignedLoad(b_.getInt32Ty(), p, llvm::Align(4));
+  v->setAtomic(llvm::AtomicOrdering::Acquire);
+  b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, spin);
+  b_.SetInsertPoint(done);
+}
+
+llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2) {
+    // Held as bits: compute in f32 and round back.
+    llvm::Value* r = scalar_bin(op, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
+    return convert_value(r, ScalarType::f32, t);
+  }
+  if (is_float(t)) {
+    switch (op) {
+      case BinOp::add: return b_.CreateFAdd(x, y);
+      case BinOp::sub: return b_.CreateFSub(x, y);
+      case BinOp::mul: return b_.CreateFMul(x, y);
+      case BinOp::div: return b_.CreateFDiv(x, y);
+      case BinOp::min: case BinOp::max: {
+        // NaN-propagating, like llvm.minimum / numpy.minimum.
+        llvm::Value* pick = op == BinOp::min ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y);
+        llvm::Value* r = b_.CreateSelect(pick, x, y);
+        r = b_.CreateSelect(b_.CreateFCmpUNO(y, y), y, r);
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
+      }
+      default: break;
+    }
+    throw InternalError(cat("binary op ", name(op), " on floats"));
+  }
+  const bool s = is_signed(t);
+  switch (op) {
+    case BinOp::add: return b_.CreateAdd(x, y);
+    case BinOp::sub: return b_.CreateSub(x, y);
+    case BinOp::mul: return b_.CreateMul(x, y);
+    case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
+    case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
+    case BinOp::min: return b_.CreateSelect(s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
+    case BinOp::max: return b_.CreateSelect(s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
+    case BinOp::and_: return b_.CreateAnd(x, y);
+    case BinOp::or_: return b_.CreateOr(x, y);
+  }
+  throw InternalError("unknown binary op");
+}
+
+llvm::Value* SimtLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
+    return scalar_cmp(p, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
+  if (is_float(t)) {
+    static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
+                                                  llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
+                                                  llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
+    return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
+  }
+  const bool s = is_signed(t);
+  static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
+                                                llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
+                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+  static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
+                                                llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
+                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+  return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
+}
+
+llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
+    return convert_value(unary_value(u, ScalarType::f32, convert_value(x, t, ScalarType::f32)), ScalarType::f32, t);
+  if (!is_float(t)) {
+    if (u == UnOp::neg) return b_.CreateNeg(x);
+    if (u == UnOp::abs) {
+      if (!is_signed(t)) return x;
+      return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::Constant::getNullValue(x->getType())), b_.CreateNeg(x), x);
+    }
+    throw InternalError("integer unary op");
+  }
+  if (u == UnOp::neg) return b_.CreateFNeg(x);
+  // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.
+  const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : "sqrt";
+  const char* suffix = t == ScalarType::f64 ? "d" : t == ScalarType::f16 ? "Dh" : "f";
+  return builtin(cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
+}
+
+llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
+  if (from == to) return x;
+  auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
+  if (fp8(from) || fp8(to))
+    throw UserError(cat("SIMT lowering: conversions of ", name(from), " to ", name(to), " are not supported yet"));
+  if (from == ScalarType::bf16)  // SPV_INTEL_bfloat16_conversion
+    return convert_value(builtin("_Z27__spirv_ConvertBF16ToFINTELs", b_.getFloatTy(), {x}), ScalarType::f32, to);
+  if (to == ScalarType::bf16)
+    return builtin("_Z27__spirv_ConvertFToBF16INTELf", b_.getInt16Ty(), {convert_value(x, from, ScalarType::f32)});
+  llvm::Type* target = scalar_ty(to);
+  if (is_float(from) && is_float(to)) {
+    unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();
+    return tb > fb ? b_.CreateFPExt(x, target) : b_.CreateFPTrunc(x, target);
+  }
+  if (is_float(from))  // to an integer: saturating, NaN -> 0
+    return b_.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                              {target, x->getType()}, {x});
+  if (is_float(to)) return is_signed(from) ? b_.CreateSIToFP(x, target) : b_.CreateUIToFP(x, target);
+  if (to == ScalarType::i1) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+  return b_.CreateIntCast(x, target, from != ScalarType::i1 && is_signed(from));
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------
+void SimtLowering::op(const Op& o) {
+  for (const Value* v : o.operands) require_subgroup(o, v->type);
+  for (const Value* v : o.results) require_subgroup(o, v->type);
+  switch (o.kind) {
+    case OpKind::constant: {
+      const Type& t = o.result()->type;
+      if (t.scalar == ScalarType::bf16 || t.scalar == ScalarType::f16)
+        scalars_[o.result()] = convert_value(llvm::ConstantFP::get(b_.getFloatTy(), o.float_attr("value")), ScalarType::f32, t.scalar);
+      else if (is_float(t.scalar) && t.scalar != ScalarType::f8_e4m3 && t.scalar != ScalarType::f8_e5m2)
+        scalars_[o.result()] = llvm::ConstantFP::get(scalar_ty(t.scalar), o.float_attr("value"));
+      else if (is_float(t.scalar))
+        throw UserError(cat("SIMT lowering: ", name(t.scalar), " constants are not supported yet"));
+      else
+        scalars_[o.result()] = llvm::ConstantInt::get(scalar_ty(t.scalar), std::get<int64_t>(o.attrs.at("value")), true);
+      return;
+    }
+    case OpKind::binary:
+      scalars_[o.result()] = scalar_bin(static_cast<BinOp>(o.sub), o.operands[0]->type.scalar, scalar(o.operands[0]),
+                                        scalar(o.operands[1]));
+      return;
+    case OpKind::cmp:
+      scalars_[o.result()] = scalar_cmp(static_cast<CmpPred>(o.sub), o.operands[0]->type.scalar, scalar(o.operands[0]),
+                                        scalar(o.operands[1]));
+      return;
+    case OpKind::select:
+      scalars_[o.result()] = b_.CreateSelect(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]));
+      return;
+    case OpKind::unary:
+      scalars_[o.result()] = unary_value(static_cast<UnOp>(o.sub), o.result()->type.scalar, scalar(o.operands[0]));
+      return;
+    case OpKind::convert:
+      scalars_[o.result()] = convert_value(scalar(o.operands[0]), o.operands[0]->type.scalar, o.result()->type.scalar);
+      return;
+    case OpKind::ptr_offset:
+      scalars_[o.result()] = b_.CreateGEP(scalar_ty(o.result()->type.scalar), scalar(o.operands[0]), scalar(o.operands[1]));
+      return;
+    case OpKind::load: {
+      const ScalarType t = o.result()->type.scalar;
+      llvm::Value* p = b_.CreateGEP(scalar_ty(t), scalar(o.operands[0]), scalar(o.operands[1]));
+      scalars_[o.result()] = b_.CreateAlignedLoad(scalar_ty(t), p, align(t));
+      return;
+    }
+    case OpKind::flag_set: case OpKind::flag_wait: flag_op(o); return;
+    case OpKind::work_id: scalars_[o.result()] = work_id(o); return;
+    case OpKind::for_: for_loop(o); return;
+    case OpKind::if_: if_op(o); return;
+    case OpKind::yield: throw InternalError("yield outside a region");
+    case OpKind::mat_load: load(o); return;
+    case OpKind::mat_store: store(o); return;
+    case OpKind::mat_accumulate: accumulate(o); return;
+    case OpKind::vec_load: case OpKind::vec_store: vector_access(o); return;
+    case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
+    case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
+    case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
+    case OpKind::mat_per_element: mats_[o.result()] = per_element(o); return;
+    case OpKind::mat_reduce: mats_[o.result()] = reduce(o); return;
+    case OpKind::mat_convert: case OpKind::mat_transpose: case OpKind::mat_length: case OpKind::mat_get:
+    case OpKind::mat_set: case OpKind::mat_coord: case OpKind::mat_sum_accumulate: case OpKind::mat_outer_product:
+    case OpKind::vec_matrix_mul:
+      matrix_op(o);
+      return;
+    case OpKind::tensor_layout: case OpKind::tensor_view: case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
+      break;
+  }
+  throw UserError(cat("the SIMT lowering (SPIR-V devices) does not support ", mnemonic(o), " yet"));
+}
+
+std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx) {
+  return SimtLowering(f, ctx).run();
+}
+
+}  // namespace coopjit

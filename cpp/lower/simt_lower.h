@@ -1,0 +1,36 @@
+// The SIMT lowering: kernel IR -> LLVM IR of one OpenCL kernel for spirv64, written per
+// work-item. A subgroup-scope coopmatrix is spread over the lanes of a subgroup exactly as the
+// coopmatrix layout of seeds/001 says (cpp/layout/coopmatrix_layout.h: I, J, K1, K2, V, omega,
+// VNNI): each work-item holds its V (x omega) components. Scalars are uniform per subgroup;
+// mul_add, reductions and use changes move components between lanes with subgroup broadcasts and
+// shuffles (SPV_INTEL_subgroups); loads and stores follow the seeds' SIMT pseudo-code.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "ir/ir.h"
+
+namespace coopjit {
+
+/// Lowers `f` into a new spirv64 module holding the OpenCL kernel `f.name` (spir_kernel calling
+/// convention). Kernel parameter i is IR parameter i: pointers as global (addrspace 1) pointers,
+/// index as i64, integers as their width, f32 / f64 as float / double, f16 / bf16 as float.
+/// The function's attribute "subgroup_size" (required) becomes the kernel's required subgroup
+/// size; "subgroups_per_group" (default 1), the required work-group size. Throws UserError for an
+/// operation or matrix the SIMT lowering does not support (naming it), InternalError for a
+/// broken invariant.
+std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx);
+
+/// The launch shape lower_simt() gives a function: subgroup size and work-group size (work-items).
+struct SimtShape {
+  int subgroup_size = 16;
+  int work_group_size = 16;
+};
+SimtShape simt_shape(const ir::Function& f);
+
+}  // namespace coopjit

@@ -1,0 +1,157 @@
+// The SIMT lowering's state and helpers, shared by its files: simt_lower.cpp (the kernel, values,
+// control flow, scalars, the op dispatch), simt_lanes.cpp (where components live and how they
+// move between lanes), simt_memory.cpp (loads and stores) and simt_matrix.cpp (matrix
+// arithmetic, reductions, conversions). Private to cpp/lower/.
+#pragma once
+
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+
+#include "core/error.h"
+#include "lower/simt_lower.h"
+
+namespace coopjit {
+
+using namespace ir;
+
+/// Where the components of a subgroup-scope matrix live, from layout::CoopMatrixLayout: lane p's
+/// component n = v * chan + c (slot v, VNNI channel c) holds element
+///   (p % I + row_off[n], (p / I) * chan + col_off[n])
+/// when that is inside the M x N matrix, and zero (padding) otherwise. With I == S every
+/// component of every lane is inside; with I < S a component is inside on the lanes whose column
+/// is below N.
+struct LaneMap {
+  int64_t M = 0, N = 0, S = 1, I = 1, chan = 1, V = 0;
+  std::vector<int64_t> row_off, col_off;
+
+  static LaneMap of(const Type& t, int S);
+  int64_t comps() const { return V * chan; }
+  /// Element (row, col) of lane p's component n, or (-1, -1) for padding.
+  std::pair<int64_t, int64_t> at(int64_t p, int64_t n) const;
+  /// The lane and component holding element (row, col).
+  std::pair<int64_t, int64_t> owner(int64_t row, int64_t col) const;
+  /// Whether component n is inside the matrix: 0 on no lane, 1 on every lane, 2 on some.
+  int inside(int64_t n) const;
+  bool same_as(const LaneMap& o) const {
+    return M == o.M && N == o.N && S == o.S && I == o.I && chan == o.chan && V == o.V && row_off == o.row_off &&
+           col_off == o.col_off;
+  }
+};
+
+class SimtLowering {
+ public:
+  SimtLowering(const Function& f, llvm::LLVMContext& ctx);
+  std::unique_ptr<llvm::Module> run();
+
+ private:
+  friend struct LaneOps;
+  // ---- types (simt_lower.cpp) ---------------------------------------------------------------
+  llvm::Type* scalar_ty(ScalarType t);     // the per-work-item type of a component or scalar
+  llvm::Type* param_ty(const Type& t);     // the kernel parameter type
+  llvm::PointerType* global_ptr() { return llvm::PointerType::get(ctx_, 1); }
+  llvm::Align align(ScalarType t) { return llvm::Align(size_in_bytes(t)); }
+  LaneMap lanes_of(const Type& t);
+  void require_subgroup(const Op& o, const Type& t);
+
+  // ---- values -------------------------------------------------------------------------------
+  llvm::Value* scalar(const Value* v);
+  const std::vector<llvm::Value*>& mat(const Value* v);
+  std::vector<llvm::Value*> flat(const Value* v);
+  std::vector<llvm::Value*> flat_all(const std::vector<Value*>& vs, size_t from = 0);
+  void bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat);
+  size_t parts(const Type& t);
+
+  // ---- control flow and scalars (simt_lower.cpp) ----------------------------------------------
+  std::vector<llvm::Value*> block(const Block& blk);
+  void for_loop(const Op& o);
+  void if_op(const Op& o);
+  void op(const Op& o);
+  llvm::Value* work_id(const Op& o);
+  void flag_op(const Op& o);
+  llvm::Value* scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y);
+  llvm::Value* scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y);
+  llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
+  llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);
+  llvm::Value* zero(ScalarType t) { return llvm::Constant::getNullValue(scalar_ty(t)); }
+  /// Calls an OpenCL / SPIR-V built-in function (declared on first use).
+  llvm::Value* builtin(const std::string& name, llvm::Type* ret, const std::vector<llvm::Value*>& args,
+                       bool convergent = false);
+  /// The scalar function of a region (combine, per-element) on the given arguments.
+  llvm::Value* lower_region(const Block& region, const std::vector<llvm::Value*>& args);
+
+  // ---- lanes (simt_lanes.cpp) -----------------------------------------------------------------
+  llvm::Value* lane() { return lane_; }      // get_sub_group_local_id(), i32
+  llvm::Value* lane64() { return lane64_; }  // the same as i64
+  /// Lane p's row and column of component n (i64, inside the matrix or not) and whether the
+  /// component is inside (i1 constant or value).
+  llvm::Value* row_of(const LaneMap& m, int64_t n);
+  llvm::Value* col_of(const LaneMap& m, int64_t n);
+  llvm::Value* inside(const LaneMap& m, int64_t n);
+  /// True on the lanes whose bit is set in `mask` (bit p: lane p).
+  llvm::Value* lane_in(uint64_t mask);
+  /// Value x of lane src[p] on each lane p (src[p] < 0: any). Recognizes the identity, a
+  /// broadcast and an xor pattern; otherwise a shuffle with the source lanes from a table.
+  llvm::Value* move(llvm::Value* x, const std::vector<int>& src);
+  /// On each lane p, component slot[p] of lane src[p] of `vals` (slot[p] < 0: zero, any lane).
+  /// One move per distinct slot, selected per lane.
+  llvm::Value* gather(const std::vector<llvm::Value*>& vals, const std::vector<int>& src, const std::vector<int>& slot);
+  llvm::Value* shuffle(llvm::Value* x, llvm::Value* src_lane);
+  llvm::Value* shuffle_xor(llvm::Value* x, int mask);
+  llvm::Value* broadcast(llvm::Value* x, int src_lane);
+  /// The components of matrix `from` (map src) rearranged into map dst: dst component n of lane
+  /// p gets the source element at dst.at(p, n) (zero for padding); used for use and shape-keeping
+  /// conversions, transposes (transpose=true reads element (col, row)).
+  std::vector<llvm::Value*> relayout(const std::vector<llvm::Value*>& from, const LaneMap& src, const LaneMap& dst,
+                                     bool transpose = false);
+
+  // ---- memory (simt_memory.cpp) ---------------------------------------------------------------
+  struct Access {
+    llvm::Value *ptr, *row, *col, *sr, *sc, *rows, *cols;
+    const Value* sc_ir;  // the column stride as IR value (unit stride detection)
+    const Value* sr_ir;
+  };
+  Access access(const Op& o, size_t base);
+  void load(const Op& o);
+  void store(const Op& o);
+  /// Runs body() only where cond holds (cond a constant: no branch).
+  void guarded(llvm::Value* cond, const std::function<void()>& body);
+  llvm::Value* guarded_load(llvm::Value* cond, llvm::Type* ty, llvm::Value* ptr, llvm::Align a);
+  bool block_io(const Type& t, const LaneMap& m, const Access& a, bool checked);
+  void load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out);
+  void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);
+  void accumulate(const Op& o);
+  void vector_access(const Op& o);
+
+  // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------
+  std::vector<llvm::Value*> splat(const Op& o);
+  std::vector<llvm::Value*> mul_add(const Op& o);
+  std::vector<llvm::Value*> elementwise(const Op& o);
+  std::vector<llvm::Value*> per_element(const Op& o);
+  std::vector<llvm::Value*> reduce(const Op& o);
+  llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
+  void matrix_op(const Op& o);
+  llvm::Value* select_component(const std::vector<llvm::Value*>& comps, llvm::Value* i);
+
+  const Function& f_;
+  llvm::LLVMContext& ctx_;
+  std::unique_ptr<llvm::Module> mod_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  int S_ = 16;
+  int sgs_ = 1;  // subgroups per work-group
+  llvm::Value* lane_ = nullptr;
+  llvm::Value* lane64_ = nullptr;
+  std::unordered_map<const Value*, llvm::Value*> scalars_;
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;
+  std::map<std::vector<int>, llvm::GlobalVariable*> tables_;  // lane tables of general shuffles
+  std::map<int64_t, llvm::Value*> lane_mod_, lane_div_;       // p % I, p / I (i64)
+};
+
+}  // namespace coopjit

@@ -1,0 +1,247 @@
+// The SIMT lowering of memory operations: coopmatrix loads and stores as the seeds' SIMT
+// pseudo-code (seeds/000 and 001, "Load pseudo-code (SIMT)"): each lane reads or writes its
+// components at ptr[(row + p % I + row_off) * stride_row + (col + (p / I) * chan + col_off) *
+// stride_col], padding components read zero and are not written, and a checked access skips
+// what falls outside rows x cols. Subgroup block reads and writes (SPV_INTEL_subgroups) replace
+// the per-lane accesses when lanes touch consecutive 32-bit words at a 16-byte aligned address.
+#include "lower/simt_lowering.h"
+
+namespace coopjit {
+
+SimtLowering::Access SimtLowering::access(const Op& o, size_t base) {
+  const auto& v = o.operands;
+  return {scalar(v[base]),     scalar(v[base + 1]), scalar(v[base + 2]), scalar(v[base + 3]),
+          scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), v[base + 4], v[base + 3]};
+}
+
+void SimtLowering::guarded(llvm::Value* cond, const std::function<void()>& body) {
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond)) {
+    if (c->isOne()) body();
+    return;
+  }
+  auto* yes = llvm::BasicBlock::Create(ctx_, "in", fn_);
+  auto* cont = llvm::BasicBlock::Create(ctx_, "cont", fn_);
+  b_.CreateCondBr(cond, yes, cont);
+  b_.SetInsertPoint(yes);
+  body();
+  b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+}
+
+llvm::Value* SimtLowering::guarded_load(llvm::Value* cond, llvm::Type* ty, llvm::Value* ptr, llvm::Align a) {
+  llvm::Value* zero = llvm::Constant::getNullValue(ty);
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond)) return c->isOne() ? b_.CreateAlignedLoad(ty, ptr, a) : zero;
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* yes = llvm::BasicBlock::Create(ctx_, "load.in", fn_);
+  auto* cont = llvm::BasicBlock::Create(ctx_, "load.cont", fn_);
+  b_.CreateCondBr(cond, yes, cont);
+  b_.SetInsertPoint(yes);
+  llvm::Value* v = b_.CreateAlignedLoad(ty, ptr, a);
+  b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+  llvm::PHINode* phi = b_.CreatePHI(ty, 2);
+  phi->addIncoming(v, yes);
+  phi->addIncoming(zero, from);
+  return phi;
+}
+
+namespace {
+bool is_const(const Value* v, int64_t c) {
+  if (!v->def || v->def->kind != OpKind::constant) return false;
+  auto* i = std::get_if<int64_t>(&v->def->attrs.at("value"));
+  return i && *i == c;
+}
+}  // namespace
+
+// Block I/O applies when every component is a run of S consecutive 32-bit words: lanes walk the
+// rows (I == S) with a unit row stride, nothing is checked, and the components are 32-bit.
+bool SimtLowering::block_io(const Type& t, const LaneMap& m, const Access& a, bool checked) {
+  return !checked && m.I == S_ && m.chan == 1 && is_const(a.sr_ir, 1) && size_in_bytes(t.scalar) == 4;
+}
+
+// The subgroup block functions want the address 16-byte aligned (cl_intel_subgroups); when it is
+// not (a view, an odd stride), the lanes read one by one. One uniform branch per matrix.
+void SimtLowering::load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  llvm::Value* base = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(a.col, a.sc)));
+  llvm::Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
+  llvm::Value* bytes_sc = b_.CreateMul(a.sc, b_.getInt64(4));
+  llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreateOr(addr, bytes_sc), b_.getInt64(15)), b_.getInt64(0));
+  llvm::BasicBlock* blocks = llvm::BasicBlock::Create(ctx_, "block.read", fn_);
+  llvm::BasicBlock* lanes = llvm::BasicBlock::Create(ctx_, "lane.read", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "read.done", fn_);
+  b_.CreateCondBr(aligned, blocks, lanes);
+  std::vector<llvm::Value*> fast, slow;
+  b_.SetInsertPoint(blocks);
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
+    if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
+    llvm::Value* w = builtin("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj", b_.getInt32Ty(), {p}, true);
+    fast.push_back(ty->isIntegerTy() ? w : b_.CreateBitCast(w, ty));
+  }
+  llvm::BasicBlock* blocks_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(lanes);
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
+    slow.push_back(b_.CreateAlignedLoad(ty, b_.CreateGEP(ty, base, off), align(t.scalar)));
+  }
+  llvm::BasicBlock* lanes_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  for (size_t n = 0; n < fast.size(); ++n) {
+    llvm::PHINode* phi = b_.CreatePHI(ty, 2);
+    phi->addIncoming(fast[n], blocks_end);
+    phi->addIncoming(slow[n], lanes_end);
+    out.push_back(phi);
+  }
+}
+
+void SimtLowering::store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  llvm::Value* base = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(a.col, a.sc)));
+  llvm::Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
+  llvm::Value* bytes_sc = b_.CreateMul(a.sc, b_.getInt64(4));
+  llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreateOr(addr, bytes_sc), b_.getInt64(15)), b_.getInt64(0));
+  llvm::BasicBlock* blocks = llvm::BasicBlock::Create(ctx_, "block.write", fn_);
+  llvm::BasicBlock* lanes = llvm::BasicBlock::Create(ctx_, "lane.write", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "write.done", fn_);
+  b_.CreateCondBr(aligned, blocks, lanes);
+  b_.SetInsertPoint(blocks);
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
+    if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
+    llvm::Value* w = ty->isIntegerTy() ? vals[n] : b_.CreateBitCast(vals[n], b_.getInt32Ty());
+    builtin("_Z31__spirv_SubgroupBlockWriteINTELPU3AS1jj", b_.getVoidTy(), {p, w}, true);
+  }
+  b_.CreateBr(done);
+  b_.SetInsertPoint(lanes);
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
+    b_.CreateAlignedStore(vals[n], b_.CreateGEP(ty, base, off), align(t.scalar));
+  }
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+void SimtLowering::load(const Op& o) {
+  const Type& t = o.result()->type;
+  const LaneMap m = lanes_of(t);
+  const Access a = access(o, 0);
+  const bool checked = o.int_attr("checked");
+  llvm::Type* ty = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
+  if (block_io(t, m, a, checked)) {
+    load_blocks(t, m, a, out);
+    mats_[o.result()] = out;
+    return;
+  }
+  // Components that share a row offset share the row check (the pseudo-code's row_ok).
+  std::map<int64_t, llvm::Value*> row_ok;
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* ok = inside(m, n);
+    if (llvm::isa<llvm::ConstantInt>(ok) && llvm::cast<llvm::ConstantInt>(ok)->isZero()) {
+      out.push_back(llvm::Constant::getNullValue(ty));
+      continue;
+    }
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    if (checked) {
+      llvm::Value*& r_ok = row_ok[m.row_off[n]];
+      if (!r_ok) r_ok = b_.CreateICmpULT(row, a.rows);
+      ok = b_.CreateAnd(ok, b_.CreateAnd(r_ok, b_.CreateICmpULT(col, a.cols)));
+    }
+    llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
+    out.push_back(guarded_load(ok, ty, ptr, align(t.scalar)));
+  }
+  mats_[o.result()] = out;
+}
+
+void SimtLowering::store(const Op& o) {
+  const Type& t = o.operands[0]->type;
+  const LaneMap m = lanes_of(t);
+  const Access a = access(o, 1);
+  const bool checked = o.int_attr("checked");
+  llvm::Type* ty = scalar_ty(t.scalar);
+  const auto& vals = mat(o.operands[0]);
+  if (block_io(t, m, a, checked)) {
+    store_blocks(t, m, a, vals);
+    return;
+  }
+  std::map<int64_t, llvm::Value*> row_ok;
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* ok = inside(m, n);
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    if (checked) {
+      llvm::Value*& r_ok = row_ok[m.row_off[n]];
+      if (!r_ok) r_ok = b_.CreateICmpULT(row, a.rows);
+      ok = b_.CreateAnd(ok, b_.CreateAnd(r_ok, b_.CreateICmpULT(col, a.cols)));
+    }
+    guarded(ok, [&] {
+      llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
+      b_.CreateAlignedStore(vals[n], ptr, align(t.scalar));
+    });
+  }
+}
+
+// coopmatrix.accumulate: an atomic add of each component inside the matrix and the bounds, as a
+// compare-exchange loop on the bits (float atomic adds would need SPV_EXT_shader_atomic_float_add).
+void SimtLowering::accumulate(const Op& o) {
+  const Type& t = o.operands[0]->type;
+  const LaneMap m = lanes_of(t);
+  const Access a = access(o, 1);
+  const auto& vals = mat(o.operands[0]);
+  llvm::Type* ty = scalar_ty(t.scalar);
+  const unsigned bits = ty->getPrimitiveSizeInBits();
+  if (bits != 32 && bits != 64)
+    throw UserError(cat("SIMT lowering: coopmatrix.accumulate of ", t.str(), " needs 32- or 64-bit components"));
+  llvm::Type* ity = b_.getIntNTy(bits);
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    llvm::Value* ok = b_.CreateAnd(inside(m, n), b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols)));
+    guarded(ok, [&] {
+      llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
+      if (!is_float(t.scalar)) {
+        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, vals[n], llvm::Align(bits / 8), llvm::AtomicOrdering::Monotonic);
+        return;
+      }
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      llvm::Value* first = b_.CreateAlignedLoad(ity, ptr, llvm::Align(bits / 8));
+      auto* loop = llvm::BasicBlock::Create(ctx_, "acc.cas", fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, "acc.done", fn_);
+      b_.CreateBr(loop);
+      b_.SetInsertPoint(loop);
+      llvm::PHINode* old = b_.CreatePHI(ity, 2);
+      old->addIncoming(first, pre);
+      llvm::Value* sum = b_.CreateFAdd(b_.CreateBitCast(old, ty), vals[n]);
+      llvm::Value* pair = b_.CreateAtomicCmpXchg(ptr, old, b_.CreateBitCast(sum, ity), llvm::Align(bits / 8),
+                                                 llvm::AtomicOrdering::Monotonic, llvm::AtomicOrdering::Monotonic);
+      llvm::Value* seen = b_.CreateExtractValue(pair, 0);
+      old->addIncoming(seen, loop);
+      b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, loop);
+      b_.SetInsertPoint(done);
+    });
+  }
+}
+
+// vector.load / vector.store: per-thread vectors, one element per component.
+void SimtLowering::vector_access(const Op& o) {
+  const auto& v = o.operands;
+  const bool is_load = o.kind == OpKind::vec_load;
+  const Type& t = is_load ? o.result()->type : v[0]->type;
+  llvm::Value* ptr = scalar(v[is_load ? 0 : 1]);
+  llvm::Value* off = scalar(v[is_load ? 1 : 2]);
+  llvm::Value* stride = scalar(v[is_load ? 2 : 3]);
+  llvm::Type* ty = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
+  for (int64_t k = 0; k < t.cols; ++k) {
+    llvm::Value* p = b_.CreateGEP(ty, ptr, b_.CreateAdd(off, b_.CreateMul(stride, b_.getInt64(k))));
+    if (is_load) out.push_back(b_.CreateAlignedLoad(ty, p, align(t.scalar)));
+    else b_.CreateAlignedStore(mat(v[0])[k], p, align(t.scalar));
+  }
+  if (is_load) mats_[o.result()] = out;
+}
+
+}  // namespace coopjit

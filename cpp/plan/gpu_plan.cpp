@@ -1,0 +1,159 @@
+// The planners for SPIR-V devices (gpu_plan.h): subgroup size, tiles and work-group shape from
+// the spec and the published Xe-HPC figures.
+#include "plan/gpu_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/devices.h"
+
+namespace coopjit {
+
+GpuTargetInfo gpu_target(const std::string& device) {
+  const DeviceInfo& d = device_info(device);
+  GpuTargetInfo t;
+  t.device = device;
+  t.subgroup_sizes = d.subgroup_sizes;
+  t.max_work_group_size = d.max_work_group_size;
+  t.is_gpu = d.type == "gpu";
+  return t;
+}
+
+namespace {
+bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
+
+// 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
+int choose_subgroup(const GpuTargetInfo& t) {
+  const auto& s = t.subgroup_sizes;
+  if (s.empty() || std::find(s.begin(), s.end(), 16) != s.end()) return 16;
+  if (std::find(s.begin(), s.end(), 32) != s.end()) return 32;
+  return static_cast<int>(*std::max_element(s.begin(), s.end()));
+}
+}  // namespace
+
+std::string GpuGemmPlan::key() const {
+  return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
+             layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga",
+             unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "");
+}
+
+std::map<std::string, std::string> GpuGemmPlan::fields() const {
+  return {{"dtype", std::string(ir::name(dtype))},
+          {"a_type", std::string(ir::name(a_type))},
+          {"b_type", std::string(ir::name(b_type))},
+          {"c_type", std::string(ir::name(c_type))},
+          {"layout", layout},
+          {"subgroup_size", std::to_string(subgroup_size)},
+          {"simd_width", std::to_string(subgroup_size)},
+          {"mr", std::to_string(mr)},
+          {"nr", std::to_string(nr)},
+          {"kb", std::to_string(kb)},
+          {"sg_m", std::to_string(sg_m)},
+          {"sg_n", std::to_string(sg_n)},
+          {"work_group_size", std::to_string(work_group_size())},
+          {"macro_tile", cat(mr * sg_m, "x", nr * sg_n)},
+          {"unit_stride_a", unit_a ? "true" : "false"},
+          {"unit_stride_c", unit_c ? "true" : "false"},
+          {"accumulate", accumulate ? "true" : "false"},
+          {"split", "dp"},
+          {"vnni", "no: low-precision inputs are widened on load"},
+          {"source", "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
+}
+
+GemmPlan GpuGemmPlan::as_cpu_plan() const {
+  GemmPlan p;
+  p.dtype = dtype;
+  p.a_type = a_type;
+  p.b_type = b_type;
+  p.c_type = c_type;
+  p.layout = layout;
+  p.mr = mr * sg_m;
+  p.nr = nr * sg_n;
+  p.kb = kb;
+  return p;
+}
+
+GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides) {
+  spec.validate();
+  GpuGemmPlan p;
+  p.dtype = spec.dtype;
+  p.accumulate = spec.accumulate;
+  // Layout: the lanes of a subgroup run down the kernel's rows; score each orientation by how
+  // many of (C, the kernel's A) have unit stride along them.
+  const int row_score = (spec.sc_r == 1) + (spec.sa_r == 1);
+  const int col_score = (spec.sc_c == 1) + (spec.sb_c == 1);
+  p.layout = col_score >= row_score ? "col" : "row";
+  if (auto it = overrides.find("layout"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1)
+      throw UserError(cat("plan override layout=", it->second, " must be 0 (row) or 1 (col)"));
+    p.layout = it->second ? "col" : "row";
+  }
+  const bool col = p.layout == "col";
+  p.a_type = col ? spec.b_type : spec.a_type;
+  p.b_type = col ? spec.a_type : spec.b_type;
+  p.c_type = spec.c_type;
+  const int64_t M = col ? spec.N : spec.M, N = col ? spec.M : spec.N;
+  p.unit_a = (col ? spec.sb_c : spec.sa_r) == 1;
+  p.unit_c = (col ? spec.sc_c : spec.sc_r) == 1;
+
+  p.subgroup_size = choose_subgroup(target);
+  const int S = p.subgroup_size;
+  const bool wide = ir::size_in_bytes(spec.dtype) >= 8;  // f64: two registers per component
+  // The tile (see gpu_plan.h for the register budget), no taller or wider than the matrix needs.
+  p.mr = 2 * S;
+  if (M <= S) p.mr = S;
+  p.nr = wide ? 16 : 32;
+  if (N <= 8) p.nr = 8;
+  else if (N <= 16) p.nr = 16;
+  p.kb = wide ? 4 : 8;
+  p.sg_m = M > p.mr ? 2 : 1;
+  p.sg_n = N > p.nr ? 2 : 1;
+
+  for (const auto& [k, v] : overrides) {
+    if (k == "layout") continue;
+    int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
+               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : nullptr;
+    if (!field)
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n)"));
+    if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
+    *field = static_cast<int>(v);
+  }
+  if (!pow2(p.subgroup_size) ||
+      (!target.subgroup_sizes.empty() &&
+       std::find(target.subgroup_sizes.begin(), target.subgroup_sizes.end(), p.subgroup_size) == target.subgroup_sizes.end()))
+    throw UserError(cat("plan subgroup_size=", p.subgroup_size, " is not one of ", target.device, "'s subgroup sizes"));
+  if (!pow2(p.mr)) throw UserError(cat("plan mr=", p.mr, " must be a power of two (the coopmatrix layout's M)"));
+  if (p.kb < 4 || p.kb > 128 || !pow2(p.kb))
+    throw UserError(cat("plan kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup scope matrices)"));
+  if (p.work_group_size() > target.max_work_group_size)
+    throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
+                        p.work_group_size(), " work-items exceeds ", target.device, "'s maximum ", target.max_work_group_size));
+  return p;
+}
+
+std::string GpuReducePlan::key(const ReduceSpec& s) const {
+  return cat("gpureduce.", s.op, ".", s.form, ".", ir::name(s.in), ".", ir::name(s.acc), ".", ir::name(s.out), ".s",
+             subgroup_size, ".t", tile_rows, "x", tile_cols, ".wg", subgroups, unit ? ".u" : ".g");
+}
+
+GpuReducePlan plan_gpu_reduce(const ReduceSpec& s, const GpuTargetInfo& target) {
+  s.validate();
+  GpuReducePlan p;
+  p.subgroup_size = choose_subgroup(target);
+  const int S = p.subgroup_size;
+  p.unit = s.sx_c == 1;
+  // Lanes along X's unit-stride dimension: along the columns (a 1 x 4S tile, 4 components per
+  // lane) when the columns are contiguous, else down the rows (an S x S tile); the 2x2 form
+  // needs even tiles: 2 x 2S, or S x S.
+  if (s.form == "2x2") {
+    p.tile_rows = p.unit ? 2 : S;
+    p.tile_cols = p.unit ? 2 * S : S;
+  } else {
+    p.tile_rows = p.unit ? 1 : S;
+    p.tile_cols = p.unit ? 4 * S : S;
+  }
+  p.subgroups = 4;
+  return p;
+}
+
+}  // namespace coopjit

@@ -1,0 +1,84 @@
+// Plans for SPIR-V devices (Intel GPUs; Intel's CPU OpenCL runtime in tests): how a GEMM or a
+// reduction is spread over work-groups, subgroups and the lanes' registers. Plain values,
+// printable and comparable like GemmPlan.
+//
+// The figures come from Intel's published descriptions of Xe-HPC (Data Center GPU Max,
+// "Ponte Vecchio"; oneAPI GPU Optimization Guide, chapter "Intel Xe GPU Architecture", and the
+// Data Center GPU Max Series technical overview): an Xe-core has 8 vector engines of 512 bits
+// (SIMD16 for 32- and 64-bit floats: 256 FP32 or FP64 FMA lanes per clock per Xe-core) with 8
+// hardware threads each; a thread has 128 general registers of 64 bytes (8 KiB; 256 registers in
+// large-GRF mode); shared local memory is 128 KiB per Xe-core. Xe2 (Lunar Lake, Battlemage) keeps
+// SIMD16 as the native width. So:
+//   - subgroup size 16: one 64-byte register holds one f32 component of every lane (two
+//     registers for f64), and 16 is the DPAS width of Xe-HPC / Xe2;
+//   - register budget: at most ~96 of the 128 registers hold matrix data (the rest: addresses,
+//     loop state, the compiler's temporaries), so no spills in the default GRF mode:
+//       f32: C 32 x 32 (64 regs) + A 32 x 8 (16) + B 8 x 32 (16) = 96
+//       f64: C 32 x 16 (64 regs) + A 32 x 4 (16) + B 4 x 16 (8)  = 88;
+//   - work-group: 2 x 2 subgroups (64 work-items, 4 hardware threads of one Xe-core, a 64 x 64
+//     f32 macro tile whose A and B rows the four threads share through the L1 cache), fewer
+//     where the matrix is smaller than the macro tile; data-parallel over output tiles (no
+//     Stream-K on GPUs yet: one work-group per macro tile is what the hardware schedules best
+//     without inter-work-group flags).
+// Speed on Intel GPUs cannot be measured here; these choices are unmeasured defaults.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/types.h"
+#include "plan/gemm_plan.h"
+#include "spec/gemm_spec.h"
+#include "spec/reduce_spec.h"
+
+namespace coopjit {
+
+/// What the planner needs to know about a SPIR-V device.
+struct GpuTargetInfo {
+  std::string device;                   // "opencl:0"
+  std::vector<int64_t> subgroup_sizes;  // supported subgroup sizes
+  int64_t max_work_group_size = 256;
+  bool is_gpu = true;
+};
+
+/// From the device's properties (DeviceError when there is no such device).
+GpuTargetInfo gpu_target(const std::string& device);
+
+struct GpuGemmPlan {
+  ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
+  ir::ScalarType a_type = ir::ScalarType::f32, b_type = ir::ScalarType::f32, c_type = ir::ScalarType::f32;
+  // "row" computes C = A B; "col" computes C^T = B^T A^T, so that the kernel's rows (the lanes
+  // of a subgroup) run along the unit-stride dimension of C and of the kernel's A.
+  std::string layout = "col";
+  int subgroup_size = 16;
+  int mr = 32, nr = 32, kb = 8;  // the subgroup's tile: acc mr x nr, K step kb
+  int sg_m = 2, sg_n = 2;        // subgroups per work-group along M and N
+  bool unit_a = false;  // the kernel's A has row stride 1 (block reads)
+  bool unit_c = false;  // the kernel's C has row stride 1 (block reads and writes)
+  bool accumulate = false;
+
+  int work_group_size() const { return subgroup_size * sg_m * sg_n; }
+  std::string key() const;
+  std::string str() const { return key(); }
+  std::map<std::string, std::string> fields() const;
+  /// The same orientation as a CPU GemmPlan, for gemm_args().
+  GemmPlan as_cpu_plan() const;
+};
+
+/// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n. UserError for an
+/// unknown or illegal one.
+GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
+
+struct GpuReducePlan {
+  int subgroup_size = 16;
+  int tile_rows = 1, tile_cols = 64;  // the accumulator tile of one subgroup
+  int subgroups = 4;                   // per work-group
+  bool unit = true;                    // X's column stride is 1
+  std::string key(const ReduceSpec& s) const;
+};
+
+GpuReducePlan plan_gpu_reduce(const ReduceSpec& spec, const GpuTargetInfo& target);
+
+}  // namespace coopjit

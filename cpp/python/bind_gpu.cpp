@@ -1,0 +1,136 @@
+// Python bindings of the SPIR-V device path: compiled device programs (kernel IR lowered by the
+// SIMT lowering), and GEMM / reductions on "opencl:N" / "level_zero:N". Thin: the Python layer
+// (coopjit/_gpu.py) checks the arguments and puts the arrays in device-visible memory; this
+// converts and forwards.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "runtime/device_program.h"
+#include "runtime/gpu_gemm.h"
+#include "runtime/gpu_reduce.h"
+
+namespace py = pybind11;
+using namespace coopjit;
+
+namespace {
+
+// Kernel arguments in parameter order: addresses (ints) for pointers, numbers for scalars.
+std::vector<KernelArg> program_args(const DeviceProgram& p, const py::list& args) {
+  if (args.size() != p.params.size())
+    throw UserError(cat("the kernel takes ", p.params.size(), " arguments, got ", args.size()));
+  std::vector<KernelArg> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ir::Type& t = p.params[i];
+    if (t.is_pointer()) {
+      out.push_back(pointer_arg(reinterpret_cast<void*>(args[i].cast<uintptr_t>())));
+    } else if (ir::is_float(t.scalar)) {
+      out.push_back(scalar_arg(t, 0, args[i].cast<double>()));
+    } else {
+      out.push_back(scalar_arg(t, args[i].cast<int64_t>(), 0.0));
+    }
+  }
+  return out;
+}
+
+GemmSpec gemm_spec(const std::vector<std::string>& types, const std::vector<int64_t>& shape,
+                   const std::vector<int64_t>& strides, bool accumulate) {
+  if (types.size() != 3 || shape.size() != 5 || strides.size() != 12)
+    throw InternalError("gpu gemm: types (3), shape (M, N, K, batch1, batch2) and 12 strides");
+  GemmSpec s;
+  s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+  s.M = shape[0]; s.N = shape[1]; s.K = shape[2]; s.batch1 = shape[3]; s.batch2 = shape[4];
+  s.sa_r = strides[0]; s.sa_c = strides[1]; s.sb_r = strides[2]; s.sb_c = strides[3];
+  s.sc_r = strides[4]; s.sc_c = strides[5];
+  s.sa_b1 = strides[6]; s.sb_b1 = strides[7]; s.sc_b1 = strides[8];
+  s.sa_b2 = strides[9]; s.sb_b2 = strides[10]; s.sc_b2 = strides[11];
+  s.accumulate = accumulate;
+  return s;
+}
+
+struct PyGpuGemm {
+  GpuGemmKernel k;
+};
+
+}  // namespace
+
+void bind_gpu(py::module_& m) {
+  py::class_<DeviceProgram, std::shared_ptr<DeviceProgram>>(m, "DeviceProgram",
+                                                            "A kernel compiled for a SPIR-V device.")
+      .def_readonly("name", &DeviceProgram::name)
+      .def_readonly("device", &DeviceProgram::device)
+      .def_readonly("key", &DeviceProgram::key)
+      .def_readonly("subgroup_size", &DeviceProgram::subgroup_size)
+      .def_readonly("work_group_size", &DeviceProgram::work_group_size)
+      .def_readonly("compile_seconds", &DeviceProgram::compile_seconds)
+      .def_property_readonly("params", [](const DeviceProgram& p) {
+        std::vector<std::string> out;
+        for (const auto& t : p.params) out.push_back(t.str());
+        return out;
+      })
+      .def_property_readonly("spirv", [](const DeviceProgram& p) { return py::bytes(p.spirv); })
+      .def("source", &DeviceProgram::source, py::arg("kind") = "spirv")
+      .def("launch", [](const DeviceProgram& p, const py::list& args, int64_t groups) {
+        auto a = program_args(p, args);
+        py::gil_scoped_release nogil;
+        p.launch(a, groups);
+      }, py::arg("args"), py::arg("groups"), "Launches `groups` work-groups with the arguments in parameter order.");
+
+  m.def("device_cache_stats", [] {
+    auto s = device_cache_stats();
+    py::dict d;
+    d["entries"] = s.entries;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    return d;
+  }, "Counters of the SPIR-V device kernel cache.");
+
+  py::class_<PyGpuGemm>(m, "GpuGemmKernel")
+      .def_property_readonly("config", [](const PyGpuGemm& k) { return k.k.plan.fields(); })
+      .def_property_readonly("key", [](const PyGpuGemm& k) { return k.k.code->key; })
+      .def_property_readonly("plan_key", [](const PyGpuGemm& k) { return k.k.plan.key(); })
+      .def_property_readonly("compile_seconds", [](const PyGpuGemm& k) { return k.k.code->compile_seconds; })
+      .def("source", [](const PyGpuGemm& k, const std::string& kind) { return k.k.code->source(kind); }, py::arg("kind") = "spirv")
+      .def("run", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
+                     const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta) {
+        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate);
+        GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
+        if (p.key() != k.k.plan.key())
+          throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(),
+                              " (", s.str(), ")"));
+        py::gil_scoped_release nogil;
+        run_gpu_gemm(k.k, s, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
+                     alpha, beta);
+      });
+
+  m.def("gpu_gemm_kernel", [](const std::string& device, const std::vector<std::string>& types,
+                              const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,
+                              const PlanOverrides& overrides) {
+    GemmSpec s = gemm_spec(types, shape, strides, accumulate);
+    py::gil_scoped_release nogil;
+    return PyGpuGemm{gpu_gemm_kernel(s, device, overrides)};
+  }, py::arg("device"), py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("accumulate"),
+     py::arg("overrides") = PlanOverrides{},
+     "Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.");
+
+  m.def("gpu_reduce", [](const std::string& device, const std::string& op, const std::string& form,
+                         const std::vector<std::string>& types, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& strides, uintptr_t x, uintptr_t y) {
+    if (types.size() != 3 || shape.size() != 2 || strides.size() != 4)
+      throw InternalError("gpu reduce: types (in, acc, out), shape (rows, cols), strides (sx_r, sx_c, sy_r, sy_c)");
+    ReduceSpec s;
+    s.op = op;
+    s.form = form;
+    s.in = ir::parse_scalar(types[0]);
+    s.acc = ir::parse_scalar(types[1]);
+    s.out = ir::parse_scalar(types[2]);
+    s.rows = shape[0];
+    s.cols = shape[1];
+    s.sx_r = strides[0]; s.sx_c = strides[1]; s.sy_r = strides[2]; s.sy_c = strides[3];
+    s.validate();
+    py::gil_scoped_release nogil;
+    return std::const_pointer_cast<DeviceProgram>(
+        run_gpu_reduce(device, s, reinterpret_cast<const void*>(x), reinterpret_cast<void*>(y)));
+  }, py::arg("device"), py::arg("op"), py::arg("form"), py::arg("types"), py::arg("shape"), py::arg("strides"),
+     py::arg("x"), py::arg("y"), "A reduction on a SPIR-V device; returns the program it ran.");
+}

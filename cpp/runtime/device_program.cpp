@@ -1,0 +1,162 @@
+// The device kernel cache (device_program.h): one SPIR-V program per (device, key).
+#include "runtime/device_program.h"
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include <llvm/Config/llvm-config.h>
+
+#include "core/error.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "lower/simt_lower.h"
+#include "runtime/kernel.h"
+#include "target/spirv_target.h"
+#include "target/spirv_tools.h"
+
+namespace coopjit {
+namespace {
+
+struct Cache {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<const DeviceProgram>> entries;
+  std::mutex compile_mu;
+  std::mutex launch_mu;  // an OpenCL kernel object holds its arguments: one launch at a time
+  DeviceCacheStats stats;
+};
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+std::string symbol_for(const std::string& key, int64_t serial) {
+  std::string s = "coopjit_";
+  for (char c : key) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (s.size() > 120) s.resize(120);
+  return s + "_" + std::to_string(serial);
+}
+
+std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, const std::string& plan_key,
+                                                     const std::function<ir::Function*(const std::string&)>& get) {
+  const std::string key = device + "|" + plan_key + "|llvm" + LLVM_VERSION_STRING;
+  Cache& c = cache();
+  auto find = [&]() -> std::shared_ptr<const DeviceProgram> {
+    std::lock_guard<std::mutex> g(c.mu);
+    auto it = c.entries.find(key);
+    if (it == c.entries.end()) return nullptr;
+    ++c.stats.hits;
+    return it->second;
+  };
+  if (auto p = find()) return p;
+  std::lock_guard<std::mutex> compile(c.compile_mu);
+  if (auto p = find()) return p;
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    ++c.stats.misses;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = std::make_shared<DeviceProgram>();
+  p->key = key;
+  p->device = device;
+  p->name = symbol_for(plan_key, c.stats.misses);
+  ir::Function* f = get(p->name);
+  p->ir_text = ir::print(*f);
+  if (debug_enabled("plan")) std::cerr << "[coopjit] " << device << " plan " << plan_key << "\n";
+  if (debug_enabled("ir")) std::cerr << "[coopjit] kernel IR:\n" << p->ir_text;
+  ir::verify(*f);
+  for (const ir::Value* v : f->params) p->params.push_back(v->type);
+  const SimtShape shape = simt_shape(*f);
+  p->subgroup_size = shape.subgroup_size;
+  p->work_group_size = shape.work_group_size;
+  llvm::LLVMContext ctx;
+  auto mod = lower_simt(*f, ctx);
+  SpirvResult r = compile_spirv(*mod);  // marks the kernel, prints the stages under COOPJIT_DEBUG
+  p->spirv = std::move(r.binary);
+  p->llvm_ir = std::move(r.optimized_ir);
+  auto dev = open_device(device);
+  p->module = dev->load_spirv(p->spirv);
+  p->kernel = p->module->kernel(p->name);
+  p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> g(c.mu);
+  c.entries[key] = p;
+  c.stats.entries = static_cast<int64_t>(c.entries.size());
+  return p;
+}
+
+}  // namespace
+
+std::string DeviceProgram::source(const std::string& kind) const {
+  if (kind == "ir") return ir_text;
+  if (kind == "llvm") return llvm_ir;
+  if (kind == "spirv") return spirv_disassemble(spirv);
+  throw UserError(cat("unknown source kind '", kind, "' for a ", device, " kernel (known: ir, llvm, spirv)"));
+}
+
+void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) const {
+  if (args.size() != params.size())
+    throw InternalError(cat("kernel ", name, " takes ", params.size(), " arguments, got ", args.size()));
+  if (groups <= 0) return;
+  const size_t wg = static_cast<size_t>(work_group_size);
+  std::lock_guard<std::mutex> g(cache().launch_mu);
+  kernel->launch(args, 1, {static_cast<size_t>(groups) * wg, 1, 1}, {wg, 1, 1});
+}
+
+std::shared_ptr<const DeviceProgram> device_program(
+    const std::string& device, const std::string& key,
+    const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build) {
+  std::unique_ptr<ir::Function> holder;
+  return lookup_or_build(device, key, [&](const std::string& symbol) {
+    holder = build(symbol);
+    return holder.get();
+  });
+}
+
+std::shared_ptr<const DeviceProgram> device_program(const std::string& device, ir::Function& f) {
+  ir::verify(f);  // user programs: errors before anything is cached
+  const std::string key = "custom:" + ir::print(f);
+  return lookup_or_build(device, key, [&](const std::string& symbol) {
+    f.name = symbol;
+    return &f;
+  });
+}
+
+KernelArg scalar_arg(const ir::Type& t, int64_t i, double d) {
+  KernelArg a;
+  auto put = [&](const void* p, size_t n) { a.value.assign(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  using ir::ScalarType;
+  switch (t.scalar) {
+    case ScalarType::f64: put(&d, 8); break;
+    case ScalarType::f32: case ScalarType::f16: case ScalarType::bf16: {
+      float f = static_cast<float>(d);
+      put(&f, 4);
+      break;
+    }
+    case ScalarType::i1: case ScalarType::i8: case ScalarType::u8: {
+      uint8_t v = static_cast<uint8_t>(i);
+      put(&v, 1);
+      break;
+    }
+    case ScalarType::i16: case ScalarType::u16: {
+      uint16_t v = static_cast<uint16_t>(i);
+      put(&v, 2);
+      break;
+    }
+    case ScalarType::i32: case ScalarType::u32: {
+      uint32_t v = static_cast<uint32_t>(i);
+      put(&v, 4);
+      break;
+    }
+    default: put(&i, 8); break;
+  }
+  return a;
+}
+
+DeviceCacheStats device_cache_stats() {
+  std::lock_guard<std::mutex> g(cache().mu);
+  return cache().stats;
+}
+
+}  // namespace coopjit

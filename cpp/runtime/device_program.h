@@ -1,0 +1,56 @@
+// Kernels for SPIR-V devices: kernel IR -> verify -> SIMT lowering -> SPIR-V -> the device's
+// driver, cached per (device, key) like cpp/runtime/kernel_cache.cpp does for the CPU, and
+// launched in work-groups of the kernel's required size. No LLVM types cross this header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/devices.h"
+
+namespace coopjit {
+
+/// One compiled kernel on one device.
+struct DeviceProgram {
+  std::string key;       // the cache key: device + plan key + LLVM version
+  std::string device;    // "opencl:0", "level_zero:0"
+  std::string name;      // the kernel's entry point
+  std::string ir_text;   // the kernel IR, as printed
+  std::string llvm_ir;   // the LLVM IR handed to the SPIR-V backend (after the IR pipeline)
+  std::string spirv;     // the SPIR-V binary
+  std::vector<ir::Type> params;  // the kernel's parameter types, in order
+  int subgroup_size = 16, work_group_size = 16;
+  double compile_seconds = 0;
+  std::shared_ptr<DeviceModule> module;
+  std::shared_ptr<DeviceKernel> kernel;
+
+  /// "ir", "llvm" or "spirv" (the disassembly); UserError for another kind.
+  std::string source(const std::string& kind) const;
+  /// Launches `groups` work-groups (of work_group_size work-items) and waits.
+  void launch(const std::vector<KernelArg>& args, int64_t groups) const;
+};
+
+/// The program cached under (device, key), built from `build` (which names the function with
+/// the symbol it is given) on a miss. Thread-safe; each key is compiled once.
+std::shared_ptr<const DeviceProgram> device_program(
+    const std::string& device, const std::string& key,
+    const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build);
+
+/// The same for a kernel written by a user (coopjit.ir); the key is its printed IR.
+std::shared_ptr<const DeviceProgram> device_program(const std::string& device, ir::Function& f);
+
+/// A scalar kernel argument of IR type `t` (index and integers from `i`, floats from `d`), as
+/// the SIMT lowering declares it (f16 / bf16 travel as float).
+KernelArg scalar_arg(const ir::Type& t, int64_t i, double d);
+inline KernelArg pointer_arg(void* p) { KernelArg a; a.is_pointer = true; a.pointer = p; return a; }
+
+struct DeviceCacheStats {
+  int64_t entries = 0, hits = 0, misses = 0;
+};
+DeviceCacheStats device_cache_stats();
+
+}  // namespace coopjit

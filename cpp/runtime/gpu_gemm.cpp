@@ -1,0 +1,35 @@
+// GEMM on a SPIR-V device (gpu_gemm.h).
+#include "runtime/gpu_gemm.h"
+
+#include "build/gemm_recipe_gpu.h"
+#include "core/error.h"
+
+namespace coopjit {
+
+GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, const PlanOverrides& overrides) {
+  GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr};
+  const GpuGemmPlan plan = k.plan;
+  k.code = device_program(device, plan.key(), [plan](const std::string& symbol) { return build_gemm_gpu(plan, symbol); });
+  return k;
+}
+
+void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
+                  double beta) {
+  const GpuGemmPlan& p = k.plan;
+  const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
+  if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
+  const void* ka = g.swap_ab ? b : a;
+  const void* kb = g.swap_ab ? a : b;
+  const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
+  const int64_t groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  const ir::Type idx = ir::Type::index(), acc = ir::Type::of(p.dtype);
+  std::vector<KernelArg> args{pointer_arg(const_cast<void*>(ka)), pointer_arg(const_cast<void*>(kb)), pointer_arg(c)};
+  for (int64_t v : {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c, g.batch1, g.batch2, g.sa_b1, g.sb_b1,
+                    g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2})
+    args.push_back(scalar_arg(idx, v, 0.0));
+  args.push_back(scalar_arg(acc, static_cast<int64_t>(alpha), alpha));
+  args.push_back(scalar_arg(acc, static_cast<int64_t>(beta), beta));
+  k.code->launch(args, groups);
+}
+
+}  // namespace coopjit

@@ -1,0 +1,215 @@
+"""GEMM, reductions and user kernels on SPIR-V devices ("opencl:N", "level_zero:N").
+
+The kernels read and write device-visible memory (USM shared / fine-grain SVM). Arrays made by
+coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied into such memory
+for the call (inputs) and copied back after it (outputs), so NumPy arrays go in and come back.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from .devices import empty, shared_buffer
+
+
+def _on_device(x: np.ndarray, device: str) -> bool:
+    buf = shared_buffer(x)
+    return buf is not None and buf.device == device
+
+
+def _address(x: np.ndarray) -> int:
+    return x.__array_interface__["data"][0]
+
+
+def to_device(x: np.ndarray, device: str) -> np.ndarray:
+    """`x` itself when it lives in `device`'s shared memory with whole-element strides, else a
+    copy there (C order)."""
+    if _on_device(x, device) and all(s % x.itemsize == 0 for s in x.strides):
+        return x
+    d = empty(x.shape, x.dtype, device=device)
+    if x.size:
+        d[...] = x
+    return d
+
+
+class _Output:
+    """The array a kernel writes: `out` itself when it is device memory, else a device copy
+    (holding out's values when `read`) written back by finish()."""
+
+    def __init__(self, out: np.ndarray, device: str, read: bool, *others):
+        self.out = out
+        aliased = any(np.may_share_memory(out, o) for o in others)
+        if _on_device(out, device) and not aliased and all(s % out.itemsize == 0 for s in out.strides):
+            self.dev = out
+        else:
+            self.dev = empty(out.shape, out.dtype, device=device)
+            if read and out.size:
+                self.dev[...] = out
+
+    def finish(self):
+        if self.dev is not self.out and self.out.size:
+            self.out[...] = self.dev
+        return self.out
+
+
+def _strides(x: np.ndarray) -> list[int]:
+    return [s // x.itemsize for s in x.strides]
+
+
+# ---- GEMM -------------------------------------------------------------------------------------------
+def _gemm_operands(a, b, c):
+    """(shape [M, N, K, batch1, batch2], 12 element strides) of operands with 0 to 2 batch dims."""
+    nd = a.ndim
+    sa, sb, sc = _strides(a), _strides(b), _strides(c)
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch1 = batch2 = 1
+    b1 = [0, 0, 0]
+    b2 = [0, 0, 0]
+    if nd >= 3:
+        batch2 = a.shape[-3]
+        b2 = [sa[-3], sb[-3], sc[-3]]
+    if nd == 4:
+        batch1 = a.shape[0]
+        b1 = [sa[0], sb[0], sc[0]]
+    strides = [sa[-2], sa[-1], sb[-2], sb[-1], sc[-2], sc[-1], *b1, *b2]
+    return [M, N, K, batch1, batch2], strides
+
+
+def gemm(a, b, c, alpha, beta, types, device, plan=None):
+    """c = alpha * a @ b + beta * c on `device` for checked operands (a: [batch..] M x K, b: K x N,
+    c: M x N, 0 to 2 batch dims, broadcasting by zero strides); returns c."""
+    from ._gemm import _gpu_overrides
+
+    if c.size == 0:
+        return c
+    A = to_device(a, device)
+    B = to_device(b, device)
+    out = _Output(c, device, beta != 0.0, a, b)
+    shape, strides = _gemm_operands(A, B, out.dev)
+    k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan))
+    k.run(list(types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+    return out.finish()
+
+
+class GpuKernel:
+    """A compiled GEMM kernel for one problem on a SPIR-V device (see coopjit.compile_gemm)."""
+
+    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, device):
+        from ._arrays import gemm_types
+        from ._gemm import _gpu_overrides
+
+        self.m, self.n, self.k = m, n, k
+        self.dtype = dtype
+        self.device = device
+        self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
+        self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
+        sa = (1, m) if trans_a else (k, 1)
+        sb = (1, k) if trans_b else (n, 1)
+        self._shape = [m, n, k, 1, 1]
+        self._core = _core.gpu_gemm_kernel(device, list(self._types), self._shape, [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0],
+                                           accumulate, _gpu_overrides(plan))
+
+    @property
+    def config(self) -> dict:
+        """The plan as a dict (layout, tile, subgroup size, work-group shape, ...)."""
+        return dict(self._core.config)
+
+    def source(self, kind: str = "spirv") -> str:
+        """"spirv" (the disassembly), "ir" (the kernel IR) or "llvm" (what the SPIR-V backend got)."""
+        return self._core.source(kind)
+
+    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
+        from ._arrays import as_array, check_scalar
+
+        a = as_array(a, "a")
+        b = as_array(b, "b")
+        alpha = check_scalar(alpha, "alpha")
+        beta = check_scalar(beta, "beta")
+        ashape = (self.k, self.m) if self.trans_a else (self.m, self.k)
+        bshape = (self.n, self.k) if self.trans_b else (self.k, self.n)
+        for name, x, want in (("a", a, ashape), ("b", b, bshape)):
+            if x.dtype != self.dtype:
+                raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {self.dtype}")
+            if x.shape != want:
+                raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
+        if beta != 0.0 and not self.accumulate:
+            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+        if c is None:
+            c = np.empty((self.m, self.n), self.out_dtype)
+            beta = 0.0
+        elif not isinstance(c, np.ndarray) or c.dtype != self.out_dtype or c.shape != (self.m, self.n):
+            raise ValueError(f"c must be a {self.out_dtype} array of shape {(self.m, self.n)}")
+        if c.size == 0:
+            return c
+        opa = a.T if self.trans_a else a
+        opb = b.T if self.trans_b else b
+        A, B = to_device(opa, self.device), to_device(opb, self.device)
+        out = _Output(c, self.device, beta != 0.0, a, b)
+        shape, strides = _gemm_operands(A, B, out.dev)
+        self._core.run(list(self._types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+        return out.finish()
+
+    def __repr__(self):
+        cfg = self.config
+        return (f"Kernel(gemm {self.dtype} M={self.m} N={self.n} K={self.k} on {self.device}; plan layout="
+                f"{cfg['layout']} tile={cfg['mr']}x{cfg['nr']} kb={cfg['kb']} subgroup={cfg['subgroup_size']} "
+                f"work-group={cfg['sg_m']}x{cfg['sg_n']})")
+
+
+# ---- reductions -------------------------------------------------------------------------------------
+def reduce2d(op, form, x2d, y, types, device):
+    """The CPU path's reduce2d on a device: y = op over the rows / columns / 2x2 blocks of x2d."""
+    X = to_device(x2d, device)
+    out = _Output(y, device, False, x2d)
+    Y = out.dev
+    if form == "2x2":
+        sy = _strides(Y)
+    else:
+        sy = [0, _strides(Y)[0]]
+    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], _address(X), _address(Y))
+    out.finish()
+    return prog
+
+
+# ---- user kernels (coopjit.ir) --------------------------------------------------------------------------
+class DeviceCustomKernel:
+    """A user kernel compiled for a SPIR-V device: call it with its parameters in order (arrays for
+    pointers, numbers for scalars) and groups= the number of work-groups (default 1)."""
+
+    def __init__(self, program, device: str):
+        self._p = program
+        self.device = device
+
+    def __call__(self, *args, groups: int = 1):
+        params = self._p.params
+        if len(args) != len(params):
+            raise ValueError(f"the kernel takes {len(params)} arguments, got {len(args)}")
+        values, outs = [], []
+        for i, (a, t) in enumerate(zip(args, params)):
+            if t.startswith("ptr<"):
+                if not isinstance(a, np.ndarray):
+                    raise TypeError(f"argument {i} ({t}) must be a NumPy array, got {type(a).__name__}")
+                o = _Output(a, self.device, True)
+                outs.append(o)
+                values.append(_address(o.dev))
+            else:
+                values.append(a)
+        self._p.launch(values, int(groups))
+        for o in outs:
+            if o.out.flags.writeable:
+                o.finish()
+
+    @property
+    def subgroup_size(self) -> int:
+        return self._p.subgroup_size
+
+    @property
+    def work_group_size(self) -> int:
+        return self._p.work_group_size
+
+    def source(self, kind: str = "spirv") -> str:
+        return self._p.source(kind)
+
+    @property
+    def spirv(self) -> bytes:
+        return self._p.spirv
