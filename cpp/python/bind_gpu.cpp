@@ -90,6 +90,7 @@ void bind_gpu(py::module_& m) {
       .def_property_readonly("key", [](const PyGpuGemm& k) { return k.k.code->key; })
       .def_property_readonly("plan_key", [](const PyGpuGemm& k) { return k.k.plan.key(); })
       .def_property_readonly("compile_seconds", [](const PyGpuGemm& k) { return k.k.code->compile_seconds; })
+      .def_property_readonly("spirv", [](const PyGpuGemm& k) { return py::bytes(k.k.code->spirv); })
       .def("source", [](const PyGpuGemm& k, const std::string& kind) { return k.k.code->source(kind); }, py::arg("kind") = "spirv")
       .def("run", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta) {

@@ -118,6 +118,11 @@ class GpuKernel:
         """"spirv" (the disassembly), "ir" (the kernel IR) or "llvm" (what the SPIR-V backend got)."""
         return self._core.source(kind)
 
+    @property
+    def spirv(self) -> bytes:
+        """The SPIR-V module (binary)."""
+        return self._core.spirv
+
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
         from ._arrays import as_array, check_scalar
 

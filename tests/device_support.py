@@ -1,0 +1,24 @@
+"""Helpers of the SPIR-V device tests (the SIMT path): the device they run on and how they skip."""
+import pytest
+
+import coopjit
+from coopjit import spirv
+
+DEVICE = "opencl:0"
+
+
+def needs_device():
+    """Skips only when there is no opencl:0 (Intel's CPU OpenCL runtime, intel-opencl-rt, absent or
+    not loadable); the reason says which."""
+    if DEVICE in coopjit.devices():
+        return DEVICE
+    from coopjit.devices import status
+
+    pytest.skip(f"no {DEVICE}: Intel's CPU OpenCL runtime is absent or unusable "
+                f"(pip install intel-opencl-rt intel-cmplr-lib-rt); status: {status()}")
+
+
+def validated(binary: bytes) -> bytes:
+    """Every module the tests generate passes spirv-val."""
+    spirv.validate(binary)
+    return binary
