@@ -1,0 +1,104 @@
+"""coopjit.reduce and reduce2x2 on opencl:0 (the SIMT lowering's SPIR-V) against NumPy: every op and
+axis in float32 / float64 (references in float64), integer and half-precision types, views of
+device memory read through their strides, NaN, and the kernels' SPIR-V (spirv-val)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import _core
+
+from device_support import needs_device, validated
+from test_reduce import NP, OPS, check, data
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", OPS)
+def test_all_axes_match_numpy(rng, dtype, op):
+    dev = needs_device()
+    x = data(rng, (7, 45, 19), dtype, op)
+    for axis in (None, 0, 1, 2, (0, 1), (1, 2)):
+        check(coopjit.reduce(x, axis=axis, op=op, device=dev), x, axis, op)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.float16, ml_dtypes.bfloat16])
+def test_other_types(rng, dtype):
+    dev = needs_device()
+    for op in ("sum", "max"):
+        x = data(rng, (9, 70), dtype, op)
+        for axis in (None, 0, 1):
+            check(coopjit.reduce(x, axis=axis, op=op, device=dev), x, axis, op)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_long_rows_and_one_value(rng, op):
+    dev = needs_device()
+    x = data(rng, (20_011,), np.float32, op)
+    if op == "prod":
+        x = (1 + (x - 1) * 1e-4).astype(np.float32)
+    check(coopjit.reduce(x, op=op, device=dev), x, None, op)
+    y = data(rng, (3, 5_003), np.float64, op)
+    check(coopjit.reduce(y, axis=1, op=op, device=dev), y, 1, op)
+    check(coopjit.reduce(y, axis=0, op=op, device=dev), y, 0, op)
+
+
+def test_device_views_and_out(rng):
+    dev = needs_device()
+    base = coopjit.empty((40, 60), np.float64, device=dev)
+    base[...] = rng.standard_normal((40, 60))
+    for x in (base[::-2, 3:50:3], base.T[5:, ::-1], base[:, 7], np.broadcast_to(base[0], (9, 60))):
+        for axis in (None, 0, -1):
+            if axis not in (None, 0) and x.ndim == 1:
+                continue
+            check(coopjit.reduce(x, axis=axis, device=dev), x, axis, "sum")
+    out = np.zeros(60)[::-1]
+    assert coopjit.reduce(base, axis=0, out=out, device=dev) is out
+    np.testing.assert_allclose(out, np.asarray(base).sum(0))
+
+
+def test_nan_propagates_like_numpy():
+    dev = needs_device()
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x[1, 2] = np.nan
+    for op in OPS:
+        for axis in (None, 0, 1):
+            got, want = coopjit.reduce(x, axis=axis, op=op, device=dev), NP[op](x, axis=axis)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_reduce2x2(rng, op, dtype):
+    dev = needs_device()
+    for x in (data(rng, (34, 70), dtype, op), data(rng, (70, 34), dtype, op).T):  # unit and other strides
+        got = coopjit.reduce2x2(x, op, device=dev)
+        blocks = np.asarray(x).reshape(x.shape[0] // 2, 2, x.shape[1] // 2, 2)
+        want = NP[op](blocks.astype(np.float64) if x.dtype.kind == "f" else blocks, axis=(1, 3))
+        if x.dtype.kind == "f":
+            mag = np.abs(blocks.astype(np.float64)).sum(axis=(1, 3)) if op == "sum" else np.abs(want)
+            assert np.all(np.abs(got.astype(np.float64) - want) <= 4 * np.finfo(x.dtype).eps * mag)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("form, shape", [("row", (37, 100)), ("column", (100, 37)), ("2x2", (18, 40))])
+def test_kernels_validate_and_use_subgroups(rng, form, shape):
+    dev = needs_device()
+    x = coopjit.empty(shape, np.float32, device=dev)
+    x[...] = rng.standard_normal(shape)
+    yshape = (shape[0] // 2, shape[1] // 2) if form == "2x2" else (shape[0] if form == "row" else shape[1],)
+    y = coopjit.empty(yshape, np.float32, device=dev)
+    sy = [s // 4 for s in y.strides] if form == "2x2" else [0, y.strides[0] // 4]
+    prog = _core.gpu_reduce(dev, "sum", form, ["f32", "f32", "f32"], list(shape), [shape[1], 1, *sy],
+                            x.ctypes.data, y.ctypes.data)
+    validated(prog.spirv)
+    assert prog.subgroup_size == 16 and prog.work_group_size == 64
+    text = prog.source("spirv")
+    assert "SubgroupSize 16" in text and "coopmatrix.reduce" in prog.source("ir")
+    if form == "row":
+        assert "OpSubgroupShuffleXorINTEL" in text  # the lanes of a row combine by xor butterflies
+        np.testing.assert_allclose(y, np.asarray(x, np.float64).sum(1), rtol=1e-5)
+    elif form == "column":
+        np.testing.assert_allclose(y, np.asarray(x, np.float64).sum(0), rtol=1e-5)
+    else:
+        np.testing.assert_allclose(y, np.asarray(x, np.float64).reshape(9, 2, 20, 2).sum((1, 3)), rtol=1e-5)
