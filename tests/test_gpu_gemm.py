@@ -168,3 +168,42 @@ def test_unknown_device_lists_the_devices():
     a = np.ones((2, 2), np.float32)
     with pytest.raises(ValueError, match=r"unknown device 'opencl:9'; available devices: \['cpu'"):
         coopjit.matmul(a, a, device="opencl:9")
+
+
+# ---- low precision: f16, bf16 (SPV_INTEL_bfloat16_conversion), fp8 in f32; i8 / u8 in i32 ----
+LOW = [np.float16, "bfloat16", "float8_e4m3fn", "float8_e5m2"]
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_low_precision_floats_accumulate_in_float32(rng, dtype):
+    import ml_dtypes  # noqa: F401 - registers the dtype names
+
+    dev = needs_device()
+    dtype = np.dtype(dtype)
+    m, n, k = 37, 45, 29
+    a = rng.uniform(-2, 2, (m, k)).astype(dtype)
+    b = rng.uniform(-2, 2, (k, n)).astype(dtype)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    c32 = np.zeros((m, n), np.float32)
+    coopjit.matmul(a, b, out=c32, device=dev)
+    assert np.all(np.abs(c32 - ref) <= (k + 2) * np.finfo(np.float32).eps * mag + 1e-30)
+    if dtype.itemsize == 2:  # the input type: rounded once from the float32 accumulator, like the CPU
+        c = coopjit.matmul(a, b, device=dev)
+        assert c.dtype == dtype
+        np.testing.assert_array_equal(c, coopjit.matmul(a, b))
+
+
+@pytest.mark.parametrize("ta,tb", [(np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8)])
+def test_int8_accumulates_exactly_in_int32(rng, ta, tb):
+    dev = needs_device()
+    ia, ib = np.iinfo(ta), np.iinfo(tb)
+    a = rng.integers(ia.min, ia.max + 1, (40, 70)).astype(ta)
+    b = rng.integers(ib.min, ib.max + 1, (70, 33)).astype(tb)
+    c = coopjit.matmul(a, b, device=dev)
+    assert c.dtype == np.int32
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    c0 = rng.integers(-1000, 1000, (40, 33)).astype(np.int32)
+    c1 = c0.copy()
+    coopjit.gemm(a, b, c1, alpha=3, beta=-2, device=dev)
+    np.testing.assert_array_equal(c1, 3 * (a.astype(np.int64) @ b.astype(np.int64)) - 2 * c0)

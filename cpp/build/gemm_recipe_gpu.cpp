@@ -71,21 +71,25 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   b.if_(live, {}, [&](Builder& x) {
     Value* full = x.bin(BinOp::and_, x.cmp(CmpPred::le, x.add(m0, MR), M), x.cmp(CmpPred::le, x.add(n0, NR), N), "full");
     Value* k_main = x.sub(K, x.rem(K, KB), "k_main");
-    // The tile: a K loop of mul_add (loads checked only in edge tiles and in the K tail), then
-    // C = alpha acc (+ beta C).
-    auto tile = [&](Builder& y, bool checked) {
-      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
-        Value* a = kb.load(a_t, {At, m0, k, sa_r, sa_c, M, K}, chk, "a");
-        Value* bm = kb.load(b_t, {Bt, k, n0, sb_r, sb_c, K, N}, chk, "b");
-        return kb.mul_add(a, bm, acc_in, "acc");
-      };
+    // The tile: a K loop of mul_add (loads checked only in edge tiles), the K tail (checked), then
+    // C = alpha acc (+ beta C) (checked in edge tiles).
+    auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
+      Value* a = kb.load(a_t, {At, m0, k, sa_r, sa_c, M, K}, chk, "a");
+      Value* bm = kb.load(b_t, {Bt, k, n0, sb_r, sb_c, K, N}, chk, "b");
+      return kb.mul_add(a, bm, acc_in, "acc");
+    };
+    auto k_loop = [&](Builder& y, bool checked) {
       Value* acc = y.splat(acc_t, fzero, "acc");
-      acc = y.for_(zero, k_main, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+      return std::vector<Value*>{y.for_(zero, k_main, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
         return std::vector<Value*>{step(kb, k, it[0], checked)};
-      }, "k")[0];
-      acc = y.if_(y.cmp(CmpPred::lt, k_main, K, "k_tail"), {acc_t},
-                  [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
-                  [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+      }, "k")[0]};
+    };
+    Value* acc = x.if_(full, {acc_t}, [&](Builder& y) { return k_loop(y, false); },
+                       [&](Builder& y) { return k_loop(y, true); })[0];
+    acc = x.if_(x.cmp(CmpPred::lt, k_main, K, "k_tail"), {acc_t},
+                [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
+                [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+    auto epilogue = [&](Builder& y, bool checked) {
       Builder::Access c_at{Ct, m0, n0, sc_r, sc_c, M, N};
       Value* result = y.scale(acc, alpha, "result");
       if (p.accumulate) {
@@ -97,7 +101,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       y.store(result, c_at, checked);
       return std::vector<Value*>{};
     };
-    x.if_(full, {}, [&](Builder& y) { return tile(y, false); }, [&](Builder& y) { return tile(y, true); });
+    x.if_(full, {}, [&](Builder& y) { return epilogue(y, false); }, [&](Builder& y) { return epilogue(y, true); });
     return std::vector<Value*>{};
   }, {});
   return fp;

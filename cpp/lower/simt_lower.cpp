@@ -257,103 +257,6 @@ void SimtLowering::flag_op(const Op& o) {
   b_.SetInsertPoint(done);
 }
 
-llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
-  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2) {
-    // Held as bits: compute in f32 and round back.
-    llvm::Value* r = scalar_bin(op, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
-    return convert_value(r, ScalarType::f32, t);
-  }
-  if (is_float(t)) {
-    switch (op) {
-      case BinOp::add: return b_.CreateFAdd(x, y);
-      case BinOp::sub: return b_.CreateFSub(x, y);
-      case BinOp::mul: return b_.CreateFMul(x, y);
-      case BinOp::div: return b_.CreateFDiv(x, y);
-      case BinOp::min: case BinOp::max: {
-        // NaN-propagating, like llvm.minimum / numpy.minimum.
-        llvm::Value* pick = op == BinOp::min ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y);
-        llvm::Value* r = b_.CreateSelect(pick, x, y);
-        r = b_.CreateSelect(b_.CreateFCmpUNO(y, y), y, r);
-        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
-      }
-      default: break;
-    }
-    throw InternalError(cat("binary op ", name(op), " on floats"));
-  }
-  const bool s = is_signed(t);
-  switch (op) {
-    case BinOp::add: return b_.CreateAdd(x, y);
-    case BinOp::sub: return b_.CreateSub(x, y);
-    case BinOp::mul: return b_.CreateMul(x, y);
-    case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
-    case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
-    case BinOp::min: return b_.CreateSelect(s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
-    case BinOp::max: return b_.CreateSelect(s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
-    case BinOp::and_: return b_.CreateAnd(x, y);
-    case BinOp::or_: return b_.CreateOr(x, y);
-  }
-  throw InternalError("unknown binary op");
-}
-
-llvm::Value* SimtLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
-  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
-    return scalar_cmp(p, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
-  if (is_float(t)) {
-    static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
-                                                  llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
-                                                  llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
-    return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
-  }
-  const bool s = is_signed(t);
-  static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
-                                                llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
-                                                llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
-}
-
-llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
-  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
-    return convert_value(unary_value(u, ScalarType::f32, convert_value(x, t, ScalarType::f32)), ScalarType::f32, t);
-  if (!is_float(t)) {
-    if (u == UnOp::neg) return b_.CreateNeg(x);
-    if (u == UnOp::abs) {
-      if (!is_signed(t)) return x;
-      return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::Constant::getNullValue(x->getType())), b_.CreateNeg(x), x);
-    }
-    throw InternalError("integer unary op");
-  }
-  if (u == UnOp::neg) return b_.CreateFNeg(x);
-  // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.
-  const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : "sqrt";
-  const char* suffix = t == ScalarType::f64 ? "d" : t == ScalarType::f16 ? "Dh" : "f";
-  return builtin(cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
-}
-
-llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
-  if (from == to) return x;
-  auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
-  if (fp8(from) || fp8(to))
-    throw UserError(cat("SIMT lowering: conversions of ", name(from), " to ", name(to), " are not supported yet"));
-  if (from == ScalarType::bf16)  // SPV_INTEL_bfloat16_conversion
-    return convert_value(builtin("_Z27__spirv_ConvertBF16ToFINTELs", b_.getFloatTy(), {x}), ScalarType::f32, to);
-  if (to == ScalarType::bf16)
-    return builtin("_Z27__spirv_ConvertFToBF16INTELf", b_.getInt16Ty(), {convert_value(x, from, ScalarType::f32)});
-  llvm::Type* target = scalar_ty(to);
-  if (is_float(from) && is_float(to)) {
-    unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();
-    return tb > fb ? b_.CreateFPExt(x, target) : b_.CreateFPTrunc(x, target);
-  }
-  if (is_float(from))  // to an integer: saturating, NaN -> 0
-    return b_.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
-                              {target, x->getType()}, {x});
-  if (is_float(to)) return is_signed(from) ? b_.CreateSIToFP(x, target) : b_.CreateUIToFP(x, target);
-  if (to == ScalarType::i1) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
-  return b_.CreateIntCast(x, target, from != ScalarType::i1 && is_signed(from));
-}
-
 // ---- dispatch ------------------------------------------------------------------------------------
 void SimtLowering::op(const Op& o) {
   for (const Value* v : o.operands) require_subgroup(o, v->type);
@@ -361,12 +264,10 @@ void SimtLowering::op(const Op& o) {
   switch (o.kind) {
     case OpKind::constant: {
       const Type& t = o.result()->type;
-      if (t.scalar == ScalarType::bf16 || t.scalar == ScalarType::f16)
-        scalars_[o.result()] = convert_value(llvm::ConstantFP::get(b_.getFloatTy(), o.float_attr("value")), ScalarType::f32, t.scalar);
-      else if (is_float(t.scalar) && t.scalar != ScalarType::f8_e4m3 && t.scalar != ScalarType::f8_e5m2)
+      if (t.scalar == ScalarType::f32 || t.scalar == ScalarType::f64)
         scalars_[o.result()] = llvm::ConstantFP::get(scalar_ty(t.scalar), o.float_attr("value"));
-      else if (is_float(t.scalar))
-        throw UserError(cat("SIMT lowering: ", name(t.scalar), " constants are not supported yet"));
+      else if (is_float(t.scalar))  // f16, bf16 and fp8 from f32 (rounded as conversions round)
+        scalars_[o.result()] = convert_value(llvm::ConstantFP::get(b_.getFloatTy(), o.float_attr("value")), ScalarType::f32, t.scalar);
       else
         scalars_[o.result()] = llvm::ConstantInt::get(scalar_ty(t.scalar), std::get<int64_t>(o.attrs.at("value")), true);
       return;

@@ -1,5 +1,5 @@
 // The SIMT lowering's state and helpers, shared by its files: simt_lower.cpp (the kernel, values,
-// control flow, scalars, the op dispatch), simt_lanes.cpp (where components live and how they
+// control flow, the op dispatch), simt_scalar.cpp (scalar arithmetic and conversions), simt_lanes.cpp (where components live and how they
 // move between lanes), simt_memory.cpp (loads and stores) and simt_matrix.cpp (matrix
 // arithmetic, reductions, conversions). Private to cpp/lower/.
 #pragma once
@@ -79,6 +79,8 @@ class SimtLowering {
   llvm::Value* scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y);
   llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
   llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);
+  llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
+  llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* zero(ScalarType t) { return llvm::Constant::getNullValue(scalar_ty(t)); }
   /// Calls an OpenCL / SPIR-V built-in function (declared on first use).
   llvm::Value* builtin(const std::string& name, llvm::Type* ret, const std::vector<llvm::Value*>& args,

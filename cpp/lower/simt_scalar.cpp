@@ -1,0 +1,159 @@
+// The SIMT lowering of scalar arithmetic: binary operations, comparisons, math functions and
+// conversions between component types. bf16 and the fp8 formats are held as their bits: bf16
+// converts through SPV_INTEL_bfloat16_conversion, fp8 (e4m3fn, e5m2) by bit manipulation with
+// round to nearest even and the formats' saturation and NaN rules (as the SIMD lowering does).
+#include <llvm/IR/Intrinsics.h>
+
+#include "lower/simt_lowering.h"
+
+namespace coopjit {
+
+llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2) {
+    // Held as bits: compute in f32 and round back.
+    llvm::Value* r = scalar_bin(op, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
+    return convert_value(r, ScalarType::f32, t);
+  }
+  if (is_float(t)) {
+    switch (op) {
+      case BinOp::add: return b_.CreateFAdd(x, y);
+      case BinOp::sub: return b_.CreateFSub(x, y);
+      case BinOp::mul: return b_.CreateFMul(x, y);
+      case BinOp::div: return b_.CreateFDiv(x, y);
+      case BinOp::min: case BinOp::max: {
+        // NaN-propagating, like llvm.minimum / numpy.minimum.
+        llvm::Value* pick = op == BinOp::min ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y);
+        llvm::Value* r = b_.CreateSelect(pick, x, y);
+        r = b_.CreateSelect(b_.CreateFCmpUNO(y, y), y, r);
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
+      }
+      default: break;
+    }
+    throw InternalError(cat("binary op ", name(op), " on floats"));
+  }
+  const bool s = is_signed(t);
+  switch (op) {
+    case BinOp::add: return b_.CreateAdd(x, y);
+    case BinOp::sub: return b_.CreateSub(x, y);
+    case BinOp::mul: return b_.CreateMul(x, y);
+    case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
+    case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
+    case BinOp::min: return b_.CreateSelect(s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
+    case BinOp::max: return b_.CreateSelect(s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
+    case BinOp::and_: return b_.CreateAnd(x, y);
+    case BinOp::or_: return b_.CreateOr(x, y);
+  }
+  throw InternalError("unknown binary op");
+}
+
+llvm::Value* SimtLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
+    return scalar_cmp(p, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
+  if (is_float(t)) {
+    static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
+                                                  llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
+                                                  llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
+    return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
+  }
+  const bool s = is_signed(t);
+  static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
+                                                llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
+                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+  static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
+                                                llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
+                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
+  return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
+}
+
+llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
+  if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
+    return convert_value(unary_value(u, ScalarType::f32, convert_value(x, t, ScalarType::f32)), ScalarType::f32, t);
+  if (!is_float(t)) {
+    if (u == UnOp::neg) return b_.CreateNeg(x);
+    if (u == UnOp::abs) {
+      if (!is_signed(t)) return x;
+      return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::Constant::getNullValue(x->getType())), b_.CreateNeg(x), x);
+    }
+    throw InternalError("integer unary op");
+  }
+  if (u == UnOp::neg) return b_.CreateFNeg(x);
+  // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.
+  const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : "sqrt";
+  const char* suffix = t == ScalarType::f64 ? "d" : t == ScalarType::f16 ? "Dh" : "f";
+  return builtin(cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
+}
+
+// fp8 bits -> f32: e5m2 is the top byte of an IEEE half; e4m3fn has bias 7, no infinities and
+// S.1111.111 as NaN.
+llvm::Value* SimtLowering::fp8_to_f32(llvm::Value* bits, ScalarType from) {
+  auto c32 = [&](uint32_t v) { return b_.getInt32(v); };
+  llvm::Value* b = b_.CreateZExt(bits, b_.getInt32Ty());
+  if (from == ScalarType::f8_e5m2) {
+    llvm::Value* h = b_.CreateBitCast(b_.CreateTrunc(b_.CreateShl(b, c32(8)), b_.getInt16Ty()), b_.getHalfTy());
+    return b_.CreateFPExt(h, b_.getFloatTy());
+  }
+  llvm::Value* sign = b_.CreateShl(b_.CreateAnd(b, c32(0x80)), c32(24));
+  llvm::Value* e = b_.CreateAnd(b_.CreateLShr(b, c32(3)), c32(0xF));
+  llvm::Value* m = b_.CreateAnd(b, c32(7));
+  llvm::Value* normal = b_.CreateOr(sign, b_.CreateOr(b_.CreateShl(b_.CreateAdd(e, c32(120)), c32(23)), b_.CreateShl(m, c32(20))));
+  llvm::Value* sub = b_.CreateFMul(b_.CreateUIToFP(m, b_.getFloatTy()), llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 512));
+  sub = b_.CreateOr(b_.CreateBitCast(sub, b_.getInt32Ty()), sign);
+  llvm::Value* nan = b_.CreateOr(sign, c32(0x7FC00000));
+  llvm::Value* r = b_.CreateSelect(b_.CreateICmpEQ(e, c32(0)), sub, normal);
+  r = b_.CreateSelect(b_.CreateAnd(b_.CreateICmpEQ(e, c32(15)), b_.CreateICmpEQ(m, c32(7))), nan, r);
+  return b_.CreateBitCast(r, b_.getFloatTy());
+}
+
+// f32 -> fp8 bits, rounding to nearest even: e4m3fn overflows (and inf) to NaN 0x7F like
+// ml_dtypes' float8_e4m3fn; e5m2 overflows to infinity 0x7C, NaN is 0x7E.
+llvm::Value* SimtLowering::f32_to_fp8(llvm::Value* x, ScalarType to) {
+  auto c32 = [&](uint32_t v) { return b_.getInt32(v); };
+  auto cf = [&](double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); };
+  llvm::Value* bits = b_.CreateBitCast(x, b_.getInt32Ty());
+  llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(bits, c32(24)), c32(0x80));
+  llvm::Value* a = b_.CreateAnd(bits, c32(0x7FFFFFFF));
+  llvm::Value* fa = b_.CreateBitCast(a, b_.getFloatTy());
+  llvm::Value* is_nan = b_.CreateICmpUGT(a, c32(0x7F800000));
+  const bool e4 = to == ScalarType::f8_e4m3;
+  llvm::Value* scaled = b_.CreateFMul(fa, cf(e4 ? 512.0 : 65536.0));
+  llvm::Value* q = b_.CreateFPToUI(builtin("_Z4rintf", b_.getFloatTy(), {scaled}), b_.getInt32Ty());
+  llvm::Value* is_sub = b_.CreateFCmpOLT(fa, cf(e4 ? 1.0 / 64 : 1.0 / 16384));
+  const uint32_t drop = e4 ? 20 : 21;
+  llvm::Value* r = b_.CreateAdd(a, b_.CreateAdd(c32((1u << (drop - 1)) - 1), b_.CreateAnd(b_.CreateLShr(a, c32(drop)), c32(1))));
+  llvm::Value* E = b_.CreateSub(b_.CreateLShr(r, c32(23)), c32(e4 ? 120 : 112));
+  llvm::Value* mant = b_.CreateAnd(b_.CreateLShr(r, c32(drop)), c32(e4 ? 7 : 3));
+  llvm::Value* code = b_.CreateOr(b_.CreateShl(E, c32(e4 ? 3 : 2)), mant);
+  llvm::Value* out;
+  if (e4) {
+    llvm::Value* over = b_.CreateICmpUGT(code, c32(0x7E));
+    out = b_.CreateSelect(is_nan, c32(0x7F), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7F), code)));
+  } else {
+    llvm::Value* over = b_.CreateICmpUGE(E, c32(31));
+    out = b_.CreateSelect(is_nan, c32(0x7E), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7C), code)));
+  }
+  return b_.CreateTrunc(b_.CreateOr(out, sign), b_.getInt8Ty());
+}
+
+llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
+  if (from == to) return x;
+  auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
+  if (fp8(from)) return convert_value(fp8_to_f32(x, from), ScalarType::f32, to);
+  if (fp8(to)) return f32_to_fp8(convert_value(x, from, ScalarType::f32), to);
+  if (from == ScalarType::bf16)  // SPV_INTEL_bfloat16_conversion
+    return convert_value(builtin("_Z27__spirv_ConvertBF16ToFINTELs", b_.getFloatTy(), {x}), ScalarType::f32, to);
+  if (to == ScalarType::bf16)
+    return builtin("_Z27__spirv_ConvertFToBF16INTELf", b_.getInt16Ty(), {convert_value(x, from, ScalarType::f32)});
+  llvm::Type* target = scalar_ty(to);
+  if (is_float(from) && is_float(to)) {
+    unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();
+    return tb > fb ? b_.CreateFPExt(x, target) : b_.CreateFPTrunc(x, target);
+  }
+  if (is_float(from))  // to an integer: saturating, NaN -> 0
+    return b_.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                              {target, x->getType()}, {x});
+  if (is_float(to)) return is_signed(from) ? b_.CreateSIToFP(x, target) : b_.CreateUIToFP(x, target);
+  if (to == ScalarType::i1) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+  return b_.CreateIntCast(x, target, from != ScalarType::i1 && is_signed(from));
+}
+
+}  // namespace coopjit
