@@ -73,10 +73,25 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // Stream-K partials: one mr x nr tile and one flag per worker, fresh for each launch.
   const size_t tile_bytes = size_t(k.plan.mr) * k.plan.nr * ir::size_in_bytes(k.plan.dtype);
   std::unique_ptr<char[]> ws(n_sk ? new char[tile_bytes * workers + 64] : nullptr);
-  int32_t small_flags[64] = {};
-  std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[workers]() : nullptr);
+  // Two flags per worker: Stream-K partials, then the packing barrier.
+  int32_t small_flags[128] = {};
+  std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[2 * workers]() : nullptr);
   int32_t* flags = workers > 64 ? big_flags.get() : small_flags;
-  void* ptrs[5] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags};
+  // Packed panels: ceil(M / mr) * mr x Kp and Kp x ceil(N / nr) * nr elements, 64-byte aligned.
+  std::unique_ptr<char[]> packed;
+  void* pa = nullptr;
+  void* pb = nullptr;
+  if (k.plan.pack) {
+    const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
+    const size_t esz = ir::size_in_bytes(k.plan.dtype);
+    const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * esz;
+    const size_t b_bytes = size_t((g.N + g.nr - 1) / g.nr * g.nr) * kp * esz;
+    packed.reset(new char[a_bytes + b_bytes + 192]);
+    auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
+    pa = align64(packed.get());
+    pb = align64(static_cast<char*>(pa) + a_bytes);
+  }
+  void* ptrs[7] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};

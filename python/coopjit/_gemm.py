@@ -8,7 +8,7 @@ from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_re
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack")
 
 
 def _overrides(plan: dict | None) -> dict:
@@ -26,6 +26,8 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _SPLITS:
                 raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
             out[key] = _SPLITS[value]
+        elif key == "pack":
+            out[key] = int(bool(value))
         elif key in ("mr", "nr", "kb", "kt", "threads"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
