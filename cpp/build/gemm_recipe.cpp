@@ -160,7 +160,7 @@ class GemmRecipe {
       }, "k");
       return std::vector<Value*>{};
     }, "q");
-    auto [blo, bhi] = share(b, tiles_n_, "b_panels");
+    auto [blo, bhi] = share(b, p_.prepacked_b ? zero_ : tiles_n_, "b_panels");  // a prepacked B is ready
     b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
       Value* n0 = x.mul(q, NR_);

@@ -11,7 +11,7 @@ namespace coopjit {
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
-             pack ? ".pack" : "");
+             pack ? ".pack" : "", prepacked_b ? ".prepackedb" : "");
 }
 
 std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
@@ -32,6 +32,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"accumulate", accumulate ? "true" : "false"},
           {"order", order},
           {"pack", pack ? "true" : "false"},
+          {"prepacked_b", prepacked_b ? "true" : "false"},
           {"threads", std::to_string(threads)},
           {"split", split},
           {"kt", std::to_string(kt)}};
@@ -131,6 +132,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.split = names[v];
       continue;
     }
+    if (k == "prepacked_b") {
+      p.prepacked_b = v != 0;
+      continue;
+    }
     if (k == "pack") {
       if (v != 0 && v != 1) throw UserError(cat("plan override pack=", v, " must be 0 or 1"));
       p.pack = v == 1;
@@ -149,12 +154,14 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
+  if (p.prepacked_b && (!p.pack || p.layout != "row"))
+    throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
   if (p.pack && spec.batch1 * spec.batch2 != 1)
     throw UserError(cat("plan pack=1 needs one product, not a batch of ", spec.batch1 * spec.batch2));
   if (p.kt % p.kb != 0)

@@ -182,8 +182,19 @@ void bind_gemm(py::module_& m) {
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
-           const PlanOverrides& overrides, const Types& types) {
+           const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {
           GemmSpec s = spec_of(a, b, c, beta != 0.0, types);
+          const void* pp = nullptr;
+          if (!prepacked.is_none()) {
+            auto arr = py::cast<py::array>(prepacked);
+            const int64_t kp = (s.K + 3) / 4 * 4;  // kb = 4: what coopjit.prepack pads K to
+            auto it = overrides.find("nr");
+            const int64_t nr = it == overrides.end() ? 0 : it->second;
+            if (nr <= 0 || arr.itemsize() != ir::size_in_bytes(s.dtype) ||
+                arr.size() < kp * ((s.N + nr - 1) / nr * nr) || !(arr.flags() & py::array::c_style))
+              throw UserError(cat("the prepacked B does not fit this product (K=", s.K, ", N=", s.N, ")"));
+            pp = arr.data();
+          }
           const void* pa = a.data();
           const void* pb = b.data();
           void* pc = c.mutable_data();
@@ -192,10 +203,11 @@ void bind_gemm(py::module_& m) {
             run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
           } else {
             GemmKernel k = gemm_kernel(s, overrides);
-            run_gemm(k, s, pa, pb, pc, alpha, beta);
+            run_gemm(k, s, pa, pb, pc, alpha, beta, pp);
           }
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
         py::arg("overrides") = PlanOverrides{}, py::arg("types") = Types{"f32", "f32", "f32"},
+        py::arg("prepacked") = py::none(),
         "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views).");
 }

@@ -62,7 +62,7 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
 }
 
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-              double beta) {
+              double beta, const void* prepacked_b) {
   GemmArgs g = gemm_args(spec, k.plan);
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
@@ -90,6 +90,10 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
     pa = align64(packed.get());
     pb = align64(static_cast<char*>(pa) + a_bytes);
+    if (k.plan.prepacked_b) {
+      if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
+      pb = const_cast<void*>(prepacked_b);
+    }
   }
   void* ptrs[7] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
