@@ -108,28 +108,32 @@ class GemmRecipe {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), g_.K, "k1");
     Value* k_main = b.sub(k1, b.rem(b.sub(k1, k0), KB_), "k_main");
-    Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
-                        b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
-    auto body = [&](Builder& x, bool checked) {
+    Value* full_m = b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M, "full_m");
+    Value* full_n = b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N, "full_n");
+    // Checks only where the tile crosses an edge: A's rows at the M edge, B's columns at the N
+    // edge (masked vector loads, cheap); the K loop never leaves [0, K).
+    auto body = [&](Builder& x, bool check_a, bool check_b) {
       const Type a_t = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
       const Type b_t = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
-      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
-        Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk, "a");
-        Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk, "b");
+      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk_a, bool chk_b) {
+        Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk_a, "a");
+        Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk_b, "b");
         return kb.mul_add(a, bm, acc_in, "acc");
       };
       Value* acc = x.splat(acc_t_, fzero_, "acc");
       acc = x.for_(k0, k_main, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-        return std::vector<Value*>{step(kb, k, it[0], checked)};
+        return std::vector<Value*>{step(kb, k, it[0], check_a, check_b)};
       }, "k")[0];
       // The last partial K step (K not a multiple of KB) reads zeros past K.
       acc = x.if_(x.cmp(CmpPred::lt, k_main, k1, "k_tail"), {acc_t_},
-                  [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true)}; },
+                  [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true, true)}; },
                   [&](Builder&) { return std::vector<Value*>{acc}; })[0];
       return std::vector<Value*>{acc};
     };
-    return b.if_(full, {acc_t_}, [&](Builder& x) { return body(x, false); },
-                 [&](Builder& x) { return body(x, true); })[0];
+    return b.if_(full_m, {acc_t_}, [&](Builder& x) {
+      return x.if_(full_n, {acc_t_}, [&](Builder& y) { return body(y, false, false); },
+                   [&](Builder& y) { return body(y, false, true); });
+    }, [&](Builder& x) { return body(x, true, true); })[0];
   }
 
   // Packing (plan.pack, one batch): before any tile, the workers copy A into mr-row panels

@@ -86,14 +86,24 @@ struct PyGemmKernel {
     if (!k.spec.accumulate && beta != 0.0)
       throw UserError(cat("this kernel was compiled without accumulation (beta = 0) but was called with beta = ",
                           beta, "; compile it with accumulate=True"));
+    // The arrays the kernel was compiled for (same sizes, same unit strides) need no planning.
+    auto unit = [](const GemmSpec& x) {
+      return std::array<bool, 4>{x.sa_r == 1, x.sb_c == 1, x.sc_c == 1, x.sc_r == 1};
+    };
+    const bool same = s.M == k.spec.M && s.N == k.spec.N && s.K == k.spec.K && s.batch1 == k.spec.batch1 &&
+                      s.batch2 == k.spec.batch2 && unit(s) == unit(k.spec);
     const CpuInfo& cpu = host_cpu();
-    GemmPlan p = plan_gemm(s, {cpu.vector_bytes, cpu.vector_registers}, overrides);
-    if (p.key() != k.plan.key())
+    GemmPlan p = same ? k.plan : plan_gemm(s, {cpu.vector_bytes, cpu.vector_registers, k.plan.threads}, overrides);
+    if (!same && p.key() != k.plan.key())
       throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.plan.key(),
                           " (", s.str(), ")"));
     const void* pa = a.data();
     const void* pb = b.data();
     void* pc = c.mutable_data();
+    if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
+      run_gemm(k, s, pa, pb, pc, alpha, beta);
+      return;
+    }
     py::gil_scoped_release nogil;
     run_gemm(k, s, pa, pb, pc, alpha, beta);
   }
