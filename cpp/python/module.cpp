@@ -14,6 +14,7 @@ namespace py = pybind11;
 void bind_gemm(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_layout(py::module_& m);
+void bind_cache(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -50,6 +51,8 @@ PYBIND11_MODULE(_core, m) {
     d["entries"] = s.entries;
     d["hits"] = s.hits;
     d["misses"] = s.misses;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
     return d;
   }, "In-memory code cache counters.");
   m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
@@ -64,4 +67,5 @@ PYBIND11_MODULE(_core, m) {
   bind_gemm(m);
   bind_tensor(m);
   bind_layout(m);
+  bind_cache(m);
 }

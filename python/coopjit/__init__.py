@@ -5,9 +5,11 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core, layout
+from . import _core, cache, layout
 from ._core import VerifyError
 from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._tune import tune
+from ._tune_report import TuneReport
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
@@ -17,7 +19,9 @@ __all__ = [
     "Kernel",
     "TensorLayout",
     "TensorView",
+    "TuneReport",
     "VerifyError",
+    "cache",
     "compile_gemm",
     "cpu_info",
     "devices",
@@ -27,7 +31,10 @@ __all__ = [
     "load_matrix",
     "matmul",
     "store_matrix",
+    "tune",
 ]
+
+cache._configure()  # the disk cache's directory, and the tuned plans of its database
 
 
 def get_num_threads() -> int:

@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo"""
+"""python -m coopjit info | demo | tune"""
 from __future__ import annotations
 
 import argparse
@@ -74,8 +74,14 @@ def demo() -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo"])
-    args = parser.parse_args(argv)
+    parser.add_argument("command", choices=["info", "demo", "tune"])
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "tune":  # its own options: python -m coopjit tune --help
+        from ._tune_cli import main as tune_main
+
+        return tune_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     {"info": info, "demo": demo}[args.command]()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._display import KernelDisplay
 from ._arrays import (
     as_array,
     check_device,
@@ -196,10 +197,11 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     return out
 
 
-class Kernel:
+class Kernel(KernelDisplay):
     """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
 
-    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code.
+    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code; print
+    it (or show it in Jupyter) for its plan.
     """
 
     def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan):
