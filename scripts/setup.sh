@@ -20,7 +20,7 @@ if [ -n "$missing" ]; then
 fi
 
 # 2. Python packages (build tools and test/runtime dependencies).
-PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes"
+PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes platformdirs tqdm"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []
@@ -39,7 +39,7 @@ fi
 # 3. The package itself, rebuilt (incrementally, build/ keeps the CMake tree) only when its
 #    sources changed since the last install.
 mkdir -p build
-stamp=$( (find cpp python -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
+stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
          | xargs sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat build/.installed-stamp 2>/dev/null)" != "$stamp" ] || ! $PY -c "import coopjit._core" 2>/dev/null; then
   echo "setup: building and installing coopjit"

@@ -4,7 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "core/sha256.h"
+#include "core/xxh64.h"
 #include "runtime/disk_cache.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tuned_plans.h"
@@ -39,8 +39,8 @@ void bind_cache(py::module_& m) {
   m.def("disk_cache_clear", &disk_cache::clear, "Deletes every disk cache entry; returns how many.");
   m.def("disk_cache_path", &disk_cache::entry_path, py::arg("kind"), py::arg("key"),
         "The file of one entry (kind 'x86-obj' and a kernel's key).");
-  m.def("sha256", [](py::bytes data) { return sha256_hex(std::string(data)); }, py::arg("data"),
-        "The SHA-256 the disk cache checksums entries with (hex).");
+  m.def("xxh64", [](py::bytes data, uint64_t seed) { return xxh64_hex(std::string(data), seed); }, py::arg("data"),
+        py::arg("seed") = 0, "The XXH64 the disk cache checksums entries with (16 hex digits).");
 
   m.def("gemm_signature",
         [](const py::array& a, const py::array& b, const py::array& c, bool accumulate) {

@@ -21,7 +21,7 @@
 
 #include "core/build_id.h"
 #include "core/error.h"
-#include "core/sha256.h"
+#include "core/xxh64.h"
 #include "runtime/kernel.h"
 
 namespace fs = std::filesystem;
@@ -56,7 +56,8 @@ std::string one_line(std::string s) {
 }
 
 std::string file_stem(const std::string& kind, const std::string& key) {
-  return sha256_hex(identity() + "\n" + kind + "\n" + key).substr(0, 32);
+  const std::string id = identity() + "\n" + kind + "\n" + key;
+  return xxh64_hex(id, 0) + xxh64_hex(id, 1);  // 128 bits: names never meet by chance
 }
 
 std::string kernels_dir() {
@@ -116,7 +117,7 @@ std::string parse(const std::string& data, const std::string& kind, const std::s
       size_t sp2 = rest.find(' ');
       if (sp2 == std::string::npos) return "a malformed blob line";
       sizes.emplace_back(rest.substr(0, sp2), std::strtoull(rest.c_str() + sp2 + 1, nullptr, 10));
-    } else if (tag == "sha256") {
+    } else if (tag == "xxh64") {
       checksum = rest;
     } else {
       return "an unknown header line";
@@ -127,9 +128,7 @@ std::string parse(const std::string& data, const std::string& kind, const std::s
   for (const auto& [name, n] : sizes) total += n;
   if (pos + total != data.size())
     return cat("payload of ", data.size() - pos, " bytes where the header says ", total, " (truncated?)");
-  Sha256 h;
-  h.update(data.data() + pos, total);
-  if (h.hex() != checksum) return "checksum mismatch (corrupted)";
+  if (xxh64_hex(data.data() + pos, total) != checksum) return "checksum mismatch (corrupted)";
   for (const auto& [name, n] : sizes) {
     e.blobs[name] = data.substr(pos, n);
     pos += n;
@@ -186,7 +185,7 @@ bool store(const std::string& kind, const std::string& key, const Entry& e) {
     header += cat("blob ", name, " ", blob.size(), "\n");
     payload += blob;
   }
-  header += cat("sha256 ", sha256_hex(payload), "\nend\n");
+  header += cat("xxh64 ", xxh64_hex(payload), "\nend\n");
   static std::atomic<int64_t> serial{0};
   const std::string tmp = cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(), ".",
                               ::getpid(), ".", serial++, ".tmp");

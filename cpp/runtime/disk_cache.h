@@ -1,6 +1,6 @@
 // The persistent code cache on disk: one file per (kind, key) holding named byte blobs (an x86
 // object, a SPIR-V module, IR texts) behind a header with the identity of the build that wrote
-// it and a SHA-256 of the blobs. Writes are atomic (temp file, fsync, rename); a lock file per
+// it and an XXH64 checksum of the blobs. Writes are atomic (temp file, fsync, rename); a lock file per
 // entry lets concurrent processes compile a key once; anything that does not verify (truncated,
 // corrupted, another coopjit build or LLVM) is deleted, never loaded. No LLVM types here.
 #pragma once

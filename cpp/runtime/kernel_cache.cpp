@@ -9,7 +9,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "core/error.h"
-#include "core/sha256.h"
+#include "core/xxh64.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/simd_lower.h"
@@ -38,7 +38,7 @@ Cache& cache() {
 std::string symbol_for(const std::string& plan_key, const std::string& key) {
   std::string s = "coopjit_";
   for (char c : plan_key) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  return s + "_" + sha256_hex(key).substr(0, 12);
+  return s + "_" + xxh64_hex(key);
 }
 
 void print_stages(const CompiledKernel& k, const std::string& plan_key) {
@@ -138,7 +138,12 @@ std::shared_ptr<const CompiledKernel> cached_kernel(
     from_disk = lock.held() && load_from_disk(key, *k);
     if (!from_disk) compile(plan_key, *k, build);
   }
-  if (from_disk) print_stages(*k, plan_key);
+  if (from_disk) {
+    print_stages(*k, plan_key);
+    if (debug_enabled("lower"))
+      std::cerr << "[coopjit] LLVM IR from the lowering: not stored (loaded from the disk cache; COOPJIT_CACHE=0 "
+                   "compiles it again)\n";
+  }
   k->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (debug_enabled("cache"))
     std::cerr << "[coopjit] cache: " << plan_key << (from_disk ? " loaded from disk in " : " compiled in ")
