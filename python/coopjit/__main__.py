@@ -75,13 +75,12 @@ def demo() -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
     parser.add_argument("command", choices=["info", "demo", "tune"])
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "tune":  # its own options: python -m coopjit tune --help
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tune"]:  # its own options: python -m coopjit tune --help
         from ._tune_cli import main as tune_main
 
-        return tune_main(rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return tune_main(argv[1:])
+    args = parser.parse_args(argv)
     {"info": info, "demo": demo}[args.command]()
 
 

@@ -21,7 +21,17 @@ _FIELDS = [
 
 
 class KernelDisplay:
-    """Mixed into Kernel: needs m, n, k, dtype, trans_a, trans_b, accumulate, config, _core."""
+    """Mixed into Kernel (needs m, n, k, dtype, trans_a, trans_b, accumulate, config, _plan, _core)."""
+
+    @property
+    def tuned(self) -> bool:
+        """True when the plan came from the tuning database (coopjit.tune)."""
+        return self._core.tuned
+
+    @property
+    def origin(self) -> str:
+        """"compiled" (by LLVM in this process) or "disk" (linked from the disk cache)."""
+        return self._core.origin
 
     def _rows(self):
         cfg = self.config
