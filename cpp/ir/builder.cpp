@@ -35,6 +35,12 @@ Value* Builder::constant(double v, ScalarType t, std::string hint) {
   return op->result();
 }
 
+Value* Builder::constant_int(int64_t v, ScalarType t, std::string hint) {
+  Op* op = append(OpKind::constant, {}, {Type::of(t)}, {std::move(hint)});
+  op->attrs["value"] = v;
+  return op->result();
+}
+
 Value* Builder::bin(BinOp b, Value* x, Value* y, std::string hint) {
   Op* op = append(OpKind::binary, {x, y}, {x->type}, {std::move(hint)});
   op->sub = static_cast<int>(b);
@@ -184,6 +190,118 @@ void Builder::store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view
   std::vector<Value*> ops{matrix, ptr, layout, extent};
   if (view) ops.push_back(view);
   append(OpKind::mat_store_tensor, ops, {});
+}
+
+Value* Builder::unary(UnOp u, Value* x, std::string hint) {
+  Op* op = append(OpKind::unary, {x}, {x->type}, {std::move(hint)});
+  op->sub = static_cast<int>(u);
+  return op->result();
+}
+
+Value* Builder::convert(Value* x, ScalarType to, std::string hint) {
+  return append(OpKind::convert, {x}, {Type::of(to)}, {std::move(hint)})->result();
+}
+
+namespace {
+const char* combine_name(BinOp b) {
+  switch (b) {
+    case BinOp::add: return "add";
+    case BinOp::mul: return "mul";
+    case BinOp::min: return "min";
+    case BinOp::max: return "max";
+    default: return "?";
+  }
+}
+}  // namespace
+
+Value* Builder::reduce(Value* m, ReduceMode mode, Type result, BinOp combine, std::string hint) {
+  Op* op = append(OpKind::mat_reduce, {m}, {result}, {std::move(hint)});
+  op->sub = static_cast<int>(mode);
+  op->attrs["combine"] = std::string(combine_name(combine));
+  return op->result();
+}
+
+Value* Builder::reduce(Value* m, ReduceMode mode, Type result, const Combine& combine, std::string hint) {
+  Op* op = append(OpKind::mat_reduce, {m}, {result}, {std::move(hint)});
+  op->sub = static_cast<int>(mode);
+  auto region = std::make_unique<Block>();
+  region->parent = op;
+  Value* x = f_.new_value(Type::of(m->type.scalar), "x");
+  Value* y = f_.new_value(Type::of(m->type.scalar), "y");
+  region->args = {x, y};
+  Block* blk = region.get();
+  op->regions.push_back(std::move(region));
+  Builder inner(f_, blk);
+  inner.yield({combine(inner, x, y)});
+  return op->result();
+}
+
+Value* Builder::per_element(Value* m, const std::vector<Value*>& extras, const PerElement& body, std::string hint) {
+  std::vector<Value*> ops{m};
+  ops.insert(ops.end(), extras.begin(), extras.end());
+  Op* op = append(OpKind::mat_per_element, ops, {m->type}, {std::move(hint)});
+  auto region = std::make_unique<Block>();
+  region->parent = op;
+  Value* row = f_.new_value(Type::index(), "row");
+  Value* col = f_.new_value(Type::index(), "col");
+  Value* val = f_.new_value(Type::of(m->type.scalar), "value");
+  region->args = {row, col, val};
+  std::vector<Value*> xs;
+  for (Value* e : extras) {
+    xs.push_back(f_.new_value(e->type.is_matrix() ? Type::of(e->type.scalar) : e->type, "extra"));
+    region->args.push_back(xs.back());
+  }
+  Block* blk = region.get();
+  op->regions.push_back(std::move(region));
+  Builder inner(f_, blk);
+  inner.yield({body(inner, row, col, val, xs)});
+  return op->result();
+}
+
+Value* Builder::convert_matrix(Value* m, Type result, bool cast, std::string hint) {
+  Op* op = append(OpKind::mat_convert, {m}, {result}, {std::move(hint)});
+  op->sub = cast ? 1 : 0;
+  return op->result();
+}
+
+Value* Builder::transpose(Value* m, std::string hint) {
+  const Type& t = m->type;
+  return append(OpKind::mat_transpose, {m}, {Type::matrix(t.scalar, t.cols, t.rows, Use::b, t.scope)},
+                {std::move(hint)})->result();
+}
+
+Value* Builder::length(Value* m, std::string hint) {
+  return append(OpKind::mat_length, {m}, {Type::index()}, {std::move(hint)})->result();
+}
+Value* Builder::get(Value* m, Value* i, std::string hint) {
+  return append(OpKind::mat_get, {m, i}, {Type::of(m->type.scalar)}, {std::move(hint)})->result();
+}
+Value* Builder::set(Value* m, Value* i, Value* v, std::string hint) {
+  return append(OpKind::mat_set, {m, i, v}, {m->type}, {std::move(hint)})->result();
+}
+std::pair<Value*, Value*> Builder::get_coordinate(Value* m, Value* i) {
+  Op* op = append(OpKind::mat_coord, {m, i}, {Type::index(), Type::index()}, {"row", "col"});
+  return {op->results[0], op->results[1]};
+}
+Value* Builder::sum_accumulate(Value* a, Value* b, Value* c, std::string hint) {
+  return append(OpKind::mat_sum_accumulate, {a, b, c}, {c->type}, {std::move(hint)})->result();
+}
+Value* Builder::outer_product(Value* va, Value* vb, Type result, std::string hint) {
+  return append(OpKind::mat_outer_product, {va, vb}, {result}, {std::move(hint)})->result();
+}
+void Builder::accumulate(Value* m, const Access& a) {
+  append(OpKind::mat_accumulate, {m, a.ptr, a.row, a.col, a.stride_row, a.stride_col, a.rows, a.cols}, {});
+}
+Value* Builder::vector_multiply(Value* v, Value* bm, Value* bias, Type result, std::string hint) {
+  std::vector<Value*> ops{v, bm};
+  if (bias) ops.push_back(bias);
+  return append(OpKind::vec_matrix_mul, ops, {result}, {std::move(hint)})->result();
+}
+Value* Builder::vector_load(Type vec, Value* ptr, Value* offset, Value* stride, std::string hint) {
+  return append(OpKind::vec_load, {ptr, offset, stride}, {vec}, {std::move(hint)})->result();
+}
+void Builder::vector_store(Value* v, Value* ptr, Value* offset, Value* stride) {
+  append(OpKind::vec_store, {v, ptr, offset, stride}, {});
 }
 
 }  // namespace coopjit::ir

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ class Builder {
   // Scalars.
   Value* index(int64_t v, std::string hint = {});
   Value* constant(double v, ScalarType t, std::string hint = {});
+  Value* constant_int(int64_t v, ScalarType t, std::string hint = {});  // exact for 64-bit integers
   Value* bin(BinOp op, Value* x, Value* y, std::string hint = {});
   Value* add(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::add, x, y, hint); }
   Value* sub(Value* x, Value* y, std::string hint = {}) { return bin(BinOp::sub, x, y, hint); }
@@ -79,6 +81,31 @@ class Builder {
   Value* load_tensor(Value* ptr, Value* object, Value* layout, Value* view, Value* extent, const DecodeBody& decode,
                      std::string hint = {});
   void store_tensor(Value* matrix, Value* ptr, Value* layout, Value* view, Value* extent);
+
+  // Scalar math.
+  Value* unary(UnOp op, Value* x, std::string hint = {});
+  Value* convert(Value* x, ScalarType to, std::string hint = {});
+
+  // The operation set of SPV_NV_cooperative_matrix2 and HLSL 0035.
+  using Combine = std::function<Value*(Builder&, Value* x, Value* y)>;
+  Value* reduce(Value* m, ReduceMode mode, Type result, BinOp combine, std::string hint = {});
+  Value* reduce(Value* m, ReduceMode mode, Type result, const Combine& combine, std::string hint = {});
+  using PerElement = std::function<Value*(Builder&, Value* row, Value* col, Value* value,
+                                          const std::vector<Value*>& extras)>;
+  Value* per_element(Value* m, const std::vector<Value*>& extras, const PerElement& body, std::string hint = {});
+  /// Component type and/or use change (SPV convert); cast=true for HLSL Matrix::Cast.
+  Value* convert_matrix(Value* m, Type result, bool cast = false, std::string hint = {});
+  Value* transpose(Value* m, std::string hint = {});
+  Value* length(Value* m, std::string hint = {});
+  Value* get(Value* m, Value* i, std::string hint = {});
+  Value* set(Value* m, Value* i, Value* v, std::string hint = {});
+  std::pair<Value*, Value*> get_coordinate(Value* m, Value* i);
+  Value* sum_accumulate(Value* a, Value* b, Value* c, std::string hint = {});
+  Value* outer_product(Value* va, Value* vb, Type result, std::string hint = {});
+  void accumulate(Value* m, const Access& a);
+  Value* vector_multiply(Value* v, Value* bm, Value* bias, Type result, std::string hint = {});
+  Value* vector_load(Type vec, Value* ptr, Value* offset, Value* stride, std::string hint = {});
+  void vector_store(Value* v, Value* ptr, Value* offset, Value* stride);
 
   /// Appends an operation with the given operands and result types; returns it.
   Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,

@@ -32,12 +32,50 @@ const char* name(CmpPred p) {
   return "?";
 }
 
+const char* name(UnOp u) {
+  switch (u) {
+    case UnOp::neg: return "neg";
+    case UnOp::abs: return "abs";
+    case UnOp::exp: return "exp";
+    case UnOp::log: return "log";
+    case UnOp::tanh: return "tanh";
+    case UnOp::sqrt: return "sqrt";
+  }
+  return "?";
+}
+
+const char* name(ReduceMode r) {
+  switch (r) {
+    case ReduceMode::row: return "row";
+    case ReduceMode::column: return "column";
+    case ReduceMode::both: return "row_column";
+    case ReduceMode::quad: return "2x2";
+  }
+  return "?";
+}
+
 std::string mnemonic(const Op& op) {
   switch (op.kind) {
     case OpKind::constant: return "constant";
     case OpKind::binary: return name(static_cast<BinOp>(op.sub));
     case OpKind::cmp: return cat("cmp.", name(static_cast<CmpPred>(op.sub)));
     case OpKind::select: return "select";
+    case OpKind::unary: return name(static_cast<UnOp>(op.sub));
+    case OpKind::convert: return "convert";
+    case OpKind::mat_reduce: return "coopmatrix.reduce";
+    case OpKind::mat_per_element: return "coopmatrix.per_element";
+    case OpKind::mat_convert: return op.sub ? "coopmatrix.cast" : "coopmatrix.convert";
+    case OpKind::mat_transpose: return "coopmatrix.transpose";
+    case OpKind::mat_length: return "coopmatrix.length";
+    case OpKind::mat_get: return "coopmatrix.get";
+    case OpKind::mat_set: return "coopmatrix.set";
+    case OpKind::mat_coord: return "coopmatrix.get_coordinate";
+    case OpKind::mat_sum_accumulate: return "coopmatrix.sum_accumulate";
+    case OpKind::mat_outer_product: return "coopmatrix.outer_product";
+    case OpKind::mat_accumulate: return "coopmatrix.accumulate";
+    case OpKind::vec_matrix_mul: return op.operands.size() > 2 ? "vector.multiply_add" : "vector.multiply";
+    case OpKind::vec_load: return "vector.load";
+    case OpKind::vec_store: return "vector.store";
     case OpKind::load: return "load";
     case OpKind::ptr_offset: return "ptr.offset";
     case OpKind::flag_set: return "flag.set";

@@ -31,6 +31,8 @@ enum class OpKind : uint8_t {
   binary,     // sub = BinOp; (x, y) -> same type
   cmp,        // sub = CmpPred; (x, y) -> i1
   select,     // (i1, x, y) -> type of x
+  unary,      // sub = UnOp; (x) -> same type
+  convert,    // (x) -> the result's scalar type (round to nearest even, saturating to integers)
   load,       // (ptr, index) -> element: a scalar read of ptr[index] (decode functions)
   ptr_offset, // (ptr, index) -> ptr + index elements
   flag_set,   // (ptr<i32>, index): ptr[index] = 1, a release store (Stream-K partial tile ready)
@@ -46,6 +48,20 @@ enum class OpKind : uint8_t {
   mat_mul_add,  // (a MxK, b KxN, c MxN) -> MxN acc
   mat_scale,    // (matrix, scalar) -> matrix: every element times the scalar
   mat_binary,   // sub = BinOp (add, sub, mul, div, min, max); (matrix, matrix) -> matrix
+  mat_reduce,      // sub = ReduceMode; attr combine (add, mul, min, max) or a region (x, y) -> z
+  mat_per_element, // (matrix, extra matrices and scalars...) region (row, col, value, extras...) -> value
+  mat_convert,     // (matrix) -> matrix of another component type and/or use; sub 1: HLSL Cast
+  mat_transpose,   // (acc MxN) -> b NxM
+  mat_length,      // (matrix) -> index: elements this invocation holds
+  mat_get,         // (matrix, index) -> element
+  mat_set,         // (matrix, index, element) -> matrix
+  mat_coord,       // (matrix, index) -> (row, col)
+  mat_sum_accumulate,  // (a, b, acc) -> acc + a + b (one shape)
+  mat_outer_product,   // (vector<M>, vector<N>) -> acc M x N
+  mat_accumulate,  // (acc, ptr, row, col, stride_row, stride_col, rows, cols): atomic add into memory
+  vec_matrix_mul,  // (vector<M>, b M x K thread scope[, bias vector<K>]) -> vector<K>
+  vec_load,        // (ptr, offset, stride) -> vector<T, n>
+  vec_store,       // (vector, ptr, offset, stride)
   // tensor addressing (SPV_NV_cooperative_matrix2)
   tensor_layout,     // (block[r], dim[r], stride[r], offset[r], span[r], clamp_value f64) -> tensorlayout
   tensor_view,       // (dims[r], strides[r] when it has dims, clip row off, row span, col off, col span)
@@ -56,10 +72,15 @@ enum class OpKind : uint8_t {
 };
 
 enum class BinOp : uint8_t { add, sub, mul, div, rem, min, max, and_, or_ };
+enum class UnOp : uint8_t { neg, abs, exp, log, tanh, sqrt };
+/// SPV_NV_cooperative_matrix2 Cooperative Matrix Reduce Mode: Row, Column, both, 2x2.
+enum class ReduceMode : uint8_t { row = 1, column = 2, both = 3, quad = 4 };
 enum class CmpPred : uint8_t { lt, le, gt, ge, eq, ne };
 
 const char* name(BinOp b);
 const char* name(CmpPred p);
+const char* name(UnOp u);
+const char* name(ReduceMode r);
 /// The printed mnemonic of an operation: "add", "for", "coopmatrix.load", ...
 std::string mnemonic(const Op& op);
 

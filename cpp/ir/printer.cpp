@@ -121,6 +121,46 @@ class Printer {
         list(v);
         os_ << " : " << v[0]->type.str();
         break;
+      case OpKind::mat_accumulate:
+        os_ << mnemonic(o) << " " << name_of(v[0]) << ", ";
+        access(o, 1);
+        os_ << " : " << v[0]->type.str();
+        break;
+      case OpKind::mat_reduce:
+        results(o);
+        os_ << mnemonic(o) << " " << name(static_cast<ReduceMode>(o.sub)) << " ";
+        if (o.has_attr("combine")) os_ << std::get<std::string>(o.attrs.at("combine")) << " ";
+        os_ << name_of(v[0]) << " : " << v[0]->type.str() << " -> " << o.result()->type.str();
+        if (!o.regions.empty()) {
+          os_ << " combine(";
+          list(o.regions[0]->args);
+          os_ << ")";
+        }
+        break;
+      case OpKind::mat_per_element:
+        results(o);
+        os_ << mnemonic(o) << " ";
+        list(v);
+        os_ << " (";
+        list(o.regions[0]->args);
+        os_ << ") : ";
+        for (size_t i = 0; i < v.size(); ++i) os_ << (i ? ", " : "") << v[i]->type.str();
+        break;
+      case OpKind::unary: case OpKind::convert: case OpKind::mat_convert: case OpKind::mat_transpose:
+      case OpKind::mat_length: case OpKind::mat_get: case OpKind::mat_set: case OpKind::mat_coord:
+      case OpKind::mat_sum_accumulate: case OpKind::mat_outer_product: case OpKind::vec_matrix_mul:
+      case OpKind::vec_load: case OpKind::vec_store: {
+        results(o);
+        os_ << mnemonic(o) << " ";
+        list(v);
+        os_ << " : ";
+        for (size_t i = 0; i < v.size(); ++i) os_ << (i ? ", " : "") << v[i]->type.str();
+        if (!o.results.empty()) {
+          os_ << " -> ";
+          for (size_t i = 0; i < o.results.size(); ++i) os_ << (i ? ", " : "") << o.results[i]->type.str();
+        }
+        break;
+      }
       case OpKind::select: case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale: {
         results(o);
         os_ << mnemonic(o) << " ";
@@ -231,9 +271,10 @@ class Printer {
         }
         break;
     }
-    if (o.kind != OpKind::mat_load && o.kind != OpKind::mat_store) {
+    if (o.kind != OpKind::mat_load && o.kind != OpKind::mat_store && o.kind != OpKind::mat_accumulate) {
       std::map<std::string, Attr> rest = o.attrs;
       rest.erase("value");
+      rest.erase("combine");
       attrs(rest, " ");
     }
     if (!o.regions.empty()) {

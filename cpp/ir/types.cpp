@@ -3,6 +3,9 @@
 
 #include "core/error.h"
 
+#include <string>
+#include <vector>
+
 namespace coopjit::ir {
 
 namespace {
@@ -106,6 +109,7 @@ bool Type::operator==(const Type& o) const {
     case Kind::matrix:
       return scalar == o.scalar && rows == o.rows && cols == o.cols && use == o.use &&
              scope == o.scope;
+    case Kind::vector: return scalar == o.scalar && cols == o.cols;
     case Kind::tensor_layout: return rank == o.rank && clamp == o.clamp;
     case Kind::tensor_view: return rank == o.rank && has_dims == o.has_dims && perm == o.perm;
   }
@@ -120,6 +124,7 @@ std::string Type::str() const {
     case Kind::matrix:
       return cat("coopmatrix<", name(scalar), ", ", rows, ", ", cols, ", ", name(use), ", ",
                  name(scope), ">");
+    case Kind::vector: return cat("vector<", name(scalar), ", ", cols, ">");
     case Kind::tensor_layout: return cat("tensorlayout<", rank, ", ", name(clamp), ">");
     case Kind::tensor_view: {
       std::string p;
@@ -128,6 +133,47 @@ std::string Type::str() const {
     }
   }
   return "?";
+}
+
+Type parse_type(std::string_view text) {
+  std::string s;
+  for (char c : text)
+    if (c != ' ') s += c;
+  auto inner = [&](const std::string& head) -> std::vector<std::string> {
+    if (s.rfind(head + "<", 0) != 0 || s.back() != '>') return {};
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : s.substr(head.size() + 1, s.size() - head.size() - 2)) {
+      if (c == ',') parts.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    parts.push_back(cur);
+    return parts;
+  };
+  auto number = [&](const std::string& x) -> int64_t {
+    try {
+      size_t used = 0;
+      int64_t v = std::stoll(x, &used);
+      if (used == x.size() && v > 0) return v;
+    } catch (...) {
+    }
+    throw UserError(cat("type '", text, "': '", x, "' is not a positive size"));
+  };
+  if (auto p = inner("ptr"); !p.empty()) {
+    if (p.size() != 1) throw UserError(cat("type '", text, "': ptr<T> takes one type"));
+    return Type::pointer(parse_scalar(p[0]));
+  }
+  if (auto p = inner("vector"); !p.empty()) {
+    if (p.size() != 2) throw UserError(cat("type '", text, "': vector<T, n>"));
+    return Type::vector(parse_scalar(p[0]), number(p[1]));
+  }
+  if (auto p = inner("coopmatrix"); !p.empty()) {
+    if (p.size() != 5) throw UserError(cat("type '", text, "': coopmatrix<component, rows, cols, use, scope>"));
+    return Type::matrix(parse_scalar(p[0]), number(p[1]), number(p[2]), parse_use(p[3]), parse_scope(p[4]));
+  }
+  if (s == "index") return Type::index();
+  if (s == "i1") return Type::boolean();
+  return Type::of(parse_scalar(s));
 }
 
 }  // namespace coopjit::ir

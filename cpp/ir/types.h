@@ -33,6 +33,10 @@ std::string_view name(Scope s);
 ScalarType parse_scalar(std::string_view s);
 Use parse_use(std::string_view s);
 Scope parse_scope(std::string_view s);
+/// Parses a type as printed: f32, index, ptr<f16>, vector<f32, 16>,
+/// coopmatrix<f16, 8, 32, a, subgroup>. Throws UserError naming the text.
+struct Type;
+Type parse_type(std::string_view s);
 
 int size_in_bytes(ScalarType t);
 bool is_float(ScalarType t);
@@ -40,7 +44,7 @@ bool is_integer(ScalarType t);  // i8..u64 and index (not i1)
 bool is_signed(ScalarType t);
 
 struct Type {
-  enum class Kind : uint8_t { void_, scalar, pointer, matrix, tensor_layout, tensor_view };
+  enum class Kind : uint8_t { void_, scalar, pointer, matrix, tensor_layout, tensor_view, vector };
   Kind kind = Kind::void_;
   ScalarType scalar = ScalarType::index;  // scalar type, pointee, or matrix component
   int64_t rows = 0, cols = 0;             // matrix only
@@ -61,6 +65,8 @@ struct Type {
     t.scope = scope; return t;
   }
 
+  /// A per-thread vector of n components (HLSL 0035's vector<T, N>, for vector x matrix ops).
+  static Type vector(ScalarType c, int64_t n) { Type t; t.kind = Kind::vector; t.scalar = c; t.rows = 1; t.cols = n; return t; }
   static Type tensor_layout(int rank, ClampMode clamp) {
     Type t; t.kind = Kind::tensor_layout; t.rank = rank; t.clamp = clamp; return t;
   }
@@ -74,10 +80,11 @@ struct Type {
   bool is_bool() const { return kind == Kind::scalar && scalar == ScalarType::i1; }
   bool is_pointer() const { return kind == Kind::pointer; }
   bool is_matrix() const { return kind == Kind::matrix; }
+  bool is_vector() const { return kind == Kind::vector; }
   bool is_tensor_layout() const { return kind == Kind::tensor_layout; }
   bool is_tensor_view() const { return kind == Kind::tensor_view; }
   /// Matrices, tensor layouts and views: values the lowerings hold as several parts.
-  bool is_aggregate() const { return is_matrix() || is_tensor_layout() || is_tensor_view(); }
+  bool is_aggregate() const { return is_matrix() || is_tensor_layout() || is_tensor_view() || is_vector(); }
 
   bool operator==(const Type& o) const;
   bool operator!=(const Type& o) const { return !(*this == o); }

@@ -21,7 +21,13 @@ constexpr unsigned kAnyScope = kThread | kUniform;
 unsigned allowed_scopes(OpKind k) {
   switch (k) {
     case OpKind::mat_load: return kAnyScope;
-    case OpKind::mat_load_tensor: return kAnyScope;
+    case OpKind::mat_load_tensor: case OpKind::mat_outer_product: case OpKind::mat_accumulate:
+      return kAnyScope;
+    case OpKind::vec_matrix_mul: return kThread;  // HLSL 0035: vector x matrix needs thread scope
+    case OpKind::mat_reduce: case OpKind::mat_per_element: case OpKind::mat_convert: case OpKind::mat_transpose:
+    case OpKind::mat_length: case OpKind::mat_get: case OpKind::mat_set: case OpKind::mat_coord:
+    case OpKind::mat_sum_accumulate:
+      return kUniform;
     case OpKind::mat_store_tensor:
     case OpKind::mat_store: case OpKind::mat_splat: case OpKind::mat_mul_add: case OpKind::mat_scale:
     case OpKind::mat_binary:
@@ -35,6 +41,19 @@ std::string scope_list(unsigned mask) {
   for (Scope sc : {Scope::thread, Scope::subgroup, Scope::workgroup})
     if (mask & (1u << static_cast<int>(sc))) s += (s.empty() ? "" : " or ") + std::string(name(sc));
   return s;
+}
+
+bool is_int8(ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; }
+bool is_low_float(ScalarType t) {
+  return t == ScalarType::f16 || t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2;
+}
+// A x B + C component types (HLSL 0035 Multiply with OutTy; SPV_KHR_cooperative_matrix): one type
+// throughout, or low-precision inputs into a wider accumulator.
+bool products_allowed(ScalarType a, ScalarType b, ScalarType c) {
+  if (is_int8(a) && is_int8(b)) return c == ScalarType::i32;
+  if (a != b) return false;
+  if (a == c) return true;
+  return is_low_float(a) && c == ScalarType::f32;
 }
 
 class Verifier {
@@ -114,6 +133,15 @@ class Verifier {
       require((ok & (1u << static_cast<int>(t.scope))) != 0, o,
               cat(mnemonic(o), " needs ", scope_list(ok), " scope matrices (HLSL 0035 scope table), got ", t.str()));
     }
+  }
+
+  // Functions applied per element (decode, combine, per-element) hold scalar operations only.
+  void scalar_region(const Op& o, const char* what) {
+    for (const auto& inner : o.regions[0]->ops)
+      require(inner->kind == OpKind::constant || inner->kind == OpKind::binary || inner->kind == OpKind::cmp ||
+                  inner->kind == OpKind::select || inner->kind == OpKind::unary || inner->kind == OpKind::convert ||
+                  inner->kind == OpKind::yield,
+              o, cat(what, " holds scalar operations only, not ", mnemonic(*inner)));
   }
 
   void check(const Op& o) {
@@ -267,6 +295,134 @@ class Verifier {
         }
         break;
       }
+      case OpKind::unary:
+        require(v.size() == 1 && v[0]->type.is_scalar() && o.result()->type == v[0]->type, o,
+                cat("unary operations take one scalar, got ", types(v)));
+        if (o.sub != static_cast<int>(UnOp::neg) && o.sub != static_cast<int>(UnOp::abs))
+          require(is_float(v[0]->type.scalar), o, cat(mnemonic(o), " needs a float operand, got ", types(v)));
+        break;
+      case OpKind::convert:
+        require(v.size() == 1 && v[0]->type.is_scalar() && o.result()->type.is_scalar(), o,
+                cat("convert takes a scalar to a scalar type, got ", types(v)));
+        break;
+      case OpKind::mat_reduce: {
+        const Type &m = v[0]->type, &r = o.result()->type;
+        if (!o.regions.empty()) scalar_region(o, "a combine function");
+        require(m.use == Use::acc && r.use == Use::acc, o,
+                cat("reduce needs accumulator matrices (SPV_NV_cooperative_matrix2), got ", m.str(), " -> ", r.str()));
+        require(m.scalar == r.scalar && m.scope == r.scope, o,
+                cat("reduce keeps the component type and scope: ", m.str(), " -> ", r.str()));
+        auto mode = static_cast<ReduceMode>(o.sub);
+        if (mode == ReduceMode::row)
+          require(r.rows == m.rows, o, cat("a row reduction keeps the number of rows: ", m.str(), " -> ", r.str()));
+        if (mode == ReduceMode::column)
+          require(r.cols == m.cols, o, cat("a column reduction keeps the number of columns: ", m.str(), " -> ", r.str()));
+        if (mode == ReduceMode::quad)
+          require(m.rows % 2 == 0 && m.cols % 2 == 0 && r.rows * 2 == m.rows && r.cols * 2 == m.cols, o,
+                  cat("a 2x2 reduction halves both dimensions: ", m.str(), " -> ", r.str()));
+        if (!o.regions.empty()) {
+          const Block& c = *o.regions[0];
+          const Op& y = *c.ops.back();
+          require(c.args.size() == 2 && c.args[0]->type == Type::of(m.scalar) && c.args[1]->type == Type::of(m.scalar) &&
+                      y.operands.size() == 1 && y.operands[0]->type == Type::of(m.scalar),
+                  o, cat("the combine function takes two ", name(m.scalar), " and returns one"));
+        } else {
+          require(o.has_attr("combine"), o, "reduce needs a combine operation (add, mul, min, max) or function");
+        }
+        break;
+      }
+      case OpKind::mat_per_element: {
+        const Type& m = v[0]->type;
+        scalar_region(o, "a per-element function");
+        require(o.result()->type == m, o, "the result has the matrix's type");
+        for (size_t i = 1; i < v.size(); ++i)
+          require(v[i]->type.is_scalar() || v[i]->type == m, o,
+                  cat("extra operand ", i, " must be a matrix of type ", m.str(), " or a scalar, got ", v[i]->type.str()));
+        const Block& f = *o.regions[0];
+        require(f.args.size() == v.size() + 2, o, "the function takes (row, col, value, one per extra operand)");
+        const Op& y = *f.ops.back();
+        require(y.operands.size() == 1 && y.operands[0]->type == Type::of(m.scalar), o,
+                cat("the per-element function returns one ", name(m.scalar)));
+        break;
+      }
+      case OpKind::mat_convert: {
+        const Type &m = v[0]->type, &r = o.result()->type;
+        require(r.is_matrix() && m.rows == r.rows && m.cols == r.cols && m.scope == r.scope, o,
+                cat("convert keeps the shape and scope: ", m.str(), " -> ", r.str()));
+        if (o.sub == 0)
+          require(m.use == r.use || (m.use == Use::acc && (r.use == Use::a || r.use == Use::b)), o,
+                  cat("convert changes use only from acc to a or b (SPV_NV_cooperative_matrix2): ", m.str(), " -> ",
+                      r.str()));
+        break;
+      }
+      case OpKind::mat_transpose: {
+        const Type &m = v[0]->type, &r = o.result()->type;
+        require(m.use == Use::acc && r.use == Use::b && r.rows == m.cols && r.cols == m.rows && r.scalar == m.scalar &&
+                    r.scope == m.scope,
+                o, cat("transpose takes acc M x N to b N x M of the same component and scope: ", m.str(), " -> ",
+                       r.str()));
+        break;
+      }
+      case OpKind::mat_length:
+        require(v[0]->type.is_matrix(), o, "length takes a matrix");
+        break;
+      case OpKind::mat_get: case OpKind::mat_coord:
+        require(v.size() == 2 && v[0]->type.is_matrix() && v[1]->type.is_index(), o,
+                cat(mnemonic(o), " takes (matrix, index), got ", types(v)));
+        break;
+      case OpKind::mat_set:
+        require(v.size() == 3 && v[0]->type.is_matrix() && v[1]->type.is_index() &&
+                    v[2]->type == Type::of(v[0]->type.scalar),
+                o, cat("set takes (matrix, index, element of the component type), got ", types(v)));
+        break;
+      case OpKind::mat_sum_accumulate: {
+        const Type &a = v[0]->type, &b = v[1]->type, &c = v[2]->type;
+        require(a.use == Use::a && b.use == Use::b && c.use == Use::acc, o,
+                cat("sum_accumulate needs uses (a, b, acc), got ", types(v)));
+        require(a.rows == c.rows && a.cols == c.cols && b.rows == c.rows && b.cols == c.cols, o,
+                cat("sum_accumulate adds A and B element by element into acc: one shape, got ", types(v)));
+        require(a.scope == b.scope && b.scope == c.scope, o, cat("one scope, got ", types(v)));
+        require(products_allowed(a.scalar, b.scalar, c.scalar), o, cat("component types, got ", types(v)));
+        break;
+      }
+      case OpKind::mat_outer_product: {
+        const Type &x = v[0]->type, &y = v[1]->type, &r = o.result()->type;
+        require(x.is_vector() && y.is_vector() && x.scalar == y.scalar, o,
+                cat("outer_product takes two vectors of one component type, got ", types(v)));
+        require(r.is_matrix() && r.use == Use::acc && r.rows == x.cols && r.cols == y.cols, o,
+                cat("outer_product of vector<", x.cols, "> and vector<", y.cols, "> is an acc ", x.cols, " x ", y.cols,
+                    " matrix, got ", r.str()));
+        require(r.scalar == x.scalar || products_allowed(x.scalar, y.scalar, r.scalar), o,
+                cat("outer_product component types, got ", types(v), " -> ", r.str()));
+        break;
+      }
+      case OpKind::mat_accumulate:
+        access(o, 1, v[0]->type);
+        require(v[0]->type.use == Use::acc, o, cat("accumulate needs an accumulator matrix, got ", v[0]->type.str()));
+        require(!is_int8(v[0]->type.scalar) && v[0]->type.scalar != ScalarType::f8_e4m3 &&
+                    v[0]->type.scalar != ScalarType::f8_e5m2,
+                o, cat("accumulate adds in the component type: 8-bit types cannot be added atomically, got ",
+                       v[0]->type.str()));
+        break;
+      case OpKind::vec_matrix_mul: {
+        const Type &x = v[0]->type, &m = v[1]->type, &r = o.result()->type;
+        require(x.is_vector() && m.is_matrix() && m.use == Use::b && x.cols == m.rows, o,
+                cat("vector x matrix takes vector<M> and a b matrix M x K, got ", types(v)));
+        require(r.is_vector() && r.cols == m.cols, o, cat("the result is vector<", m.cols, ">, got ", r.str()));
+        if (v.size() == 3)
+          require(v[2]->type.is_vector() && v[2]->type.cols == m.cols, o,
+                  cat("the bias is vector<", m.cols, ">, got ", v[2]->type.str()));
+        break;
+      }
+      case OpKind::vec_load: case OpKind::vec_store: {
+        bool load = o.kind == OpKind::vec_load;
+        const Type& vt = load ? o.result()->type : v[0]->type;
+        const Type& p = v[load ? 0 : 1]->type;
+        require(vt.is_vector() && p.is_pointer() && p.scalar == vt.scalar, o,
+                cat(mnemonic(o), " moves a vector through a pointer to its component type, got ", types(v)));
+        for (size_t k = load ? 1 : 2; k < v.size(); ++k) require(v[k]->type.is_index(), o, "offset and stride are index");
+        break;
+      }
       case OpKind::mat_mul_add: {
         require(v.size() == 3 && v[0]->type.is_matrix() && v[1]->type.is_matrix() && v[2]->type.is_matrix(), o,
                 cat("mul_add takes three matrices, got ", types(v)));
@@ -287,9 +443,9 @@ class Verifier {
         else
           require(a.cols >= 4 && a.cols <= 128 && (a.cols & (a.cols - 1)) == 0, o,
                   cat("K = ", a.cols, " must be a power of two in [4, 128] for ", name(a.scope), " scope"));
-        require(a.scalar == b.scalar && a.scalar == c.scalar, o,
-                cat("mul_add component types must agree (mixed precision comes with the operation set): ",
-                    types(v)));
+        require(products_allowed(a.scalar, b.scalar, c.scalar), o,
+                cat("mul_add component types: A and B of one type (or i8/u8 mixed) accumulating into the same type, ",
+                    "i8/u8 into i32, or f16/bf16/f8 into f32; got ", types(v)));
         require(o.result()->type == c, o, "the result has the accumulator's type");
         break;
       }

@@ -13,7 +13,10 @@ namespace py = pybind11;
 
 void bind_gemm(py::module_& m);
 void bind_tensor(py::module_& m);
+void bind_ir(py::module_& m);
+void bind_reduce(py::module_& m);
 void bind_layout(py::module_& m);
+void bind_devices(py::module_& m);
 void bind_cache(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
@@ -42,6 +45,7 @@ PYBIND11_MODULE(_core, m) {
     d["triple"] = c.triple;
     d["vector_bytes"] = c.vector_bytes;
     d["vector_registers"] = c.vector_registers;
+    d["level"] = c.level;
     d["features"] = c.features;
     return d;
   }, "The host CPU as LLVM detects it: name, triple, features, vector width.");
@@ -66,6 +70,9 @@ PYBIND11_MODULE(_core, m) {
 
   bind_gemm(m);
   bind_tensor(m);
+  bind_ir(m);
+  bind_reduce(m);
   bind_layout(m);
+  bind_devices(m);
   bind_cache(m);
 }

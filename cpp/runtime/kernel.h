@@ -39,6 +39,10 @@ struct CompiledKernel {
 std::shared_ptr<const CompiledKernel> cached_kernel(
     const std::string& plan_key, const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build);
 
+/// The same for a kernel written by a user (coopjit.ir): `f` is renamed to its JIT symbol on a
+/// miss; the key is its printed IR.
+std::shared_ptr<const CompiledKernel> cached_kernel(ir::Function& f);
+
 struct CacheStats {
   int64_t entries = 0, hits = 0, misses = 0;
   int64_t compiles = 0;    // misses compiled by LLVM in this process

@@ -37,7 +37,7 @@ Cache& cache() {
 // The same for a key in every process, so the object on disk names the symbol it defines.
 std::string symbol_for(const std::string& plan_key, const std::string& key) {
   std::string s = "coopjit_";
-  for (char c : plan_key) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  for (char c : plan_key.substr(0, 64)) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   return s + "_" + xxh64_hex(key);
 }
 
@@ -67,9 +67,10 @@ bool load_from_disk(const std::string& key, CompiledKernel& k) {
   return true;
 }
 
-void compile(const std::string& plan_key, CompiledKernel& k,
-             const std::function<std::unique_ptr<ir::Function>(const std::string&)>& build) {
-  std::unique_ptr<ir::Function> f = build(k.symbol);
+using GetFunction = std::function<ir::Function*(const std::string& symbol)>;
+
+void compile(const std::string& plan_key, CompiledKernel& k, const GetFunction& get) {
+  ir::Function* f = get(k.symbol);
   k.ir_text = ir::print(*f);
   k.origin = "compiled";
   print_stages(k, plan_key);
@@ -104,8 +105,8 @@ std::string CompiledKernel::assembly() const {
   return asm_;
 }
 
-std::shared_ptr<const CompiledKernel> cached_kernel(
-    const std::string& plan_key, const std::function<std::unique_ptr<ir::Function>(const std::string&)>& build) {
+// The cache proper: `get` returns the function to compile under a symbol (alive until return).
+static std::shared_ptr<const CompiledKernel> lookup_or_compile(const std::string& plan_key, const GetFunction& get) {
   const CpuInfo& cpu = host_cpu();
   const std::string key = plan_key + "@" + cpu.name + ":" + cpu.feature_string();
   Cache& c = cache();
@@ -136,7 +137,7 @@ std::shared_ptr<const CompiledKernel> cached_kernel(
     // Another process may be compiling this key: wait for it (bounded), then look again.
     disk_cache::CompileLock lock(kKind, key, disk_cache::lock_timeout());
     from_disk = lock.held() && load_from_disk(key, *k);
-    if (!from_disk) compile(plan_key, *k, build);
+    if (!from_disk) compile(plan_key, *k, get);
   }
   if (from_disk) {
     print_stages(*k, plan_key);
@@ -155,6 +156,24 @@ std::shared_ptr<const CompiledKernel> cached_kernel(
   c.entries[key] = k;
   c.stats.entries = static_cast<int64_t>(c.entries.size());
   return k;
+}
+
+std::shared_ptr<const CompiledKernel> cached_kernel(
+    const std::string& plan_key, const std::function<std::unique_ptr<ir::Function>(const std::string&)>& build) {
+  std::unique_ptr<ir::Function> holder;
+  return lookup_or_compile(plan_key, [&](const std::string& symbol) {
+    holder = build(symbol);
+    return holder.get();
+  });
+}
+
+std::shared_ptr<const CompiledKernel> cached_kernel(ir::Function& f) {
+  ir::verify(f);  // user programs: errors before anything is cached
+  const std::string key = "custom:" + ir::print(f);
+  return lookup_or_compile(key, [&](const std::string& symbol) {
+    f.name = symbol;  // the user's function takes its JIT symbol
+    return &f;
+  });
 }
 
 CacheStats cache_stats() {

@@ -13,6 +13,7 @@ struct CpuInfo {
   std::map<std::string, bool> features;
   int vector_bytes = 16;
   int vector_registers = 16;
+  std::string level = "native";  // or what COOPJIT_CPU_LEVEL forced: avx2, sse
 
   bool has(const std::string& f) const {
     auto it = features.find(f);

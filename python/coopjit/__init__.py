@@ -5,9 +5,11 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core, cache, layout
-from ._core import VerifyError
+from . import _core, cache, layout, spirv
+from ._core import DeviceError, VerifyError
+from .devices import device_info, devices, empty
 from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._reduce import reduce, reduce2x2
 from ._tune import tune
 from ._tune_report import TuneReport
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
@@ -16,6 +18,7 @@ __version__ = _core.version
 llvm_version = _core.llvm_version
 
 __all__ = [
+    "DeviceError",
     "Kernel",
     "TensorLayout",
     "TensorView",
@@ -24,12 +27,16 @@ __all__ = [
     "cache",
     "compile_gemm",
     "cpu_info",
+    "device_info",
     "devices",
+    "empty",
     "gemm",
     "get_num_threads",
     "set_num_threads",
     "load_matrix",
     "matmul",
+    "reduce",
+    "reduce2x2",
     "store_matrix",
     "tune",
 ]
@@ -49,11 +56,6 @@ def set_num_threads(n: int) -> None:
     if n < 1:
         raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
     _core.set_num_threads(n)
-
-
-def devices() -> list[str]:
-    """Names of the devices coopjit can run on; "cpu" is always there."""
-    return ["cpu"]
 
 
 def cpu_info() -> dict:

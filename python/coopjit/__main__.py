@@ -8,6 +8,8 @@ import time
 import numpy as np
 
 import coopjit
+from coopjit import spirv
+from coopjit.devices import status
 
 #: The CPU features that decide coopjit's code paths, as LLVM names them.
 FEATURES = [
@@ -27,10 +29,21 @@ def info() -> None:
     cpu = coopjit.cpu_info()
     feats = cpu["features"]
     print(f"coopjit {coopjit.__version__}  (LLVM {coopjit.llvm_version})")
-    print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits")
+    print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits"
+          f"  (feature level: {cpu['level']}; COOPJIT_CPU_LEVEL=avx2|sse forces a lower one)")
     for label, name in FEATURES:
         print(f"  {label:<13} {'yes' if feats.get(name) else 'no'}")
     print(f"devices: {', '.join(coopjit.devices())}")
+    for name in coopjit.devices()[1:]:
+        d = coopjit.device_info(name)
+        print(f"  {name}: {d['device_name']} ({d['platform']}, {d['type']}), SPIR-V {d['spirv_version']}, "
+              f"subgroups {d['subgroup_sizes']}, max work-group {d['max_work_group_size']}, "
+              f"local memory {d['local_memory_bytes'] // 1024} KiB, memory {d['memory']}, dpas {d['dpas']}")
+    for s in status():
+        if s["status"] or s["rejected"]:
+            print(f"  {s['backend']}: {s['status'] or ''}{'; rejected: ' + '; '.join(s['rejected']) if s['rejected'] else ''}")
+    for tool, t in spirv.tools().items():
+        print(f"{tool}: {t.get('version', t.get('error'))}")
 
 
 def _median_time(fn, repeat: int) -> float:

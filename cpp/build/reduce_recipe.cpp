@@ -1,0 +1,136 @@
+// The reduction recipe (reduce_recipe.h).
+#include "build/reduce_recipe.h"
+
+#include <limits>
+
+#include "ir/builder.h"
+
+namespace coopjit {
+
+using namespace ir;
+
+namespace {
+
+BinOp combine_of(const std::string& op) {
+  return op == "sum" ? BinOp::add : op == "prod" ? BinOp::mul : op == "min" ? BinOp::min : BinOp::max;
+}
+
+// The identity of the combine in the accumulator type.
+Value* identity(Builder& b, const std::string& op, ScalarType t) {
+  if (is_float(t)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    return b.constant(op == "sum" ? 0.0 : op == "prod" ? 1.0 : op == "min" ? inf : -inf, t, "identity");
+  }
+  if (op == "sum" || op == "prod") return b.constant_int(op == "sum" ? 0 : 1, t, "identity");
+  const bool mn = op == "min";
+  const int bits = size_in_bytes(t) * 8;
+  int64_t v;
+  if (is_signed(t))
+    v = mn ? (bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1)
+           : (bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)));
+  else
+    v = mn ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0;  // all ones is the unsigned maximum
+  return b.constant_int(v, t, "identity");
+}
+
+}  // namespace
+
+std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p, const std::string& name) {
+  auto f = std::make_unique<Function>();
+  f->name = name;
+  f->attrs["subgroup_size"] = int64_t(p.simd_width);
+  Value* X = f->add_param(Type::pointer(s.in), "X");
+  Value* Y = f->add_param(Type::pointer(s.out), "Y");
+  auto idx = [&](const char* n) { return f->add_param(Type::index(), n); };
+  Value *rows = idx("rows"), *cols = idx("cols"), *sx_r = idx("sx_r"), *sx_c_param = idx("sx_c");
+  Value *sy_r = idx("sy_r"), *sy_c = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
+
+  Builder b(*f);
+  Value* one = b.index(1, "c1");
+  Value* zero = b.index(0, "c0");
+  Value* sx_c = p.unit ? one : sx_c_param;
+  const int R = p.tile_rows, CW = p.tile_cols;
+  Value* TR = b.index(R, "TR");
+  Value* TC = b.index(CW, "TC");
+  const BinOp comb = combine_of(s.op);
+  Value* id = identity(b, s.op, s.acc);
+  auto ceil_div = [&](Builder& x, Value* n, Value* d) { return x.div(x.add(n, x.sub(d, one)), d); };
+  auto in_t = [&](int r, int c) { return Type::matrix(s.in, r, c, Use::acc, Scope::subgroup); };
+  auto acc_t = [&](int r, int c) { return Type::matrix(s.acc, r, c, Use::acc, Scope::subgroup); };
+  auto out_t = [&](int r, int c) { return Type::matrix(s.out, r, c, Use::acc, Scope::subgroup); };
+  auto widen = [&](Builder& x, Value* m, int r, int c) { return s.in == s.acc ? m : x.convert_matrix(m, acc_t(r, c)); };
+  auto narrow = [&](Builder& x, Value* m, int r, int c) { return s.out == s.acc ? m : x.convert_matrix(m, out_t(r, c)); };
+  // A worker's contiguous share of n tiles.
+  auto share = [&](Builder& x, Value* n) {
+    Value* per = ceil_div(x, n, workers);
+    Value* lo = x.min(x.mul(worker, per), n, "lo");
+    return std::make_pair(lo, x.min(x.add(lo, per), n, "hi"));
+  };
+  // Tail tiles: elements past `limit` along the tile's rows (or columns) become the identity.
+  auto mask_tail = [&](Builder& x, Value* t, Value* limit, bool along_rows) {
+    return x.per_element(t, {limit}, [&](Builder& e, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
+      return e.select(e.cmp(CmpPred::lt, along_rows ? r : c, xs[0]), v, id);
+    });
+  };
+  // One accumulation pass: acc (op)= tiles at (row(i), col(i)) for i in [0, n_main) step, then
+  // the tail at n_main if it exists; `checked` when the tile crosses the other dimension's edge.
+  auto accumulate = [&](Builder& x, bool row_form, Value* fixed, bool checked) {
+    Value* len = row_form ? cols : rows;
+    Value* step = row_form ? TC : TR;
+    Value* main = x.sub(len, x.rem(len, step), "main");
+    auto at = [&](Value* pos) -> Builder::Access {
+      return row_form ? Builder::Access{X, fixed, pos, sx_r, sx_c, rows, cols} : Builder::Access{X, pos, fixed, sx_r, sx_c, rows, cols};
+    };
+    Value* acc = x.splat(acc_t(R, CW), id, "acc");
+    acc = x.for_(zero, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
+      Value* t = widen(k, k.load(in_t(R, CW), at(pos), checked, "x"), R, CW);
+      return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
+    }, row_form ? "c" : "r")[0];
+    return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t(R, CW)}, [&](Builder& k) {
+      Value* t = widen(k, k.load(in_t(R, CW), at(main), true, "x"), R, CW);
+      t = mask_tail(k, t, k.sub(len, main), !row_form);
+      return std::vector<Value*>{k.mat_bin(comb, acc, t, "acc")};
+    }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+  };
+
+  if (s.form == "row") {  // Y[i] = op over row i: tiles of R rows walk along the columns
+    auto [lo, hi] = share(b, ceil_div(b, rows, TR));
+    b.for_(lo, hi, one, {}, [&](Builder& x, Value* rt, const std::vector<Value*>&) {
+      Value* r0 = x.mul(rt, TR, "r0");
+      Value* acc = x.if_(x.cmp(CmpPred::le, x.add(r0, TR), rows, "full"), {acc_t(R, CW)},
+                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, true, r0, false)}; },
+                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, true, r0, true)}; })[0];
+      Value* red = x.reduce(acc, ReduceMode::row, acc_t(R, 1), comb, "sums");
+      x.store(narrow(x, red, R, 1), {Y, r0, zero, sy_c, one, rows, one}, true);
+      return std::vector<Value*>{};
+    }, "rt");
+  } else if (s.form == "column") {  // Y[j] = op over column j: tiles of CW columns walk down the rows
+    auto [lo, hi] = share(b, ceil_div(b, cols, TC));
+    b.for_(lo, hi, one, {}, [&](Builder& x, Value* ct, const std::vector<Value*>&) {
+      Value* c0 = x.mul(ct, TC, "c0");
+      Value* acc = x.if_(x.cmp(CmpPred::le, x.add(c0, TC), cols, "full"), {acc_t(R, CW)},
+                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, false, c0, false)}; },
+                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, false, c0, true)}; })[0];
+      Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");
+      x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);
+      return std::vector<Value*>{};
+    }, "ct");
+  } else {  // 2x2: each R x CW tile of X gives an R/2 x CW/2 tile of Y
+    Value* tiles_c = ceil_div(b, cols, TC);
+    auto [lo, hi] = share(b, b.mul(ceil_div(b, rows, TR), tiles_c));
+    Value* yr = b.div(rows, b.index(2));
+    Value* yc = b.div(cols, b.index(2));
+    b.for_(lo, hi, one, {}, [&](Builder& x, Value* t, const std::vector<Value*>&) {
+      Value* r0 = x.mul(x.div(t, tiles_c), TR, "r0");
+      Value* c0 = x.mul(x.rem(t, tiles_c), TC, "c0");
+      Value* m = widen(x, x.load(in_t(R, CW), {X, r0, c0, sx_r, sx_c, rows, cols}, true, "x"), R, CW);
+      Value* red = x.reduce(m, ReduceMode::quad, acc_t(R / 2, CW / 2), comb, "quads");
+      Value* half = x.index(2);
+      x.store(narrow(x, red, R / 2, CW / 2), {Y, x.div(r0, half), x.div(c0, half), sy_r, sy_c, yr, yc}, true);
+      return std::vector<Value*>{};
+    }, "t");
+  }
+  return f;
+}
+
+}  // namespace coopjit

@@ -1,0 +1,165 @@
+// The SIMD lowering's state and helpers, shared by its three files: simd_lower.cpp (values,
+// control flow, scalars, the op dispatch), simd_memory.cpp (loads, stores, tensor addressing)
+// and simd_matrix.cpp (matrix arithmetic). Private to cpp/lower/.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+#include "core/error.h"
+#include "lower/simd_lower.h"
+#include "lower/tensor_addressing.h"
+
+namespace coopjit {
+
+using namespace ir;
+
+class SimdLowering {
+ public:
+  SimdLowering(const Function& f, llvm::LLVMContext& ctx)
+      : f_(f), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
+    auto it = f.attrs.find("subgroup_size");
+    COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
+    S_ = static_cast<int>(std::get<int64_t>(it->second));
+  }
+
+  std::unique_ptr<llvm::Module> run();
+
+ private:
+  // ---- types -------------------------------------------------------------------------------
+  llvm::Type* scalar_ty(ScalarType t);
+  llvm::FixedVectorType* vec_ty(ScalarType t) { return llvm::FixedVectorType::get(scalar_ty(t), S_); }
+  static bool vector_layout(const Type& t) { return t.use != Use::a; }
+  int chunks(const Type& t) const { return static_cast<int>((t.cols + S_ - 1) / S_); }
+  // The number of LLVM values an aggregate IR value is held in.
+  size_t parts(const Type& t) const;
+  llvm::Align align(ScalarType t) { return llvm::Align(size_in_bytes(t)); }
+
+  // ---- values ------------------------------------------------------------------------------
+  std::vector<llvm::Value*> flat(const Value* v);
+  llvm::Value* scalar(const Value* v);
+  const std::vector<llvm::Value*>& mat(const Value* v);
+  // Binds the values `vs` to the ir values, consuming parts from `flat` in order.
+  void bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat);
+  std::vector<llvm::Value*> flat_all(const std::vector<Value*>& vs, size_t from = 0);
+  static bool is_const(const Value* v, int64_t c);
+
+  void unpack_params();
+
+  // ---- blocks and control flow -----------------------------------------------------------------
+  // Lowers the ops of a block; returns the flattened operands of its yield (if any).
+  std::vector<llvm::Value*> block(const Block& blk);
+
+  void for_loop(const Op& o);
+
+  void if_op(const Op& o);
+
+  // ---- scalars -----------------------------------------------------------------------------------
+  llvm::Value* scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y);
+
+  llvm::Value* scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y);
+
+  // ---- matrices ----------------------------------------------------------------------------------
+  llvm::Value* lanes();
+  // Lanes [0, n) set: the in-matrix lanes of a chunk.
+  llvm::Value* lane_mask(int n);
+  llvm::GlobalVariable* zero_global(ScalarType t);
+
+  struct Addr {
+    llvm::Value *ptr, *row, *col, *sr, *sc, *rows, *cols;
+    bool unit_col;
+  };
+  Addr addr(const Op& o, size_t base);
+
+  // For chunk j of row i of a vector-layout matrix: the first element's address, the vector of
+  // lane addresses (strided access only) and the mask (null when every lane is accessed).
+  struct Chunk {
+    llvm::Value* base;
+    llvm::Value* ptrs;
+    llvm::Value* mask;
+  };
+  Chunk chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
+
+  llvm::Value* load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
+  void store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v);
+
+  void load(const Op& o);
+
+  void store(const Op& o);
+
+  // ---- matrices held in memory -----------------------------------------------------------------
+  // A matrix of more than kMemoryParts vectors lives in a stack slot, and the operations that
+  // support it (load, store, load_tensor, store_tensor) walk it with a runtime loop over rows:
+  // as SSA values, thousands of vectors and their memory operations in one block make LLVM's
+  // compile time grow quadratically. Other operations read it back into values (mat()).
+  static constexpr size_t kMemoryParts = 64;
+  bool in_memory(const Type& t) const { return vector_layout(t) && parts(t) > kMemoryParts; }
+  llvm::ArrayType* slots_ty(const Type& t);
+  llvm::Value* new_slots(const Type& t);
+  llvm::Value* slot(const Type& t, llvm::Value* slots, llvm::Value* i, int j);
+  // The stack slot holding v (stored there from its values when it has none yet).
+  llvm::Value* mem_of(const Value* v);
+  void copy_slots(const Type& t, llvm::Value* dst, llvm::Value* src);
+  // for (i = 0; i < rows; ++i) body(i), kept a loop (unrolling a long body multiplies compile time).
+  void row_loop(int64_t rows, const std::function<void(llvm::Value*)>& body);
+
+  std::vector<llvm::Value*> splat(const Op& o);
+  // The operation set beyond GEMM (simd_matrix.cpp): reduce, per-element, convert, transpose,
+  // get/set, sum_accumulate, outer_product, accumulate, vector x matrix, vector load/store.
+  void matrix_op(const Op& o);
+  std::vector<llvm::Value*> elems(const Value* v);  // rows * cols scalars, row-major
+  std::vector<llvm::Value*> from_elems(const Type& t, const std::vector<llvm::Value*>& e);
+  llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);
+  llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
+  llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
+  llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
+  llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
+  llvm::Value* f32_to_bf16(llvm::Value* x);
+  llvm::Value* lower_region(const Block& region, const std::vector<llvm::Value*>& args);
+  std::vector<llvm::Value*> per_element(const Op& o);
+
+  llvm::Value* fma(ScalarType t, llvm::Value* x, llvm::Value* y, llvm::Value* acc);
+
+  std::vector<llvm::Value*> mul_add(const Op& o);
+
+  std::vector<llvm::Value*> elementwise(const Op& o);
+
+  // ---- tensor addressing -------------------------------------------------------------------------
+  // A matrix as rows of S-lane vectors, whatever its use (use a is held as scalars).
+  std::vector<llvm::Value*> as_vectors(const Type& t, const std::vector<llvm::Value*>& p);
+  std::vector<llvm::Value*> from_vectors(const Type& t, const std::vector<llvm::Value*>& v);
+
+  LayoutParts layout_parts(const Value* v);
+  ViewParts view_parts(const Value* v);
+  llvm::Value* convert_clamp_value(llvm::Value* d, ScalarType t);
+
+  // coopmatrix.load_tensor / store_tensor: a runtime loop over the matrix rows (the address
+  // calculation is long: unrolling it over every row would bloat the code), the row's chunks
+  // unrolled, the matrix kept in a stack slot in between.
+  void tensor_access(const Op& o);
+
+  void op(const Op& o);
+
+  const Function& f_;
+  llvm::LLVMContext& ctx_;
+  std::unique_ptr<llvm::Module> mod_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  int S_ = 1;
+  std::unordered_map<const Value*, llvm::Value*> scalars_;
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;  // aggregates as values
+  std::unordered_map<const Value*, llvm::Value*> mems_;                 // large matrices in memory
+  llvm::Value* lane_mask_ = nullptr;  // inside a decode function: scalars are vectors of lanes
+
+  // A scalar as the current mode needs it: itself, or splat over the lanes in a decode function.
+  llvm::Value* lanev(llvm::Value* x);
+};
+
+}  // namespace coopjit

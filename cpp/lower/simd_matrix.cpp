@@ -1,0 +1,428 @@
+// The SIMD lowering of matrix arithmetic: splat, mul_add, element-wise operations, and the
+// operation set of SPV_NV_cooperative_matrix2 / HLSL 0035 (reduce, per-element, convert,
+// transpose, get/set, sum_accumulate, outer_product, accumulate, vector x matrix), with the
+// component-type conversions (round to nearest even; the fp8 formats' saturation and NaN rules).
+#include "lower/simd_lowering.h"
+
+namespace coopjit {
+
+std::vector<llvm::Value*> SimdLowering::splat(const Op& o) {
+  const Type& t = o.result()->type;
+  llvm::Value* s = scalar(o.operands[0]);
+  if (!vector_layout(t)) return std::vector<llvm::Value*>(parts(t), s);
+  std::vector<llvm::Value*> out;
+  llvm::Value* full = b_.CreateVectorSplat(S_, s);
+  llvm::Value* zero = llvm::Constant::getNullValue(full->getType());
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int j = 0; j < chunks(t); ++j) {
+      int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+      // Padding lanes hold zero, as the layout defines.
+      out.push_back(valid < S_ ? b_.CreateSelect(lane_mask(valid), full, zero) : full);
+    }
+  return out;
+}
+
+llvm::Value* SimdLowering::fma(ScalarType t, llvm::Value* x, llvm::Value* y, llvm::Value* acc) {
+  if (is_float(t)) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, acc});
+  return b_.CreateAdd(b_.CreateMul(x, y), acc);
+}
+
+std::vector<llvm::Value*> SimdLowering::mul_add(const Op& o) {
+  const Type &ta = o.operands[0]->type, &tb = o.operands[1]->type, &tc = o.operands[2]->type;
+  std::vector<llvm::Value*> a = mat(o.operands[0]);
+  std::vector<llvm::Value*> bv = mat(o.operands[1]);
+  // Mixed precision (i8/u8 -> i32, f16/bf16/f8 -> f32): widen the inputs, multiply-add in the
+  // accumulator's type.
+  if (ta.scalar != tc.scalar)
+    for (auto& x : a) x = convert_value(x, ta.scalar, tc.scalar);
+  if (tb.scalar != tc.scalar)
+    for (auto& x : bv) x = convert_value(x, tb.scalar, tc.scalar);
+  std::vector<llvm::Value*> c = mat(o.operands[2]);
+  const int nch = chunks(tc);
+  for (int64_t k = 0; k < ta.cols; ++k)
+    for (int64_t i = 0; i < tc.rows; ++i) {
+      llvm::Value* bc = b_.CreateVectorSplat(S_, a[i * ta.cols + k]);
+      for (int j = 0; j < nch; ++j) c[i * nch + j] = fma(tc.scalar, bc, bv[k * nch + j], c[i * nch + j]);
+    }
+  return c;
+}
+
+std::vector<llvm::Value*> SimdLowering::elementwise(const Op& o) {
+  const Type& t = o.result()->type;
+  const auto& x = mat(o.operands[0]);
+  std::vector<llvm::Value*> out;
+  if (o.kind == OpKind::mat_scale) {
+    llvm::Value* s = scalar(o.operands[1]);
+    if (vector_layout(t)) s = b_.CreateVectorSplat(S_, s);
+    for (llvm::Value* v : x) out.push_back(scalar_bin(BinOp::mul, t.scalar, v, s));
+    return out;
+  }
+  const auto& y = mat(o.operands[1]);
+  for (size_t i = 0; i < x.size(); ++i) out.push_back(scalar_bin(static_cast<BinOp>(o.sub), t.scalar, x[i], y[i]));
+  return out;
+}
+
+
+// ---- element grid --------------------------------------------------------------------------------
+std::vector<llvm::Value*> SimdLowering::elems(const Value* v) {
+  const Type& t = v->type;
+  const auto& p = mat(v);
+  if (t.is_vector() || !vector_layout(t)) return p;
+  std::vector<llvm::Value*> out;
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int64_t c = 0; c < t.cols; ++c) out.push_back(b_.CreateExtractElement(p[i * chunks(t) + c / S_], c % S_));
+  return out;
+}
+
+std::vector<llvm::Value*> SimdLowering::from_elems(const Type& t, const std::vector<llvm::Value*>& e) {
+  if (t.is_vector() || !vector_layout(t)) return e;
+  std::vector<llvm::Value*> out;
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int j = 0; j < chunks(t); ++j) {
+      llvm::Value* v = llvm::Constant::getNullValue(vec_ty(t.scalar));  // padding lanes stay zero
+      for (int l = 0; l < S_ && j * S_ + l < t.cols; ++l) v = b_.CreateInsertElement(v, e[i * t.cols + j * S_ + l], l);
+      out.push_back(v);
+    }
+  return out;
+}
+
+// ---- conversions -----------------------------------------------------------------------------------
+namespace {
+llvm::Value* splat_like(llvm::IRBuilder<>& b, llvm::Value* like, llvm::Constant* c) {
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like->getType()))
+    return llvm::ConstantVector::getSplat(vt->getElementCount(), c);
+  return c;
+}
+llvm::Type* like_type(llvm::Value* like, llvm::Type* elem) {
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like->getType())) return llvm::FixedVectorType::get(elem, vt->getNumElements());
+  return elem;
+}
+}  // namespace
+
+llvm::Value* SimdLowering::fp8_to_f32(llvm::Value* bits, ScalarType from) {
+  auto c32 = [&](uint32_t v) { return splat_like(b_, bits, b_.getInt32(v)); };
+  llvm::Value* b = b_.CreateZExt(bits, like_type(bits, b_.getInt32Ty()));
+  if (from == ScalarType::f8_e5m2) {  // the top byte of an IEEE half
+    llvm::Value* h = b_.CreateBitCast(b_.CreateTrunc(b_.CreateShl(b, c32(8)), like_type(bits, b_.getInt16Ty())),
+                                      like_type(bits, b_.getHalfTy()));
+    return b_.CreateFPExt(h, like_type(bits, b_.getFloatTy()));
+  }
+  // e4m3fn: bias 7, no infinities, S.1111.111 is NaN.
+  llvm::Value* sign = b_.CreateShl(b_.CreateAnd(b, c32(0x80)), c32(24));
+  llvm::Value* e = b_.CreateAnd(b_.CreateLShr(b, c32(3)), c32(0xF));
+  llvm::Value* m = b_.CreateAnd(b, c32(7));
+  llvm::Value* normal = b_.CreateOr(sign, b_.CreateOr(b_.CreateShl(b_.CreateAdd(e, c32(120)), c32(23)),
+                                                      b_.CreateShl(m, c32(20))));
+  llvm::Type* fty = like_type(bits, b_.getFloatTy());
+  llvm::Value* sub = b_.CreateFMul(b_.CreateUIToFP(m, fty), splat_like(b_, bits, llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 512)));
+  sub = b_.CreateOr(b_.CreateBitCast(sub, like_type(bits, b_.getInt32Ty())), sign);
+  llvm::Value* nan = b_.CreateOr(sign, c32(0x7FC00000));
+  llvm::Value* r = b_.CreateSelect(b_.CreateICmpEQ(e, c32(0)), sub, normal);
+  r = b_.CreateSelect(b_.CreateAnd(b_.CreateICmpEQ(e, c32(15)), b_.CreateICmpEQ(m, c32(7))), nan, r);
+  return b_.CreateBitCast(r, fty);
+}
+
+llvm::Value* SimdLowering::f32_to_fp8(llvm::Value* x, ScalarType to) {
+  auto c32 = [&](uint32_t v) { return splat_like(b_, x, b_.getInt32(v)); };
+  auto cf = [&](double v) { return splat_like(b_, x, llvm::ConstantFP::get(b_.getFloatTy(), v)); };
+  llvm::Type* ity = like_type(x, b_.getInt32Ty());
+  llvm::Value* bits = b_.CreateBitCast(x, ity);
+  llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(bits, c32(24)), c32(0x80));
+  llvm::Value* a = b_.CreateAnd(bits, c32(0x7FFFFFFF));
+  llvm::Value* fa = b_.CreateBitCast(a, x->getType());
+  llvm::Value* is_nan = b_.CreateICmpUGT(a, c32(0x7F800000));
+  const bool e4 = to == ScalarType::f8_e4m3;
+  // Subnormals: multiples of 2^-9 (e4m3) or 2^-16 (e5m2), rounded to nearest even.
+  llvm::Value* q = b_.CreateFPToUI(b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(fa, cf(e4 ? 512.0 : 65536.0))), ity);
+  llvm::Value* is_sub = b_.CreateFCmpOLT(fa, cf(e4 ? 1.0 / 64 : 1.0 / 16384));
+  // Normals: round the f32 mantissa to 3 (e4m3) or 2 (e5m2) bits, nearest even, then rebias.
+  const uint32_t drop = e4 ? 20 : 21;
+  llvm::Value* r = b_.CreateAdd(a, b_.CreateAdd(c32((1u << (drop - 1)) - 1), b_.CreateAnd(b_.CreateLShr(a, c32(drop)), c32(1))));
+  llvm::Value* E = b_.CreateSub(b_.CreateLShr(r, c32(23)), c32(e4 ? 120 : 112));
+  llvm::Value* mant = b_.CreateAnd(b_.CreateLShr(r, c32(drop)), c32(e4 ? 7 : 3));
+  llvm::Value* code = b_.CreateOr(b_.CreateShl(E, c32(e4 ? 3 : 2)), mant);
+  llvm::Value* out;
+  if (e4) {  // no infinity: overflow (and inf) become NaN 0x7F, like ml_dtypes' float8_e4m3fn
+    llvm::Value* over = b_.CreateICmpUGT(code, c32(0x7E));
+    out = b_.CreateSelect(is_nan, c32(0x7F), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7F), code)));
+  } else {   // IEEE-like: overflow to infinity 0x7C, NaN 0x7E
+    llvm::Value* over = b_.CreateICmpUGE(E, c32(31));
+    out = b_.CreateSelect(is_nan, c32(0x7E), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7C), code)));
+  }
+  return b_.CreateTrunc(b_.CreateOr(out, sign), like_type(x, b_.getInt8Ty()));
+}
+
+llvm::Value* SimdLowering::f32_to_bf16(llvm::Value* x) {
+  auto c32 = [&](uint32_t v) { return splat_like(b_, x, b_.getInt32(v)); };
+  llvm::Value* bits = b_.CreateBitCast(x, like_type(x, b_.getInt32Ty()));
+  llvm::Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(c32(0x7FFF), b_.CreateAnd(b_.CreateLShr(bits, c32(16)), c32(1))));
+  llvm::Value* nan = b_.CreateOr(b_.CreateLShr(bits, c32(16)), c32(0x40));  // quiet, sign kept
+  llvm::Value* is_nan = b_.CreateICmpUGT(b_.CreateAnd(bits, c32(0x7FFFFFFF)), c32(0x7F800000));
+  llvm::Value* r = b_.CreateSelect(is_nan, nan, b_.CreateLShr(rounded, c32(16)));
+  return b_.CreateBitCast(b_.CreateTrunc(r, like_type(x, b_.getInt16Ty())), like_type(x, b_.getBFloatTy()));
+}
+
+llvm::Value* SimdLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
+  if (from == to) return x;
+  auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
+  llvm::Type* target = like_type(x, scalar_ty(to));
+  if (fp8(from)) return convert_value(fp8_to_f32(x, from), ScalarType::f32, to);
+  if (fp8(to)) return f32_to_fp8(convert_value(x, from, ScalarType::f32), to);
+  if (to == ScalarType::bf16 && is_float(from)) return f32_to_bf16(convert_value(x, from, ScalarType::f32));
+  if (to == ScalarType::bf16) return f32_to_bf16(convert_value(x, from, ScalarType::f32));
+  if (is_float(from) && is_float(to)) {
+    unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();
+    if (from == ScalarType::bf16) return b_.CreateFPExt(x, target);  // bf16 widens exactly to f32 and up
+    return tb > fb ? b_.CreateFPExt(x, target) : b_.CreateFPTrunc(x, target);
+  }
+  if (is_float(from))  // to an integer: saturating, NaN -> 0
+    return b_.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                              {target, x->getType()}, {x});
+  if (is_float(to)) return is_signed(from) ? b_.CreateSIToFP(x, target) : b_.CreateUIToFP(x, target);
+  if (to == ScalarType::i1) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+  return b_.CreateIntCast(x, target, is_signed(from));
+}
+
+llvm::Value* SimdLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
+  if (!is_float(t)) {
+    if (u == UnOp::neg) return b_.CreateNeg(x);
+    if (u == UnOp::abs) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+    throw InternalError("integer unary op");
+  }
+  switch (u) {
+    case UnOp::neg: return b_.CreateFNeg(x);
+    case UnOp::abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    case UnOp::exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    case UnOp::log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    case UnOp::tanh: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::tanh, x);
+    case UnOp::sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+  }
+  throw InternalError("unknown unary op");
+}
+
+// A combine / per-element function: its scalar operations on the given arguments (scalars, or
+// vectors of lanes in lane mode).
+llvm::Value* SimdLowering::lower_region(const Block& region, const std::vector<llvm::Value*>& args) {
+  for (size_t i = 0; i < args.size(); ++i) scalars_[region.args[i]] = args[i];
+  return lanev(block(region)[0]);
+}
+
+llvm::Value* SimdLowering::combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (!o.regions.empty()) return lower_region(*o.regions[0], {x, y});
+  const std::string& c = std::get<std::string>(o.attrs.at("combine"));
+  BinOp op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
+  return scalar_bin(op, t, x, y);
+}
+
+// The per-element function applied to whole rows of lanes at once (row, col and the values are
+// vectors; padding lanes stay zero).
+std::vector<llvm::Value*> SimdLowering::per_element(const Op& o) {
+  const Type& t = o.operands[0]->type;
+  std::vector<std::vector<llvm::Value*>> src;
+  for (const Value* v : o.operands) src.push_back(v->type.is_matrix() ? as_vectors(v->type, mat(v)) : std::vector<llvm::Value*>{});
+  std::vector<llvm::Value*> out;
+  llvm::Value* saved = lane_mask_;
+  lane_mask_ = lane_mask(S_);
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int j = 0; j < chunks(t); ++j) {
+      const size_t k = static_cast<size_t>(i * chunks(t) + j);
+      std::vector<llvm::Value*> args{b_.CreateVectorSplat(S_, b_.getInt64(i)),
+                                     b_.CreateAdd(b_.CreateVectorSplat(S_, b_.getInt64(int64_t(j) * S_)), lanes()),
+                                     src[0][k]};
+      for (size_t e = 1; e < o.operands.size(); ++e)
+        args.push_back(o.operands[e]->type.is_matrix() ? src[e][k] : lanev(scalar(o.operands[e])));
+      llvm::Value* r = lower_region(*o.regions[0], args);
+      int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+      out.push_back(valid < S_ ? b_.CreateSelect(lane_mask(valid), r, llvm::Constant::getNullValue(r->getType())) : r);
+    }
+  lane_mask_ = saved;
+  return from_vectors(t, out);
+}
+
+void SimdLowering::matrix_op(const Op& o) {
+  const auto& v = o.operands;
+  switch (o.kind) {
+    case OpKind::mat_per_element:
+      mats_[o.result()] = per_element(o);
+      return;
+    case OpKind::mat_reduce: {
+      const Type &m = v[0]->type, &r = o.result()->type;
+      auto e = elems(v[0]);
+      auto at = [&](int64_t i, int64_t c) { return e[i * m.cols + c]; };
+      std::vector<llvm::Value*> out(r.rows * r.cols);
+      switch (static_cast<ReduceMode>(o.sub)) {
+        case ReduceMode::row:
+          for (int64_t i = 0; i < m.rows; ++i) {
+            llvm::Value* acc = at(i, 0);
+            for (int64_t c = 1; c < m.cols; ++c) acc = combine(o, m.scalar, acc, at(i, c));
+            for (int64_t c = 0; c < r.cols; ++c) out[i * r.cols + c] = acc;
+          }
+          break;
+        case ReduceMode::column:  // the document's text says "row" here: the column is meant
+          for (int64_t c = 0; c < m.cols; ++c) {
+            llvm::Value* acc = at(0, c);
+            for (int64_t i = 1; i < m.rows; ++i) acc = combine(o, m.scalar, acc, at(i, c));
+            for (int64_t i = 0; i < r.rows; ++i) out[i * r.cols + c] = acc;
+          }
+          break;
+        case ReduceMode::both: {
+          llvm::Value* acc = e[0];
+          for (size_t k = 1; k < e.size(); ++k) acc = combine(o, m.scalar, acc, e[k]);
+          for (auto& x : out) x = acc;
+          break;
+        }
+        case ReduceMode::quad:
+          for (int64_t i = 0; i < r.rows; ++i)
+            for (int64_t c = 0; c < r.cols; ++c) {
+              llvm::Value* acc = combine(o, m.scalar, at(2 * i, 2 * c), at(2 * i + 1, 2 * c));
+              acc = combine(o, m.scalar, acc, at(2 * i, 2 * c + 1));
+              out[i * r.cols + c] = combine(o, m.scalar, acc, at(2 * i + 1, 2 * c + 1));
+            }
+          break;
+      }
+      mats_[o.result()] = from_elems(r, out);
+      return;
+    }
+    case OpKind::mat_convert: {
+      const Type &m = v[0]->type, &r = o.result()->type;
+      if (vector_layout(m) && vector_layout(r)) {
+        std::vector<llvm::Value*> out;
+        for (llvm::Value* x : mat(v[0])) out.push_back(convert_value(x, m.scalar, r.scalar));
+        mats_[o.result()] = out;
+        return;
+      }
+      auto e = elems(v[0]);
+      for (auto& x : e) x = convert_value(x, m.scalar, r.scalar);
+      mats_[o.result()] = from_elems(r, e);
+      return;
+    }
+    case OpKind::mat_transpose: {
+      const Type &m = v[0]->type, &r = o.result()->type;
+      auto e = elems(v[0]);
+      std::vector<llvm::Value*> t(e.size());
+      for (int64_t i = 0; i < m.rows; ++i)
+        for (int64_t c = 0; c < m.cols; ++c) t[c * m.rows + i] = e[i * m.cols + c];
+      mats_[o.result()] = from_elems(r, t);
+      return;
+    }
+    case OpKind::mat_length:  // on the CPU one invocation holds the whole matrix
+      scalars_[o.result()] = b_.getInt64(v[0]->type.rows * v[0]->type.cols);
+      return;
+    case OpKind::mat_coord: {  // element i is (i / cols, i % cols); out of range: UINT32_MAX
+      const Type& m = v[0]->type;
+      llvm::Value* i = scalar(v[1]);
+      llvm::Value* ok = b_.CreateICmpULT(i, b_.getInt64(m.rows * m.cols));
+      llvm::Value* bad = b_.getInt64(0xFFFFFFFFu);
+      scalars_[o.results[0]] = b_.CreateSelect(ok, b_.CreateUDiv(i, b_.getInt64(m.cols)), bad);
+      scalars_[o.results[1]] = b_.CreateSelect(ok, b_.CreateURem(i, b_.getInt64(m.cols)), bad);
+      return;
+    }
+    case OpKind::mat_get: case OpKind::mat_set: {
+      // Through a stack copy of the elements, one spare slot past the end for out-of-range
+      // indices (get reads 0 there, set writes there: a no-op).
+      const Type& m = v[0]->type;
+      const int64_t n = m.rows * m.cols;
+      llvm::Type* et = scalar_ty(m.scalar);
+      auto* arr = llvm::ArrayType::get(et, static_cast<uint64_t>(n + 1));
+      llvm::Value* slots;
+      {
+        llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+        slots = eb.CreateAlloca(arr, nullptr, "elements");
+      }
+      auto e = elems(v[0]);
+      for (int64_t k = 0; k < n; ++k) b_.CreateStore(e[k], b_.CreateConstInBoundsGEP2_64(arr, slots, 0, k));
+      b_.CreateStore(llvm::Constant::getNullValue(et), b_.CreateConstInBoundsGEP2_64(arr, slots, 0, n));
+      llvm::Value* i = scalar(v[1]);
+      llvm::Value* idx = b_.CreateSelect(b_.CreateICmpULT(i, b_.getInt64(n)), i, b_.getInt64(n));
+      llvm::Value* at = b_.CreateInBoundsGEP(arr, slots, {b_.getInt64(0), idx});
+      if (o.kind == OpKind::mat_get) {
+        scalars_[o.result()] = b_.CreateLoad(et, at);
+        return;
+      }
+      b_.CreateStore(scalar(v[2]), at);
+      std::vector<llvm::Value*> out;
+      for (int64_t k = 0; k < n; ++k) out.push_back(b_.CreateLoad(et, b_.CreateConstInBoundsGEP2_64(arr, slots, 0, k)));
+      mats_[o.result()] = from_elems(m, out);
+      return;
+    }
+    case OpKind::mat_sum_accumulate: {
+      const Type& c = v[2]->type;
+      auto a = elems(v[0]), bb = elems(v[1]), acc = elems(v[2]);
+      for (size_t k = 0; k < acc.size(); ++k) {
+        llvm::Value* s = scalar_bin(BinOp::add, c.scalar, convert_value(a[k], v[0]->type.scalar, c.scalar),
+                                    convert_value(bb[k], v[1]->type.scalar, c.scalar));
+        acc[k] = scalar_bin(BinOp::add, c.scalar, acc[k], s);
+      }
+      mats_[o.result()] = from_elems(c, acc);
+      return;
+    }
+    case OpKind::mat_outer_product: {
+      const Type& r = o.result()->type;
+      auto x = mat(v[0]), y = mat(v[1]);
+      std::vector<llvm::Value*> out;
+      for (int64_t i = 0; i < r.rows; ++i)
+        for (int64_t c = 0; c < r.cols; ++c)
+          out.push_back(scalar_bin(BinOp::mul, r.scalar, convert_value(x[i], v[0]->type.scalar, r.scalar),
+                                   convert_value(y[c], v[1]->type.scalar, r.scalar)));
+      mats_[o.result()] = from_elems(r, out);
+      return;
+    }
+    case OpKind::mat_accumulate: {  // atomic add of each in-bounds element
+      const Type& m = v[0]->type;
+      Addr a = addr(o, 1);
+      auto e = elems(v[0]);
+      for (int64_t i = 0; i < m.rows; ++i)
+        for (int64_t c = 0; c < m.cols; ++c) {
+          llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+          llvm::Value* col = b_.CreateAdd(a.col, b_.getInt64(c));
+          llvm::Value* inb = b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(col, a.cols)),
+                                          b_.CreateAnd(b_.CreateICmpSGE(r, b_.getInt64(0)), b_.CreateICmpSGE(col, b_.getInt64(0))));
+          llvm::Value* p = b_.CreateGEP(scalar_ty(m.scalar), a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(col, a.sc)));
+          auto* yes = llvm::BasicBlock::Create(ctx_, "acc.in", fn_);
+          auto* cont = llvm::BasicBlock::Create(ctx_, "acc.cont", fn_);
+          b_.CreateCondBr(inb, yes, cont);
+          b_.SetInsertPoint(yes);
+          b_.CreateAtomicRMW(is_float(m.scalar) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, p,
+                             e[i * m.cols + c], align(m.scalar), llvm::AtomicOrdering::Monotonic);
+          b_.CreateBr(cont);
+          b_.SetInsertPoint(cont);
+        }
+      return;
+    }
+    case OpKind::vec_matrix_mul: {  // result[k] = sum_m v[m] * B[m][k] (+ bias[k])
+      const Type &m = v[1]->type, &r = o.result()->type;
+      auto x = mat(v[0]);
+      auto bm = elems(v[1]);
+      std::vector<llvm::Value*> out;
+      for (int64_t k = 0; k < m.cols; ++k) {
+        llvm::Value* acc = v.size() > 2 ? convert_value(mat(v[2])[k], v[2]->type.scalar, r.scalar)
+                                        : llvm::Constant::getNullValue(scalar_ty(r.scalar));
+        for (int64_t i = 0; i < m.rows; ++i)
+          acc = fma(r.scalar, convert_value(x[i], v[0]->type.scalar, r.scalar),
+                    convert_value(bm[i * m.cols + k], m.scalar, r.scalar), acc);
+        out.push_back(acc);
+      }
+      mats_[o.result()] = out;
+      return;
+    }
+    case OpKind::vec_load: case OpKind::vec_store: {
+      const bool load = o.kind == OpKind::vec_load;
+      const Type& t = load ? o.result()->type : v[0]->type;
+      llvm::Value* ptr = scalar(v[load ? 0 : 1]);
+      llvm::Value* off = scalar(v[load ? 1 : 2]);
+      llvm::Value* stride = scalar(v[load ? 2 : 3]);
+      std::vector<llvm::Value*> out;
+      for (int64_t k = 0; k < t.cols; ++k) {
+        llvm::Value* p = b_.CreateGEP(scalar_ty(t.scalar), ptr, b_.CreateAdd(off, b_.CreateMul(stride, b_.getInt64(k))));
+        if (load) out.push_back(b_.CreateAlignedLoad(scalar_ty(t.scalar), p, align(t.scalar)));
+        else b_.CreateAlignedStore(mat(v[0])[k], p, align(t.scalar));
+      }
+      if (load) mats_[o.result()] = out;
+      return;
+    }
+    default:
+      throw InternalError(cat("matrix_op does not handle ", mnemonic(o)));
+  }
+}
+
+}  // namespace coopjit

@@ -1,0 +1,291 @@
+// The SIMD lowering of memory operations: plain strided loads and stores, matrices held in
+// memory, and loads/stores through tensor layouts and views.
+#include "lower/simd_lowering.h"
+
+namespace coopjit {
+
+llvm::GlobalVariable* SimdLowering::zero_global(ScalarType t) {
+  auto* ty = scalar_ty(t);
+  std::string n = cat("coopjit.zero.", name(t));
+  if (auto* g = mod_->getGlobalVariable(n, true)) return g;
+  return new llvm::GlobalVariable(*mod_, ty, true, llvm::GlobalValue::InternalLinkage,
+                                  llvm::Constant::getNullValue(ty), n);
+}
+
+SimdLowering::Addr SimdLowering::addr(const Op& o, size_t base) {
+  const auto& v = o.operands;
+  return {scalar(v[base]), scalar(v[base + 1]), scalar(v[base + 2]), scalar(v[base + 3]),
+          scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), is_const(v[base + 4], 1)};
+}
+
+SimdLowering::Chunk SimdLowering::chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked) {
+  llvm::Type* et = scalar_ty(t.scalar);
+  llvm::Value* r = b_.CreateAdd(a.row, i);
+  llvm::Value* c0 = b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_));
+  llvm::Value* off = b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c0, a.sc));
+  Chunk ch{b_.CreateGEP(et, a.ptr, off), nullptr, nullptr};
+  int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+  if (!a.unit_col)
+    ch.ptrs = b_.CreateGEP(et, ch.base, b_.CreateMul(lanes(), b_.CreateVectorSplat(S_, a.sc)));
+  if (checked) {
+    llvm::Value* in_cols = b_.CreateICmpSLT(b_.CreateAdd(b_.CreateVectorSplat(S_, c0), lanes()),
+                                            b_.CreateVectorSplat(S_, a.cols));
+    llvm::Value* m = b_.CreateAnd(in_cols, lane_mask(valid));
+    llvm::Value* row_ok = b_.CreateICmpSLT(r, a.rows);
+    ch.mask = b_.CreateSelect(row_ok, m, llvm::Constant::getNullValue(m->getType()));
+  } else if (valid < S_) {
+    ch.mask = lane_mask(valid);
+  }
+  return ch;
+}
+
+llvm::Value* SimdLowering::load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked) {
+  auto* vt = vec_ty(t.scalar);
+  llvm::Value* zero = llvm::Constant::getNullValue(vt);
+  Chunk ch = chunk(t, a, i, j, checked);
+  if (!a.unit_col) return b_.CreateMaskedGather(vt, ch.ptrs, align(t.scalar), ch.mask, zero);
+  if (ch.mask) return b_.CreateMaskedLoad(vt, ch.base, align(t.scalar), ch.mask, zero);
+  return b_.CreateAlignedLoad(vt, ch.base, align(t.scalar));
+}
+
+void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v) {
+  Chunk ch = chunk(t, a, i, j, checked);
+  if (!a.unit_col) b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
+  else if (ch.mask) b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
+  else b_.CreateAlignedStore(v, ch.base, align(t.scalar));
+}
+
+void SimdLowering::load(const Op& o) {
+  const Type& t = o.result()->type;
+  Addr a = addr(o, 0);
+  bool checked = o.int_attr("checked");
+  llvm::Type* et = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
+  if (in_memory(t)) {
+    llvm::Value* slots = new_slots(t);
+    row_loop(t.rows, [&](llvm::Value* i) {
+      for (int j = 0; j < chunks(t); ++j) b_.CreateStore(load_chunk(t, a, i, j, checked), slot(t, slots, i, j));
+    });
+    mems_[o.result()] = slots;
+    return;
+  }
+  if (vector_layout(t)) {
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int j = 0; j < chunks(t); ++j) out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+    mats_[o.result()] = out;
+    return;
+  }
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int64_t k = 0; k < t.cols; ++k) {
+      llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+      llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+      llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c, a.sc)));
+      if (checked) {
+        llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+        p = b_.CreateSelect(inb, p, zero_global(t.scalar));
+      }
+      out.push_back(b_.CreateAlignedLoad(et, p, align(t.scalar)));
+    }
+  mats_[o.result()] = out;
+}
+
+void SimdLowering::store(const Op& o) {
+  const Type& t = o.operands[0]->type;
+  Addr a = addr(o, 1);
+  bool checked = o.int_attr("checked");
+  llvm::Type* et = scalar_ty(t.scalar);
+  if (in_memory(t)) {
+    llvm::Value* slots = mem_of(o.operands[0]);
+    row_loop(t.rows, [&](llvm::Value* i) {
+      for (int j = 0; j < chunks(t); ++j)
+        store_chunk(t, a, i, j, checked, b_.CreateLoad(vec_ty(t.scalar), slot(t, slots, i, j)));
+    });
+    return;
+  }
+  const auto& vals = mat(o.operands[0]);
+  size_t idx = 0;
+  if (vector_layout(t)) {
+    for (int64_t i = 0; i < t.rows; ++i)
+      for (int j = 0; j < chunks(t); ++j) store_chunk(t, a, b_.getInt64(i), j, checked, vals[idx++]);
+    return;
+  }
+  for (int64_t i = 0; i < t.rows; ++i)
+    for (int64_t k = 0; k < t.cols; ++k) {
+      llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+      llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+      llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c, a.sc)));
+      llvm::Value* v = vals[idx++];
+      if (!checked) {
+        b_.CreateAlignedStore(v, p, align(t.scalar));
+        continue;
+      }
+      llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+      auto* st = llvm::BasicBlock::Create(ctx_, "store.in", fn_);
+      auto* cont = llvm::BasicBlock::Create(ctx_, "store.cont", fn_);
+      b_.CreateCondBr(inb, st, cont);
+      b_.SetInsertPoint(st);
+      b_.CreateAlignedStore(v, p, align(t.scalar));
+      b_.CreateBr(cont);
+      b_.SetInsertPoint(cont);
+    }
+}
+
+llvm::ArrayType* SimdLowering::slots_ty(const Type& t) {
+  return llvm::ArrayType::get(vec_ty(t.scalar), static_cast<uint64_t>(t.rows * chunks(t)));
+}
+
+llvm::Value* SimdLowering::new_slots(const Type& t) {
+  llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  return eb.CreateAlloca(slots_ty(t), nullptr, "matrix.slots");
+}
+
+llvm::Value* SimdLowering::slot(const Type& t, llvm::Value* slots, llvm::Value* i, int j) {
+  llvm::Value* k = b_.CreateAdd(b_.CreateMul(i, b_.getInt64(chunks(t))), b_.getInt64(j));
+  return b_.CreateInBoundsGEP(slots_ty(t), slots, {b_.getInt64(0), k});
+}
+
+llvm::Value* SimdLowering::mem_of(const Value* v) {
+  if (auto it = mems_.find(v); it != mems_.end()) return it->second;
+  const Type& t = v->type;
+  llvm::Value* slots = new_slots(t);
+  std::vector<llvm::Value*> vecs = as_vectors(t, mat(v));
+  for (size_t k = 0; k < vecs.size(); ++k) b_.CreateStore(vecs[k], b_.CreateConstInBoundsGEP2_64(slots_ty(t), slots, 0, k));
+  mems_[v] = slots;
+  return slots;
+}
+
+void SimdLowering::copy_slots(const Type& t, llvm::Value* dst, llvm::Value* src) {
+  const llvm::DataLayout& dl = mod_->getDataLayout();
+  uint64_t bytes = dl.getTypeAllocSize(slots_ty(t));
+  b_.CreateMemCpy(dst, llvm::MaybeAlign(64), src, llvm::MaybeAlign(64), bytes);
+}
+
+void SimdLowering::row_loop(int64_t rows, const std::function<void(llvm::Value*)>& body) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* bb = llvm::BasicBlock::Create(ctx_, "rows", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "rows.done", fn_);
+  b_.CreateBr(bb);
+  b_.SetInsertPoint(bb);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "row");
+  i->addIncoming(b_.getInt64(0), pre);
+  body(i);
+  llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
+  i->addIncoming(next, b_.GetInsertBlock());
+  llvm::BranchInst* back = b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(rows)), bb, exit);
+  llvm::MDNode* self = llvm::MDNode::getTemporary(ctx_, {}).release();
+  llvm::MDNode* disable = llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")});
+  llvm::MDNode* loop_id = llvm::MDNode::get(ctx_, {self, disable});
+  loop_id->replaceOperandWith(0, loop_id);
+  llvm::MDNode::deleteTemporary(self);
+  back->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+  b_.SetInsertPoint(exit);
+}
+
+LayoutParts SimdLowering::layout_parts(const Value* v) {
+  const auto& p = mat(v);
+  LayoutParts l;
+  l.rank = v->type.rank;
+  l.clamp = v->type.clamp;
+  for (int d = 0; d < l.rank; ++d) {
+    l.block[d] = p[d];
+    l.dim[d] = p[l.rank + d];
+    l.stride[d] = p[2 * l.rank + d];
+    l.offset[d] = p[3 * l.rank + d];
+    l.span[d] = p[4 * l.rank + d];
+  }
+  l.clamp_value = p[5 * l.rank];
+  return l;
+}
+
+ViewParts SimdLowering::view_parts(const Value* v) {
+  const auto& p = mat(v);
+  ViewParts w;
+  w.rank = v->type.rank;
+  w.has_dims = v->type.has_dims;
+  w.perm = v->type.perm;
+  size_t at = 0;
+  if (w.has_dims) {
+    for (int d = 0; d < w.rank; ++d) w.dims[d] = p[d];
+    for (int d = 0; d < w.rank; ++d) w.strides[d] = p[w.rank + d];
+    at = 2 * w.rank;
+  }
+  for (int k = 0; k < 4; ++k) w.clip[k] = p[at + k];
+  return w;
+}
+
+llvm::Value* SimdLowering::convert_clamp_value(llvm::Value* d, ScalarType t) {
+  llvm::Type* ty = scalar_ty(t);
+  if (t == ScalarType::f64) return d;
+  if (t == ScalarType::f32) return b_.CreateFPTrunc(d, ty);
+  if (t == ScalarType::f16 || t == ScalarType::bf16)  // via f32: no libcall for double -> half
+    return b_.CreateFPTrunc(b_.CreateFPTrunc(d, b_.getFloatTy()), ty);
+  if (is_float(t)) return b_.CreateFPToUI(d, ty);  // fp8: the caller passes the raw bits (0..255)
+  return is_signed(t) ? b_.CreateFPToSI(d, ty) : b_.CreateFPToUI(d, ty);
+}
+
+void SimdLowering::tensor_access(const Op& o) {
+  const bool load = o.kind == OpKind::mat_load_tensor;
+  const Value* m = o.operands[load ? 1 : 0];
+  const Type& t = m->type;
+  llvm::Value* ptr = scalar(o.operands[load ? 0 : 1]);
+  LayoutParts lay = layout_parts(o.operands[2]);
+  llvm::Value* extent = scalar(o.operands[3]);
+  ViewParts view;
+  const bool has_view = o.operands.size() > 4;
+  if (has_view) view = view_parts(o.operands[4]);
+  auto* vt = vec_ty(t.scalar);
+  llvm::Value* slots = mem_of(m);
+  if (load) {  // the result starts as a copy of the object: skipped elements keep its values
+    llvm::Value* result = new_slots(t);
+    copy_slots(t, result, slots);
+    slots = result;
+  }
+  llvm::Value* clampv = load ? b_.CreateVectorSplat(S_, convert_clamp_value(lay.clamp_value, t.scalar)) : nullptr;
+  llvm::Value* extent_v = b_.CreateVectorSplat(S_, extent);
+  row_loop(t.rows, [&](llvm::Value* i) {
+    llvm::Value* row = b_.CreateVectorSplat(S_, i);
+    for (int j = 0; j < chunks(t); ++j) {
+      llvm::Value* col = b_.CreateAdd(b_.CreateVectorSplat(S_, b_.getInt64(int64_t(j) * S_)), lanes());
+      int valid = static_cast<int>(std::min<int64_t>(S_, t.cols - int64_t(j) * S_));
+      TensorElement el = tensor_element(b_, S_, lay, has_view ? &view : nullptr, row, col, t.cols, !load);
+      // Whatever the layout says, nothing outside ptr[0, extent) is touched.
+      llvm::Value* in_buf = b_.CreateAnd(b_.CreateICmpSGE(el.index, llvm::Constant::getNullValue(el.index->getType())),
+                                         b_.CreateICmpSLT(el.index, extent_v));
+      llvm::Value* mask = b_.CreateAnd(b_.CreateAnd(lane_mask(valid), el.in_clip),
+                                       b_.CreateAnd(b_.CreateNot(el.discard), in_buf));
+      llvm::Value* ptrs = b_.CreateGEP(scalar_ty(t.scalar), ptr, el.index);
+      llvm::Value* at = slot(t, slots, i, j);
+      llvm::Value* old = b_.CreateLoad(vt, at);
+      if (load) {
+        llvm::Value* got;
+        if (o.regions.empty()) {
+          got = b_.CreateMaskedGather(vt, ptrs, align(t.scalar), mask, llvm::Constant::getNullValue(vt));
+        } else {
+          // The decode function, lowered once for all lanes (each scalar becomes a vector of
+          // lanes; its loads read only for lanes the mask keeps).
+          const Block& dec = *o.regions[0];
+          scalars_[dec.args[0]] = el.index;
+          for (int d = 0; d < lay.rank; ++d) {
+            scalars_[dec.args[1 + d]] = el.block_coord[d];
+            scalars_[dec.args[1 + lay.rank + d]] = el.coord_in_block[d];
+          }
+          lane_mask_ = mask;
+          got = lanev(block(dec)[0]);
+          lane_mask_ = nullptr;
+          got = b_.CreateSelect(mask, got, llvm::Constant::getNullValue(vt));
+        }
+        got = b_.CreateSelect(el.discard, clampv, got);  // Constant clamp: the clamp value
+        got = b_.CreateSelect(b_.CreateAnd(el.in_clip, lane_mask(valid)), got, old);  // skipped: unmodified
+        b_.CreateStore(got, at);
+      } else {
+        b_.CreateMaskedScatter(old, ptrs, align(t.scalar), mask);
+      }
+    }
+  });
+  if (load) {
+    mems_[o.result()] = slots;
+    if (!in_memory(t)) mat(o.result());  // small matrices go back to values
+  }
+}
+
+}  // namespace coopjit

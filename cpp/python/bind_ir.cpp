@@ -1,0 +1,270 @@
+// Python bindings of the kernel IR builder: users write kernels from the coopmatrix operations in
+// Python (coopjit.ir wraps this), and run them through the same verifier, printer, lowering and
+// cache as the built-in recipes. Values are handles into one function; regions are Python
+// callables that receive a builder positioned inside them.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "runtime/kernel.h"
+
+namespace py = pybind11;
+using namespace coopjit;
+using namespace coopjit::ir;
+
+namespace {
+
+struct PyFunction {
+  std::unique_ptr<Function> f = std::make_unique<Function>();
+  std::shared_ptr<const CompiledKernel> compiled;
+};
+
+struct PyValue {
+  std::shared_ptr<PyFunction> fn;
+  Value* v;
+  std::string type() const { return v->type.str(); }
+};
+
+struct PyBuilder {
+  std::shared_ptr<PyFunction> fn;
+  Builder b;
+
+  PyValue wrap(Value* v) const { return {fn, v}; }
+  std::vector<PyValue> wrap(const std::vector<Value*>& vs) const {
+    std::vector<PyValue> out;
+    for (Value* v : vs) out.push_back(wrap(v));
+    return out;
+  }
+  Value* unwrap(const PyValue& p) const {
+    if (p.fn != fn) throw UserError("a value of another kernel was used in this kernel");
+    return p.v;
+  }
+  std::vector<Value*> unwrap(const std::vector<PyValue>& ps) const {
+    std::vector<Value*> out;
+    for (const auto& p : ps) out.push_back(unwrap(p));
+    return out;
+  }
+  PyBuilder inner(Builder& in) const { return {fn, in}; }
+};
+
+BinOp parse_bin(const std::string& s) {
+  static const std::pair<const char*, BinOp> ops[] = {{"add", BinOp::add}, {"sub", BinOp::sub}, {"mul", BinOp::mul},
+                                                      {"div", BinOp::div}, {"rem", BinOp::rem}, {"min", BinOp::min},
+                                                      {"max", BinOp::max}, {"and", BinOp::and_}, {"or", BinOp::or_}};
+  for (auto& [n, b] : ops)
+    if (s == n) return b;
+  throw UserError(cat("unknown binary operation '", s, "' (known: add, sub, mul, div, rem, min, max, and, or)"));
+}
+CmpPred parse_cmp(const std::string& s) {
+  static const std::pair<const char*, CmpPred> ops[] = {{"lt", CmpPred::lt}, {"le", CmpPred::le}, {"gt", CmpPred::gt},
+                                                        {"ge", CmpPred::ge}, {"eq", CmpPred::eq}, {"ne", CmpPred::ne}};
+  for (auto& [n, p] : ops)
+    if (s == n) return p;
+  throw UserError(cat("unknown comparison '", s, "' (known: lt, le, gt, ge, eq, ne)"));
+}
+UnOp parse_un(const std::string& s) {
+  static const std::pair<const char*, UnOp> ops[] = {{"neg", UnOp::neg}, {"abs", UnOp::abs}, {"exp", UnOp::exp},
+                                                     {"log", UnOp::log}, {"tanh", UnOp::tanh}, {"sqrt", UnOp::sqrt}};
+  for (auto& [n, u] : ops)
+    if (s == n) return u;
+  throw UserError(cat("unknown unary operation '", s, "' (known: neg, abs, exp, log, tanh, sqrt)"));
+}
+ReduceMode parse_mode(const std::string& s) {
+  if (s == "row") return ReduceMode::row;
+  if (s == "column") return ReduceMode::column;
+  if (s == "both" || s == "row_column") return ReduceMode::both;
+  if (s == "2x2") return ReduceMode::quad;
+  throw UserError(cat("unknown reduce mode '", s, "' (known: row, column, both, 2x2)"));
+}
+
+// Runs a compiled custom kernel: arguments in parameter order, arrays for pointers (their
+// element [0, ...] is the address), ints for index/integer parameters, floats for floats.
+void run_custom(const PyFunction& pf, const py::args& args) {
+  const Function& f = *pf.f;
+  if (!pf.compiled) throw UserError("compile the kernel first");
+  if (args.size() != f.params.size())
+    throw UserError(cat("the kernel takes ", f.params.size(), " arguments, got ", args.size()));
+  std::vector<void*> ptrs;
+  std::vector<int64_t> ints;
+  std::vector<double> fps;
+  std::vector<py::array> keep;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value* p = f.params[i];
+    const std::string pname = p->hint;
+    if (p->type.is_pointer()) {
+      if (!py::isinstance<py::array>(args[i]))
+        throw UserTypeError(cat("argument ", i, " (", pname, ") must be a NumPy array, got ",
+                                std::string(py::str(py::type::of(args[i]).attr("__name__")))));
+      auto a = py::reinterpret_borrow<py::array>(args[i]);
+      if (a.itemsize() != size_in_bytes(p->type.scalar))
+        throw UserTypeError(cat("argument ", i, " (", pname, ") has ", a.itemsize(), "-byte elements; the kernel reads ",
+                                p->type.str()));
+      keep.push_back(a);
+      ptrs.push_back(a.writeable() ? a.mutable_data() : const_cast<void*>(a.data()));
+    } else if (is_float(p->type.scalar)) {
+      fps.push_back(py::cast<double>(args[i]));
+    } else {
+      ints.push_back(py::cast<int64_t>(args[i]));
+    }
+  }
+  KernelEntry entry = pf.compiled->entry;
+  py::gil_scoped_release nogil;
+  entry(ptrs.data(), ints.data(), fps.data());
+}
+
+}  // namespace
+
+void bind_ir(py::module_& m) {
+  py::class_<PyValue>(m, "IRValue")
+      .def_property_readonly("type", &PyValue::type)
+      .def("__repr__", [](const PyValue& v) { return cat("<IRValue ", v.v->hint.empty() ? "%" + std::to_string(v.v->id) : "%" + v.v->hint, " : ", v.type(), ">"); });
+
+  py::class_<PyFunction, std::shared_ptr<PyFunction>>(m, "IRFunction")
+      .def("text", [](const PyFunction& f) { return print(*f.f); })
+      .def("verify", [](const PyFunction& f) { verify(*f.f); })
+      .def("compile", [](PyFunction& f) {
+        f.compiled = cached_kernel(*f.f);
+      })
+      .def("source", [](const PyFunction& f, const std::string& kind) {
+        if (!f.compiled) throw UserError("compile the kernel first");
+        if (kind == "ir") return f.compiled->ir_text;
+        if (kind == "llvm") return f.compiled->llvm_ir;
+        if (kind == "asm") return f.compiled->assembly();
+        throw UserError(cat("unknown source kind '", kind, "' (known: ir, llvm, asm)"));
+      })
+      .def("run", &run_custom);
+
+  py::class_<PyBuilder>(m, "IRBuilder")
+      .def_static("create", [](const std::string& name, int64_t subgroup_size) {
+        if (subgroup_size < 1 || subgroup_size > 64 || (subgroup_size & (subgroup_size - 1)))
+          throw UserError(cat("subgroup_size ", subgroup_size, " must be a power of two in [1, 64]"));
+        auto fn = std::make_shared<PyFunction>();
+        fn->f->name = name;
+        fn->f->attrs["subgroup_size"] = subgroup_size;
+        return std::make_pair(PyBuilder{fn, Builder(*fn->f)}, fn);
+      })
+      .def("param", [](PyBuilder& b, const std::string& name, const std::string& type) {
+        return b.wrap(b.fn->f->add_param(parse_type(type), name));
+      })
+      .def("index", [](PyBuilder& b, int64_t v) { return b.wrap(b.b.index(v)); })
+      .def("constant", [](PyBuilder& b, double v, const std::string& t) { return b.wrap(b.b.constant(v, parse_scalar(t))); })
+      .def("binary", [](PyBuilder& b, const std::string& op, const PyValue& x, const PyValue& y) {
+        return b.wrap(b.b.bin(parse_bin(op), b.unwrap(x), b.unwrap(y)));
+      })
+      .def("cmp", [](PyBuilder& b, const std::string& p, const PyValue& x, const PyValue& y) {
+        return b.wrap(b.b.cmp(parse_cmp(p), b.unwrap(x), b.unwrap(y)));
+      })
+      .def("select", [](PyBuilder& b, const PyValue& c, const PyValue& x, const PyValue& y) {
+        return b.wrap(b.b.select(b.unwrap(c), b.unwrap(x), b.unwrap(y)));
+      })
+      .def("unary", [](PyBuilder& b, const std::string& op, const PyValue& x) { return b.wrap(b.b.unary(parse_un(op), b.unwrap(x))); })
+      .def("convert", [](PyBuilder& b, const PyValue& x, const std::string& t) { return b.wrap(b.b.convert(b.unwrap(x), parse_scalar(t))); })
+      .def("ptr_offset", [](PyBuilder& b, const PyValue& p, const PyValue& n) { return b.wrap(b.b.ptr_offset(b.unwrap(p), b.unwrap(n))); })
+      .def("for_", [](PyBuilder& b, const PyValue& lb, const PyValue& ub, const PyValue& step, const std::vector<PyValue>& inits,
+                      const py::function& body) {
+        return b.wrap(b.b.for_(b.unwrap(lb), b.unwrap(ub), b.unwrap(step), b.unwrap(inits),
+                               [&](Builder& in, Value* iv, const std::vector<Value*>& it) {
+                                 PyBuilder ib = b.inner(in);
+                                 py::object r = body(ib, ib.wrap(iv), ib.wrap(it));
+                                 return ib.unwrap(r.is_none() ? std::vector<PyValue>{} : py::cast<std::vector<PyValue>>(r));
+                               }));
+      })
+      .def("if_", [](PyBuilder& b, const PyValue& cond, const std::vector<std::string>& types, const py::function& then_fn,
+                     const py::object& else_fn) {
+        std::vector<Type> ts;
+        for (const auto& t : types) ts.push_back(parse_type(t));
+        auto arm = [&](const py::object& fn) -> Builder::IfBody {
+          if (fn.is_none()) return {};
+          return [&b, fn](Builder& in) {
+            PyBuilder ib = b.inner(in);
+            py::object r = fn(ib);
+            return ib.unwrap(r.is_none() ? std::vector<PyValue>{} : py::cast<std::vector<PyValue>>(r));
+          };
+        };
+        return b.wrap(b.b.if_(b.unwrap(cond), ts, arm(then_fn), arm(else_fn)));
+      })
+      .def("load", [](PyBuilder& b, const std::string& type, const std::vector<PyValue>& access, bool checked) {
+        if (access.size() != 7) throw UserError("load takes (ptr, row, col, stride_row, stride_col, rows, cols)");
+        auto a = b.unwrap(access);
+        return b.wrap(b.b.load(parse_type(type), {a[0], a[1], a[2], a[3], a[4], a[5], a[6]}, checked));
+      })
+      .def("store", [](PyBuilder& b, const PyValue& m, const std::vector<PyValue>& access, bool checked) {
+        if (access.size() != 7) throw UserError("store takes (ptr, row, col, stride_row, stride_col, rows, cols)");
+        auto a = b.unwrap(access);
+        b.b.store(b.unwrap(m), {a[0], a[1], a[2], a[3], a[4], a[5], a[6]}, checked);
+      })
+      .def("accumulate", [](PyBuilder& b, const PyValue& m, const std::vector<PyValue>& access) {
+        if (access.size() != 7) throw UserError("accumulate takes (ptr, row, col, stride_row, stride_col, rows, cols)");
+        auto a = b.unwrap(access);
+        b.b.accumulate(b.unwrap(m), {a[0], a[1], a[2], a[3], a[4], a[5], a[6]});
+      })
+      .def("splat", [](PyBuilder& b, const std::string& type, const PyValue& s) { return b.wrap(b.b.splat(parse_type(type), b.unwrap(s))); })
+      .def("mul_add", [](PyBuilder& b, const PyValue& a, const PyValue& x, const PyValue& c) {
+        return b.wrap(b.b.mul_add(b.unwrap(a), b.unwrap(x), b.unwrap(c)));
+      })
+      .def("scale", [](PyBuilder& b, const PyValue& m, const PyValue& s) { return b.wrap(b.b.scale(b.unwrap(m), b.unwrap(s))); })
+      .def("matrix_binary", [](PyBuilder& b, const std::string& op, const PyValue& x, const PyValue& y) {
+        return b.wrap(b.b.mat_bin(parse_bin(op), b.unwrap(x), b.unwrap(y)));
+      })
+      .def("reduce", [](PyBuilder& b, const PyValue& m, const std::string& mode, const std::string& result,
+                        const py::object& combine) {
+        if (py::isinstance<py::str>(combine)) {
+          std::string c = py::cast<std::string>(combine);
+          if (c != "add" && c != "mul" && c != "min" && c != "max")
+            throw UserError(cat("unknown combine '", c, "' (known: add, mul, min, max, or a function)"));
+          return b.wrap(b.b.reduce(b.unwrap(m), parse_mode(mode), parse_type(result), parse_bin(c)));
+        }
+        py::function fn = py::cast<py::function>(combine);
+        return b.wrap(b.b.reduce(b.unwrap(m), parse_mode(mode), parse_type(result), [&](Builder& in, Value* x, Value* y) {
+          PyBuilder ib = b.inner(in);
+          return ib.unwrap(py::cast<PyValue>(fn(ib, ib.wrap(x), ib.wrap(y))));
+        }));
+      })
+      .def("per_element", [](PyBuilder& b, const PyValue& m, const std::vector<PyValue>& extras, const py::function& fn) {
+        return b.wrap(b.b.per_element(b.unwrap(m), b.unwrap(extras),
+                                      [&](Builder& in, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
+                                        PyBuilder ib = b.inner(in);
+                                        py::list args;
+                                        args.append(ib);
+                                        args.append(ib.wrap(r));
+                                        args.append(ib.wrap(c));
+                                        args.append(ib.wrap(v));
+                                        for (Value* x : xs) args.append(ib.wrap(x));
+                                        return ib.unwrap(py::cast<PyValue>(fn(*args)));
+                                      }));
+      })
+      .def("convert_matrix", [](PyBuilder& b, const PyValue& m, const std::string& type, bool cast) {
+        return b.wrap(b.b.convert_matrix(b.unwrap(m), parse_type(type), cast));
+      })
+      .def("transpose", [](PyBuilder& b, const PyValue& m) { return b.wrap(b.b.transpose(b.unwrap(m))); })
+      .def("length", [](PyBuilder& b, const PyValue& m) { return b.wrap(b.b.length(b.unwrap(m))); })
+      .def("get", [](PyBuilder& b, const PyValue& m, const PyValue& i) { return b.wrap(b.b.get(b.unwrap(m), b.unwrap(i))); })
+      .def("set", [](PyBuilder& b, const PyValue& m, const PyValue& i, const PyValue& v) {
+        return b.wrap(b.b.set(b.unwrap(m), b.unwrap(i), b.unwrap(v)));
+      })
+      .def("get_coordinate", [](PyBuilder& b, const PyValue& m, const PyValue& i) {
+        auto [r, c] = b.b.get_coordinate(b.unwrap(m), b.unwrap(i));
+        return std::make_pair(b.wrap(r), b.wrap(c));
+      })
+      .def("sum_accumulate", [](PyBuilder& b, const PyValue& a, const PyValue& x, const PyValue& c) {
+        return b.wrap(b.b.sum_accumulate(b.unwrap(a), b.unwrap(x), b.unwrap(c)));
+      })
+      .def("outer_product", [](PyBuilder& b, const PyValue& x, const PyValue& y, const std::string& result) {
+        return b.wrap(b.b.outer_product(b.unwrap(x), b.unwrap(y), parse_type(result)));
+      })
+      .def("vector_multiply", [](PyBuilder& b, const PyValue& v, const PyValue& m, const std::optional<PyValue>& bias,
+                                 const std::string& result) {
+        return b.wrap(b.b.vector_multiply(b.unwrap(v), b.unwrap(m), bias ? b.unwrap(*bias) : nullptr, parse_type(result)));
+      })
+      .def("vector_load", [](PyBuilder& b, const std::string& type, const PyValue& p, const PyValue& off, const PyValue& stride) {
+        return b.wrap(b.b.vector_load(parse_type(type), b.unwrap(p), b.unwrap(off), b.unwrap(stride)));
+      })
+      .def("vector_store", [](PyBuilder& b, const PyValue& v, const PyValue& p, const PyValue& off, const PyValue& stride) {
+        b.b.vector_store(b.unwrap(v), b.unwrap(p), b.unwrap(off), b.unwrap(stride));
+      });
+}

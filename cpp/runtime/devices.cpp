@@ -1,0 +1,232 @@
+// The device layer (devices.h): discovery over OpenCL and Level Zero, device names, and one
+// adapter template that puts either runtime's Context / Program / Kernel behind Device.
+#include "runtime/devices.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "runtime/level_zero.h"
+#include "runtime/opencl.h"
+
+namespace coopjit {
+namespace {
+
+std::atomic<int64_t> g_live_allocations{0};
+
+DeviceInfo from_opencl(const opencl::DeviceProps& p, int index) {
+  DeviceInfo d;
+  d.name = cat("opencl:", index);
+  d.backend = "opencl";
+  d.device_name = p.name;
+  d.vendor = p.vendor;
+  d.driver_version = p.driver_version;
+  d.platform = p.platform;
+  d.type = p.type;
+  d.spirv_version = p.spirv_version();
+  d.memory = p.usm_shared ? "usm_shared" : "svm_fine_grain";
+  d.subgroup_sizes = p.subgroup_sizes;
+  d.max_work_group_size = p.max_work_group_size;
+  d.local_memory_bytes = p.local_mem_bytes;
+  d.global_memory_bytes = p.global_mem_bytes;
+  d.compute_units = p.compute_units;
+  d.extensions = {};
+  std::string e;
+  for (char c : p.extensions + " ") {
+    if (c != ' ') e += c;
+    else if (!e.empty()) d.extensions.push_back(e), e.clear();
+  }
+  // OpenCL reports no DPAS as such; Intel's matrix-multiply-accumulate extension is the sign.
+  d.dpas = p.has_extension("cl_intel_subgroup_matrix_multiply_accumulate") ? 1 : (p.type == "gpu" ? -1 : 0);
+  return d;
+}
+
+DeviceInfo from_level_zero(const level_zero::DeviceProps& p, int index) {
+  DeviceInfo d;
+  d.name = cat("level_zero:", index);
+  d.backend = "level_zero";
+  d.device_name = p.name;
+  d.vendor = cat("0x", std::hex, p.vendor_id);
+  d.driver_version = p.driver_version;
+  d.platform = "Level Zero";
+  d.type = "gpu";
+  d.spirv_version = p.spirv_version;
+  d.memory = "usm_shared";
+  d.subgroup_sizes = p.subgroup_sizes;
+  d.max_work_group_size = p.max_group_size;
+  d.local_memory_bytes = p.shared_local_memory;
+  d.global_memory_bytes = p.global_mem_bytes;
+  d.compute_units = p.compute_units;
+  d.dpas = p.dpas;
+  return d;
+}
+
+struct Registry {
+  std::vector<DeviceInfo> infos;
+  std::vector<opencl::DeviceRef> cl;
+  std::vector<level_zero::DeviceRef> ze;
+  std::vector<BackendStatus> status;
+};
+
+const Registry& registry() {
+  static const Registry r = [] {
+    Registry reg;
+    BackendStatus cls{"opencl", 0, "", {}};
+    opencl::available(&cls.status);
+    for (auto& d : opencl::all_devices()) {
+      std::string why = opencl::unusable_reason(d.props);
+      if (!why.empty()) {
+        cls.rejected.push_back(d.props.name + " (" + d.props.platform + "): " + why);
+        continue;
+      }
+      reg.infos.push_back(from_opencl(d.props, static_cast<int>(reg.cl.size())));
+      reg.cl.push_back(d);
+    }
+    if (cls.status.empty() && reg.cl.empty() && cls.rejected.empty())
+      cls.status = "the OpenCL ICD loader lists no platform (no ICD registered in /etc/OpenCL/vendors or $OCL_ICD_VENDORS)";
+    cls.usable = static_cast<int>(reg.cl.size());
+    const level_zero::Discovery& z = level_zero::discover();
+    for (auto& d : z.devices) {
+      reg.infos.push_back(from_level_zero(d.props, static_cast<int>(reg.ze.size())));
+      reg.ze.push_back(d);
+    }
+    reg.status = {cls, BackendStatus{"level_zero", static_cast<int>(reg.ze.size()), z.status, {}}};
+    return reg;
+  }();
+  return r;
+}
+
+/// Parses "opencl:N" / "level_zero:N" into the backend and N.
+std::pair<std::string, size_t> parse_name(const std::string& name) {
+  auto colon = name.find(':');
+  std::string backend = name.substr(0, colon);
+  std::string index = colon == std::string::npos ? "" : name.substr(colon + 1);
+  bool digits = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
+  if (name == "cpu")
+    throw UserError("device 'cpu' runs kernels through the ORC JIT, not SPIR-V: it has no SPIR-V device object");
+  if ((backend != "opencl" && backend != "level_zero") || !digits)
+    throw UserError(cat("unknown device '", name, "': expected 'cpu', 'opencl:N' or 'level_zero:N'"));
+  return {backend, std::stoul(index)};
+}
+
+std::string missing_device(const std::string& name, const std::string& backend, size_t count) {
+  for (const auto& s : registry().status) {
+    if (s.backend != backend) continue;
+    std::string msg = cat("no device '", name, "': ", count, " usable ", backend == "opencl" ? "OpenCL" : "Level Zero",
+                          " device(s)");
+    if (!s.status.empty()) msg += "; " + s.status;
+    for (const auto& r : s.rejected) msg += "; rejected " + r;
+    return msg;
+  }
+  return cat("no device '", name, "'");
+}
+
+// ---- one adapter for both runtimes ----------------------------------------------------------
+
+template <class Kern>
+class KernelAdapter : public DeviceKernel {
+ public:
+  KernelAdapter(std::shared_ptr<Kern> k, std::function<void()> sync) : k_(std::move(k)), sync_(std::move(sync)) {}
+  void launch(const std::vector<KernelArg>& args, int dims, const std::array<size_t, 3>& global,
+              const std::array<size_t, 3>& local) override {
+    if (dims < 1 || dims > 3) throw UserError(cat("a launch has 1 to 3 dimensions, not ", dims));
+    std::lock_guard<std::mutex> lock(mu_);  // arguments and launch belong together
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].is_pointer)
+        k_->set_pointer(static_cast<unsigned>(i), args[i].pointer);
+      else
+        k_->set_value(static_cast<unsigned>(i), args[i].value.data(), args[i].value.size());
+    }
+    k_->launch(dims, global, local);
+    sync_();
+  }
+
+ private:
+  std::shared_ptr<Kern> k_;
+  std::function<void()> sync_;
+  std::mutex mu_;
+};
+
+template <class Prog>
+class ModuleAdapter : public DeviceModule {
+ public:
+  ModuleAdapter(std::shared_ptr<Prog> p, std::function<void()> sync) : p_(std::move(p)), sync_(std::move(sync)) {}
+  std::shared_ptr<DeviceKernel> kernel(const std::string& name) override {
+    return std::make_shared<KernelAdapter<typename decltype(p_->kernel(name))::element_type>>(p_->kernel(name), sync_);
+  }
+  std::string build_log() const override { return p_->build_log(); }
+
+ private:
+  std::shared_ptr<Prog> p_;
+  std::function<void()> sync_;
+};
+
+void wait(opencl::Context& c) { c.finish(); }
+void wait(level_zero::Context& c) { c.synchronize(); }
+
+template <class Ctx>
+class DeviceAdapter : public Device {
+ public:
+  DeviceAdapter(DeviceInfo info, std::shared_ptr<Ctx> ctx) : info_(std::move(info)), ctx_(std::move(ctx)) {}
+  const DeviceInfo& info() const override { return info_; }
+  void* alloc_shared(size_t bytes, size_t alignment) override { return ctx_->alloc_shared(bytes, alignment); }
+  void free_shared(void* ptr) override { ctx_->free_shared(ptr); }
+  std::shared_ptr<DeviceModule> load_spirv(const std::string& spirv) override {
+    auto prog = ctx_->build(spirv);
+    auto ctx = ctx_;
+    return std::make_shared<ModuleAdapter<typename decltype(prog)::element_type>>(prog, [ctx] { wait(*ctx); });
+  }
+  void synchronize() override { wait(*ctx_); }
+
+ private:
+  DeviceInfo info_;
+  std::shared_ptr<Ctx> ctx_;
+};
+
+}  // namespace
+
+const std::vector<DeviceInfo>& spirv_devices() { return registry().infos; }
+
+std::vector<BackendStatus> backend_status() { return registry().status; }
+
+const DeviceInfo& device_info(const std::string& name) {
+  auto [backend, index] = parse_name(name);
+  for (const auto& d : registry().infos)
+    if (d.name == name) return d;
+  size_t count = backend == "opencl" ? registry().cl.size() : registry().ze.size();
+  throw DeviceError(missing_device(name, backend, count));
+}
+
+std::shared_ptr<Device> open_device(const std::string& name) {
+  static std::mutex mu;
+  // Never destroyed: at process exit the runtimes may already be gone (objects that Python still
+  // holds then are left to the operating system).
+  static auto& open = *new std::map<std::string, std::shared_ptr<Device>>();
+  const DeviceInfo& info = device_info(name);  // throws for a bad or missing name
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = open[name];
+  if (slot) return slot;
+  size_t index = parse_name(name).second;
+  if (info.backend == "opencl")
+    slot = std::make_shared<DeviceAdapter<opencl::Context>>(info, opencl::Context::create(registry().cl.at(index)));
+  else
+    slot = std::make_shared<DeviceAdapter<level_zero::Context>>(info, level_zero::Context::create(registry().ze.at(index)));
+  return slot;
+}
+
+SharedAllocation::SharedAllocation(std::shared_ptr<Device> device, size_t bytes, size_t alignment)
+    : device_(std::move(device)), bytes_(bytes) {
+  ptr_ = device_->alloc_shared(bytes, alignment);
+  ++g_live_allocations;
+}
+
+SharedAllocation::~SharedAllocation() {
+  device_->free_shared(ptr_);
+  --g_live_allocations;
+}
+
+int64_t live_shared_allocations() { return g_live_allocations.load(); }
+
+}  // namespace coopjit

@@ -1,0 +1,34 @@
+// ReduceSpec: a reduction of a 2-D strided view X (rows x cols) to a vector Y: over each row
+// ("row": Y[i] = op_j X[i, j]) or over each column ("column": Y[j] = op_i X[i, j]); or the
+// 2x2 reduction of SPV_NV_cooperative_matrix2 ("2x2": Y[i, j] = op of X[2i..2i+1, 2j..2j+1]).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/types.h"
+
+namespace coopjit {
+
+struct ReduceSpec {
+  std::string op = "sum";  // sum, prod, min, max
+  std::string form = "row";  // row, column, 2x2
+  ir::ScalarType in = ir::ScalarType::f32, acc = ir::ScalarType::f32, out = ir::ScalarType::f32;
+  int64_t rows = 0, cols = 0;
+  int64_t sx_r = 0, sx_c = 0;  // element strides of X
+  int64_t sy_r = 0, sy_c = 1;  // element strides of Y (sy_r only for 2x2)
+
+  void validate() const;
+};
+
+struct ReducePlan {
+  int simd_width = 16;
+  int tile_rows = 4, tile_cols = 64;  // the accumulator tile
+  bool unit = true;  // X's stride along the tile's columns is 1 (vector loads)
+  int threads = 1;
+  std::string key(const ReduceSpec& s) const;  // everything that changes the code
+};
+
+ReducePlan plan_reduce(const ReduceSpec& spec, int vector_bytes, int max_threads);
+
+}  // namespace coopjit

@@ -1,0 +1,165 @@
+"""Reductions: sum, prod, min, max over any axes, and the 2x2 reduction, as JIT kernels built
+from coopmatrix tiles (element-wise combines, then coopmatrix.reduce)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _core
+from ._arrays import check_device
+
+OPS = ("sum", "prod", "min", "max")
+_IR = {"int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
+       "int64": "i64", "uint64": "u64", "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+       "bool": "u8"}
+_TWO_STAGE_WIDTH = 1024  # columns of the first pass of a reduction to one value
+
+
+def _types(dtype: np.dtype, op: str):
+    """(input, accumulator, output) IR types and the output dtype, following NumPy's rules: sums
+    and products of integers and bools are int64 (uint64 for unsigned); float16 and bfloat16
+    accumulate in float32 and return their own type; float32 accumulates in float32, float64 in
+    float64; min and max keep the dtype."""
+    name = dtype.name
+    if name not in _IR or not dtype.isnative:
+        raise TypeError(f"reduce: dtype {dtype} is not supported; supported: {', '.join(k for k in _IR)}")
+    src = _IR[name]
+    if op in ("min", "max"):
+        acc = "f32" if src in ("f16", "bf16") else src
+        return src, acc, src, dtype
+    if dtype.kind in "bi":
+        return src, "i64", "i64", np.dtype(np.int64)
+    if dtype.kind == "u":
+        return src, "u64", "u64", np.dtype(np.uint64)
+    acc = "f64" if src == "f64" else "f32"
+    return src, acc, src, dtype
+
+
+def _collapse(x: np.ndarray, dims: list[int]):
+    """(size, stride) of dims merged into one, or None when their strides do not line up."""
+    size, stride = 1, None
+    for d in reversed(dims):
+        n, s = x.shape[d], x.strides[d]
+        if n == 1:
+            continue
+        if stride is None:
+            size, stride = n, s
+        elif s == stride * size:
+            size *= n
+        else:
+            return None
+    return size, (stride if stride is not None else x.itemsize)
+
+
+def _run(op, form, x2d, y, types):
+    src, acc, out = types
+    _core.reduce2d(op, form, x2d, y, src, acc, out)
+
+
+def reduce(a, axis=None, op="sum", *, out=None, device=None):
+    """The reduction `op` (sum, prod, min, max) of `a` over `axis` (None: all; an int; a tuple).
+
+    NumPy's semantics: the result dtype follows numpy.sum / numpy.min (sums of integers are
+    int64); NaN propagates; an empty sum is 0, an empty product 1, and min/max of an empty array
+    raise ValueError. Float sums accumulate in float32 for float16, bfloat16 and float32 inputs
+    (in lanes of partial sums, so the error grows like a blocked sum's), in float64 for float64.
+    """
+    check_device(device)
+    if op not in OPS:
+        raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    src, acc, dst, out_dtype = _types(a.dtype, op)
+    axes = tuple(range(a.ndim)) if axis is None else np.lib.array_utils.normalize_axis_tuple(axis, a.ndim)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    out_shape = tuple(a.shape[d] for d in kept)
+    n_red = math.prod(a.shape[d] for d in axes)
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
+        if out.shape != out_shape or out.dtype != out_dtype:
+            raise ValueError(f"reduce: out must be {out_dtype} of shape {out_shape}, got {out.dtype} {out.shape}")
+        if not out.flags.writeable:
+            raise ValueError("reduce: out is read-only")
+    result = np.empty(out_shape, out_dtype) if out is None else out
+    if n_red == 0:
+        if op in ("min", "max"):
+            raise ValueError(f"zero-size array to reduction operation {'minimum' if op == 'min' else 'maximum'} "
+                             f"which has no identity (shape {a.shape}, axis {axis})")
+        result[...] = 0 if op == "sum" else 1
+        return result if out is not None or out_shape else result[()]
+    if result.size == 0:
+        return result
+    if a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
+        a = a.copy()
+    keep, red = _collapse(a, kept), _collapse(a, list(axes))
+    if keep is None or red is None:  # strides that do not merge: make the data contiguous once
+        a = np.ascontiguousarray(a.transpose(kept + list(axes)))
+        kept, axes = list(range(len(kept))), tuple(range(len(kept), a.ndim))
+        keep, red = _collapse(a, kept), _collapse(a, list(axes))
+    (K, sk), (n, sr) = keep, red
+    types = (src, acc, dst)
+    y = result.reshape(-1) if result.flags.c_contiguous else np.empty(K, out_dtype)
+    item = a.itemsize
+    if K == 1 and n >= 4 * _TWO_STAGE_WIDTH:
+        # One value from many: columns of a (n // W) x W view first (both workers, vector loads),
+        # then the W partials and the tail.
+        w = _TWO_STAGE_WIDTH
+        body = np.lib.stride_tricks.as_strided(a, (n // w, w), (w * sr, sr))
+        partial = np.empty(w, np.dtype(_np_of(acc)))
+        _run(op, "column", body, partial, (src, acc, acc))
+        flat = np.lib.stride_tricks.as_strided(a, (n,), (sr,))
+        tail = flat[(n // w) * w:].astype(partial.dtype)
+        both = np.concatenate([partial, tail])
+        _run(op, "row", both.reshape(1, -1), y[:1], (acc, acc, dst))
+    elif sr == item or sk != item:
+        x2d = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
+        _run(op, "row", x2d, y, types)
+    else:  # the kept dim is contiguous: walk down columns with vector loads
+        x2d = np.lib.stride_tricks.as_strided(a, (n, K), (sr, sk))
+        _run(op, "column", x2d, y, types)
+    if not np.shares_memory(y, result):  # computed into a temporary: out was not contiguous
+        result[...] = y.reshape(out_shape)
+    return result if out is not None or out_shape else result[()]
+
+
+def _np_of(ir_name: str) -> np.dtype:
+    for k, v in _IR.items():
+        if v == ir_name and k != "bool":
+            if k == "bfloat16":
+                import ml_dtypes
+                return np.dtype(ml_dtypes.bfloat16)
+            return np.dtype(k)
+    raise KeyError(ir_name)
+
+
+def reduce2x2(a, op="sum", *, out=None):
+    """The 2x2 reduction of SPV_NV_cooperative_matrix2: element (i, j) of the (rows/2, cols/2)
+    result combines a[2i, 2j], a[2i+1, 2j], a[2i, 2j+1] and a[2i+1, 2j+1]. `a` is 2-D with even
+    dimensions; dtypes and accumulation as in reduce()."""
+    if op not in OPS:
+        raise ValueError(f"reduce2x2: unknown op {op!r}; known: {', '.join(OPS)}")
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if a.ndim != 2 or a.shape[0] % 2 or a.shape[1] % 2:
+        raise ValueError(f"reduce2x2: a must be 2-D with even dimensions, got shape {a.shape}")
+    src, acc, dst, out_dtype = _types(a.dtype, op)
+    shape = (a.shape[0] // 2, a.shape[1] // 2)
+    if out is None:
+        out = np.empty(shape, out_dtype)
+    elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != out_dtype:
+        raise ValueError(f"reduce2x2: out must be {out_dtype} of shape {shape}")
+    if out.size == 0:
+        return out
+    if a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
+        a = a.copy()
+    target = out if all(s % out.itemsize == 0 for s in out.strides) else np.empty(shape, out_dtype)
+    _core.reduce2d(op, "2x2", a, target, src, acc, dst)
+    if target is not out:
+        out[...] = target
+    return out

@@ -1,0 +1,140 @@
+"""Devices from Python: the names coopjit can run on ("cpu", "opencl:N", "level_zero:N"), their
+properties, NumPy arrays backed by device-visible memory (empty), and SPIR-V modules whose kernels
+read and write those arrays in place.
+
+Importing this module registers Intel's CPU OpenCL runtime from the intel-opencl-rt wheel with the
+OpenCL ICD loader (see _opencl_icd), before the loader first runs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _core, _opencl_icd, spirv
+
+ICD_VENDORS_DIR = _opencl_icd.register()
+
+DeviceError = _core.DeviceError
+
+
+def devices() -> list[str]:
+    """Names of the devices coopjit can run on: "cpu" first, then the usable SPIR-V devices."""
+    return ["cpu"] + [d["name"] for d in _core.spirv_devices()]
+
+
+def device_info(name: str = "cpu") -> dict:
+    """Properties of a device. For SPIR-V devices: device_name, vendor, driver_version, platform,
+    type, spirv_version, memory, subgroup_sizes, max_work_group_size, local_memory_bytes,
+    global_memory_bytes, compute_units, dpas (True / False / None when unreported), extensions.
+    Raises DeviceError (naming the missing runtime or driver) for an absent device."""
+    if name == "cpu":
+        cpu = _core.cpu_info()
+        return {"name": "cpu", "backend": "cpu", "device_name": cpu["name"], "type": "cpu",
+                "triple": cpu["triple"], "vector_bytes": cpu["vector_bytes"]}
+    return _core.device_info(name)
+
+
+def status() -> list[dict]:
+    """Per runtime: how many devices it gives, and why not more (loader, driver, rejected devices)."""
+    out = _core.backend_status()
+    lib = _opencl_icd.intel_cpu_runtime()
+    for s in out:
+        if s["backend"] == "opencl":
+            s["intel_cpu_runtime"] = str(lib) if lib else "not installed (pip install intel-opencl-rt intel-cmplr-lib-rt)"
+            s["icd_vendors"] = ICD_VENDORS_DIR
+            if lib is not None and not s["usable"]:
+                s["missing_libraries"] = _opencl_icd.missing_libraries(lib)
+    return out
+
+
+def empty(shape, dtype=np.float64, *, device: str = "cpu", order: str = "C") -> np.ndarray:
+    """An uninitialized array like numpy.empty. On a SPIR-V device its memory is USM shared (or
+    fine-grain SVM): the host and the device's kernels use it in place, without copies. The
+    allocation lives as long as the array (its base) and views of it, and is freed after."""
+    dtype = np.dtype(dtype)
+    if device == "cpu":
+        return np.empty(shape, dtype, order=order)
+    if dtype.hasobject:
+        raise TypeError(f"coopjit.empty: dtype {dtype} holds Python objects; device memory holds plain values")
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    if any(int(s) < 0 for s in shape):
+        raise ValueError(f"coopjit.empty: negative dimension in shape {shape}")
+    nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
+    buf = _core.alloc_shared(device, nbytes)
+    return np.ndarray(shape, dtype, buffer=buf, order=order)
+
+
+def shared_buffer(a) -> _core.SharedBuffer | None:
+    """The shared allocation an array (or a view of it) lives in, or None for host memory."""
+    while a is not None:
+        if isinstance(a, _core.SharedBuffer):
+            return a
+        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+    return None
+
+
+def _kernel_arg(i: int, a, device: str):
+    if isinstance(a, _core.SharedBuffer):
+        buf, address = a, a.address
+    elif isinstance(a, np.ndarray):
+        buf, address = shared_buffer(a), a.__array_interface__["data"][0]
+        if buf is None:
+            raise ValueError(f"argument {i} is a NumPy array in host memory: a {device} kernel reads "
+                             f"arrays made by coopjit.empty(..., device={device!r})")
+    elif isinstance(a, np.generic):
+        return ("bytes", a.tobytes())
+    elif isinstance(a, (bytes, bytearray)):
+        return ("bytes", bytes(a))
+    else:
+        raise TypeError(f"argument {i} is a {type(a).__name__}: pass device arrays, or scalars with "
+                        f"their size, such as np.int32(5) or np.float32(0.5)")
+    if buf.device != device:
+        raise ValueError(f"argument {i} lives on {buf.device}, the kernel runs on {device}")
+    return ("ptr", address)
+
+
+class Kernel:
+    """One kernel of a Module; calling it sets the arguments, launches and waits."""
+
+    def __init__(self, module: "Module", name: str):
+        self.module, self.name = module, name
+        self._k = module._m.kernel(name)
+
+    def __call__(self, *args, global_size, local_size=None) -> None:
+        g = (global_size,) if np.isscalar(global_size) else tuple(global_size)
+        l = () if local_size is None else ((local_size,) if np.isscalar(local_size) else tuple(local_size))
+        dev = self.module.device
+        self._k.launch([_kernel_arg(i, a, dev) for i, a in enumerate(args)], [int(x) for x in g], [int(x) for x in l])
+
+    def source(self, kind: str = "spirv") -> str:
+        return self.module.source(kind)
+
+
+class Module:
+    """A SPIR-V module built for one device (DeviceError with the build log if it does not build)."""
+
+    def __init__(self, binary: bytes, device: str, llvm_ir: str | None = None):
+        self.binary, self.device, self.llvm_ir = bytes(binary), device, llvm_ir
+        self._m = _core.load_spirv(device, self.binary)
+
+    @classmethod
+    def from_llvm(cls, llvm_ir: str, device: str, **options) -> "Module":
+        """Compiles LLVM IR to SPIR-V (options: spirv.compile_with_ir) and builds it on device."""
+        binary, ir = spirv.compile_with_ir(llvm_ir, **options)
+        return cls(binary, device, ir)
+
+    def kernel(self, name: str) -> Kernel:
+        return Kernel(self, name)
+
+    @property
+    def build_log(self) -> str:
+        return self._m.build_log
+
+    def source(self, kind: str = "spirv") -> str:
+        """"spirv": the disassembly (spirv-dis); "llvm": the LLVM IR given to the SPIR-V backend."""
+        if kind == "spirv":
+            return spirv.disassemble(self.binary)
+        if kind == "llvm" and self.llvm_ir is not None:
+            return self.llvm_ir
+        raise ValueError(f"no {kind!r} source: a SPIR-V module has 'spirv'" + (" and 'llvm'" if self.llvm_ir else ""))

@@ -1,0 +1,226 @@
+"""Write kernels from the cooperative-matrix operations in Python, and run them on NumPy arrays.
+
+A KernelBuilder builds one function of the kernel IR, the same IR the GEMM and reduction recipes
+emit: it goes through the same verifier, printer, LLVM lowering and cache. Python numbers are
+turned into constants of the type the operation needs; regions (loop bodies, per-element and
+combine functions) are Python callables that receive a builder positioned inside the region.
+
+    b = KernelBuilder("scale_rows")
+    X = b.param("X", "ptr<f32>")
+    m = b.load("coopmatrix<f32, 4, 16, acc, subgroup>", X, strides=(16, 1))
+    m = b.per_element(m, lambda b, row, col, v: b.mul(v, b.convert(row, "f32")))
+    b.store(m, X, strides=(16, 1))
+    kernel = b.compile()
+    kernel(x)            # x: a float32 array of 4 x 16
+    print(kernel.source("ir"))
+
+Accesses are unchecked unless `checked=True` (then elements outside `bounds` read zero and are
+not written): an unchecked access must stay inside the arrays passed in.
+"""
+from __future__ import annotations
+
+import numbers
+
+from . import _core
+
+__all__ = ["KernelBuilder", "CustomKernel"]
+
+_BIN = ("add", "sub", "mul", "div", "rem", "min", "max")
+
+
+def _matrix_dims(type_text: str) -> tuple[int, int]:
+    inner = type_text[type_text.index("<") + 1 : -1].split(",")
+    return int(inner[1]), int(inner[2])
+
+
+class KernelBuilder:
+    """Builds one kernel; see the module docstring."""
+
+    def __init__(self, name: str = "kernel", subgroup_size: int = 16, *, _inner=None):
+        if _inner is not None:
+            self._b, self._fn = _inner
+        else:
+            self._b, self._fn = _core.IRBuilder.create(name, subgroup_size)
+        self._params = [] if _inner is None else None
+
+    def _region(self, core_builder) -> "KernelBuilder":
+        return KernelBuilder(_inner=(core_builder, self._fn))
+
+    # ---- values ------------------------------------------------------------------------------
+    def _val(self, x, like: str | None = None):
+        if isinstance(x, _core.IRValue):
+            return x
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise TypeError(f"expected an IR value or a number, got {x!r}")
+        if like is None or like == "index":
+            if not isinstance(x, numbers.Integral):
+                raise TypeError(f"an index needs an int, got {x!r}")
+            return self._b.index(int(x))
+        return self._b.constant(float(x), like)
+
+    def _pair(self, x, y):
+        if isinstance(x, _core.IRValue):
+            return x, self._val(y, x.type)
+        if isinstance(y, _core.IRValue):
+            return self._val(x, y.type), y
+        return self._val(x), self._val(y)
+
+    def param(self, name: str, type: str):
+        """A kernel parameter: "ptr<f32>" (an array), "index" (an int), "f32" (a float), ..."""
+        return self._b.param(name, type)
+
+    def index(self, v: int):
+        return self._b.index(v)
+
+    def const(self, v, dtype: str):
+        return self._b.constant(float(v), dtype)
+
+    def binary(self, op: str, x, y):
+        x, y = self._pair(x, y)
+        return self._b.binary(op, x, y)
+
+    def add(self, x, y): return self.binary("add", x, y)
+    def sub(self, x, y): return self.binary("sub", x, y)
+    def mul(self, x, y): return self.binary("mul", x, y)
+    def div(self, x, y): return self.binary("div", x, y)
+    def rem(self, x, y): return self.binary("rem", x, y)
+    def min(self, x, y): return self.binary("min", x, y)
+    def max(self, x, y): return self.binary("max", x, y)
+    def and_(self, x, y): return self.binary("and", x, y)
+    def or_(self, x, y): return self.binary("or", x, y)
+
+    def cmp(self, pred: str, x, y):
+        x, y = self._pair(x, y)
+        return self._b.cmp(pred, x, y)
+
+    def lt(self, x, y): return self.cmp("lt", x, y)
+    def le(self, x, y): return self.cmp("le", x, y)
+    def gt(self, x, y): return self.cmp("gt", x, y)
+    def ge(self, x, y): return self.cmp("ge", x, y)
+    def eq(self, x, y): return self.cmp("eq", x, y)
+    def ne(self, x, y): return self.cmp("ne", x, y)
+
+    def select(self, cond, x, y):
+        x, y = self._pair(x, y)
+        return self._b.select(cond, x, y)
+
+    def exp(self, x): return self._b.unary("exp", x)
+    def log(self, x): return self._b.unary("log", x)
+    def tanh(self, x): return self._b.unary("tanh", x)
+    def sqrt(self, x): return self._b.unary("sqrt", x)
+    def abs(self, x): return self._b.unary("abs", x)
+    def neg(self, x): return self._b.unary("neg", x)
+
+    def convert(self, x, dtype: str):
+        return self._b.convert(x, dtype)
+
+    # ---- control flow ---------------------------------------------------------------------------
+    def for_range(self, lb, ub, step=1, inits=(), body=None):
+        """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
+        carried values. Returns the final carried values (a list)."""
+        def run(core, i, iters):
+            out = body(self._region(core), i, *iters)
+            if out is None:
+                return []
+            return list(out) if isinstance(out, (list, tuple)) else [out]
+        return self._b.for_(self._val(lb), self._val(ub), self._val(step), list(inits), run)
+
+    def if_(self, cond, then, else_=None, types=()):
+        """then(b) / else_(b) return the values of `types` (a list of type strings)."""
+        wrap = lambda fn: None if fn is None else (lambda core: _as_list(fn(self._region(core))))
+        return self._b.if_(cond, list(types), wrap(then), wrap(else_))
+
+    # ---- matrices ---------------------------------------------------------------------------------
+    def _access(self, type_text, ptr, row, col, strides, bounds):
+        rows, cols = _matrix_dims(type_text)
+        if bounds is None:
+            bounds = (rows, cols)
+        return [ptr, self._val(row), self._val(col), self._val(strides[0]), self._val(strides[1]),
+                self._val(bounds[0]), self._val(bounds[1])]
+
+    def load(self, type: str, ptr, row=0, col=0, strides=(1, 1), bounds=None, checked=False):
+        """The matrix at element (row, col) of a tensor with the given element strides."""
+        return self._b.load(type, self._access(type, ptr, row, col, strides, bounds), checked)
+
+    def store(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None, checked=False):
+        self._b.store(m, self._access(m.type, ptr, row, col, strides, bounds), checked)
+
+    def accumulate(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None):
+        """Atomically adds the accumulator matrix into memory (row or column major by strides)."""
+        self._b.accumulate(m, self._access(m.type, ptr, row, col, strides, bounds))
+
+    def splat(self, type: str, value):
+        component = type[type.index("<") + 1 : type.index(",")].strip()
+        return self._b.splat(type, self._val(value, component))
+
+    def mul_add(self, a, b, c): return self._b.mul_add(a, b, c)
+    def scale(self, m, s): return self._b.scale(m, self._val(s, _component(m.type)))
+    def matrix_binary(self, op, x, y): return self._b.matrix_binary(op, x, y)
+
+    def reduce(self, m, mode: str, result: str, combine="add"):
+        """mode: row, column, both, 2x2; combine: add, mul, min, max or fn(b, x, y)."""
+        if callable(combine):
+            fn = combine
+            combine = lambda core, x, y: fn(self._region(core), x, y)
+        return self._b.reduce(m, mode, result, combine)
+
+    def per_element(self, m, fn, extras=()):
+        """fn(b, row, col, value, *extra elements) -> the new element, for every element."""
+        return self._b.per_element(m, list(extras), lambda core, *args: fn(self._region(core), *args))
+
+    def convert_matrix(self, m, type: str): return self._b.convert_matrix(m, type, False)
+    def cast(self, m, type: str): return self._b.convert_matrix(m, type, True)
+    def transpose(self, m): return self._b.transpose(m)
+    def length(self, m): return self._b.length(m)
+    def get(self, m, i): return self._b.get(m, self._val(i))
+    def set(self, m, i, v): return self._b.set(m, self._val(i), self._val(v, _component(m.type)))
+    def get_coordinate(self, m, i): return self._b.get_coordinate(m, self._val(i))
+    def sum_accumulate(self, a, b, c): return self._b.sum_accumulate(a, b, c)
+    def outer_product(self, x, y, result: str): return self._b.outer_product(x, y, result)
+
+    def vector_multiply(self, v, m, result: str, bias=None):
+        """vector x (thread-scope b) matrix, plus an optional bias vector."""
+        return self._b.vector_multiply(v, m, bias, result)
+
+    def vector_load(self, type: str, ptr, offset=0, stride=1):
+        return self._b.vector_load(type, ptr, self._val(offset), self._val(stride))
+
+    def vector_store(self, v, ptr, offset=0, stride=1):
+        self._b.vector_store(v, ptr, self._val(offset), self._val(stride))
+
+    # ---- the kernel ----------------------------------------------------------------------------------
+    def ir(self) -> str:
+        """The kernel IR as text (the one printer)."""
+        return self._fn.text()
+
+    def compile(self) -> "CustomKernel":
+        """Verifies, lowers and JIT-compiles the kernel (or takes it from the cache)."""
+        self._fn.compile()
+        return CustomKernel(self._fn)
+
+
+def _component(type_text: str) -> str:
+    return type_text[type_text.index("<") + 1 : type_text.index(",")].strip()
+
+
+def _as_list(x):
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+class CustomKernel:
+    """A compiled user kernel: call it with its parameters in order (arrays for pointers)."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, *args):
+        self._fn.run(*args)
+
+    def source(self, kind: str = "ir") -> str:
+        return self._fn.source(kind)
+
+    def __repr__(self):
+        first = self._fn.text().splitlines()[0]
+        return f"CustomKernel({first.rstrip(' {')})"
