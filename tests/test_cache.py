@@ -188,3 +188,22 @@ def test_debug_shows_the_lowering_and_the_cache(tmp_path):
     _, err = run_snippet(COMPILE_AND_CHECK, tmp_path, env={"COOPJIT_DEBUG": "plan,lower,cache"})
     assert "[coopjit] plan gemm.f32" in err and "before O3" in err and "define void @" in err
     assert "[coopjit] cache: stored" in err and "compiled in" in err
+
+
+SPIRV_SNIPPET = """
+import json, sys, coopjit
+sys.path.insert(0, {tests!r})
+from spirv_kernels import AXPY_INDEX
+binary = coopjit.spirv.compile(AXPY_INDEX)
+coopjit.spirv.validate(binary)
+print(json.dumps({{"binary": binary.hex(), **coopjit._core.spirv_cache_stats()}}))
+"""
+
+
+def test_a_spirv_module_is_compiled_once_per_machine(tmp_path):
+    code = SPIRV_SNIPPET.format(tests=os.path.dirname(__file__))
+    first, _ = run_snippet(code, tmp_path)
+    assert first["compiles"] == 1 and first["disk_loads"] == 0
+    second, _ = run_snippet(code, tmp_path)
+    assert second["compiles"] == 0 and second["disk_loads"] == 1 and second["binary"] == first["binary"]
+    assert len(list((tmp_path / "kernels").glob("*.spirv"))) == 1

@@ -6,6 +6,7 @@
 
 #include "core/xxh64.h"
 #include "runtime/disk_cache.h"
+#include "runtime/spirv_cache.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
@@ -36,6 +37,13 @@ void bind_cache(py::module_& m) {
     d["lock_timeouts"] = s.lock_timeouts;
     return d;
   }, "The disk cache: directory, entries, bytes per kind, and this process's counters.");
+  m.def("spirv_cache_stats", [] {
+    auto s = spirv_cache_stats();
+    py::dict d;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
+    return d;
+  }, "SPIR-V modules compiled by LLVM in this process, and loaded from the disk cache.");
   m.def("disk_cache_clear", &disk_cache::clear, "Deletes every disk cache entry; returns how many.");
   m.def("disk_cache_path", &disk_cache::entry_path, py::arg("kind"), py::arg("key"),
         "The file of one entry (kind 'x86-obj' and a kernel's key).");
