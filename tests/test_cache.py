@@ -124,6 +124,23 @@ def test_info_and_clear(private_cache):
     assert coopjit.cache.info()["kernels"]["entries"] == 1
 
 
+def test_the_least_recently_used_entries_go_past_the_size_limit(private_cache, monkeypatch, rng):
+    kernels = [_kernel(plan={"mr": mr, "kb": 8}) for mr in (1, 2, 3)]
+    paths = [coopjit._core.disk_cache_path("x86-obj", k._core.key) for k in kernels]
+    for p, t in zip(paths, (1000, 1005, 1002)):  # least recently used first: 0, 2, 1
+        os.utime(p, (t, t))
+    limit = sum(os.path.getsize(p) for p in paths)
+    evicted = coopjit.cache.info()["process"]["evicted"]
+    monkeypatch.setenv("COOPJIT_CACHE_MAX_MB", str(limit / 2**20))
+    coopjit._core.cache_clear()
+    newest = coopjit._core.disk_cache_path("x86-obj", _kernel(plan={"mr": 4, "kb": 8})._core.key)  # over the limit
+    gone = [not os.path.exists(paths[i]) for i in (0, 2, 1)]
+    assert gone[0] and gone == sorted(gone, reverse=True), gone  # the oldest went, in age order
+    assert os.path.exists(newest) and coopjit.cache.info()["kernels"]["bytes"] <= 0.75 * limit
+    assert coopjit.cache.info()["process"]["evicted"] == evicted + sum(gone)
+    _check(_kernel(plan={"mr": 1, "kb": 8}), rng)  # an evicted kernel is compiled again
+
+
 def test_an_unwritable_directory_costs_nothing_but_the_cache(tmp_path, private_cache, rng):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")

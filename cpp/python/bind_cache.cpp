@@ -35,6 +35,7 @@ void bind_cache(py::module_& m) {
     d["write_errors"] = s.write_errors;
     d["lock_waits"] = s.lock_waits;
     d["lock_timeouts"] = s.lock_timeouts;
+    d["evicted"] = s.evicted;
     return d;
   }, "The disk cache: directory, entries, bytes per kind, and this process's counters.");
   m.def("spirv_cache_stats", [] {

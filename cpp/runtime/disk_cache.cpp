@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -136,6 +137,36 @@ std::string parse(const std::string& data, const std::string& kind, const std::s
   return "";
 }
 
+bool is_entry(const fs::path& p) {
+  const std::string name = p.filename().string(), ext = p.extension().string();
+  return !name.empty() && name[0] != '.' && ext != ".lock" && !ext.empty();
+}
+
+// Deletes the least recently used entries while they exceed the size limit.
+void evict(const std::string& dir) {
+  const char* env = std::getenv("COOPJIT_CACHE_MAX_MB");
+  const double max_bytes = (env ? std::atof(env) : 1024.0) * 1024 * 1024;
+  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  double total = 0;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    if (!is_entry(f.path())) continue;
+    total += static_cast<double>(f.file_size(ec));
+    entries.emplace_back(f.last_write_time(ec), f.path());
+  }
+  if (total <= max_bytes) return;
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [when, path] : entries) {
+    if (total <= 0.75 * max_bytes) break;
+    const double size = static_cast<double>(fs::file_size(path, ec));
+    if (fs::remove(path, ec)) {
+      total -= size;
+      count(&Stats::evicted);
+      note("evicted " + path.string() + " (COOPJIT_CACHE_MAX_MB)");
+    }
+  }
+}
+
 }  // namespace
 
 std::string identity() {
@@ -171,6 +202,7 @@ std::optional<Entry> load(const std::string& kind, const std::string& key) {
     count(&Stats::rejected);
     return std::nullopt;
   }
+  ::utimes(path.c_str(), nullptr);  // recently used: the last to be evicted
   count(&Stats::loads);
   note("loaded " + path);
   return e;
@@ -203,6 +235,7 @@ bool store(const std::string& kind, const std::string& key, const Entry& e) {
   }
   count(&Stats::stores);
   note("stored " + path);
+  evict(fs::path(path).parent_path().string());
   return true;
 }
 
@@ -254,11 +287,9 @@ Info info() {
   std::error_code ec;
   if (d.empty() || !fs::is_directory(d, ec)) return r;
   for (const auto& f : fs::directory_iterator(d, ec)) {
-    const std::string name = f.path().filename().string();
-    const std::string ext = f.path().extension().string();
-    if (name[0] == '.' || ext == ".lock" || ext.empty()) continue;
+    if (!is_entry(f.path())) continue;
     ++r.entries;
-    ++r.kinds[ext.substr(1)];
+    ++r.kinds[f.path().extension().string().substr(1)];
     r.bytes += static_cast<int64_t>(f.file_size(ec));
   }
   return r;
@@ -271,11 +302,8 @@ int64_t clear() {
   if (d.empty() || !fs::is_directory(d, ec)) return 0;
   std::vector<fs::path> files;
   for (const auto& f : fs::directory_iterator(d, ec)) files.push_back(f.path());
-  for (const auto& p : files) {
-    const std::string name = p.filename().string(), ext = p.extension().string();
-    bool entry = name[0] != '.' && ext != ".lock" && !ext.empty();
-    if (fs::remove(p, ec) && entry) ++n;
-  }
+  for (const auto& p : files)
+    if (fs::remove(p, ec) && is_entry(p)) ++n;
   note(cat("cleared ", n, " entries from ", d));
   return n;
 }

@@ -28,7 +28,9 @@ std::string identity();
 
 /// The verified entry of (kind, key), or nothing (missing, disabled, or rejected and deleted).
 std::optional<Entry> load(const std::string& kind, const std::string& key);
-/// Writes the entry atomically; false (and a counted write error) when the disk refuses.
+/// Writes the entry atomically; false (and a counted write error) when the disk refuses. Then,
+/// if the entries exceed COOPJIT_CACHE_MAX_MB (1024 by default), deletes the least recently
+/// used ones (loads refresh an entry's time) down to 3/4 of it.
 bool store(const std::string& kind, const std::string& key, const Entry& e);
 /// The file an entry of (kind, key) lives in (whether or not it exists).
 std::string entry_path(const std::string& kind, const std::string& key);
@@ -50,7 +52,7 @@ class CompileLock {
 double lock_timeout();
 
 struct Stats {
-  int64_t loads = 0, stores = 0, rejected = 0, write_errors = 0, lock_waits = 0, lock_timeouts = 0;
+  int64_t loads = 0, stores = 0, rejected = 0, write_errors = 0, lock_waits = 0, lock_timeouts = 0, evicted = 0;
 };
 Stats stats();
 

@@ -1,7 +1,8 @@
 """The persistent caches (compiled kernels and the tuning database): where they live, what they hold, clearing them.
 
 The directory is COOPJIT_CACHE_DIR when set, else the user cache directory (platformdirs:
-~/.cache/coopjit on Linux); COOPJIT_CACHE=0 (or off, false, no) disables both caches.
+~/.cache/coopjit on Linux); COOPJIT_CACHE=0 (or off, false, no) disables both caches;
+COOPJIT_CACHE_MAX_MB (1024 by default) bounds the stored kernels (least recently used go first).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def info() -> dict:
             "compiles": mem["compiles"],
             "disk_loads": mem["disk_loads"],
             "memory_hits": mem["hits"],
-            **{k: disk[k] for k in ("stores", "rejected", "write_errors", "lock_waits", "lock_timeouts")},
+            **{k: disk[k] for k in ("stores", "rejected", "write_errors", "lock_waits", "lock_timeouts", "evicted")},
         },
     }
 
