@@ -29,6 +29,9 @@ def info() -> None:
     cpu = coopjit.cpu_info()
     feats = cpu["features"]
     print(f"coopjit {coopjit.__version__}  (LLVM {coopjit.llvm_version})")
+    c = coopjit.cache.info()
+    print(f"cache: {c['directory'] or 'disabled (COOPJIT_CACHE=0)'}  ({c['kernels']['entries']} kernels, "
+          f"{c['kernels']['bytes'] / 2**20:.1f} MiB; {c['tuning']['entries']} tuned problems)")
     print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits"
           f"  (feature level: {cpu['level']}; COOPJIT_CPU_LEVEL=avx2|sse forces a lower one)")
     for label, name in FEATURES:
