@@ -10,11 +10,7 @@ from coopjit import _tune, _tunedb
 from conftest import assert_gemm_close
 
 SHAPE = (72, 56, 48)
-PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
-
-
-def _config_plan(cfg):
-    return {k: (cfg[k] if k in ("layout", "split") else int(cfg[k])) for k in PLAN_KEYS}
+_config_plan = _tune._plan_of  # a kernel.config as a tuned plan
 
 
 def test_tune_stores_a_checked_winner_that_later_calls_use(private_cache, rng):
@@ -72,6 +68,18 @@ def test_tune_takes_arrays_and_their_transposes(private_cache, rng):
     assert not coopjit.compile_gemm(m, n, k, np.float64)._core.tuned  # another stride class
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "int8"])
+def test_tune_low_precision_types_checks_every_candidate(private_cache, dtype):
+    import ml_dtypes
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+    report = coopjit.tune(shape=(40, 48, 96), dtype=dt, budget=20, max_candidates=4, progress=False)
+    assert report.problem["dtype"] == dt.name
+    assert all(c["status"] == "ok" for c in report.candidates), [c for c in report.candidates if c["status"] != "ok"]
+    k = coopjit.compile_gemm(40, 48, 96, dt)
+    assert k.tuned and _config_plan(k.config) == report.winner["plan"]
+
+
 def test_tune_stops_within_its_time_budget(private_cache):
     report = coopjit.tune(shape=(256, 256, 256), budget=3, progress=True, save=False)
     assert report.elapsed_s < 3 + 2.0 and report.stopped_by in ("time", "converged")
@@ -93,7 +101,7 @@ def test_report_prints_a_table_converts_and_plots(private_cache, tmp_path):
         assert report.plot(tmp_path / "t.png") is not None and (tmp_path / "t.png").stat().st_size > 0
 
 
-GOOD_PLAN = {"layout": "row", "mr": 3, "nr": 16, "kb": 8, "kt": 128, "threads": 1, "split": "dp"}
+GOOD_PLAN = {"layout": "row", "mr": 3, "nr": 16, "kb": 8, "kt": 128, "threads": 1, "split": "dp", "pack": False}
 
 
 @pytest.mark.parametrize("damage", [b"", b"{not json", b'{"format": 1, "checksum": "00", "entries": {}',
@@ -125,7 +133,7 @@ def test_the_database_survives_damage(private_cache, damage, rng):
 def test_a_stored_plan_this_build_refuses_falls_back_to_the_default(private_cache, rng):
     m, n, k = 33, 35, 37
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    sig = coopjit._core.gemm_signature(a, b, np.empty((m, n)), False)
+    sig = coopjit._core.gemm_signature(a, b, np.empty((m, n)), False, ("f64", "f64", "f64"))
     _tunedb.store(sig, "cpu", {**GOOD_PLAN, "nr": 12}, {"time_s": 1.0})  # nr not a multiple of the vector width
     assert sig in coopjit._core.tuned_plans()
     assert_gemm_close(coopjit.matmul(a, b), a, b)

@@ -20,7 +20,8 @@ struct CpuTargetInfo {
 };
 
 struct GemmPlan {
-  ir::ScalarType dtype = ir::ScalarType::f32;
+  ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
+  ir::ScalarType a_type = ir::ScalarType::f32, b_type = ir::ScalarType::f32, c_type = ir::ScalarType::f32;  // kernel's
   // Layout: "row" computes C = A B as given; "col" computes C^T = B^T A^T, so that the kernel's
   // fast (vector) dimension is the one with unit stride in memory.
   std::string layout = "row";
@@ -31,6 +32,8 @@ struct GemmPlan {
   bool unit_c = true;   // C's column stride is 1 in the kernel's orientation (vector stores)
   bool accumulate = false;
   std::string order = "m_inner";  // tile walk: consecutive tiles share a B panel
+  bool pack = false;  // copy A and B into contiguous tile panels (in the accumulator type) first
+  bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
   // arguments of the same code, not part of its key.
   int threads = 1;            // workers (CPU threads), all running at once

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
+
 #include "core/xxh64.h"
 #include "runtime/disk_cache.h"
 #include "runtime/spirv_cache.h"
@@ -14,7 +16,8 @@
 namespace py = pybind11;
 using namespace coopjit;
 
-GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate);
+using Types = std::array<std::string, 3>;  // IR names of the element types of a, b, c (as gemm takes them)
+GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types);
 
 void bind_cache(py::module_& m) {
   m.def("set_cache_dir", &disk_cache::set_directory, py::arg("path"),
@@ -52,19 +55,20 @@ void bind_cache(py::module_& m) {
         py::arg("seed") = 0, "The XXH64 the disk cache checksums entries with (16 hex digits).");
 
   m.def("gemm_signature",
-        [](const py::array& a, const py::array& b, const py::array& c, bool accumulate) {
-          return gemm_signature(gemm_spec_of(a, b, c, accumulate));
+        [](const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types) {
+          return gemm_signature(gemm_spec_of(a, b, c, accumulate, types));
         },
-        py::arg("a"), py::arg("b"), py::arg("c"), py::arg("accumulate"),
+        py::arg("a"), py::arg("b"), py::arg("c"), py::arg("accumulate"), py::arg("types"),
         "What a GEMM's plan depends on, as the tuned-plan table keys it (operands as gemm takes them).");
   m.def("gemm_plan",
-        [](const py::array& a, const py::array& b, const py::array& c, bool accumulate,
+        [](const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types,
            const PlanOverrides& overrides) {
           const CpuInfo& cpu = host_cpu();
           CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, ThreadPool::get().size()};
-          return plan_gemm(gemm_spec_of(a, b, c, accumulate), t, overrides).fields();
+          return plan_gemm(gemm_spec_of(a, b, c, accumulate, types), t, overrides).fields();
         },
-        py::arg("a"), py::arg("b"), py::arg("c"), py::arg("accumulate"), py::arg("overrides") = PlanOverrides{},
+        py::arg("a"), py::arg("b"), py::arg("c"), py::arg("accumulate"), py::arg("types"),
+        py::arg("overrides") = PlanOverrides{},
         "The plan (fields) gemm would choose for these operands with these overrides, ignoring tuned plans.");
   m.def("set_tuned_plan", &set_tuned_plan, py::arg("signature"), py::arg("overrides"),
         "Sets the tuned plan of a GEMM signature (empty overrides remove it).");

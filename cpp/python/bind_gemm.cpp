@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
+
 #include "core/error.h"
 #include "runtime/gemm.h"
 #include "runtime/tuned_plans.h"
@@ -13,11 +15,14 @@ using namespace coopjit;
 
 namespace {
 
-ir::ScalarType dtype_of(const py::array& x, const char* what) {
-  py::dtype d = x.dtype();
-  if (d.kind() == 'f' && d.itemsize() == 4) return ir::ScalarType::f32;
-  if (d.kind() == 'f' && d.itemsize() == 8) return ir::ScalarType::f64;
-  throw UserTypeError(cat(what, " has dtype ", std::string(py::str(d)), "; supported: float32, float64"));
+using Types = std::array<std::string, 3>;  // IR names of the element types of a, b, c
+
+// Checks that an array's element size fits the IR type the Python layer named for it.
+ir::ScalarType type_of(const py::array& x, const std::string& name, const char* what) {
+  ir::ScalarType t = ir::parse_scalar(name);
+  if (x.itemsize() != ir::size_in_bytes(t))
+    throw UserTypeError(cat(what, " has ", x.itemsize(), "-byte elements but was given as ", name));
+  return t;
 }
 
 // Element strides of an array whose last two dims are the matrix and whose leading 0 to 2 dims
@@ -40,12 +45,9 @@ std::vector<int64_t> strides_of(const py::array& x, const char* what) {
 // The spec of C = op(A) op(B) (+ C) for arrays a (... x M x K), b (... x K x N), c (... x M x N)
 // with one batch shape (broadcasting is done by the caller with zero strides); they are already
 // the operands as the kernel reads them (transposes are views made by the caller).
-GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate) {
+GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types) {
   GemmSpec s;
-  s.dtype = dtype_of(a, "a");
-  if (dtype_of(b, "b") != s.dtype || dtype_of(c, "c") != s.dtype)
-    throw UserTypeError(cat("a, b and c must have one dtype, got ", std::string(py::str(a.dtype())), ", ",
-                            std::string(py::str(b.dtype())), ", ", std::string(py::str(c.dtype()))));
+  s.set_types(type_of(a, types[0], "a"), type_of(b, types[1], "b"), type_of(c, types[2], "c"));
   auto sa = strides_of(a, "a"), sb = strides_of(b, "b"), sc = strides_of(c, "c");
   const int nd = static_cast<int>(a.ndim());
   if (b.ndim() != nd || c.ndim() != nd)
@@ -78,10 +80,11 @@ GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, boo
 struct PyGemmKernel {
   GemmKernel k;
   PlanOverrides overrides;  // the ones applied: the caller's, or the tuned plan's
-  bool tuned = false;       // the plan came from the tuning database
+  Types types;
+  bool tuned = false;  // the plan came from the tuning database
 
   void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta) const {
-    GemmSpec s = spec_of(a, b, c, k.spec.accumulate);
+    GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types);
     if (!k.spec.accumulate && beta != 0.0)
       throw UserError(cat("this kernel was compiled without accumulation (beta = 0) but was called with beta = ",
                           beta, "; compile it with accumulate=True"));
@@ -111,8 +114,9 @@ struct PyGemmKernel {
 }  // namespace
 
 // For bind_cache.cpp: the spec the tuned-plan table keys on is the one gemm builds.
-GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate) {
-  return spec_of(a, b, c, accumulate);
+GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate,
+                      const std::array<std::string, 3>& types) {
+  return spec_of(a, b, c, accumulate, types);
 }
 
 void bind_gemm(py::module_& m) {
@@ -128,23 +132,23 @@ void bind_gemm(py::module_& m) {
       .def("run", &PyGemmKernel::run, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"));
 
   m.def("compile_gemm",
-        [](const std::string& dtype, int64_t M, int64_t N, int64_t K, std::vector<int64_t> strides, bool accumulate,
+        [](const Types& types, int64_t M, int64_t N, int64_t K, std::vector<int64_t> strides, bool accumulate,
            const PlanOverrides& overrides) {
           if (strides.size() != 6) throw UserError(cat("compile_gemm takes 6 strides, got ", strides.size()));
           GemmSpec s;
-          s.dtype = ir::parse_scalar(dtype);
+          s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
           s.M = M; s.N = N; s.K = K;
           s.sa_r = strides[0]; s.sa_c = strides[1];
           s.sb_r = strides[2]; s.sb_c = strides[3];
           s.sc_r = strides[4]; s.sc_c = strides[5];
           s.accumulate = accumulate;
           py::gil_scoped_release nogil;
-          if (!overrides.empty()) return PyGemmKernel{gemm_kernel(s, overrides), overrides};
+          if (!overrides.empty()) return PyGemmKernel{gemm_kernel(s, overrides), overrides, types};
           PlanOverrides used;
           GemmKernel k = gemm_kernel_tuned(s, &used);
-          return PyGemmKernel{std::move(k), used, !used.empty()};
+          return PyGemmKernel{std::move(k), used, types, !used.empty()};
         },
-        py::arg("dtype"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
+        py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});
 
   // The per-call fast path of matmul for 2-D operands: returns None whenever anything is out of
@@ -171,7 +175,8 @@ void bind_gemm(py::module_& m) {
           return py::none();
         py::array c(dt, std::vector<py::ssize_t>{M, N});
         GemmSpec spec;
-        spec.dtype = item == 4 ? ir::ScalarType::f32 : ir::ScalarType::f64;
+        const ir::ScalarType t = item == 4 ? ir::ScalarType::f32 : ir::ScalarType::f64;
+        spec.set_types(t, t, t);
         spec.M = M; spec.N = N; spec.K = K;
         spec.sa_r = s[0] / item; spec.sa_c = s[1] / item;
         spec.sb_r = s[2] / item; spec.sb_c = s[3] / item;
@@ -191,8 +196,19 @@ void bind_gemm(py::module_& m) {
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
-           const PlanOverrides& overrides) {
-          GemmSpec s = spec_of(a, b, c, beta != 0.0);
+           const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {
+          GemmSpec s = spec_of(a, b, c, beta != 0.0, types);
+          const void* pp = nullptr;
+          if (!prepacked.is_none()) {
+            auto arr = py::cast<py::array>(prepacked);
+            const int64_t kp = (s.K + 3) / 4 * 4;  // kb = 4: what coopjit.prepack pads K to
+            auto it = overrides.find("nr");
+            const int64_t nr = it == overrides.end() ? 0 : it->second;
+            if (nr <= 0 || arr.itemsize() != ir::size_in_bytes(s.dtype) ||
+                arr.size() < kp * ((s.N + nr - 1) / nr * nr) || !(arr.flags() & py::array::c_style))
+              throw UserError(cat("the prepacked B does not fit this product (K=", s.K, ", N=", s.N, ")"));
+            pp = arr.data();
+          }
           const void* pa = a.data();
           const void* pb = b.data();
           void* pc = c.mutable_data();
@@ -201,10 +217,11 @@ void bind_gemm(py::module_& m) {
             run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
           } else {
             GemmKernel k = gemm_kernel(s, overrides);
-            run_gemm(k, s, pa, pb, pc, alpha, beta);
+            run_gemm(k, s, pa, pb, pc, alpha, beta, pp);
           }
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
-        py::arg("overrides") = PlanOverrides{},
+        py::arg("overrides") = PlanOverrides{}, py::arg("types") = Types{"f32", "f32", "f32"},
+        py::arg("prepacked") = py::none(),
         "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views).");
 }

@@ -29,7 +29,10 @@ std::string gemm_signature(const GemmSpec& s) {
   std::string unit;
   for (auto [name, stride] : {std::pair{"a_r", s.sa_r}, {"b_c", s.sb_c}, {"c_r", s.sc_r}, {"c_c", s.sc_c}})
     if (stride == 1) unit += (unit.empty() ? "" : ",") + std::string(name);
-  return cat("gemm ", ir::name(s.dtype), " ", s.M, "x", s.N, "x", s.K, " batch ", s.batch1 * s.batch2, " unit ",
+  const std::string types = s.a_type == s.c_type && s.b_type == s.c_type
+                                ? std::string(ir::name(s.c_type))
+                                : cat(ir::name(s.a_type), "x", ir::name(s.b_type), "->", ir::name(s.c_type));
+  return cat("gemm ", types, " ", s.M, "x", s.N, "x", s.K, " batch ", s.batch1 * s.batch2, " unit ",
              unit.empty() ? "none" : unit, s.accumulate ? " beta" : "", " pool ", ThreadPool::get().size());
 }
 

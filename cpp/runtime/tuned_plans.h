@@ -13,8 +13,9 @@
 
 namespace coopjit {
 
-/// Everything plan_gemm looks at: dtype, M x N x K, batch count, which strides are 1, beta, and
-/// the worker pool's size; e.g. "gemm f32 1024x1024x1024 batch 1 unit b_c,c_c pool 2".
+/// Everything plan_gemm looks at: the element types, M x N x K, batch count, which strides are
+/// 1, beta, and the worker pool's size; e.g. "gemm f32 1024x1024x1024 batch 1 unit b_c,c_c pool 2"
+/// ("gemm bf16xbf16->f32 ..." when the types differ).
 std::string gemm_signature(const GemmSpec& s);
 
 /// Sets (or, with empty overrides, removes) the tuned plan of a signature.

@@ -5,16 +5,35 @@
 
 namespace coopjit {
 
+void GemmSpec::set_types(ir::ScalarType a, ir::ScalarType b, ir::ScalarType c) {
+  using ir::ScalarType;
+  auto int8 = [](ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; };
+  auto low = [](ScalarType t) {
+    return t == ScalarType::f16 || t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2;
+  };
+  const char* supported =
+      " (supported: f32 x f32, f64 x f64, f16/bf16/f8_e4m3/f8_e5m2 pairs accumulating in f32, i8/u8 pairs in i32)";
+  if (int8(a) && int8(b)) dtype = ScalarType::i32;
+  else if (a == b && (a == ScalarType::f32 || a == ScalarType::f64)) dtype = a;
+  else if (a == b && low(a)) dtype = ScalarType::f32;
+  else throw UserTypeError(cat("gemm: unsupported operand types ", ir::name(a), " x ", ir::name(b), supported));
+  if (c != dtype && !(c == a && low(a)))
+    throw UserTypeError(cat("gemm: the output type ", ir::name(c), " does not go with ", ir::name(a), " x ", ir::name(b),
+                            " (use ", ir::name(dtype), low(a) ? std::string(" or ") + std::string(ir::name(a)) : "", ")"));
+  a_type = a;
+  b_type = b;
+  c_type = c;
+}
+
 void GemmSpec::validate() const {
-  if (dtype != ir::ScalarType::f32 && dtype != ir::ScalarType::f64)
-    throw UserTypeError(cat("gemm: unsupported dtype ", ir::name(dtype), " (supported: f32, f64)"));
   if (M < 0 || N < 0 || K < 0 || batch1 < 0 || batch2 < 0)
     throw UserError(cat("gemm: negative size M=", M, " N=", N, " K=", K, " batch=", batch1, "x", batch2));
   if (device != "cpu") throw UserError(cat("gemm: unknown device '", device, "' (available: cpu)"));
 }
 
 std::string GemmSpec::str() const {
-  return cat("gemm ", ir::name(dtype), " M=", M, " N=", N, " K=", K, " A strides (", sa_r, ", ", sa_c,
+  return cat("gemm ", ir::name(a_type), " x ", ir::name(b_type), " -> ", ir::name(c_type), " (acc ", ir::name(dtype),
+             ") M=", M, " N=", N, " K=", K, " A strides (", sa_r, ", ", sa_c,
              ") B strides (", sb_r, ", ", sb_c, ") C strides (", sc_r, ", ", sc_c, ")",
              batch1 * batch2 != 1 ? cat(" batch ", batch1, "x", batch2) : std::string(),
              accumulate ? " beta!=0" : "", " on ", device);

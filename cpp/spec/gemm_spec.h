@@ -10,7 +10,12 @@
 namespace coopjit {
 
 struct GemmSpec {
-  ir::ScalarType dtype = ir::ScalarType::f32;
+  ir::ScalarType dtype = ir::ScalarType::f32;  // the accumulator's (compute) type
+  // Element types of A, B and C: one float type throughout, or low-precision A and B (f16, bf16,
+  // f8_e4m3, f8_e5m2 -> f32; i8/u8 -> i32) with C of the input or the accumulator type.
+  ir::ScalarType a_type = ir::ScalarType::f32, b_type = ir::ScalarType::f32, c_type = ir::ScalarType::f32;
+  /// Sets a/b/c types and the accumulator type; throws UserTypeError for an unsupported combination.
+  void set_types(ir::ScalarType a, ir::ScalarType b, ir::ScalarType c);
   int64_t M = 0, N = 0, K = 0;
   // Element strides (may be negative or zero) of op(A) (M x K), op(B) (K x N) and C (M x N).
   int64_t sa_r = 0, sa_c = 0, sb_r = 0, sb_c = 0, sc_r = 0, sc_c = 0;

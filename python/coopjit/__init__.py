@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import _core, cache, layout, spirv
 from ._core import DeviceError, VerifyError
 from .devices import device_info, devices, empty
-from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._gemm import Kernel, PackedMatrix, compile_gemm, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
 from ._tune import tune
 from ._tune_report import TuneReport
@@ -35,6 +35,7 @@ __all__ = [
     "set_num_threads",
     "load_matrix",
     "matmul",
+    "prepack",
     "reduce",
     "reduce2x2",
     "store_matrix",

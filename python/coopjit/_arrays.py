@@ -5,14 +5,41 @@ import numbers
 
 import numpy as np
 
-#: dtypes the GEMM kernels accept (low-precision types come with the CPU speed issue)
-GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_SHORT = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+#: GEMM element types by NumPy dtype name (bfloat16 and float8 are ml_dtypes' types)
+_GEMM_TYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+               "float8_e4m3fn": "f8_e4m3", "float8_e5m2": "f8_e5m2", "int8": "i8", "uint8": "u8", "int32": "i32"}
+_INT8 = ("int8", "uint8")
+_LOW = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+GEMM_SUPPORTED = ("float32 x float32, float64 x float64, float16 / bfloat16 / float8_e4m3fn / float8_e5m2 pairs "
+                  "(float32 accumulation), int8 / uint8 pairs (int32 accumulation and output)")
 
 
 def short_name(dtype: np.dtype) -> str:
     """The kernel IR's name of a NumPy dtype (float32 -> f32)."""
-    return _SHORT[np.dtype(dtype)]
+    return _GEMM_TYPES[np.dtype(dtype).name]
+
+
+def gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
+    """((a, b, c) IR type names, the output dtype) for operands a, b and an output c (None: the
+    default: the input type for float32/float64/float16/bfloat16, float32 for float8, int32 for
+    int8). TypeError names the dtypes and lists what is supported."""
+    a, b = np.dtype(a), np.dtype(b)
+    an, bn = a.name, b.name
+    for name, d in (("a", a), ("b", b)):
+        if d.name not in _GEMM_TYPES or d.name == "int32" or not d.isnative:
+            raise TypeError(f"{name} has dtype {d}; coopjit GEMM supports {GEMM_SUPPORTED}")
+    if an in _INT8 and bn in _INT8:
+        default = np.dtype(np.int32)
+    elif an != bn:
+        raise TypeError(f"mixed dtypes: a is {a}, b is {b}; cast the operands to one dtype "
+                        f"(supported: {GEMM_SUPPORTED})")
+    else:
+        default = np.dtype(np.float32) if an.startswith("float8") else a
+    out = default if c is None else np.dtype(c)
+    allowed = {default.name} | ({an, "float32"} if an in _LOW else set())
+    if out.name not in allowed:
+        raise TypeError(f"the output has dtype {out}; for {a} x {b} it must be one of {', '.join(sorted(allowed))}")
+    return (_GEMM_TYPES[an], _GEMM_TYPES[bn], _GEMM_TYPES[out.name]), out
 
 
 def as_array(x, name: str) -> np.ndarray:
@@ -23,20 +50,6 @@ def as_array(x, name: str) -> np.ndarray:
         return np.asarray(x)
     except Exception as e:  # noqa: BLE001 - report what could not be converted
         raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
-
-
-def check_gemm_dtype(x: np.ndarray, name: str) -> None:
-    if x.dtype not in GEMM_DTYPES:
-        supported = ", ".join(str(d) for d in GEMM_DTYPES)
-        raise TypeError(f"{name} has dtype {x.dtype}; coopjit GEMM supports {supported}")
-
-
-def check_same_dtype(**arrays: np.ndarray) -> np.dtype:
-    dtypes = {n: a.dtype for n, a in arrays.items()}
-    if len(set(dtypes.values())) > 1:
-        listed = ", ".join(f"{n} is {d}" for n, d in dtypes.items())
-        raise TypeError(f"mixed dtypes: {listed}; cast the operands to one dtype")
-    return next(iter(dtypes.values()))
 
 
 def check_device(device) -> str:

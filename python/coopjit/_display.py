@@ -13,6 +13,8 @@ _FIELDS = [
     ("kt", "K elements per K tile of the tile space"),
     ("threads", "workers"),
     ("split", "how workers share the tiles: dp, sk (Stream-K), sk+dp"),
+    ("pack", "A and B copied once into zero-padded tile panels"),
+    ("prepacked_b", "B packed beforehand (coopjit.prepack)"),
     ("order", "tile walk"),
     ("unit_stride_b", "B read with vector loads"),
     ("unit_stride_c", "C written with vector stores"),

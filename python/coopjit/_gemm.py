@@ -4,21 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
 from ._display import KernelDisplay
-from ._arrays import (
-    as_array,
-    check_device,
-    check_gemm_dtype,
-    check_same_dtype,
-    check_scalar,
-    kernel_readable,
-    overlaps,
-    short_name,
-)
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b")
 
 
 def _overrides(plan: dict | None) -> dict:
@@ -36,6 +27,8 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _SPLITS:
                 raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
             out[key] = _SPLITS[value]
+        elif key in ("pack", "prepacked_b"):
+            out[key] = int(bool(value))
         elif key in ("mr", "nr", "kb", "kt", "threads"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
@@ -45,7 +38,64 @@ def _overrides(plan: dict | None) -> dict:
     return out
 
 
-def _run(a2, b2, c2, alpha, beta, plan):
+class PackedMatrix:
+    """A right-hand operand packed once for many products (coopjit.prepack): nr-column panels,
+    zero-padded, in the accumulator type (low-precision inputs are converted here, once)."""
+
+    def __init__(self, b: np.ndarray):
+        types, _ = gemm_types(b.dtype, b.dtype)
+        self.dtype = b.dtype
+        self.shape = b.shape
+        k, n = b.shape
+        acc = np.dtype(np.int32) if types[2] == "i32" else np.dtype(np.float64 if b.dtype == np.float64 else np.float32)
+        simd = _core.cpu_info()["vector_bytes"] // acc.itemsize
+        self.nr = simd * (2 if n > simd else 1)
+        self.kb = 4
+        kp = -(-k // self.kb) * self.kb
+        np_ = -(-n // self.nr) * self.nr
+        padded = np.zeros((kp, np_), acc)
+        padded[:k, :n] = b.astype(acc)
+        # panel q holds rows 0..kp of columns q*nr .. q*nr+nr, row-major: the kernel's PB layout
+        self.buffer = np.ascontiguousarray(padded.reshape(kp, np_ // self.nr, self.nr).transpose(1, 0, 2))
+        self._dummy = np.zeros((1, n), b.dtype)  # stands for B in the spec; never read
+
+    def _plan(self, plan):
+        forced = {"layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb}
+        out = dict(plan or {})
+        for key, value in forced.items():
+            if key in out and out[key] != value:
+                raise ValueError(f"plan {key}={out[key]!r} does not fit a prepacked operand (needs {value!r})")
+            out[key] = value
+        return out
+
+    def __repr__(self):
+        return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns)"
+
+
+def prepack(b) -> PackedMatrix:
+    """Packs the right-hand operand of matmul/gemm once, for a weight used in many products."""
+    b = as_array(b, "b")
+    if b.ndim != 2:
+        raise ValueError(f"prepack: b must be 2-D, got shape {b.shape}")
+    return PackedMatrix(b)
+
+
+def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
+    if a.ndim != 2 or a.shape[1] != pb.shape[0]:
+        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: inner dimensions differ")
+    types, _ = gemm_types(a.dtype, pb.dtype, c.dtype)
+    b_view = np.broadcast_to(pb._dummy, pb.shape)
+    a = kernel_readable(a)
+    target = c if kernel_readable(c) is c and not overlaps(c, a) else np.empty(c.shape, c.dtype)
+    if target is not c and beta != 0.0:
+        target[...] = c
+    if target.size:
+        _core.gemm(a, b_view, target, alpha, beta, _overrides(pb._plan(plan)), types, pb.buffer)
+    if target is not c:
+        c[...] = target
+
+
+def _run(a2, b2, c2, alpha, beta, plan, types):
     """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
     a2 = kernel_readable(a2)
     b2 = kernel_readable(b2)
@@ -53,7 +103,7 @@ def _run(a2, b2, c2, alpha, beta, plan):
     if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:
         target = np.array(c2) if beta != 0.0 else np.empty(c2.shape, c2.dtype)
     if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan))
+        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
     if target is not c2:
         c2[...] = target
 
@@ -70,15 +120,24 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     """
     check_device(device)
     a = as_array(a, "a")
-    b = as_array(b, "b")
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
+    if isinstance(b, PackedMatrix):
+        if trans_b:
+            raise ValueError("gemm: a prepacked b is packed as given; trans_b must be False")
+        opa = a.T if trans_a else a
+        _, dtype = gemm_types(a.dtype, b.dtype, c.dtype if isinstance(c, np.ndarray) else None)
+        if c is None:
+            c, beta = np.empty((opa.shape[0], b.shape[1]), dtype), 0.0
+        _run_prepacked(opa, b, c, alpha, beta, plan)
+        return c
+    b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise ValueError(f"gemm: {name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
-    check_gemm_dtype(a, "a")
-    check_gemm_dtype(b, "b")
-    dtype = check_same_dtype(a=a, b=b)
+    types, dtype = gemm_types(a.dtype, b.dtype, None if c is None or not isinstance(c, np.ndarray) else c.dtype)
+    if types[2] == "i32" and not (float(alpha).is_integer() and float(beta).is_integer()):
+        raise ValueError(f"gemm: integer GEMM takes integer alpha and beta, got alpha={alpha}, beta={beta}")
     opa = a.T if trans_a else a
     opb = b.T if trans_b else b
     if opa.shape[1] != opb.shape[0]:
@@ -93,12 +152,11 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     else:
         if not isinstance(c, np.ndarray):
             raise TypeError(f"c must be a NumPy array, got {type(c).__name__}")
-        check_same_dtype(a=a, c=c)
         if c.shape != shape:
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
             raise ValueError("gemm: c is read-only; pass a writeable array")
-    _run(opa, opb, c, alpha, beta, plan)
+    _run(opa, opb, c, alpha, beta, plan, types)
     return c
 
 
@@ -116,7 +174,7 @@ def _collapse_batch(arrays, batch_shape):
     return merged
 
 
-def _batched(a, b, out, plan):
+def _batched(a, b, out, plan, types):
     """out[...] = a @ b over broadcast batch dims, as one kernel launch (at most 2 batch levels)."""
     batch = out.shape[:-2]
     A = np.broadcast_to(a, batch + a.shape[-2:])
@@ -138,7 +196,7 @@ def _batched(a, b, out, plan):
         shape = tuple(n for n, _ in dims) + x.shape[-2:]
         strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
         views.append(np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x is C))
-    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan))
+    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types)
     if C is not out:
         out[...] = C
 
@@ -152,14 +210,19 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         if c is not None:
             return c
     check_device(device)
+    if isinstance(b, PackedMatrix):
+        a = as_array(a, "a")
+        _, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
+        if out is None:
+            out = np.empty((a.shape[0] if a.ndim == 2 else -1, b.shape[1]), dtype)
+        _run_prepacked(a, b, out, 1.0, 0.0, plan)
+        return out
     a = as_array(a, "a")
     b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
             raise ValueError(f"matmul: {name} is 0-d (a scalar); matmul needs 1-D or 2-D operands")
-    check_gemm_dtype(a, "a")
-    check_gemm_dtype(b, "b")
-    dtype = check_same_dtype(a=a, b=b)
+    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
@@ -178,8 +241,6 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     else:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
-        if out.dtype != dtype:
-            raise TypeError(f"out has dtype {out.dtype} but the result has dtype {dtype}")
         if out.shape != result_shape:
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {result_shape}")
         if not out.flags.writeable:
@@ -191,9 +252,9 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     if b.ndim == 1:
         out_full = np.expand_dims(out_full, -1)
     if batch:
-        _batched(a2, b2, out_full, plan)
+        _batched(a2, b2, out_full, plan, types)
     else:
-        _run(a2, b2, out_full, 1.0, 0.0, plan)
+        _run(a2, b2, out_full, 1.0, 0.0, plan, types)
     return out
 
 
@@ -204,15 +265,16 @@ class Kernel(KernelDisplay):
     it (or show it in Jupyter) for its plan.
     """
 
-    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan):
+    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype=None):
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
+        self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._plan = plan
-        self._core = _core.compile_gemm(short_name(dtype), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
+        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
 
     @property
     def config(self) -> dict:
@@ -238,11 +300,11 @@ class Kernel(KernelDisplay):
         if beta != 0.0 and not self.accumulate:
             raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
         if c is None:
-            c = np.empty((self.m, self.n), self.dtype)
+            c = np.empty((self.m, self.n), self.out_dtype)
             beta = 0.0
-        elif not isinstance(c, np.ndarray) or c.dtype != self.dtype or c.shape != (self.m, self.n):
+        elif not isinstance(c, np.ndarray) or c.dtype != self.out_dtype or c.shape != (self.m, self.n):
             raise ValueError(
-                f"c must be a {self.dtype} array of shape {(self.m, self.n)}, got "
+                f"c must be a {self.out_dtype} array of shape {(self.m, self.n)}, got "
                 f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
             )
         elif not c.flags.writeable:
@@ -266,7 +328,7 @@ class Kernel(KernelDisplay):
 
 
 def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, accumulate=False,
-                 device=None, plan=None) -> Kernel:
+                 device=None, plan=None, out_dtype=None) -> Kernel:
     """Compiles (or fetches from the cache) the GEMM kernel for one problem.
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
@@ -278,6 +340,5 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
     dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"compile_gemm: dtype {dtype} is not supported; supported: float32, float64")
-    return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan)
+    gemm_types(dtype, dtype, out_dtype)  # TypeError for what is not supported
+    return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype)

@@ -15,11 +15,12 @@ from typing import Callable
 import numpy as np
 
 from . import _core, _tunedb
-from ._arrays import as_array, check_device, check_gemm_dtype, check_same_dtype, kernel_readable
+from ._arrays import as_array, check_device, gemm_types, kernel_readable
 from ._tune_report import TuneReport
 
-#: The fields of a complete plan as the tuner stores it (every knob the planner takes).
-PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
+#: The fields of a complete plan as the tuner stores it (every knob the planner takes but
+#: prepacked_b, which needs an operand packed by coopjit.prepack).
+PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack")
 
 
 @dataclass
@@ -73,12 +74,35 @@ KNOBS: dict[str, list[Knob]] = {
         Knob("kt", _kts),
         Knob("threads", lambda p, plan: [{"threads": v} for v in sorted({1, p.pool})]),
         Knob("split", lambda p, plan: [{"split": v} for v in ("dp", "sk", "sk+dp")] if plan["threads"] > 1 else []),
+        Knob("pack", lambda p, plan: [{"pack": v} for v in (False, True)]),
     ],
 }
 
 
 def _plan_of(fields: dict) -> dict:
-    return {k: (fields[k] if k in ("layout", "split") else int(fields[k])) for k in PLAN_KEYS}
+    """A complete plan (PLAN_KEYS) from a plan's fields as kernel.config shows them."""
+    def value(k):
+        if k in ("layout", "split"):
+            return fields[k]
+        return fields[k] == "true" if k == "pack" else int(fields[k])
+    return {k: value(k) for k in PLAN_KEYS}
+
+
+def _eps(dtype) -> float:
+    if dtype.kind in "iu":
+        return 0.0
+    try:
+        return float(np.finfo(dtype).eps)
+    except ValueError:  # bfloat16 and float8 (ml_dtypes)
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).eps)
+
+
+def _random(rng, shape, dtype):
+    if dtype.kind in "iu":
+        return rng.integers(0 if dtype.kind == "u" else -8, 8, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def _parse_shape(shape) -> tuple:
@@ -97,20 +121,24 @@ class _Bench:
     """The operands of one problem, its float64 reference and error bound, and timing."""
 
     def __init__(self, a, b, trans_a, trans_b, accumulate, rng):
+        self.types, out = gemm_types(a.dtype, b.dtype)
         self.opa = kernel_readable(a.T if trans_a else a)
         self.opb = kernel_readable(b.T if trans_b else b)
         m, n = self.opa.shape[0], self.opb.shape[1]
-        self.c0 = rng.standard_normal((m, n)).astype(a.dtype) if accumulate else np.zeros((m, n), a.dtype)
+        self.c0 = _random(rng, (m, n), out) if accumulate else np.zeros((m, n), out)
         self.c = np.empty_like(self.c0)
-        self.beta = 0.5 if accumulate else 0.0
-        a64, b64 = self.opa.astype(np.float64), self.opb.astype(np.float64)
-        self.ref = a64 @ b64 + self.beta * self.c0
-        eps = np.finfo(a.dtype).eps
-        self.bound = (self.opa.shape[1] + 2) * eps * (np.abs(a64) @ np.abs(b64) + abs(self.beta) * np.abs(self.c0))
-        self.bound += np.finfo(a.dtype).tiny
+        self.beta = (1.0 if out.kind in "iu" else 0.5) if accumulate else 0.0
+        a64, b64, c64 = self.opa.astype(np.float64), self.opb.astype(np.float64), self.c0.astype(np.float64)
+        self.ref = a64 @ b64 + self.beta * c64
+        # Accumulation in f32 (f64 for f64, exact for integers), then rounding to the output type.
+        acc = 0.0 if out.kind in "iu" else _eps(np.dtype(np.float64 if out == np.float64 else np.float32))
+        mag = np.abs(a64) @ np.abs(b64) + abs(self.beta) * np.abs(c64)
+        self.bound = (self.opa.shape[1] + 2) * acc * mag + _eps(out) * np.abs(self.ref)
+        if out.kind == "f":
+            self.bound += np.finfo(np.float32).tiny
 
     def run(self, ov):
-        _core.gemm(self.opa, self.opb, self.c, 1.0, self.beta, ov)
+        _core.gemm(self.opa, self.opb, self.c, 1.0, self.beta, ov, self.types)
 
     def check(self, ov) -> bool:
         """One call from c0; True when every element is within the bound of the reference."""
@@ -156,25 +184,24 @@ def tune(a=None, b=None, *, shape=None, dtype=None, trans_a=False, trans_b=False
         for name, x in (("a", a), ("b", b)):
             if x.ndim != 2:
                 raise ValueError(f"tune: {name} must be 2-D, got shape {x.shape}")
-            check_gemm_dtype(x, name)
-        check_same_dtype(a=a, b=b)
+        gemm_types(a.dtype, b.dtype)  # TypeError for what GEMM does not take
     else:
         if shape is None:
             raise ValueError("tune: pass the arrays a and b, or shape=(M, N, K)")
         m, n, k = _parse_shape(shape)
         dt = np.dtype(np.float32 if dtype is None else dtype)
-        a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dt)
-        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dt)
-        check_gemm_dtype(a, "a")
+        gemm_types(dt, dt)
+        a = _random(rng, (k, m) if trans_a else (m, k), dt)
+        b = _random(rng, (n, k) if trans_b else (k, n), dt)
     bench = _Bench(a, b, trans_a, trans_b, accumulate, rng)
     m, k = bench.opa.shape
     n = bench.opb.shape[1]
-    default_fields = _core.gemm_plan(bench.opa, bench.opb, bench.c, accumulate, {})
+    default_fields = _core.gemm_plan(bench.opa, bench.opb, bench.c, accumulate, bench.types, {})
     default = _plan_of(default_fields)
     cpu = _core.cpu_info()
     prob = Problem(m, n, k, a.dtype, bool(trans_a), bool(trans_b), bool(accumulate), device,
                    int(default_fields["simd_width"]), cpu["vector_registers"], _core.get_num_threads())
-    signature = _core.gemm_signature(bench.opa, bench.opb, bench.c, accumulate)
+    signature = _core.gemm_signature(bench.opa, bench.opb, bench.c, accumulate, bench.types)
     report = TuneReport(problem={"m": m, "n": n, "k": k, "dtype": a.dtype.name, "trans_a": prob.trans_a,
                                  "trans_b": prob.trans_b, "accumulate": prob.accumulate, "device": device,
                                  "signature": signature},

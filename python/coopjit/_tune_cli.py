@@ -6,13 +6,24 @@ import argparse
 import numpy as np
 
 
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16, float8: ml_dtypes
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit tune",
                                      description="Tunes GEMM problems; the winners are stored in the tuning "
                                                  "database and used by later calls.")
     parser.add_argument("--shape", action="append", required=True, metavar="MxNxK",
                         help="a problem (repeat for several)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--dtype", default="float32",
+                        choices=["float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8",
+                                 "uint8"])
     parser.add_argument("--trans-a", action="store_true")
     parser.add_argument("--trans-b", action="store_true")
     parser.add_argument("--accumulate", action="store_true", help="tune the beta != 0 kernel")
@@ -27,7 +38,7 @@ def main(argv=None) -> None:
 
     summary = []
     for shape in args.shape:
-        r = coopjit.tune(shape=shape, dtype=np.dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
+        r = coopjit.tune(shape=shape, dtype=_dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
                          accumulate=args.accumulate, budget=args.budget, max_candidates=args.max_candidates,
                          progress=not args.no_progress, save=not args.no_save)
         print(r, flush=True)

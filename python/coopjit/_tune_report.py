@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 def _plan_str(plan: dict) -> str:
     return (f"{plan['layout']} {plan['mr']}x{plan['nr']} kb={plan['kb']} kt={plan['kt']} "
-            f"threads={plan['threads']} split={plan['split']}")
+            f"threads={plan['threads']} split={plan['split']} pack={plan.get('pack', False)}")
 
 
 @dataclass
@@ -71,10 +71,11 @@ class TuneReport:
         t = c["median_s"]
         notes = [n for n, on in (("default", c is self.default), ("winner", c is self.winner)) if on]
         return [p["layout"], p["mr"], p["nr"], p["kb"], p["kt"], p["threads"], p["split"],
+                "yes" if p.get("pack") else "no",
                 f"{t * 1e3:.3f}" if t else "-", f"{self.gflops(t):.1f}" if t else "-",
                 f"{base / t:.2f}x" if t and base else "-", c["status"], " ".join(notes)]
 
-    HEADER = ["layout", "mr", "nr", "kb", "kt", "threads", "split", "median ms", "GFLOP/s", "vs default",
+    HEADER = ["layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "median ms", "GFLOP/s", "vs default",
               "status", ""]
 
     def table(self, limit: int = 15) -> str:
