@@ -288,8 +288,9 @@ class _Search:
             report.elapsed_s = time.perf_counter() - self.t0
 
     def confirm(self, default: dict) -> None:
-        """Times the default and the best few again, interleaved, and picks the winner on those
-        times: a plan must beat the default on a second look to replace it."""
+        """Times the default and the best few again, interleaved, and picks the winner on the
+        best median each reached (noise on a shared machine only ever adds time): a plan must
+        beat the default on a second look to replace it."""
         from ._gemm import _overrides
 
         report = self.report
@@ -299,12 +300,12 @@ class _Search:
             finalists = ok[:3]
         if not finalists:
             return
-        samples = {id(c): [] for c in finalists}
+        samples = {id(c): [c["median_s"]] for c in finalists}
         for _ in range(3):
             for c in finalists:
-                samples[id(c)].append(self.bench.time(_overrides(c["plan"]), self.min_time / 2)[0])
+                samples[id(c)].append(self.bench.time(_overrides(c["plan"]), self.min_time)[0])
         for c in finalists:
-            c["confirmed_s"] = float(np.median(samples[id(c)]))
+            c["confirmed_s"] = float(min(samples[id(c)]))
         winner = min(finalists, key=lambda c: c["confirmed_s"])
         report.winner = winner
         if report.default.get("confirmed_s"):
