@@ -69,12 +69,12 @@ def _kts(p: Problem, plan: dict) -> list:
 KNOBS: dict[str, list[Knob]] = {
     "cpu": [
         Knob("layout", lambda p, plan: [{"layout": v} for v in ("row", "col")]),
+        Knob("pack", lambda p, plan: [{"pack": v} for v in (False, True)]),
         Knob("tile", _tiles),
         Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32) if v <= max(4, p.k)]),
         Knob("kt", _kts),
         Knob("threads", lambda p, plan: [{"threads": v} for v in sorted({1, p.pool})]),
         Knob("split", lambda p, plan: [{"split": v} for v in ("dp", "sk", "sk+dp")] if plan["threads"] > 1 else []),
-        Knob("pack", lambda p, plan: [{"pack": v} for v in (False, True)]),
     ],
 }
 
@@ -218,7 +218,8 @@ class _Search:
     def __init__(self, bench, report, budget, max_candidates, min_time, progress):
         self.bench, self.report = bench, report
         self.t0 = time.perf_counter()
-        self.deadline = self.t0 + 0.9 * budget  # the rest is for the final comparison
+        self.budget = budget
+        self.deadline = self.t0 + 0.85 * budget  # the rest is for the final comparison
         self.max_candidates = max_candidates
         self.min_time = min_time
         self.seen: dict = {}  # plan (as a tuple) -> candidate record
@@ -288,22 +289,27 @@ class _Search:
             report.elapsed_s = time.perf_counter() - self.t0
 
     def confirm(self, default: dict) -> None:
-        """Times the default and the best few again, interleaved, and picks the winner on the
+        """Times the default and the best four again, interleaved, and picks the winner on the
         best median each reached (noise on a shared machine only ever adds time): a plan must
         beat the default on a second look to replace it."""
         from ._gemm import _overrides
 
         report = self.report
         ok = sorted((c for c in report.candidates if c["status"] == "ok"), key=lambda c: c["median_s"])
-        finalists = [report.default] + [c for c in ok[:3] if c is not report.default]
+        finalists = [report.default] + [c for c in ok[:4] if c is not report.default]
         if report.default["status"] != "ok":
-            finalists = ok[:3]
+            finalists = ok[:4]
         if not finalists:
             return
         samples = {id(c): [c["median_s"]] for c in finalists}
-        for _ in range(3):
+        # 3 rounds; more (up to 10) while they take under 5% of the budget: each lowers the noise.
+        start = time.perf_counter()
+        for r in range(10):
             for c in finalists:
-                samples[id(c)].append(self.bench.time(_overrides(c["plan"]), self.min_time)[0])
+                samples[id(c)].append(self.bench.time(_overrides(c["plan"]), self.min_time / 2)[0])
+            spent = time.perf_counter() - start
+            if r >= 2 and spent * (r + 2) / (r + 1) > 0.05 * self.budget:
+                break
         for c in finalists:
             c["confirmed_s"] = float(min(samples[id(c)]))
         winner = min(finalists, key=lambda c: c["confirmed_s"])
