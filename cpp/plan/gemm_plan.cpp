@@ -122,7 +122,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   p.split = p.threads > 1 ? "sk+dp" : "dp";
   // Packing pays for itself once each panel is reused many times: one batch, big in every
   // dimension (the copies are O(MK + KN) against O(MNK) work).
-  p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 768;
+  p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout") continue;
