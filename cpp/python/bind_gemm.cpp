@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/gemm.h"
+#include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
 
 namespace py = pybind11;
@@ -78,8 +79,9 @@ GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, boo
 
 struct PyGemmKernel {
   GemmKernel k;
-  PlanOverrides overrides;
+  PlanOverrides overrides;  // the ones applied: the caller's, or the tuned plan's
   Types types;
+  bool tuned = false;  // the plan came from the tuning database
 
   void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta) const {
     GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types);
@@ -121,12 +123,21 @@ struct PyGemmKernel {
 
 }  // namespace
 
+// For bind_cache.cpp: the spec the tuned-plan table keys on is the one gemm builds.
+GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate,
+                      const std::array<std::string, 3>& types) {
+  return spec_of(a, b, c, accumulate, types);
+}
+
 void bind_gemm(py::module_& m) {
   py::class_<PyGemmKernel>(m, "GemmKernel")
       .def_property_readonly("config", [](const PyGemmKernel& k) { return k.k.plan.fields(); })
       .def_property_readonly("key", [](const PyGemmKernel& k) { return k.k.code->key; })
       .def_property_readonly("spec", [](const PyGemmKernel& k) { return k.k.spec.str(); })
       .def_property_readonly("compile_seconds", [](const PyGemmKernel& k) { return k.k.code->compile_seconds; })
+      .def_property_readonly("origin", [](const PyGemmKernel& k) { return k.k.code->origin; })
+      .def_property_readonly("tuned", [](const PyGemmKernel& k) { return k.tuned; })
+      .def_property_readonly("overrides", [](const PyGemmKernel& k) { return k.overrides; })
       .def("source", &PyGemmKernel::source, py::arg("kind") = "ir")
       .def("run", &PyGemmKernel::run, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"));
 
@@ -142,7 +153,10 @@ void bind_gemm(py::module_& m) {
           s.sc_r = strides[4]; s.sc_c = strides[5];
           s.accumulate = accumulate;
           py::gil_scoped_release nogil;
-          return PyGemmKernel{gemm_kernel(s, overrides), overrides, types};
+          if (!overrides.empty()) return PyGemmKernel{gemm_kernel(s, overrides), overrides, types};
+          PlanOverrides used;
+          GemmKernel k = gemm_kernel_tuned(s, &used);
+          return PyGemmKernel{std::move(k), used, types, !used.empty()};
         },
         py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});

@@ -17,6 +17,7 @@ void bind_ir(py::module_& m);
 void bind_reduce(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
+void bind_cache(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -54,6 +55,8 @@ PYBIND11_MODULE(_core, m) {
     d["entries"] = s.entries;
     d["hits"] = s.hits;
     d["misses"] = s.misses;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
     return d;
   }, "In-memory code cache counters.");
   m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
@@ -71,4 +74,5 @@ PYBIND11_MODULE(_core, m) {
   bind_reduce(m);
   bind_layout(m);
   bind_devices(m);
+  bind_cache(m);
 }

@@ -4,6 +4,7 @@
 #include "build/gemm_recipe.h"
 #include "core/error.h"
 #include "runtime/thread_pool.h"
+#include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
 
 #include <cstdlib>
@@ -27,15 +28,17 @@ namespace {
 struct MemoKey {
   int64_t M, N, K, batch;
   int dtype, flags, threads, types;
+  int64_t tuned;  // the tuned-plan table's generation: a new tuned plan takes effect at once
   bool operator==(const MemoKey& o) const {
     return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
-           threads == o.threads && types == o.types;
+           threads == o.threads && types == o.types && tuned == o.tuned;
   }
 };
 struct MemoHash {
   size_t operator()(const MemoKey& k) const {
     size_t h = std::hash<int64_t>()(k.M);
-    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types)})
+    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types),
+                      k.tuned})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -49,15 +52,21 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
                     int(s.accumulate) << 4;
   const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
-                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16};
+                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation()};
   {
     std::lock_guard<std::mutex> g(mu);
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
   }
-  GemmKernel k = gemm_kernel(s);
+  GemmKernel k = gemm_kernel_tuned(s);
   std::lock_guard<std::mutex> g(mu);
-  if (memo.size() > 4096) memo.clear();  // bounded: only the plans, the code stays cached
+  if (memo.size() >= 4096) {
+    // Bounded, and never erased: other threads may be running a kernel they got from it. Past
+    // the bound, the caller's own copy (valid until this thread's next call) is returned.
+    thread_local GemmKernel last;
+    last = std::move(k);
+    return last;
+  }
   return memo.emplace(key, std::move(k)).first->second;
 }
 

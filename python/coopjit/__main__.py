@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo"""
+"""python -m coopjit info | demo | tune"""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +29,9 @@ def info() -> None:
     cpu = coopjit.cpu_info()
     feats = cpu["features"]
     print(f"coopjit {coopjit.__version__}  (LLVM {coopjit.llvm_version})")
+    c = coopjit.cache.info()
+    print(f"cache: {c['directory'] or 'disabled (COOPJIT_CACHE=0)'}  ({c['kernels']['entries']} kernels, "
+          f"{c['kernels']['bytes'] / 2**20:.1f} MiB; {c['tuning']['entries']} tuned problems)")
     print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits"
           f"  (feature level: {cpu['level']}; COOPJIT_CPU_LEVEL=avx2|sse forces a lower one)")
     for label, name in FEATURES:
@@ -123,7 +126,12 @@ def demo() -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo"])
+    parser.add_argument("command", choices=["info", "demo", "tune"])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tune"]:  # its own options: python -m coopjit tune --help
+        from ._tune_cli import main as tune_main
+
+        return tune_main(argv[1:])
     args = parser.parse_args(argv)
     {"info": info, "demo": demo}[args.command]()
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
+from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
@@ -257,10 +258,11 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     return out
 
 
-class Kernel:
+class Kernel(KernelDisplay):
     """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
 
-    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code.
+    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code; print
+    it (or show it in Jupyter) for its plan.
     """
 
     def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype=None):
