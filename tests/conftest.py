@@ -1,6 +1,16 @@
-"""Shared helpers for the tests: the float64 reference and the tolerance it allows."""
+"""Shared helpers for the tests: the float64 reference and the tolerance it allows; a private
+cache directory for the session, so that tests never read or write the user's caches."""
+import atexit
+import os
+import shutil
+import tempfile
+
 import numpy as np
 import pytest
+
+os.environ.pop("COOPJIT_CACHE", None)
+os.environ["COOPJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="coopjit-test-cache-")
+atexit.register(shutil.rmtree, os.environ["COOPJIT_CACHE_DIR"], True)
 
 
 def gemm_reference(a, b, c=None, alpha=1.0, beta=0.0):

@@ -88,3 +88,27 @@ def test_bad_split_override():
         coopjit.matmul(a, a, plan={"split": "stream"})
     with pytest.raises(ValueError, match="kt=100 must be a multiple of kb=8"):
         coopjit.matmul(a, a, plan={"kt": 100, "kb": 8})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("split", ["dp", "sk+dp"])
+@pytest.mark.parametrize("m,n,k", [(200, 193, 211), (37, 700, 300), (301, 64, 1029)])
+def test_packed_panels_match_numpy(rng, dtype, split, m, n, k):
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype)[:, ::-1].T  # negative strides
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=0.75, beta=2.0, plan={"pack": True, "split": split, "threads": 2, "kt": 64})
+    assert_gemm_close(c, a, b, c0, 0.75, 2.0)
+
+
+def test_packed_low_precision_converts_once(rng):
+    import ml_dtypes
+    a = rng.uniform(-1, 1, (200, 300)).astype(ml_dtypes.bfloat16)
+    b = rng.uniform(-1, 1, (300, 150)).astype(ml_dtypes.bfloat16)
+    out = np.zeros((200, 150), np.float32)
+    coopjit.matmul(a, b, out=out, plan={"pack": True})
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(out - ref).max() <= 302 * np.finfo(np.float32).eps * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))).max()
+    with pytest.raises(ValueError, match="pack=1 needs one product, not a batch of 3"):
+        coopjit.matmul(np.ones((3, 4, 4), np.float32), np.ones((4, 4), np.float32), plan={"pack": True})

@@ -272,3 +272,45 @@ def test_verifier_rules_of_the_operation_set():
     rejected(lambda b, X: b.per_element(m(b, X, mat("f32", 4, 16)),
                                         lambda b, r, c, v: b.convert(b.length(m(b, X, mat("f32", 4, 16))), "f32")),
              "scalar operations only")
+
+
+def test_more_verifier_rules_of_the_operation_set():
+    m = lambda b, X, t: b.load(t, X, strides=(16, 1))
+    acc = mat("f32", 4, 16)
+    rejected(lambda b, X: b.reduce(m(b, X, acc), "column", mat("f32", 4, 8), "add"), "keeps the number of columns")
+    rejected(lambda b, X: b.reduce(m(b, X, acc), "row", mat("f16", 4, 16), "add"), "keeps the component type")
+    rejected(lambda b, X: b.reduce(m(b, X, acc), "row", acc, lambda b, x, y: b.convert(x, "f64")),
+             "combine function takes two f32 and returns one")
+    rejected(lambda b, X: b.per_element(m(b, X, acc), lambda b, r, c, v, e: v, extras=[m(b, X, mat("f32", 4, 8))]),
+             "extra operand 1 must be a matrix of type coopmatrix<f32, 4, 16, acc, subgroup> or a scalar")
+    rejected(lambda b, X: b.per_element(m(b, X, acc), lambda b, r, c, v: b.convert(v, "f64")),
+             "per-element function returns one f32")
+    rejected(lambda b, X: b.convert_matrix(m(b, X, acc), mat("f32", 4, 8)), "convert keeps the shape and scope")
+    rejected(lambda b, X: b.set(m(b, X, acc), 0, b.const(1, "f64")), "set takes (matrix, index, element of the component type)")
+    rejected(lambda b, X: b.sum_accumulate(m(b, X, mat("f32", 4, 16, "a")), m(b, X, mat("f32", 4, 8, "b")),
+                                           m(b, X, acc)), "sum_accumulate adds A and B element by element")
+    rejected(lambda b, X: b.outer_product(b.vector_load("vector<f32, 4>", X), b.vector_load("vector<f32, 8>", X),
+                                          mat("f32", 8, 4)), "outer_product of vector<4> and vector<8> is an acc 4 x 8")
+    rejected(lambda b, X: b.vector_multiply(b.vector_load("vector<f32, 4>", X),
+                                            m(b, X, mat("f32", 8, 16, "b", "thread")), "vector<f32, 16>"),
+             "vector x matrix takes vector<M> and a b matrix M x K")
+    rejected(lambda b, X: b.vector_multiply(b.vector_load("vector<f32, 8>", X),
+                                            m(b, X, mat("f32", 8, 16, "b", "thread")), "vector<f32, 16>",
+                                            bias=b.vector_load("vector<f32, 8>", X)), "the bias is vector<16>")
+    rejected(lambda b, X: b.accumulate(m(b, X, mat("f32", 4, 16, "b")), X, strides=(16, 1)),
+             "accumulate needs an accumulator matrix")
+    rejected(lambda b, X: b.sum_accumulate(m(b, X, mat("f32", 4, 4, "a", "thread")), m(b, X, mat("f32", 4, 4, "b", "thread")),
+                                           m(b, X, mat("f32", 4, 4, "acc", "thread"))),
+             "coopmatrix.sum_accumulate needs subgroup or workgroup scope")
+
+
+def test_type_strings_are_checked():
+    b = KernelBuilder("types")
+    with pytest.raises(ValueError, match="coopmatrix<component, rows, cols, use, scope>"):
+        b.param("X", "coopmatrix<f32, 4>")
+    with pytest.raises(TypeError, match="unknown component type 'f24'"):
+        b.param("X", "ptr<f24>")
+    with pytest.raises(ValueError, match="unknown matrix use 'c'"):
+        b.param("X", "coopmatrix<f32, 4, 4, c, subgroup>")
+    with pytest.raises(ValueError, match="'0' is not a positive size"):
+        b.param("X", "vector<f32, 0>")

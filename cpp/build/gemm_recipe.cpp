@@ -10,7 +10,7 @@ using namespace ir;
 namespace {
 
 struct GemmParams {
-  Value *A, *B, *C, *WS, *FLAGS;
+  Value *A, *B, *C, *WS, *FLAGS, *PA, *PB;
   Value *M, *N, *K, *sa_r, *sa_c, *sb_r, *sb_c, *sc_r, *sc_c;
   Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
   Value *worker, *workers, *kt, *n_sk;
@@ -26,6 +26,8 @@ class GemmRecipe {
     g_.C = f.add_param(Type::pointer(p.c_type), "C");
     g_.WS = f.add_param(Type::pointer(T), "WS");
     g_.FLAGS = f.add_param(Type::pointer(ScalarType::i32), "FLAGS");
+    g_.PA = f.add_param(Type::pointer(T), "PA");  // packed A panels (plan.pack), in the accumulator type
+    g_.PB = f.add_param(Type::pointer(T), "PB");  // packed B panels
     g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
     g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
     g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
@@ -53,6 +55,7 @@ class GemmRecipe {
     tiles_n_ = ceil_div(b, g_.N, NR_, "tiles_n");
     Value* tiles_mn = b.mul(b.mul(b.mul(g_.batch1, g_.batch2), tiles_m_), tiles_n_, "tiles_mn");
     tiles_k_ = b.bin(BinOp::max, ceil_div(b, g_.K, g_.kt), one_, "tiles_k");
+    if (p_.pack) pack(b);
     stream_k(b);
     data_parallel(b, tiles_mn);
   }
@@ -88,44 +91,113 @@ class GemmRecipe {
 
   // A tile's batch's A, B, C and its corner (m0, n0).
   struct Tile {
-    Value *A, *B, *C, *m0, *n0;
+    Value *A, *B, *C, *m0, *n0, *mt, *nt;
   };
   Tile tile_at(Builder& b, const Coords& c) {
     auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
       return b.ptr_offset(base, b.add(b.mul(c.b1, s1), b.mul(c.b2, s2)), n);
     };
     return {at(g_.A, g_.sa_b1, g_.sa_b2, "At"), at(g_.B, g_.sb_b1, g_.sb_b2, "Bt"), at(g_.C, g_.sc_b1, g_.sc_b2, "Ct"),
-            b.mul(c.mt, MR_, "m0"), b.mul(c.nt, NR_, "n0")};
+            b.mul(c.mt, MR_, "m0"), b.mul(c.nt, NR_, "n0"), c.mt, c.nt};
   }
 
   // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
   // last partial K step.
   Value* accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
+    if (p_.pack) return accumulate_packed(b, t, k_lo, k_hi);
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), g_.K, "k1");
     Value* k_main = b.sub(k1, b.rem(b.sub(k1, k0), KB_), "k_main");
-    Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
-                        b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
-    auto body = [&](Builder& x, bool checked) {
+    Value* full_m = b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M, "full_m");
+    Value* full_n = b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N, "full_n");
+    // Checks only where the tile crosses an edge: A's rows at the M edge, B's columns at the N
+    // edge (masked vector loads, cheap); the K loop never leaves [0, K).
+    auto body = [&](Builder& x, bool check_a, bool check_b) {
       const Type a_t = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
       const Type b_t = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
-      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
-        Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk, "a");
-        Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk, "b");
+      auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk_a, bool chk_b) {
+        Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk_a, "a");
+        Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk_b, "b");
         return kb.mul_add(a, bm, acc_in, "acc");
       };
       Value* acc = x.splat(acc_t_, fzero_, "acc");
       acc = x.for_(k0, k_main, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-        return std::vector<Value*>{step(kb, k, it[0], checked)};
+        return std::vector<Value*>{step(kb, k, it[0], check_a, check_b)};
       }, "k")[0];
       // The last partial K step (K not a multiple of KB) reads zeros past K.
       acc = x.if_(x.cmp(CmpPred::lt, k_main, k1, "k_tail"), {acc_t_},
-                  [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true)}; },
+                  [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true, true)}; },
                   [&](Builder&) { return std::vector<Value*>{acc}; })[0];
       return std::vector<Value*>{acc};
     };
-    return b.if_(full, {acc_t_}, [&](Builder& x) { return body(x, false); },
-                 [&](Builder& x) { return body(x, true); })[0];
+    return b.if_(full_m, {acc_t_}, [&](Builder& x) {
+      return x.if_(full_n, {acc_t_}, [&](Builder& y) { return body(y, false, false); },
+                   [&](Builder& y) { return body(y, false, true); });
+    }, [&](Builder& x) { return body(x, true, true); })[0];
+  }
+
+  // Packing (plan.pack, one batch): before any tile, the workers copy A into mr-row panels
+  // (column-major inside: the k-th column of a panel is mr consecutive elements) and B into
+  // nr-column panels (row-major inside), converted to the accumulator type and zero-padded to
+  // whole tiles and to Kp = K rounded up to KB. Tiles then read only contiguous, aligned-enough,
+  // never-ragged memory: no edge checks, no K tail, no cache-set conflicts of strided rows.
+  void pack(Builder& b) {
+    Kp_ = b.mul(ceil_div(b, g_.K, KB_), KB_, "Kp");
+    const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
+    const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    const Type a_acc = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
+    const Type b_acc = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    auto share = [&](Builder& x, Value* n, const char* hint) {
+      Value* per = ceil_div(x, n, g_.workers);
+      Value* lo = x.min(x.mul(g_.worker, per), n);
+      return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
+    };
+    auto [alo, ahi] = share(b, tiles_m_, "a_panels");
+    b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
+      Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
+      Value* m0 = x.mul(q, MR_);
+      x.for_(zero_, Kp_, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+        Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, true, "a");
+        if (p_.a_type != T) a = y.convert_matrix(a, a_acc);
+        y.store(a, {dst, zero_, k, one_, MR_, MR_, Kp_}, false);
+        return std::vector<Value*>{};
+      }, "k");
+      return std::vector<Value*>{};
+    }, "q");
+    auto [blo, bhi] = share(b, p_.prepacked_b ? zero_ : tiles_n_, "b_panels");  // a prepacked B is ready
+    b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
+      Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
+      Value* n0 = x.mul(q, NR_);
+      x.for_(zero_, Kp_, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+        Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+        if (p_.b_type != T) bm = y.convert_matrix(bm, b_acc);
+        y.store(bm, {dst, k, zero_, NR_, one_, Kp_, NR_}, false);
+        return std::vector<Value*>{};
+      }, "k");
+      return std::vector<Value*>{};
+    }, "q");
+    // A barrier: every worker's panels are written before any tile reads them.
+    Value* flags = b.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
+    b.flag_set(flags, g_.worker);
+    b.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w, const std::vector<Value*>&) {
+      x.flag_wait(flags, w);
+      return std::vector<Value*>{};
+    }, "w");
+  }
+
+  Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
+    Value* k0 = b.mul(k_lo, g_.kt, "k0");
+    Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
+    Value* pa = b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
+    Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
+    const Type a_t = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
+    const Type b_t = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    Value* acc = b.splat(acc_t_, fzero_, "acc");
+    return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+      Value* a = kb.load(a_t, {pa, zero_, k, one_, MR_, MR_, Kp_}, false, "a");
+      Value* bm = kb.load(b_t, {pb, k, zero_, NR_, one_, Kp_, NR_}, false, "b");
+      return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
+    }, "k")[0];
   }
 
   // C = alpha * acc (+ beta * C), by the tile's owner only, once.
@@ -217,7 +289,8 @@ class GemmRecipe {
   GemmParams g_{};
   Type acc_t_;
   Value *one_ = nullptr, *zero_ = nullptr, *sb_c_ = nullptr, *sc_c_ = nullptr, *MR_ = nullptr, *NR_ = nullptr,
-        *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr;
+        *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr,
+        *Kp_ = nullptr;
 };
 
 }  // namespace

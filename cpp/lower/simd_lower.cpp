@@ -291,8 +291,10 @@ void SimdLowering::op(const Op& o) {
       llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "flag.pause", fn_);
       b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, body);
       b_.SetInsertPoint(body);
-      // The x86 spin-wait hint (this lowering targets x86 CPUs).
+      // The x86 spin-wait hint (this lowering targets x86 CPUs), then give the core away: with
+      // more runnable threads than cores, the worker being waited for may need this one.
       b_.CreateCall(llvm::Intrinsic::getOrInsertDeclaration(mod_.get(), llvm::Intrinsic::x86_sse2_pause));
+      b_.CreateCall(mod_->getOrInsertFunction("sched_yield", llvm::FunctionType::get(b_.getInt32Ty(), false)));
       b_.CreateBr(spin);
       b_.SetInsertPoint(done);
       return;

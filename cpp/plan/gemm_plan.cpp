@@ -10,7 +10,8 @@ namespace coopjit {
 
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
-             unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order);
+             unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
+             pack ? ".pack" : "", prepacked_b ? ".prepackedb" : "");
 }
 
 std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
@@ -30,6 +31,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"unit_stride_c", unit_c ? "true" : "false"},
           {"accumulate", accumulate ? "true" : "false"},
           {"order", order},
+          {"pack", pack ? "true" : "false"},
+          {"prepacked_b", prepacked_b ? "true" : "false"},
           {"threads", std::to_string(threads)},
           {"split", split},
           {"kt", std::to_string(kt)}};
@@ -117,6 +120,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
   p.split = p.threads > 1 ? "sk+dp" : "dp";
+  // Packing pays for itself once each panel is reused many times: one batch, big in every
+  // dimension (the copies are O(MK + KN) against O(MNK) work).
+  p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout") continue;
@@ -124,6 +130,15 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       static const char* names[] = {"dp", "sk", "sk+dp"};
       if (v < 0 || v > 2) throw UserError(cat("plan override split=", v, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
       p.split = names[v];
+      continue;
+    }
+    if (k == "prepacked_b") {
+      p.prepacked_b = v != 0;
+      continue;
+    }
+    if (k == "pack") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override pack=", v, " must be 0 or 1"));
+      p.pack = v == 1;
       continue;
     }
     if (k == "threads") {
@@ -139,12 +154,16 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
+  if (p.prepacked_b && (!p.pack || p.layout != "row"))
+    throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
+  if (p.pack && spec.batch1 * spec.batch2 != 1)
+    throw UserError(cat("plan pack=1 needs one product, not a batch of ", spec.batch1 * spec.batch2));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   if (p.nr % p.simd_width != 0)

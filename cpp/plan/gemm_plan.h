@@ -32,6 +32,8 @@ struct GemmPlan {
   bool unit_c = true;   // C's column stride is 1 in the kernel's orientation (vector stores)
   bool accumulate = false;
   std::string order = "m_inner";  // tile walk: consecutive tiles share a B panel
+  bool pack = false;  // copy A and B into contiguous tile panels (in the accumulator type) first
+  bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
   // arguments of the same code, not part of its key.
   int threads = 1;            // workers (CPU threads), all running at once

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "runtime/devices.h"
+#include "runtime/spirv_cache.h"
 #include "target/spirv_target.h"
 #include "target/spirv_tools.h"
 
@@ -73,7 +74,7 @@ void bind_devices(py::module_& m) {
     coopjit::SpirvResult r;
     {
       py::gil_scoped_release unlocked;
-      r = coopjit::compile_spirv_ir(llvm_ir, o);
+      r = coopjit::cached_spirv(llvm_ir, o);  // through the disk cache
     }
     py::dict d;
     d["binary"] = py::bytes(r.binary);

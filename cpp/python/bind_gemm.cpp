@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/gemm.h"
+#include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
 
 namespace py = pybind11;
@@ -78,22 +79,33 @@ GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, boo
 
 struct PyGemmKernel {
   GemmKernel k;
-  PlanOverrides overrides;
+  PlanOverrides overrides;  // the ones applied: the caller's, or the tuned plan's
   Types types;
+  bool tuned = false;  // the plan came from the tuning database
 
   void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta) const {
     GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types);
     if (!k.spec.accumulate && beta != 0.0)
       throw UserError(cat("this kernel was compiled without accumulation (beta = 0) but was called with beta = ",
                           beta, "; compile it with accumulate=True"));
+    // The arrays the kernel was compiled for (same sizes, same unit strides) need no planning.
+    auto unit = [](const GemmSpec& x) {
+      return std::array<bool, 4>{x.sa_r == 1, x.sb_c == 1, x.sc_c == 1, x.sc_r == 1};
+    };
+    const bool same = s.M == k.spec.M && s.N == k.spec.N && s.K == k.spec.K && s.batch1 == k.spec.batch1 &&
+                      s.batch2 == k.spec.batch2 && unit(s) == unit(k.spec);
     const CpuInfo& cpu = host_cpu();
-    GemmPlan p = plan_gemm(s, {cpu.vector_bytes, cpu.vector_registers}, overrides);
-    if (p.key() != k.plan.key())
+    GemmPlan p = same ? k.plan : plan_gemm(s, {cpu.vector_bytes, cpu.vector_registers, k.plan.threads}, overrides);
+    if (!same && p.key() != k.plan.key())
       throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.plan.key(),
                           " (", s.str(), ")"));
     const void* pa = a.data();
     const void* pb = b.data();
     void* pc = c.mutable_data();
+    if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
+      run_gemm(k, s, pa, pb, pc, alpha, beta);
+      return;
+    }
     py::gil_scoped_release nogil;
     run_gemm(k, s, pa, pb, pc, alpha, beta);
   }
@@ -111,12 +123,21 @@ struct PyGemmKernel {
 
 }  // namespace
 
+// For bind_cache.cpp: the spec the tuned-plan table keys on is the one gemm builds.
+GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate,
+                      const std::array<std::string, 3>& types) {
+  return spec_of(a, b, c, accumulate, types);
+}
+
 void bind_gemm(py::module_& m) {
   py::class_<PyGemmKernel>(m, "GemmKernel")
       .def_property_readonly("config", [](const PyGemmKernel& k) { return k.k.plan.fields(); })
       .def_property_readonly("key", [](const PyGemmKernel& k) { return k.k.code->key; })
       .def_property_readonly("spec", [](const PyGemmKernel& k) { return k.k.spec.str(); })
       .def_property_readonly("compile_seconds", [](const PyGemmKernel& k) { return k.k.code->compile_seconds; })
+      .def_property_readonly("origin", [](const PyGemmKernel& k) { return k.k.code->origin; })
+      .def_property_readonly("tuned", [](const PyGemmKernel& k) { return k.tuned; })
+      .def_property_readonly("overrides", [](const PyGemmKernel& k) { return k.overrides; })
       .def("source", &PyGemmKernel::source, py::arg("kind") = "ir")
       .def("run", &PyGemmKernel::run, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"));
 
@@ -132,7 +153,10 @@ void bind_gemm(py::module_& m) {
           s.sc_r = strides[4]; s.sc_c = strides[5];
           s.accumulate = accumulate;
           py::gil_scoped_release nogil;
-          return PyGemmKernel{gemm_kernel(s, overrides), overrides, types};
+          if (!overrides.empty()) return PyGemmKernel{gemm_kernel(s, overrides), overrides, types};
+          PlanOverrides used;
+          GemmKernel k = gemm_kernel_tuned(s, &used);
+          return PyGemmKernel{std::move(k), used, types, !used.empty()};
         },
         py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});
@@ -182,8 +206,19 @@ void bind_gemm(py::module_& m) {
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
-           const PlanOverrides& overrides, const Types& types) {
+           const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {
           GemmSpec s = spec_of(a, b, c, beta != 0.0, types);
+          const void* pp = nullptr;
+          if (!prepacked.is_none()) {
+            auto arr = py::cast<py::array>(prepacked);
+            const int64_t kp = (s.K + 3) / 4 * 4;  // kb = 4: what coopjit.prepack pads K to
+            auto it = overrides.find("nr");
+            const int64_t nr = it == overrides.end() ? 0 : it->second;
+            if (nr <= 0 || arr.itemsize() != ir::size_in_bytes(s.dtype) ||
+                arr.size() < kp * ((s.N + nr - 1) / nr * nr) || !(arr.flags() & py::array::c_style))
+              throw UserError(cat("the prepacked B does not fit this product (K=", s.K, ", N=", s.N, ")"));
+            pp = arr.data();
+          }
           const void* pa = a.data();
           const void* pb = b.data();
           void* pc = c.mutable_data();
@@ -192,10 +227,11 @@ void bind_gemm(py::module_& m) {
             run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
           } else {
             GemmKernel k = gemm_kernel(s, overrides);
-            run_gemm(k, s, pa, pb, pc, alpha, beta);
+            run_gemm(k, s, pa, pb, pc, alpha, beta, pp);
           }
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
         py::arg("overrides") = PlanOverrides{}, py::arg("types") = Types{"f32", "f32", "f32"},
+        py::arg("prepacked") = py::none(),
         "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views).");
 }

@@ -18,6 +18,7 @@ void bind_reduce(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
 void bind_gpu(py::module_& m);
+void bind_cache(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -55,6 +56,8 @@ PYBIND11_MODULE(_core, m) {
     d["entries"] = s.entries;
     d["hits"] = s.hits;
     d["misses"] = s.misses;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
     return d;
   }, "In-memory code cache counters.");
   m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
@@ -73,4 +76,5 @@ PYBIND11_MODULE(_core, m) {
   bind_layout(m);
   bind_devices(m);
   bind_gpu(m);
+  bind_cache(m);
 }

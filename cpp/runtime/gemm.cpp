@@ -4,6 +4,7 @@
 #include "build/gemm_recipe.h"
 #include "core/error.h"
 #include "runtime/thread_pool.h"
+#include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
 
 #include <cstdlib>
@@ -27,15 +28,17 @@ namespace {
 struct MemoKey {
   int64_t M, N, K, batch;
   int dtype, flags, threads, types;
+  int64_t tuned;  // the tuned-plan table's generation: a new tuned plan takes effect at once
   bool operator==(const MemoKey& o) const {
     return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
-           threads == o.threads && types == o.types;
+           threads == o.threads && types == o.types && tuned == o.tuned;
   }
 };
 struct MemoHash {
   size_t operator()(const MemoKey& k) const {
     size_t h = std::hash<int64_t>()(k.M);
-    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types)})
+    for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types),
+                      k.tuned})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -49,20 +52,26 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
                     int(s.accumulate) << 4;
   const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
-                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16};
+                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation()};
   {
     std::lock_guard<std::mutex> g(mu);
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
   }
-  GemmKernel k = gemm_kernel(s);
+  GemmKernel k = gemm_kernel_tuned(s);
   std::lock_guard<std::mutex> g(mu);
-  if (memo.size() > 4096) memo.clear();  // bounded: only the plans, the code stays cached
+  if (memo.size() >= 4096) {
+    // Bounded, and never erased: other threads may be running a kernel they got from it. Past
+    // the bound, the caller's own copy (valid until this thread's next call) is returned.
+    thread_local GemmKernel last;
+    last = std::move(k);
+    return last;
+  }
   return memo.emplace(key, std::move(k)).first->second;
 }
 
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-              double beta) {
+              double beta, const void* prepacked_b) {
   GemmArgs g = gemm_args(spec, k.plan);
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
@@ -73,10 +82,29 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // Stream-K partials: one mr x nr tile and one flag per worker, fresh for each launch.
   const size_t tile_bytes = size_t(k.plan.mr) * k.plan.nr * ir::size_in_bytes(k.plan.dtype);
   std::unique_ptr<char[]> ws(n_sk ? new char[tile_bytes * workers + 64] : nullptr);
-  int32_t small_flags[64] = {};
-  std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[workers]() : nullptr);
+  // Two flags per worker: Stream-K partials, then the packing barrier.
+  int32_t small_flags[128] = {};
+  std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[2 * workers]() : nullptr);
   int32_t* flags = workers > 64 ? big_flags.get() : small_flags;
-  void* ptrs[5] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags};
+  // Packed panels: ceil(M / mr) * mr x Kp and Kp x ceil(N / nr) * nr elements, 64-byte aligned.
+  std::unique_ptr<char[]> packed;
+  void* pa = nullptr;
+  void* pb = nullptr;
+  if (k.plan.pack) {
+    const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
+    const size_t esz = ir::size_in_bytes(k.plan.dtype);
+    const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * esz;
+    const size_t b_bytes = size_t((g.N + g.nr - 1) / g.nr * g.nr) * kp * esz;
+    packed.reset(new char[a_bytes + b_bytes + 192]);
+    auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
+    pa = align64(packed.get());
+    pb = align64(static_cast<char*>(pa) + a_bytes);
+    if (k.plan.prepacked_b) {
+      if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
+      pb = const_cast<void*>(prepacked_b);
+    }
+  }
+  void* ptrs[7] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};

@@ -25,7 +25,8 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& spec);
 /// Runs `k` on operands whose shapes and strides are `spec`'s (which may differ from k.spec
 /// only in values that do not change the code: the caller checks that with the plan key).
 /// a, b, c point at element [0, 0] of op(A), op(B) and C. Does not touch Python.
+/// `prepacked_b`: B's panels made by coopjit.prepack when the plan says prepacked_b.
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
-              double alpha, double beta);
+              double alpha, double beta, const void* prepacked_b = nullptr);
 
 }  // namespace coopjit

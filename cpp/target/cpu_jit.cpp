@@ -1,6 +1,7 @@
 // The x86 back end (cpu_jit.h).
 #include "target/cpu_jit.h"
 
+#include <atomic>
 #include <mutex>
 
 #include <llvm/AsmParser/Parser.h>
@@ -11,6 +12,7 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -101,13 +103,35 @@ JitResult jit_compile(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm
   JitResult r;
   llvm::raw_string_ostream os(r.optimized_ir);
   module->print(os, nullptr);
-  auto& j = jit();
-  if (auto e = j.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx))))
-    throw InternalError("cannot add the module to the JIT: " + to_string(std::move(e)));
-  auto addr = j.lookup(symbol);
-  if (!addr) throw InternalError("JIT lookup of " + symbol + " failed: " + to_string(addr.takeError()));
-  r.entry = addr->toPtr<void*>();
+  {
+    llvm::SmallString<16384> obj;
+    llvm::raw_svector_ostream objs(obj);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, objs, nullptr, llvm::CodeGenFileType::ObjectFile))
+      throw InternalError("the host TargetMachine cannot emit an object file");
+    pm.run(*module);
+    r.object.assign(obj.begin(), obj.end());
+  }
+  module.reset();  // before its context
+  ctx.reset();
+  r.entry = jit_load_object(r.object, symbol);
   return r;
+}
+
+void* jit_load_object(const std::string& object, const std::string& symbol) {
+  auto& j = jit();
+  // One library per object: a kernel linked again after cache_clear(), or objects of other
+  // processes that chose the same symbol, never collide.
+  static std::atomic<int64_t> serial{0};
+  auto jd = j.createJITDylib("coopjit_kernel_" + std::to_string(serial++));
+  if (!jd) throw InternalError("cannot create a JIT library: " + to_string(jd.takeError()));
+  jd->addToLinkOrder(j.getMainJITDylib());
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbol);
+  if (auto e = j.addObjectFile(*jd, std::move(buf)))
+    throw InternalError("cannot add the object to the JIT: " + to_string(std::move(e)));
+  auto addr = j.lookup(*jd, symbol);
+  if (!addr) throw InternalError("JIT lookup of " + symbol + " failed: " + to_string(addr.takeError()));
+  return addr->toPtr<void*>();
 }
 
 std::string emit_assembly(const std::string& llvm_ir) {

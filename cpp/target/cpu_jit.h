@@ -1,5 +1,7 @@
-// The x86 back end: an O3 pipeline with the host TargetMachine, then ORC LLJIT; and assembly
-// text on demand for kernel.source("asm").
+// The x86 back end: an O3 pipeline with the host TargetMachine, codegen to an ELF object, and
+// the object linked into the process by ORC LLJIT (the same object is what the disk cache
+// stores, so a later process links it without running LLVM's codegen); and assembly text on
+// demand for kernel.source("asm").
 #pragma once
 
 #include <memory>
@@ -13,12 +15,17 @@ namespace coopjit {
 struct JitResult {
   void* entry = nullptr;
   std::string optimized_ir;  // the LLVM IR after the O3 pipeline
+  std::string object;        // the relocatable object the entry was linked from
 };
 
-/// Optimizes `module` for the host and adds it to the process's JIT; returns the address of
-/// `symbol`. Thread-safe.
+/// Optimizes `module` for the host, compiles it to an object and links that into the process's
+/// JIT; returns the address of `symbol`. Thread-safe.
 JitResult jit_compile(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> ctx,
                       const std::string& symbol);
+
+/// Links an object made by jit_compile (in this or an earlier process) into the JIT, each in a
+/// library of its own, and returns the address of `symbol`; no code generation. Thread-safe.
+void* jit_load_object(const std::string& object, const std::string& symbol);
 
 /// Assembly of a module given as LLVM IR text, for the host CPU.
 std::string emit_assembly(const std::string& llvm_ir);

@@ -5,11 +5,13 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core, layout, spirv
+from . import _core, cache, layout, spirv
 from ._core import DeviceError, VerifyError
 from .devices import device_info, devices, empty
-from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._gemm import Kernel, PackedMatrix, compile_gemm, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
+from ._tune import tune
+from ._tune_report import TuneReport
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
@@ -20,7 +22,9 @@ __all__ = [
     "Kernel",
     "TensorLayout",
     "TensorView",
+    "TuneReport",
     "VerifyError",
+    "cache",
     "compile_gemm",
     "cpu_info",
     "device_info",
@@ -31,10 +35,14 @@ __all__ = [
     "set_num_threads",
     "load_matrix",
     "matmul",
+    "prepack",
     "reduce",
     "reduce2x2",
     "store_matrix",
+    "tune",
 ]
+
+cache._configure()  # the disk cache's directory, and the tuned plans of its database
 
 
 def get_num_threads() -> int:

@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo"""
+"""python -m coopjit info | demo | tune"""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +29,9 @@ def info() -> None:
     cpu = coopjit.cpu_info()
     feats = cpu["features"]
     print(f"coopjit {coopjit.__version__}  (LLVM {coopjit.llvm_version})")
+    c = coopjit.cache.info()
+    print(f"cache: {c['directory'] or 'disabled (COOPJIT_CACHE=0)'}  ({c['kernels']['entries']} kernels, "
+          f"{c['kernels']['bytes'] / 2**20:.1f} MiB; {c['tuning']['entries']} tuned problems)")
     print(f"CPU: {cpu['name']}  triple {cpu['triple']}  vector width {cpu['vector_bytes'] * 8} bits"
           f"  (feature level: {cpu['level']}; COOPJIT_CPU_LEVEL=avx2|sse forces a lower one)")
     for label, name in FEATURES:
@@ -55,31 +58,67 @@ def _median_time(fn, repeat: int) -> float:
     return float(np.median(times))
 
 
+def _plan_text(cfg: dict) -> str:
+    text = f"{cfg['layout']} {cfg['mr']}x{cfg['nr']} simd{cfg['simd_width']} {cfg['split']}x{cfg['threads']}"
+    return text + (" packed" if cfg.get("pack") == "true" else "")
+
+
 def demo() -> None:
+    """JIT-compiles GEMM (and reduction) kernels for a few problems, checks each against NumPy in
+    float64 and prints a table: shape, dtype, coopjit and NumPy times, the error, the plan."""
+    import ml_dtypes
+
     rng = np.random.default_rng(0)
-    shapes = [(64, 64, 64), (100, 37, 250), (256, 256, 256), (513, 129, 700), (1024, 1024, 1024)]
-    print("coopjit demo: JIT-compiled GEMM kernels on the CPU, checked against NumPy (float64 reference)")
-    header = f"{'M x N x K':>18} {'dtype':>8} {'coopjit ms':>11} {'numpy ms':>9} {'max rel err':>12}  plan"
+    print("coopjit demo: JIT-compiled kernels on the CPU, checked against NumPy (float64 reference)")
+    header = f"{'problem':>22} {'dtype':>9} {'coopjit ms':>11} {'numpy ms':>9} {'max rel err':>12}  plan"
     print(header)
     print("-" * len(header))
     ok = True
+
+    def row(name, dtype, got, ref, t_cj, t_np, tol, plan):
+        nonlocal ok
+        err = float(np.max(np.abs(np.asarray(got, np.float64) - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
+        ok &= err <= tol
+        print(f"{name:>22} {dtype:>9} {t_cj * 1e3:11.3f} {t_np * 1e3:9.3f} {err:12.2e}  {plan}")
+
     for dtype in (np.float32, np.float64):
-        for m, n, k in shapes:
+        for m, n, k in [(64, 64, 64), (100, 37, 250), (256, 256, 256), (513, 129, 700), (1024, 1024, 1024)]:
             a = rng.standard_normal((m, k)).astype(dtype)
             b = rng.standard_normal((k, n)).astype(dtype)
             kern = coopjit.compile_gemm(m, n, k, dtype)
-            c = kern(a, b)  # first call also warms up
-            ref = a.astype(np.float64) @ b.astype(np.float64)
-            err = float(np.max(np.abs(c - ref)) / max(1e-30, np.max(np.abs(ref))))
-            tol = (np.finfo(dtype).eps * 4 * np.sqrt(k))
-            ok &= err <= tol
+            c = kern(a, b)  # the first call also warms up
             repeat = 20 if m * n * k < 1e8 else 5
             t_cj = _median_time(lambda: kern(a, b, c), repeat)
             t_np = _median_time(lambda: np.matmul(a, b), repeat)
-            cfg = kern.config
-            plan = f"{cfg['layout']} {cfg['mr']}x{cfg['nr']} simd{cfg['simd_width']}"
-            print(f"{f'{m}x{n}x{k}':>18} {np.dtype(dtype).name:>8} {t_cj * 1e3:11.3f} {t_np * 1e3:9.3f} "
-                  f"{err:12.2e}  {plan}")
+            row(f"{m}x{n}x{k}", np.dtype(dtype).name, c, a.astype(np.float64) @ b, t_cj, t_np,
+                np.finfo(dtype).eps * 4 * np.sqrt(k), _plan_text(kern.config))
+    # Low precision: bfloat16 in, float32 accumulation; int8 in, int32 accumulation (exact).
+    a = rng.uniform(-1, 1, (512, 512)).astype(ml_dtypes.bfloat16)
+    b = rng.uniform(-1, 1, (512, 512)).astype(ml_dtypes.bfloat16)
+    out = np.zeros((512, 512), np.float32)
+    kern = coopjit.compile_gemm(512, 512, 512, ml_dtypes.bfloat16, out_dtype=np.float32)
+    kern(a, b, out)
+    t_cj = _median_time(lambda: kern(a, b, out), 10)
+    t_np = _median_time(lambda: np.matmul(a, b), 3)
+    row("512x512x512", "bfloat16", out, a.astype(np.float64) @ b.astype(np.float64), t_cj, t_np, 1e-5,
+        _plan_text(kern.config) + " ->f32")
+    a8 = rng.integers(-128, 128, (512, 512)).astype(np.int8)
+    b8 = rng.integers(-128, 128, (512, 512)).astype(np.int8)
+    c8 = coopjit.matmul(a8, b8)
+    t_cj = _median_time(lambda: coopjit.matmul(a8, b8), 10)
+    t_np = _median_time(lambda: np.matmul(a8.astype(np.int32), b8.astype(np.int32)), 3)
+    row("512x512x512", "int8", c8, a8.astype(np.int64) @ b8.astype(np.int64), t_cj, t_np, 0, "int32 accumulate")
+    # 4096 stacked 16x16x16 products in one launch, and reductions.
+    s = rng.standard_normal((4096, 16, 16)).astype(np.float32)
+    got = coopjit.matmul(s, s)
+    row("4096 x 16x16x16", "float32", got, np.matmul(s.astype(np.float64), s),
+        _median_time(lambda: coopjit.matmul(s, s), 10), _median_time(lambda: np.matmul(s, s), 10), 1e-5, "batched")
+    x = rng.standard_normal((2048, 2048)).astype(np.float32)
+    for axis in (0, 1, None):
+        got = coopjit.reduce(x, axis=axis)
+        row(f"sum 2048x2048 axis={axis}", "float32", got, x.astype(np.float64).sum(axis=axis),
+            _median_time(lambda: coopjit.reduce(x, axis=axis), 10), _median_time(lambda: x.sum(axis=axis), 10),
+            1e-5, "reduce")
     print("all results within tolerance" if ok else "SOME RESULTS OUTSIDE TOLERANCE")
     if not ok:
         sys.exit(1)
@@ -87,7 +126,12 @@ def demo() -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo"])
+    parser.add_argument("command", choices=["info", "demo", "tune"])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tune"]:  # its own options: python -m coopjit tune --help
+        from ._tune_cli import main as tune_main
+
+        return tune_main(argv[1:])
     args = parser.parse_args(argv)
     {"info": info, "demo": demo}[args.command]()
 

@@ -5,10 +5,11 @@ import numpy as np
 
 from . import _core, _gpu
 from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
+from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b")
 
 
 def _overrides(plan: dict | None) -> dict:
@@ -26,6 +27,8 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _SPLITS:
                 raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
             out[key] = _SPLITS[value]
+        elif key in ("pack", "prepacked_b"):
+            out[key] = int(bool(value))
         elif key in ("mr", "nr", "kb", "kt", "threads"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
@@ -56,6 +59,63 @@ def _gpu_overrides(plan: dict | None) -> dict:
     return out
 
 
+class PackedMatrix:
+    """A right-hand operand packed once for many products (coopjit.prepack): nr-column panels,
+    zero-padded, in the accumulator type (low-precision inputs are converted here, once)."""
+
+    def __init__(self, b: np.ndarray):
+        types, _ = gemm_types(b.dtype, b.dtype)
+        self.dtype = b.dtype
+        self.shape = b.shape
+        k, n = b.shape
+        acc = np.dtype(np.int32) if types[2] == "i32" else np.dtype(np.float64 if b.dtype == np.float64 else np.float32)
+        simd = _core.cpu_info()["vector_bytes"] // acc.itemsize
+        self.nr = simd * (2 if n > simd else 1)
+        self.kb = 4
+        kp = -(-k // self.kb) * self.kb
+        np_ = -(-n // self.nr) * self.nr
+        padded = np.zeros((kp, np_), acc)
+        padded[:k, :n] = b.astype(acc)
+        # panel q holds rows 0..kp of columns q*nr .. q*nr+nr, row-major: the kernel's PB layout
+        self.buffer = np.ascontiguousarray(padded.reshape(kp, np_ // self.nr, self.nr).transpose(1, 0, 2))
+        self._dummy = np.zeros((1, n), b.dtype)  # stands for B in the spec; never read
+
+    def _plan(self, plan):
+        forced = {"layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb}
+        out = dict(plan or {})
+        for key, value in forced.items():
+            if key in out and out[key] != value:
+                raise ValueError(f"plan {key}={out[key]!r} does not fit a prepacked operand (needs {value!r})")
+            out[key] = value
+        return out
+
+    def __repr__(self):
+        return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns)"
+
+
+def prepack(b) -> PackedMatrix:
+    """Packs the right-hand operand of matmul/gemm once, for a weight used in many products."""
+    b = as_array(b, "b")
+    if b.ndim != 2:
+        raise ValueError(f"prepack: b must be 2-D, got shape {b.shape}")
+    return PackedMatrix(b)
+
+
+def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
+    if a.ndim != 2 or a.shape[1] != pb.shape[0]:
+        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: inner dimensions differ")
+    types, _ = gemm_types(a.dtype, pb.dtype, c.dtype)
+    b_view = np.broadcast_to(pb._dummy, pb.shape)
+    a = kernel_readable(a)
+    target = c if kernel_readable(c) is c and not overlaps(c, a) else np.empty(c.shape, c.dtype)
+    if target is not c and beta != 0.0:
+        target[...] = c
+    if target.size:
+        _core.gemm(a, b_view, target, alpha, beta, _overrides(pb._plan(plan)), types, pb.buffer)
+    if target is not c:
+        c[...] = target
+
+
 def _run(a2, b2, c2, alpha, beta, plan, types):
     """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
     a2 = kernel_readable(a2)
@@ -81,9 +141,21 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     """
     device = check_device(device)
     a = as_array(a, "a")
-    b = as_array(b, "b")
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
+    if isinstance(b, PackedMatrix):
+        if device != "cpu":
+            raise ValueError(f"gemm: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        if trans_b:
+            raise ValueError("gemm: a prepacked b is packed as given; trans_b must be False")
+        opa = a.T if trans_a else a
+        _, dtype = gemm_types(a.dtype, b.dtype, c.dtype if isinstance(c, np.ndarray) else None)
+        if c is None:
+            c, beta = np.empty((opa.shape[0], b.shape[1]), dtype), 0.0
+        _run_prepacked(opa, b, c, alpha, beta, plan)
+        return c
+    b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise ValueError(f"gemm: {name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
@@ -171,6 +243,16 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         if c is not None:
             return c
     device = check_device(device)
+    if isinstance(b, PackedMatrix):
+        if device != "cpu":
+            raise ValueError(f"matmul: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        a = as_array(a, "a")
+        _, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
+        if out is None:
+            out = np.empty((a.shape[0] if a.ndim == 2 else -1, b.shape[1]), dtype)
+        _run_prepacked(a, b, out, 1.0, 0.0, plan)
+        return out
     a = as_array(a, "a")
     b = as_array(b, "b")
     for name, x in (("a", a), ("b", b)):
@@ -214,10 +296,11 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     return out
 
 
-class Kernel:
+class Kernel(KernelDisplay):
     """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
 
-    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code.
+    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code; print
+    it (or show it in Jupyter) for its plan.
     """
 
     def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype=None):
@@ -241,6 +324,20 @@ class Kernel:
         return self._core.source(kind)
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
+        # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
+        # that the core does not check itself (strides, plan).
+        if (type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a and not self.trans_b
+                and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
+                and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
+                and (c is None or (type(c) is np.ndarray and c.dtype == self.out_dtype
+                                   and c.shape == (self.m, self.n) and c.flags.writeable
+                                   and not np.may_share_memory(c, a) and not np.may_share_memory(c, b)))
+                and (type(alpha) is float or type(alpha) is int)):
+            if c is None:
+                c = np.empty((self.m, self.n), self.out_dtype)
+            if c.size:
+                self._core.run(a, b, c, float(alpha), 0.0)
+            return c
         a = as_array(a, "a")
         b = as_array(b, "b")
         alpha = check_scalar(alpha, "alpha")

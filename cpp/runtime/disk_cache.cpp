@@ -1,0 +1,311 @@
+// The persistent code cache on disk (disk_cache.h).
+#include "runtime/disk_cache.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/build_id.h"
+#include "core/error.h"
+#include "core/xxh64.h"
+#include "runtime/kernel.h"
+
+namespace fs = std::filesystem;
+
+namespace coopjit::disk_cache {
+namespace {
+
+constexpr const char* kMagic = "coopjit-cache 1";
+
+struct State {
+  std::mutex mu;
+  std::string dir;  // the kernels/ folder; "" when disabled
+  Stats stats;
+};
+State& state() {
+  static State s;
+  return s;
+}
+void count(int64_t Stats::*field) {
+  std::lock_guard<std::mutex> g(state().mu);
+  ++(state().stats.*field);
+}
+
+void note(const std::string& what) {
+  if (debug_enabled("cache")) std::cerr << "[coopjit] cache: " << what << "\n";
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+std::string file_stem(const std::string& kind, const std::string& key) {
+  const std::string id = identity() + "\n" + kind + "\n" + key;
+  return xxh64_hex(id, 0) + xxh64_hex(id, 1);  // 128 bits: names never meet by chance
+}
+
+std::string kernels_dir() {
+  std::lock_guard<std::mutex> g(state().mu);
+  return state().dir;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = ::fstat(fd, &st) == 0;
+  if (ok) {
+    out.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::read(fd, &out[got], out.size() - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+  }
+  ::close(fd);
+  return ok;
+}
+
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Parses and verifies one entry file; returns the reason it is unusable, or "" with `e` filled.
+std::string parse(const std::string& data, const std::string& kind, const std::string& key, Entry& e) {
+  std::istringstream in(data);
+  std::string line, checksum;
+  std::vector<std::pair<std::string, size_t>> sizes;
+  if (!std::getline(in, line) || line != kMagic) return "not a coopjit cache entry";
+  while (std::getline(in, line) && line != "end") {
+    size_t sp = line.find(' ');
+    std::string tag = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (tag == "identity") {
+      if (rest != identity()) return "written by another build (" + rest + ")";
+    } else if (tag == "kind") {
+      if (rest != kind) return "kind " + rest + " instead of " + kind;
+    } else if (tag == "key") {
+      if (rest != one_line(key)) return "its key differs (a hash collision)";
+    } else if (tag == "meta") {
+      size_t sp2 = rest.find(' ');
+      e.meta[rest.substr(0, sp2)] = sp2 == std::string::npos ? "" : rest.substr(sp2 + 1);
+    } else if (tag == "blob") {
+      size_t sp2 = rest.find(' ');
+      if (sp2 == std::string::npos) return "a malformed blob line";
+      sizes.emplace_back(rest.substr(0, sp2), std::strtoull(rest.c_str() + sp2 + 1, nullptr, 10));
+    } else if (tag == "xxh64") {
+      checksum = rest;
+    } else {
+      return "an unknown header line";
+    }
+  }
+  if (line != "end") return "truncated header";
+  size_t pos = static_cast<size_t>(in.tellg()), total = 0;
+  for (const auto& [name, n] : sizes) total += n;
+  if (pos + total != data.size())
+    return cat("payload of ", data.size() - pos, " bytes where the header says ", total, " (truncated?)");
+  if (xxh64_hex(data.data() + pos, total) != checksum) return "checksum mismatch (corrupted)";
+  for (const auto& [name, n] : sizes) {
+    e.blobs[name] = data.substr(pos, n);
+    pos += n;
+  }
+  return "";
+}
+
+bool is_entry(const fs::path& p) {
+  const std::string name = p.filename().string(), ext = p.extension().string();
+  return !name.empty() && name[0] != '.' && ext != ".lock" && !ext.empty();
+}
+
+// Deletes the least recently used entries while they exceed the size limit.
+void evict(const std::string& dir) {
+  const char* env = std::getenv("COOPJIT_CACHE_MAX_MB");
+  const double max_bytes = (env ? std::atof(env) : 1024.0) * 1024 * 1024;
+  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  double total = 0;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    if (!is_entry(f.path())) continue;
+    total += static_cast<double>(f.file_size(ec));
+    entries.emplace_back(f.last_write_time(ec), f.path());
+  }
+  if (total <= max_bytes) return;
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [when, path] : entries) {
+    if (total <= 0.75 * max_bytes) break;
+    const double size = static_cast<double>(fs::file_size(path, ec));
+    if (fs::remove(path, ec)) {
+      total -= size;
+      count(&Stats::evicted);
+      note("evicted " + path.string() + " (COOPJIT_CACHE_MAX_MB)");
+    }
+  }
+}
+
+}  // namespace
+
+std::string identity() {
+  static const std::string id = cat("format=1 coopjit=", COOPJIT_VERSION, " build=", build_id(),
+                                    " llvm=", COOPJIT_LLVM_VERSION);
+  return id;
+}
+
+void set_directory(const std::string& dir) {
+  std::lock_guard<std::mutex> g(state().mu);
+  state().dir = dir.empty() ? "" : (fs::path(dir) / "kernels").string();
+}
+
+std::string directory() {
+  std::string d = kernels_dir();
+  return d.empty() ? d : fs::path(d).parent_path().string();
+}
+
+std::string entry_path(const std::string& kind, const std::string& key) {
+  std::string d = kernels_dir();
+  return d.empty() ? "" : d + "/" + file_stem(kind, key) + "." + kind;
+}
+
+std::optional<Entry> load(const std::string& kind, const std::string& key) {
+  const std::string path = entry_path(kind, key);
+  std::string data;
+  if (path.empty() || !read_file(path, data)) return std::nullopt;
+  Entry e;
+  std::string why = parse(data, kind, key, e);
+  if (!why.empty()) {
+    note("rejected " + path + ": " + why + "; deleting it");
+    ::unlink(path.c_str());
+    count(&Stats::rejected);
+    return std::nullopt;
+  }
+  ::utimes(path.c_str(), nullptr);  // recently used: the last to be evicted
+  count(&Stats::loads);
+  note("loaded " + path);
+  return e;
+}
+
+bool store(const std::string& kind, const std::string& key, const Entry& e) {
+  const std::string path = entry_path(kind, key);
+  if (path.empty()) return false;
+  std::string payload, header = cat(kMagic, "\nidentity ", identity(), "\nkind ", kind, "\nkey ", one_line(key), "\n");
+  for (const auto& [name, value] : e.meta) header += cat("meta ", name, " ", one_line(value), "\n");
+  for (const auto& [name, blob] : e.blobs) {
+    header += cat("blob ", name, " ", blob.size(), "\n");
+    payload += blob;
+  }
+  header += cat("xxh64 ", xxh64_hex(payload), "\nend\n");
+  static std::atomic<int64_t> serial{0};
+  const std::string tmp = cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(), ".",
+                              ::getpid(), ".", serial++, ".tmp");
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && write_all(fd, header) && write_all(fd, payload) && ::fsync(fd) == 0;
+  if (fd >= 0) ok = (::close(fd) == 0) && ok;
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    note(cat("cannot write ", path, ": ", std::strerror(errno)));
+    ::unlink(tmp.c_str());
+    count(&Stats::write_errors);
+    return false;
+  }
+  count(&Stats::stores);
+  note("stored " + path);
+  evict(fs::path(path).parent_path().string());
+  return true;
+}
+
+double lock_timeout() {
+  const char* env = std::getenv("COOPJIT_CACHE_LOCK_TIMEOUT");
+  return env ? std::atof(env) : 60.0;
+}
+
+CompileLock::CompileLock(const std::string& kind, const std::string& key, double timeout_s) {
+  const std::string d = kernels_dir();
+  if (d.empty()) return;
+  std::error_code ec;
+  fs::create_directories(d, ec);
+  const std::string path = d + "/" + file_stem(kind, key) + ".lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return;
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  count(&Stats::lock_waits);
+  note("waiting for another process compiling " + key);
+  const auto t0 = std::chrono::steady_clock::now();
+  int sleep_ms = 2;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    sleep_ms = std::min(sleep_ms * 2, 50);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  }
+  note(cat("gave up waiting after ", timeout_s, " s: compiling ", key, " anyway"));
+  count(&Stats::lock_timeouts);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+CompileLock::~CompileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> g(state().mu);
+  return state().stats;
+}
+
+Info info() {
+  Info r;
+  r.directory = directory();
+  const std::string d = kernels_dir();
+  std::error_code ec;
+  if (d.empty() || !fs::is_directory(d, ec)) return r;
+  for (const auto& f : fs::directory_iterator(d, ec)) {
+    if (!is_entry(f.path())) continue;
+    ++r.entries;
+    ++r.kinds[f.path().extension().string().substr(1)];
+    r.bytes += static_cast<int64_t>(f.file_size(ec));
+  }
+  return r;
+}
+
+int64_t clear() {
+  const std::string d = kernels_dir();
+  int64_t n = 0;
+  std::error_code ec;
+  if (d.empty() || !fs::is_directory(d, ec)) return 0;
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(d, ec)) files.push_back(f.path());
+  for (const auto& p : files)
+    if (fs::remove(p, ec) && is_entry(p)) ++n;
+  note(cat("cleared ", n, " entries from ", d));
+  return n;
+}
+
+}  // namespace coopjit::disk_cache

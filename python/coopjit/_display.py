@@ -1,0 +1,68 @@
+"""How a Kernel shows itself in a terminal (str: the problem and its plan, one field a line) and in Jupyter (_repr_html_: the same as a table)."""
+from __future__ import annotations
+
+import html
+
+#: Plan fields in reading order, with what they mean.
+_FIELDS = [
+    ("layout", "row: C = A B as given; col: C^T = B^T A^T (unit stride on the vector side)"),
+    ("mr", "register tile rows"),
+    ("nr", "register tile columns (a multiple of the vector width)"),
+    ("simd_width", "vector lanes (the subgroup size)"),
+    ("kb", "K step of one mul_add"),
+    ("kt", "K elements per K tile of the tile space"),
+    ("threads", "workers"),
+    ("split", "how workers share the tiles: dp, sk (Stream-K), sk+dp"),
+    ("pack", "A and B copied once into zero-padded tile panels"),
+    ("prepacked_b", "B packed beforehand (coopjit.prepack)"),
+    ("order", "tile walk"),
+    ("unit_stride_b", "B read with vector loads"),
+    ("unit_stride_c", "C written with vector stores"),
+    ("accumulate", "C read and scaled by beta"),
+]
+
+
+class KernelDisplay:
+    """Mixed into Kernel (needs m, n, k, dtype, trans_a, trans_b, accumulate, config, _plan, _core)."""
+
+    @property
+    def tuned(self) -> bool:
+        """True when the plan came from the tuning database (coopjit.tune)."""
+        return self._core.tuned
+
+    @property
+    def origin(self) -> str:
+        """"compiled" (by LLVM in this process) or "disk" (linked from the disk cache)."""
+        return self._core.origin
+
+    def _rows(self):
+        cfg = self.config
+        rows = [(name, cfg[name], what) for name, what in _FIELDS if name in cfg]
+        rows += [(name, v, "") for name, v in sorted(cfg.items()) if name not in dict(_FIELDS) and name != "dtype"]
+        return rows
+
+    def _origin(self) -> str:
+        core = self._core
+        how = {"disk": "loaded from the disk cache", "compiled": "compiled by LLVM"}.get(core.origin, core.origin)
+        plan = "tuned plan (tuning database)" if core.tuned else ("explicit plan" if self._plan else "default plan")
+        return f"{plan}; {how} in {core.compile_seconds * 1e3:.1f} ms"
+
+    def _title(self) -> str:
+        return (f"gemm {self.dtype} M={self.m} N={self.n} K={self.k} trans_a={self.trans_a} "
+                f"trans_b={self.trans_b} accumulate={self.accumulate} on cpu")
+
+    def __str__(self) -> str:
+        rows = self._rows()
+        w = max(len(r[0]) for r in rows)
+        wv = max(len(str(r[1])) for r in rows)
+        lines = [f"Kernel {self._title()}", f"  {self._origin()}"]
+        lines += [f"  {n:<{w}}  {str(v):<{wv}}  {what}".rstrip() for n, v, what in rows]
+        lines.append('  source: kernel.source("ir" | "llvm" | "asm")')
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><td><code>{html.escape(n)}</code></td><td>{html.escape(str(v))}</td>"
+                       f"<td>{html.escape(what)}</td></tr>" for n, v, what in self._rows())
+        return (f"<div><b>Kernel</b> {html.escape(self._title())}<br><small>{html.escape(self._origin())}</small>"
+                f"<table><tr><th>plan</th><th>value</th><th></th></tr>{body}</table>"
+                "<small>source: <code>kernel.source(\"ir\" | \"llvm\" | \"asm\")</code></small></div>")

@@ -1,0 +1,336 @@
+"""coopjit.tune: times candidate plans of one GEMM problem on real data, checks each result against a float64 NumPy reference, stores the fastest in the tuning database.
+
+The candidates come from KNOBS, one row per knob of the plan: the search starts at the default
+plan and sweeps one knob at a time (coordinate descent), keeping the best value of each, and
+repeats while that helps, within a time and a candidate budget. To add a knob (the K1 and VNNI
+packing choices of low-precision types, a GPU's workgroup shape), add a row whose values the
+planner accepts as overrides (PlanOverrides in cpp/plan/gemm_plan.h, _overrides in _gemm.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import _core, _tunedb
+from ._arrays import as_array, check_device, gemm_types, kernel_readable
+from ._tune_report import TuneReport
+
+#: The fields of a complete plan as the tuner stores it (every knob the planner takes but
+#: prepacked_b, which needs an operand packed by coopjit.prepack).
+PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack")
+
+
+@dataclass
+class Problem:
+    m: int
+    n: int
+    k: int
+    dtype: np.dtype
+    trans_a: bool
+    trans_b: bool
+    accumulate: bool
+    device: str
+    simd: int  # vector lanes of the default plan
+    regs: int  # vector registers of the CPU
+    pool: int  # workers of the pool
+
+
+@dataclass
+class Knob:
+    """One row of the search: `values(problem, plan)` lists the settings to try from `plan`,
+    each a dict of plan fields (a knob may set several fields, as the register tile does)."""
+    name: str
+    values: Callable[[Problem, dict], list]
+
+
+def _tiles(p: Problem, plan: dict) -> list:
+    # Register tiles mr x nr (nr in vectors): accumulators, B vectors and a broadcast fit the
+    # register file; no taller or wider than the problem (in the plan's orientation).
+    rows, cols = (p.n, p.m) if plan["layout"] == "col" else (p.m, p.n)
+    out = []
+    for nvec, heights in ((1, (4, 8, 16, 24)), (2, (4, 6, 8, 10, 12, 14)), (3, (4, 6, 8)), (4, (3, 4, 6))):
+        if (nvec - 1) * p.simd >= max(cols, 1):
+            continue
+        for mr in heights:
+            if mr * nvec + nvec + 1 <= p.regs and mr <= max(rows, 1):
+                out.append({"mr": mr, "nr": nvec * p.simd})
+    return out
+
+
+def _kts(p: Problem, plan: dict) -> list:
+    whole = -(-max(p.k, 1) // 128) * 128  # all of K in one K tile
+    return [{"kt": kt} for kt in sorted({128, 256, 512, 1024, whole}) if kt <= whole and kt % plan["kb"] == 0]
+
+
+#: The search, per device: one row per knob, swept in this order.
+KNOBS: dict[str, list[Knob]] = {
+    "cpu": [
+        Knob("layout", lambda p, plan: [{"layout": v} for v in ("row", "col")]),
+        Knob("pack", lambda p, plan: [{"pack": v} for v in (False, True)]),
+        Knob("tile", _tiles),
+        Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32) if v <= max(4, p.k)]),
+        Knob("kt", _kts),
+        Knob("threads", lambda p, plan: [{"threads": v} for v in sorted({1, p.pool})]),
+        Knob("split", lambda p, plan: [{"split": v} for v in ("dp", "sk", "sk+dp")] if plan["threads"] > 1 else []),
+    ],
+}
+
+
+def _plan_of(fields: dict) -> dict:
+    """A complete plan (PLAN_KEYS) from a plan's fields as kernel.config shows them."""
+    def value(k):
+        if k in ("layout", "split"):
+            return fields[k]
+        return fields[k] == "true" if k == "pack" else int(fields[k])
+    return {k: value(k) for k in PLAN_KEYS}
+
+
+def _eps(dtype) -> float:
+    if dtype.kind in "iu":
+        return 0.0
+    try:
+        return float(np.finfo(dtype).eps)
+    except ValueError:  # bfloat16 and float8 (ml_dtypes)
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).eps)
+
+
+def _random(rng, shape, dtype):
+    if dtype.kind in "iu":
+        return rng.integers(0 if dtype.kind == "u" else -8, 8, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _parse_shape(shape) -> tuple:
+    if isinstance(shape, str):
+        shape = shape.lower().replace("*", "x").split("x")
+    try:
+        m, n, k = (int(v) for v in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"tune: shape must be (M, N, K) or 'MxNxK', got {shape!r}") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"tune: shape {m}x{n}x{k} has an empty dimension")
+    return m, n, k
+
+
+class _Bench:
+    """The operands of one problem, its float64 reference and error bound, and timing."""
+
+    def __init__(self, a, b, trans_a, trans_b, accumulate, rng):
+        self.types, out = gemm_types(a.dtype, b.dtype)
+        self.opa = kernel_readable(a.T if trans_a else a)
+        self.opb = kernel_readable(b.T if trans_b else b)
+        m, n = self.opa.shape[0], self.opb.shape[1]
+        self.c0 = _random(rng, (m, n), out) if accumulate else np.zeros((m, n), out)
+        self.c = np.empty_like(self.c0)
+        self.beta = (1.0 if out.kind in "iu" else 0.5) if accumulate else 0.0
+        a64, b64, c64 = self.opa.astype(np.float64), self.opb.astype(np.float64), self.c0.astype(np.float64)
+        self.ref = a64 @ b64 + self.beta * c64
+        # Accumulation in f32 (f64 for f64, exact for integers), then rounding to the output type.
+        acc = 0.0 if out.kind in "iu" else _eps(np.dtype(np.float64 if out == np.float64 else np.float32))
+        mag = np.abs(a64) @ np.abs(b64) + abs(self.beta) * np.abs(c64)
+        self.bound = (self.opa.shape[1] + 2) * acc * mag + _eps(out) * np.abs(self.ref)
+        if out.kind == "f":
+            self.bound += np.finfo(np.float32).tiny
+
+    def run(self, ov):
+        _core.gemm(self.opa, self.opb, self.c, 1.0, self.beta, ov, self.types)
+
+    def check(self, ov) -> bool:
+        """One call from c0; True when every element is within the bound of the reference."""
+        self.c[...] = self.c0
+        self.run(ov)
+        return bool(np.all(np.abs(self.c.astype(np.float64) - self.ref) <= self.bound))
+
+    def time(self, ov, min_time: float) -> tuple[float, float]:
+        """(median, min) seconds of one call, over at least 3 calls and `min_time` seconds."""
+        times = []
+        t_start = time.perf_counter()
+        while len(times) < 3 or (time.perf_counter() - t_start < min_time and len(times) < 1000):
+            t0 = time.perf_counter()
+            self.run(ov)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times)), float(np.min(times))
+
+
+def tune(a=None, b=None, *, shape=None, dtype=None, trans_a=False, trans_b=False, accumulate=False,
+         device=None, budget=60.0, max_candidates=None, progress=True, save=True, min_time=0.05,
+         seed=0) -> TuneReport:
+    """Finds the fastest plan for one GEMM problem and stores it for later calls.
+
+    The problem is given by arrays (`a`, `b` as gemm takes them, with `trans_a` / `trans_b`;
+    their dtype and strides count) or described (`shape=(M, N, K)` or "MxNxK", `dtype`,
+    `trans_a`, `trans_b`: random contiguous operands are made). `accumulate` tunes the beta != 0
+    kernel. Candidates are timed on the data (median of calls lasting at least `min_time` s),
+    each result checked against a float64 NumPy reference before it may win; the search stops
+    after `budget` seconds or `max_candidates` candidates. With `save`, the winner goes to the
+    tuning database and later matmul / gemm / compile_gemm calls of this problem (no explicit
+    plan) use it, in this process and later ones. Returns a TuneReport (print it, .plot()).
+    """
+    device = check_device(device)
+    if budget is None or budget <= 0:
+        raise ValueError(f"tune: budget must be a positive number of seconds, got {budget!r}")
+    if max_candidates is not None and max_candidates < 1:
+        raise ValueError(f"tune: max_candidates must be at least 1, got {max_candidates!r}")
+    rng = np.random.default_rng(seed)
+    if a is not None:
+        if b is None or shape is not None:
+            raise ValueError("tune: pass either the arrays a and b, or shape= (and dtype=)")
+        a, b = as_array(a, "a"), as_array(b, "b")
+        for name, x in (("a", a), ("b", b)):
+            if x.ndim != 2:
+                raise ValueError(f"tune: {name} must be 2-D, got shape {x.shape}")
+        gemm_types(a.dtype, b.dtype)  # TypeError for what GEMM does not take
+    else:
+        if shape is None:
+            raise ValueError("tune: pass the arrays a and b, or shape=(M, N, K)")
+        m, n, k = _parse_shape(shape)
+        dt = np.dtype(np.float32 if dtype is None else dtype)
+        gemm_types(dt, dt)
+        a = _random(rng, (k, m) if trans_a else (m, k), dt)
+        b = _random(rng, (n, k) if trans_b else (k, n), dt)
+    bench = _Bench(a, b, trans_a, trans_b, accumulate, rng)
+    m, k = bench.opa.shape
+    n = bench.opb.shape[1]
+    default_fields = _core.gemm_plan(bench.opa, bench.opb, bench.c, accumulate, bench.types, {})
+    default = _plan_of(default_fields)
+    cpu = _core.cpu_info()
+    prob = Problem(m, n, k, a.dtype, bool(trans_a), bool(trans_b), bool(accumulate), device,
+                   int(default_fields["simd_width"]), cpu["vector_registers"], _core.get_num_threads())
+    signature = _core.gemm_signature(bench.opa, bench.opb, bench.c, accumulate, bench.types)
+    report = TuneReport(problem={"m": m, "n": n, "k": k, "dtype": a.dtype.name, "trans_a": prob.trans_a,
+                                 "trans_b": prob.trans_b, "accumulate": prob.accumulate, "device": device,
+                                 "signature": signature},
+                        budget_s=float(budget), max_candidates=max_candidates)
+    search = _Search(bench, report, budget, max_candidates, min_time, progress)
+    search.run(prob, default, KNOBS[device])
+    if save and report.winner is not None:
+        report.stored_in = _tunedb.store(signature, device, report.winner["plan"], report.record())
+        report.stored = True
+    return report
+
+
+class _Search:
+    def __init__(self, bench, report, budget, max_candidates, min_time, progress):
+        self.bench, self.report = bench, report
+        self.t0 = time.perf_counter()
+        self.budget = budget
+        self.deadline = self.t0 + 0.85 * budget  # the rest is for the final comparison
+        self.max_candidates = max_candidates
+        self.min_time = min_time
+        self.seen: dict = {}  # plan (as a tuple) -> candidate record
+        self.bar = _progress_bar(progress, report, max_candidates)
+
+    def out_of_budget(self) -> str | None:
+        if self.max_candidates is not None and len(self.seen) >= self.max_candidates:
+            return "candidates"
+        if time.perf_counter() > self.deadline:
+            return "time"
+        return None
+
+    def evaluate(self, plan: dict) -> dict:
+        tag = tuple(sorted(plan.items()))
+        if tag in self.seen:
+            return self.seen[tag]
+        from ._gemm import _overrides
+
+        ov = _overrides(plan)
+        rec = {"plan": dict(plan), "median_s": None, "min_s": None, "status": "ok", "error": None}
+        t0 = time.perf_counter()
+        try:
+            ok = self.bench.check(ov)  # the first call also compiles (or loads from the disk cache)
+            rec["first_call_s"] = time.perf_counter() - t0
+            if not ok:
+                rec["status"] = "wrong"
+            else:
+                rec["median_s"], rec["min_s"] = self.bench.time(ov, self.min_time)
+        except (ValueError, TypeError) as e:  # a plan the planner refuses
+            rec["status"], rec["error"] = "invalid", str(e)
+        except RuntimeError as e:  # an internal error of coopjit: reported, the search goes on
+            rec["status"], rec["error"] = "error", str(e)
+        self.seen[tag] = rec
+        self.report.candidates.append(rec)
+        if self.bar is not None:
+            self.bar.update(1)
+            best = self.report.best()
+            if best is not None:
+                self.bar.set_postfix_str(f"best {best['median_s'] * 1e3:.3f} ms")
+        return rec
+
+    def run(self, prob: Problem, default: dict, knobs: list) -> None:
+        report = self.report
+        try:
+            base = self.evaluate(default)
+            report.default = base
+            best = base
+            stop = None
+            improved = True
+            while improved and not stop:
+                improved = False
+                for knob in knobs:
+                    for setting in knob.values(prob, best["plan"]):
+                        stop = self.out_of_budget()
+                        if stop:
+                            break
+                        rec = self.evaluate({**best["plan"], **setting})
+                        if rec["status"] == "ok" and rec["median_s"] < best["median_s"]:
+                            best, improved = rec, True
+                    if stop:
+                        break
+            report.stopped_by = stop or "converged"
+            self.confirm(default)
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+            report.elapsed_s = time.perf_counter() - self.t0
+
+    def confirm(self, default: dict) -> None:
+        """Times the default and the best four again, interleaved, and picks the winner on the
+        best median each reached (noise on a shared machine only ever adds time): a plan must
+        beat the default on a second look to replace it."""
+        from ._gemm import _overrides
+
+        report = self.report
+        ok = sorted((c for c in report.candidates if c["status"] == "ok"), key=lambda c: c["median_s"])
+        finalists = [report.default] + [c for c in ok[:4] if c is not report.default]
+        if report.default["status"] != "ok":
+            finalists = ok[:4]
+        if not finalists:
+            return
+        samples = {id(c): [c["median_s"]] for c in finalists}
+        # 3 rounds; more (up to 10) while they take under 5% of the budget: each lowers the noise.
+        start = time.perf_counter()
+        for r in range(10):
+            for c in finalists:
+                samples[id(c)].append(self.bench.time(_overrides(c["plan"]), self.min_time / 2)[0])
+            spent = time.perf_counter() - start
+            if r >= 2 and spent * (r + 2) / (r + 1) > 0.05 * self.budget:
+                break
+        for c in finalists:
+            c["confirmed_s"] = float(min(samples[id(c)]))
+        winner = min(finalists, key=lambda c: c["confirmed_s"])
+        report.winner = winner
+        if report.default.get("confirmed_s"):
+            report.speedup = report.default["confirmed_s"] / winner["confirmed_s"]
+
+
+def _progress_bar(progress, report, max_candidates):
+    if not progress:
+        return None
+    p = report.problem
+    args = dict(total=max_candidates, desc=f"tune {p['m']}x{p['n']}x{p['k']} {p['dtype']}", unit="plan")
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(**args)
+    except ImportError:  # no tqdm, or a notebook without ipywidgets: a text bar, or none
+        try:
+            from tqdm.std import tqdm
+
+            return tqdm(**args)
+        except ImportError:
+            return None

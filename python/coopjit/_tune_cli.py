@@ -1,0 +1,55 @@
+"""python -m coopjit tune: tunes a list of GEMM problems from the command line and prints each report."""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16, float8: ml_dtypes
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m coopjit tune",
+                                     description="Tunes GEMM problems; the winners are stored in the tuning "
+                                                 "database and used by later calls.")
+    parser.add_argument("--shape", action="append", required=True, metavar="MxNxK",
+                        help="a problem (repeat for several)")
+    parser.add_argument("--dtype", default="float32",
+                        choices=["float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8",
+                                 "uint8"])
+    parser.add_argument("--trans-a", action="store_true")
+    parser.add_argument("--trans-b", action="store_true")
+    parser.add_argument("--accumulate", action="store_true", help="tune the beta != 0 kernel")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds per problem (default 60)")
+    parser.add_argument("--max-candidates", type=int, default=None)
+    parser.add_argument("--no-save", action="store_true", help="do not store the winners")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--plot", metavar="PREFIX", help="save a plot per problem as PREFIX-MxNxK.png")
+    args = parser.parse_args(argv)
+
+    import coopjit
+
+    summary = []
+    for shape in args.shape:
+        r = coopjit.tune(shape=shape, dtype=_dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
+                         accumulate=args.accumulate, budget=args.budget, max_candidates=args.max_candidates,
+                         progress=not args.no_progress, save=not args.no_save)
+        print(r, flush=True)
+        print()
+        if args.plot:
+            r.plot(f"{args.plot}-{shape}.png")
+        summary.append((shape, r))
+    if len(summary) > 1:
+        print(f"{'shape':>18} {'default ms':>11} {'tuned ms':>9} {'speed-up':>9}")
+        for shape, r in summary:
+            d = r.default.get("confirmed_s") if r.default else None
+            w = r.winner.get("confirmed_s") if r.winner else None
+            print(f"{shape:>18} {d * 1e3 if d else float('nan'):11.3f} {w * 1e3 if w else float('nan'):9.3f} "
+                  f"{r.speedup or float('nan'):8.2f}x")
