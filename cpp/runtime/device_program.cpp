@@ -1,4 +1,5 @@
-// The device kernel cache (device_program.h): one SPIR-V program per (device, key).
+// The device kernel cache (device_program.h): one SPIR-V program per (device, key) in memory; the
+// SPIR-V modules also on disk (runtime/spirv_cache.h).
 #include "runtime/device_program.h"
 
 #include <chrono>
@@ -8,12 +9,14 @@
 #include <mutex>
 
 #include <llvm/Config/llvm-config.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include "core/error.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/simt_lower.h"
 #include "runtime/kernel.h"
+#include "runtime/spirv_cache.h"
 #include "target/spirv_target.h"
 #include "target/spirv_tools.h"
 
@@ -73,7 +76,13 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   p->work_group_size = shape.work_group_size;
   llvm::LLVMContext ctx;
   auto mod = lower_simt(*f, ctx);
-  SpirvResult r = compile_spirv(*mod);  // marks the kernel, prints the stages under COOPJIT_DEBUG
+  // LLVM IR -> SPIR-V through the disk cache (kind "spirv": the module does not depend on the
+  // device); the driver's build below is per process.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  mod->print(os, nullptr);
+  os.flush();
+  SpirvResult r = cached_spirv(text);
   p->spirv = std::move(r.binary);
   p->llvm_ir = std::move(r.optimized_ir);
   auto dev = open_device(device);
