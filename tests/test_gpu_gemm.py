@@ -8,6 +8,8 @@ import pytest
 
 import coopjit
 from conftest import assert_gemm_close
+from test_gemm_correctness import SHAPES as CPU_SHAPES
+from test_gemm_correctness import views as host_views
 
 from device_support import needs_device, validated
 
@@ -25,8 +27,8 @@ def on_device(x):
     return d
 
 
-SHAPES = [(1, 1, 1), (1, 17, 3), (19, 1, 5), (2, 3, 0), (7, 11, 13), (31, 37, 41), (64, 64, 64), (65, 33, 17),
-          (97, 130, 71), (150, 9, 40)]
+# The CPU path's sweep (tests/test_gemm_correctness.py) and a few more non-multiples of the tiles.
+SHAPES = CPU_SHAPES + [(1, 17, 3), (19, 1, 5), (65, 33, 17), (150, 9, 40)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -87,6 +89,17 @@ def test_strided_device_views(rng, dtype):
         a_before, b_before = np.array(a), np.array(b)
         c = coopjit.matmul(a, b, device=needs_device())
         assert_gemm_close(c, a_before, b_before)
+        np.testing.assert_array_equal(a, a_before, err_msg=f"{name}: a was modified")
+        np.testing.assert_array_equal(b, b_before, err_msg=f"{name}: b was modified")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cpu_sweeps_strided_host_views(rng, dtype):
+    # The CPU path's views (tests/test_gemm_correctness.py), host memory: copied in for the call.
+    for name, a, b in host_views(rng, dtype):
+        a_before, b_before = a.copy(), b.copy()
+        c = coopjit.matmul(a, b, device=needs_device())
+        assert_gemm_close(c, a, b)
         np.testing.assert_array_equal(a, a_before, err_msg=f"{name}: a was modified")
         np.testing.assert_array_equal(b, b_before, err_msg=f"{name}: b was modified")
 
