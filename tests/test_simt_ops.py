@@ -157,3 +157,21 @@ def test_unsupported_operations_name_themselves():
     b.store(b.load(mat("f32", 6, 4), X, strides=(4, 1)), X, strides=(4, 1))
     with pytest.raises(ValueError, match="rows 6 is not a power of two"):
         b.compile(device=needs_device())
+
+
+def test_flags_are_global_atomics(rng):
+    # Stream-K's flags (flag.set: release store, flag.wait: acquire spin) in one work-group: set,
+    # then wait for what is set, then publish a tile; the plan for GPUs is data-parallel (no flags).
+    b = KernelBuilder("flags")
+    F, X, Y = b.param("F", "ptr<i32>"), b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
+    b.flag_set(F, 3)
+    b.flag_wait(F, 3)
+    b.store(b.load(mat("f32", 16, 4), X, strides=(4, 1)), Y, strides=(4, 1))
+    k = build(b)
+    text = k.source("spirv")
+    assert "OpAtomicExchange" in text and "OpAtomicOr" in text  # (LLVM 22 writes atomic store / load as plain ones)
+    flags = np.zeros(5, np.int32)
+    x, y = rng.standard_normal((16, 4)).astype(np.float32), np.zeros((16, 4), np.float32)
+    k(flags, x, y)
+    np.testing.assert_array_equal(flags, [0, 0, 0, 1, 0])
+    np.testing.assert_array_equal(y, x)

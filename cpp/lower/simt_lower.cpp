@@ -240,19 +240,21 @@ llvm::Value* SimtLowering::work_id(const Op& o) {
   throw InternalError("unknown work id");
 }
 
-// Stream-K flags in global memory: a release store of 1, an acquire spin until it is non-zero.
+// Stream-K flags in global memory: an atomic exchange to 1 (release), then an atomic or with 0
+// (acquire) in a spin loop. Read-modify-writes, not atomic load / store: LLVM 22's SPIR-V
+// backend writes those as plain OpLoad / OpStore.
 void SimtLowering::flag_op(const Op& o) {
   llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
   if (o.kind == OpKind::flag_set) {
-    b_.CreateAlignedStore(b_.getInt32(1), p, llvm::Align(4))->setAtomic(llvm::AtomicOrdering::Release);
+    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, p, b_.getInt32(1), llvm::Align(4), llvm::AtomicOrdering::Release);
     return;
   }
   auto* spin = llvm::BasicBlock::Create(ctx_, "flag.spin", fn_);
   auto* done = llvm::BasicBlock::Create(ctx_, "flag.done", fn_);
   b_.CreateBr(spin);
   b_.SetInsertPoint(spin);
-  auto* v = b_.CreateAlignedLoad(b_.getInt32Ty(), p, llvm::Align(4));
-  v->setAtomic(llvm::AtomicOrdering::Acquire);
+  llvm::Value* v = b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b_.getInt32(0), llvm::Align(4),
+                                      llvm::AtomicOrdering::Acquire);
   b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, spin);
   b_.SetInsertPoint(done);
 }

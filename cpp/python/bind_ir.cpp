@@ -178,6 +178,8 @@ void bind_ir(py::module_& m) {
       .def("unary", [](PyBuilder& b, const std::string& op, const PyValue& x) { return b.wrap(b.b.unary(parse_un(op), b.unwrap(x))); })
       .def("convert", [](PyBuilder& b, const PyValue& x, const std::string& t) { return b.wrap(b.b.convert(b.unwrap(x), parse_scalar(t))); })
       .def("ptr_offset", [](PyBuilder& b, const PyValue& p, const PyValue& n) { return b.wrap(b.b.ptr_offset(b.unwrap(p), b.unwrap(n))); })
+      .def("flag_set", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_set(b.unwrap(p), b.unwrap(i)); })
+      .def("flag_wait", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_wait(b.unwrap(p), b.unwrap(i)); })
       .def("for_", [](PyBuilder& b, const PyValue& lb, const PyValue& ub, const PyValue& step, const std::vector<PyValue>& inits,
                       const py::function& body) {
         return b.wrap(b.b.for_(b.unwrap(lb), b.unwrap(ub), b.unwrap(step), b.unwrap(inits),

@@ -119,6 +119,14 @@ class KernelBuilder:
         work-group), "subgroups" (per work-group), "group" / "groups" (along dim)."""
         return self._b.work_id(kind, dim)
 
+    def flag_set(self, flags, i):
+        """flags[i] = 1 (ptr<i32>), a release store: Stream-K's "partial tile ready"."""
+        self._b.flag_set(flags, self._val(i))
+
+    def flag_wait(self, flags, i):
+        """Spins until flags[i] != 0, an acquire load."""
+        self._b.flag_wait(flags, self._val(i))
+
     # ---- control flow ---------------------------------------------------------------------------
     def for_range(self, lb, ub, step=1, inits=(), body=None):
         """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
