@@ -16,6 +16,7 @@ void bind_tensor(py::module_& m);
 void bind_ir(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
+void bind_peak(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -68,4 +69,5 @@ PYBIND11_MODULE(_core, m) {
   bind_ir(m);
   bind_layout(m);
   bind_devices(m);
+  bind_peak(m);
 }

@@ -9,6 +9,7 @@ from . import _core, layout, spirv
 from ._core import DeviceError, VerifyError
 from .devices import device_info, devices, empty
 from ._gemm import Kernel, compile_gemm, gemm, matmul
+from ._peak import peak
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
@@ -30,6 +31,7 @@ __all__ = [
     "set_num_threads",
     "load_matrix",
     "matmul",
+    "peak",
     "store_matrix",
 ]
 

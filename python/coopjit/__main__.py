@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo"""
+"""python -m coopjit info | demo | bench [--quick] [--out DIR]"""
 from __future__ import annotations
 
 import argparse
@@ -85,8 +85,13 @@ def demo() -> None:
 
 
 def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # the benchmark has options of its own
+        from . import bench
+
+        return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo"])
+    parser.add_argument("command", choices=["info", "demo", "bench"])
     args = parser.parse_args(argv)
     {"info": info, "demo": demo}[args.command]()
 
