@@ -18,7 +18,8 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_sizes=(16,), reduce_shape=(64, 32),
-                    repeat=1, min_sample=0.0, budget=0.0, pause=0.0, peak_seconds=0.01)
+                    repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
+                    peak_seconds=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,8 @@ def test_tiny_bench_writes_json_with_every_section_and_field(tiny_run):
     assert set(data["peak"]) >= set(PEAKS)
     assert {r["section"] for r in data["rows"]} == set(TINY.sections)
     for row in data["rows"]:
-        assert set(row) >= {"section", "label", "size", "dtype", "work", "unit", "results", "ratios", "peak_fraction"}
+        assert set(row) >= {"section", "label", "size", "dtype", "work", "unit", "results", "ratios", "peak_fraction",
+                            "other_load", "tries"}
         assert set(row["results"]) == {"coopjit", "numpy", "torch"}
         assert set(row["ratios"]) == {"numpy", "torch"}
         for lib, cell in row["results"].items():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIBS = ("coopjit", "numpy", "torch")
+NAMES = {"f32_fma": "f32 FMA", "bf16_dot": "BF16 dot", "amx_bf16": "AMX bf16", "copy": "copy"}
 COLORS = {"coopjit": "tab:red", "numpy": "tab:blue", "torch": "tab:orange"}
 
 
@@ -41,7 +42,7 @@ def peak_reference(peak: dict, kind: str | None) -> tuple[float, str] | None:
     if not entry.get("all"):
         return None
     value = entry["all"] / 2 if kind == "f64_fma" else entry["all"]
-    label = "f32 FMA peak / 2" if kind == "f64_fma" else f"{kind.replace('_', ' ')} peak"
+    label = "f32 FMA peak / 2" if kind == "f64_fma" else f"{NAMES[kind]} peak"
     return value, f"{label}, {entry['threads']} threads"
 
 
@@ -70,7 +71,7 @@ def _fmt(x: float | None, pattern: str) -> str:
 
 def format_peaks(peak: dict) -> str:
     parts = []
-    for name, label in (("f32_fma", "f32 FMA"), ("bf16_dot", "BF16 dot"), ("amx_bf16", "AMX bf16"), ("copy", "copy")):
+    for name, label in NAMES.items():
         e = peak.get(name)
         if e is None:
             continue
@@ -83,13 +84,14 @@ def format_peaks(peak: dict) -> str:
 
 def format_table(result: dict) -> str:
     m = result["meta"]
-    lines = [f"coopjit {m['coopjit']} (LLVM {m['llvm']}) vs NumPy {m['numpy']} ({m['blas']}) and PyTorch "
+    lines = [f"coopjit {m['coopjit']} (LLVM {m['llvm']}, {m.get('coopjit_threads', '?')} threads) vs NumPy {m['numpy']} ({m['blas']}) and PyTorch "
              f"{m['torch'] or 'n/a'} ({m['torch_threads']} threads) on {m['model']} ({m['cpu']}), {m['cores']} cores",
              format_peaks(result["peak"]),
              "vs X: speed of coopjit / speed of X (>1: coopjit faster); %peak: of the peak named in the section title"]
-    if m.get("other_load", 0.0) > 0.2:
-        lines.append(f"WARNING: other processes used {m['other_load']:.1f} cores on average during the run: "
-                     "the numbers are not reliable")
+    if m.get("busy_rows"):
+        busy = m["config"]["busy"]
+        lines.append(f"WARNING: other processes took more than {busy} cores during {m['busy_rows']} of "
+                     f"{len(result['rows'])} cases, even when measured again: those cases (marked *) are not reliable")
     notes: dict = {}
     for key, sec in SECTIONS.items():
         rows = [r for r in result["rows"] if r["section"] == key]
@@ -100,13 +102,14 @@ def format_table(result: dict) -> str:
         lines += ["", f"{sec.title} ({metric}" + (f"; %peak of {ref['label']} = {ref['value']:.0f} {sec.unit})"
                                                    if ref and sec.show == "rate" else ")")]
         width = max(12, *(len(r["label"]) for r in rows))
-        head = f"{'case':>{width}} {'coopjit':>9} {'numpy':>9} {'torch':>9} {'vs numpy':>9} {'vs torch':>9}"
+        head = f"{'case':>{width + 1}} {'coopjit':>9} {'numpy':>9} {'torch':>9} {'vs numpy':>9} {'vs torch':>9}"
         if sec.show == "rate" and ref:
             head += f" {'cj %peak':>9} {'np %peak':>9} {'pt %peak':>9}"
         lines += [head, "-" * len(head)]
         for r in rows:
             res = r["results"]
-            line = f"{r['label']:>{width}}" + "".join(f" {_cell(res[lib], sec.show):>9}" for lib in LIBS)
+            busy = r.get("other_load", 0.0) > m["config"]["busy"]
+            line = f"{r['label'] + ('*' if busy else ''):>{width + 1}}" + "".join(f" {_cell(res[lib], sec.show):>9}" for lib in LIBS)
             line += "".join(f" {_fmt(r['ratios'][lib], '{:.2f}'):>9}" for lib in LIBS[1:])
             if sec.show == "rate" and ref:
                 line += "".join(f" {_fmt(r['peak_fraction'].get(lib) and 100 * r['peak_fraction'][lib], '{:.0f}%'):>9}"

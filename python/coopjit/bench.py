@@ -46,6 +46,10 @@ class Config:
     budget: float = 3.0  # seconds of timed calls per cell
     slow: float = 2.0  # seconds: a call predicted to be slower is skipped
     pause: float = 0.1  # seconds between libraries: lets the other library's threads go idle
+    busy: float = 0.25  # cores other processes may take during a case before it is measured again
+    retries: int = 3  # times a busy case is measured again (the quietest try is kept)
+    wait: float = 20.0  # seconds to wait for a quiet machine before measuring a busy case again
+    retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
     peak_seconds: float = 0.1
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
                        "gemm_int8", "reduce")
@@ -53,7 +57,8 @@ class Config:
 
 FULL = Config()
 QUICK = Config(gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256, 1024),
-               reduce_shape=(4096, 4096), repeat=5, min_sample=0.002, budget=0.5, slow=1.0, pause=0.05)
+               reduce_shape=(4096, 4096), repeat=5, min_sample=0.002, budget=0.5, slow=1.0, pause=0.05, retries=1, wait=5.0,
+               retry_budget=15.0)
 
 
 # ---- timing
@@ -261,11 +266,45 @@ def run_case(case: Case, cfg: Config, last: dict) -> dict:
     return row
 
 
+def _wait_quiet(cfg: Config, until: float) -> None:
+    """Waits (at most cfg.wait seconds, and not past `until`) for a second in which other processes
+    take at most cfg.busy cores."""
+    end = min(time.perf_counter() + cfg.wait, until)
+    while time.perf_counter() < end:
+        c0 = _cpu_seconds()
+        time.sleep(1.0)
+        c1 = _cpu_seconds()
+        if not c0 or not c1 or (c1[0] - c0[0]) - (c1[1] - c0[1]) <= cfg.busy:
+            return
+
+
+def run_case_quietly(case: Case, cfg: Config, last: dict, retry_until: float) -> dict:
+    """run_case, measured again (up to cfg.retries times, until `retry_until`, after waiting for a
+    quiet moment) while other processes take more than cfg.busy cores; keeps the quietest try and
+    records its "other_load" (cores)."""
+    best, best_last = None, last
+    for attempt in range(1 + cfg.retries):
+        trial = dict(last)
+        c0, t0 = _cpu_seconds(), time.perf_counter()
+        row = run_case(case, cfg, trial)
+        c1, wall = _cpu_seconds(), time.perf_counter() - t0
+        row["other_load"] = max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1])) / wall if c0 and c1 else 0.0
+        row["tries"] = attempt + 1
+        if best is None or row["other_load"] < best["other_load"]:
+            best, best_last = row, trial
+        if row["other_load"] <= cfg.busy or time.perf_counter() >= retry_until:
+            break
+        _wait_quiet(cfg, retry_until)
+    last.update(best_last)
+    return best
+
+
 def machine_info() -> dict:
     torch = _torch()
     info = {"cpu": coopjit.cpu_info()["name"], "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
             "coopjit": coopjit.__version__, "llvm": coopjit.llvm_version, "numpy": np.__version__,
-            "torch": torch.__version__ if torch else None, "torch_threads": torch.get_num_threads() if torch else None}
+            "torch": torch.__version__ if torch else None, "torch_threads": torch.get_num_threads() if torch else None,
+            "coopjit_threads": coopjit.get_num_threads() if hasattr(coopjit, "get_num_threads") else 1}
     try:
         with open("/proc/cpuinfo") as f:
             info["model"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
@@ -303,19 +342,22 @@ def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", n
     """Runs the benchmark; writes <name>.json, .txt and .png into out_dir (when given); returns the result."""
     todo = cases(cfg)
     _progress(0, len(todo), "measuring the machine's peaks (coopjit.peak)")
+    _wait_quiet(cfg, time.perf_counter() + cfg.wait)
     result = {"meta": {**machine_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "command": " ".join(sys.argv), "config": dataclasses.asdict(cfg)},
               "peak": coopjit.peak(seconds=cfg.peak_seconds), "rows": []}
     last: dict = {}
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    retry_until = t0 + cfg.retry_budget
     for i, case in enumerate(todo):
         _progress(i, len(todo), f"{report.SECTIONS[case.section].title}: {case.label}")
-        result["rows"].append(run_case(case, cfg, last))
+        result["rows"].append(run_case_quietly(case, cfg, last, retry_until))
     _progress(len(todo), len(todo), "done")
     cpu1, wall = _cpu_seconds(), time.perf_counter() - t0
     result["meta"]["seconds"] = wall
     if cpu0 and cpu1:  # the cores other processes (or the hypervisor) took while the cases ran
         result["meta"]["other_load"] = max(0.0, (cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) / wall
+    result["meta"]["busy_rows"] = sum(r["other_load"] > cfg.busy for r in result["rows"])
     _reduce_input.cache_clear()
     report.add_ratios(result)
     if out_dir is not None:
