@@ -88,6 +88,9 @@ def format_table(result: dict) -> str:
              f"{m['torch'] or 'n/a'} ({m['torch_threads']} threads) on {m['model']} ({m['cpu']}), {m['cores']} cores",
              format_peaks(result["peak"]),
              "vs X: speed of coopjit / speed of X (>1: coopjit faster); %peak: of the peak named in the section title"]
+    if m.get("peak_other_load", 0.0) > m["config"]["busy"]:
+        lines.append(f"WARNING: other processes took {m['peak_other_load']:.1f} cores while the peaks were measured: "
+                     "the peaks (and the %peak columns) are not reliable")
     if m.get("busy_rows"):
         busy = m["config"]["busy"]
         lines.append(f"WARNING: other processes took more than {busy} cores during {m['busy_rows']} of "

@@ -278,25 +278,34 @@ def _wait_quiet(cfg: Config, until: float) -> None:
             return
 
 
-def run_case_quietly(case: Case, cfg: Config, last: dict, retry_until: float) -> dict:
-    """run_case, measured again (up to cfg.retries times, until `retry_until`, after waiting for a
-    quiet moment) while other processes take more than cfg.busy cores; keeps the quietest try and
-    records its "other_load" (cores)."""
-    best, best_last = None, last
+def quietly(fn: Callable, cfg: Config, until: float) -> tuple:
+    """fn(), called again (up to cfg.retries times, not past `until`, each time after waiting for a
+    quiet moment) while other processes take more than cfg.busy cores during it. Returns the
+    quietest call's result, the cores other processes took during it, and the number of calls."""
+    best = None
     for attempt in range(1 + cfg.retries):
-        trial = dict(last)
         c0, t0 = _cpu_seconds(), time.perf_counter()
-        row = run_case(case, cfg, trial)
+        out = fn()
         c1, wall = _cpu_seconds(), time.perf_counter() - t0
-        row["other_load"] = max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1])) / wall if c0 and c1 else 0.0
-        row["tries"] = attempt + 1
-        if best is None or row["other_load"] < best["other_load"]:
-            best, best_last = row, trial
-        if row["other_load"] <= cfg.busy or time.perf_counter() >= retry_until:
+        load = max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1])) / wall if c0 and c1 else 0.0
+        if best is None or load < best[1]:
+            best = (out, load)
+        if load <= cfg.busy or time.perf_counter() >= until:
             break
-        _wait_quiet(cfg, retry_until)
-    last.update(best_last)
-    return best
+        _wait_quiet(cfg, until)
+    return best[0], best[1], attempt + 1
+
+
+def run_case_quietly(case: Case, cfg: Config, last: dict, until: float) -> dict:
+    """run_case, measured again while the machine is busy (quietly); the row records "other_load" and "tries"."""
+    def once():
+        trial = dict(last)
+        return run_case(case, cfg, trial), trial
+
+    (row, trial), load, tries = quietly(once, cfg, until)
+    row["other_load"], row["tries"] = load, tries
+    last.update(trial)
+    return row
 
 
 def machine_info() -> dict:
@@ -341,21 +350,21 @@ def _progress(i: int, total: int, text: str) -> None:
 def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", name: str = "coopjit-bench") -> dict:
     """Runs the benchmark; writes <name>.json, .txt and .png into out_dir (when given); returns the result."""
     todo = cases(cfg)
-    _progress(0, len(todo), "measuring the machine's peaks (coopjit.peak)")
-    _wait_quiet(cfg, time.perf_counter() + cfg.wait)
-    result = {"meta": {**machine_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "command": " ".join(sys.argv), "config": dataclasses.asdict(cfg)},
-              "peak": coopjit.peak(seconds=cfg.peak_seconds), "rows": []}
-    last: dict = {}
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     retry_until = t0 + cfg.retry_budget
+    _progress(0, len(todo), "measuring the machine's peaks (coopjit.peak)")
+    peak, peak_load, _ = quietly(lambda: coopjit.peak(refresh=True, seconds=cfg.peak_seconds), cfg, retry_until)
+    result = {"meta": {**machine_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "command": " ".join(sys.argv), "config": dataclasses.asdict(cfg), "peak_other_load": peak_load},
+              "peak": peak, "rows": []}
+    last: dict = {}
     for i, case in enumerate(todo):
         _progress(i, len(todo), f"{report.SECTIONS[case.section].title}: {case.label}")
         result["rows"].append(run_case_quietly(case, cfg, last, retry_until))
     _progress(len(todo), len(todo), "done")
     cpu1, wall = _cpu_seconds(), time.perf_counter() - t0
     result["meta"]["seconds"] = wall
-    if cpu0 and cpu1:  # the cores other processes (or the hypervisor) took while the cases ran
+    if cpu0 and cpu1:  # the cores other processes (or the hypervisor) took during the run
         result["meta"]["other_load"] = max(0.0, (cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) / wall
     result["meta"]["busy_rows"] = sum(r["other_load"] > cfg.busy for r in result["rows"])
     _reduce_input.cache_clear()
