@@ -1,4 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Both run scripts/setup.sh first.
+# `make bench` also installs the benchmark's own packages (scripts/setup_bench.sh) and runs it.
 PYTHON ?= python3
 export PYTHON
 
@@ -10,4 +11,5 @@ demo: setup
 test:
 	bash scripts/test.sh
 bench: setup
-	$(PYTHON) benchmarks/bench_gemm.py
+	bash scripts/setup_bench.sh
+	$(PYTHON) -m coopjit bench

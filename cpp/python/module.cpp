@@ -19,6 +19,7 @@ void bind_layout(py::module_& m);
 void bind_devices(py::module_& m);
 void bind_gpu(py::module_& m);
 void bind_cache(py::module_& m);
+void bind_peak(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
@@ -77,4 +78,5 @@ PYBIND11_MODULE(_core, m) {
   bind_devices(m);
   bind_gpu(m);
   bind_cache(m);
+  bind_peak(m);
 }

@@ -12,6 +12,7 @@ from ._gemm import Kernel, PackedMatrix, compile_gemm, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
 from ._tune import tune
 from ._tune_report import TuneReport
+from ._peak import peak
 from .tensor import TensorLayout, TensorView, load_matrix, store_matrix
 
 __version__ = _core.version
@@ -38,6 +39,7 @@ __all__ = [
     "prepack",
     "reduce",
     "reduce2x2",
+    "peak",
     "store_matrix",
     "tune",
 ]

@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo | tune"""
+"""python -m coopjit info | demo | bench [--quick] [--out DIR] | tune ..."""
 from __future__ import annotations
 
 import argparse
@@ -125,13 +125,17 @@ def demo() -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "tune"])
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # the benchmark has options of its own
+        from . import bench
+
+        return bench.main(argv[1:])
     if argv[:1] == ["tune"]:  # its own options: python -m coopjit tune --help
         from ._tune_cli import main as tune_main
 
         return tune_main(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
+    parser.add_argument("command", choices=["info", "demo", "bench", "tune"])
     args = parser.parse_args(argv)
     {"info": info, "demo": demo}[args.command]()
 

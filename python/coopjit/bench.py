@@ -1,0 +1,394 @@
+"""The benchmark of `python -m coopjit bench`: coopjit against NumPy and PyTorch (CPU) side by side.
+
+    python -m coopjit bench [--quick] [--out DIR] [--only SECTION ...]
+
+Each cell is the median of repeated timed calls after a warm-up call; short calls are timed in
+batches. Ratios are speed ratios (time of the other library / time of coopjit: above 1 coopjit
+is faster). Percentages are of the machine's peak measured by coopjit.peak() on all cores. A
+coopjit entry point that is missing or refuses a dtype (NotImplementedError, TypeError) gives
+"n/a"; coopjit's first result of each case is checked against a float64 reference ("WRONG" if
+it is off). Writes a table (printed and .txt), a JSON file and a PNG plot into DIR.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import coopjit
+
+from . import _bench_report as report
+
+LIBS = ("coopjit", "numpy", "torch")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to measure and how long to try."""
+
+    gemm_sizes: tuple = (256, 512, 1024, 2048)
+    small_sizes: tuple = (4, 8, 16, 32, 64)
+    batched: tuple = (4096, 16)  # count, n: `count` products of n x n x n in one matmul call
+    lowp_sizes: tuple = (256, 512, 1024, 2048)
+    reduce_shape: tuple = (8192, 8192)  # float32: 256 MiB, 8x the L3 of a large CPU
+    repeat: int = 11  # timed samples per cell (fewer when the budget runs out, at least 3)
+    min_sample: float = 0.005  # seconds: calls shorter than this are timed in batches
+    budget: float = 3.0  # seconds of timed calls per cell
+    slow: float = 2.0  # seconds: a call predicted to be slower is skipped
+    pause: float = 0.1  # seconds between libraries: lets the other library's threads go idle
+    busy: float = 0.25  # cores other processes may take during a case before it is measured again
+    retries: int = 3  # times a busy case is measured again (the quietest try is kept)
+    wait: float = 20.0  # seconds to wait for a quiet machine before measuring a busy case again
+    retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
+    peak_seconds: float = 0.1
+    sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
+                       "gemm_int8", "reduce")
+
+
+FULL = Config()
+QUICK = Config(gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256, 1024),
+               reduce_shape=(4096, 4096), repeat=5, min_sample=0.002, budget=0.5, slow=1.0, pause=0.05, retries=1, wait=5.0,
+               retry_budget=15.0)
+
+
+# ---- timing
+
+
+def time_call(fn: Callable, cfg: Config) -> dict:
+    """Warm-up call, then the median of up to cfg.repeat samples (each a batch of calls when short)."""
+    t0 = time.perf_counter()
+    result = fn()
+    first = time.perf_counter() - t0
+    if first > cfg.slow:
+        return {"median_s": first, "samples": 1, "first_s": first, "result": result}
+    t0 = time.perf_counter()
+    fn()
+    est = max(time.perf_counter() - t0, 1e-7)
+    inner = max(1, int(cfg.min_sample / est))
+    count = max(min(3, cfg.repeat), min(cfg.repeat, int(cfg.budget / (est * inner))))
+    samples = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - t0) / inner)
+    return {"median_s": float(np.median(samples)), "samples": count * inner, "first_s": first, "result": result}
+
+
+# ---- the cases: each row is a label, its work, and per library a call (or why there is none)
+
+
+@dataclass
+class Case:
+    section: str
+    label: str
+    size: int | None
+    work: float  # flops (or integer ops) or bytes of one call
+    setup: Callable[[], tuple[dict, Callable | None]]  # -> ({lib: callable or reason}, check)
+    dtype: str = ""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _operand(values32: np.ndarray, dtype: str):
+    """values32 converted to `dtype` as coopjit takes it (bfloat16: an ml_dtypes array)."""
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            return None
+        return values32.astype(ml_dtypes.bfloat16)
+    return values32.astype(dtype)
+
+
+def _rel_error_check(ref: np.ndarray, tol: float, exact: bool = False) -> Callable:
+    def check(got) -> str | None:
+        got = np.asarray(got)
+        if got.shape != ref.shape:
+            return f"shape {got.shape}, want {ref.shape}"
+        g = got.astype(np.float64)
+        want = ref.astype(np.int64).astype(got.dtype).astype(np.float64) if exact else ref  # int: wraps
+        err = float(np.max(np.abs(g - want), initial=0.0)) / max(float(np.max(np.abs(ref), initial=0.0)), 1e-300)
+        return None if err <= tol else f"max relative error {err:.2e} > {tol:.1e}"
+    return check
+
+
+def gemm_case(section: str, dtype: str, n: int, batch: int | None = None, label: str | None = None) -> Case:
+    shape = (batch, n, n) if batch else (n, n)
+
+    def setup():
+        rng = np.random.default_rng(n)
+        torch = _torch()
+        libs: dict = {}
+        if dtype == "int8":
+            a = rng.integers(-128, 128, shape, dtype=np.int8)
+            b = rng.integers(-128, 128, shape, dtype=np.int8)
+            va, vb = a.astype(np.float32), b.astype(np.float32)
+        else:
+            a32, b32 = rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
+            a, b = _operand(a32, dtype), _operand(b32, dtype)
+            va, vb = (a32, b32) if a is None else (a.astype(np.float64), b.astype(np.float64))
+        if a is None:
+            libs["coopjit"] = "ml_dtypes is not installed"
+        elif not hasattr(coopjit, "matmul"):
+            libs["coopjit"] = "coopjit.matmul does not exist"
+        else:
+            libs["coopjit"] = lambda: coopjit.matmul(a, b)
+        libs["numpy"] = (lambda: np.matmul(a, b)) if dtype in ("float32", "float64") else "not compared"
+        if torch is None:
+            libs["torch"] = "torch is not installed"
+        elif dtype == "int8":
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            libs["torch"] = "torch._int_mm is 2-D only" if batch else (lambda: torch._int_mm(ta, tb))
+        else:
+            if dtype in ("float32", "float64"):
+                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            else:  # the same (rounded) values as coopjit's operands
+                tdt = getattr(torch, dtype)
+                ta, tb = (torch.from_numpy(np.asarray(v, np.float32)).to(tdt) for v in (va, vb))
+            libs["torch"] = lambda: torch.matmul(ta, tb)
+        ref = np.matmul(np.asarray(va, np.float64), np.asarray(vb, np.float64))
+        if dtype == "int8":
+            return libs, _rel_error_check(ref, 0.0, exact=True)
+        acc_eps = np.finfo(np.float64 if dtype == "float64" else np.float32).eps
+        out_eps = 2.0**-8 if dtype == "bfloat16" else np.finfo(dtype).eps
+        return libs, _rel_error_check(ref, 8 * np.sqrt(n) * acc_eps + out_eps)
+
+    flops = 2.0 * n**3 * (batch or 1)
+    return Case(section, label or str(n), n, flops, setup, dtype)
+
+
+@functools.lru_cache(maxsize=1)
+def _reduce_input(shape: tuple, dtype: str) -> np.ndarray:
+    return np.random.default_rng(7).random(shape, dtype=np.dtype(dtype))
+
+
+def reduce_case(op: str, axis: int | None, shape: tuple, dtype: str = "float32") -> Case:
+    def setup():
+        a = _reduce_input(shape, dtype)
+        torch = _torch()
+        libs: dict = {}
+        if not hasattr(coopjit, "reduce"):
+            libs["coopjit"] = "coopjit.reduce does not exist yet"
+        else:
+            libs["coopjit"] = lambda: coopjit.reduce(a, axis=axis, op=op)
+        libs["numpy"] = (lambda: np.sum(a, axis=axis)) if op == "sum" else (lambda: np.max(a, axis=axis))
+        if torch is None:
+            libs["torch"] = "torch is not installed"
+        else:
+            t = torch.from_numpy(a)
+            dims = () if axis is None else axis
+            libs["torch"] = (lambda: torch.sum(t, dim=dims)) if op == "sum" else (lambda: torch.amax(t, dim=dims))
+        if op == "max":
+            return libs, _rel_error_check(np.max(a, axis=axis).astype(np.float64), 0.0)
+        ref = np.sum(a, axis=axis, dtype=np.float64)  # the data are >= 0, so |sum| bounds the error
+        n = a.size if axis is None else a.shape[axis]
+        return libs, _rel_error_check(ref, n * np.finfo(dtype).eps)
+
+    label = f"{op} axis={axis} {dtype} {shape[0]}x{shape[1]}"
+    return Case("reduce", label, None, float(np.prod(shape)) * np.dtype(dtype).itemsize, setup, dtype)
+
+
+def cases(cfg: Config) -> list[Case]:
+    out = []
+    for key in cfg.sections:
+        if key in ("gemm_f32", "gemm_f64"):
+            out += [gemm_case(key, "float" + key[-2:], n) for n in cfg.gemm_sizes]
+        elif key == "small_f32":
+            out += [gemm_case(key, "float32", n) for n in cfg.small_sizes]
+        elif key == "batched_f32":
+            count, n = cfg.batched
+            out.append(gemm_case(key, "float32", n, batch=count, label=f"{count}x {n}x{n}x{n}"))
+        elif key in ("gemm_bf16", "gemm_f16", "gemm_int8"):
+            dtype = {"gemm_bf16": "bfloat16", "gemm_f16": "float16", "gemm_int8": "int8"}[key]
+            out += [gemm_case(key, dtype, n) for n in cfg.lowp_sizes]
+        elif key == "reduce":
+            s = cfg.reduce_shape
+            out += [reduce_case("sum", None, s), reduce_case("sum", 0, s), reduce_case("sum", 1, s),
+                    reduce_case("max", 0, s), reduce_case("max", 1, s), reduce_case("sum", 1, s, "float64")]
+        else:
+            raise ValueError(f"unknown section {key!r}; known: {', '.join(Config().sections)}")
+    return out
+
+
+# ---- running
+
+
+def run_cell(fn, check, cfg: Config) -> dict:
+    """One library on one case: timing and, when `check` is given, the result checked."""
+    if isinstance(fn, str):
+        status = "-" if fn == "not compared" else "skipped" if fn.startswith("skipped") else "n/a"
+        return {"status": status, "note": fn}
+    time.sleep(cfg.pause)
+    try:
+        t = time_call(fn, cfg)
+    except (NotImplementedError, TypeError, AttributeError) as e:
+        return {"status": "n/a", "note": f"{type(e).__name__}: {e}"}
+    except Exception as e:  # a bug in the library, reported in the cell instead of ending the run
+        return {"status": "error", "note": f"{type(e).__name__}: {e}"}
+    result = t.pop("result")
+    wrong = check(result) if check else None
+    return {"status": "WRONG" if wrong else "ok", "note": wrong or "", **t}
+
+
+def run_case(case: Case, cfg: Config, last: dict) -> dict:
+    """One row. `last` maps (section, library) to (work, seconds) of its previous case: a call
+    predicted to take longer than cfg.slow (seconds scaled by work) is skipped."""
+    libs, check = case.setup()
+    row = {"section": case.section, "label": case.label, "size": case.size, "dtype": case.dtype, "work": case.work,
+           "unit": report.SECTIONS[case.section].unit, "results": {}}
+    for lib in LIBS:
+        fn = libs.get(lib, "not compared")
+        work, seconds = last.get((case.section, lib), (case.work, 0.0))
+        if seconds * case.work / work > cfg.slow:
+            fn = f"skipped: predicted {seconds * case.work / work:.0f} s per call (the previous size took {seconds:.1f} s)"
+        cell = run_cell(fn, check if lib == "coopjit" else None, cfg)
+        if cell.get("median_s"):
+            cell["rate"] = case.work / cell["median_s"] / 1e9
+            last[case.section, lib] = (case.work, cell["median_s"])
+        row["results"][lib] = cell
+    return row
+
+
+def _wait_quiet(cfg: Config, until: float) -> None:
+    """Waits (at most cfg.wait seconds, and not past `until`) for a second in which other processes
+    take at most cfg.busy cores."""
+    end = min(time.perf_counter() + cfg.wait, until)
+    while time.perf_counter() < end:
+        c0 = _cpu_seconds()
+        time.sleep(1.0)
+        c1 = _cpu_seconds()
+        if not c0 or not c1 or (c1[0] - c0[0]) - (c1[1] - c0[1]) <= cfg.busy:
+            return
+
+
+def quietly(fn: Callable, cfg: Config, until: float) -> tuple:
+    """fn(), called again (up to cfg.retries times, not past `until`, each time after waiting for a
+    quiet moment) while other processes take more than cfg.busy cores during it. Returns the
+    quietest call's result, the cores other processes took during it, and the number of calls."""
+    best = None
+    for attempt in range(1 + cfg.retries):
+        c0, t0 = _cpu_seconds(), time.perf_counter()
+        out = fn()
+        c1, wall = _cpu_seconds(), time.perf_counter() - t0
+        load = max(0.0, (c1[0] - c0[0]) - (c1[1] - c0[1])) / wall if c0 and c1 else 0.0
+        if best is None or load < best[1]:
+            best = (out, load)
+        if load <= cfg.busy or time.perf_counter() >= until:
+            break
+        _wait_quiet(cfg, until)
+    return best[0], best[1], attempt + 1
+
+
+def run_case_quietly(case: Case, cfg: Config, last: dict, until: float) -> dict:
+    """run_case, measured again while the machine is busy (quietly); the row records "other_load" and "tries"."""
+    def once():
+        trial = dict(last)
+        return run_case(case, cfg, trial), trial
+
+    (row, trial), load, tries = quietly(once, cfg, until)
+    row["other_load"], row["tries"] = load, tries
+    last.update(trial)
+    return row
+
+
+def machine_info() -> dict:
+    torch = _torch()
+    info = {"cpu": coopjit.cpu_info()["name"], "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+            "coopjit": coopjit.__version__, "llvm": coopjit.llvm_version, "numpy": np.__version__,
+            "torch": torch.__version__ if torch else None, "torch_threads": torch.get_num_threads() if torch else None,
+            "coopjit_threads": coopjit.get_num_threads() if hasattr(coopjit, "get_num_threads") else 1}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["model"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        info["model"] = platform.processor()
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["blas"] = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:
+        info["blas"] = "unknown"
+    feats = coopjit.cpu_info()["features"]
+    info["features"] = [f for f in ("avx2", "fma", "avx512f", "avx512bf16", "avx512fp16", "avx512vnni", "amx-tile",
+                                    "amx-bf16", "amx-int8") if feats.get(f)]
+    return info
+
+
+def _cpu_seconds() -> tuple[float, float] | None:
+    """(CPU seconds the whole machine has been busy or stolen, CPU seconds of this process), Linux only."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    t = os.times()
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK"), t.user + t.system
+
+
+def _progress(i: int, total: int, text: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r[{i}/{total}] {text}"[:100].ljust(100) + ("\n" if i == total else ""))
+        sys.stderr.flush()
+
+
+def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", name: str = "coopjit-bench") -> dict:
+    """Runs the benchmark; writes <name>.json, .txt and .png into out_dir (when given); returns the result."""
+    todo = cases(cfg)
+    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    retry_until = t0 + cfg.retry_budget
+    _progress(0, len(todo), "measuring the machine's peaks (coopjit.peak)")
+    peak, peak_load, _ = quietly(lambda: coopjit.peak(refresh=True, seconds=cfg.peak_seconds), cfg, retry_until)
+    result = {"meta": {**machine_info(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "command": " ".join(sys.argv), "config": dataclasses.asdict(cfg), "peak_other_load": peak_load},
+              "peak": peak, "rows": []}
+    last: dict = {}
+    for i, case in enumerate(todo):
+        _progress(i, len(todo), f"{report.SECTIONS[case.section].title}: {case.label}")
+        result["rows"].append(run_case_quietly(case, cfg, last, retry_until))
+    _progress(len(todo), len(todo), "done")
+    cpu1, wall = _cpu_seconds(), time.perf_counter() - t0
+    result["meta"]["seconds"] = wall
+    if cpu0 and cpu1:  # the cores other processes (or the hypervisor) took during the run
+        result["meta"]["other_load"] = max(0.0, (cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) / wall
+    result["meta"]["busy_rows"] = sum(r["other_load"] > cfg.busy for r in result["rows"])
+    _reduce_input.cache_clear()
+    report.add_ratios(result)
+    if out_dir is not None:
+        result["files"] = report.write_all(result, Path(out_dir), name)
+    return result
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m coopjit bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer sizes and samples: under a minute")
+    p.add_argument("--out", default="benchmarks/results", help="directory of the JSON, table and PNG files")
+    p.add_argument("--only", nargs="+", choices=Config().sections, help="run only these sections")
+    args = p.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    if args.only:
+        cfg = dataclasses.replace(cfg, sections=tuple(args.only))
+    result = run(cfg, args.out, "coopjit-bench-quick" if args.quick else "coopjit-bench")
+    print(report.format_table(result))
+    for kind, path in result.get("files", {}).items():
+        print(f"{kind}: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The peak microbenchmarks (coopjit.peak) and the benchmark runner (coopjit.bench) in a tiny
+configuration: keys, fields, files and graceful "n/a" cells. Speed is never asserted."""
+import dataclasses
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import bench
+
+PEAKS = ("f32_fma", "bf16_dot", "amx_bf16", "copy")
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_sizes=(16,), reduce_shape=(64, 32),
+                    repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
+                    peak_seconds=0.01)
+
+
+@pytest.fixture(scope="module")
+def peak():
+    return coopjit.peak(refresh=True, seconds=0.01)
+
+
+def test_peak_has_every_measurement_with_positive_finite_numbers(peak):
+    feats = coopjit.cpu_info()["features"]
+    assert set(peak) == {"cpu", "threads", *PEAKS}
+    assert peak["threads"] >= 1
+    expected = {"f32_fma": True, "copy": True, "bf16_dot": bool(feats.get("avx512bf16")),
+                "amx_bf16": bool(feats.get("amx-bf16") and feats.get("amx-tile"))}
+    for name in PEAKS:
+        e = peak[name]
+        assert set(e) == {"unit", "single", "all", "threads", "note"}, name
+        assert e["unit"] == ("GB/s" if name == "copy" else "GFLOP/s")
+        if expected[name]:
+            for key in ("single", "all"):
+                assert isinstance(e[key], float) and math.isfinite(e[key]) and e[key] > 0, (name, key, e[key])
+        else:
+            assert e["single"] is None and e["all"] is None, name
+    if not expected["amx_bf16"]:
+        assert peak["amx_bf16"]["note"] == "no AMX on this CPU"
+
+
+def test_peak_is_measured_once_per_process(peak):
+    first = coopjit.peak()
+    again = coopjit.peak()
+    assert again == first
+    again["f32_fma"]["all"] = -1.0  # the caller's copy, not the cache
+    assert coopjit.peak()["f32_fma"]["all"] == first["f32_fma"]["all"]
+
+
+@pytest.mark.parametrize("name, instruction", [("f32_fma", "vfmadd"), ("bf16_dot", "vdpbf16ps"),
+                                               ("amx_bf16", "tdpbf16ps")])
+def test_peak_kernels_compile_to_their_instruction_on_any_x86(name, instruction):
+    # The AMX kernel cannot run without AMX; its code is built with the AMX features added.
+    asm = coopjit._core.peak_kernel_assembly(name)
+    assert instruction in asm
+    if name == "amx_bf16":
+        assert "ldtilecfg" in asm and "tilerelease" in asm
+
+
+def test_measure_peak_rejects_unknown_names_and_bad_durations():
+    with pytest.raises(ValueError, match="unknown peak 'fp64'"):
+        coopjit._core.measure_peak("fp64", 0.01)
+    with pytest.raises(ValueError, match="seconds"):
+        coopjit._core.measure_peak("f32_fma", 0.0)
+    with pytest.raises(ValueError, match="unknown peak kernel"):
+        coopjit._core.peak_kernel_assembly("copy")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, peak):
+    out = tmp_path_factory.mktemp("bench")
+    return bench.run(TINY, out, "tiny"), out
+
+
+def test_tiny_bench_writes_json_with_every_section_and_field(tiny_run):
+    result, out = tiny_run
+    data = json.loads((out / "tiny.json").read_text())
+    assert set(data) >= {"meta", "peak", "rows", "files"}
+    assert set(data["meta"]) >= {"cpu", "cores", "coopjit", "llvm", "numpy", "torch", "blas", "date", "config",
+                                 "other_load", "peak_other_load", "busy_rows"}
+    assert set(data["peak"]) >= set(PEAKS)
+    assert {r["section"] for r in data["rows"]} == set(TINY.sections)
+    for row in data["rows"]:
+        assert set(row) >= {"section", "label", "size", "dtype", "work", "unit", "results", "ratios", "peak_fraction",
+                            "other_load", "tries"}
+        assert set(row["results"]) == {"coopjit", "numpy", "torch"}
+        assert set(row["ratios"]) == {"numpy", "torch"}
+        for lib, cell in row["results"].items():
+            assert cell["status"] in ("ok", "n/a", "-", "skipped", "error", "WRONG"), (row["label"], lib, cell)
+            assert cell["status"] not in ("error", "WRONG"), (row["label"], lib, cell)
+            if cell["status"] == "ok":
+                assert cell["median_s"] > 0 and cell["rate"] > 0 and cell["samples"] >= 1
+            if lib == "torch" and not HAS_TORCH:
+                assert cell["status"] == "n/a" and "torch is not installed" in cell["note"]
+    f32 = next(r for r in data["rows"] if r["section"] == "gemm_f32")
+    assert f32["results"]["coopjit"]["status"] == "ok"
+    assert f32["results"]["numpy"]["status"] == "ok"
+    assert f32["ratios"]["numpy"] > 0
+    assert f32["peak_fraction"]["coopjit"] > 0
+    assert (out / "tiny.txt").read_text().startswith("coopjit ")
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed (a benchmark-only dependency): no PNG")
+def test_tiny_bench_writes_the_png_plot(tiny_run):
+    _, out = tiny_run
+    png = out / "tiny.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_names_each_section_and_the_peaks(tiny_run):
+    result, _ = tiny_run
+    table = bench.report.format_table(result)
+    for sec in TINY.sections:
+        assert bench.report.SECTIONS[sec].title in table
+    assert "peaks measured by coopjit.peak()" in table and "f32 FMA" in table
+
+
+def test_missing_or_refusing_coopjit_entry_points_give_na_cells(monkeypatch, peak):
+    def refuses(*args, **kwargs):
+        raise NotImplementedError("not yet")
+
+    def wrong(a, b, **kwargs):
+        return np.zeros((a.shape[0], b.shape[1]), a.dtype) + 1.0
+
+    cfg = dataclasses.replace(TINY, sections=("gemm_f32", "reduce"))
+    monkeypatch.setattr(coopjit, "matmul", refuses)
+    monkeypatch.setattr(coopjit, "reduce", refuses, raising=False)
+    rows = bench.run(cfg, None)["rows"]
+    assert all(r["results"]["coopjit"]["status"] == "n/a" for r in rows)
+    assert all(r["results"]["numpy"]["status"] == "ok" for r in rows)
+    assert all(r["ratios"]["numpy"] is None for r in rows)
+    monkeypatch.delattr(coopjit, "reduce")
+    monkeypatch.setattr(coopjit, "matmul", wrong)
+    rows = bench.run(cfg, None)["rows"]
+    by_section = {r["section"]: r["results"]["coopjit"] for r in rows}
+    assert by_section["gemm_f32"]["status"] == "WRONG"
+    assert "does not exist" in by_section["reduce"]["note"]
+
+
+def test_cli_bench_help():
+    run = subprocess.run([sys.executable, "-m", "coopjit", "bench", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "--quick" in run.stdout and "--out" in run.stdout
