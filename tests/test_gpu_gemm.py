@@ -11,7 +11,7 @@ from conftest import assert_gemm_close
 from test_gemm_correctness import SHAPES as CPU_SHAPES
 from test_gemm_correctness import views as host_views
 
-from device_support import needs_device, validated
+from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
 
 DTYPES = [np.float32, np.float64]
 

@@ -154,6 +154,7 @@ class SimtLowering {
   std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;
   std::map<std::vector<int>, llvm::GlobalVariable*> tables_;  // lane tables of general shuffles
   std::map<int64_t, llvm::Value*> lane_mod_, lane_div_;       // p % I, p / I (i64)
+  std::map<std::string, LaneMap> lane_maps_;                  // by matrix type
 };
 
 }  // namespace coopjit
