@@ -64,6 +64,13 @@ def test_gemm_alpha_beta(rng, dtype, alpha, beta):
     assert_gemm_close(c, a, b, c0, alpha, beta)
 
 
+def test_empty_k_scales_c():
+    dev = needs_device()
+    c = np.full((5, 7), 3.0, np.float32)
+    coopjit.gemm(np.ones((5, 0), np.float32), np.ones((0, 7), np.float32), c, alpha=2.0, beta=2.0, device=dev)
+    np.testing.assert_array_equal(c, np.full((5, 7), 6.0, np.float32))
+
+
 def test_beta_zero_ignores_nan_in_c(rng):
     dev = needs_device()
     a, b = rand(rng, (20, 10), np.float32), rand(rng, (10, 30), np.float32)
