@@ -22,3 +22,18 @@ def validated(binary: bytes) -> bytes:
     """Every module the tests generate passes spirv-val."""
     spirv.validate(binary)
     return binary
+
+
+_validated = set()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def every_module_passes_spirv_val():
+    """After each test module: spirv-val on every SPIR-V module the device cache holds."""
+    yield
+    from coopjit import _core
+
+    for p in _core.device_programs():
+        if p.key not in _validated:
+            spirv.validate(p.spirv)
+            _validated.add(p.key)

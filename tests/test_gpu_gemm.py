@@ -11,7 +11,7 @@ from conftest import assert_gemm_close
 from test_gemm_correctness import SHAPES as CPU_SHAPES
 from test_gemm_correctness import views as host_views
 
-from device_support import needs_device, validated
+from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
 
 DTYPES = [np.float32, np.float64]
 
@@ -62,6 +62,13 @@ def test_gemm_alpha_beta(rng, dtype, alpha, beta):
     got = coopjit.gemm(a, b, c, alpha=alpha, beta=beta, device=dev)
     assert got is c  # a host array: updated in place (copied in and back)
     assert_gemm_close(c, a, b, c0, alpha, beta)
+
+
+def test_empty_k_scales_c():
+    dev = needs_device()
+    c = np.full((5, 7), 3.0, np.float32)
+    coopjit.gemm(np.ones((5, 0), np.float32), np.ones((0, 7), np.float32), c, alpha=2.0, beta=2.0, device=dev)
+    np.testing.assert_array_equal(c, np.full((5, 7), 6.0, np.float32))
 
 
 def test_beta_zero_ignores_nan_in_c(rng):

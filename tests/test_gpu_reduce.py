@@ -8,7 +8,7 @@ import pytest
 import coopjit
 from coopjit import _core
 
-from device_support import needs_device, validated
+from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
 from test_reduce import NP, OPS, check, data
 
 

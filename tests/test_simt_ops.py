@@ -8,7 +8,7 @@ import pytest
 
 from coopjit.ir import KernelBuilder
 
-from device_support import needs_device, validated
+from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
 
 
 def mat(t, r, c, use="acc", scope="subgroup"):

@@ -83,7 +83,11 @@ llvm::Type* SimtLowering::param_ty(const Type& t) {
   return scalar_ty(t.scalar);
 }
 
-LaneMap SimtLowering::lanes_of(const Type& t) { return LaneMap::of(t, S_); }
+LaneMap SimtLowering::lanes_of(const Type& t) {
+  auto it = lane_maps_.find(t.str());
+  if (it == lane_maps_.end()) it = lane_maps_.emplace(t.str(), LaneMap::of(t, S_)).first;
+  return it->second;
+}
 
 void SimtLowering::require_subgroup(const Op& o, const Type& t) {
   if (t.is_matrix() && t.scope != Scope::subgroup)

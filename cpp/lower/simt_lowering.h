@@ -1,10 +1,13 @@
 // The SIMT lowering's state and helpers, shared by its files: simt_lower.cpp (the kernel, values,
-// control flow, the op dispatch), simt_scalar.cpp (scalar arithmetic and conversions), simt_lanes.cpp (where components live and how they
-// move between lanes), simt_memory.cpp (loads and stores) and simt_matrix.cpp (matrix
-// arithmetic, reductions, conversions). Private to cpp/lower/.
+// control flow, the op dispatch), simt_scalar.cpp (scalar arithmetic and conversions),
+// simt_lanes.cpp (where components live and how they move between lanes), simt_memory.cpp
+// (loads and stores) and simt_matrix.cpp (matrix arithmetic, reductions, use conversions).
+// Private to cpp/lower/.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,7 +54,6 @@ class SimtLowering {
   std::unique_ptr<llvm::Module> run();
 
  private:
-  friend struct LaneOps;
   // ---- types (simt_lower.cpp) ---------------------------------------------------------------
   llvm::Type* scalar_ty(ScalarType t);     // the per-work-item type of a component or scalar
   llvm::Type* param_ty(const Type& t);     // the kernel parameter type
@@ -154,6 +156,7 @@ class SimtLowering {
   std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;
   std::map<std::vector<int>, llvm::GlobalVariable*> tables_;  // lane tables of general shuffles
   std::map<int64_t, llvm::Value*> lane_mod_, lane_div_;       // p % I, p / I (i64)
+  std::map<std::string, LaneMap> lane_maps_;                  // by matrix type
 };
 
 }  // namespace coopjit

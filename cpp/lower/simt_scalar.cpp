@@ -139,9 +139,11 @@ llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, Scalar
   auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
   if (fp8(from)) return convert_value(fp8_to_f32(x, from), ScalarType::f32, to);
   if (fp8(to)) return f32_to_fp8(convert_value(x, from, ScalarType::f32), to);
-  if (from == ScalarType::bf16)  // SPV_INTEL_bfloat16_conversion
-    return convert_value(builtin("_Z27__spirv_ConvertBF16ToFINTELs", b_.getFloatTy(), {x}), ScalarType::f32, to);
-  if (to == ScalarType::bf16)
+  if (from == ScalarType::bf16) {  // exact: the bits are the top half of an f32's
+    llvm::Value* f = b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(x, b_.getInt32Ty()), b_.getInt32(16)), b_.getFloatTy());
+    return convert_value(f, ScalarType::f32, to);
+  }
+  if (to == ScalarType::bf16)  // rounded to nearest even by SPV_INTEL_bfloat16_conversion
     return builtin("_Z27__spirv_ConvertFToBF16INTELf", b_.getInt16Ty(), {convert_value(x, from, ScalarType::f32)});
   llvm::Type* target = scalar_ty(to);
   if (is_float(from) && is_float(to)) {

@@ -76,6 +76,11 @@ void bind_gpu(py::module_& m) {
         p.launch(a, groups);
       }, py::arg("args"), py::arg("groups"), "Launches `groups` work-groups with the arguments in parameter order.");
 
+  m.def("device_programs", [] {
+    std::vector<std::shared_ptr<DeviceProgram>> out;
+    for (const auto& p : device_programs()) out.push_back(std::const_pointer_cast<DeviceProgram>(p));
+    return out;
+  }, "Every program in the device kernel cache.");
   m.def("device_cache_stats", [] {
     auto s = device_cache_stats();
     py::dict d;

@@ -163,6 +163,13 @@ KernelArg scalar_arg(const ir::Type& t, int64_t i, double d) {
   return a;
 }
 
+std::vector<std::shared_ptr<const DeviceProgram>> device_programs() {
+  std::lock_guard<std::mutex> g(cache().mu);
+  std::vector<std::shared_ptr<const DeviceProgram>> out;
+  for (const auto& [key, p] : cache().entries) out.push_back(p);
+  return out;
+}
+
 DeviceCacheStats device_cache_stats() {
   std::lock_guard<std::mutex> g(cache().mu);
   return cache().stats;

@@ -48,6 +48,9 @@ std::shared_ptr<const DeviceProgram> device_program(const std::string& device, i
 KernelArg scalar_arg(const ir::Type& t, int64_t i, double d);
 inline KernelArg pointer_arg(void* p) { KernelArg a; a.is_pointer = true; a.pointer = p; return a; }
 
+/// Every program in the cache (tests validate each module with spirv-val).
+std::vector<std::shared_ptr<const DeviceProgram>> device_programs();
+
 struct DeviceCacheStats {
   int64_t entries = 0, hits = 0, misses = 0;
 };
