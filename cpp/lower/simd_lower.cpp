@@ -331,6 +331,10 @@ void SimdLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul: case OpKind::vec_load: case OpKind::vec_store:
       matrix_op(o);
       return;
+    case OpKind::work_id:
+      // On the CPU one invocation runs the whole kernel: there are no lanes or groups to ask about.
+      throw UserError(cat(mnemonic(o), ": work-item ids exist only on SPIR-V devices; compile this kernel with "
+                          "device='opencl:N' or 'level_zero:N'"));
     case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
     case OpKind::mat_load_tensor: tensor_access(o); return;
     case OpKind::mat_store_tensor: tensor_access(o); return;
