@@ -1,39 +1,12 @@
 // The reduction recipe (reduce_recipe.h).
 #include "build/reduce_recipe.h"
 
-#include <limits>
-
+#include "build/reduce_ops.h"
 #include "ir/builder.h"
 
 namespace coopjit {
 
 using namespace ir;
-
-namespace {
-
-BinOp combine_of(const std::string& op) {
-  return op == "sum" ? BinOp::add : op == "prod" ? BinOp::mul : op == "min" ? BinOp::min : BinOp::max;
-}
-
-// The identity of the combine in the accumulator type.
-Value* identity(Builder& b, const std::string& op, ScalarType t) {
-  if (is_float(t)) {
-    const double inf = std::numeric_limits<double>::infinity();
-    return b.constant(op == "sum" ? 0.0 : op == "prod" ? 1.0 : op == "min" ? inf : -inf, t, "identity");
-  }
-  if (op == "sum" || op == "prod") return b.constant_int(op == "sum" ? 0 : 1, t, "identity");
-  const bool mn = op == "min";
-  const int bits = size_in_bytes(t) * 8;
-  int64_t v;
-  if (is_signed(t))
-    v = mn ? (bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1)
-           : (bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)));
-  else
-    v = mn ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0;  // all ones is the unsigned maximum
-  return b.constant_int(v, t, "identity");
-}
-
-}  // namespace
 
 std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p, const std::string& name) {
   auto f = std::make_unique<Function>();
@@ -52,8 +25,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   const int R = p.tile_rows, CW = p.tile_cols;
   Value* TR = b.index(R, "TR");
   Value* TC = b.index(CW, "TC");
-  const BinOp comb = combine_of(s.op);
-  Value* id = identity(b, s.op, s.acc);
+  const BinOp comb = reduce_combine(s.op);
+  Value* id = reduce_identity(b, s.op, s.acc);
   auto ceil_div = [&](Builder& x, Value* n, Value* d) { return x.div(x.add(n, x.sub(d, one)), d); };
   auto in_t = [&](int r, int c) { return Type::matrix(s.in, r, c, Use::acc, Scope::subgroup); };
   auto acc_t = [&](int r, int c) { return Type::matrix(s.acc, r, c, Use::acc, Scope::subgroup); };

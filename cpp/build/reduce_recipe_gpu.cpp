@@ -1,8 +1,7 @@
 // The reduction recipe for SPIR-V devices (reduce_recipe_gpu.h).
 #include "build/reduce_recipe_gpu.h"
 
-#include <limits>
-
+#include "build/reduce_ops.h"
 #include "ir/builder.h"
 
 namespace coopjit {
@@ -10,27 +9,6 @@ namespace coopjit {
 using namespace ir;
 
 namespace {
-
-BinOp combine_of(const std::string& op) {
-  return op == "sum" ? BinOp::add : op == "prod" ? BinOp::mul : op == "min" ? BinOp::min : BinOp::max;
-}
-
-Value* identity(Builder& b, const std::string& op, ScalarType t) {
-  if (is_float(t)) {
-    const double inf = std::numeric_limits<double>::infinity();
-    return b.constant(op == "sum" ? 0.0 : op == "prod" ? 1.0 : op == "min" ? inf : -inf, t, "identity");
-  }
-  if (op == "sum" || op == "prod") return b.constant_int(op == "sum" ? 0 : 1, t, "identity");
-  const bool mn = op == "min";
-  const int bits = size_in_bytes(t) * 8;
-  int64_t v;
-  if (is_signed(t))
-    v = mn ? (bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1)
-           : (bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1)));
-  else
-    v = mn ? (bits == 64 ? -1 : (int64_t(1) << bits) - 1) : 0;
-  return b.constant_int(v, t, "identity");
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -64,8 +42,8 @@ std::unique_ptr<Function> build_reduce_gpu(const ReduceSpec& s, const GpuReduceP
   const int R = p.tile_rows, CW = p.tile_cols;
   Value* TR = b.index(R, "TR");
   Value* TC = b.index(CW, "TC");
-  const BinOp comb = combine_of(s.op);
-  Value* id = identity(b, s.op, s.acc);
+  const BinOp comb = reduce_combine(s.op);
+  Value* id = reduce_identity(b, s.op, s.acc);
   // One worker per subgroup, one tile per worker (the launch covers the tiles).
   Value* worker = b.add(b.mul(b.work_id(WorkId::group, 0, "group"), b.index(p.subgroups)),
                         b.work_id(WorkId::subgroup, 0, "sg"), "worker");
