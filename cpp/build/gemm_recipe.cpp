@@ -200,15 +200,18 @@ class GemmRecipe {
     }, "k")[0];
   }
 
-  // C = alpha * acc (+ beta * C), by the tile's owner only, once.
-  void epilogue(Builder& b, const Tile& t, Value* acc) {
+  // C = alpha * acc (+ beta * C), by the tile's owner only, once; with add_to_c, C += alpha * acc
+  // (the later K blocks of the blocked loop nest).
+  void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false) {
     Value* full = b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(t.m0, MR_), g_.M),
                         b.cmp(CmpPred::le, b.add(t.n0, NR_), g_.N), "full");
     auto body = [&](Builder& x, bool checked) {
       Builder::Access c_at{t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N};
       const Type c_t = Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
       Value* result = x.scale(acc, g_.alpha, "result");
-      if (p_.accumulate) {
+      if (add_to_c) {
+        result = x.mat_bin(BinOp::add, result, x.load(c_t, c_at, checked, "c"), "result");
+      } else if (p_.accumulate) {
         Value* c_old = x.load(c_t, c_at, checked, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
         result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
@@ -269,6 +272,22 @@ class GemmRecipe {
 
   // Data-parallel: whole output tiles after the Stream-K ones, a contiguous block per worker.
   void data_parallel(Builder& b, Value* tiles_mn) {
+    // Packed, without Stream-K, with C in the accumulator's type: the cache-blocked loop nest.
+    if (p_.pack && p_.c_type == T) {
+      b.if_(b.cmp(CmpPred::eq, g_.n_sk, zero_, "all_dp"), {}, [&](Builder& x) {
+        blocked(x);
+        return std::vector<Value*>{};
+      }, [&](Builder& x) {
+        tile_walk(x, tiles_mn);
+        return std::vector<Value*>{};
+      });
+      return;
+    }
+    tile_walk(b, tiles_mn);
+  }
+
+  // Whole output tiles after the Stream-K ones, a contiguous block per worker.
+  void tile_walk(Builder& b, Value* tiles_mn) {
     Value* first = b.div(g_.n_sk, tiles_k_, "dp_first");
     Value* per = ceil_div(b, b.sub(tiles_mn, first), g_.workers, "dp_per");
     Value* lo = b.min(b.add(first, b.mul(g_.worker, per)), tiles_mn, "dp_lo");
@@ -281,6 +300,39 @@ class GemmRecipe {
       Coords n = next(x, c);
       return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
     }, "mn");
+  }
+
+  // The cache-blocked nest over packed panels (one batch): for each K tile, for each block of
+  // MC row panels (their K-tile slices stay in L2), for each of the worker's column panels (its
+  // K-tile slice stays in L1), for each row panel of the block: a tile's partial product, written
+  // to C at the first K tile and added to C at the others.
+  void blocked(Builder& b) {
+    Value* per = ceil_div(b, tiles_n_, g_.workers, "cols_per");
+    Value* nlo = b.min(b.mul(g_.worker, per), tiles_n_, "n_lo");
+    Value* nhi = b.min(b.add(nlo, per), tiles_n_, "n_hi");
+    Value* MC = b.index(p_.mc_tiles, "MC");
+    b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+      kx.for_(zero_, tiles_m_, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+        Value* mend = mx.min(mx.add(mb, MC), tiles_m_, "m_end");
+        mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
+          nx.for_(mb, mend, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
+            Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
+            Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
+            tx.if_(tx.cmp(CmpPred::eq, kt, zero_, "first_k"), {}, [&](Builder& e) {
+              epilogue(e, t, acc);
+              return std::vector<Value*>{};
+            }, [&](Builder& e) {
+              epilogue(e, t, acc, true);
+              return std::vector<Value*>{};
+            });
+            return std::vector<Value*>{};
+          }, "mt");
+          return std::vector<Value*>{};
+        }, "nt");
+        return std::vector<Value*>{};
+      }, "mb");
+      return std::vector<Value*>{};
+    }, "kt");
   }
 
   const GemmPlan& p_;

@@ -11,7 +11,7 @@ namespace coopjit {
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
-             pack ? ".pack" : "", prepacked_b ? ".prepackedb" : "");
+             pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "");
 }
 
 std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
@@ -32,6 +32,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"accumulate", accumulate ? "true" : "false"},
           {"order", order},
           {"pack", pack ? "true" : "false"},
+          {"mc_tiles", std::to_string(mc_tiles)},
           {"prepacked_b", prepacked_b ? "true" : "false"},
           {"threads", std::to_string(threads)},
           {"split", split},

@@ -33,6 +33,7 @@ struct GemmPlan {
   bool accumulate = false;
   std::string order = "m_inner";  // tile walk: consecutive tiles share a B panel
   bool pack = false;  // copy A and B into contiguous tile panels (in the accumulator type) first
+  int mc_tiles = 8;   // row panels per block of the packed, cache-blocked loop nest
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
   // arguments of the same code, not part of its key.
