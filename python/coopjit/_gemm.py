@@ -296,6 +296,33 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     return out
 
 
+def check_kernel_call(kern, a, b, c, alpha, beta):
+    """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
+    for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
+    a = as_array(a, "a")
+    b = as_array(b, "b")
+    alpha = check_scalar(alpha, "alpha")
+    beta = check_scalar(beta, "beta")
+    ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
+    bshape = (kern.n, kern.k) if kern.trans_b else (kern.k, kern.n)
+    for name, x, want in (("a", a, ashape), ("b", b, bshape)):
+        if x.dtype != kern.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {kern.dtype}")
+        if x.shape != want:
+            raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
+    if beta != 0.0 and not kern.accumulate:
+        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    if c is None:
+        c = np.empty((kern.m, kern.n), kern.out_dtype)
+        beta = 0.0
+    elif not isinstance(c, np.ndarray) or c.dtype != kern.out_dtype or c.shape != (kern.m, kern.n):
+        raise ValueError(
+            f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
+            f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
+        )
+    return a, b, c, alpha, beta
+
+
 class Kernel(KernelDisplay):
     """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
 
@@ -338,28 +365,8 @@ class Kernel(KernelDisplay):
             if c.size:
                 self._core.run(a, b, c, float(alpha), 0.0)
             return c
-        a = as_array(a, "a")
-        b = as_array(b, "b")
-        alpha = check_scalar(alpha, "alpha")
-        beta = check_scalar(beta, "beta")
-        ashape = (self.k, self.m) if self.trans_a else (self.m, self.k)
-        bshape = (self.n, self.k) if self.trans_b else (self.k, self.n)
-        for name, x, want in (("a", a, ashape), ("b", b, bshape)):
-            if x.dtype != self.dtype:
-                raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {self.dtype}")
-            if x.shape != want:
-                raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
-        if beta != 0.0 and not self.accumulate:
-            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
-        if c is None:
-            c = np.empty((self.m, self.n), self.out_dtype)
-            beta = 0.0
-        elif not isinstance(c, np.ndarray) or c.dtype != self.out_dtype or c.shape != (self.m, self.n):
-            raise ValueError(
-                f"c must be a {self.out_dtype} array of shape {(self.m, self.n)}, got "
-                f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
-            )
-        elif not c.flags.writeable:
+        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if not c.flags.writeable:
             raise ValueError("c is read-only; pass a writeable array")
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b

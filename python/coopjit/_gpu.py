@@ -124,26 +124,9 @@ class GpuKernel:
         return self._core.spirv
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
-        from ._arrays import as_array, check_scalar
+        from ._gemm import check_kernel_call
 
-        a = as_array(a, "a")
-        b = as_array(b, "b")
-        alpha = check_scalar(alpha, "alpha")
-        beta = check_scalar(beta, "beta")
-        ashape = (self.k, self.m) if self.trans_a else (self.m, self.k)
-        bshape = (self.n, self.k) if self.trans_b else (self.k, self.n)
-        for name, x, want in (("a", a, ashape), ("b", b, bshape)):
-            if x.dtype != self.dtype:
-                raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {self.dtype}")
-            if x.shape != want:
-                raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
-        if beta != 0.0 and not self.accumulate:
-            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
-        if c is None:
-            c = np.empty((self.m, self.n), self.out_dtype)
-            beta = 0.0
-        elif not isinstance(c, np.ndarray) or c.dtype != self.out_dtype or c.shape != (self.m, self.n):
-            raise ValueError(f"c must be a {self.out_dtype} array of shape {(self.m, self.n)}")
+        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
             return c
         opa = a.T if self.trans_a else a
