@@ -28,4 +28,27 @@ Value* reduce_identity(Builder& b, const std::string& op, ScalarType t) {
   return b.constant_int(v, t, "identity");
 }
 
+Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool checked) const {
+  Value* len = row_form ? cols : rows;
+  Value* step = row_form ? TC : TR;
+  Value* main = x.sub(len, x.rem(len, step), "main");
+  auto at = [&](Value* pos) -> Builder::Access {
+    return row_form ? Builder::Access{X, fixed, pos, sx_r, sx_c, rows, cols}
+                    : Builder::Access{X, pos, fixed, sx_r, sx_c, rows, cols};
+  };
+  Value* acc = x.splat(acc_t(), id, "acc");
+  acc = x.for_(zero, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
+    Value* t = widen(k, k.load(in_t(), at(pos), checked, "x"));
+    return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
+  }, row_form ? "c" : "r")[0];
+  return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t()}, [&](Builder& k) {
+    Value* t = widen(k, k.load(in_t(), at(main), true, "x"));
+    Value* limit = k.sub(len, main);
+    t = k.per_element(t, {limit}, [&](Builder& e, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
+      return e.select(e.cmp(CmpPred::lt, row_form ? c : r, xs[0]), v, id);
+    });
+    return std::vector<Value*>{k.mat_bin(comb, acc, t, "acc")};
+  }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+}
+
 }  // namespace coopjit

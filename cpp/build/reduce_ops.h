@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ir/builder.h"
+#include "spec/reduce_spec.h"
 
 namespace coopjit {
 
@@ -13,5 +14,23 @@ ir::BinOp reduce_combine(const std::string& op);
 /// The identity of `op` in type t, as a constant: 0, 1, +inf / the type's maximum (min),
 /// -inf / the type's minimum (max).
 ir::Value* reduce_identity(ir::Builder& b, const std::string& op, ir::ScalarType t);
+
+/// The accumulation pass of the row and column reductions (CPU and SPIR-V recipes alike): an
+/// R x CW accumulator (op)= the tiles of X along a row of tiles (row_form) or a column of tiles
+/// at `fixed`, then the tail tile, its elements past the edge replaced by the identity.
+struct ReduceTilePass {
+  const ReduceSpec& s;
+  ir::Value *X, *rows, *cols, *sx_r, *sx_c;  // X and its shape and element strides
+  ir::Value *TR, *TC, *zero, *id;            // tile rows and columns as index values, 0, identity
+  int R, CW;                                 // tile rows and columns
+  ir::BinOp comb;
+
+  ir::Type in_t() const { return ir::Type::matrix(s.in, R, CW, ir::Use::acc, ir::Scope::subgroup); }
+  ir::Type acc_t() const { return ir::Type::matrix(s.acc, R, CW, ir::Use::acc, ir::Scope::subgroup); }
+  /// A tile in the input type, widened to the accumulator type.
+  ir::Value* widen(ir::Builder& x, ir::Value* m) const { return s.in == s.acc ? m : x.convert_matrix(m, acc_t()); }
+  /// `checked` when the tiles cross the other dimension's edge.
+  ir::Value* accumulate(ir::Builder& x, bool row_form, ir::Value* fixed, bool checked) const;
+};
 
 }  // namespace coopjit

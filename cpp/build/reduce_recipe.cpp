@@ -39,40 +39,15 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     Value* lo = x.min(x.mul(worker, per), n, "lo");
     return std::make_pair(lo, x.min(x.add(lo, per), n, "hi"));
   };
-  // Tail tiles: elements past `limit` along the tile's rows (or columns) become the identity.
-  auto mask_tail = [&](Builder& x, Value* t, Value* limit, bool along_rows) {
-    return x.per_element(t, {limit}, [&](Builder& e, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
-      return e.select(e.cmp(CmpPred::lt, along_rows ? r : c, xs[0]), v, id);
-    });
-  };
-  // One accumulation pass: acc (op)= tiles at (row(i), col(i)) for i in [0, n_main) step, then
-  // the tail at n_main if it exists; `checked` when the tile crosses the other dimension's edge.
-  auto accumulate = [&](Builder& x, bool row_form, Value* fixed, bool checked) {
-    Value* len = row_form ? cols : rows;
-    Value* step = row_form ? TC : TR;
-    Value* main = x.sub(len, x.rem(len, step), "main");
-    auto at = [&](Value* pos) -> Builder::Access {
-      return row_form ? Builder::Access{X, fixed, pos, sx_r, sx_c, rows, cols} : Builder::Access{X, pos, fixed, sx_r, sx_c, rows, cols};
-    };
-    Value* acc = x.splat(acc_t(R, CW), id, "acc");
-    acc = x.for_(zero, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
-      Value* t = widen(k, k.load(in_t(R, CW), at(pos), checked, "x"), R, CW);
-      return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
-    }, row_form ? "c" : "r")[0];
-    return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t(R, CW)}, [&](Builder& k) {
-      Value* t = widen(k, k.load(in_t(R, CW), at(main), true, "x"), R, CW);
-      t = mask_tail(k, t, k.sub(len, main), !row_form);
-      return std::vector<Value*>{k.mat_bin(comb, acc, t, "acc")};
-    }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
-  };
+  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb};
 
   if (s.form == "row") {  // Y[i] = op over row i: tiles of R rows walk along the columns
     auto [lo, hi] = share(b, ceil_div(b, rows, TR));
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* rt, const std::vector<Value*>&) {
       Value* r0 = x.mul(rt, TR, "r0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(r0, TR), rows, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, true, r0, false)}; },
-                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, true, r0, true)}; })[0];
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, false)}; },
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::row, acc_t(R, 1), comb, "sums");
       x.store(narrow(x, red, R, 1), {Y, r0, zero, sy_c, one, rows, one}, true);
       return std::vector<Value*>{};
@@ -82,8 +57,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* ct, const std::vector<Value*>&) {
       Value* c0 = x.mul(ct, TC, "c0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(c0, TC), cols, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, false, c0, false)}; },
-                         [&](Builder& y) { return std::vector<Value*>{accumulate(y, false, c0, true)}; })[0];
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, false)}; },
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");
       x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);
       return std::vector<Value*>{};
