@@ -1,6 +1,8 @@
 // The SIMD lowering (simd_lower.h): values, structured control flow, scalars and the op dispatch.
 #include "lower/simd_lowering.h"
 
+#include "lower/ir_to_llvm.h"
+
 namespace coopjit {
 
 std::unique_ptr<llvm::Module> SimdLowering::run() {
@@ -200,20 +202,8 @@ llvm::Value* SimdLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, ll
 }
 
 llvm::Value* SimdLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
-  if (is_float(t)) {
-    static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
-                                                  llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
-                                                  llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
-    return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
-  }
-  bool s = is_signed(t);
-  static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
-                                                llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
-                                                llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
+  const llvm::CmpInst::Predicate pred = llvm_predicate(p, t);
+  return is_float(t) ? b_.CreateFCmp(pred, x, y) : b_.CreateICmp(pred, x, y);
 }
 
 llvm::Value* SimdLowering::lanes() {

@@ -4,6 +4,7 @@
 // round to nearest even and the formats' saturation and NaN rules (as the SIMD lowering does).
 #include <llvm/IR/Intrinsics.h>
 
+#include "lower/ir_to_llvm.h"
 #include "lower/simt_lowering.h"
 
 namespace coopjit {
@@ -49,20 +50,8 @@ llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, ll
 llvm::Value* SimtLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
   if (t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
     return scalar_cmp(p, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
-  if (is_float(t)) {
-    static const llvm::CmpInst::Predicate fp[] = {llvm::CmpInst::FCMP_OLT, llvm::CmpInst::FCMP_OLE,
-                                                  llvm::CmpInst::FCMP_OGT, llvm::CmpInst::FCMP_OGE,
-                                                  llvm::CmpInst::FCMP_OEQ, llvm::CmpInst::FCMP_UNE};
-    return b_.CreateFCmp(fp[static_cast<int>(p)], x, y);
-  }
-  const bool s = is_signed(t);
-  static const llvm::CmpInst::Predicate sp[] = {llvm::CmpInst::ICMP_SLT, llvm::CmpInst::ICMP_SLE,
-                                                llvm::CmpInst::ICMP_SGT, llvm::CmpInst::ICMP_SGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  static const llvm::CmpInst::Predicate up[] = {llvm::CmpInst::ICMP_ULT, llvm::CmpInst::ICMP_ULE,
-                                                llvm::CmpInst::ICMP_UGT, llvm::CmpInst::ICMP_UGE,
-                                                llvm::CmpInst::ICMP_EQ, llvm::CmpInst::ICMP_NE};
-  return b_.CreateICmp((s ? sp : up)[static_cast<int>(p)], x, y);
+  const llvm::CmpInst::Predicate pred = llvm_predicate(p, t);
+  return is_float(t) ? b_.CreateFCmp(pred, x, y) : b_.CreateICmp(pred, x, y);
 }
 
 llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
