@@ -10,7 +10,7 @@ using namespace ir;
 namespace {
 
 struct GemmParams {
-  Value *A, *B, *C, *WS, *FLAGS, *PA, *PB;
+  Value *A, *B, *C, *WS, *FLAGS, *PA, *PB, *CS;
   Value *M, *N, *K, *sa_r, *sa_c, *sb_r, *sb_c, *sc_r, *sc_c;
   Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
   Value *worker, *workers, *kt, *n_sk;
@@ -26,8 +26,10 @@ class GemmRecipe {
     g_.C = f.add_param(Type::pointer(p.c_type), "C");
     g_.WS = f.add_param(Type::pointer(T), "WS");
     g_.FLAGS = f.add_param(Type::pointer(ScalarType::i32), "FLAGS");
-    g_.PA = f.add_param(Type::pointer(T), "PA");  // packed A panels (plan.pack), in the accumulator type
-    g_.PB = f.add_param(Type::pointer(T), "PB");  // packed B panels
+    // Packed panels (plan.pack): in the accumulator type, or VNNI-packed input types (plan.vnni).
+    g_.PA = f.add_param(Type::pointer(packed_a_type(p)), "PA");
+    g_.PB = f.add_param(Type::pointer(packed_b_type(p)), "PB");
+    g_.CS = f.add_param(Type::pointer(T), "CS");  // s8 x s8: 128 * B's column sums (needs_column_sums)
     g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
     g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
     g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
@@ -138,15 +140,20 @@ class GemmRecipe {
 
   // Packing (plan.pack, one batch): before any tile, the workers copy A into mr-row panels
   // (column-major inside: the k-th column of a panel is mr consecutive elements) and B into
-  // nr-column panels (row-major inside), converted to the accumulator type and zero-padded to
-  // whole tiles and to Kp = K rounded up to KB. Tiles then read only contiguous, aligned-enough,
-  // never-ragged memory: no edge checks, no K tail, no cache-set conflicts of strided rows.
+  // nr-column panels (row-major inside), zero-padded to whole tiles and to Kp = K rounded up to
+  // KB: in the accumulator type, or with VNNI (plan.vnni = w) in the input types, w consecutive
+  // K elements side by side (a column of w-element channels for A, a row of them for B). Tiles
+  // then read only contiguous, aligned-enough, never-ragged memory: no edge checks, no K tail,
+  // no cache-set conflicts of strided rows.
   void pack(Builder& b) {
     Kp_ = b.mul(ceil_div(b, g_.K, KB_), KB_, "Kp");
+    const int w = p_.vnni;
+    VW_ = b.index(w, "VNNI");
+    const ScalarType pa_t = packed_a_type(p_), pb_t = packed_b_type(p_);
     const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
-    const Type a_acc = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
-    const Type b_acc = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    const Type a_pk = Type::matrix(pa_t, p_.mr, p_.kb, Use::a, Scope::subgroup);
+    const Type b_pk = Type::matrix(pb_t, p_.kb, p_.nr, Use::b, Scope::subgroup);
     auto share = [&](Builder& x, Value* n, const char* hint) {
       Value* per = ceil_div(x, n, g_.workers);
       Value* lo = x.min(x.mul(g_.worker, per), n);
@@ -158,8 +165,13 @@ class GemmRecipe {
       Value* m0 = x.mul(q, MR_);
       x.for_(zero_, Kp_, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
         Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, true, "a");
-        if (p_.a_type != T) a = y.convert_matrix(a, a_acc);
-        y.store(a, {dst, zero_, k, one_, MR_, MR_, Kp_}, false);
+        if (needs_column_sums(p_)) {  // s8 -> u8: a + 128
+          const Type a_i32 = Type::matrix(ScalarType::i32, p_.mr, p_.kb, Use::a, Scope::subgroup);
+          Value* wide = y.convert_matrix(a, a_i32);
+          a = y.mat_bin(BinOp::add, wide, y.splat(a_i32, y.constant(128.0, ScalarType::i32)));
+        }
+        if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
+        y.store(a, panel_a(y, dst, k), false);
         return std::vector<Value*>{};
       }, "k");
       return std::vector<Value*>{};
@@ -168,21 +180,39 @@ class GemmRecipe {
     b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
       Value* n0 = x.mul(q, NR_);
-      x.for_(zero_, Kp_, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+      const Type sums_t = Type::matrix(T, 1, p_.nr, Use::acc, Scope::subgroup);
+      const Type a128_t = Type::matrix(ScalarType::u8, 1, p_.kb, Use::a, Scope::subgroup);
+      Value* sums = needs_column_sums(p_) ? x.splat(sums_t, fzero_, "sums") : nullptr;
+      Value* a128 = sums ? x.splat(a128_t, x.constant(128.0, ScalarType::u8), "c128") : nullptr;
+      std::vector<Value*> init;
+      if (sums) init.push_back(sums);
+      std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
         Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
-        if (p_.b_type != T) bm = y.convert_matrix(bm, b_acc);
-        y.store(bm, {dst, k, zero_, NR_, one_, Kp_, NR_}, false);
-        return std::vector<Value*>{};
+        if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
+        y.store(bm, panel_b(y, dst, k), false);
+        if (it.empty()) return std::vector<Value*>{};
+        return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
       }, "k");
+      if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
       return std::vector<Value*>{};
     }, "q");
     // A barrier: every worker's panels are written before any tile reads them.
     Value* flags = b.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
     b.flag_set(flags, g_.worker);
-    b.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w, const std::vector<Value*>&) {
-      x.flag_wait(flags, w);
+    b.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w2, const std::vector<Value*>&) {
+      x.flag_wait(flags, w2);
       return std::vector<Value*>{};
     }, "w");
+  }
+
+  // Where K step k of a packed panel lives (see pack()).
+  Builder::Access panel_a(Builder& b, Value* panel, Value* k) {
+    if (p_.vnni == 1) return {panel, zero_, k, one_, MR_, MR_, Kp_};
+    return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
+  }
+  Builder::Access panel_b(Builder& b, Value* panel, Value* k) {
+    if (p_.vnni == 1) return {panel, k, zero_, NR_, one_, Kp_, NR_};
+    return {panel, k, zero_, b.mul(NR_, VW_), one_, Kp_, NR_, p_.vnni};
   }
 
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
@@ -190,12 +220,12 @@ class GemmRecipe {
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
     Value* pa = b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
     Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
-    const Type a_t = Type::matrix(T, p_.mr, p_.kb, Use::a, Scope::subgroup);
-    const Type b_t = Type::matrix(T, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    const Type a_t = Type::matrix(packed_a_type(p_), p_.mr, p_.kb, Use::a, Scope::subgroup);
+    const Type b_t = Type::matrix(packed_b_type(p_), p_.kb, p_.nr, Use::b, Scope::subgroup);
     Value* acc = b.splat(acc_t_, fzero_, "acc");
     return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      Value* a = kb.load(a_t, {pa, zero_, k, one_, MR_, MR_, Kp_}, false, "a");
-      Value* bm = kb.load(b_t, {pb, k, zero_, NR_, one_, Kp_, NR_}, false, "b");
+      Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
+      Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];
   }
@@ -208,7 +238,10 @@ class GemmRecipe {
     auto body = [&](Builder& x, bool checked) {
       Builder::Access c_at{t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N};
       const Type c_t = Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
-      Value* result = x.scale(acc, g_.alpha, "result");
+      Value* prod = acc;
+      if (needs_column_sums(p_) && !add_to_c)  // (A + 128) B - 128 * column sums of B = A B
+        prod = x.mat_bin(BinOp::sub, acc, x.load(acc_t_, {g_.CS, zero_, t.n0, zero_, one_, MR_, g_.N}, false, "sums"));
+      Value* result = x.scale(prod, g_.alpha, "result");
       if (add_to_c) {
         result = x.mat_bin(BinOp::add, result, x.load(c_t, c_at, checked, "c"), "result");
       } else if (p_.accumulate) {
@@ -342,7 +375,7 @@ class GemmRecipe {
   Type acc_t_;
   Value *one_ = nullptr, *zero_ = nullptr, *sb_c_ = nullptr, *sc_c_ = nullptr, *MR_ = nullptr, *NR_ = nullptr,
         *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr,
-        *Kp_ = nullptr;
+        *Kp_ = nullptr, *VW_ = nullptr;
 };
 
 }  // namespace

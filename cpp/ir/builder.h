@@ -50,8 +50,13 @@ class Builder {
   // Cooperative matrices. Loads and stores address element (i, j) of the matrix at
   // ptr[(row + i) * stride_row + (col + j) * stride_col] within a rows x cols tensor; when
   // `checked`, elements outside it read zero and stores to them are dropped.
+  // vnni > 1: the memory is VNNI-packed along K (columns of a matrix_a, rows of a matrix_b): K
+  // index k = vnni * q + v of element (x, k) lives at ptr[q * stride_K + x * vnni * stride_X + v],
+  // the vnni consecutive K elements of one row (a) or column (b) side by side, as the dot-product
+  // instructions (AVX512-BF16, AVX512-VNNI, AMX, DPAS) read them. Unchecked, stride_X == 1.
   struct Access {
     Value* ptr; Value* row; Value* col; Value* stride_row; Value* stride_col; Value* rows; Value* cols;
+    int vnni = 1;
   };
   Value* load(Type matrix, const Access& a, bool checked, std::string hint = {});
   void store(Value* matrix, const Access& a, bool checked);

@@ -99,6 +99,7 @@ class Printer {
         << "] strides(" << name_of(v[base + 3]) << ", " << name_of(v[base + 4]) << ") bounds("
         << name_of(v[base + 5]) << ", " << name_of(v[base + 6]) << ")";
     if (o.int_attr("checked")) os_ << " checked";
+    if (o.int_attr("vnni", 1) != 1) os_ << " vnni(" << o.int_attr("vnni") << ")";
   }
 
   void op(const Op& o, int depth, bool regions) {

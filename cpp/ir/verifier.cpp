@@ -119,6 +119,20 @@ class Verifier {
     for (size_t k = base + 1; k < base + 7; ++k)
       require(v[k]->type.is_index(), o, cat("position, strides and bounds must be index, operand ", k,
                                             " is ", v[k]->type.str()));
+    const int64_t w = o.int_attr("vnni", 1);
+    if (w == 1) return;
+    // VNNI-packed memory (builder.h): whole 32-bit channels of K elements, the other dimension
+    // contiguous, no bounds checks (packed panels are padded).
+    require(w == 2 || w == 4, o, cat("vnni must be 1, 2 or 4, got ", w));
+    require(size_in_bytes(m.scalar) * w == 4, o,
+            cat("vnni(", w, ") packs 32-bit channels: it needs ", 4 / w, "-byte components, not ", m.str()));
+    require(m.use == Use::a || m.use == Use::b, o, cat("vnni packing is along K: a matrix_a or matrix_b, not ", m.str()));
+    require(!o.int_attr("checked"), o, "a vnni-packed access is not checked (packed panels are padded)");
+    const bool is_a = m.use == Use::a;
+    require((is_a ? m.cols : m.rows) % w == 0, o, cat("K of ", m.str(), " must be a multiple of vnni ", w));
+    const Value* sx = v[base + (is_a ? 3 : 4)];
+    require(sx->def && sx->def->kind == OpKind::constant && sx->def->int_attr("value") == 1, o,
+            cat("a vnni-packed access needs the constant stride 1 along ", is_a ? "rows" : "columns"));
   }
 
   // Matrix types: positive dimensions; the operation must accept the matrix's scope.

@@ -94,6 +94,23 @@ class SimdLowering {
 
   void store(const Op& o);
 
+  // ---- VNNI-packed memory and the dot-product instructions (simd_vnni.cpp) ----------------------
+  // Loads and stores with attr vnni (builder.h): the matrix keeps its usual parts (B's rows,
+  // A's scalars), and the load also records the packed form it read (raw_): for a matrix_b, per
+  // group of vnni rows and chunk, one vector of vnni * S components as the dot instructions take
+  // them; for a matrix_a, per row and group, the 32-bit channel. mul_add uses the packed form
+  // when it has one and interleaves the rows (packs the scalars) on the fly otherwise.
+  void load_vnni(const Op& o);
+  void store_vnni(const Op& o);
+  // The dot-product instruction for this mul_add's types on this CPU (AVX512-BF16 vdpbf16ps,
+  // AVX512-VNNI vpdpbusd), with its group size; kind none when it has none.
+  enum class Dot { none, bf16, u8s8, s8u8 };
+  Dot dot_kind(const Type& ta, const Type& tb, const Type& tc) const;
+  std::vector<llvm::Value*> mul_add_dot(const Op& o, Dot kind);
+  llvm::Value* vnni_element_ptr(const Type& t, const Addr& a, int64_t x, int64_t k);
+  llvm::Value* interleave(const std::vector<llvm::Value*>& rows);
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> raw_;
+
   // ---- matrices held in memory -----------------------------------------------------------------
   // A matrix of more than kMemoryParts vectors lives in a stack slot, and the operations that
   // support it (load, store, load_tensor, store_tensor) walk it with a runtime loop over rows:

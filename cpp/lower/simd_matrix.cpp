@@ -29,6 +29,7 @@ llvm::Value* SimdLowering::fma(ScalarType t, llvm::Value* x, llvm::Value* y, llv
 
 std::vector<llvm::Value*> SimdLowering::mul_add(const Op& o) {
   const Type &ta = o.operands[0]->type, &tb = o.operands[1]->type, &tc = o.operands[2]->type;
+  if (Dot d = dot_kind(ta, tb, tc); d != Dot::none) return mul_add_dot(o, d);
   std::vector<llvm::Value*> a = mat(o.operands[0]);
   std::vector<llvm::Value*> bv = mat(o.operands[1]);
   // Mixed precision (i8/u8 -> i32, f16/bf16/f8 -> f32): widen the inputs, multiply-add in the

@@ -56,6 +56,7 @@ void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int
 }
 
 void SimdLowering::load(const Op& o) {
+  if (o.int_attr("vnni", 1) != 1) return load_vnni(o);
   const Type& t = o.result()->type;
   Addr a = addr(o, 0);
   bool checked = o.int_attr("checked");
@@ -90,6 +91,7 @@ void SimdLowering::load(const Op& o) {
 }
 
 void SimdLowering::store(const Op& o) {
+  if (o.int_attr("vnni", 1) != 1) return store_vnni(o);
   const Type& t = o.operands[0]->type;
   Addr a = addr(o, 1);
   bool checked = o.int_attr("checked");

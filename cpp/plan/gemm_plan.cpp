@@ -11,7 +11,19 @@ namespace coopjit {
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
-             pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "");
+             pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "",
+             vnni > 1 ? cat(".vnni", vnni) : std::string());
+}
+
+std::string GemmPlan::vnni_description() const {
+  if (vnni > 1)
+    return cat(vnni, ": ", vnni == 2 ? "bf16 pairs" : "8-bit quads", " along K in packed panels",
+               prepacked_b ? " (B prepacked)" : "", ", ", vnni == 2 ? "vdpbf16ps" : "vpdpbusd",
+               needs_column_sums(*this) ? " on A + 128 minus 128 x column sums of B" : "");
+  if (a_type == dtype && b_type == dtype) return "1: not a low-precision product";
+  return pack ? "1: inputs converted to the accumulator type while packing"
+              : "1 in memory: pairs/quads interleaved in registers when the CPU has the dot instruction, "
+                "else inputs converted on load";
 }
 
 std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
@@ -21,7 +33,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"a_type", std::string(ir::name(a_type))},
           {"b_type", std::string(ir::name(b_type))},
           {"c_type", std::string(ir::name(c_type))},
-          {"vnni", "no: low-precision inputs are converted on load"},
+          {"vnni", vnni_description()},
           {"layout", layout},
           {"simd_width", std::to_string(simd_width)},
           {"mr", std::to_string(mr)},
@@ -57,6 +69,35 @@ int64_t stream_k_tiles(const std::string& split, int64_t tiles_mn, int64_t tiles
 namespace {
 int64_t ceil_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 }  // namespace
+
+int dot_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuTargetInfo& cpu) {
+  using ir::ScalarType;
+  if (a == ScalarType::bf16 && b == ScalarType::bf16 && acc == ScalarType::f32 && cpu.dot_bf16) return 2;
+  auto byte = [](ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; };
+  if (byte(a) && byte(b) && acc == ScalarType::i32 && cpu.dot_i8 && !(a == ScalarType::u8 && b == ScalarType::u8))
+    return 4;
+  return 1;
+}
+
+ir::ScalarType packed_a_type(const GemmPlan& p) {
+  if (p.vnni == 1) return p.dtype;
+  return needs_column_sums(p) ? ir::ScalarType::u8 : p.a_type;
+}
+ir::ScalarType packed_b_type(const GemmPlan& p) { return p.vnni == 1 ? p.dtype : p.b_type; }
+bool needs_column_sums(const GemmPlan& p) {
+  return p.vnni == 4 && p.a_type == ir::ScalarType::i8 && p.b_type == ir::ScalarType::i8;
+}
+
+size_t packed_b_panel_bytes(const GemmPlan& p, int64_t K, int64_t N) {
+  const size_t bytes = size_t(ceil_to(K, p.kb)) * size_t(ceil_to(N, p.nr)) * ir::size_in_bytes(packed_b_type(p));
+  return (bytes + 63) / 64 * 64;
+}
+
+size_t packed_b_bytes(const GemmPlan& p, int64_t K, int64_t N) {
+  // Column sums whenever B is s8 in quads: a prepacked B serves s8 and u8 A alike.
+  const bool sums = p.vnni == 4 && p.b_type == ir::ScalarType::i8;
+  return packed_b_panel_bytes(p, K, N) + (sums ? size_t(ceil_to(N, p.nr)) * 4 : 0);
+}
 
 GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOverrides& overrides) {
   spec.validate();
@@ -142,6 +183,16 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.pack = v == 1;
       continue;
     }
+    if (k == "vnni") {
+      if (v != 1 && v != 2 && v != 4) throw UserError(cat("plan override vnni=", v, " must be 1, 2 or 4"));
+      p.vnni = static_cast<int>(v);
+      continue;
+    }
+    if (k == "mc_tiles") {
+      if (v < 1 || v > 4096) throw UserError(cat("plan override mc_tiles=", v, " is out of range [1, 4096]"));
+      p.mc_tiles = static_cast<int>(v);
+      continue;
+    }
     if (k == "threads") {
       if (v < 1 || v > 1024) throw UserError(cat("plan override threads=", v, " is out of range [1, 1024]"));
       p.threads = static_cast<int>(v);
@@ -155,7 +206,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, mc_tiles)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -165,6 +216,16 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
   if (p.pack && spec.batch1 * spec.batch2 != 1)
     throw UserError(cat("plan pack=1 needs one product, not a batch of ", spec.batch1 * spec.batch2));
+  // VNNI: packed panels keep low-precision inputs as they are, in the dot instructions' order.
+  if (!overrides.count("vnni")) p.vnni = p.pack ? dot_group(p.a_type, p.b_type, p.dtype, cpu) : 1;
+  if (p.vnni > 1) {
+    const int g = dot_group(p.a_type, p.b_type, p.dtype, cpu);
+    if (!p.pack || g != p.vnni)
+      throw UserError(cat("plan vnni=", p.vnni, " needs packed panels (pack=1) and a product the CPU has a dot ",
+                          "instruction of that group for (", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ",
+                          ir::name(p.dtype), ": group ", g, ")"));
+    if (p.kb % p.vnni != 0) throw UserError(cat("plan kb=", p.kb, " must be a multiple of vnni=", p.vnni));
+  }
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   if (p.nr % p.simd_width != 0)

@@ -17,6 +17,8 @@ struct CpuTargetInfo {
   int vector_bytes = 64;  // widest usable vector register (64 with AVX-512, 32 with AVX2)
   int vector_registers = 32;
   int max_threads = 1;  // the worker pool's size
+  bool dot_bf16 = false;  // AVX512-BF16: vdpbf16ps (pairs of bf16 products into f32)
+  bool dot_i8 = false;    // AVX512-VNNI: vpdpbusd (quads of u8 x s8 products into i32)
 };
 
 struct GemmPlan {
@@ -35,6 +37,11 @@ struct GemmPlan {
   bool pack = false;  // copy A and B into contiguous tile panels (in the accumulator type) first
   int mc_tiles = 8;   // row panels per block of the packed, cache-blocked loop nest
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
+  // VNNI packing of the panels (plan.pack): 1 = panels in the accumulator type (low-precision
+  // inputs converted while packing); 2 = bf16 pairs, 4 = 8-bit quads along K in 32-bit channels,
+  // in the input types, for the dot-product instructions. With s8 x s8 the A panels hold A + 128
+  // as u8 (vpdpbusd multiplies u8 by s8) and the epilogue subtracts 128 * B's column sums.
+  int vnni = 1;
   // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
   // arguments of the same code, not part of its key.
   int threads = 1;            // workers (CPU threads), all running at once
@@ -43,6 +50,8 @@ struct GemmPlan {
 
   /// Everything that changes the generated code, as one string (the code cache key).
   std::string key() const;
+  /// What the vnni field means for this plan, for kernel.config.
+  std::string vnni_description() const;
   /// The whole plan, one line.
   std::string str() const;
   /// Field name -> value, for Python's kernel.config.
@@ -71,6 +80,20 @@ using PlanOverrides = std::map<std::string, int64_t>;
 /// fields by name (layout: 0 row, 1 col; mr, nr, kb, kt, threads; split: 0 dp, 1 sk, 2 sk+dp).
 /// Throws UserError for an unknown or illegal override.
 GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOverrides& overrides = {});
+/// The dot-product group the CPU offers for a (kernel) A x B -> acc type combination: 2 (bf16
+/// pairs), 4 (u8/s8 quads) or 1 (none: inputs are widened to the accumulator type).
+int dot_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuTargetInfo& cpu);
+/// The element type of the packed A panels: the accumulator type without VNNI; the input type
+/// with it, except u8 for s8 x s8 (A + 128).
+ir::ScalarType packed_a_type(const GemmPlan& p);
+ir::ScalarType packed_b_type(const GemmPlan& p);
+/// s8 x s8 through vpdpbusd: the kernel subtracts 128 * column sums of B (the CS buffer).
+bool needs_column_sums(const GemmPlan& p);
+/// Bytes of B's packed panels for a K x N B (in the kernel's orientation): ceil(N / nr) panels
+/// of Kp x nr elements, Kp = K rounded up to kb; and the whole packed B: the panels, then (s8 x s8)
+/// at the next 64-byte boundary, 128 * the column sums of B as ceil(N / nr) * nr int32.
+size_t packed_b_panel_bytes(const GemmPlan& p, int64_t K, int64_t N);
+size_t packed_b_bytes(const GemmPlan& p, int64_t K, int64_t N);
 GemmArgs gemm_args(const GemmSpec& spec, const GemmPlan& plan);
 
 }  // namespace coopjit

@@ -8,6 +8,7 @@
 
 #include "core/xxh64.h"
 #include "runtime/disk_cache.h"
+#include "runtime/gemm.h"
 #include "runtime/spirv_cache.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tuned_plans.h"
@@ -63,9 +64,7 @@ void bind_cache(py::module_& m) {
   m.def("gemm_plan",
         [](const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types,
            const PlanOverrides& overrides) {
-          const CpuInfo& cpu = host_cpu();
-          CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, ThreadPool::get().size()};
-          return plan_gemm(gemm_spec_of(a, b, c, accumulate, types), t, overrides).fields();
+          return plan_gemm(gemm_spec_of(a, b, c, accumulate, types), host_target(), overrides).fields();
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("accumulate"), py::arg("types"),
         py::arg("overrides") = PlanOverrides{},

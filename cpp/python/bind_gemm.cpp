@@ -204,6 +204,31 @@ void bind_gemm(py::module_& m) {
       },
       py::arg("a"), py::arg("b"));
 
+  m.def("prepack_format",
+        [](const Types& types, int64_t K, int64_t N, const PlanOverrides& overrides) {
+          // The panels the packed kernels read for a K x N B (row layout, as coopjit.prepack
+          // forces): the plan of a tall product with this B decides nr, kb and vnni.
+          GemmSpec s;
+          s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+          s.M = 4096; s.N = N; s.K = K;
+          s.sa_r = K; s.sa_c = 1; s.sb_r = N; s.sb_c = 1; s.sc_r = N; s.sc_c = 1;
+          PlanOverrides ov = overrides;
+          ov["layout"] = 0;
+          ov["pack"] = 1;
+          ov["prepacked_b"] = 1;
+          const GemmPlan p = plan_gemm(s, host_target(), ov);
+          py::dict d;
+          d["nr"] = p.nr;
+          d["kb"] = p.kb;
+          d["vnni"] = p.vnni;
+          d["element"] = std::string(ir::name(packed_b_type(p)));
+          d["panel_bytes"] = packed_b_panel_bytes(p, K, N);
+          d["bytes"] = packed_b_bytes(p, K, N);
+          return d;
+        },
+        py::arg("types"), py::arg("K"), py::arg("N"), py::arg("overrides") = PlanOverrides{},
+        "How coopjit.prepack lays out a K x N B for products of these types: nr, kb, vnni, element type, bytes.");
+
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
            const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {
@@ -211,12 +236,11 @@ void bind_gemm(py::module_& m) {
           const void* pp = nullptr;
           if (!prepacked.is_none()) {
             auto arr = py::cast<py::array>(prepacked);
-            const int64_t kp = (s.K + 3) / 4 * 4;  // kb = 4: what coopjit.prepack pads K to
-            auto it = overrides.find("nr");
-            const int64_t nr = it == overrides.end() ? 0 : it->second;
-            if (nr <= 0 || arr.itemsize() != ir::size_in_bytes(s.dtype) ||
-                arr.size() < kp * ((s.N + nr - 1) / nr * nr) || !(arr.flags() & py::array::c_style))
-              throw UserError(cat("the prepacked B does not fit this product (K=", s.K, ", N=", s.N, ")"));
+            const GemmPlan plan = plan_gemm(s, host_target(), overrides);
+            const size_t need = packed_b_bytes(plan, s.K, s.N);
+            if (!plan.prepacked_b || size_t(arr.nbytes()) < need || !(arr.flags() & py::array::c_style))
+              throw UserError(cat("the prepacked B (", arr.nbytes(), " bytes) does not fit this product (K=", s.K,
+                                  ", N=", s.N, ": ", need, " bytes in the plan's panel format ", plan.key(), ")"));
             pp = arr.data();
           }
           const void* pa = a.data();

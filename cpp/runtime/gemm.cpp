@@ -15,10 +15,17 @@
 
 namespace coopjit {
 
-GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides) {
+CpuTargetInfo host_target() {
   const CpuInfo& cpu = host_cpu();
   CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, ThreadPool::get().size()};
-  GemmKernel k{spec, plan_gemm(spec, t, overrides), nullptr};
+  // The dot instructions the SIMD lowering uses (simd_vnni.cpp), on 16-lane (AVX-512) vectors.
+  t.dot_bf16 = cpu.vector_bytes == 64 && cpu.has("avx512bf16");
+  t.dot_i8 = cpu.vector_bytes == 64 && cpu.has("avx512vnni") && cpu.has("avx512bw");
+  return t;
+}
+
+GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides) {
+  GemmKernel k{spec, plan_gemm(spec, host_target(), overrides), nullptr};
   GemmPlan plan = k.plan;
   k.code = cached_kernel(plan.key(), [plan](const std::string& symbol) { return build_gemm(plan, symbol); });
   return k;
@@ -90,12 +97,12 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   std::unique_ptr<char[]> packed;
   void* pa = nullptr;
   void* pb = nullptr;
+  void* cs = nullptr;
   if (k.plan.pack) {
     const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
-    const size_t esz = ir::size_in_bytes(k.plan.dtype);
-    const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * esz;
-    const size_t b_bytes = size_t((g.N + g.nr - 1) / g.nr * g.nr) * kp * esz;
-    packed.reset(new char[a_bytes + b_bytes + 192]);
+    const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
+    const size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
+    packed.reset(new char[a_bytes + b_bytes + 256]);
     auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
     pa = align64(packed.get());
     pb = align64(static_cast<char*>(pa) + a_bytes);
@@ -103,8 +110,9 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
       pb = const_cast<void*>(prepacked_b);
     }
+    if (needs_column_sums(k.plan)) cs = static_cast<char*>(pb) + packed_b_panel_bytes(k.plan, g.K, g.N);
   }
-  void* ptrs[7] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb};
+  void* ptrs[8] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb, cs};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};

@@ -15,6 +15,9 @@ struct GemmKernel {
   std::shared_ptr<const CompiledKernel> code;
 };
 
+/// The host CPU as the planner sees it (vector width, registers, dot instructions, pool size).
+CpuTargetInfo host_target();
+
 /// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});
 

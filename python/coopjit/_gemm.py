@@ -9,12 +9,12 @@ from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "mc_tiles")
 
 
 def _overrides(plan: dict | None) -> dict:
     """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
-    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2}."""
+    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'mc_tiles': 8, 'pack': bool}."""
     if not plan:
         return {}
     out = {}
@@ -29,7 +29,7 @@ def _overrides(plan: dict | None) -> dict:
             out[key] = _SPLITS[value]
         elif key in ("pack", "prepacked_b"):
             out[key] = int(bool(value))
-        elif key in ("mr", "nr", "kb", "kt", "threads"):
+        elif key in ("mr", "nr", "kb", "kt", "threads", "vnni", "mc_tiles"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
             out[key] = int(value)
@@ -61,27 +61,45 @@ def _gpu_overrides(plan: dict | None) -> dict:
 
 class PackedMatrix:
     """A right-hand operand packed once for many products (coopjit.prepack): nr-column panels,
-    zero-padded, in the accumulator type (low-precision inputs are converted here, once)."""
+    zero-padded, as the packed kernels read them. bfloat16 and int8 weights stay in their type,
+    VNNI-packed (pairs / quads of consecutive K elements side by side) when the CPU has the dot
+    instructions (AVX512-BF16, AVX512-VNNI), with the column sums an s8 x s8 product needs;
+    otherwise, and for the other types, the panels hold the accumulator type (converted here,
+    once). `format` says which."""
+
+    # The A type a product with this B is planned for (int8 weights: s8 activations).
+    _A_FOR_B = {"uint8": np.int8}
 
     def __init__(self, b: np.ndarray):
-        types, _ = gemm_types(b.dtype, b.dtype)
+        a_dtype = np.dtype(self._A_FOR_B.get(b.dtype.name, b.dtype))
+        types, _ = gemm_types(a_dtype, b.dtype)
         self.dtype = b.dtype
         self.shape = b.shape
         k, n = b.shape
-        acc = np.dtype(np.int32) if types[2] == "i32" else np.dtype(np.float64 if b.dtype == np.float64 else np.float32)
-        simd = _core.cpu_info()["vector_bytes"] // acc.itemsize
-        self.nr = simd * (2 if n > simd else 1)
-        self.kb = 4
+        fmt = _core.prepack_format(list(types), k, n)
+        self.format = fmt
+        self.nr, self.kb, self.vnni = fmt["nr"], fmt["kb"], fmt["vnni"]
         kp = -(-k // self.kb) * self.kb
         np_ = -(-n // self.nr) * self.nr
-        padded = np.zeros((kp, np_), acc)
-        padded[:k, :n] = b.astype(acc)
-        # panel q holds rows 0..kp of columns q*nr .. q*nr+nr, row-major: the kernel's PB layout
-        self.buffer = np.ascontiguousarray(padded.reshape(kp, np_ // self.nr, self.nr).transpose(1, 0, 2))
+        if self.vnni > 1:
+            elem = b.dtype
+        else:
+            elem = np.dtype(np.int32) if types[2] == "i32" else np.dtype(np.float64 if b.dtype == np.float64 else np.float32)
+        padded = np.zeros((kp, np_), elem)
+        padded[:k, :n] = b.astype(elem)
+        w = self.vnni
+        # panel q: Kp / w groups, each nr columns of w consecutive K elements (w = 1: row-major)
+        panels = padded.reshape(kp // w, w, np_ // self.nr, self.nr).transpose(2, 0, 3, 1)
+        self.buffer = np.zeros(fmt["bytes"], np.uint8)
+        body = np.ascontiguousarray(panels).view(np.uint8).reshape(-1)
+        self.buffer[: body.size] = body
+        if fmt["bytes"] > fmt["panel_bytes"]:  # s8 in quads: 128 * the column sums, int32
+            sums = (128 * padded.astype(np.int64).sum(axis=0)).astype(np.int32)
+            self.buffer[fmt["panel_bytes"]:] = sums.view(np.uint8)
         self._dummy = np.zeros((1, n), b.dtype)  # stands for B in the spec; never read
 
     def _plan(self, plan):
-        forced = {"layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb}
+        forced = {"layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb, "vnni": self.vnni}
         out = dict(plan or {})
         for key, value in forced.items():
             if key in out and out[key] != value:
@@ -90,7 +108,8 @@ class PackedMatrix:
         return out
 
     def __repr__(self):
-        return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns)"
+        vnni = f", VNNI groups of {self.vnni}" if self.vnni > 1 else ""
+        return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns{vnni})"
 
 
 def prepack(b) -> PackedMatrix:
