@@ -19,6 +19,15 @@ for dt in (np.float32, np.float64):
         ref = a.astype(np.float64) @ b
         got = coopjit.matmul(a, b)
         assert np.abs(got - ref).max() <= (k + 2) * np.finfo(dt).eps * (np.abs(a) @ np.abs(b)).max(), (dt, m, n, k)
+import ml_dtypes
+# low precision without AVX512-BF16 / AVX512-VNNI: converted while packing (vnni 1), same results
+a, b = rng.uniform(-1, 1, (320, 300)).astype(ml_dtypes.bfloat16), rng.uniform(-1, 1, (300, 290)).astype(ml_dtypes.bfloat16)
+got = coopjit.matmul(a, b).astype(np.float64)
+ref = a.astype(np.float64) @ b.astype(np.float64)
+assert np.abs(got - ref).max() <= 2 ** -8 * np.abs(ref).max() + 1e-3, "bf16"
+ai, bi = rng.integers(-128, 128, (320, 300)).astype(np.int8), rng.integers(-128, 128, (300, 290)).astype(np.int8)
+assert np.array_equal(coopjit.matmul(ai, bi), ai.astype(np.int64) @ bi.astype(np.int64)), "int8"
+assert coopjit.compile_gemm(320, 290, 300, np.int8).config["vnni"].startswith("1")
 x = rng.standard_normal((33, 65)).astype(np.float32)
 assert np.allclose(coopjit.reduce(x, axis=0), x.sum(0), rtol=1e-5, atol=1e-5)
 asm = coopjit.compile_gemm(256, 256, 256, np.float32).source("asm")
