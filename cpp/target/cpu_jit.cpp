@@ -2,9 +2,13 @@
 #include "target/cpu_jit.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include <llvm/AsmParser/Parser.h>
+#include <llvm/ExecutionEngine/Orc/AbsoluteSymbols.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -54,6 +58,37 @@ std::unique_ptr<llvm::TargetMachine> target_machine() {
   return std::move(*tm);
 }
 
+// bf16 rounding helpers LLVM calls where the CPU has no instruction for it (without
+// AVX512-BF16, every bfloat value that passes through a register is widened to float and
+// rounded back with __truncsfbf2). libgcc 12 has none. Round to nearest even, NaN quieted; the
+// result is returned, as the x86-64 psABI passes __bf16, in the low 16 bits of xmm0.
+float bf16_bits_as_float(uint32_t bf16) {
+  float f;
+  std::memcpy(&f, &bf16, 4);
+  return f;
+}
+uint32_t bf16_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+extern "C" float coopjit_truncsfbf2(float x) { return bf16_bits_as_float(bf16_round(x)); }
+// From double in one rounding: to float rounding to odd (exact below float's 24 bits keeps the
+// sticky information bf16's 8 bits need), then to bf16 to nearest even.
+extern "C" float coopjit_truncdfbf2(double x) {
+  if (std::isnan(x)) return coopjit_truncsfbf2(static_cast<float>(x));
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) != x && std::isfinite(x)) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u |= 1u;
+    std::memcpy(&f, &u, 4);
+  }
+  return coopjit_truncsfbf2(f);
+}
+
 llvm::orc::LLJIT& jit() {
   static std::unique_ptr<llvm::orc::LLJIT> instance = [] {
     auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(host_machine()).create();
@@ -63,6 +98,12 @@ llvm::orc::LLJIT& jit() {
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*j)->getDataLayout().getGlobalPrefix());
     if (!gen) throw InternalError("cannot search the process for symbols: " + to_string(gen.takeError()));
     (*j)->getMainJITDylib().addGenerator(std::move(*gen));
+    llvm::orc::SymbolMap helpers;
+    const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
+    helpers[(*j)->mangleAndIntern("__truncsfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncsfbf2), flags};
+    helpers[(*j)->mangleAndIntern("__truncdfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncdfbf2), flags};
+    if (auto err = (*j)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(helpers))))
+      throw InternalError("cannot define the JIT's runtime helpers: " + to_string(std::move(err)));
     return std::move(*j);
   }();
   return *instance;
