@@ -242,8 +242,10 @@ class GemmRecipe {
       if (needs_column_sums(p_) && !add_to_c)  // (A + 128) B - 128 * column sums of B = A B
         prod = x.mat_bin(BinOp::sub, acc, x.load(acc_t_, {g_.CS, zero_, t.n0, zero_, one_, MR_, g_.N}, false, "sums"));
       Value* result = x.scale(prod, g_.alpha, "result");
-      if (add_to_c) {
-        result = x.mat_bin(BinOp::add, result, x.load(c_t, c_at, checked, "c"), "result");
+      if (add_to_c) {  // (only with C in the accumulator type at run time: see data_parallel)
+        Value* c_old = x.load(c_t, c_at, checked, "c");
+        if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
+        result = x.mat_bin(BinOp::add, result, c_old, "result");
       } else if (p_.accumulate) {
         Value* c_old = x.load(c_t, c_at, checked, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
@@ -305,8 +307,8 @@ class GemmRecipe {
 
   // Data-parallel: whole output tiles after the Stream-K ones, a contiguous block per worker.
   void data_parallel(Builder& b, Value* tiles_mn) {
-    // Packed, without Stream-K, with C in the accumulator's type: the cache-blocked loop nest.
-    if (p_.pack && p_.c_type == T) {
+    // Packed, without Stream-K: the cache-blocked loop nest.
+    if (p_.pack) {
       b.if_(b.cmp(CmpPred::eq, g_.n_sk, zero_, "all_dp"), {}, [&](Builder& x) {
         blocked(x);
         return std::vector<Value*>{};
@@ -338,12 +340,16 @@ class GemmRecipe {
   // The cache-blocked nest over packed panels (one batch): for each K tile, for each block of
   // MC row panels (their K-tile slices stay in L2), for each of the worker's column panels (its
   // K-tile slice stays in L1), for each row panel of the block: a tile's partial product, written
-  // to C at the first K tile and added to C at the others.
+  // to C at the first K tile and added to C at the others. With C in another type than the
+  // accumulator's (bf16 out), the partial sums stay in the accumulator type in a scratch matrix
+  // (the workspace, unused without Stream-K: whole tiles, tiles_n * nr wide) until the last K
+  // tile writes C once.
   void blocked(Builder& b) {
     Value* per = ceil_div(b, tiles_n_, g_.workers, "cols_per");
     Value* nlo = b.min(b.mul(g_.worker, per), tiles_n_, "n_lo");
     Value* nhi = b.min(b.add(nlo, per), tiles_n_, "n_hi");
     Value* MC = b.index(p_.mc_tiles, "MC");
+    Value* scratch_cols = b.mul(tiles_n_, NR_, "scratch_cols");
     b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
       kx.for_(zero_, tiles_m_, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
         Value* mend = mx.min(mx.add(mb, MC), tiles_m_, "m_end");
@@ -351,11 +357,32 @@ class GemmRecipe {
           nx.for_(mb, mend, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
             Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
             Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
-            tx.if_(tx.cmp(CmpPred::eq, kt, zero_, "first_k"), {}, [&](Builder& e) {
-              epilogue(e, t, acc);
+            Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
+            if (p_.c_type == T) {
+              tx.if_(first, {}, [&](Builder& e) {
+                epilogue(e, t, acc);
+                return std::vector<Value*>{};
+              }, [&](Builder& e) {
+                epilogue(e, t, acc, true);
+                return std::vector<Value*>{};
+              });
+              return std::vector<Value*>{};
+            }
+            Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
+            Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
+            tx.if_(last, {}, [&](Builder& e) {
+              Value* total = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
+                                   [&](Builder& f) {
+                                     return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
+                                   })[0];
+              epilogue(e, t, total);
               return std::vector<Value*>{};
             }, [&](Builder& e) {
-              epilogue(e, t, acc, true);
+              Value* sum = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
+                                 [&](Builder& f) {
+                                   return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
+                                 })[0];
+              e.store(sum, part, false);
               return std::vector<Value*>{};
             });
             return std::vector<Value*>{};

@@ -176,6 +176,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Packing pays for itself once each panel is reused many times: one batch, big in every
   // dimension (the copies are O(MK + KN) against O(MNK) work).
   p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
+  // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
+  // the cache-blocked nest (data-parallel over column panels) is what they need.
+  if (p.pack) p.split = "dp";
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout") continue;

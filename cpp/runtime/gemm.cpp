@@ -133,6 +133,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // Stream-K partials: one mr x nr tile and one flag per worker, fresh for each launch.
   const size_t tile_bytes = size_t(k.plan.mr) * k.plan.nr * ir::size_in_bytes(k.plan.dtype);
   std::unique_ptr<char[]> ws(n_sk ? new char[tile_bytes * workers + 64] : nullptr);
+  void* ws_ptr = ws.get();
   // Two flags per worker: Stream-K partials, then the packing barrier.
   int32_t small_flags[128] = {};
   std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[2 * workers]() : nullptr);
@@ -150,17 +151,23 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
     const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
     const size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
-    char* packed = panel_memory.get(a_bytes + b_bytes + 256);
+    // The blocked nest's partial sums when C's type is not the accumulator's (gemm_recipe.cpp).
+    const bool scratch = n_sk == 0 && k.plan.c_type != k.plan.dtype && tiles_k > 1;
+    const size_t s_bytes = scratch ? size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
+                                         ir::size_in_bytes(k.plan.dtype)
+                                   : 0;
+    char* packed = panel_memory.get(a_bytes + b_bytes + s_bytes + 256);
     auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
     pa = align64(packed);
     pb = align64(static_cast<char*>(pa) + a_bytes);
+    if (scratch) ws_ptr = align64(static_cast<char*>(pb) + b_bytes);  // before a prepacked B replaces pb
     if (k.plan.prepacked_b) {
       if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
       pb = const_cast<void*>(prepacked_b);
     }
     if (needs_column_sums(k.plan)) cs = static_cast<char*>(pb) + packed_b_panel_bytes(k.plan, g.K, g.N);
   }
-  void* ptrs[8] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws.get(), flags, pa, pb, cs};
+  void* ptrs[8] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws_ptr, flags, pa, pb, cs};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};
