@@ -161,40 +161,105 @@ void bind_gemm(py::module_& m) {
         py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});
 
-  // The per-call fast path of matmul for 2-D operands: returns None whenever anything is out of
-  // the ordinary (other types, dims, dtypes, sizes, strides), and Python takes its full path,
-  // which also gives the error messages.
+  // The per-call fast path of matmul: float32 / float64 operands of one dtype, 2-D or stacks
+  // broadcast over leading dims that merge into at most two batch levels, a new output or a
+  // C-contiguous `out` apart from the inputs. Returns None whenever anything is out of the
+  // ordinary, and Python takes its full path, which also gives the error messages.
   m.def(
-      "matmul2d",
-      [](py::handle ha, py::handle hb) -> py::object {
+      "matmul_fast",
+      [](py::handle ha, py::handle hb, py::handle hout) -> py::object {
         if (!py::isinstance<py::array>(ha) || !py::isinstance<py::array>(hb)) return py::none();
         auto a = py::reinterpret_borrow<py::array>(ha);
         auto b = py::reinterpret_borrow<py::array>(hb);
-        if (a.ndim() != 2 || b.ndim() != 2) return py::none();
+        if (a.ndim() < 2 || b.ndim() < 2 || a.ndim() > 32 || b.ndim() > 32) return py::none();
         py::dtype dt = a.dtype();
         if (!dt.is(b.dtype()) && !dt.equal(b.dtype())) return py::none();
         const char kind = dt.kind();
         const int64_t item = dt.itemsize();
         if (kind != 'f' || (item != 4 && item != 8) || dt.byteorder() == '>') return py::none();
-        const int64_t M = a.shape(0), K = a.shape(1), N = b.shape(1);
-        if (b.shape(0) != K || M == 0 || N == 0 || K == 0) return py::none();
-        const int64_t s[4] = {a.strides(0), a.strides(1), b.strides(0), b.strides(1)};
-        for (int64_t v : s)
-          if (v % item) return py::none();
-        if (reinterpret_cast<uintptr_t>(a.data()) % item || reinterpret_cast<uintptr_t>(b.data()) % item)
-          return py::none();
-        py::array c(dt, std::vector<py::ssize_t>{M, N});
+        const int na = static_cast<int>(a.ndim()), nb = static_cast<int>(b.ndim());
+        const int64_t M = a.shape(na - 2), K = a.shape(na - 1), N = b.shape(nb - 1);
+        if (b.shape(nb - 2) != K || M == 0 || N == 0 || K == 0) return py::none();
+        for (const py::array* x : {&a, &b}) {
+          for (int d = 0; d < x->ndim(); ++d)
+            if (x->strides(d) % item) return py::none();
+          if (reinterpret_cast<uintptr_t>(x->data()) % item) return py::none();
+        }
+        // The broadcast batch shape (numpy.matmul's rules), right-aligned.
+        const int nbatch = std::max(na, nb) - 2;
+        std::vector<py::ssize_t> shape(static_cast<size_t>(nbatch));
+        for (int d = 0; d < nbatch; ++d) {
+          const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
+          const int64_t sa = da >= 0 ? a.shape(da) : 1, sb = db >= 0 ? b.shape(db) : 1;
+          if (sa != sb && sa != 1 && sb != 1) return py::none();
+          shape[static_cast<size_t>(d)] = std::max(sa, sb);
+        }
+        std::vector<py::ssize_t> cshape = shape;
+        cshape.push_back(M);
+        cshape.push_back(N);
+        py::array c;
+        if (hout.is_none()) {
+          c = py::array(dt, cshape);
+        } else {
+          if (!py::isinstance<py::array>(hout)) return py::none();
+          c = py::reinterpret_borrow<py::array>(hout);
+          if (!c.dtype().equal(dt) || !c.writeable() || !(c.flags() & py::array::c_style) ||
+              c.ndim() != static_cast<py::ssize_t>(cshape.size()))
+            return py::none();
+          for (size_t d = 0; d < cshape.size(); ++d)
+            if (c.shape(d) != cshape[d]) return py::none();
+          // Apart from the inputs (conservatively: address ranges)
+          auto range = [](const py::array& x) {
+            auto lo = reinterpret_cast<uintptr_t>(x.data()), hi = lo;
+            for (int d = 0; d < x.ndim(); ++d) {
+              const int64_t span = (x.shape(d) - 1) * x.strides(d);
+              (span < 0 ? lo : hi) += span;
+            }
+            return std::make_pair(lo, hi + x.itemsize());
+          };
+          auto rc = range(c);
+          for (const py::array* x : {&a, &b}) {
+            auto rx = range(*x);
+            if (rx.first < rc.second && rc.first < rx.second) return py::none();
+          }
+        }
+        // Batch levels: (size, element strides of a, b, c), size-1 dims dropped, dims that every
+        // operand steps through evenly merged; at most two remain or Python takes over.
+        struct Level { int64_t n, sa, sb, sc; };
+        std::vector<Level> levels;
+        for (int d = 0; d < nbatch; ++d) {
+          const int64_t n = shape[static_cast<size_t>(d)];
+          if (n == 1) continue;
+          const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
+          Level l{n, da >= 0 && a.shape(da) != 1 ? a.strides(da) / item : 0,
+                  db >= 0 && b.shape(db) != 1 ? b.strides(db) / item : 0, c.strides(d) / item};
+          if (!levels.empty() && levels.back().sa == l.sa * n && levels.back().sb == l.sb * n &&
+              levels.back().sc == l.sc * n) {
+            levels.back() = {levels.back().n * n, l.sa, l.sb, l.sc};
+          } else {
+            levels.push_back(l);
+          }
+        }
+        if (levels.size() > 2) return py::none();
         GemmSpec spec;
         const ir::ScalarType t = item == 4 ? ir::ScalarType::f32 : ir::ScalarType::f64;
         spec.set_types(t, t, t);
         spec.M = M; spec.N = N; spec.K = K;
-        spec.sa_r = s[0] / item; spec.sa_c = s[1] / item;
-        spec.sb_r = s[2] / item; spec.sb_c = s[3] / item;
-        spec.sc_r = N; spec.sc_c = 1;
+        spec.sa_r = a.strides(na - 2) / item; spec.sa_c = a.strides(na - 1) / item;
+        spec.sb_r = b.strides(nb - 2) / item; spec.sb_c = b.strides(nb - 1) / item;
+        spec.sc_r = c.strides(nbatch) / item; spec.sc_c = c.strides(nbatch + 1) / item;
+        if (!levels.empty()) {
+          const Level& in = levels.back();
+          spec.batch2 = in.n; spec.sa_b2 = in.sa; spec.sb_b2 = in.sb; spec.sc_b2 = in.sc;
+        }
+        if (levels.size() == 2) {
+          const Level& out = levels.front();
+          spec.batch1 = out.n; spec.sa_b1 = out.sa; spec.sb_b1 = out.sb; spec.sc_b1 = out.sc;
+        }
         const void* pa = a.data();
         const void* pb = b.data();
         void* pc = c.mutable_data();
-        if (double(M) * N * K < 1.0e5) {  // a few microseconds at most: releasing the GIL costs more
+        if (double(M) * N * K * spec.batch1 * spec.batch2 < 1.0e5) {  // microseconds: releasing the GIL costs more
           run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
         } else {
           py::gil_scoped_release nogil;
@@ -202,7 +267,7 @@ void bind_gemm(py::module_& m) {
         }
         return std::move(c);
       },
-      py::arg("a"), py::arg("b"));
+      py::arg("a"), py::arg("b"), py::arg("out") = py::none());
 
   m.def("prepack_format",
         [](const Types& types, int64_t K, int64_t N, const PlanOverrides& overrides) {

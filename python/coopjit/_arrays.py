@@ -1,6 +1,7 @@
 """Argument checking shared by the public functions: dtypes, shapes, strides, devices."""
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -20,6 +21,17 @@ def short_name(dtype: np.dtype) -> str:
 
 
 def gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
+    """((a, b, c) IR type names, the output dtype); see _gemm_types. Memoized per dtype triple
+    (dtype.name is slow enough to show in per-call times); errors are raised anew each time."""
+    return _gemm_types_cached(np.dtype(a), np.dtype(b), None if c is None else np.dtype(c))
+
+
+@functools.lru_cache(maxsize=256)
+def _gemm_types_cached(a: np.dtype, b: np.dtype, c: np.dtype | None):
+    return _gemm_types(a, b, c)
+
+
+def _gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
     """((a, b, c) IR type names, the output dtype) for operands a, b and an output c (None: the
     default: the input type for float32/float64/float16/bfloat16, float32 for float8, int32 for
     int8). TypeError names the dtypes and lists what is supported."""

@@ -257,8 +257,8 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     """a @ b with numpy.matmul semantics (float32 or float64): 1-D operands are promoted and
     their dim removed, N-D operands are stacks of matrices broadcast over the leading dims,
     computed in one kernel launch."""
-    if out is None and device is None and plan is None:
-        c = _core.matmul2d(a, b)  # the per-call fast path; None when it does not apply
+    if device is None and plan is None:
+        c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
         if c is not None:
             return c
     device = check_device(device)
