@@ -194,3 +194,22 @@ def test_batched_strided_and_transposed_views(rng):
     got = coopjit.matmul(a, b, out=out)
     assert got is out
     np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_out_on_the_fast_path_and_around_it(rng, dtype):
+    a = rng.standard_normal((6, 5, 4)).astype(dtype)
+    b = rng.standard_normal((4, 3)).astype(dtype)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = np.full((6, 5, 3), np.nan, dtype)
+    assert coopjit.matmul(a, b, out=out) is out
+    assert_gemm_close(out.reshape(30, 3), a.reshape(30, 4), b)
+    # a strided out (not C-contiguous) and an out that is an input: the full path, same results
+    wide = np.full((6, 5, 6), np.nan, dtype)
+    coopjit.matmul(a, b, out=wide[:, :, ::2])
+    np.testing.assert_allclose(wide[:, :, ::2], ref, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-5)
+    assert np.isnan(wide[:, :, 1::2]).all()
+    sq = rng.standard_normal((3, 4, 4)).astype(dtype)
+    expect = sq.astype(np.float64) @ sq.astype(np.float64)
+    coopjit.matmul(sq, sq, out=sq)
+    np.testing.assert_allclose(sq, expect, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-5)

@@ -192,7 +192,7 @@ void bind_gemm(py::module_& m) {
           const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
           const int64_t sa = da >= 0 ? a.shape(da) : 1, sb = db >= 0 ? b.shape(db) : 1;
           if (sa != sb && sa != 1 && sb != 1) return py::none();
-          shape[static_cast<size_t>(d)] = std::max(sa, sb);
+          shape[static_cast<size_t>(d)] = sa == 1 ? sb : sa;
         }
         std::vector<py::ssize_t> cshape = shape;
         cshape.push_back(M);
