@@ -167,3 +167,20 @@ def test_bad_vnni_overrides():
         coopjit.compile_gemm(300, 300, 300, np.float32, plan={"vnni": 2})
     with pytest.raises(ValueError, match=r"plan vnni=4 needs packed panels"):
         coopjit.compile_gemm(8, 8, 8, np.int8, plan={"vnni": 4})
+
+
+@pytest.mark.parametrize("kt", [128, 256])
+def test_bf16_output_over_several_k_tiles_rounds_once(rng, kt):
+    # Partial sums of the K tiles stay in float32 (the scratch) and C is rounded once at the end:
+    # the same bits as the float32 output of the same plan, rounded to bfloat16.
+    m, n, k = 300, 330, 700
+    a, b = rng.uniform(-1, 1, (m, k)).astype(BF16), rng.uniform(-1, 1, (k, n)).astype(BF16)
+    plan = {"kt": kt, "pack": True}
+    c32 = np.empty((m, n), np.float32)
+    coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32, plan=plan)(a, b, c32)
+    c16 = np.empty((m, n), BF16)
+    kern = coopjit.compile_gemm(m, n, k, BF16, plan=plan)
+    assert kern.config["kt"] == str(kt)
+    kern(a, b, c16)
+    np.testing.assert_array_equal(c16.view(np.uint16), c32.astype(BF16).view(np.uint16))
+    assert np.all(np.abs(c32 - a.astype(np.float64) @ b.astype(np.float64)) <= bf16_bound(a, b))

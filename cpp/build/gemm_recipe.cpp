@@ -160,20 +160,34 @@ class GemmRecipe {
       return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
     };
     auto [alo, ahi] = share(b, tiles_m_, "a_panels");
+    // A unit column stride is a constant (the lowering's loads of a row become vector loads);
+    // the bounds are checked only in the last panel and the K tail.
+    Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
+    Value* k_main = b.mul(b.div(g_.K, KB_), KB_, "k_main");
     b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
       Value* m0 = x.mul(q, MR_);
-      x.for_(zero_, Kp_, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
-        Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, true, "a");
-        if (needs_column_sums(p_)) {  // s8 -> u8: a + 128
-          const Type a_i32 = Type::matrix(ScalarType::i32, p_.mr, p_.kb, Use::a, Scope::subgroup);
-          Value* wide = y.convert_matrix(a, a_i32);
-          a = y.mat_bin(BinOp::add, wide, y.splat(a_i32, y.constant(128.0, ScalarType::i32)));
-        }
-        if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
-        y.store(a, panel_a(y, dst, k), false);
+      auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked) {
+        z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+          Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+          if (needs_column_sums(p_)) {  // s8 -> u8: a + 128
+            const Type a_i32 = Type::matrix(ScalarType::i32, p_.mr, p_.kb, Use::a, Scope::subgroup);
+            Value* wide = y.convert_matrix(a, a_i32);
+            a = y.mat_bin(BinOp::add, wide, y.splat(a_i32, y.constant(128.0, ScalarType::i32)));
+          }
+          if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
+          y.store(a, panel_a(y, dst, k), false);
+          return std::vector<Value*>{};
+        }, "k");
+      };
+      x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_panel"), {}, [&](Builder& y) {
+        steps(y, zero_, k_main, false);
+        steps(y, k_main, Kp_, true);
         return std::vector<Value*>{};
-      }, "k");
+      }, [&](Builder& y) {
+        steps(y, zero_, Kp_, true);
+        return std::vector<Value*>{};
+      });
       return std::vector<Value*>{};
     }, "q");
     auto [blo, bhi] = share(b, p_.prepacked_b ? zero_ : tiles_n_, "b_panels");  // a prepacked B is ready

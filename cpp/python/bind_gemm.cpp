@@ -90,7 +90,7 @@ struct PyGemmKernel {
                           beta, "; compile it with accumulate=True"));
     // The arrays the kernel was compiled for (same sizes, same unit strides) need no planning.
     auto unit = [](const GemmSpec& x) {
-      return std::array<bool, 4>{x.sa_r == 1, x.sb_c == 1, x.sc_c == 1, x.sc_r == 1};
+      return std::array<bool, 6>{x.sa_r == 1, x.sb_c == 1, x.sc_c == 1, x.sc_r == 1, x.sa_c == 1, x.sb_r == 1};
     };
     const bool same = s.M == k.spec.M && s.N == k.spec.N && s.K == k.spec.K && s.batch1 == k.spec.batch1 &&
                       s.batch2 == k.spec.batch2 && unit(s) == unit(k.spec);

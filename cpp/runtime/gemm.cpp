@@ -58,7 +58,7 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   static std::unordered_map<MemoKey, GemmKernel, MemoHash> memo;
   // Exactly what plan_gemm looks at besides the values passed at run time.
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
-                    int(s.accumulate) << 4;
+                    int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6;
   const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
                     int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation()};
   {
