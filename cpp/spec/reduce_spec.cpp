@@ -25,13 +25,24 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   ReducePlan p;
   p.simd_width = std::max(1, vector_bytes / ir::size_in_bytes(s.acc));
   // Enough independent accumulator vectors to cover the add latency, few enough to stay in
-  // registers: 4 rows x 4 vectors for a row reduction, 4 rows x 8 vectors down columns.
-  p.tile_cols = p.simd_width * (s.form == "column" ? 8 : 4);
-  p.tile_rows = 4;
-  if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
-  p.unit = s.sx_c == 1;  // the tile's columns run along X's columns in every form
+  // registers: 4 rows x 4 vectors for a row reduction. Down columns, one row of as many vectors
+  // as there are registers (2 KiB of each f32 row with AVX-512): long contiguous runs per row
+  // are what the prefetchers follow. Measured on Zen 5, one thread, 8192 x 8192 f32 down the
+  // columns: 4 x 8 vectors 21 GB/s, 1 x 16 24, 1 x 32 34 (the row form: 38), 1 x 48 21
+  // (spills). Narrow arrays get narrower tiles, so that every worker has columns.
   const double bytes = double(s.rows) * s.cols * ir::size_in_bytes(s.in);
   p.threads = bytes < (1 << 20) ? 1 : std::max(1, max_threads);
+  p.tile_cols = p.simd_width * 4;
+  p.tile_rows = 4;
+  if (s.form == "column") {
+    const int64_t regs = vector_bytes >= 64 ? 32 : 16;
+    const int64_t per_worker = (s.cols + p.threads - 1) / p.threads;
+    const int64_t nvec = std::max<int64_t>(4, std::min<int64_t>(regs, (per_worker + p.simd_width - 1) / p.simd_width));
+    p.tile_rows = 1;
+    p.tile_cols = p.simd_width * static_cast<int>(nvec);
+  }
+  if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
+  p.unit = s.sx_c == 1;  // the tile's columns run along X's columns in every form
   return p;
 }
 
