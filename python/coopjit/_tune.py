@@ -20,7 +20,7 @@ from ._tune_report import TuneReport
 
 #: The fields of a complete plan as the tuner stores it (every knob the planner takes but
 #: prepacked_b, which needs an operand packed by coopjit.prepack).
-PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack")
+PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "mc_tiles")
 
 
 @dataclass
@@ -51,7 +51,7 @@ def _tiles(p: Problem, plan: dict) -> list:
     # register file; no taller or wider than the problem (in the plan's orientation).
     rows, cols = (p.n, p.m) if plan["layout"] == "col" else (p.m, p.n)
     out = []
-    for nvec, heights in ((1, (4, 8, 16, 24)), (2, (4, 6, 8, 10, 12, 14)), (3, (4, 6, 8)), (4, (3, 4, 6))):
+    for nvec, heights in ((1, (4, 8, 16, 24)), (2, (4, 6, 8, 10, 12, 14)), (3, (4, 6, 8)), (4, (3, 4, 5, 6))):
         if (nvec - 1) * p.simd >= max(cols, 1):
             continue
         for mr in heights:
@@ -62,7 +62,7 @@ def _tiles(p: Problem, plan: dict) -> list:
 
 def _kts(p: Problem, plan: dict) -> list:
     whole = -(-max(p.k, 1) // 128) * 128  # all of K in one K tile
-    return [{"kt": kt} for kt in sorted({128, 256, 512, 1024, whole}) if kt <= whole and kt % plan["kb"] == 0]
+    return [{"kt": kt} for kt in sorted({128, 256, 512, 1024, 2048, 4096, whole}) if kt <= whole and kt % plan["kb"] == 0]
 
 
 #: The search, per device: one row per knob, swept in this order.
@@ -73,6 +73,8 @@ KNOBS: dict[str, list[Knob]] = {
         Knob("tile", _tiles),
         Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32) if v <= max(4, p.k)]),
         Knob("kt", _kts),
+        # row panels per block of the packed nest (the A block that stays in L2)
+        Knob("mc_tiles", lambda p, plan: [{"mc_tiles": v} for v in (4, 8, 16, 32)] if plan["pack"] else []),
         Knob("threads", lambda p, plan: [{"threads": v} for v in sorted({1, p.pool})]),
         Knob("split", lambda p, plan: [{"split": v} for v in ("dp", "sk", "sk+dp")] if plan["threads"] > 1 else []),
     ],
