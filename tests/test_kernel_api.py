@@ -101,3 +101,20 @@ def test_debug_env_prints_the_pipeline():
     assert "[coopjit] plan gemm.f32" in res.stderr
     assert "coopmatrix.mul_add" in res.stderr
     assert "define void @" in res.stderr
+
+
+def test_small_kernels_have_their_shape_built_in_and_take_other_strides(rng):
+    # Up to 64 in every dimension the code has the sizes and strides as constants
+    # (config fixed_shape); operands with other strides of the same kind get their own variant.
+    k = coopjit.compile_gemm(12, 20, 16, np.float32)
+    assert k.config["fixed_shape"] == "true"
+    assert coopjit.compile_gemm(300, 300, 300, np.float32).config["fixed_shape"] == "false"
+    assert coopjit.compile_gemm(12, 20, 16, np.float32, plan={"fixed": 0}).config["fixed_shape"] == "false"
+    big_a = rng.standard_normal((12, 40)).astype(np.float32)
+    a = big_a[:, 3:19]  # row stride 40, not 16
+    b = rng.standard_normal((16, 20)).astype(np.float32)
+    c = np.empty((12, 20), np.float32)
+    k(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    k(np.ascontiguousarray(a), b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

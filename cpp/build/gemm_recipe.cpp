@@ -44,6 +44,11 @@ class GemmRecipe {
 
   void build() {
     Builder b(f_);
+    if (!p_.fixed.empty()) {  // the shape and strides as constants (GemmPlan::fixed)
+      Value** slots[] = {&g_.M, &g_.N, &g_.K, &g_.sa_r, &g_.sa_c, &g_.sb_r, &g_.sb_c, &g_.sc_r, &g_.sc_c,
+                         &g_.batch1, &g_.batch2, &g_.sa_b1, &g_.sb_b1, &g_.sc_b1, &g_.sa_b2, &g_.sb_b2, &g_.sc_b2};
+      for (size_t i = 0; i < p_.fixed.size(); ++i) *slots[i] = b.index(p_.fixed[i]);
+    }
     one_ = b.index(1, "c1");
     zero_ = b.index(0, "c0");
     // Unit strides are compile-time constants: the lowering turns them into vector accesses.

@@ -12,7 +12,14 @@ std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string());
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), fixed_key());
+}
+
+std::string GemmPlan::fixed_key() const {
+  if (fixed.empty()) return {};
+  std::string s = ".fixed";
+  for (int64_t v : fixed) s += cat("_", v);
+  return s;
 }
 
 std::string GemmPlan::vnni_description() const {
@@ -47,6 +54,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"pack", pack ? "true" : "false"},
           {"mc_tiles", std::to_string(mc_tiles)},
           {"prepacked_b", prepacked_b ? "true" : "false"},
+          {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
           {"kt", std::to_string(kt)}};
@@ -199,6 +207,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.pack = v == 1;
       continue;
     }
+    if (k == "fixed") continue;  // decided at the end
     if (k == "vnni") {
       if (v != 1 && v != 2 && v != 4) throw UserError(cat("plan override vnni=", v, " must be 1, 2 or 4"));
       p.vnni = static_cast<int>(v);
@@ -222,7 +231,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, mc_tiles)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, mc_tiles, fixed)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -256,6 +265,15 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   }
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
+  // Small products get code for their exact shape and strides (see GemmPlan::fixed): the
+  // per-product work is a few hundred cycles, and runtime strides cost a third of it in
+  // address arithmetic (spilled row pointers). `fixed=0` turns it off.
+  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0;
+  if (auto it = overrides.find("fixed"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1) throw UserError(cat("plan override fixed=", it->second, " must be 0 or 1"));
+    fix = it->second == 1 && !p.pack;
+  }
+  if (fix) p.fixed = gemm_args(spec, p).fixed_view();
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
   if (p.mr * (p.nr / p.simd_width) > 4 * regs)

@@ -43,6 +43,11 @@ struct GemmPlan {
   // in the input types, for the dot-product instructions. With s8 x s8 the A panels hold A + 128
   // as u8 (vpdpbusd multiplies u8 by s8) and the epilogue subtracts 128 * B's column sums.
   int vnni = 1;
+  // Small products (every dimension up to 64): the sizes and element strides are compile-time
+  // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
+  // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
+  // checks fold away, every address is a constant offset from a tile's base. Empty: runtime values.
+  std::vector<int64_t> fixed;
   // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
   // arguments of the same code, not part of its key.
   int threads = 1;            // workers (CPU threads), all running at once
@@ -51,6 +56,7 @@ struct GemmPlan {
 
   /// Everything that changes the generated code, as one string (the code cache key).
   std::string key() const;
+  std::string fixed_key() const;
   /// What the vnni field means for this plan, for kernel.config.
   std::string vnni_description() const;
   /// The whole plan, one line.
@@ -69,6 +75,10 @@ struct GemmArgs {
   int64_t kt;
   int64_t tiles_mn() const;  // output tiles over all batches
   int64_t tiles_k() const;   // K tiles (at least 1: a K = 0 product still writes C)
+  /// The values GemmPlan::fixed holds, in its order.
+  std::vector<int64_t> fixed_view() const {
+    return {M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1, sb_b1, sc_b1, sa_b2, sb_b2, sc_b2};
+  }
 };
 
 /// The Stream-K split of seeds/004 for W workers: how many of the tiles_mn * tiles_k global

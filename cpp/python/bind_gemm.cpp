@@ -93,15 +93,32 @@ struct PyGemmKernel {
       return std::array<bool, 6>{x.sa_r == 1, x.sb_c == 1, x.sc_c == 1, x.sc_r == 1, x.sa_c == 1, x.sb_r == 1};
     };
     const bool same = s.M == k.spec.M && s.N == k.spec.N && s.K == k.spec.K && s.batch1 == k.spec.batch1 &&
-                      s.batch2 == k.spec.batch2 && unit(s) == unit(k.spec);
-    const CpuInfo& cpu = host_cpu();
-    GemmPlan p = same ? k.plan : plan_gemm(s, {cpu.vector_bytes, cpu.vector_registers, k.plan.threads}, overrides);
-    if (!same && p.key() != k.plan.key())
-      throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.plan.key(),
-                          " (", s.str(), ")"));
+                      s.batch2 == k.spec.batch2 && unit(s) == unit(k.spec) &&
+                      (k.plan.fixed.empty() || gemm_args(s, k.plan).fixed_view() == gemm_args(k.spec, k.plan).fixed_view());
     const void* pa = a.data();
     const void* pb = b.data();
     void* pc = c.mutable_data();
+    if (!same) {
+      CpuTargetInfo target = host_target();
+      target.max_threads = k.plan.threads;
+      GemmPlan p = plan_gemm(s, target, overrides);
+      GemmPlan p_code = p, k_code = k.plan;  // the code apart from fixed sizes and strides
+      p_code.fixed.clear();
+      k_code.fixed.clear();
+      if (p_code.key() != k_code.key())
+        throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.plan.key(),
+                            " (", s.str(), ")"));
+      if (p.key() != k.plan.key()) {
+        // The same plan for other strides of a small product, whose code has its strides
+        // built in (GemmPlan::fixed): that variant, compiled once.
+        PlanOverrides ov = overrides;
+        ov["threads"] = k.plan.threads;
+        GemmKernel other = gemm_kernel(s, ov);
+        py::gil_scoped_release nogil;
+        run_gemm(other, s, pa, pb, pc, alpha, beta);
+        return;
+      }
+    }
     if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
       run_gemm(k, s, pa, pb, pc, alpha, beta);
       return;

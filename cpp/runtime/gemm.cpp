@@ -7,6 +7,8 @@
 #include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <sys/mman.h>
 #include <memory>
@@ -37,9 +39,10 @@ struct MemoKey {
   int64_t M, N, K, batch;
   int dtype, flags, threads, types;
   int64_t tuned;  // the tuned-plan table's generation: a new tuned plan takes effect at once
+  std::array<int64_t, 14> strides;  // small products only (GemmPlan::fixed): strides and batch split
   bool operator==(const MemoKey& o) const {
     return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
-           threads == o.threads && types == o.types && tuned == o.tuned;
+           threads == o.threads && types == o.types && tuned == o.tuned && strides == o.strides;
   }
 };
 struct MemoHash {
@@ -48,6 +51,7 @@ struct MemoHash {
     for (int64_t v : {k.N, k.K, k.batch, int64_t(k.dtype), int64_t(k.flags), int64_t(k.threads), int64_t(k.types),
                       k.tuned})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
+    for (int64_t v : k.strides) h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
 };
@@ -59,8 +63,11 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   // Exactly what plan_gemm looks at besides the values passed at run time.
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
                     int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6;
-  const MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
-                    int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation()};
+  MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
+              int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation(), {}};
+  if (std::max({s.M, s.N, s.K}) <= 64)  // the plan may fix the strides (GemmPlan::fixed)
+    key.strides = {s.sa_r, s.sa_c, s.sb_r, s.sb_c, s.sc_r, s.sc_c, s.batch1, s.sa_b1, s.sb_b1, s.sc_b1,
+                   s.sa_b2, s.sb_b2, s.sc_b2, 0};
   {
     std::lock_guard<std::mutex> g(mu);
     auto it = memo.find(key);

@@ -9,7 +9,7 @@ from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "mc_tiles")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "mc_tiles", "fixed")
 
 
 def _overrides(plan: dict | None) -> dict:
@@ -27,7 +27,7 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _SPLITS:
                 raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
             out[key] = _SPLITS[value]
-        elif key in ("pack", "prepacked_b"):
+        elif key in ("pack", "prepacked_b", "fixed"):
             out[key] = int(bool(value))
         elif key in ("mr", "nr", "kb", "kt", "threads", "vnni", "mc_tiles"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
