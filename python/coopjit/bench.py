@@ -39,7 +39,7 @@ class Config:
     gemm_sizes: tuple = (256, 512, 1024, 2048)
     small_sizes: tuple = (4, 8, 16, 32, 64)
     batched: tuple = (4096, 16)  # count, n: `count` products of n x n x n in one matmul call
-    lowp_sizes: tuple = (256, 512, 1024, 2048)
+    lowp_sizes: tuple = (256, 512, 1024, 2048, 4096)
     reduce_shape: tuple = (8192, 8192)  # float32: 256 MiB, 8x the L3 of a large CPU
     repeat: int = 11  # timed samples per cell (fewer when the budget runs out, at least 3)
     min_sample: float = 0.005  # seconds: calls shorter than this are timed in batches
