@@ -184,3 +184,18 @@ def test_bf16_output_over_several_k_tiles_rounds_once(rng, kt):
     kern(a, b, c16)
     np.testing.assert_array_equal(c16.view(np.uint16), c32.astype(BF16).view(np.uint16))
     assert np.all(np.abs(c32 - a.astype(np.float64) @ b.astype(np.float64)) <= bf16_bound(a, b))
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
+def test_bf16_subnormal_inputs_flush_on_the_dot_path_and_not_with_vnni_off():
+    # vdpbf16ps treats subnormal bf16 inputs as zero (as oneDNN / PyTorch do); the plan field
+    # vnni=1 (inputs widened to float32 while packing) keeps them. Documented in the README.
+    m, n, k = 320, 290, 300
+    a = np.full((m, k), 2.0 ** -130, np.float32).astype(BF16)  # below bf16's smallest normal, 2^-126
+    b = np.full((k, n), 2.0 ** 100, np.float32).astype(BF16)
+    exact = k * 2.0 ** -30
+    dot, wide = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+    coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32)(a, b, dot)
+    coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32, plan={"vnni": 1})(a, b, wide)
+    assert np.all(dot == 0.0)
+    np.testing.assert_allclose(wide, exact, rtol=1e-6)
