@@ -121,6 +121,10 @@ def format_table(result: dict) -> str:
             for lib in LIBS:
                 if res[lib].get("status") in ("n/a", "error", "WRONG"):
                     notes.setdefault((lib, res[lib]["status"], res[lib]["note"]), []).append(sec.title.split(",")[0])
+    if result.get("jit"):
+        from ._bench_jit import format_rows
+
+        lines += format_rows(result["jit"])
     if notes:
         lines += ["", "notes:"]
         for (lib, status, note), where in notes.items():

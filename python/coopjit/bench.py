@@ -27,6 +27,7 @@ import numpy as np
 
 import coopjit
 
+from . import _bench_jit
 from . import _bench_report as report
 
 LIBS = ("coopjit", "numpy", "torch")
@@ -52,7 +53,7 @@ class Config:
     retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
     peak_seconds: float = 0.1
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
-                       "gemm_int8", "reduce")
+                       "gemm_int8", "reduce", "jit")
 
 
 FULL = Config()
@@ -218,6 +219,8 @@ def cases(cfg: Config) -> list[Case]:
         elif key in ("gemm_bf16", "gemm_f16", "gemm_int8"):
             dtype = {"gemm_bf16": "bfloat16", "gemm_f16": "float16", "gemm_int8": "int8"}[key]
             out += [gemm_case(key, dtype, n) for n in cfg.lowp_sizes]
+        elif key == "jit":
+            continue  # measured apart, in fresh processes (_bench_jit.py)
         elif key == "reduce":
             s = cfg.reduce_shape
             out += [reduce_case("sum", None, s), reduce_case("sum", 0, s), reduce_case("sum", 1, s),
@@ -361,6 +364,9 @@ def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", n
     for i, case in enumerate(todo):
         _progress(i, len(todo), f"{report.SECTIONS[case.section].title}: {case.label}")
         result["rows"].append(run_case_quietly(case, cfg, last, retry_until))
+    if "jit" in cfg.sections:
+        _progress(len(todo), len(todo), "JIT costs, in fresh processes")
+        result["jit"] = _bench_jit.measure()
     _progress(len(todo), len(todo), "done")
     cpu1, wall = _cpu_seconds(), time.perf_counter() - t0
     result["meta"]["seconds"] = wall
