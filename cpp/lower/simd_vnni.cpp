@@ -1,6 +1,6 @@
 // The SIMD lowering of VNNI-packed loads and stores and of mul_add through the CPU's dot-product
-// instructions: AVX512-BF16 (vdpbf16ps: pairs of bf16 products added to f32) and AVX512-VNNI
-// (vpdpbusd: quads of u8 x s8 products added to i32). These are the seeds' VNNI layout (001:
+// instructions: AVX512-BF16 (vdpbf16ps: pairs of bf16 products added to f32) and AVX512-VNNI /
+// AVX-VNNI (vpdpbusd: quads of u8 x s8 products added to i32). These are the seeds' VNNI layout (001:
 // omega = 4 / component size consecutive K elements in one 32-bit channel) in registers.
 #include "lower/simd_lowering.h"
 
@@ -117,13 +117,16 @@ llvm::Value* SimdLowering::interleave(const std::vector<llvm::Value*>& rows) {
 }
 
 SimdLowering::Dot SimdLowering::dot_kind(const Type& ta, const Type& tb, const Type& tc) const {
-  if (S_ != 16 || ta.use != Use::a || tb.use != Use::b) return Dot::none;
+  if ((S_ != 16 && S_ != 8) || ta.use != Use::a || tb.use != Use::b) return Dot::none;
   if (in_memory(tb) || in_memory(tc)) return Dot::none;
   const CpuInfo& cpu = host_cpu();
-  if (ta.scalar == ScalarType::bf16 && tb.scalar == ScalarType::bf16 && tc.scalar == ScalarType::f32 &&
-      ta.cols % 2 == 0 && cpu.has("avx512bf16") && cpu.has("avx512f"))
+  // 16 lanes: the AVX-512 forms; 8 lanes (AVX2 level): AVX-VNNI's VEX vpdpbusd (no bf16 dot there).
+  const bool wide = S_ == 16 && cpu.has("avx512f");
+  if (wide && ta.scalar == ScalarType::bf16 && tb.scalar == ScalarType::bf16 && tc.scalar == ScalarType::f32 &&
+      ta.cols % 2 == 0 && cpu.has("avx512bf16"))
     return Dot::bf16;
-  if (tc.scalar == ScalarType::i32 && ta.cols % 4 == 0 && cpu.has("avx512vnni") && cpu.has("avx512bw")) {
+  const bool vnni = wide ? cpu.has("avx512vnni") && cpu.has("avx512bw") : S_ == 8 && cpu.has("avxvnni");
+  if (tc.scalar == ScalarType::i32 && ta.cols % 4 == 0 && vnni) {
     if (ta.scalar == ScalarType::u8 && tb.scalar == ScalarType::i8) return Dot::u8s8;
     if (ta.scalar == ScalarType::i8 && tb.scalar == ScalarType::u8) return Dot::s8u8;
   }
@@ -154,6 +157,9 @@ std::vector<llvm::Value*> SimdLowering::mul_add_dot(const Op& o, Dot kind) {
     }
     return b_.CreateBitCast(b_.CreateVectorSplat(S_, w), wide);
   };
+  // (the 256-bit form is AVX512-VNNI's with VL, or AVX-VNNI's VEX encoding: LLVM picks by features)
+  const llvm::Intrinsic::ID busd =
+      S_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256;
   std::vector<llvm::Value*> bq(static_cast<size_t>(groups * nch));
   for (int64_t q = 0; q < groups; ++q)
     for (int j = 0; j < nch; ++j) {
@@ -178,10 +184,10 @@ std::vector<llvm::Value*> SimdLowering::mul_add_dot(const Op& o, Dot kind) {
             acc = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512, {}, {acc, as, bj});
             break;
           case Dot::u8s8:  // vpdpbusd: the first source's bytes are unsigned, the second's signed
-            acc = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {}, {acc, as, bj});
+            acc = b_.CreateIntrinsic(busd, {}, {acc, as, bj});
             break;
           case Dot::s8u8:
-            acc = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {}, {acc, bj, as});
+            acc = b_.CreateIntrinsic(busd, {}, {acc, bj, as});
             break;
           case Dot::none:
             break;

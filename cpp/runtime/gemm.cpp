@@ -23,7 +23,8 @@ CpuTargetInfo host_target() {
   CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, ThreadPool::get().size()};
   // The dot instructions the SIMD lowering uses (simd_vnni.cpp), on 16-lane (AVX-512) vectors.
   t.dot_bf16 = cpu.vector_bytes == 64 && cpu.has("avx512bf16");
-  t.dot_i8 = cpu.vector_bytes == 64 && cpu.has("avx512vnni") && cpu.has("avx512bw");
+  t.dot_i8 = (cpu.vector_bytes == 64 && cpu.has("avx512vnni") && cpu.has("avx512bw")) ||
+             (cpu.vector_bytes == 32 && cpu.has("avxvnni"));  // AVX-VNNI: 256-bit VEX vpdpbusd
   return t;
 }
 
