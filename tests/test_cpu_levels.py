@@ -31,7 +31,13 @@ assert np.abs(c32 - ref).max() <= 252 * 2 ** -23 * (np.abs(a.astype(np.float64))
 assert np.array_equal(coopjit.matmul(a, b).view(np.uint16), c32.astype(ml_dtypes.bfloat16).view(np.uint16)), "bf16 out"
 ai, bi = rng.integers(-128, 128, (320, 300)).astype(np.int8), rng.integers(-128, 128, (300, 290)).astype(np.int8)
 assert np.array_equal(coopjit.matmul(ai, bi), ai.astype(np.int64) @ bi.astype(np.int64)), "int8"
-assert coopjit.compile_gemm(320, 290, 300, np.int8).config["vnni"].startswith("1")
+# int8 quads: AVX-VNNI's 256-bit vpdpbusd at the AVX2 level where the CPU has it, widened otherwise
+k8 = coopjit.compile_gemm(320, 290, 300, np.int8)
+avxvnni = bool(info["features"].get("avxvnni")) and LEVEL == "avx2"
+assert k8.config["vnni"].startswith("4" if avxvnni else "1"), k8.config["vnni"]
+assert ("vpdpbusd" in k8.source("asm")) == avxvnni
+ai, bi = rng.integers(0, 256, (20, 32)).astype(np.uint8), rng.integers(-128, 128, (32, 24)).astype(np.int8)
+assert np.array_equal(coopjit.matmul(ai, bi), ai.astype(np.int64) @ bi.astype(np.int64)), "u8 x s8 unpacked"
 x = rng.standard_normal((33, 65)).astype(np.float32)
 assert np.allclose(coopjit.reduce(x, axis=0), x.sum(0), rtol=1e-5, atol=1e-5)
 asm = coopjit.compile_gemm(256, 256, 256, np.float32).source("asm")
