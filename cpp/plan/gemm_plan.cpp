@@ -257,10 +257,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // The blocked nest's K tile: C (or the scratch of partial sums) is read and written once per
   // K tile, which costs more than a B slice that spills from L1 to L2. 4 KiB of B per column
   // (1024 f32, 2048 bf16, 4096 int8 in K; a 256 KiB slice of a 64-column panel, in L2 with the
-  // A block), in equal tiles. Measured on Zen 5, one thread, 2048^3: f32 212 -> 233 GFLOP/s
-  // (kt 256 -> 1024), bf16 344 -> 462, int8 719 -> 898.
+  // A block; f64 1024 as well), in equal tiles. Measured on Zen 5, one thread, 2048^3: f32 212 ->
+  // 233 GFLOP/s (kt 256 -> 1024), bf16 344 -> 462, int8 719 -> 898, f64 102 -> 109 (512 -> 1024).
   if (p.pack && !overrides.count("kt")) {
-    const int64_t cap = 4096 / ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype);
+    const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
     const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
     p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
   }
