@@ -18,6 +18,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_sizes=(16,), reduce_shape=(64, 32),
+                    streamk=((48, 16, 512),),
                     repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
                     peak_seconds=0.01)
 
@@ -86,7 +87,10 @@ def test_tiny_bench_writes_json_with_every_section_and_field(tiny_run):
     assert set(data["meta"]) >= {"cpu", "cores", "coopjit", "llvm", "numpy", "torch", "blas", "date", "config",
                                  "other_load", "peak_other_load", "busy_rows"}
     assert set(data["peak"]) >= set(PEAKS)
-    assert {r["section"] for r in data["rows"]} == set(TINY.sections) - {"jit"}
+    assert {r["section"] for r in data["rows"]} == set(TINY.sections) - {"jit", "streamk"}
+    (sk,) = data["streamk"]
+    assert sk["shape"] == [48, 16, 512] and sk["ok"] and sk["auto_s"] > 0 and sk["dp_s"] > 0
+    assert sk["split"] in ("sk", "sk+dp", "dp") and sk["tiles"] >= 1
     # the JIT section: per kernel kind, a compile (empty cache) and a disk load, in fresh processes
     assert [r["kind"] for r in data["jit"]] == list(bench._bench_jit.KINDS)
     for r in data["jit"]:
@@ -123,7 +127,8 @@ def test_table_names_each_section_and_the_peaks(tiny_run):
     result, _ = tiny_run
     table = bench.report.format_table(result)
     for sec in TINY.sections:
-        assert (bench.report.SECTIONS[sec].title if sec != "jit" else "JIT: first call compiling") in table
+        title = {"jit": "JIT: first call compiling", "streamk": "Stream-K: the automatic plan"}
+        assert title.get(sec, bench.report.SECTIONS.get(sec) and bench.report.SECTIONS[sec].title) in table
     assert "peaks measured by coopjit.peak()" in table and "f32 FMA" in table
 
 

@@ -121,6 +121,14 @@ def format_table(result: dict) -> str:
             for lib in LIBS:
                 if res[lib].get("status") in ("n/a", "error", "WRONG"):
                     notes.setdefault((lib, res[lib]["status"], res[lib]["note"]), []).append(sec.title.split(",")[0])
+    if result.get("streamk"):
+        lines += ["", "Stream-K: the automatic plan against forced data-parallel (float32, both threads, ms per call)",
+                  f"{'M x N x K':>18} {'tiles':>6} {'workers':>8} {'split':>6} {'auto':>9} {'dp':>9} {'speed-up':>9}",
+                  "-" * 71]
+        for r in result["streamk"]:
+            shape = "x".join(str(v) for v in r["shape"])
+            lines.append(f"{shape:>18} {r['tiles']:>6} {r['workers']:>8} {r['split']:>6} {1e3 * r['auto_s']:>9.3f} "
+                         f"{1e3 * r['dp_s']:>9.3f} {r['speedup']:>9.2f}" + ("" if r["ok"] else "  WRONG"))
     if result.get("jit"):
         from ._bench_jit import format_rows
 

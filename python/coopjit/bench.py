@@ -42,6 +42,9 @@ class Config:
     batched: tuple = (4096, 16)  # count, n: `count` products of n x n x n in one matmul call
     lowp_sizes: tuple = (256, 512, 1024, 2048, 4096)
     reduce_shape: tuple = (8192, 8192)  # float32: 256 MiB, 8x the L3 of a large CPU
+    # float32 (M, N, K) whose output tiles leave the last wave of workers partly empty (3 and 5
+    # tiles of 16 x 16 on 2 workers): the automatic plan (Stream-K) against forced data-parallel
+    streamk: tuple = ((48, 16, 32768), (80, 16, 32768))
     repeat: int = 11  # timed samples per cell (fewer when the budget runs out, at least 3)
     min_sample: float = 0.005  # seconds: calls shorter than this are timed in batches
     budget: float = 3.0  # seconds of timed calls per cell
@@ -53,7 +56,7 @@ class Config:
     retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
     peak_seconds: float = 0.1
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
-                       "gemm_int8", "reduce", "jit")
+                       "gemm_int8", "reduce", "streamk", "jit")
 
 
 FULL = Config()
@@ -219,8 +222,8 @@ def cases(cfg: Config) -> list[Case]:
         elif key in ("gemm_bf16", "gemm_f16", "gemm_int8"):
             dtype = {"gemm_bf16": "bfloat16", "gemm_f16": "float16", "gemm_int8": "int8"}[key]
             out += [gemm_case(key, dtype, n) for n in cfg.lowp_sizes]
-        elif key == "jit":
-            continue  # measured apart, in fresh processes (_bench_jit.py)
+        elif key in ("jit", "streamk"):
+            continue  # measured apart: their own tables
         elif key == "reduce":
             s = cfg.reduce_shape
             out += [reduce_case("sum", None, s), reduce_case("sum", 0, s), reduce_case("sum", 1, s),
@@ -228,6 +231,31 @@ def cases(cfg: Config) -> list[Case]:
         else:
             raise ValueError(f"unknown section {key!r}; known: {', '.join(Config().sections)}")
     return out
+
+
+def stream_k_rows(cfg: Config) -> list[dict]:
+    """The automatic plan against forced data-parallel on shapes with a partly empty last wave."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for m, n, k in cfg.streamk:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        auto = coopjit.compile_gemm(m, n, k, np.float32)
+        dp = coopjit.compile_gemm(m, n, k, np.float32, plan={"split": "dp"})
+        c = np.empty((m, n), np.float32)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        times = {}
+        for name, kern in (("auto", auto), ("dp", dp)):
+            t = time_call(lambda kern=kern: (kern(a, b, c), c.copy())[1], cfg)
+            err = float(np.max(np.abs(t["result"] - ref))) / float(np.max(np.abs(ref)))
+            times[name] = {"median_s": t["median_s"], "ok": bool(err <= (k + 2) * np.finfo(np.float32).eps)}
+        cf = auto.config
+        tiles = -(-m // int(cf["mr"])) * -(-n // int(cf["nr"]))
+        rows.append({"shape": [m, n, k], "tiles": tiles, "workers": int(cf["threads"]), "split": cf["split"],
+                     "auto_s": times["auto"]["median_s"], "dp_s": times["dp"]["median_s"],
+                     "ok": times["auto"]["ok"] and times["dp"]["ok"],
+                     "speedup": times["dp"]["median_s"] / times["auto"]["median_s"]})
+    return rows
 
 
 # ---- running
@@ -364,6 +392,9 @@ def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", n
     for i, case in enumerate(todo):
         _progress(i, len(todo), f"{report.SECTIONS[case.section].title}: {case.label}")
         result["rows"].append(run_case_quietly(case, cfg, last, retry_until))
+    if "streamk" in cfg.sections:
+        _progress(len(todo), len(todo), "Stream-K against data-parallel")
+        result["streamk"] = stream_k_rows(cfg)
     if "jit" in cfg.sections:
         _progress(len(todo), len(todo), "JIT costs, in fresh processes")
         result["jit"] = _bench_jit.measure()
