@@ -13,13 +13,15 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   f.name = name;
   f.attrs["subgroup_size"] = int64_t(p.subgroup_size);
   f.attrs["subgroups_per_group"] = int64_t(p.sg_m * p.sg_n);
+  if (p.dpas) f.attrs["dpas"] = int64_t(p.dpas);
+  if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   const ScalarType T = p.dtype;
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
   Value* A = f.add_param(Type::pointer(p.a_type), "A");
   Value* B = f.add_param(Type::pointer(p.b_type), "B");
   Value* C = f.add_param(Type::pointer(p.c_type), "C");
   Value *M = idx("M"), *N = idx("N"), *K = idx("K");
-  Value *sa_r_p = idx("sa_r"), *sa_c = idx("sa_c"), *sb_r = idx("sb_r"), *sb_c = idx("sb_c");
+  Value *sa_r_p = idx("sa_r"), *sa_c = idx("sa_c"), *sb_r_p = idx("sb_r"), *sb_c = idx("sb_c");
   Value *sc_r_p = idx("sc_r"), *sc_c = idx("sc_c");
   Value *batch1 = idx("batch1"), *batch2 = idx("batch2");
   Value *sa_b1 = idx("sa_b1"), *sb_b1 = idx("sb_b1"), *sc_b1 = idx("sc_b1");
@@ -33,6 +35,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* zero = b.index(0, "c0");
   // Unit row strides are constants: the SIMT lowering turns them into subgroup block reads/writes.
   Value* sa_r = p.unit_a ? one : sa_r_p;
+  Value* sb_r = p.unit_b ? one : sb_r_p;
   Value* sc_r = p.unit_c ? one : sc_r_p;
   Value* MR = b.index(p.mr, "MR");
   Value* NR = b.index(p.nr, "NR");
@@ -73,9 +76,15 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* k_main = x.sub(K, x.rem(K, KB), "k_main");
     // The tile: a K loop of mul_add (loads checked only in edge tiles), the K tail (checked), then
     // C = alpha acc (+ beta C) (checked in edge tiles).
+    // With 2-D block loads, each load also names the next K step's blocks (A: kb columns on, B:
+    // kb rows down) for the lowering's prefetch.
     auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
       Value* a = kb.load(a_t, {At, m0, k, sa_r, sa_c, M, K}, chk, "a");
       Value* bm = kb.load(b_t, {Bt, k, n0, sb_r, sb_c, K, N}, chk, "b");
+      if (p.block2d) {
+        a->def->attrs["prefetch_row"] = int64_t(0), a->def->attrs["prefetch_col"] = int64_t(p.kb);
+        bm->def->attrs["prefetch_row"] = int64_t(p.kb), bm->def->attrs["prefetch_col"] = int64_t(0);
+      }
       return kb.mul_add(a, bm, acc_in, "acc");
     };
     auto k_loop = [&](Builder& y, bool checked) {

@@ -20,6 +20,17 @@
 //     where the matrix is smaller than the macro tile; data-parallel over output tiles (no
 //     Stream-K on GPUs yet: one work-group per macro tile is what the hardware schedules best
 //     without inter-work-group flags).
+// DPAS (Intel XMX, SPV_INTEL_subgroup_matrix_multiply_accumulate), for f16 / bf16 -> f32 and
+// i8 / u8 -> i32 on devices whose smallest subgroup is 16 (Xe-HPC, Xe2): the instruction is
+// M (1..8) x N 16 x K (16 for 16-bit, 32 for 8-bit inputs: 8 systolic stages of 32-bit
+// channels), and the Data Center GPU Max 1550's published peaks (52 TFLOP/s FP32 vector,
+// 839 TFLOP/s FP16 / BF16 and 1678 TOP/s INT8 on the matrix engines) make it 16x (32x for
+// int8) the vector FMA path, so the plan takes it whenever the device has it. Tile: the same
+// 32 x 32 accumulator (64 registers) with kb = one instruction's K: A 32 x 16 f16 or 32 x 32
+// i8 is 16 registers, B as much: 96 registers, as above; each mul_add is 2 x 4 DPAS calls of
+// M 8. 2-D block loads and stores (SPV_INTEL_2d_block_io, the same devices) read and write
+// those tiles when the layout allows (lanes along unit-stride rows); loads of the next K step's
+// blocks are prefetched.
 // Speed on Intel GPUs cannot be measured here; these choices are unmeasured defaults.
 #pragma once
 
@@ -41,10 +52,19 @@ struct GpuTargetInfo {
   std::vector<int64_t> subgroup_sizes;  // supported subgroup sizes
   int64_t max_work_group_size = 256;
   bool is_gpu = true;
+  bool dpas = false;     // OpSubgroupMatrixMultiplyAccumulateINTEL at subgroup 16
+  bool block2d = false;  // SPV_INTEL_2d_block_io
+  bool can_run = true;   // a device to run on (false for the named targets below)
 };
 
-/// From the device's properties (DeviceError when there is no such device).
+/// From the device's properties (DeviceError when there is no such device); "target:<name>"
+/// gives named_gpu_target(name).
 GpuTargetInfo gpu_target(const std::string& device);
+
+/// A GPU described by name, for generating (and validating) SPIR-V without one: "xe-hpc" (Data
+/// Center GPU Max), "xe2" (Lunar Lake, Battlemage): subgroups 16 / 32, DPAS and 2-D block I/O;
+/// "generic": subgroup 16, neither. UserError for another name.
+GpuTargetInfo named_gpu_target(const std::string& name);
 
 struct GpuGemmPlan {
   ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
@@ -56,8 +76,11 @@ struct GpuGemmPlan {
   int mr = 32, nr = 32, kb = 8;  // the subgroup's tile: acc mr x nr, K step kb
   int sg_m = 2, sg_n = 2;        // subgroups per work-group along M and N
   bool unit_a = false;  // the kernel's A has row stride 1 (block reads)
+  bool unit_b = false;  // the kernel's B has row stride 1 (2-D block reads)
   bool unit_c = false;  // the kernel's C has row stride 1 (block reads and writes)
   bool accumulate = false;
+  int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)
+  int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
   std::string key() const;
@@ -67,8 +90,8 @@ struct GpuGemmPlan {
   GemmPlan as_cpu_plan() const;
 };
 
-/// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n. UserError for an
-/// unknown or illegal one.
+/// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
+/// 2 as in GpuGemmPlan; 1 needs a target that has it). UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 
 struct GpuReducePlan {
