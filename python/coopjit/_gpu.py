@@ -126,6 +126,9 @@ class GpuKernel:
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
         from ._gemm import check_kernel_call
 
+        if self.device.startswith("target:"):
+            raise RuntimeError(f"this kernel was generated for {self.device[7:]} and validated with spirv-val, "
+                               "but there is no such device here to run it on")
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
             return c
@@ -141,7 +144,8 @@ class GpuKernel:
         cfg = self.config
         return (f"Kernel(gemm {self.dtype} M={self.m} N={self.n} K={self.k} on {self.device}; plan layout="
                 f"{cfg['layout']} tile={cfg['mr']}x{cfg['nr']} kb={cfg['kb']} subgroup={cfg['subgroup_size']} "
-                f"work-group={cfg['sg_m']}x{cfg['sg_n']})")
+                f"work-group={cfg['sg_m']}x{cfg['sg_n']} split={cfg['split']} dpas={cfg['dpas']} "
+                f"block2d={cfg['block2d']})")
 
 
 # ---- reductions -------------------------------------------------------------------------------------
