@@ -17,6 +17,7 @@ GpuTargetInfo gpu_target(const std::string& device) {
   t.subgroup_sizes = d.subgroup_sizes;
   t.max_work_group_size = d.max_work_group_size;
   t.is_gpu = d.type == "gpu";
+  t.compute_units = std::max<int64_t>(1, d.compute_units);
   // The subgroup-16 forms of DPAS and 2-D block I/O are those of devices whose smallest subgroup
   // is 16 (cl_intel_subgroup_matrix_multiply_accumulate; Xe-HPG's DPAS is SIMD8).
   const bool sg16 = !d.subgroup_sizes.empty() && *std::min_element(d.subgroup_sizes.begin(), d.subgroup_sizes.end()) == 16;
@@ -33,6 +34,7 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
     t.subgroup_sizes = {16, 32};
     t.max_work_group_size = 1024;
     t.dpas = t.block2d = true;
+    t.compute_units = name == "xe-hpc" ? 128 : 20;  // Data Center GPU Max 1550; Arc B580
   } else if (name == "generic") {
     t.subgroup_sizes = {16};
   } else {
@@ -57,7 +59,8 @@ std::string GpuGemmPlan::key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
-             block2d ? cat(".b2d", block2d) : "");
+             block2d ? cat(".b2d", block2d) : "",
+             split == "dp" ? std::string() : cat(".", split == "sk" ? "sk" : "skdp", ".kt", kt, ".w", workers));
 }
 
 std::map<std::string, std::string> GpuGemmPlan::fields() const {
@@ -79,7 +82,9 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"unit_stride_b", unit_b ? "true" : "false"},
           {"unit_stride_c", unit_c ? "true" : "false"},
           {"accumulate", accumulate ? "true" : "false"},
-          {"split", "dp"},
+          {"split", split},
+          {"kt", std::to_string(kt)},
+          {"workers", std::to_string(workers)},
           {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
           {"vnni", dpas ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
@@ -162,11 +167,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.dpas) p.kb = dpas_k;
 
   for (const auto& [k, v] : overrides) {
-    if (k == "layout" || k == "dpas" || k == "block2d") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "split" || k == "workers") continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
-               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : nullptr;
+               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -182,6 +187,28 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.dpas && (p.mr % 16 != 0 || p.kb % dpas_k != 0 || (p.nr % 8 != 0 && p.nr != 1 && p.nr != 2 && p.nr != 4)))
     throw UserError(cat("plan dpas: mr=", p.mr, " must be a multiple of 16, kb=", p.kb, " of ", dpas_k,
                         ", nr=", p.nr, " a multiple of 8 or 1, 2, 4 (the instruction's N, K and M)"));
+  if (!overrides.count("kt")) p.kt = 8 * p.kb;
+  if (p.kt % p.kb != 0)
+    throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (a K tile is whole K steps)"));
+  // The split (gpu_plan.h): workers from the compute units, DP unless the last wave is poor.
+  p.workers = target.compute_units * std::max(1, 64 / (p.sg_m * p.sg_n));
+  if (auto it = overrides.find("workers"); it != overrides.end()) {
+    if (it->second < 1 || it->second > (int64_t(1) << 20))
+      throw UserError(cat("plan override workers=", it->second, " is out of range [1, 2^20]"));
+    p.workers = it->second;
+  }
+  const int64_t batch = spec.batch1 * spec.batch2;
+  const int64_t tiles_mn = batch * ((M + int64_t(p.mr) * p.sg_m - 1) / (int64_t(p.mr) * p.sg_m)) *
+                           ((N + int64_t(p.nr) * p.sg_n - 1) / (int64_t(p.nr) * p.sg_n));
+  const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
+  const int64_t waves = (tiles_mn + p.workers - 1) / std::max<int64_t>(1, p.workers);
+  if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers)
+    p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
+  if (auto it = overrides.find("split"); it != overrides.end()) {
+    if (it->second < 0 || it->second > 2)
+      throw UserError(cat("plan override split=", it->second, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
+    p.split = it->second == 0 ? "dp" : it->second == 1 ? "sk" : "sk+dp";
+  }
   if (p.work_group_size() > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
                         p.work_group_size(), " work-items exceeds ", target.device, "'s maximum ", target.max_work_group_size));

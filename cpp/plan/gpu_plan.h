@@ -17,9 +17,12 @@
 //       f64: C 32 x 16 (64 regs) + A 32 x 4 (16) + B 4 x 16 (8)  = 88;
 //   - work-group: 2 x 2 subgroups (64 work-items, 4 hardware threads of one Xe-core, a 64 x 64
 //     f32 macro tile whose A and B rows the four threads share through the L1 cache), fewer
-//     where the matrix is smaller than the macro tile; data-parallel over output tiles (no
-//     Stream-K on GPUs yet: one work-group per macro tile is what the hardware schedules best
-//     without inter-work-group flags).
+//     where the matrix is smaller than the macro tile;
+//   - split: an Xe-core runs 8 x 8 = 64 hardware threads, so 64 / (sg_m sg_n) work-groups at a
+//     time: workers = compute units (Xe-cores) x that. Data-parallel (one work-group per macro
+//     tile) unless the last wave of tiles would leave more than a quarter of the workers idle
+//     and there are at least two K tiles to share: then 2-tile Stream-K + DP (seeds/004), or
+//     plain Stream-K when there are fewer tiles than workers. K tile kt = 8 kb.
 // DPAS (Intel XMX, SPV_INTEL_subgroup_matrix_multiply_accumulate), for f16 / bf16 -> f32 and
 // i8 / u8 -> i32 on devices whose smallest subgroup is 16 (Xe-HPC, Xe2): the instruction is
 // M (1..8) x N 16 x K (16 for 16-bit, 32 for 8-bit inputs: 8 systolic stages of 32-bit
@@ -55,6 +58,7 @@ struct GpuTargetInfo {
   bool dpas = false;     // OpSubgroupMatrixMultiplyAccumulateINTEL at subgroup 16
   bool block2d = false;  // SPV_INTEL_2d_block_io
   bool can_run = true;   // a device to run on (false for the named targets below)
+  int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS)
 };
 
 /// From the device's properties (DeviceError when there is no such device); "target:<name>"
@@ -81,6 +85,9 @@ struct GpuGemmPlan {
   bool accumulate = false;
   int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)
   int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
+  std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
+  int kt = 64;               // the Stream-K K tile (a multiple of kb)
+  int64_t workers = 1;       // Stream-K work-groups
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
   std::string key() const;
@@ -91,7 +98,8 @@ struct GpuGemmPlan {
 };
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
-/// 2 as in GpuGemmPlan; 1 needs a target that has it). UserError for an unknown or illegal one.
+/// 2 as in GpuGemmPlan; 1 needs a target that has it), split (0 dp, 1 sk, 2 sk+dp), kt, workers.
+/// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 
 struct GpuReducePlan {
