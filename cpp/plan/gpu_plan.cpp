@@ -55,12 +55,16 @@ int choose_subgroup(const GpuTargetInfo& t) {
 }
 }  // namespace
 
-std::string GpuGemmPlan::key() const {
+std::string GpuGemmPlan::code_key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "",
-             split == "dp" ? std::string() : cat(".", split == "sk" ? "sk" : "skdp", ".kt", kt, ".w", workers));
+             split == "dp" ? std::string() : cat(".streamk.kt", kt));
+}
+
+std::string GpuGemmPlan::key() const {
+  return split == "dp" ? code_key() : cat(code_key(), ".", split == "sk" ? "sk" : "skdp", ".w", workers);
 }
 
 std::map<std::string, std::string> GpuGemmPlan::fields() const {

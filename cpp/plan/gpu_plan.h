@@ -91,6 +91,8 @@ struct GpuGemmPlan {
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
   std::string key() const;
+  /// What the kernel's code depends on (key() less the Stream-K launch: sk or sk+dp, workers).
+  std::string code_key() const;
   std::string str() const { return key(); }
   std::map<std::string, std::string> fields() const;
   /// The same orientation as a CPU GemmPlan, for gemm_args().
