@@ -205,6 +205,32 @@ def test_block2d_emulated_matches_numpy(rng, dtype):
         check(kern(a, b), a, b)
 
 
+# ---- VNNI channels in the vector path --------------------------------------------------------------
+# With K contiguous in the kernel's A (trans_b in the "col" layout), matrix_a's channels (omega
+# consecutive K values, seeds/001) load as one 32-bit word each; 64 x 48 x 64 takes that path
+# (aligned), 37 x 29 x 45 the element path (odd K: unaligned rows) and edge tiles.
+@pytest.mark.parametrize("dtype", LOW)
+def test_vnni_channel_loads_match_numpy(rng, dtype):
+    dev = needs_device()
+    out = np.float32 if not is_int(dtype) else None
+    for m, n, k in [(64, 48, 64), (37, 29, 45)]:
+        a, bt = operands(rng, dtype, (m, k), (n, k))
+        kern = coopjit.compile_gemm(m, n, k, dtype, trans_b=True, device=dev, out_dtype=out)
+        assert kern.config["unit_stride_a_k"] == "true" and kern.config["dpas"] == "no"
+        assert "vnni.fast" in kern.source("llvm")
+        check(kern(a, bt), a, bt.T)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
+def test_compiled_kernel_with_transposes_on_host_arrays(rng, trans_a, trans_b):
+    dev = needs_device()
+    m, n, k = 40, 24, 56
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    kern = coopjit.compile_gemm(m, n, k, np.float32, trans_a=trans_a, trans_b=trans_b, device=dev)
+    check(kern(a, b), a.T if trans_a else a, b.T if trans_b else b)
+
+
 # ---- errors ---------------------------------------------------------------------------------------
 def test_errors():
     dev = needs_device()

@@ -22,7 +22,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* B = f.add_param(Type::pointer(p.b_type), "B");
   Value* C = f.add_param(Type::pointer(p.c_type), "C");
   Value *M = idx("M"), *N = idx("N"), *K = idx("K");
-  Value *sa_r_p = idx("sa_r"), *sa_c = idx("sa_c"), *sb_r_p = idx("sb_r"), *sb_c = idx("sb_c");
+  Value *sa_r_p = idx("sa_r"), *sa_c_p = idx("sa_c"), *sb_r_p = idx("sb_r"), *sb_c = idx("sb_c");
   Value *sc_r_p = idx("sc_r"), *sc_c = idx("sc_c");
   Value *batch1 = idx("batch1"), *batch2 = idx("batch2");
   Value *sa_b1 = idx("sa_b1"), *sb_b1 = idx("sb_b1"), *sc_b1 = idx("sc_b1");
@@ -46,6 +46,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* zero = b.index(0, "c0");
   // Unit row strides are constants: the SIMT lowering turns them into subgroup block reads/writes.
   Value* sa_r = p.unit_a ? one : sa_r_p;
+  Value* sa_c = p.unit_ak ? one : sa_c_p;
   Value* sb_r = p.unit_b ? one : sb_r_p;
   Value* sc_r = p.unit_c ? one : sc_r_p;
   Value* MR = b.index(p.mr, "MR");

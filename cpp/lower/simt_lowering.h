@@ -134,6 +134,8 @@ class SimtLowering {
   bool block_io(const Type& t, const LaneMap& m, const Access& a, bool checked);
   void load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out);
   std::vector<llvm::Value*> lane_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
+  std::vector<llvm::Value*> channel_loads(const Type& t, const LaneMap& m, const Access& a);
+  std::vector<llvm::Value*> element_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
   void lane_stores(const Type& t, const LaneMap& m, const Access& a, bool checked, const std::vector<llvm::Value*>& vals);
   void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);
   void accumulate(const Op& o);

@@ -152,14 +152,47 @@ void SimtLowering::load(const Op& o) {
   mats_[o.result()] = lane_loads(t, m, a, checked);
 }
 
-// The seeds' SIMT pseudo-code, or 1-D block reads.
+// The seeds' SIMT pseudo-code, or 1-D block reads, or 32-bit channel loads.
 std::vector<llvm::Value*> SimtLowering::lane_loads(const Type& t, const LaneMap& m, const Access& a, bool checked) {
-  llvm::Type* ty = scalar_ty(t.scalar);
   std::vector<llvm::Value*> out;
   if (block_io(t, m, a, checked)) {
     load_blocks(t, m, a, out);
     return out;
   }
+  // VNNI (seeds/001): matrix_a's omega consecutive K values of one row share a 32-bit channel;
+  // with a unit column stride they are adjacent in memory, so each channel is one 32-bit load
+  // when the addresses are 4-byte aligned (one uniform check), split into its components.
+  const int64_t e = size_in_bytes(t.scalar);
+  if (!checked && m.chan > 1 && m.chan * e == 4 && m.I == S_ && is_index_const(a.sc_ir, 1)) {
+    llvm::Value* addr = b_.CreatePtrToInt(a.ptr, b_.getInt64Ty());
+    llvm::Value* bytes = b_.CreateOr(addr, b_.CreateMul(b_.CreateOr(a.sr, a.col), b_.getInt64(e)));
+    llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(bytes, b_.getInt64(3)), b_.getInt64(0));
+    return either_path(aligned, [&] { return channel_loads(t, m, a); },
+                       [&] { return element_loads(t, m, a, checked); }, "vnni");
+  }
+  return element_loads(t, m, a, checked);
+}
+
+std::vector<llvm::Value*> SimtLowering::channel_loads(const Type& t, const LaneMap& m, const Access& a) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  llvm::Type* ety = b_.getIntNTy(static_cast<unsigned>(size_in_bytes(t.scalar) * 8));
+  std::vector<llvm::Value*> out;
+  for (int64_t n = 0; n < m.comps(); n += m.chan) {
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), col));
+    llvm::Value* word = b_.CreateAlignedLoad(b_.getInt32Ty(), ptr, llvm::Align(4));
+    for (int64_t c = 0; c < m.chan; ++c) {
+      llvm::Value* x = b_.CreateTrunc(b_.CreateLShr(word, c * ety->getIntegerBitWidth()), ety);
+      out.push_back(ty == ety ? x : b_.CreateBitCast(x, ty));
+    }
+  }
+  return out;
+}
+
+std::vector<llvm::Value*> SimtLowering::element_loads(const Type& t, const LaneMap& m, const Access& a, bool checked) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
   // Components that share a row offset share the row check (the pseudo-code's row_ok).
   std::map<int64_t, llvm::Value*> row_ok;
   for (int64_t n = 0; n < m.comps(); ++n) {

@@ -57,7 +57,7 @@ int choose_subgroup(const GpuTargetInfo& t) {
 
 std::string GpuGemmPlan::code_key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
-             layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_b ? ".ub" : "",
+             layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt));
@@ -83,6 +83,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"work_group_size", std::to_string(work_group_size())},
           {"macro_tile", cat(mr * sg_m, "x", nr * sg_n)},
           {"unit_stride_a", unit_a ? "true" : "false"},
+          {"unit_stride_a_k", unit_ak ? "true" : "false"},
           {"unit_stride_b", unit_b ? "true" : "false"},
           {"unit_stride_c", unit_c ? "true" : "false"},
           {"accumulate", accumulate ? "true" : "false"},
@@ -132,6 +133,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   const int64_t M = col ? spec.N : spec.M, N = col ? spec.M : spec.N;
   p.unit_a = (col ? spec.sb_c : spec.sa_r) == 1;
   p.unit_b = (col ? spec.sa_c : spec.sb_r) == 1;
+  p.unit_ak = !p.unit_a && (col ? spec.sb_r : spec.sa_c) == 1;
   p.unit_c = (col ? spec.sc_c : spec.sc_r) == 1;
 
   p.subgroup_size = choose_subgroup(target);

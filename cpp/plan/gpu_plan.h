@@ -81,6 +81,7 @@ struct GpuGemmPlan {
   int sg_m = 2, sg_n = 2;        // subgroups per work-group along M and N
   bool unit_a = false;  // the kernel's A has row stride 1 (block reads)
   bool unit_b = false;  // the kernel's B has row stride 1 (2-D block reads)
+  bool unit_ak = false; // the kernel's A has column stride 1 (not unit_a): VNNI channels load as 32-bit words
   bool unit_c = false;  // the kernel's C has row stride 1 (block reads and writes)
   bool accumulate = false;
   int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)

@@ -132,9 +132,10 @@ class GpuKernel:
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
             return c
-        opa = a.T if self.trans_a else a
-        opb = b.T if self.trans_b else b
-        A, B = to_device(opa, self.device), to_device(opb, self.device)
+        # Copied as given, then transposed: the device operands keep the strides the kernel was
+        # planned for (a copy of a.T would be C-ordered, another plan).
+        A, B = to_device(a, self.device), to_device(b, self.device)
+        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(c, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
         self._core.run(list(self._types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
