@@ -52,6 +52,19 @@ def check(c, a, b, alpha=1.0, beta=0.0, c0=None):
         assert_gemm_close(c, a, b, c0, alpha, beta)
 
 
+def runs_like_numpy(rng, dtype, shapes, trans_b=False, **options):
+    """Compiles and runs each m x n x k GEMM on opencl:0, checks it; the kernels' configs."""
+    dev = needs_device()
+    out = np.float32 if not is_int(dtype) else None
+    configs = []
+    for m, n, k in shapes:
+        a, b = operands(rng, dtype, (m, k), (n, k) if trans_b else (k, n))
+        kern = coopjit.compile_gemm(m, n, k, dtype, device=dev, trans_b=trans_b, out_dtype=out, **options)
+        check(kern(a, b), a, b.T if trans_b else b)
+        configs.append((kern.config, kern))
+    return configs
+
+
 def lines(disassembly, word):
     return [line.strip() for line in disassembly.splitlines() if word in line]
 
@@ -161,15 +174,10 @@ def test_block2d_hardware_execution(rng):
 # does not (the 1-D path) and has edge tiles and a K tail.
 @pytest.mark.parametrize("dtype", LOW)
 def test_dpas_and_block2d_emulated_match_numpy(rng, dtype):
-    dev = needs_device()
-    out = np.float32 if not is_int(dtype) else None
     plan = {"dpas": "emulated", "block2d": "emulated"}
-    for m, n, k in [(64, 64, 64), (50, 70, 45), (96, 32, 160)]:
-        a, b = operands(rng, dtype, (m, k), (k, n))
-        kern = coopjit.compile_gemm(m, n, k, dtype, device=dev, plan=plan, out_dtype=out)
-        assert kern.config["dpas"] == "emulated" and kern.config["block2d"] == "emulated"
-        check(kern(a, b), a, b)
-    d = kern.source("spirv")
+    runs = runs_like_numpy(rng, dtype, [(64, 64, 64), (50, 70, 45), (96, 32, 160)], plan=plan)
+    assert all(cfg["dpas"] == "emulated" and cfg["block2d"] == "emulated" for cfg, _ in runs)
+    d = runs[-1][1].source("spirv")
     assert "MatrixMultiplyAccumulate" not in d and "2DBlock" not in d  # emulated: runs without them
 
 
@@ -187,22 +195,14 @@ def test_dpas_emulated_transposes_and_alpha_beta(rng, trans_a, trans_b):
 
 @pytest.mark.parametrize("dtype", [np.float16, np.int8])
 def test_dpas_emulated_with_1d_loads(rng, dtype):
-    dev = needs_device()
-    a, b = operands(rng, dtype, (64, 96), (96, 40))
-    out = np.float32 if not is_int(dtype) else None
-    kern = coopjit.compile_gemm(64, 40, 96, dtype, device=dev, plan={"dpas": "emulated"}, out_dtype=out)
-    assert kern.config["block2d"] == "no"
-    check(kern(a, b), a, b)
+    [(cfg, _)] = runs_like_numpy(rng, dtype, [(64, 40, 96)], plan={"dpas": "emulated"})
+    assert cfg["block2d"] == "no" and cfg["dpas"] == "emulated"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_block2d_emulated_matches_numpy(rng, dtype):
-    dev = needs_device()
-    for m, n, k in [(64, 64, 64), (128, 48, 32), (33, 64, 17)]:
-        a, b = operands(rng, dtype, (m, k), (k, n))
-        kern = coopjit.compile_gemm(m, n, k, dtype, device=dev, plan={"block2d": "emulated"}, out_dtype=np.float32)
-        assert kern.config["dpas"] == "no"
-        check(kern(a, b), a, b)
+    runs = runs_like_numpy(rng, dtype, [(64, 64, 64), (128, 48, 32), (33, 64, 17)], plan={"block2d": "emulated"})
+    assert all(cfg["dpas"] == "no" and cfg["block2d"] == "emulated" for cfg, _ in runs)
 
 
 # ---- VNNI channels in the vector path --------------------------------------------------------------
@@ -211,14 +211,9 @@ def test_block2d_emulated_matches_numpy(rng, dtype):
 # (aligned), 37 x 29 x 45 the element path (odd K: unaligned rows) and edge tiles.
 @pytest.mark.parametrize("dtype", LOW)
 def test_vnni_channel_loads_match_numpy(rng, dtype):
-    dev = needs_device()
-    out = np.float32 if not is_int(dtype) else None
-    for m, n, k in [(64, 48, 64), (37, 29, 45)]:
-        a, bt = operands(rng, dtype, (m, k), (n, k))
-        kern = coopjit.compile_gemm(m, n, k, dtype, trans_b=True, device=dev, out_dtype=out)
-        assert kern.config["unit_stride_a_k"] == "true" and kern.config["dpas"] == "no"
+    for cfg, kern in runs_like_numpy(rng, dtype, [(64, 48, 64), (37, 29, 45)], trans_b=True):
+        assert cfg["unit_stride_a_k"] == "true" and cfg["dpas"] == "no"
         assert "vnni.fast" in kern.source("llvm")
-        check(kern(a, bt), a, bt.T)
 
 
 @pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
