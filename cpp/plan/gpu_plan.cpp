@@ -29,7 +29,6 @@ GpuTargetInfo gpu_target(const std::string& device) {
 GpuTargetInfo named_gpu_target(const std::string& name) {
   GpuTargetInfo t;
   t.device = "target:" + name;
-  t.can_run = false;
   if (name == "xe-hpc" || name == "xe2") {
     t.subgroup_sizes = {16, 32};
     t.max_work_group_size = 1024;
@@ -92,8 +91,9 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"workers", std::to_string(workers)},
           {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
-          {"vnni", dpas ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
-                        : "no: low-precision inputs are widened on load"},
+          {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
+                   : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
+                             : "no: low-precision inputs are widened on load"},
           {"source", dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
                           : "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
 }

@@ -57,7 +57,6 @@ struct GpuTargetInfo {
   bool is_gpu = true;
   bool dpas = false;     // OpSubgroupMatrixMultiplyAccumulateINTEL at subgroup 16
   bool block2d = false;  // SPV_INTEL_2d_block_io
-  bool can_run = true;   // a device to run on (false for the named targets below)
   int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS)
 };
 
