@@ -193,6 +193,16 @@ def test_dpas_emulated_transposes_and_alpha_beta(rng, trans_a, trans_b):
     check(c, a.T if trans_a else a, b.T if trans_b else b, 1.5, -0.5, c0)
 
 
+@pytest.mark.parametrize("a_type,b_type", [(np.int8, np.uint8), (np.uint8, np.int8)])
+def test_dpas_emulated_mixed_signedness(rng, a_type, b_type):
+    """The signed-components flags follow each operand (the instruction's A is the kernel's B)."""
+    dev = needs_device()
+    a = operands(rng, a_type, (64, 64), (1, 1))[0]
+    b = operands(rng, b_type, (64, 64), (1, 1))[0]
+    c = coopjit.matmul(a, b, device=dev, plan={"dpas": "emulated", "block2d": "emulated"})
+    assert np.array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.int8])
 def test_dpas_emulated_with_1d_loads(rng, dtype):
     [(cfg, _)] = runs_like_numpy(rng, dtype, [(64, 40, 96)], plan={"dpas": "emulated"})
