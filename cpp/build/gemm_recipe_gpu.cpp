@@ -7,19 +7,22 @@ namespace coopjit {
 
 using namespace ir;
 
-std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string& name) {
+std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string& name, GpuGemmPart part) {
   auto fp = std::make_unique<Function>();
   Function& f = *fp;
   f.name = name;
   f.attrs["subgroup_size"] = int64_t(p.subgroup_size);
   f.attrs["subgroups_per_group"] = int64_t(p.sg_m * p.sg_n);
+  if (p.dpas) f.attrs["dpas"] = int64_t(p.dpas);
+  if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   const ScalarType T = p.dtype;
+  const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
   Value* A = f.add_param(Type::pointer(p.a_type), "A");
   Value* B = f.add_param(Type::pointer(p.b_type), "B");
   Value* C = f.add_param(Type::pointer(p.c_type), "C");
   Value *M = idx("M"), *N = idx("N"), *K = idx("K");
-  Value *sa_r_p = idx("sa_r"), *sa_c = idx("sa_c"), *sb_r = idx("sb_r"), *sb_c = idx("sb_c");
+  Value *sa_r_p = idx("sa_r"), *sa_c_p = idx("sa_c"), *sb_r_p = idx("sb_r"), *sb_c = idx("sb_c");
   Value *sc_r_p = idx("sc_r"), *sc_c = idx("sc_c");
   Value *batch1 = idx("batch1"), *batch2 = idx("batch2");
   Value *sa_b1 = idx("sa_b1"), *sb_b1 = idx("sb_b1"), *sc_b1 = idx("sc_b1");
@@ -27,70 +30,103 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* alpha = f.add_param(Type::of(T), "alpha");
   Value* beta = f.add_param(Type::of(T), "beta");
   (void)batch1;
+  // Stream-K: the workspace (two partial macro tiles per worker, in the accumulator type), the
+  // number of Stream-K workers, the Stream-K iterations (K tiles of the first output tiles) and
+  // the K tiles per output tile, of kt elements.
+  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr;
+  if (stream_k) {
+    WS = f.add_param(Type::pointer(T), "WS");
+    workers = idx("workers");
+    sk_iters = idx("sk_iters");
+    tiles_k = idx("tiles_k");
+  }
 
   Builder b(f);
   Value* one = b.index(1, "c1");
   Value* zero = b.index(0, "c0");
   // Unit row strides are constants: the SIMT lowering turns them into subgroup block reads/writes.
   Value* sa_r = p.unit_a ? one : sa_r_p;
+  Value* sa_c = p.unit_ak ? one : sa_c_p;
+  Value* sb_r = p.unit_b ? one : sb_r_p;
   Value* sc_r = p.unit_c ? one : sc_r_p;
   Value* MR = b.index(p.mr, "MR");
   Value* NR = b.index(p.nr, "NR");
   Value* KB = b.index(p.kb, "KB");
+  Value* KT = b.index(p.kt, "KT");
+  Value* MT = b.index(int64_t(p.mr) * p.sg_m, "MT");
+  Value* NT = b.index(int64_t(p.nr) * p.sg_n, "NT");
   Value* fzero = b.constant(0.0, T, "zero");
   auto ceil_div = [&](Builder& x, Value* n, Value* d, const char* h) { return x.div(x.add(n, x.sub(d, one)), d, h); };
-
-  // This work-group's macro tile: consecutive groups walk down M (they share B's panel).
-  Value* tiles_m = ceil_div(b, M, b.index(int64_t(p.mr) * p.sg_m), "tiles_m");
-  Value* tiles_n = ceil_div(b, N, b.index(int64_t(p.nr) * p.sg_n), "tiles_n");
+  Value* tiles_m = ceil_div(b, M, MT, "tiles_m");
+  Value* tiles_n = ceil_div(b, N, NT, "tiles_n");
   Value* g = b.work_id(WorkId::group, 0, "group");
-  Value* mt = b.rem(g, tiles_m, "mt");
-  Value* rest = b.div(g, tiles_m);
-  Value* nt = b.rem(rest, tiles_n, "nt");
-  Value* bi = b.div(rest, tiles_n, "bi");
-  Value* b2 = b.rem(bi, batch2, "b2");
-  Value* b1 = b.div(bi, batch2, "b1");
-  // This subgroup's tile inside it.
   Value* sg = b.work_id(WorkId::subgroup, 0, "sg");
   Value* SGM = b.index(p.sg_m, "SGM");
-  Value* m0 = b.mul(b.add(b.mul(mt, SGM), b.rem(sg, SGM)), MR, "m0");
-  Value* n0 = b.mul(b.add(b.mul(nt, b.index(p.sg_n)), b.div(sg, SGM)), NR, "n0");
-  auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
-    return b.ptr_offset(base, b.add(b.mul(b1, s1), b.mul(b2, s2)), n);
-  };
-  Value* At = at(A, sa_b1, sa_b2, "At");
-  Value* Bt = at(B, sb_b1, sb_b2, "Bt");
-  Value* Ct = at(C, sc_b1, sc_b2, "Ct");
+  Value* sg_row = b.mul(b.rem(sg, SGM), MR, "sg_row");  // this subgroup's tile inside the macro tile
+  Value* sg_col = b.mul(b.div(sg, SGM), NR, "sg_col");
+  Value* k_main = b.sub(K, b.rem(K, KB), "k_main");
 
   const Type acc_t = Type::matrix(T, p.mr, p.nr, Use::acc, Scope::subgroup);
   const Type a_t = Type::matrix(p.a_type, p.mr, p.kb, Use::a, Scope::subgroup);
   const Type b_t = Type::matrix(p.b_type, p.kb, p.nr, Use::b, Scope::subgroup);
   const Type c_t = Type::matrix(p.c_type, p.mr, p.nr, Use::acc, Scope::subgroup);
 
-  Value* live = b.bin(BinOp::and_, b.cmp(CmpPred::lt, m0, M), b.cmp(CmpPred::lt, n0, N), "live");
-  b.if_(live, {}, [&](Builder& x) {
-    Value* full = x.bin(BinOp::and_, x.cmp(CmpPred::le, x.add(m0, MR), M), x.cmp(CmpPred::le, x.add(n0, NR), N), "full");
-    Value* k_main = x.sub(K, x.rem(K, KB), "k_main");
-    // The tile: a K loop of mul_add (loads checked only in edge tiles), the K tail (checked), then
-    // C = alpha acc (+ beta C) (checked in edge tiles).
+  // Output tile t of the flattened batch x M x N tile space (consecutive tiles walk down M: they
+  // share B's panel): this subgroup's corner and the batch's A, B, C.
+  struct Tile {
+    Value *m0, *n0, *At, *Bt, *Ct, *live, *full;
+  };
+  auto tile = [&](Builder& x, Value* t) {
+    Value* mt = x.rem(t, tiles_m, "mt");
+    Value* rest = x.div(t, tiles_m);
+    Value* nt = x.rem(rest, tiles_n, "nt");
+    Value* bi = x.div(rest, tiles_n, "bi");
+    Value* b2 = x.rem(bi, batch2, "b2");
+    Value* b1 = x.div(bi, batch2, "b1");
+    auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
+      return x.ptr_offset(base, x.add(x.mul(b1, s1), x.mul(b2, s2)), n);
+    };
+    Tile r;
+    r.m0 = x.add(x.mul(mt, MT), sg_row, "m0");
+    r.n0 = x.add(x.mul(nt, NT), sg_col, "n0");
+    r.At = at(A, sa_b1, sa_b2, "At");
+    r.Bt = at(B, sb_b1, sb_b2, "Bt");
+    r.Ct = at(C, sc_b1, sc_b2, "Ct");
+    r.live = x.bin(BinOp::and_, x.cmp(CmpPred::lt, r.m0, M), x.cmp(CmpPred::lt, r.n0, N), "live");
+    r.full = x.bin(BinOp::and_, x.cmp(CmpPred::le, x.add(r.m0, MR), M), x.cmp(CmpPred::le, x.add(r.n0, NR), N), "full");
+    return r;
+  };
+  // acc over K in [k_lo, k_hi) (k_lo a multiple of kb; k_hi one too, or K): a loop of mul_add
+  // (loads checked only in edge tiles), then the K tail (checked).
+  auto k_range = [&](Builder& x, const Tile& tl, Value* k_lo, Value* k_hi) {
+    // With 2-D block loads, each load also names the next K step's blocks (A: kb columns on, B:
+    // kb rows down) for the lowering's prefetch.
     auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
-      Value* a = kb.load(a_t, {At, m0, k, sa_r, sa_c, M, K}, chk, "a");
-      Value* bm = kb.load(b_t, {Bt, k, n0, sb_r, sb_c, K, N}, chk, "b");
+      Value* a = kb.load(a_t, {tl.At, tl.m0, k, sa_r, sa_c, M, K}, chk, "a");
+      Value* bm = kb.load(b_t, {tl.Bt, k, tl.n0, sb_r, sb_c, K, N}, chk, "b");
+      if (p.block2d) {
+        a->def->attrs["prefetch_row"] = int64_t(0), a->def->attrs["prefetch_col"] = int64_t(p.kb);
+        bm->def->attrs["prefetch_row"] = int64_t(p.kb), bm->def->attrs["prefetch_col"] = int64_t(0);
+      }
       return kb.mul_add(a, bm, acc_in, "acc");
     };
+    Value* k_end = x.min(k_hi, k_main, "k_end");
     auto k_loop = [&](Builder& y, bool checked) {
       Value* acc = y.splat(acc_t, fzero, "acc");
-      return std::vector<Value*>{y.for_(zero, k_main, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+      return std::vector<Value*>{y.for_(k_lo, k_end, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
         return std::vector<Value*>{step(kb, k, it[0], checked)};
       }, "k")[0]};
     };
-    Value* acc = x.if_(full, {acc_t}, [&](Builder& y) { return k_loop(y, false); },
+    Value* acc = x.if_(tl.full, {acc_t}, [&](Builder& y) { return k_loop(y, false); },
                        [&](Builder& y) { return k_loop(y, true); })[0];
-    acc = x.if_(x.cmp(CmpPred::lt, k_main, K, "k_tail"), {acc_t},
-                [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
-                [&](Builder&) { return std::vector<Value*>{acc}; })[0];
-    auto epilogue = [&](Builder& y, bool checked) {
-      Builder::Access c_at{Ct, m0, n0, sc_r, sc_c, M, N};
+    Value* tail = x.bin(BinOp::and_, x.cmp(CmpPred::lt, k_main, k_hi), x.cmp(CmpPred::lt, k_lo, k_hi), "k_tail");
+    return x.if_(tail, {acc_t}, [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
+                 [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+  };
+  // C = alpha acc (+ beta C), checked in edge tiles: applied once per output element.
+  auto epilogue = [&](Builder& x, const Tile& tl, Value* acc) {
+    auto body = [&](Builder& y, bool checked) {
+      Builder::Access c_at{tl.Ct, tl.m0, tl.n0, sc_r, sc_c, M, N};
       Value* result = y.scale(acc, alpha, "result");
       if (p.accumulate) {
         Value* c_old = y.load(c_t, c_at, checked, "c");
@@ -101,9 +137,100 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       y.store(result, c_at, checked);
       return std::vector<Value*>{};
     };
-    x.if_(full, {}, [&](Builder& y) { return epilogue(y, false); }, [&](Builder& y) { return epilogue(y, true); });
+    x.if_(tl.full, {}, [&](Builder& y) { return body(y, false); }, [&](Builder& y) { return body(y, true); });
+  };
+  auto whole_tile = [&](Builder& x, Value* t) {
+    Tile tl = tile(x, t);
+    x.if_(tl.live, {}, [&](Builder& y) {
+      epilogue(y, tl, k_range(y, tl, zero, K));
+      return std::vector<Value*>{};
+    }, {});
+  };
+  if (!stream_k) {
+    whole_tile(b, g);
+    return fp;
+  }
+
+  // ---- Stream-K (seeds/004) ----------------------------------------------------------------------
+  // Worker w owns the iterations [begin(w), begin(w + 1)) of the first sk_iters (output tile, K
+  // tile) pairs, begin(w) = w sk_iters / workers. A tile it covers whole goes to C; a part of a
+  // tile goes to the workspace: slot 0 when it is the worker's first part, slot 1 otherwise
+  // (at most one of each). The fix-up launch (GpuGemmPart::fixup) adds the parts of each such
+  // tile in worker order and applies alpha / beta once, so the result does not depend on timing.
+  // Why a second launch rather than the seeds' flags: OpenCL does not promise that the
+  // work-groups of one launch are resident together, so a work-group spinning on a flag that a
+  // not-yet-scheduled work-group would set can wait forever; the end of a launch is the only
+  // ordering between work-groups that every runtime guarantees.
+  Value* TK = b.mul(MT, NT, "tile_elems");
+  auto begin = [&](Builder& x, Value* w) { return x.div(x.mul(w, sk_iters), workers, "begin"); };
+  auto slot = [&](Builder& x, Value* w, Value* s) { return x.ptr_offset(WS, x.mul(x.add(x.mul(w, x.index(2)), s), TK), "slot"); };
+  auto part_at = [&](Builder& x, Value* w, Value* s, const Tile& tl) -> Builder::Access {
+    // A macro tile in the workspace: column-major MT x NT (lanes along unit-stride rows).
+    (void)tl;
+    return {slot(x, w, s), sg_row, sg_col, one, MT, MT, NT};
+  };
+  Value* sk_tiles = b.div(sk_iters, tiles_k, "sk_tiles");
+  if (part == GpuGemmPart::fixup) {
+    // Group t: Stream-K tile t, when more than one worker has a part of it.
+    Value* first = b.mul(g, tiles_k, "first_iter");
+    Value* last = b.sub(b.add(first, tiles_k), one, "last_iter");
+    // The worker holding iteration i: the largest w with begin(w) <= i.
+    auto owner = [&](Builder& x, Value* i) {
+      return x.sub(ceil_div(x, x.mul(x.add(i, one), workers), sk_iters, "w"), one);
+    };
+    Value* w_lo = owner(b, first);
+    Value* w_hi = owner(b, last);
+    Tile tl = tile(b, g);
+    Value* split_tile = b.bin(BinOp::and_, b.cmp(CmpPred::lt, w_lo, w_hi), tl.live, "split_tile");
+    b.if_(split_tile, {}, [&](Builder& x) {
+      Value* acc = x.splat(acc_t, fzero, "acc");
+      acc = x.for_(w_lo, x.add(w_hi, one), one, {acc}, [&](Builder& y, Value* w, const std::vector<Value*>& it) {
+        Value* bw = begin(y, w);
+        Value* nonempty = y.cmp(CmpPred::lt, bw, begin(y, y.add(w, one)), "nonempty");
+        Value* s = y.select(y.cmp(CmpPred::ge, bw, first), zero, one, "s");
+        return y.if_(nonempty, {acc_t}, [&](Builder& z) {
+          Value* part_acc = z.load(acc_t, part_at(z, w, s, tl), false, "part");
+          return std::vector<Value*>{z.mat_bin(BinOp::add, it[0], part_acc, "acc")};
+        }, [&](Builder&) { return std::vector<Value*>{it[0]}; });
+      }, "w")[0];
+      epilogue(x, tl, acc);
+      return std::vector<Value*>{};
+    }, {});
+    return fp;
+  }
+  // Groups [0, workers): Stream-K workers; the rest: one data-parallel tile each.
+  b.if_(b.cmp(CmpPred::lt, g, workers), {}, [&](Builder& x) {
+    Value* it_lo = begin(x, g);
+    Value* it_hi = begin(x, x.add(g, one));
+    Value* t_lo = x.div(it_lo, tiles_k, "t_lo");
+    Value* t_hi = ceil_div(x, it_hi, tiles_k, "t_hi");
+    x.for_(t_lo, t_hi, one, {}, [&](Builder& y, Value* t, const std::vector<Value*>&) {
+      Value* t_first = y.mul(t, tiles_k, "t_first");
+      Value* lo = y.bin(BinOp::max, it_lo, t_first, "lo");
+      Value* hi = y.min(it_hi, y.add(t_first, tiles_k), "hi");
+      Tile tl = tile(y, t);
+      Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
+      Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
+      y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
+        Value* acc = k_range(z, tl, k_lo, k_hi);
+        Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
+        z.if_(whole, {}, [&](Builder& u) {
+          epilogue(u, tl, acc);
+          return std::vector<Value*>{};
+        }, [&](Builder& u) {
+          Value* s = u.select(u.cmp(CmpPred::eq, lo, it_lo), zero, one, "s");
+          u.store(acc, part_at(u, g, s, tl), false);
+          return std::vector<Value*>{};
+        });
+        return std::vector<Value*>{};
+      }, {});
+      return std::vector<Value*>{};
+    }, "t");
     return std::vector<Value*>{};
-  }, {});
+  }, [&](Builder& x) {
+    whole_tile(x, x.add(sk_tiles, x.sub(g, workers)));
+    return std::vector<Value*>{};
+  });
   return fp;
 }
 

@@ -25,6 +25,14 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx)
   SimtShape s = simt_shape(f);
   S_ = s.subgroup_size;
   sgs_ = s.work_group_size / s.subgroup_size;
+  auto mode = [&](const char* key) {
+    auto it = f.attrs.find(key);
+    const int64_t v = it == f.attrs.end() ? 0 : std::get<int64_t>(it->second);
+    if (v < 0 || v > 2) throw UserError(cat("SIMT lowering: function attribute ", key, "=", v, " must be 0, 1 or 2"));
+    return static_cast<int>(v);
+  };
+  dpas_mode_ = mode("dpas");
+  block2d_mode_ = mode("block2d");
   if (S_ < 1 || S_ > 64 || (S_ & (S_ - 1)))
     throw UserError(cat("SIMT lowering: subgroup_size ", S_, " must be a power of two in [1, 64]"));
 }

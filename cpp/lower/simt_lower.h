@@ -21,7 +21,10 @@ namespace coopjit {
 /// convention). Kernel parameter i is IR parameter i: pointers as global (addrspace 1) pointers,
 /// index as i64, integers as their width, f32 / f64 as float / double, f16 / bf16 as float.
 /// The function's attribute "subgroup_size" (required) becomes the kernel's required subgroup
-/// size; "subgroups_per_group" (default 1), the required work-group size. Throws UserError for an
+/// size; "subgroups_per_group" (default 1), the required work-group size; "dpas" and "block2d"
+/// (0 off, default; 1 on: OpSubgroupMatrixMultiplyAccumulateINTEL / SPV_INTEL_2d_block_io where the
+/// operands allow; 2: the same operands, the instructions emulated per their specification, so the
+/// module runs on devices without them). Throws UserError for an
 /// operation or matrix the SIMT lowering does not support (naming it), InternalError for a
 /// broken invariant.
 std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx);

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -47,6 +48,9 @@ struct LaneMap {
            col_off == o.col_off;
   }
 };
+
+/// Whether v is an IR constant equal to c.
+bool is_index_const(const Value* v, int64_t c);
 
 class SimtLowering {
  public:
@@ -129,9 +133,48 @@ class SimtLowering {
   llvm::Value* guarded_load(llvm::Value* cond, llvm::Type* ty, llvm::Value* ptr, llvm::Align a);
   bool block_io(const Type& t, const LaneMap& m, const Access& a, bool checked);
   void load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out);
+  std::vector<llvm::Value*> lane_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
+  std::vector<llvm::Value*> channel_loads(const Type& t, const LaneMap& m, const Access& a);
+  std::vector<llvm::Value*> element_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
+  void lane_stores(const Type& t, const LaneMap& m, const Access& a, bool checked, const std::vector<llvm::Value*>& vals);
   void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);
   void accumulate(const Op& o);
   void vector_access(const Op& o);
+
+  // ---- 2-D block I/O (simt_block2d.cpp) --------------------------------------------------------
+  struct Block2d {       // one block: matrix rows row..row+15 (the region's columns), columns col..col+rows-1
+    int64_t row = 0, col = 0;
+    int rows = 0;        // block height (the region's rows)
+    int transform = 1;   // VNNI: rows packed per 32-bit word (1: none)
+    std::vector<int64_t> comps;  // the component of block row h
+  };
+  struct Region2d {      // the extension's operands; ok: its restrictions hold (uniform)
+    llvm::Value *ok, *base, *width, *height, *pitch, *x, *y;
+    int64_t elem;
+  };
+  std::optional<std::vector<Block2d>> block2d_plan(const Type& t, const LaneMap& m, const Access& a, bool store);
+  Region2d region2d(const Type& t, const Access& a);
+  llvm::AllocaInst* entry_alloca(llvm::Type* t, int64_t n);
+  llvm::Value* slot(llvm::AllocaInst* buf, int64_t i);
+  llvm::Value* coord2d(const Region2d& r, const Block2d& b, int64_t dx = 0, int64_t dy = 0);
+  std::pair<llvm::Value*, llvm::Value*> element2d(const Region2d& r, const Block2d& b, int64_t h);
+  std::vector<llvm::Value*> block2d_load(const Type& t, const LaneMap& m, const Region2d& r,
+                                         const std::vector<Block2d>& blocks, const Op& o);
+  void block2d_store(const Type& t, const Region2d& r, const std::vector<Block2d>& blocks,
+                     const std::vector<llvm::Value*>& vals);
+  /// fast() where cond holds, else slow(); their values merged (one uniform branch).
+  std::vector<llvm::Value*> either_path(llvm::Value* cond, const std::function<std::vector<llvm::Value*>()>& fast,
+                                        const std::function<std::vector<llvm::Value*>()>& slow, const char* name);
+
+  // ---- DPAS (simt_dpas.cpp) ---------------------------------------------------------------------
+  struct DpasShape {
+    int kdim = 16, bits = 16, m = 8;  // K of one instruction, bits of an input, M (columns of C per call)
+    uint32_t flags = 0;               // Matrix Multiply Accumulate Operands
+  };
+  std::optional<DpasShape> dpas_shape(const Type& ta, const Type& tb, const Type& tc) const;
+  /// mul_add as DPAS instructions when the operands' layouts allow (true), into C.
+  bool dpas_mul_add(const Op& o, std::vector<llvm::Value*>& C);
+  llvm::Value* dpas_emulated(const DpasShape& d, llvm::Value* a, llvm::Value* b, llvm::Value* c);
 
   // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------
   std::vector<llvm::Value*> splat(const Op& o);
@@ -150,6 +193,8 @@ class SimtLowering {
   llvm::Function* fn_ = nullptr;
   int S_ = 16;
   int sgs_ = 1;  // subgroups per work-group
+  int dpas_mode_ = 0;     // function attribute "dpas": 0 none, 1 the instruction, 2 emulated
+  int block2d_mode_ = 0;  // function attribute "block2d": the same for 2-D block I/O
   llvm::Value* lane_ = nullptr;
   llvm::Value* lane64_ = nullptr;
   std::unordered_map<const Value*, llvm::Value*> scalars_;

@@ -65,6 +65,10 @@ std::vector<llvm::Value*> SimtLowering::elementwise(const Op& o) {
 // lane). Gathers are shared between the components that need the same one.
 std::vector<llvm::Value*> SimtLowering::mul_add(const Op& o) {
   const Type &ta = o.operands[0]->type, &tb = o.operands[1]->type, &tc = o.operands[2]->type;
+  if (dpas_mode_) {  // on the matrix engines when the types and layouts allow (simt_dpas.cpp)
+    std::vector<llvm::Value*> C = mat(o.operands[2]);
+    if (dpas_mul_add(o, C)) return C;
+  }
   const LaneMap La = lanes_of(ta), Lb = lanes_of(tb), Lc = lanes_of(tc);
   std::vector<llvm::Value*> A = mat(o.operands[0]), B = mat(o.operands[1]);
   // Mixed precision (i8/u8 -> i32, f16/bf16 -> f32): widen the inputs first.

@@ -45,83 +45,97 @@ llvm::Value* SimtLowering::guarded_load(llvm::Value* cond, llvm::Type* ty, llvm:
   return phi;
 }
 
-namespace {
-bool is_const(const Value* v, int64_t c) {
+bool is_index_const(const Value* v, int64_t c) {
   if (!v->def || v->def->kind != OpKind::constant) return false;
   auto* i = std::get_if<int64_t>(&v->def->attrs.at("value"));
   return i && *i == c;
 }
-}  // namespace
 
 // Block I/O applies when every component is a run of S consecutive 32-bit words: lanes walk the
 // rows (I == S) with a unit row stride, nothing is checked, and the components are 32-bit.
 bool SimtLowering::block_io(const Type& t, const LaneMap& m, const Access& a, bool checked) {
-  return !checked && m.I == S_ && m.chan == 1 && is_const(a.sr_ir, 1) && size_in_bytes(t.scalar) == 4;
+  return !checked && m.I == S_ && m.chan == 1 && is_index_const(a.sr_ir, 1) && size_in_bytes(t.scalar) == 4;
 }
 
-// The subgroup block functions want the address 16-byte aligned (cl_intel_subgroups); when it is
-// not (a view, an odd stride), the lanes read one by one. One uniform branch per matrix.
+std::vector<llvm::Value*> SimtLowering::either_path(llvm::Value* cond,
+                                                    const std::function<std::vector<llvm::Value*>()>& fast,
+                                                    const std::function<std::vector<llvm::Value*>()>& slow,
+                                                    const char* name) {
+  auto* fast_bb = llvm::BasicBlock::Create(ctx_, cat(name, ".fast"), fn_);
+  auto* slow_bb = llvm::BasicBlock::Create(ctx_, cat(name, ".slow"), fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, cat(name, ".done"), fn_);
+  b_.CreateCondBr(cond, fast_bb, slow_bb);
+  b_.SetInsertPoint(fast_bb);
+  std::vector<llvm::Value*> x = fast();
+  llvm::BasicBlock* fast_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(slow_bb);
+  std::vector<llvm::Value*> y = slow();
+  llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  COOPJIT_INTERNAL_ASSERT(x.size() == y.size());
+  std::vector<llvm::Value*> out;
+  for (size_t n = 0; n < x.size(); ++n) {
+    llvm::PHINode* phi = b_.CreatePHI(x[n]->getType(), 2);
+    phi->addIncoming(x[n], fast_end);
+    phi->addIncoming(y[n], slow_end);
+    out.push_back(phi);
+  }
+  return out;
+}
+
+namespace {
+// The 1-D block functions want the address and the column stride 16-byte aligned (cl_intel_subgroups).
+llvm::Value* aligned16(llvm::IRBuilder<>& b, llvm::Value* base, llvm::Value* sc) {
+  llvm::Value* addr = b.CreatePtrToInt(base, b.getInt64Ty());
+  llvm::Value* bytes_sc = b.CreateMul(sc, b.getInt64(4));
+  return b.CreateICmpEQ(b.CreateAnd(b.CreateOr(addr, bytes_sc), b.getInt64(15)), b.getInt64(0));
+}
+}  // namespace
+
+// When the address is not 16-byte aligned (a view, an odd stride), the lanes read one by one.
+// One uniform branch per matrix.
 void SimtLowering::load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out) {
   llvm::Type* ty = scalar_ty(t.scalar);
   llvm::Value* base = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(a.col, a.sc)));
-  llvm::Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
-  llvm::Value* bytes_sc = b_.CreateMul(a.sc, b_.getInt64(4));
-  llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreateOr(addr, bytes_sc), b_.getInt64(15)), b_.getInt64(0));
-  llvm::BasicBlock* blocks = llvm::BasicBlock::Create(ctx_, "block.read", fn_);
-  llvm::BasicBlock* lanes = llvm::BasicBlock::Create(ctx_, "lane.read", fn_);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "read.done", fn_);
-  b_.CreateCondBr(aligned, blocks, lanes);
-  std::vector<llvm::Value*> fast, slow;
-  b_.SetInsertPoint(blocks);
-  for (int64_t n = 0; n < m.comps(); ++n) {
-    llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
-    if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
-    llvm::Value* w = builtin("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj", b_.getInt32Ty(), {p}, true);
-    fast.push_back(ty->isIntegerTy() ? w : b_.CreateBitCast(w, ty));
-  }
-  llvm::BasicBlock* blocks_end = b_.GetInsertBlock();
-  b_.CreateBr(done);
-  b_.SetInsertPoint(lanes);
-  for (int64_t n = 0; n < m.comps(); ++n) {
-    llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
-    slow.push_back(b_.CreateAlignedLoad(ty, b_.CreateGEP(ty, base, off), align(t.scalar)));
-  }
-  llvm::BasicBlock* lanes_end = b_.GetInsertBlock();
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
-  for (size_t n = 0; n < fast.size(); ++n) {
-    llvm::PHINode* phi = b_.CreatePHI(ty, 2);
-    phi->addIncoming(fast[n], blocks_end);
-    phi->addIncoming(slow[n], lanes_end);
-    out.push_back(phi);
-  }
+  out = either_path(aligned16(b_, base, a.sc), [&] {
+    std::vector<llvm::Value*> fast;
+    for (int64_t n = 0; n < m.comps(); ++n) {
+      llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
+      if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
+      llvm::Value* w = builtin("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj", b_.getInt32Ty(), {p}, true);
+      fast.push_back(ty->isIntegerTy() ? w : b_.CreateBitCast(w, ty));
+    }
+    return fast;
+  }, [&] {
+    std::vector<llvm::Value*> slow;
+    for (int64_t n = 0; n < m.comps(); ++n) {
+      llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
+      slow.push_back(b_.CreateAlignedLoad(ty, b_.CreateGEP(ty, base, off), align(t.scalar)));
+    }
+    return slow;
+  }, "read");
 }
 
 void SimtLowering::store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals) {
   llvm::Type* ty = scalar_ty(t.scalar);
   llvm::Value* base = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(a.col, a.sc)));
-  llvm::Value* addr = b_.CreatePtrToInt(base, b_.getInt64Ty());
-  llvm::Value* bytes_sc = b_.CreateMul(a.sc, b_.getInt64(4));
-  llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(b_.CreateOr(addr, bytes_sc), b_.getInt64(15)), b_.getInt64(0));
-  llvm::BasicBlock* blocks = llvm::BasicBlock::Create(ctx_, "block.write", fn_);
-  llvm::BasicBlock* lanes = llvm::BasicBlock::Create(ctx_, "lane.write", fn_);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "write.done", fn_);
-  b_.CreateCondBr(aligned, blocks, lanes);
-  b_.SetInsertPoint(blocks);
-  for (int64_t n = 0; n < m.comps(); ++n) {
-    llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
-    if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
-    llvm::Value* w = ty->isIntegerTy() ? vals[n] : b_.CreateBitCast(vals[n], b_.getInt32Ty());
-    builtin("_Z31__spirv_SubgroupBlockWriteINTELPU3AS1jj", b_.getVoidTy(), {p, w}, true);
-  }
-  b_.CreateBr(done);
-  b_.SetInsertPoint(lanes);
-  for (int64_t n = 0; n < m.comps(); ++n) {
-    llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
-    b_.CreateAlignedStore(vals[n], b_.CreateGEP(ty, base, off), align(t.scalar));
-  }
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
+  either_path(aligned16(b_, base, a.sc), [&] {
+    for (int64_t n = 0; n < m.comps(); ++n) {
+      llvm::Value* p = b_.CreateGEP(ty, base, b_.getInt64(m.row_off[n]));
+      if (m.col_off[n]) p = b_.CreateGEP(ty, p, b_.CreateMul(a.sc, b_.getInt64(m.col_off[n])));
+      llvm::Value* w = ty->isIntegerTy() ? vals[n] : b_.CreateBitCast(vals[n], b_.getInt32Ty());
+      builtin("_Z31__spirv_SubgroupBlockWriteINTELPU3AS1jj", b_.getVoidTy(), {p, w}, true);
+    }
+    return std::vector<llvm::Value*>{};
+  }, [&] {
+    for (int64_t n = 0; n < m.comps(); ++n) {
+      llvm::Value* off = b_.CreateAdd(row_of(m, n), b_.CreateMul(b_.getInt64(m.col_off[n]), a.sc));
+      b_.CreateAlignedStore(vals[n], b_.CreateGEP(ty, base, off), align(t.scalar));
+    }
+    return std::vector<llvm::Value*>{};
+  }, "write");
 }
 
 void SimtLowering::load(const Op& o) {
@@ -129,13 +143,56 @@ void SimtLowering::load(const Op& o) {
   const LaneMap m = lanes_of(t);
   const Access a = access(o, 0);
   const bool checked = o.int_attr("checked");
-  llvm::Type* ty = scalar_ty(t.scalar);
+  if (auto blocks = block2d_plan(t, m, a, false)) {
+    const Region2d r = region2d(t, a);
+    mats_[o.result()] = either_path(r.ok, [&] { return block2d_load(t, m, r, *blocks, o); },
+                                    [&] { return lane_loads(t, m, a, checked); }, "load2d");
+    return;
+  }
+  mats_[o.result()] = lane_loads(t, m, a, checked);
+}
+
+// The seeds' SIMT pseudo-code, or 1-D block reads, or 32-bit channel loads.
+std::vector<llvm::Value*> SimtLowering::lane_loads(const Type& t, const LaneMap& m, const Access& a, bool checked) {
   std::vector<llvm::Value*> out;
   if (block_io(t, m, a, checked)) {
     load_blocks(t, m, a, out);
-    mats_[o.result()] = out;
-    return;
+    return out;
   }
+  // VNNI (seeds/001): matrix_a's omega consecutive K values of one row share a 32-bit channel;
+  // with a unit column stride they are adjacent in memory, so each channel is one 32-bit load
+  // when the addresses are 4-byte aligned (one uniform check), split into its components.
+  const int64_t e = size_in_bytes(t.scalar);
+  if (!checked && m.chan > 1 && m.chan * e == 4 && m.I == S_ && is_index_const(a.sc_ir, 1)) {
+    llvm::Value* addr = b_.CreatePtrToInt(a.ptr, b_.getInt64Ty());
+    llvm::Value* bytes = b_.CreateOr(addr, b_.CreateMul(b_.CreateOr(a.sr, a.col), b_.getInt64(e)));
+    llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(bytes, b_.getInt64(3)), b_.getInt64(0));
+    return either_path(aligned, [&] { return channel_loads(t, m, a); },
+                       [&] { return element_loads(t, m, a, checked); }, "vnni");
+  }
+  return element_loads(t, m, a, checked);
+}
+
+std::vector<llvm::Value*> SimtLowering::channel_loads(const Type& t, const LaneMap& m, const Access& a) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  llvm::Type* ety = b_.getIntNTy(static_cast<unsigned>(size_in_bytes(t.scalar) * 8));
+  std::vector<llvm::Value*> out;
+  for (int64_t n = 0; n < m.comps(); n += m.chan) {
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), col));
+    llvm::Value* word = b_.CreateAlignedLoad(b_.getInt32Ty(), ptr, llvm::Align(4));
+    for (int64_t c = 0; c < m.chan; ++c) {
+      llvm::Value* x = b_.CreateTrunc(b_.CreateLShr(word, c * ety->getIntegerBitWidth()), ety);
+      out.push_back(ty == ety ? x : b_.CreateBitCast(x, ty));
+    }
+  }
+  return out;
+}
+
+std::vector<llvm::Value*> SimtLowering::element_loads(const Type& t, const LaneMap& m, const Access& a, bool checked) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
   // Components that share a row offset share the row check (the pseudo-code's row_ok).
   std::map<int64_t, llvm::Value*> row_ok;
   for (int64_t n = 0; n < m.comps(); ++n) {
@@ -154,7 +211,7 @@ void SimtLowering::load(const Op& o) {
     llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
     out.push_back(guarded_load(ok, ty, ptr, align(t.scalar)));
   }
-  mats_[o.result()] = out;
+  return out;
 }
 
 void SimtLowering::store(const Op& o) {
@@ -162,8 +219,19 @@ void SimtLowering::store(const Op& o) {
   const LaneMap m = lanes_of(t);
   const Access a = access(o, 1);
   const bool checked = o.int_attr("checked");
-  llvm::Type* ty = scalar_ty(t.scalar);
   const auto& vals = mat(o.operands[0]);
+  if (auto blocks = block2d_plan(t, m, a, true)) {
+    const Region2d r = region2d(t, a);
+    either_path(r.ok, [&] { block2d_store(t, r, *blocks, vals); return std::vector<llvm::Value*>{}; },
+                [&] { lane_stores(t, m, a, checked, vals); return std::vector<llvm::Value*>{}; }, "store2d");
+    return;
+  }
+  lane_stores(t, m, a, checked, vals);
+}
+
+void SimtLowering::lane_stores(const Type& t, const LaneMap& m, const Access& a, bool checked,
+                               const std::vector<llvm::Value*>& vals) {
+  llvm::Type* ty = scalar_ty(t.scalar);
   if (block_io(t, m, a, checked)) {
     store_blocks(t, m, a, vals);
     return;

@@ -10,12 +10,35 @@
 namespace coopjit {
 
 GpuTargetInfo gpu_target(const std::string& device) {
+  if (device.rfind("target:", 0) == 0) return named_gpu_target(device.substr(7));
   const DeviceInfo& d = device_info(device);
   GpuTargetInfo t;
   t.device = device;
   t.subgroup_sizes = d.subgroup_sizes;
   t.max_work_group_size = d.max_work_group_size;
   t.is_gpu = d.type == "gpu";
+  t.compute_units = std::max<int64_t>(1, d.compute_units);
+  // The subgroup-16 forms of DPAS and 2-D block I/O are those of devices whose smallest subgroup
+  // is 16 (cl_intel_subgroup_matrix_multiply_accumulate; Xe-HPG's DPAS is SIMD8).
+  const bool sg16 = !d.subgroup_sizes.empty() && *std::min_element(d.subgroup_sizes.begin(), d.subgroup_sizes.end()) == 16;
+  t.dpas = d.dpas == 1 && sg16;
+  t.block2d = d.block2d == 1 && sg16;
+  return t;
+}
+
+GpuTargetInfo named_gpu_target(const std::string& name) {
+  GpuTargetInfo t;
+  t.device = "target:" + name;
+  if (name == "xe-hpc" || name == "xe2") {
+    t.subgroup_sizes = {16, 32};
+    t.max_work_group_size = 1024;
+    t.dpas = t.block2d = true;
+    t.compute_units = name == "xe-hpc" ? 128 : 20;  // Data Center GPU Max 1550; Arc B580
+  } else if (name == "generic") {
+    t.subgroup_sizes = {16};
+  } else {
+    throw UserError(cat("unknown GPU target '", name, "' (known: xe-hpc, xe2, generic)"));
+  }
   return t;
 }
 
@@ -31,10 +54,16 @@ int choose_subgroup(const GpuTargetInfo& t) {
 }
 }  // namespace
 
-std::string GpuGemmPlan::key() const {
+std::string GpuGemmPlan::code_key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
-             layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga",
-             unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "");
+             layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
+             unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
+             block2d ? cat(".b2d", block2d) : "",
+             split == "dp" ? std::string() : cat(".streamk.kt", kt));
+}
+
+std::string GpuGemmPlan::key() const {
+  return split == "dp" ? code_key() : cat(code_key(), ".", split == "sk" ? "sk" : "skdp", ".w", workers);
 }
 
 std::map<std::string, std::string> GpuGemmPlan::fields() const {
@@ -53,11 +82,20 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"work_group_size", std::to_string(work_group_size())},
           {"macro_tile", cat(mr * sg_m, "x", nr * sg_n)},
           {"unit_stride_a", unit_a ? "true" : "false"},
+          {"unit_stride_a_k", unit_ak ? "true" : "false"},
+          {"unit_stride_b", unit_b ? "true" : "false"},
           {"unit_stride_c", unit_c ? "true" : "false"},
           {"accumulate", accumulate ? "true" : "false"},
-          {"split", "dp"},
-          {"vnni", "no: low-precision inputs are widened on load"},
-          {"source", "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
+          {"split", split},
+          {"kt", std::to_string(kt)},
+          {"workers", std::to_string(workers)},
+          {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
+          {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
+          {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
+                   : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
+                             : "no: low-precision inputs are widened on load"},
+          {"source", dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
+                          : "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
 }
 
 GemmPlan GpuGemmPlan::as_cpu_plan() const {
@@ -94,6 +132,8 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   p.c_type = spec.c_type;
   const int64_t M = col ? spec.N : spec.M, N = col ? spec.M : spec.N;
   p.unit_a = (col ? spec.sb_c : spec.sa_r) == 1;
+  p.unit_b = (col ? spec.sa_c : spec.sb_r) == 1;
+  p.unit_ak = !p.unit_a && (col ? spec.sb_r : spec.sa_c) == 1;
   p.unit_c = (col ? spec.sc_c : spec.sc_r) == 1;
 
   p.subgroup_size = choose_subgroup(target);
@@ -109,12 +149,35 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   p.sg_m = M > p.mr ? 2 : 1;
   p.sg_n = N > p.nr ? 2 : 1;
 
+  // DPAS: the matrix engines' K; the instruction's M is 8 of the tile's columns.
+  const bool dpas_types = (p.a_type == p.b_type && (p.a_type == ir::ScalarType::f16 || p.a_type == ir::ScalarType::bf16) &&
+                           p.dtype == ir::ScalarType::f32) ||
+                          ((p.a_type == ir::ScalarType::i8 || p.a_type == ir::ScalarType::u8) &&
+                           (p.b_type == ir::ScalarType::i8 || p.b_type == ir::ScalarType::u8) && p.dtype == ir::ScalarType::i32);
+  const int dpas_k = ir::size_in_bytes(p.a_type) == 1 ? 32 : 16;
+  auto mode = [&](const char* key, bool has, const char* what) {
+    auto it = overrides.find(key);
+    if (it == overrides.end()) return has ? 1 : 0;
+    if (it->second < 0 || it->second > 2)
+      throw UserError(cat("plan override ", key, "=", it->second, " must be 0 (off), 1 (on) or 2 (emulated)"));
+    if (it->second == 1 && !has)
+      throw UserError(cat("plan override ", key, "=1: ", target.device, " does not report ", what,
+                          " (", key, "=2 emulates it; coopjit.spirv.compile_gemm(..., target='xe-hpc') generates it)"));
+    return static_cast<int>(it->second);
+  };
+  p.dpas = mode("dpas", target.dpas && dpas_types && S == 16, "DPAS at subgroup size 16 (cl_intel_subgroup_matrix_multiply_accumulate)");
+  p.block2d = mode("block2d", target.block2d && S == 16, "2-D block I/O at subgroup size 16 (cl_intel_subgroup_2d_block_io)");
+  if (p.dpas && !dpas_types)
+    throw UserError(cat("plan dpas=", p.dpas, ": DPAS takes f16 or bf16 inputs with f32 accumulators, or i8 / u8 inputs with "
+                        "i32 accumulators, not ", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ", ir::name(p.dtype)));
+  if (p.dpas) p.kb = dpas_k;
+
   for (const auto& [k, v] : overrides) {
-    if (k == "layout") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "split" || k == "workers") continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
-               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : nullptr;
+               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -125,6 +188,33 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (!pow2(p.mr)) throw UserError(cat("plan mr=", p.mr, " must be a power of two (the coopmatrix layout's M)"));
   if (p.kb < 4 || p.kb > 128 || !pow2(p.kb))
     throw UserError(cat("plan kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup scope matrices)"));
+  if ((p.dpas || p.block2d) && p.subgroup_size != 16)
+    throw UserError(cat("plan dpas / block2d need subgroup_size 16, not ", p.subgroup_size));
+  if (p.dpas && (p.mr % 16 != 0 || p.kb % dpas_k != 0 || (p.nr % 8 != 0 && p.nr != 1 && p.nr != 2 && p.nr != 4)))
+    throw UserError(cat("plan dpas: mr=", p.mr, " must be a multiple of 16, kb=", p.kb, " of ", dpas_k,
+                        ", nr=", p.nr, " a multiple of 8 or 1, 2, 4 (the instruction's N, K and M)"));
+  if (!overrides.count("kt")) p.kt = 8 * p.kb;
+  if (p.kt % p.kb != 0)
+    throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (a K tile is whole K steps)"));
+  // The split (gpu_plan.h): workers from the compute units, DP unless the last wave is poor.
+  p.workers = target.compute_units * std::max(1, 64 / (p.sg_m * p.sg_n));
+  if (auto it = overrides.find("workers"); it != overrides.end()) {
+    if (it->second < 1 || it->second > (int64_t(1) << 20))
+      throw UserError(cat("plan override workers=", it->second, " is out of range [1, 2^20]"));
+    p.workers = it->second;
+  }
+  const int64_t batch = spec.batch1 * spec.batch2;
+  const int64_t tiles_mn = batch * ((M + int64_t(p.mr) * p.sg_m - 1) / (int64_t(p.mr) * p.sg_m)) *
+                           ((N + int64_t(p.nr) * p.sg_n - 1) / (int64_t(p.nr) * p.sg_n));
+  const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
+  const int64_t waves = (tiles_mn + p.workers - 1) / std::max<int64_t>(1, p.workers);
+  if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers)
+    p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
+  if (auto it = overrides.find("split"); it != overrides.end()) {
+    if (it->second < 0 || it->second > 2)
+      throw UserError(cat("plan override split=", it->second, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
+    p.split = it->second == 0 ? "dp" : it->second == 1 ? "sk" : "sk+dp";
+  }
   if (p.work_group_size() > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
                         p.work_group_size(), " work-items exceeds ", target.device, "'s maximum ", target.max_work_group_size));

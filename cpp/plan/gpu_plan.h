@@ -17,9 +17,23 @@
 //       f64: C 32 x 16 (64 regs) + A 32 x 4 (16) + B 4 x 16 (8)  = 88;
 //   - work-group: 2 x 2 subgroups (64 work-items, 4 hardware threads of one Xe-core, a 64 x 64
 //     f32 macro tile whose A and B rows the four threads share through the L1 cache), fewer
-//     where the matrix is smaller than the macro tile; data-parallel over output tiles (no
-//     Stream-K on GPUs yet: one work-group per macro tile is what the hardware schedules best
-//     without inter-work-group flags).
+//     where the matrix is smaller than the macro tile;
+//   - split: an Xe-core runs 8 x 8 = 64 hardware threads, so 64 / (sg_m sg_n) work-groups at a
+//     time: workers = compute units (Xe-cores) x that. Data-parallel (one work-group per macro
+//     tile) unless the last wave of tiles would leave more than a quarter of the workers idle
+//     and there are at least two K tiles to share: then 2-tile Stream-K + DP (seeds/004), or
+//     plain Stream-K when there are fewer tiles than workers. K tile kt = 8 kb.
+// DPAS (Intel XMX, SPV_INTEL_subgroup_matrix_multiply_accumulate), for f16 / bf16 -> f32 and
+// i8 / u8 -> i32 on devices whose smallest subgroup is 16 (Xe-HPC, Xe2): the instruction is
+// M (1..8) x N 16 x K (16 for 16-bit, 32 for 8-bit inputs: 8 systolic stages of 32-bit
+// channels), and the Data Center GPU Max 1550's published peaks (52 TFLOP/s FP32 vector,
+// 839 TFLOP/s FP16 / BF16 and 1678 TOP/s INT8 on the matrix engines) make it 16x (32x for
+// int8) the vector FMA path, so the plan takes it whenever the device has it. Tile: the same
+// 32 x 32 accumulator (64 registers) with kb = one instruction's K: A 32 x 16 f16 or 32 x 32
+// i8 is 16 registers, B as much: 96 registers, as above; each mul_add is 2 x 4 DPAS calls of
+// M 8. 2-D block loads and stores (SPV_INTEL_2d_block_io, the same devices) read and write
+// those tiles when the layout allows (lanes along unit-stride rows); loads of the next K step's
+// blocks are prefetched.
 // Speed on Intel GPUs cannot be measured here; these choices are unmeasured defaults.
 #pragma once
 
@@ -41,10 +55,19 @@ struct GpuTargetInfo {
   std::vector<int64_t> subgroup_sizes;  // supported subgroup sizes
   int64_t max_work_group_size = 256;
   bool is_gpu = true;
+  bool dpas = false;     // OpSubgroupMatrixMultiplyAccumulateINTEL at subgroup 16
+  bool block2d = false;  // SPV_INTEL_2d_block_io
+  int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS)
 };
 
-/// From the device's properties (DeviceError when there is no such device).
+/// From the device's properties (DeviceError when there is no such device); "target:<name>"
+/// gives named_gpu_target(name).
 GpuTargetInfo gpu_target(const std::string& device);
+
+/// A GPU described by name, for generating (and validating) SPIR-V without one: "xe-hpc" (Data
+/// Center GPU Max), "xe2" (Lunar Lake, Battlemage): subgroups 16 / 32, DPAS and 2-D block I/O;
+/// "generic": subgroup 16, neither. UserError for another name.
+GpuTargetInfo named_gpu_target(const std::string& name);
 
 struct GpuGemmPlan {
   ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
@@ -56,19 +79,29 @@ struct GpuGemmPlan {
   int mr = 32, nr = 32, kb = 8;  // the subgroup's tile: acc mr x nr, K step kb
   int sg_m = 2, sg_n = 2;        // subgroups per work-group along M and N
   bool unit_a = false;  // the kernel's A has row stride 1 (block reads)
+  bool unit_b = false;  // the kernel's B has row stride 1 (2-D block reads)
+  bool unit_ak = false; // the kernel's A has column stride 1 (not unit_a): VNNI channels load as 32-bit words
   bool unit_c = false;  // the kernel's C has row stride 1 (block reads and writes)
   bool accumulate = false;
+  int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)
+  int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
+  std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
+  int kt = 64;               // the Stream-K K tile (a multiple of kb)
+  int64_t workers = 1;       // Stream-K work-groups
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
   std::string key() const;
+  /// What the kernel's code depends on (key() less the Stream-K launch: sk or sk+dp, workers).
+  std::string code_key() const;
   std::string str() const { return key(); }
   std::map<std::string, std::string> fields() const;
   /// The same orientation as a CPU GemmPlan, for gemm_args().
   GemmPlan as_cpu_plan() const;
 };
 
-/// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n. UserError for an
-/// unknown or illegal one.
+/// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
+/// 2 as in GpuGemmPlan; 1 needs a target that has it), split (0 dp, 1 sk, 2 sk+dp), kt, workers.
+/// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 
 struct GpuReducePlan {

@@ -31,6 +31,8 @@ py::dict info_dict(const coopjit::DeviceInfo& d) {
   r["global_memory_bytes"] = d.global_memory_bytes;
   r["compute_units"] = d.compute_units;
   r["dpas"] = d.dpas < 0 ? py::object(py::none()) : py::object(py::bool_(d.dpas == 1));
+  r["block2d"] = d.block2d < 0 ? py::object(py::none()) : py::object(py::bool_(d.block2d == 1));
+  r["spirv_extensions"] = d.spirv_extensions;
   r["extensions"] = d.extensions;
   return r;
 }

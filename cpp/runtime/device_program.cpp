@@ -85,9 +85,14 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   SpirvResult r = cached_spirv(text);
   p->spirv = std::move(r.binary);
   p->llvm_ir = std::move(r.optimized_ir);
-  auto dev = open_device(device);
-  p->module = dev->load_spirv(p->spirv);
-  p->kernel = p->module->kernel(p->name);
+  if (device.rfind("target:", 0) == 0) {  // a named target (gpu_plan.h) has no device: generated and validated only
+    const SpirvValidation v = spirv_validate(p->spirv);
+    if (!v.ok) throw InternalError(cat("spirv-val rejects the module for ", device, " (", v.command, "):\n", v.message));
+  } else {
+    auto dev = open_device(device);
+    p->module = dev->load_spirv(p->spirv);
+    p->kernel = p->module->kernel(p->name);
+  }
   p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> g(c.mu);
   c.entries[key] = p;
@@ -107,6 +112,9 @@ std::string DeviceProgram::source(const std::string& kind) const {
 void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) const {
   if (args.size() != params.size())
     throw InternalError(cat("kernel ", name, " takes ", params.size(), " arguments, got ", args.size()));
+  if (!kernel)
+    throw UserError(cat("kernel ", name, " was generated for ", device.substr(7),
+                        " and validated with spirv-val, but there is no such device here to run it on"));
   if (groups <= 0) return;
   const size_t wg = static_cast<size_t>(work_group_size);
   std::lock_guard<std::mutex> g(cache().launch_mu);

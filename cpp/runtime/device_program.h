@@ -35,7 +35,9 @@ struct DeviceProgram {
 };
 
 /// The program cached under (device, key), built from `build` (which names the function with
-/// the symbol it is given) on a miss. Thread-safe; each key is compiled once.
+/// the symbol it is given) on a miss. Thread-safe; each key is compiled once. A device named
+/// "target:<name>" (a GPU described by name, gpu_plan.h) gets the SPIR-V module, validated with
+/// spirv-val, and no driver build: its launch() raises UserError.
 std::shared_ptr<const DeviceProgram> device_program(
     const std::string& device, const std::string& key,
     const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build);

@@ -2,6 +2,7 @@
 // adapter template that puts either runtime's Context / Program / Kernel behind Device.
 #include "runtime/devices.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -40,6 +41,8 @@ DeviceInfo from_opencl(const opencl::DeviceProps& p, int index) {
   }
   // OpenCL reports no DPAS as such; Intel's matrix-multiply-accumulate extension is the sign.
   d.dpas = p.has_extension("cl_intel_subgroup_matrix_multiply_accumulate") ? 1 : (p.type == "gpu" ? -1 : 0);
+  d.block2d = p.has_extension("cl_intel_subgroup_2d_block_io") ? 1 : (p.type == "gpu" ? -1 : 0);
+  d.spirv_extensions = p.spirv_extensions;
   return d;
 }
 
@@ -60,6 +63,10 @@ DeviceInfo from_level_zero(const level_zero::DeviceProps& p, int index) {
   d.global_memory_bytes = p.global_mem_bytes;
   d.compute_units = p.compute_units;
   d.dpas = p.dpas;
+  // Level Zero does not report 2-D block I/O; the GPUs that have it (Xe-HPC, Xe2) are those
+  // with DPAS whose smallest subgroup is 16 (Xe-HPG's DPAS is SIMD8 and it has no 2-D blocks).
+  const bool sg16 = !p.subgroup_sizes.empty() && *std::min_element(p.subgroup_sizes.begin(), p.subgroup_sizes.end()) == 16;
+  d.block2d = p.dpas == 1 && sg16 ? 1 : -1;
   return d;
 }
 

@@ -21,7 +21,9 @@ struct DeviceInfo {
   std::vector<int64_t> subgroup_sizes;
   int64_t max_work_group_size = 0, local_memory_bytes = 0, global_memory_bytes = 0, compute_units = 0;
   int dpas = -1;  // 1 / 0 as the driver reports DPAS (Intel XMX), -1 when it does not say
+  int block2d = -1;  // 1 / 0: 2-D block loads and stores (SPV_INTEL_2d_block_io), -1 when unknown
   std::vector<std::string> extensions;  // OpenCL extensions (empty for Level Zero)
+  std::vector<std::string> spirv_extensions;  // SPIR-V extensions the OpenCL device takes (cl_khr_spirv_queries)
 };
 
 /// The usable SPIR-V devices: OpenCL ones first ("opencl:0", ...), then Level Zero GPUs.

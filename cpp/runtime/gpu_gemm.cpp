@@ -1,6 +1,8 @@
 // GEMM on a SPIR-V device (gpu_gemm.h).
 #include "runtime/gpu_gemm.h"
 
+#include <algorithm>
+
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
 
@@ -9,7 +11,11 @@ namespace coopjit {
 GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, const PlanOverrides& overrides) {
   GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr};
   const GpuGemmPlan plan = k.plan;
-  k.code = device_program(device, plan.key(), [plan](const std::string& symbol) { return build_gemm_gpu(plan, symbol); });
+  k.code = device_program(device, plan.code_key(), [plan](const std::string& symbol) { return build_gemm_gpu(plan, symbol); });
+  if (plan.split != "dp")
+    k.fixup = device_program(device, plan.code_key() + ".fixup", [plan](const std::string& symbol) {
+      return build_gemm_gpu(plan, symbol, GpuGemmPart::fixup);
+    });
   return k;
 }
 
@@ -21,7 +27,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const void* ka = g.swap_ab ? b : a;
   const void* kb = g.swap_ab ? a : b;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
-  const int64_t groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
   const ir::Type idx = ir::Type::index(), acc = ir::Type::of(p.dtype);
   std::vector<KernelArg> args{pointer_arg(const_cast<void*>(ka)), pointer_arg(const_cast<void*>(kb)), pointer_arg(c)};
   for (int64_t v : {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c, g.batch1, g.batch2, g.sa_b1, g.sb_b1,
@@ -29,7 +35,21 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     args.push_back(scalar_arg(idx, v, 0.0));
   args.push_back(scalar_arg(acc, static_cast<int64_t>(alpha), alpha));
   args.push_back(scalar_arg(acc, static_cast<int64_t>(beta), beta));
-  k.code->launch(args, groups);
+  if (p.split == "dp") {
+    k.code->launch(args, tiles);
+    return;
+  }
+  // Stream-K (gemm_recipe_gpu.cpp): the split of seeds/004 (the CPU path's formula), a workspace
+  // of two macro tiles per worker, the main launch, then the fix-up of the split tiles.
+  const int64_t tiles_k = std::max<int64_t>(1, (g.K + p.kt - 1) / p.kt);
+  const int64_t sk_iters = stream_k_tiles(p.split, tiles, tiles_k, p.workers);
+  const int64_t workers = sk_iters > 0 ? std::min(p.workers, sk_iters) : 0;
+  const int64_t ws_bytes = std::max<int64_t>(1, workers) * 2 * mt * nt * ir::size_in_bytes(p.dtype);
+  SharedAllocation ws(open_device(k.device), static_cast<size_t>(ws_bytes));
+  args.push_back(pointer_arg(ws.data()));
+  for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
+  k.code->launch(args, workers + tiles - sk_iters / tiles_k);
+  if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
 }
 
 }  // namespace coopjit

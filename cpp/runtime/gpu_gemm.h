@@ -1,5 +1,6 @@
 // GEMM on a SPIR-V device: plan (gpu_plan.h), build (gemm_recipe_gpu.h) and cache the program
-// (device_program.h), launch it over the macro tiles. The operands must be device-visible
+// (device_program.h), launch it over the macro tiles (Stream-K: the workers and data-parallel
+// tiles, then the fix-up over a workspace in shared memory). The operands must be device-visible
 // memory (coopjit.empty / shared allocations); the Python layer copies host arrays there.
 #pragma once
 
@@ -18,6 +19,7 @@ struct GpuGemmKernel {
   PlanOverrides overrides;
   std::string device;
   std::shared_ptr<const DeviceProgram> code;
+  std::shared_ptr<const DeviceProgram> fixup;  // Stream-K plans: adds the partial tiles
 };
 
 /// Plans `spec` for `device` and returns its compiled kernel (from the cache when it exists).

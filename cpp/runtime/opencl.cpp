@@ -105,6 +105,15 @@ DeviceProps read_props(cl_platform_id p, cl_device_id d) {
   r.type = type & CL_DEVICE_TYPE_GPU ? "gpu" : type & CL_DEVICE_TYPE_CPU ? "cpu" : "accelerator";
   r.extensions = device_string(d, CL_DEVICE_EXTENSIONS);
   r.il_versions = split(device_string(d, CL_DEVICE_IL_VERSION));
+  if (r.has_extension("cl_khr_spirv_queries")) {  // an array of C strings
+    constexpr cl_device_info kSpirvExtensions = 0x12BA;  // CL_DEVICE_SPIRV_EXTENSIONS_KHR
+    if (api().clGetDeviceInfo(d, kSpirvExtensions, 0, nullptr, &n) == CL_SUCCESS && n >= sizeof(const char*)) {
+      std::vector<const char*> names(n / sizeof(const char*));
+      if (api().clGetDeviceInfo(d, kSpirvExtensions, n, names.data(), nullptr) == CL_SUCCESS)
+        for (const char* e : names)
+          if (e) r.spirv_extensions.emplace_back(e);
+    }
+  }
   if (api().clGetDeviceInfo(d, CL_DEVICE_SUB_GROUP_SIZES_INTEL, 0, nullptr, &n) == CL_SUCCESS && n > 0) {
     std::vector<size_t> sizes(n / sizeof(size_t));
     api().clGetDeviceInfo(d, CL_DEVICE_SUB_GROUP_SIZES_INTEL, n, sizes.data(), nullptr);

@@ -25,6 +25,7 @@ struct DeviceProps {
   std::string name, vendor, version, driver_version, platform, type;  // type: cpu / gpu / accelerator
   std::string extensions;                  // space-separated, as the driver reports them
   std::vector<std::string> il_versions;    // e.g. "SPIR-V_1.4"
+  std::vector<std::string> spirv_extensions;  // CL_DEVICE_SPIRV_EXTENSIONS_KHR (cl_khr_spirv_queries)
   std::vector<int64_t> subgroup_sizes;     // CL_DEVICE_SUB_GROUP_SIZES_INTEL
   int64_t max_work_group_size = 0, local_mem_bytes = 0, global_mem_bytes = 0, compute_units = 0;
   uint64_t svm_capabilities = 0;           // CL_DEVICE_SVM_CAPABILITIES bits

@@ -40,6 +40,7 @@ const std::vector<std::string>& default_spirv_extensions() {
       "SPV_INTEL_subgroups",                // intel_sub_group_shuffle*, block reads/writes
       "SPV_INTEL_bfloat16_conversion",      // f32 <-> bf16 conversions
       "SPV_INTEL_subgroup_matrix_multiply_accumulate",  // DPAS on Intel GPUs (used only when asked)
+      "SPV_INTEL_2d_block_io",              // 2-D block loads / stores / prefetches (used only when asked)
       "SPV_KHR_no_integer_wrap_decoration", // nsw/nuw kept as decorations
       "SPV_KHR_expect_assume",              // llvm.assume / llvm.expect kept, not dropped
   };

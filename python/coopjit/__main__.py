@@ -41,7 +41,8 @@ def info() -> None:
         d = coopjit.device_info(name)
         print(f"  {name}: {d['device_name']} ({d['platform']}, {d['type']}), SPIR-V {d['spirv_version']}, "
               f"subgroups {d['subgroup_sizes']}, max work-group {d['max_work_group_size']}, "
-              f"local memory {d['local_memory_bytes'] // 1024} KiB, memory {d['memory']}, dpas {d['dpas']}")
+              f"local memory {d['local_memory_bytes'] // 1024} KiB, memory {d['memory']}, dpas {d['dpas']}, "
+              f"2-D block I/O {d['block2d']}")
     for s in status():
         if s["status"] or s["rejected"]:
             print(f"  {s['backend']}: {s['status'] or ''}{'; rejected: ' + '; '.join(s['rejected']) if s['rejected'] else ''}")

@@ -38,18 +38,31 @@ def _overrides(plan: dict | None) -> dict:
     return out
 
 
-_GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n")
+_GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "split", "kt",
+               "workers")
+_GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
 def _gpu_overrides(plan: dict | None) -> dict:
     """Plan overrides for SPIR-V devices: {'layout': 'row'|'col', 'subgroup_size': 16, 'mr': 32,
-    'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2}."""
+    'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2, 'dpas': 'no'|'yes'|'emulated', 'block2d': the same,
+    'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
+    ('emulated': the instructions' operands as on hardware, the instructions computed from their
+    specification, so that the kernel runs on devices without them)."""
     out = {}
     for key, value in (plan or {}).items():
         if key == "layout":
             if value not in _LAYOUTS:
                 raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
             out[key] = _LAYOUTS[value]
+        elif key == "split":
+            if value not in _SPLITS:
+                raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
+            out[key] = _SPLITS[value]
+        elif key in ("dpas", "block2d") and isinstance(value, str):
+            if value not in _GPU_MODES:
+                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
+            out[key] = _GPU_MODES[value]
         elif key in _GPU_FIELDS:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")

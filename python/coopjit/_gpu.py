@@ -126,12 +126,16 @@ class GpuKernel:
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
         from ._gemm import check_kernel_call
 
+        if self.device.startswith("target:"):
+            raise RuntimeError(f"this kernel was generated for {self.device[7:]} and validated with spirv-val, "
+                               "but there is no such device here to run it on")
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
             return c
-        opa = a.T if self.trans_a else a
-        opb = b.T if self.trans_b else b
-        A, B = to_device(opa, self.device), to_device(opb, self.device)
+        # Copied as given, then transposed: the device operands keep the strides the kernel was
+        # planned for (a copy of a.T would be C-ordered, another plan).
+        A, B = to_device(a, self.device), to_device(b, self.device)
+        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(c, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
         self._core.run(list(self._types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
@@ -141,7 +145,8 @@ class GpuKernel:
         cfg = self.config
         return (f"Kernel(gemm {self.dtype} M={self.m} N={self.n} K={self.k} on {self.device}; plan layout="
                 f"{cfg['layout']} tile={cfg['mr']}x{cfg['nr']} kb={cfg['kb']} subgroup={cfg['subgroup_size']} "
-                f"work-group={cfg['sg_m']}x{cfg['sg_n']})")
+                f"work-group={cfg['sg_m']}x{cfg['sg_n']} split={cfg['split']} dpas={cfg['dpas']} "
+                f"block2d={cfg['block2d']})")
 
 
 # ---- reductions -------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ def devices() -> list[str]:
 def device_info(name: str = "cpu") -> dict:
     """Properties of a device. For SPIR-V devices: device_name, vendor, driver_version, platform,
     type, spirv_version, memory, subgroup_sizes, max_work_group_size, local_memory_bytes,
-    global_memory_bytes, compute_units, dpas (True / False / None when unreported), extensions.
+    global_memory_bytes, compute_units, dpas (True / False / None when unreported), block2d (2-D block I/O, the same),
+    extensions, spirv_extensions (the SPIR-V extensions an OpenCL device says it takes).
     Raises DeviceError (naming the missing runtime or driver) for an absent device."""
     if name == "cpu":
         cpu = _core.cpu_info()

@@ -73,3 +73,28 @@ def tools() -> dict:
         except RuntimeError as e:
             out[tool] = {"error": str(e)}
     return out
+
+
+TARGETS = ("xe-hpc", "xe2", "generic")
+
+
+def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "xe-hpc", trans_a: bool = False,
+                 trans_b: bool = False, accumulate: bool = False, plan: dict | None = None, out_dtype=None):
+    """The SPIR-V GEMM kernel coopjit would run on a GPU of the named kind, generated and
+    validated with spirv-val without such a device: "xe-hpc" (Data Center GPU Max) and "xe2"
+    (Lunar Lake, Battlemage) have DPAS and 2-D block I/O at subgroup size 16; "generic" neither.
+    The result has .config, .source("spirv" | "ir" | "llvm") and .spirv like a device kernel;
+    calling it raises RuntimeError (nothing here can run it)."""
+    import numpy as np
+
+    from ._gpu import GpuKernel
+
+    if target not in TARGETS:
+        raise ValueError(f"unknown GPU target {target!r}; known: {', '.join(TARGETS)}")
+    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+    return GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype,
+                     "target:" + target)
+
