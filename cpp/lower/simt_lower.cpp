@@ -317,8 +317,13 @@ void SimtLowering::op(const Op& o) {
     case OpKind::for_: for_loop(o); return;
     case OpKind::if_: if_op(o); return;
     case OpKind::yield: throw InternalError("yield outside a region");
-    case OpKind::mat_load: load(o); return;
-    case OpKind::mat_store: store(o); return;
+    case OpKind::mat_load: case OpKind::mat_store:
+      // VNNI-packed memory (builder.h) is the CPU recipes' panel format; device recipes keep
+      // plain strided matrices (their VNNI is in registers: simt_dpas.cpp).
+      if (o.int_attr("vnni", 1) != 1)
+        throw InternalError(cat("the SIMT lowering does not take vnni-packed memory: ", mnemonic(o)));
+      if (o.kind == OpKind::mat_load) load(o); else store(o);
+      return;
     case OpKind::mat_accumulate: accumulate(o); return;
     case OpKind::vec_load: case OpKind::vec_store: vector_access(o); return;
     case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
