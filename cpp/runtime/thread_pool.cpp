@@ -3,6 +3,8 @@
 
 #include <sched.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -20,17 +22,39 @@ int affinity_cpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+namespace {
+// Waiting: spin (with pause) for up to kSpin before sleeping on a condition variable. A worker
+// woken from a futex sleep starts tens of microseconds late on a loaded or virtual machine, which
+// is the whole run time of a small kernel and undoes Stream-K's balance (the owner of a split
+// tile waits for the late worker); a launch that follows another within kSpin finds its workers
+// still spinning. The cost: up to kSpin of a core after each launch.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto end = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > end) return false;
+  }
+}
+}  // namespace
+
 struct ThreadPool::Impl {
   std::mutex launch;  // one launch at a time
   std::mutex mu;
   std::condition_variable wake, done;
   std::vector<std::thread> threads;
   int size = 1;
-  // The current launch.
+  // The current launch (fn, workers and error under mu; generation and pending also read
+  // without it while spinning).
   const std::function<void(int)>* fn = nullptr;
   int workers = 0;
-  long generation = 0;
-  int pending = 0;
+  std::atomic<long> generation{0};
+  std::atomic<int> pending{0};
   std::exception_ptr error;
 
   void ensure_threads(int n) {  // n - 1 pool threads (worker 0 is the caller)
@@ -46,9 +70,11 @@ struct ThreadPool::Impl {
     for (;;) {
       const std::function<void(int)>* job;
       {
+        auto launched = [&] { return generation.load(std::memory_order_acquire) != seen; };
+        bool spun = spin_until(launched);
         std::unique_lock<std::mutex> g(mu);
-        wake.wait(g, [&] { return generation != seen; });
-        seen = generation;
+        if (!spun) wake.wait(g, launched);
+        seen = generation.load(std::memory_order_relaxed);
         if (index >= workers) continue;
         job = fn;
       }
@@ -60,7 +86,7 @@ struct ThreadPool::Impl {
       }
       std::lock_guard<std::mutex> g(mu);
       if (err && !error) error = err;
-      if (--pending == 0) done.notify_all();
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done.notify_all();
     }
   }
 };
@@ -100,9 +126,9 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
     impl_->ensure_threads(workers);
     impl_->fn = &fn;
     impl_->workers = workers;
-    impl_->pending = workers - 1;
+    impl_->pending.store(workers - 1, std::memory_order_relaxed);
     impl_->error = nullptr;
-    ++impl_->generation;
+    impl_->generation.fetch_add(1, std::memory_order_release);
   }
   impl_->wake.notify_all();
   std::exception_ptr mine;
@@ -111,8 +137,10 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
   } catch (...) {
     mine = std::current_exception();
   }
+  auto finished = [&] { return impl_->pending.load(std::memory_order_acquire) == 0; };
+  const bool spun = spin_until(finished);
   std::unique_lock<std::mutex> g(impl_->mu);
-  impl_->done.wait(g, [&] { return impl_->pending == 0; });
+  if (!spun) impl_->done.wait(g, finished);
   if (mine) std::rethrow_exception(mine);
   if (impl_->error) std::rethrow_exception(impl_->error);
 }

@@ -243,12 +243,15 @@ def stream_k_rows(cfg: Config) -> list[dict]:
         auto = coopjit.compile_gemm(m, n, k, np.float32)
         dp = coopjit.compile_gemm(m, n, k, np.float32, plan={"split": "dp"})
         c = np.empty((m, n), np.float32)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
+        ref = a.astype(np.float64) @ b.astype(np.float64)  # NumPy's BLAS threads spin for a while after
         times = {}
-        for name, kern in (("auto", auto), ("dp", dp)):
+        for name, kern in (("auto", auto), ("dp", dp), ("auto", auto), ("dp", dp)):  # twice each, the faster kept
+            time.sleep(max(cfg.pause, 0.2 if cfg.pause else 0.0))
             t = time_call(lambda kern=kern: (kern(a, b, c), c.copy())[1], cfg)
             err = float(np.max(np.abs(t["result"] - ref))) / float(np.max(np.abs(ref)))
-            times[name] = {"median_s": t["median_s"], "ok": bool(err <= (k + 2) * np.finfo(np.float32).eps)}
+            ok = bool(err <= (k + 2) * np.finfo(np.float32).eps)
+            if name not in times or t["median_s"] < times[name]["median_s"]:
+                times[name] = {"median_s": t["median_s"], "ok": ok and times.get(name, {}).get("ok", True)}
         cf = auto.config
         tiles = -(-m // int(cf["mr"])) * -(-n // int(cf["nr"]))
         rows.append({"shape": [m, n, k], "tiles": tiles, "workers": int(cf["threads"]), "split": cf["split"],
