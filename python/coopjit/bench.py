@@ -43,8 +43,8 @@ class Config:
     lowp_sizes: tuple = (256, 512, 1024, 2048, 4096)
     reduce_shape: tuple = (8192, 8192)  # float32: 256 MiB, 8x the L3 of a large CPU
     # float32 (M, N, K) whose output tiles leave the last wave of workers partly empty (3 and 5
-    # tiles of 16 x 16 on 2 workers): the automatic plan (Stream-K) against forced data-parallel
-    streamk: tuple = ((48, 16, 32768), (80, 16, 32768))
+    # tiles of 12 x 32 on 2 workers): the automatic plan (Stream-K) against forced data-parallel
+    streamk: tuple = ((36, 32, 16384), (60, 32, 8192))
     repeat: int = 11  # timed samples per cell (fewer when the budget runs out, at least 3)
     min_sample: float = 0.005  # seconds: calls shorter than this are timed in batches
     budget: float = 3.0  # seconds of timed calls per cell
