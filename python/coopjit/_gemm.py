@@ -12,13 +12,11 @@ _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
 PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "mc_tiles", "fixed")
 
 
-def _overrides(plan: dict | None) -> dict:
-    """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
-    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'mc_tiles': 8, 'pack': bool}."""
-    if not plan:
-        return {}
+def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tuple = (), where: str = "") -> dict:
+    """Plan overrides as the core takes them: layout and split by name, `flags` as 0/1, `modes` by
+    name ('no' / 'yes' / 'emulated') or number, the other `known` fields as ints."""
     out = {}
-    for key, value in plan.items():
+    for key, value in (plan or {}).items():
         if key == "layout":
             if value not in _LAYOUTS:
                 raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
@@ -27,15 +25,25 @@ def _overrides(plan: dict | None) -> dict:
             if value not in _SPLITS:
                 raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
             out[key] = _SPLITS[value]
-        elif key in ("pack", "prepacked_b", "fixed"):
+        elif key in modes and isinstance(value, str):
+            if value not in _GPU_MODES:
+                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
+            out[key] = _GPU_MODES[value]
+        elif key in flags:
             out[key] = int(bool(value))
-        elif key in ("mr", "nr", "kb", "kt", "threads", "vnni", "mc_tiles"):
+        elif key in known:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise TypeError(f"plan {key} must be an int, got {value!r}")
             out[key] = int(value)
         else:
-            raise ValueError(f"unknown plan field {key!r}; known: {', '.join(PLAN_FIELDS)}")
+            raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
     return out
+
+
+def _overrides(plan: dict | None) -> dict:
+    """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
+    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'mc_tiles': 8, 'pack': bool}."""
+    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"))
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "split", "kt",
@@ -49,27 +57,7 @@ def _gpu_overrides(plan: dict | None) -> dict:
     'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
-    out = {}
-    for key, value in (plan or {}).items():
-        if key == "layout":
-            if value not in _LAYOUTS:
-                raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
-            out[key] = _LAYOUTS[value]
-        elif key == "split":
-            if value not in _SPLITS:
-                raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
-            out[key] = _SPLITS[value]
-        elif key in ("dpas", "block2d") and isinstance(value, str):
-            if value not in _GPU_MODES:
-                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
-            out[key] = _GPU_MODES[value]
-        elif key in _GPU_FIELDS:
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"plan {key} must be an int, got {value!r}")
-            out[key] = int(value)
-        else:
-            raise ValueError(f"unknown plan field {key!r} for a SPIR-V device; known: {', '.join(_GPU_FIELDS)}")
-    return out
+    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d"), where=" for a SPIR-V device")
 
 
 class PackedMatrix:
