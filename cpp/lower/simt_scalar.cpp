@@ -7,6 +7,8 @@
 #include "lower/ir_to_llvm.h"
 #include "lower/simt_lowering.h"
 
+#include "lower/fp8_convert.h"
+
 namespace coopjit {
 
 llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
@@ -72,55 +74,10 @@ llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
   return builtin(cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
 }
 
-// fp8 bits -> f32: e5m2 is the top byte of an IEEE half; e4m3fn has bias 7, no infinities and
-// S.1111.111 as NaN.
-llvm::Value* SimtLowering::fp8_to_f32(llvm::Value* bits, ScalarType from) {
-  auto c32 = [&](uint32_t v) { return b_.getInt32(v); };
-  llvm::Value* b = b_.CreateZExt(bits, b_.getInt32Ty());
-  if (from == ScalarType::f8_e5m2) {
-    llvm::Value* h = b_.CreateBitCast(b_.CreateTrunc(b_.CreateShl(b, c32(8)), b_.getInt16Ty()), b_.getHalfTy());
-    return b_.CreateFPExt(h, b_.getFloatTy());
-  }
-  llvm::Value* sign = b_.CreateShl(b_.CreateAnd(b, c32(0x80)), c32(24));
-  llvm::Value* e = b_.CreateAnd(b_.CreateLShr(b, c32(3)), c32(0xF));
-  llvm::Value* m = b_.CreateAnd(b, c32(7));
-  llvm::Value* normal = b_.CreateOr(sign, b_.CreateOr(b_.CreateShl(b_.CreateAdd(e, c32(120)), c32(23)), b_.CreateShl(m, c32(20))));
-  llvm::Value* sub = b_.CreateFMul(b_.CreateUIToFP(m, b_.getFloatTy()), llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 512));
-  sub = b_.CreateOr(b_.CreateBitCast(sub, b_.getInt32Ty()), sign);
-  llvm::Value* nan = b_.CreateOr(sign, c32(0x7FC00000));
-  llvm::Value* r = b_.CreateSelect(b_.CreateICmpEQ(e, c32(0)), sub, normal);
-  r = b_.CreateSelect(b_.CreateAnd(b_.CreateICmpEQ(e, c32(15)), b_.CreateICmpEQ(m, c32(7))), nan, r);
-  return b_.CreateBitCast(r, b_.getFloatTy());
-}
+llvm::Value* SimtLowering::fp8_to_f32(llvm::Value* bits, ScalarType from) { return coopjit::fp8_to_f32(b_, bits, from); }
 
-// f32 -> fp8 bits, rounding to nearest even: e4m3fn overflows (and inf) to NaN 0x7F like
-// ml_dtypes' float8_e4m3fn; e5m2 overflows to infinity 0x7C, NaN is 0x7E.
 llvm::Value* SimtLowering::f32_to_fp8(llvm::Value* x, ScalarType to) {
-  auto c32 = [&](uint32_t v) { return b_.getInt32(v); };
-  auto cf = [&](double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); };
-  llvm::Value* bits = b_.CreateBitCast(x, b_.getInt32Ty());
-  llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(bits, c32(24)), c32(0x80));
-  llvm::Value* a = b_.CreateAnd(bits, c32(0x7FFFFFFF));
-  llvm::Value* fa = b_.CreateBitCast(a, b_.getFloatTy());
-  llvm::Value* is_nan = b_.CreateICmpUGT(a, c32(0x7F800000));
-  const bool e4 = to == ScalarType::f8_e4m3;
-  llvm::Value* scaled = b_.CreateFMul(fa, cf(e4 ? 512.0 : 65536.0));
-  llvm::Value* q = b_.CreateFPToUI(builtin("_Z4rintf", b_.getFloatTy(), {scaled}), b_.getInt32Ty());
-  llvm::Value* is_sub = b_.CreateFCmpOLT(fa, cf(e4 ? 1.0 / 64 : 1.0 / 16384));
-  const uint32_t drop = e4 ? 20 : 21;
-  llvm::Value* r = b_.CreateAdd(a, b_.CreateAdd(c32((1u << (drop - 1)) - 1), b_.CreateAnd(b_.CreateLShr(a, c32(drop)), c32(1))));
-  llvm::Value* E = b_.CreateSub(b_.CreateLShr(r, c32(23)), c32(e4 ? 120 : 112));
-  llvm::Value* mant = b_.CreateAnd(b_.CreateLShr(r, c32(drop)), c32(e4 ? 7 : 3));
-  llvm::Value* code = b_.CreateOr(b_.CreateShl(E, c32(e4 ? 3 : 2)), mant);
-  llvm::Value* out;
-  if (e4) {
-    llvm::Value* over = b_.CreateICmpUGT(code, c32(0x7E));
-    out = b_.CreateSelect(is_nan, c32(0x7F), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7F), code)));
-  } else {
-    llvm::Value* over = b_.CreateICmpUGE(E, c32(31));
-    out = b_.CreateSelect(is_nan, c32(0x7E), b_.CreateSelect(is_sub, q, b_.CreateSelect(over, c32(0x7C), code)));
-  }
-  return b_.CreateTrunc(b_.CreateOr(out, sign), b_.getInt8Ty());
+  return coopjit::f32_to_fp8(b_, x, to, [&](llvm::Value* v) { return builtin("_Z4rintf", b_.getFloatTy(), {v}); });
 }
 
 llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
