@@ -175,3 +175,25 @@ def test_flags_are_global_atomics(rng):
     k(flags, x, y)
     np.testing.assert_array_equal(flags, [0, 0, 0, 1, 0])
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("dst", ["f8_e4m3", "f8_e5m2"])
+def test_convert_to_fp8_rounds_and_saturates_like_ml_dtypes(dst):
+    # f32 -> fp8 on the device (fp8_convert.cpp, shared with the CPU): nearest even, subnormals,
+    # e4m3fn's overflow to NaN, e5m2's to infinity, NaN.
+    import ml_dtypes
+
+    npd = {"f8_e4m3": ml_dtypes.float8_e4m3fn, "f8_e5m2": ml_dtypes.float8_e5m2}[dst]
+    vals = np.array([0, 1, -1, 0.5, 3.14159, -2.71828, 1e-3, 1e-6, 448, 460, 464, 470, 500, 57344, 61440, 1e5,
+                     -1e5, 65504, 70000, np.inf, -np.inf, np.nan, 2**-9, 2**-10, 3 * 2**-11, 2**-16, 2**-17,
+                     1.00390625, 1.01171875, 255.5, 256.7, -3.5] * 2, np.float32)[:64].reshape(4, 16)
+    b = KernelBuilder("to_fp8")
+    X, Y = b.param("X", "ptr<f32>"), b.param("Y", f"ptr<{dst}>")
+    x = b.load(mat("f32", 4, 16), X, strides=(16, 1))
+    b.store(b.convert_matrix(x, mat(dst, 4, 16)), Y, strides=(16, 1))
+    k = build(b)
+    y = np.zeros((4, 16), npd)
+    k(vals, y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = vals.astype(npd)
+    np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
