@@ -172,8 +172,15 @@ class GemmRecipe {
     b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
       Value* m0 = x.mul(q, MR_);
+      // AMX panels: each mr x kb block row-major, copied by rows (vector loads and stores).
+      const Type a_rows = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::b, Scope::subgroup);
       auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked) {
         z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+          if (p_.amx) {
+            Value* a = y.load(a_rows, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+            y.store(a, panel_a(y, dst, k), false);
+            return std::vector<Value*>{};
+          }
           Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
           if (needs_column_sums(p_)) {  // s8 -> u8: a + 128
             const Type a_i32 = Type::matrix(ScalarType::i32, p_.mr, p_.kb, Use::a, Scope::subgroup);
@@ -225,7 +232,9 @@ class GemmRecipe {
   }
 
   // Where K step k of a packed panel lives (see pack()).
+  // AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
   Builder::Access panel_a(Builder& b, Value* panel, Value* k) {
+    if (p_.amx) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
     if (p_.vnni == 1) return {panel, zero_, k, one_, MR_, MR_, Kp_};
     return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
   }
@@ -430,6 +439,7 @@ std::unique_ptr<Function> build_gemm(const GemmPlan& p, const std::string& name)
   auto f = std::make_unique<Function>();
   f->name = name;
   f->attrs["subgroup_size"] = int64_t(p.simd_width);
+  if (p.amx) f->attrs["amx"] = int64_t(p.amx);  // the lowering keeps the K loop's matrices in tiles
   GemmRecipe(p, *f).build();
   return f;
 }

@@ -13,7 +13,11 @@ std::unique_ptr<llvm::Module> SimdLowering::run() {
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
   unpack_params();
+  if (amx_) find_tile_loads();
   block(f_.body);
+  // Gives the tile state back (the next kernel loads its configuration again): a thread that
+  // keeps it makes every context switch save 8 KiB of tile data.
+  if (amx_ == 1) b_.CreateCall(llvm::Intrinsic::getOrInsertDeclaration(mod_.get(), llvm::Intrinsic::x86_tilerelease));
   b_.CreateRetVoid();
   return std::move(mod_);
 }
@@ -55,6 +59,7 @@ llvm::Value* SimdLowering::scalar(const Value* v) {
 const std::vector<llvm::Value*>& SimdLowering::mat(const Value* v) {
   auto it = mats_.find(v);
   if (it == mats_.end()) {
+    if (tiles_.count(v)) return rows_of_tiles(v);
     auto m = mems_.find(v);
     COOPJIT_INTERNAL_ASSERT(m != mems_.end(), "matrix value not lowered");
     const Type& t = v->type;
@@ -110,8 +115,18 @@ void SimdLowering::unpack_params() {
 }
 
 std::vector<llvm::Value*> SimdLowering::block(const Block& blk) {
+  const std::vector<bool>* tiles = yield_tiles_;  // set by the for loop that owns this block
+  yield_tiles_ = nullptr;
   for (const auto& op : blk.ops) {
-    if (op->kind == OpKind::yield) return flat_all(op->operands);
+    if (op->kind == OpKind::yield) {
+      if (!tiles) return flat_all(op->operands);
+      std::vector<llvm::Value*> out;
+      for (size_t i = 0; i < op->operands.size(); ++i) {
+        auto p = (*tiles)[i] ? tiles_of(op->operands[i]) : flat(op->operands[i]);
+        out.insert(out.end(), p.begin(), p.end());
+      }
+      return out;
+    }
     this->op(*op);
   }
   return {};
@@ -121,7 +136,17 @@ void SimdLowering::for_loop(const Op& o) {
   llvm::Value* lb = scalar(o.operands[0]);
   llvm::Value* ub = scalar(o.operands[1]);
   llvm::Value* step = scalar(o.operands[2]);
-  std::vector<llvm::Value*> init = flat_all(o.operands, 3);
+  // Values the loop carries in AMX tiles (an accumulator of tile mul_adds): tiles in the phis,
+  // rows everywhere else (see simd_lowering.h).
+  const Block& region = *o.regions[0];
+  const std::vector<bool> tiles = tile_carried(o);
+  std::vector<llvm::Value*> init;
+  std::vector<size_t> count;  // LLVM values per carried value
+  for (size_t i = 3; i < o.operands.size(); ++i) {
+    auto p = tiles[i - 3] ? tiles_of(o.operands[i]) : flat(o.operands[i]);
+    init.insert(init.end(), p.begin(), p.end());
+    count.push_back(p.size());
+  }
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
   auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
@@ -137,10 +162,18 @@ void SimdLowering::for_loop(const Op& o) {
   }
   b_.CreateCondBr(b_.CreateICmpSLT(iv, ub), body, exit);
   b_.SetInsertPoint(body);
-  const Block& region = *o.regions[0];
   scalars_[region.args[0]] = iv;
-  bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()),
-       std::vector<llvm::Value*>(phis.begin(), phis.end()));
+  auto bind_carried = [&](const std::vector<Value*>& vs) {
+    size_t pos = 0;
+    for (size_t i = 0; i < vs.size(); ++i) {
+      std::vector<llvm::Value*> part(phis.begin() + pos, phis.begin() + pos + count[i]);
+      pos += count[i];
+      if (tiles[i]) tiles_[vs[i]] = part;
+      else bind({vs[i]}, part);
+    }
+  };
+  bind_carried(std::vector<Value*>(region.args.begin() + 1, region.args.end()));
+  yield_tiles_ = &tiles;
   std::vector<llvm::Value*> next = block(region);
   llvm::Value* iv_next = b_.CreateAdd(iv, step, "iv.next", /*HasNUW=*/false, /*HasNSW=*/true);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
@@ -148,7 +181,7 @@ void SimdLowering::for_loop(const Op& o) {
   for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
   b_.CreateBr(header);
   b_.SetInsertPoint(exit);
-  bind(o.results, std::vector<llvm::Value*>(phis.begin(), phis.end()));
+  bind_carried(o.results);
 }
 
 void SimdLowering::if_op(const Op& o) {
@@ -303,10 +336,19 @@ void SimdLowering::op(const Op& o) {
     case OpKind::for_: for_loop(o); return;
     case OpKind::if_: if_op(o); return;
     case OpKind::yield: throw InternalError("yield outside a region");
-    case OpKind::mat_load: load(o); return;
+    case OpKind::mat_load:
+      if (is_tile_load(o)) return load_tiles(o);
+      load(o);
+      return;
     case OpKind::mat_store: store(o); return;
-    case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
-    case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
+    case OpKind::mat_splat:
+      if (splat_tiles(o)) return;
+      mats_[o.result()] = splat(o);
+      return;
+    case OpKind::mat_mul_add:
+      if (tile_mul_add(o)) return mul_add_tiles(o);
+      mats_[o.result()] = mul_add(o);
+      return;
     case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
     case OpKind::unary:
       scalars_[o.result()] = unary_value(static_cast<UnOp>(o.sub), o.result()->type.scalar, lanev(scalar(o.operands[0])));

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <unordered_set>
 #include <unordered_map>
 
 #include <llvm/IR/Constants.h>
@@ -28,6 +30,7 @@ class SimdLowering {
     auto it = f.attrs.find("subgroup_size");
     COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
     S_ = static_cast<int>(std::get<int64_t>(it->second));
+    if (auto a = f.attrs.find("amx"); a != f.attrs.end()) amx_ = static_cast<int>(std::get<int64_t>(a->second));
   }
 
   std::unique_ptr<llvm::Module> run();
@@ -110,6 +113,40 @@ class SimdLowering {
   llvm::Value* vnni_element_ptr(const Type& t, const Addr& a, int64_t x, int64_t k);
   llvm::Value* interleave(const std::vector<llvm::Value*>& rows);
   std::unordered_map<const Value*, std::vector<llvm::Value*>> raw_;
+
+  // ---- AMX tiles (simd_amx.cpp; functions with attr amx: 1 the tile instructions, 2 emulated) ----
+  // A tile is one <256 x i32> value (16 rows of 64 bytes), as Clang holds __tile1024i: the
+  // hardware form wraps each instruction in casts from and to x86_amx, which LLVM's AMX passes
+  // fold away (tiles stay in tile registers across the K loop's phis). Accumulators of 4-byte
+  // elements, 16-row and 16-column multiples, up to 4 tiles (tile_form) are tiles only inside
+  // the loop that accumulates them (tile_carried: its phis hold tiles); every other operation,
+  // and every other phi, gets them as rows (mat(), converted by tilestored in the block that
+  // needs them). LLVM's phi folding fails on webs of phis that reach past the K loop, and a tile
+  // then goes through memory at each step. A matrix_a / matrix_b load whose only uses are tile
+  // mul_adds (find_tile_loads) loads tiles: tileloadd rows of 64 bytes, A's rows (K contiguous)
+  // and B's VNNI rows (pairs / quads of K per column).
+  int amx_ = 0;
+  bool tile_form(const Type& t) const;
+  // Per value a for loop carries: whether it is carried in tiles (a tile-form accumulator the
+  // body yields from a tile mul_add).
+  std::vector<bool> tile_carried(const Op& for_op) const;
+  const std::vector<bool>* yield_tiles_ = nullptr;  // for the next block() lowered: its yield's tile flags
+  void find_tile_loads();
+  bool is_tile_load(const Op& o) const { return tile_loads_.count(o.result()) != 0; }
+  bool tile_mul_add(const Op& o) const;
+  const std::vector<llvm::Value*>& tiles_of(const Value* v);     // tile form (converting rows)
+  const std::vector<llvm::Value*>& rows_of_tiles(const Value* v);  // rows (converting tiles)
+  void load_tiles(const Op& o);
+  void mul_add_tiles(const Op& o);
+  bool splat_tiles(const Op& o);
+  llvm::Value* tile_load(llvm::Value* ptr, llvm::Value* stride_bytes);
+  llvm::Value* tile_dp(int kind, llvm::Value* c, llvm::Value* a, llvm::Value* b);
+  llvm::Value* scratch_tile(int i);  // a 1 KiB, 64-byte aligned stack slot (entry block)
+  std::unordered_set<const Value*> tile_loads_;
+  std::unordered_map<const Value*, std::vector<llvm::Value*>> tiles_;
+  // Conversions, per value and block: a conversion made in one branch does not dominate another.
+  std::map<std::pair<const Value*, llvm::BasicBlock*>, std::vector<llvm::Value*>> rows_cache_, tiles_cache_;
+  llvm::Value* scratch_tiles_[3] = {nullptr, nullptr, nullptr};
 
   // ---- matrices held in memory -----------------------------------------------------------------
   // A matrix of more than kMemoryParts vectors lives in a stack slot, and the operations that

@@ -12,7 +12,7 @@ std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), fixed_key());
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key());
 }
 
 std::string GemmPlan::fixed_key() const {
@@ -23,6 +23,11 @@ std::string GemmPlan::fixed_key() const {
 }
 
 std::string GemmPlan::vnni_description() const {
+  if (amx)
+    return cat(vnni, ": ", vnni == 2 ? "16-bit pairs" : "8-bit quads", " along K in packed panels",
+               prepacked_b ? " (B prepacked)" : "", ", AMX ", amx_instruction(*this), " on 16 x 64-byte tiles",
+               amx == 2 ? " (emulated: no AMX on this CPU)" : "",
+               a_type == ir::ScalarType::bf16 ? " (subnormal bf16 inputs count as zero)" : "");
   if (vnni > 1)
     return cat(vnni, ": ", vnni == 2 ? "bf16 pairs" : "8-bit quads", " along K in packed panels",
                prepacked_b ? " (B prepacked)" : "", ", ", vnni == 2 ? "vdpbf16ps" : "vpdpbusd",
@@ -55,6 +60,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"pack", pack ? "true" : "false"},
           {"mc_tiles", std::to_string(mc_tiles)},
           {"prepacked_b", prepacked_b ? "true" : "false"},
+          {"amx", amx == 0 ? "none" : amx == 1 ? "tiles" : "emulated"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -89,13 +95,29 @@ int dot_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuT
   return 1;
 }
 
+int amx_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuTargetInfo& cpu, bool emulated) {
+  using ir::ScalarType;
+  auto byte = [](ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; };
+  if (a == ScalarType::bf16 && b == ScalarType::bf16 && acc == ScalarType::f32 && (cpu.amx_bf16 || emulated)) return 2;
+  if (a == ScalarType::f16 && b == ScalarType::f16 && acc == ScalarType::f32 && (cpu.amx_fp16 || emulated)) return 2;
+  if (byte(a) && byte(b) && acc == ScalarType::i32 && (cpu.amx_int8 || emulated)) return 4;
+  return 0;
+}
+
+std::string amx_instruction(const GemmPlan& p) {
+  using ir::ScalarType;
+  if (p.a_type == ScalarType::bf16) return "tdpbf16ps";
+  if (p.a_type == ScalarType::f16) return "tdpfp16ps";
+  return cat("tdpb", p.a_type == ScalarType::u8 ? "u" : "s", p.b_type == ScalarType::u8 ? "u" : "s", "d");
+}
+
 ir::ScalarType packed_a_type(const GemmPlan& p) {
   if (p.vnni == 1) return p.dtype;
   return needs_column_sums(p) ? ir::ScalarType::u8 : p.a_type;
 }
 ir::ScalarType packed_b_type(const GemmPlan& p) { return p.vnni == 1 ? p.dtype : p.b_type; }
 bool needs_column_sums(const GemmPlan& p) {
-  return p.vnni == 4 && p.a_type == ir::ScalarType::i8 && p.b_type == ir::ScalarType::i8;
+  return p.vnni == 4 && !p.amx && p.a_type == ir::ScalarType::i8 && p.b_type == ir::ScalarType::i8;
 }
 
 size_t packed_b_panel_bytes(const GemmPlan& p, int64_t K, int64_t N) {
@@ -192,7 +214,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
-  if (spec.batch1 * spec.batch2 == 1 && dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 &&
+  if (spec.batch1 * spec.batch2 == 1 &&
+      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0) &&
       std::min({spec.M, spec.N, spec.K}) >= 64 && flops >= 2.0e6)
     p.pack = true;
   // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
@@ -222,6 +245,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.vnni = static_cast<int>(v);
       continue;
     }
+    if (k == "amx") {
+      if (v < 0 || v > 2) throw UserError(cat("plan override amx=", v, " must be 0 (none), 1 (tiles) or 2 (emulated)"));
+      continue;  // decided after the packing
+    }
     if (k == "mc_tiles") {
       if (v < 1 || v > 4096) throw UserError(cat("plan override mc_tiles=", v, " is out of range [1, 4096]"));
       p.mc_tiles = static_cast<int>(v);
@@ -240,7 +267,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, mc_tiles, fixed)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -261,6 +288,47 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                           "instruction of that group for (", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ",
                           ir::name(p.dtype), ": group ", g, ")"));
     if (p.kb % p.vnni != 0) throw UserError(cat("plan kb=", p.kb, " must be a multiple of vnni=", p.vnni));
+  }
+  // AMX: packed products the CPU has tiles for take them (a tile instruction does 16 x 16 x 64
+  // bytes of K: 16 times the work of a 512-bit dot instruction). Register tile 32 x 32 (2 x 2
+  // accumulator tiles, 2 A and 2 B tiles: the 8 tile registers), one tile row of K per step.
+  {
+    auto it = overrides.find("amx");
+    const int group = amx_group(p.a_type, p.b_type, p.dtype, cpu);
+    if (it != overrides.end()) {
+      p.amx = static_cast<int>(it->second);
+      if (p.amx == 1 && group == 0)
+        throw UserError(cat("plan amx=1: this CPU (or process) has no AMX tiles for ", ir::name(p.a_type), " x ",
+                            ir::name(p.b_type), " -> ", ir::name(p.dtype), "; amx=2 runs the same program with ",
+                            "emulated tile instructions"));
+      if (p.amx == 2 && amx_group(p.a_type, p.b_type, p.dtype, cpu, true) == 0)
+        throw UserError(cat("plan amx=2: AMX has no tile product for ", ir::name(p.a_type), " x ", ir::name(p.b_type),
+                            " -> ", ir::name(p.dtype), " (bf16 or f16 pairs to f32, 8-bit quads to i32)"));
+    } else if (p.pack && group > 0 && !overrides.count("vnni") && cpu.vector_bytes == 64) {
+      p.amx = 1;
+    }
+    if (p.amx && !p.pack && !overrides.count("pack") && spec.batch1 * spec.batch2 == 1) {
+      p.pack = true;  // asked for tiles: they read packed panels
+      if (!overrides.count("split")) p.split = "dp";
+    }
+    if (p.amx) {
+      if (!p.pack) throw UserError(cat("plan amx=", p.amx, " needs packed panels (pack=1)"));
+      if (cpu.vector_bytes != 64)
+        throw UserError(cat("plan amx=", p.amx, " needs 16-lane (AVX-512) vectors for its epilogue; this target has ",
+                            cpu.vector_bytes, "-byte vectors"));
+      const int g = amx_group(p.a_type, p.b_type, p.dtype, cpu, true);
+      if (overrides.count("vnni") && p.vnni != g)
+        throw UserError(cat("plan amx=", p.amx, " needs vnni=", g, ", got vnni=", p.vnni));
+      const int kb = 64 / ir::size_in_bytes(p.a_type);
+      for (auto [name, want] : {std::pair<const char*, int>{"mr", 32}, {"nr", 32}, {"kb", kb}})
+        if (auto o = overrides.find(name); o != overrides.end() && o->second != want)
+          throw UserError(cat("plan amx=", p.amx, " uses ", name, "=", want, " (AMX tiles), got ", name, "=", o->second));
+      p.vnni = g;
+      p.mr = 32;
+      p.nr = 32;
+      p.kb = kb;
+      p.unit_a = false;  // its A panels are filled by rows either way (see the recipe)
+    }
   }
   // The blocked nest's K tile: C (or the scratch of partial sums) is read and written once per
   // K tile, which costs more than a B slice that spills from L1 to L2. 4 KiB of B per column

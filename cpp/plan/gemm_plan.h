@@ -19,6 +19,9 @@ struct CpuTargetInfo {
   int max_threads = 1;  // the worker pool's size
   bool dot_bf16 = false;  // AVX512-BF16: vdpbf16ps (pairs of bf16 products into f32)
   bool dot_i8 = false;    // AVX512-VNNI: vpdpbusd (quads of u8 x s8 products into i32)
+  // AMX tile units the process may use (the CPU has them and the kernel granted XTILEDATA):
+  // tdpbf16ps, tdpb[su][su]d, tdpfp16ps.
+  bool amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
 };
 
 struct GemmPlan {
@@ -43,6 +46,14 @@ struct GemmPlan {
   // in the input types, for the dot-product instructions. With s8 x s8 the A panels hold A + 128
   // as u8 (vpdpbusd multiplies u8 by s8) and the epilogue subtracts 128 * B's column sums.
   int vnni = 1;
+  // AMX (packed panels, vnni 2 or 4): 0 = not used; 1 = the tile instructions (tileloadd,
+  // tdpbf16ps / tdpb[su][su]d / tdpfp16ps on 16 x 64-byte tiles, the configuration loaded by the
+  // kernel); 2 = the same program with each tile instruction computed by a function that follows
+  // its pseudo-code in Intel's SDM (for CPUs without AMX: it checks the packing, the tile shapes
+  // and the addressing, not the speed). Tiles: mr x nr = 32 x 32 accumulators (2 x 2 tiles), kb
+  // = 64 bytes of K per step; A panels hold mr x kb blocks row-major (a tile row is 64 bytes of
+  // K), B panels the usual VNNI rows; s8 x s8 needs no column sums (tdpbssd).
+  int amx = 0;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
@@ -94,6 +105,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
 /// The dot-product group the CPU offers for a (kernel) A x B -> acc type combination: 2 (bf16
 /// pairs), 4 (u8/s8 quads) or 1 (none: inputs are widened to the accumulator type).
 int dot_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuTargetInfo& cpu);
+/// The AMX tile product the CPU offers for a (kernel) A x B -> acc type combination (see
+/// GemmPlan::amx): its VNNI group (2 for bf16 / f16 pairs, 4 for 8-bit quads), or 0 (none).
+/// `emulated` asks whether the tile program exists at all (plan amx=2).
+int amx_group(ir::ScalarType a, ir::ScalarType b, ir::ScalarType acc, const CpuTargetInfo& cpu, bool emulated = false);
+/// The AMX instruction of an AMX plan (tdpbf16ps, tdpbusd, ...).
+std::string amx_instruction(const GemmPlan& p);
 /// The element type of the packed A panels: the accumulator type without VNNI; the input type
 /// with it, except u8 for s8 x s8 (A + 128).
 ir::ScalarType packed_a_type(const GemmPlan& p);

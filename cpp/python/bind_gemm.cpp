@@ -311,6 +311,28 @@ void bind_gemm(py::module_& m) {
         py::arg("types"), py::arg("K"), py::arg("N"), py::arg("overrides") = PlanOverrides{},
         "How coopjit.prepack lays out a K x N B for products of these types: nr, kb, vnni, element type, bytes.");
 
+  m.def("cross_compile",
+        [](const py::array& a, const py::array& b, py::array& c, const PlanOverrides& overrides, const Types& types,
+           const std::string& cpu, int threads) {
+          GemmSpec s = spec_of(a, b, c, false, types);
+          CrossCompiled r;
+          {
+            py::gil_scoped_release nogil;
+            r = cross_compile_gemm(s, cpu, threads, overrides);
+          }
+          py::dict d;
+          py::dict config;
+          for (const auto& [k, v] : r.plan.fields()) config[py::str(k)] = v;
+          d["config"] = config;
+          d["key"] = r.plan.key();
+          d["ir"] = r.ir;
+          d["llvm"] = r.llvm_ir;
+          d["asm"] = r.assembly;
+          return d;
+        },
+        py::arg("a"), py::arg("b"), py::arg("c"), py::arg("overrides"), py::arg("types"), py::arg("cpu"),
+        py::arg("threads"), "The plan and code coopjit makes for c = a @ b on another x86 CPU (not run).");
+
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
            const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {

@@ -2,6 +2,10 @@
 #include "runtime/gemm.h"
 
 #include "build/gemm_recipe.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "lower/simd_lower.h"
+#include "target/cpu_jit.h"
 #include "core/error.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tuned_plans.h"
@@ -18,14 +22,34 @@
 
 namespace coopjit {
 
-CpuTargetInfo host_target() {
-  const CpuInfo& cpu = host_cpu();
-  CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, ThreadPool::get().size()};
+CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable) {
+  CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, threads};
   // The dot instructions the SIMD lowering uses (simd_vnni.cpp), on 16-lane (AVX-512) vectors.
   t.dot_bf16 = cpu.vector_bytes == 64 && cpu.has("avx512bf16");
   t.dot_i8 = (cpu.vector_bytes == 64 && cpu.has("avx512vnni") && cpu.has("avx512bw")) ||
              (cpu.vector_bytes == 32 && cpu.has("avxvnni"));  // AVX-VNNI: 256-bit VEX vpdpbusd
+  // AMX tiles (simd_amx.cpp).
+  const bool amx = cpu.vector_bytes == 64 && amx_usable && cpu.has("amx-tile");
+  t.amx_bf16 = amx && cpu.has("amx-bf16");
+  t.amx_int8 = amx && cpu.has("amx-int8");
+  t.amx_fp16 = amx && cpu.has("amx-fp16");
   return t;
+}
+
+CpuTargetInfo host_target() { return target_info(host_cpu(), ThreadPool::get().size(), amx_permitted()); }
+
+CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu_name, int threads,
+                                 const PlanOverrides& overrides) {
+  const CpuInfo cpu = cpu_info_for(cpu_name);
+  CrossCompiled r;
+  r.plan = plan_gemm(spec, target_info(cpu, threads, true), overrides);
+  std::unique_ptr<ir::Function> f = build_gemm(r.plan, "coopjit_gemm");
+  r.ir = ir::print(*f);
+  ir::verify(*f);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto mod = lower_simd(*f, *ctx);
+  r.assembly = compile_assembly(std::move(mod), cpu, &r.llvm_ir);
+  return r;
 }
 
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides) {

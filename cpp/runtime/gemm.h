@@ -6,6 +6,7 @@
 #include "plan/gemm_plan.h"
 #include "runtime/kernel.h"
 #include "spec/gemm_spec.h"
+#include "target/cpu_info.h"
 
 namespace coopjit {
 
@@ -17,6 +18,19 @@ struct GemmKernel {
 
 /// The host CPU as the planner sees it (vector width, registers, dot instructions, pool size).
 CpuTargetInfo host_target();
+
+/// The planner's view of any CPU (LLVM's description of it, cpu_info_for) with `threads`
+/// workers; `amx_usable`: the process may use the AMX tiles the CPU has.
+CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable);
+
+/// Code for another x86 CPU, not linked: the plan coopjit makes for `spec` on `cpu` and the
+/// kernel's optimized LLVM IR and assembly.
+struct CrossCompiled {
+  GemmPlan plan;
+  std::string ir, llvm_ir, assembly;
+};
+CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu, int threads,
+                                 const PlanOverrides& overrides = {});
 
 /// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});

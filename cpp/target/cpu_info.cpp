@@ -5,9 +5,14 @@
 
 #include <cstdlib>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <llvm/ADT/StringMap.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/TargetParser/X86TargetParser.h>
+#include <llvm/ADT/SmallVector.h>
 
 namespace coopjit {
 
@@ -38,6 +43,32 @@ void apply_level(CpuInfo& c, const std::string& level) {
 }
 }  // namespace
 
+namespace {
+void set_vectors(CpuInfo& c) {
+  if (c.has("avx512f")) {
+    c.vector_bytes = 64;
+    c.vector_registers = 32;
+  } else if (c.has("avx2") && c.has("fma")) {
+    c.vector_bytes = 32;
+    c.vector_registers = 16;
+  }
+}
+}  // namespace
+
+CpuInfo cpu_info_for(const std::string& name) {
+  if (llvm::X86::parseArchX86(name) == llvm::X86::CK_None)
+    throw UserError(cat("cpu '", name, "' is not an x86 CPU LLVM knows (for example sapphirerapids, graniterapids, ",
+                        "znver4, skylake-avx512, x86-64-v3)"));
+  CpuInfo c;
+  c.name = name;
+  c.triple = llvm::sys::getProcessTriple();
+  llvm::SmallVector<llvm::StringRef, 64> feats;
+  llvm::X86::getFeaturesForCPU(name, feats);
+  for (llvm::StringRef f : feats) c.features[f.str()] = true;
+  set_vectors(c);
+  return c;
+}
+
 const CpuInfo& host_cpu() {
   static const CpuInfo info = [] {
     CpuInfo c;
@@ -46,16 +77,16 @@ const CpuInfo& host_cpu() {
     for (const auto& f : llvm::sys::getHostCPUFeatures()) c.features[f.getKey().str()] = f.getValue();
     const char* level = std::getenv("COOPJIT_CPU_LEVEL");
     apply_level(c, level ? level : "");
-    if (c.has("avx512f")) {
-      c.vector_bytes = 64;
-      c.vector_registers = 32;
-    } else if (c.has("avx2") && c.has("fma")) {
-      c.vector_bytes = 32;
-      c.vector_registers = 16;
-    }
+    set_vectors(c);
     return c;
   }();
   return info;
+}
+
+bool amx_permitted() {
+  static const bool ok = host_cpu().has("amx-tile") &&
+                         syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  return ok;
 }
 
 }  // namespace coopjit

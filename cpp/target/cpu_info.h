@@ -25,4 +25,13 @@ struct CpuInfo {
 
 const CpuInfo& host_cpu();
 
+/// What LLVM knows of a named x86 CPU ("sapphirerapids", "graniterapids", "znver4", ...): its
+/// features, for code built for it on another machine (coopjit.cross_compile). UserError for a
+/// name LLVM does not know.
+CpuInfo cpu_info_for(const std::string& name);
+
+/// Whether this process may use AMX tile data: asks Linux once (arch_prctl(ARCH_REQ_XCOMP_PERM,
+/// XTILEDATA)), as every process must before its first tile instruction. False without AMX.
+bool amx_permitted();
+
 }  // namespace coopjit

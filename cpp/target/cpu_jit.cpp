@@ -23,6 +23,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "core/error.h"
+#include "target/amx_emulation.h"
 #include "target/cpu_info.h"
 
 namespace coopjit {
@@ -35,14 +36,13 @@ std::string to_string(llvm::Error e) {
   return s;
 }
 
-llvm::orc::JITTargetMachineBuilder host_machine() {
+llvm::orc::JITTargetMachineBuilder host_machine(const CpuInfo& cpu = host_cpu()) {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
   });
-  const CpuInfo& cpu = host_cpu();
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(cpu.triple)};
   jtmb.setCPU(cpu.name);
   std::vector<std::string> feats;
@@ -52,8 +52,8 @@ llvm::orc::JITTargetMachineBuilder host_machine() {
   return jtmb;
 }
 
-std::unique_ptr<llvm::TargetMachine> target_machine() {
-  auto tm = host_machine().createTargetMachine();
+std::unique_ptr<llvm::TargetMachine> target_machine(const CpuInfo& cpu = host_cpu()) {
+  auto tm = host_machine(cpu).createTargetMachine();
   if (!tm) throw InternalError("cannot create the host TargetMachine: " + to_string(tm.takeError()));
   return std::move(*tm);
 }
@@ -102,6 +102,8 @@ llvm::orc::LLJIT& jit() {
     const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
     helpers[(*j)->mangleAndIntern("__truncsfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncsfbf2), flags};
     helpers[(*j)->mangleAndIntern("__truncdfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncdfbf2), flags};
+    // Kernels built with emulated AMX tiles (plan amx=2) call this for each tile instruction.
+    helpers[(*j)->mangleAndIntern(kAmxEmulationSymbol)] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_amx_tile_dp), flags};
     if (auto err = (*j)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(helpers))))
       throw InternalError("cannot define the JIT's runtime helpers: " + to_string(std::move(err)));
     return std::move(*j);
@@ -109,8 +111,7 @@ llvm::orc::LLJIT& jit() {
   return *instance;
 }
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
-  const CpuInfo& cpu = host_cpu();
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, const CpuInfo& cpu = host_cpu()) {
   for (llvm::Function& f : m) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", cpu.name);
@@ -187,6 +188,27 @@ std::string emit_assembly(const std::string& llvm_ir) {
   if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
     throw InternalError("the host TargetMachine cannot emit assembly");
   pm.run(*m);
+  return std::string(out.str());
+}
+
+std::string compile_assembly(std::unique_ptr<llvm::Module> module, const CpuInfo& cpu, std::string* optimized_ir) {
+  auto tm = target_machine(cpu);
+  module->setDataLayout(tm->createDataLayout());
+  module->setTargetTriple(tm->getTargetTriple());
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(*module, &es)) throw InternalError("the lowering produced invalid LLVM IR: " + err);
+  optimize(*module, *tm, cpu);
+  if (optimized_ir) {
+    llvm::raw_string_ostream os(*optimized_ir);
+    module->print(os, nullptr);
+  }
+  llvm::SmallString<4096> out;
+  llvm::raw_svector_ostream os(out);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    throw InternalError(cat("the TargetMachine for ", cpu.name, " cannot emit assembly"));
+  pm.run(*module);
   return std::string(out.str());
 }
 

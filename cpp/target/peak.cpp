@@ -276,11 +276,6 @@ std::unique_ptr<char, decltype(&std::free)> buffer(size_t bytes) {
   return {p, &std::free};
 }
 
-// Lets this process use AMX tile data (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)).
-bool amx_permitted() {
-  static const bool ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-  return ok;
-}
 
 // ---- The measurements.
 

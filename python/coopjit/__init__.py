@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import _core, cache, layout, spirv
 from ._core import DeviceError, VerifyError
 from .devices import device_info, devices, empty
-from ._gemm import Kernel, PackedMatrix, compile_gemm, gemm, matmul, prepack
+from ._gemm import Kernel, PackedMatrix, compile_gemm, cross_compile, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
 from ._tune import tune
 from ._tune_report import TuneReport
@@ -27,6 +27,7 @@ __all__ = [
     "VerifyError",
     "cache",
     "compile_gemm",
+    "cross_compile",
     "cpu_info",
     "device_info",
     "devices",

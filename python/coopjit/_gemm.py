@@ -9,7 +9,7 @@ from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "mc_tiles", "fixed")
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "mc_tiles", "fixed")
 
 
 def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tuple = (), where: str = "") -> dict:
@@ -42,8 +42,9 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
 
 def _overrides(plan: dict | None) -> dict:
     """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
-    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'mc_tiles': 8, 'pack': bool}."""
-    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"))
+    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'amx': 'no'|'yes'|'emulated',
+    'mc_tiles': 8, 'pack': bool}."""
+    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"), modes=("amx",))
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "split", "kt",
@@ -252,6 +253,27 @@ def _batched(a, b, out, plan, types, device="cpu"):
     _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types)
     if C is not out:
         out[...] = C
+
+
+def cross_compile(a, b, *, cpu: str, plan=None, threads: int = 1) -> dict:
+    """The kernel coopjit would build for a @ b (2-D operands; their dtypes, shapes and strides)
+    on another x86 CPU, named as LLVM names it ("sapphirerapids", "graniterapids", "znver4",
+    ...): {"config": the plan, "key", "ir": kernel IR, "llvm": optimized LLVM IR, "asm": its
+    assembly}. Nothing is linked or run: this is how code paths for CPUs that are not here
+    (AMX tiles on Intel Xeons) are read and checked."""
+    a = as_array(a, "a")
+    b = as_array(b, "b")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"cross_compile: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"cross_compile: a has shape {a.shape} and b has shape {b.shape}: inner dimensions differ")
+    if not isinstance(cpu, str):
+        raise TypeError(f"cross_compile: cpu must be a CPU name (str), got {cpu!r}")
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= 1024:
+        raise ValueError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
+    types, dtype = gemm_types(a.dtype, b.dtype, None)
+    c = np.empty((a.shape[0], b.shape[1]), dtype)
+    return _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
 
 
 def matmul(a, b, *, out=None, device=None, plan=None):

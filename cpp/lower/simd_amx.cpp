@@ -1,0 +1,283 @@
+// The SIMD lowering of AMX tiles (see simd_lowering.h): tile loads, the tile dot products
+// (tdpbf16ps, tdpfp16ps, tdpb[su][su]d) and accumulators kept in tiles, as the instructions
+// (attr amx = 1) or as calls to their emulation (attr amx = 2, target/amx_emulation.h).
+#include "lower/simd_lowering.h"
+
+#include <cmath>
+
+#include "target/amx_emulation.h"
+
+namespace coopjit {
+
+namespace {
+
+constexpr int kTileRows = 16, kTileBytes = 64;
+
+// The tile instruction's operand kind for A x B (AmxKind of amx_emulation.h), or -1.
+int dp_kind(ScalarType a, ScalarType b, ScalarType c) {
+  auto byte = [](ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; };
+  if (a == ScalarType::bf16 && b == ScalarType::bf16 && c == ScalarType::f32) return kAmxBf16;
+  if (a == ScalarType::f16 && b == ScalarType::f16 && c == ScalarType::f32) return kAmxFp16;
+  if (byte(a) && byte(b) && c == ScalarType::i32) {
+    const bool ua = a == ScalarType::u8, ub = b == ScalarType::u8;
+    return ua ? (ub ? kAmxUU : kAmxUS) : (ub ? kAmxSU : kAmxSS);
+  }
+  return -1;
+}
+
+// Equal-width vectors, one after the other, as one vector.
+llvm::Value* concat(llvm::IRBuilder<>& b, std::vector<llvm::Value*> parts) {
+  while (parts.size() > 1) {
+    std::vector<llvm::Value*> next;
+    const int n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
+    std::vector<int> both;
+    for (int l = 0; l < 2 * n; ++l) both.push_back(l);
+    for (size_t i = 0; i < parts.size(); i += 2) next.push_back(b.CreateShuffleVector(parts[i], parts[i + 1], both));
+    parts = std::move(next);
+  }
+  return parts[0];
+}
+
+}  // namespace
+
+bool SimdLowering::tile_form(const Type& t) const {
+  return amx_ && S_ == 16 && t.is_matrix() && t.use == Use::acc && size_in_bytes(t.scalar) == 4 &&
+         t.rows % kTileRows == 0 && t.cols % 16 == 0 && (t.rows / kTileRows) * (t.cols / 16) <= 4;
+}
+
+// The mul_adds that go to tiles: tile-form accumulators, operands loaded unchecked from
+// unit-column memory (A row-major, B VNNI-packed in the instruction's group) in whole tiles, and
+// those loads used by nothing else.
+void SimdLowering::find_tile_loads() {
+  std::unordered_map<const Value*, int> uses, tile_uses;
+  std::vector<const Op*> candidates;
+  auto plain_load = [&](const Value* v, int vnni) {
+    const Op* d = v->def;
+    return d && d->kind == OpKind::mat_load && !d->int_attr("checked") && d->int_attr("vnni", 1) == vnni &&
+           is_const(d->operands[4], 1);
+  };
+  std::function<void(const Block&)> walk = [&](const Block& blk) {
+    for (const auto& op : blk.ops) {
+      for (const Value* v : op->operands) ++uses[v];
+      for (const auto& r : op->regions) walk(*r);
+      if (op->kind != OpKind::mat_mul_add) continue;
+      const Type &ta = op->operands[0]->type, &tb = op->operands[1]->type, &tc = op->operands[2]->type;
+      const int kind = dp_kind(ta.scalar, tb.scalar, tc.scalar);
+      if (kind < 0 || !tile_form(tc) || !tile_form(op->result()->type)) continue;
+      const int ea = size_in_bytes(ta.scalar), group = 4 / ea;
+      if (ta.use != Use::a || tb.use != Use::b || ta.rows % kTileRows || (ta.cols * ea) % kTileBytes) continue;
+      if (!plain_load(op->operands[0], 1) || !plain_load(op->operands[1], group)) continue;
+      candidates.push_back(op.get());
+      ++tile_uses[op->operands[0]];
+      ++tile_uses[op->operands[1]];
+    }
+  };
+  walk(f_.body);
+  for (const Op* op : candidates) {
+    const Value *a = op->operands[0], *b = op->operands[1];
+    if (uses[a] == tile_uses[a] && uses[b] == tile_uses[b]) {
+      tile_loads_.insert(a);
+      tile_loads_.insert(b);
+    }
+  }
+}
+
+std::vector<bool> SimdLowering::tile_carried(const Op& o) const {
+  const Block& region = *o.regions[0];
+  std::vector<bool> out(o.operands.size() - 3, false);
+  if (!amx_ || region.ops.empty() || region.ops.back()->kind != OpKind::yield) return out;
+  const Op& y = *region.ops.back();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Value* v = y.operands[i];
+    out[i] = tile_form(v->type) && v->def && v->def->kind == OpKind::mat_mul_add && tile_mul_add(*v->def) &&
+             v->def->operands[2] == region.args[i + 1];
+  }
+  return out;
+}
+
+bool SimdLowering::tile_mul_add(const Op& o) const {
+  return amx_ && tile_loads_.count(o.operands[0]) && tile_loads_.count(o.operands[1]);
+}
+
+llvm::Value* SimdLowering::tile_load(llvm::Value* ptr, llvm::Value* stride_bytes) {
+  auto* vt = llvm::FixedVectorType::get(b_.getInt32Ty(), 256);
+  if (amx_ == 1) {
+    llvm::Value* t = b_.CreateIntrinsic(llvm::Intrinsic::x86_tileloadd64_internal, {},
+                                        {b_.getInt16(kTileRows), b_.getInt16(kTileBytes), ptr, stride_bytes});
+    return b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_tile_to_vector, {vt}, {t});
+  }
+  // tileloadd's definition: row r of the tile is the 64 bytes at ptr + r * stride.
+  auto* row_t = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
+  std::vector<llvm::Value*> rows;
+  for (int r = 0; r < kTileRows; ++r)
+    rows.push_back(b_.CreateAlignedLoad(
+        row_t, b_.CreateGEP(b_.getInt8Ty(), ptr, b_.CreateMul(stride_bytes, b_.getInt64(r))), llvm::Align(1)));
+  return concat(b_, rows);
+}
+
+llvm::Value* SimdLowering::scratch_tile(int i) {
+  if (!scratch_tiles_[i]) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    auto* a = eb.CreateAlloca(llvm::ArrayType::get(eb.getInt32Ty(), 256), nullptr, cat("amx.scratch.", i));
+    a->setAlignment(llvm::Align(64));
+    scratch_tiles_[i] = a;
+  }
+  return scratch_tiles_[i];
+}
+
+llvm::Value* SimdLowering::tile_dp(int kind, llvm::Value* c, llvm::Value* a, llvm::Value* b) {
+  auto* vt = llvm::FixedVectorType::get(b_.getInt32Ty(), 256);
+  if (amx_ == 1) {
+    static const llvm::Intrinsic::ID ids[] = {
+        llvm::Intrinsic::x86_tdpbf16ps_internal, llvm::Intrinsic::x86_tdpfp16ps_internal,
+        llvm::Intrinsic::x86_tdpbssd_internal,   llvm::Intrinsic::x86_tdpbsud_internal,
+        llvm::Intrinsic::x86_tdpbusd_internal,   llvm::Intrinsic::x86_tdpbuud_internal};
+    auto tile = [&](llvm::Value* v) { return b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_vector_to_tile, {vt}, {v}); };
+    llvm::Value* r = b_.CreateIntrinsic(ids[kind], {},
+                                        {b_.getInt16(kTileRows), b_.getInt16(kTileBytes), b_.getInt16(kTileBytes),
+                                         tile(c), tile(a), tile(b)});
+    return b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_tile_to_vector, {vt}, {r});
+  }
+  llvm::Value *pc = scratch_tile(0), *pa = scratch_tile(1), *pb = scratch_tile(2);
+  b_.CreateAlignedStore(c, pc, llvm::Align(64));
+  b_.CreateAlignedStore(a, pa, llvm::Align(64));
+  b_.CreateAlignedStore(b, pb, llvm::Align(64));
+  auto* ptr = b_.getPtrTy();
+  auto fn = mod_->getOrInsertFunction(kAmxEmulationSymbol,
+                                      llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt32Ty(), ptr, ptr, ptr}, false));
+  b_.CreateCall(fn, {b_.getInt32(kind), pc, pa, pb});
+  return b_.CreateAlignedLoad(vt, pc, llvm::Align(64));
+}
+
+void SimdLowering::load_tiles(const Op& o) {
+  const Type& t = o.result()->type;
+  Addr a = addr(o, 0);
+  const int e = size_in_bytes(t.scalar);
+  llvm::Value* stride = b_.CreateMul(a.sr, b_.getInt64(e));
+  llvm::Type* et = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
+  if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
+    for (int64_t i = 0; i < t.rows / kTileRows; ++i)
+      for (int64_t kk = 0; kk < t.cols * e / kTileBytes; ++kk) {
+        llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));
+        llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(kk * kTileBytes / e));
+        out.push_back(tile_load(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride));
+      }
+  } else {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
+    const int group = 4 / e;
+    for (int64_t kk = 0; kk < t.rows * e / kTileBytes; ++kk)
+      for (int64_t j = 0; j < t.cols / 16; ++j)
+        out.push_back(tile_load(vnni_element_ptr(t, a, j * 16, kk * kTileRows * group), stride));
+  }
+  tiles_[o.result()] = out;
+}
+
+void SimdLowering::mul_add_tiles(const Op& o) {
+  const Type &ta = o.operands[0]->type, &tb = o.operands[1]->type, &tc = o.operands[2]->type;
+  const auto& a = tiles_.at(o.operands[0]);
+  const auto& b = tiles_.at(o.operands[1]);
+  const int kind = dp_kind(ta.scalar, tb.scalar, tc.scalar);
+  COOPJIT_INTERNAL_ASSERT(kind >= 0, "no AMX instruction for these operand types");
+  std::vector<llvm::Value*> c = tiles_of(o.operands[2]);
+  const int64_t I = tc.rows / kTileRows, J = tc.cols / 16, KK = ta.cols * size_in_bytes(ta.scalar) / kTileBytes;
+  for (int64_t kk = 0; kk < KK; ++kk)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t j = 0; j < J; ++j) {
+        llvm::Value*& acc = c[static_cast<size_t>(i * J + j)];
+        acc = tile_dp(kind, acc, a[static_cast<size_t>(i * KK + kk)], b[static_cast<size_t>(kk * J + j)]);
+      }
+  tiles_[o.result()] = c;
+}
+
+bool SimdLowering::splat_tiles(const Op& o) {
+  const Type& t = o.result()->type;
+  if (!tile_form(t)) return false;
+  const Op* d = o.operands[0]->def;
+  if (!d || d->kind != OpKind::constant) return false;
+  const bool zero = is_float(t.scalar) ? d->float_attr("value") == 0.0 && !std::signbit(d->float_attr("value"))
+                                       : std::get<int64_t>(d->attrs.at("value")) == 0;
+  if (!zero) return false;
+  auto* vt = llvm::FixedVectorType::get(b_.getInt32Ty(), 256);
+  std::vector<llvm::Value*> out;
+  for (int64_t i = 0; i < (t.rows / kTileRows) * (t.cols / 16); ++i) {
+    if (amx_ == 1) {
+      llvm::Value* z = b_.CreateIntrinsic(llvm::Intrinsic::x86_tilezero_internal, {},
+                                          {b_.getInt16(kTileRows), b_.getInt16(kTileBytes)});
+      out.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_tile_to_vector, {vt}, {z}));
+    } else {
+      out.push_back(llvm::Constant::getNullValue(vt));
+    }
+  }
+  tiles_[o.result()] = out;
+  return true;
+}
+
+// Tile (ti, tj) of a tile-form matrix is rows 16 ti.. of its column chunk tj (16 lanes of 4
+// bytes: one tile row per vector).
+const std::vector<llvm::Value*>& SimdLowering::rows_of_tiles(const Value* v) {
+  auto key = std::make_pair(v, b_.GetInsertBlock());
+  if (auto it = rows_cache_.find(key); it != rows_cache_.end()) return it->second;
+  const Type& t = v->type;
+  const auto& tiles = tiles_.at(v);
+  const int64_t J = t.cols / 16;
+  std::vector<llvm::Value*> rows;
+  auto* row_t = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
+  if (amx_ == 1) {
+    // Through memory, by tilestored: LLVM's AMX passes keep a tile in its register across the
+    // loop phis only when every user of the phi is a cast back to a tile.
+    std::vector<llvm::Value*> rows(static_cast<size_t>(t.rows * J));
+    llvm::Value* slot = scratch_tile(0);
+    auto* vt = llvm::FixedVectorType::get(b_.getInt32Ty(), 256);
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      COOPJIT_INTERNAL_ASSERT(tiles[i] && tiles[i]->getType() == vt, "a tile of the wrong type");
+      llvm::Value* tile = b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_vector_to_tile, {vt}, {tiles[i]});
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_tilestored64_internal, {},
+                         {b_.getInt16(kTileRows), b_.getInt16(kTileBytes), slot, b_.getInt64(kTileBytes), tile});
+      const int64_t ti = static_cast<int64_t>(i) / J, j = static_cast<int64_t>(i) % J;
+      for (int r = 0; r < kTileRows; ++r) {
+        llvm::Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), slot, uint64_t(r) * kTileBytes);
+        rows[static_cast<size_t>((ti * kTileRows + r) * J + j)] =
+            b_.CreateBitCast(b_.CreateAlignedLoad(row_t, p, llvm::Align(64)), vec_ty(t.scalar));
+      }
+    }
+    return rows_cache_[key] = rows;
+  }
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t j = 0; j < J; ++j) {
+      std::vector<int> sel;
+      for (int l = 0; l < 16; ++l) sel.push_back(static_cast<int>((r % kTileRows) * 16 + l));
+      llvm::Value* x = b_.CreateShuffleVector(tiles[static_cast<size_t>((r / kTileRows) * J + j)], sel);
+      rows.push_back(b_.CreateBitCast(x, vec_ty(t.scalar)));
+    }
+  return rows_cache_[key] = rows;
+}
+
+const std::vector<llvm::Value*>& SimdLowering::tiles_of(const Value* v) {
+  if (auto it = tiles_.find(v); it != tiles_.end()) return it->second;
+  auto key = std::make_pair(v, b_.GetInsertBlock());
+  if (auto it = tiles_cache_.find(key); it != tiles_cache_.end()) return it->second;
+  const Type& t = v->type;
+  const auto& rows = mat(v);
+  const int64_t J = t.cols / 16;
+  auto* row_t = llvm::FixedVectorType::get(b_.getInt32Ty(), 16);
+  std::vector<llvm::Value*> out;
+  for (int64_t ti = 0; ti < t.rows / kTileRows; ++ti)
+    for (int64_t j = 0; j < J; ++j) {
+      std::vector<llvm::Value*> cur;
+      for (int r = 0; r < kTileRows; ++r)
+        cur.push_back(b_.CreateBitCast(rows[static_cast<size_t>((ti * kTileRows + r) * J + j)], row_t));
+      if (amx_ == 1) {  // through memory, by tileloadd (see rows_of_tiles)
+        llvm::Value* slot = scratch_tile(0);
+        for (int r = 0; r < kTileRows; ++r)
+          b_.CreateAlignedStore(cur[static_cast<size_t>(r)],
+                                b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), slot, uint64_t(r) * kTileBytes),
+                                llvm::Align(64));
+        out.push_back(tile_load(slot, b_.getInt64(kTileBytes)));
+        continue;
+      }
+      out.push_back(concat(b_, cur));
+    }
+  return tiles_cache_[key] = out;
+}
+
+}  // namespace coopjit
