@@ -1,0 +1,209 @@
+"""The AMX tile path (plan amx): packed panels read by tileloadd, tdpbf16ps / tdpfp16ps /
+tdpb[su][su]d on 16 x 64-byte tiles, accumulators kept in tile registers across the K loop.
+
+No machine here has AMX. What runs here:
+  - the emulated form (plan amx="emulated"): the same program (packing, tile shapes, addressing,
+    K loop, epilogue, Stream-K) with each tile dot product computed from the SDM's pseudo-code,
+    against NumPy in float64 / int64;
+  - coopjit.cross_compile for Sapphire Rapids / Granite Rapids: the plan chooses tiles and the
+    assembly is read (tile configuration, the instructions, a K loop of tile loads and dot products
+    with no tile stores, tilerelease).
+The hardware tests skip where the CPU (or the kernel) gives no AMX, and say so."""
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+
+BF16 = ml_dtypes.bfloat16
+FEATURES = coopjit.cpu_info()["features"]
+HOST_AMX = bool(FEATURES.get("amx-tile")) and bool(FEATURES.get("amx-bf16"))
+INT8_PAIRS = [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)]
+EMU = {"amx": "emulated"}
+
+
+def ints(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def floats(rng, dtype, shape):
+    return rng.uniform(-2, 2, shape).astype(dtype)
+
+
+def f32_bound(a, b):
+    """float32 accumulation of exact 16-bit products: (K + 2) eps32 of the magnitudes."""
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    return (a.shape[1] + 2) * np.finfo(np.float32).eps * mag
+
+
+def plan_of(a, b, out_dtype, plan=None):
+    types = coopjit._arrays.gemm_types(a.dtype, b.dtype, np.dtype(out_dtype))[0]
+    c = np.empty((a.shape[0], b.shape[1]), out_dtype)
+    return coopjit._core.gemm_plan(a, b, c, False, types, coopjit._gemm._overrides(plan))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (100, 70, 130), (257, 96, 300)])
+def test_emulated_tiles_16bit(rng, dtype, m, n, k):
+    a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+    cfg = plan_of(a, b, np.float32, EMU)
+    assert cfg["amx"] == "emulated" and cfg["vnni"].startswith("2")
+    assert (cfg["mr"], cfg["nr"], cfg["kb"]) == ("32", "32", "32")
+    assert ("tdpbf16ps" if dtype == BF16 else "tdpfp16ps") in cfg["vnni"]
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=EMU)
+    assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    # input-typed output: the float32 result rounded once
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=EMU), c.astype(dtype))
+
+
+@pytest.mark.parametrize("ta,tb", INT8_PAIRS)
+@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (70, 50, 100), (130, 97, 333)])
+def test_emulated_tiles_int8_are_exact(rng, ta, tb, m, n, k):
+    a, b = ints(rng, ta, (m, k)), ints(rng, tb, (k, n))
+    cfg = plan_of(a, b, np.int32, EMU)
+    assert cfg["amx"] == "emulated" and cfg["vnni"].startswith("4") and cfg["kb"] == "64"
+    name = "tdpb" + ("u" if ta == np.uint8 else "s") + ("u" if tb == np.uint8 else "s") + "d"
+    assert name in cfg["vnni"] and "column sums" not in cfg["vnni"]  # s8 x s8 is native: no A + 128
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=EMU), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_emulated_tiles_int8_extremes():
+    k = 1000
+    for av in (-128, 127):
+        for bv in (-128, 127):
+            a = np.full((64, k), av, np.int8)
+            b = np.full((k, 96), bv, np.int8)
+            b[::7, ::3] = -bv - 1
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=EMU), a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("split", ["dp", "sk", "sk+dp"])
+def test_emulated_tiles_stream_k(rng, split):
+    # 3 x 2 output tiles of 32 x 32 over two workers and K tiles of 64: Stream-K hands partial
+    # tiles through the workspace, converted from tiles to rows and back.
+    m, n, k = 96, 64, 640
+    a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+    plan = {**EMU, "split": split, "threads": 2, "kt": 64}
+    assert plan_of(a, b, np.float32, plan)["split"] == split
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    ai, bi = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+    np.testing.assert_array_equal(coopjit.matmul(ai, bi, plan=plan), ai.astype(np.int64) @ bi.astype(np.int64))
+
+
+def test_emulated_tiles_gemm_transposes_alpha_beta(rng):
+    # Transposed operands plan the "col" layout (the kernel's A is the caller's B^T).
+    a, b = ints(rng, np.uint8, (200, 150)), ints(rng, np.int8, (170, 200))
+    c0 = rng.integers(-10**6, 10**6, (150, 170)).astype(np.int32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=3, beta=-2, trans_a=True, trans_b=True, plan=EMU)
+    np.testing.assert_array_equal(c, 3 * (a.T.astype(np.int64) @ b.T.astype(np.int64)) - 2 * c0)
+    x, y = floats(rng, BF16, (130, 90)), floats(rng, BF16, (130, 70))
+    cf = np.ones((90, 70), np.float32)
+    coopjit.gemm(x, y, cf, alpha=0.5, beta=2.0, trans_a=True, plan=EMU)
+    ref = 0.5 * (x.T.astype(np.float64) @ y.astype(np.float64)) + 2.0
+    assert np.all(np.abs(cf - ref) <= f32_bound(x.T, y) + 1e-6)
+
+
+def test_emulated_tiles_bf16_subnormals_count_as_zero():
+    # TDPBF16PS reads subnormal bf16 inputs as zero (DAZ), as vdpbf16ps does.
+    tiny = np.array(1e-39, np.float32).astype(BF16)  # a bf16 subnormal
+    assert 0 < abs(float(tiny)) < np.finfo(np.float32).tiny
+    a = np.full((64, 64), tiny, BF16)
+    a[:, 0] = 1
+    b = np.full((64, 64), 2**100, np.float32).astype(BF16)
+    c = coopjit.matmul(a, b, out=np.empty((64, 64), np.float32), plan=EMU)
+    np.testing.assert_array_equal(c, np.full((64, 64), 2.0**100, np.float32))
+
+
+def test_amx_plan_errors(rng):
+    a32 = rng.standard_normal((64, 64)).astype(np.float32)
+    with pytest.raises(ValueError, match="no tile product for f32"):
+        coopjit.matmul(a32, a32, plan=EMU)
+    a = floats(rng, BF16, (64, 64))
+    with pytest.raises(ValueError, match="uses mr=32"):
+        coopjit.matmul(a, a, plan={**EMU, "mr": 8})
+    with pytest.raises(ValueError, match="needs packed panels"):
+        coopjit.matmul(a, a, plan={**EMU, "pack": False})
+    with pytest.raises(ValueError, match="plan amx must be one of"):
+        coopjit.matmul(a, a, plan={"amx": "maybe"})
+    if not HOST_AMX:
+        with pytest.raises(ValueError, match="has no AMX tiles"):
+            coopjit.matmul(a, a, plan={"amx": "yes"})
+
+
+def test_amx_is_not_chosen_without_amx(rng):
+    a = floats(rng, BF16, (512, 512))
+    cfg = plan_of(a, a, BF16)
+    assert cfg["amx"] == ("tiles" if HOST_AMX else "none")
+
+
+def k_loops(asm, instruction):
+    """The bodies of the innermost loops (a label, no other label, the jump back to it) that hold
+    `instruction`."""
+    out = []
+    for m in re.finditer(r"^(\.LBB\w+):$", asm, re.M):
+        back = re.compile(rf"^\s+j\w+\s+{re.escape(m.group(1))}$", re.M).search(asm, m.end())
+        if not back:
+            continue
+        body = asm[m.end():back.start()]
+        if re.search(rf"\b{instruction}\b", body) and not re.search(r"^\.LBB", body, re.M):
+            out.append(body)
+    return out
+
+
+@pytest.mark.parametrize("ta,tb,instruction,cpu", [
+    (BF16, BF16, "tdpbf16ps", "sapphirerapids"),
+    (np.int8, np.int8, "tdpbssd", "sapphirerapids"),
+    (np.uint8, np.int8, "tdpbusd", "sapphirerapids"),
+    (np.float16, np.float16, "tdpfp16ps", "graniterapids"),
+])
+def test_cross_compiled_tiles(ta, tb, instruction, cpu):
+    a, b = np.ones((512, 512), ta), np.ones((512, 512), tb)
+    r = coopjit.cross_compile(a, b, cpu=cpu)
+    assert r["config"]["amx"] == "tiles" and instruction in r["config"]["vnni"]
+    asm = r["asm"]
+    for needed in ("ldtilecfg", "tileloadd", instruction, "tilezero", "tilerelease"):
+        assert re.search(rf"\b{needed}\b", asm), needed
+    loops = k_loops(asm, instruction)
+    assert loops
+    for body in loops:  # 2 A + 2 B tile loads, 4 dot products per step; the tiles stay in registers
+        assert len(re.findall(rf"\b{instruction}\b", body)) % 4 == 0
+        assert len(re.findall(r"\btileloadd\b", body)) == len(re.findall(rf"\b{instruction}\b", body))
+        assert not re.search(r"\btilestored\b", body)
+    assert not re.search(r"\bcoopjit_amx_tile_dp\b", asm)
+
+
+def test_cross_compile_for_a_cpu_without_amx():
+    a = np.ones((512, 512), BF16)
+    r = coopjit.cross_compile(a, a, cpu="znver4")
+    assert r["config"]["amx"] == "none" and r["config"]["vnni"].startswith("2")
+    assert re.search(r"\bvdpbf16ps\b", r["asm"]) and not re.search(r"\btdp\w+\b", r["asm"])
+    with pytest.raises(ValueError, match="not an x86 CPU LLVM knows"):
+        coopjit.cross_compile(a, a, cpu="pentium-9000")
+    with pytest.raises(ValueError, match="has no AMX tiles"):
+        coopjit.cross_compile(a, a, cpu="znver4", plan={"amx": "yes"})
+
+
+def test_emulated_code_calls_the_emulation(rng):
+    a = floats(rng, BF16, (64, 64))
+    r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan=EMU)
+    assert r["config"]["amx"] == "emulated"
+    assert "coopjit_amx_tile_dp" in r["asm"] and not re.search(r"\btdpbf16ps\b", r["asm"])
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-tile, amx-bf16): the tile instructions cannot run")
+@pytest.mark.parametrize("dtype", [BF16, np.int8])
+def test_hardware_tiles(rng, dtype):
+    m, n, k = 300, 260, 700
+    if dtype == BF16:
+        a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan={"amx": "yes"})
+        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    else:
+        a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan={"amx": "yes"}),
+                                      a.astype(np.int64) @ b.astype(np.int64))
