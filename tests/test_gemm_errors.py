@@ -90,6 +90,11 @@ def test_bad_plan_overrides():
         coopjit.matmul(a, a, plan={"mr": 0})
     with pytest.raises(ValueError, match=r"kb=6 must be a power of two in \[4, 128\]"):
         coopjit.matmul(a, a, plan={"kb": 6})
+    # a VNNI step of B that would not fit the registers: a clear error, not an internal one
+    i8 = np.ones((256, 256), np.int8)
+    if coopjit.cpu_info()["features"].get("avx512vnni"):
+        with pytest.raises(ValueError, match="kb=32 with nr=64 and vnni=4 needs 128 vectors"):
+            coopjit.matmul(i8, i8, plan={"kb": 32, "amx": "no"})
     with pytest.raises(ValueError, match="layout must be 'row' or 'col'"):
         coopjit.matmul(a, a, plan={"layout": "diagonal"})
 

@@ -330,6 +330,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.unit_a = false;  // its A panels are filled by rows either way (see the recipe)
     }
   }
+  // The VNNI loads of B keep a kb x nr step in registers (the lowering's limit of 64 vectors).
+  if (p.vnni > 1 && !p.amx && int64_t(p.kb) * (p.nr / p.simd_width) > 64)
+    throw UserError(cat("plan kb=", p.kb, " with nr=", p.nr, " and vnni=", p.vnni, " needs ", p.kb * (p.nr / p.simd_width),
+                        " vectors of B per step; at most 64 (kb <= ", 64 / (p.nr / p.simd_width), ")"));
   // The blocked nest's K tile: C (or the scratch of partial sums) is read and written once per
   // K tile, which costs more than a B slice that spills from L1 to L2. 4 KiB of B per column
   // (1024 f32, 2048 bf16, 4096 int8 in K; a 256 KiB slice of a 64-column panel, in L2 with the
