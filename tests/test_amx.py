@@ -207,3 +207,34 @@ def test_hardware_tiles(rng, dtype):
         a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
         np.testing.assert_array_equal(coopjit.matmul(a, b, plan={"amx": "yes"}),
                                       a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.int8, np.uint8])
+def test_emulated_tiles_with_prepacked_weights(rng, dtype):
+    k, n = 300, 150
+    w = floats(rng, BF16, (k, n)) if dtype == BF16 else ints(rng, dtype, (k, n))
+    w_before = w.copy()
+    pw = coopjit.prepack(w, plan=EMU)
+    assert pw.nr == 32 and pw.kb == 64 // np.dtype(dtype).itemsize
+    a_types = [BF16] if dtype == BF16 else ([np.uint8, np.int8] if dtype == np.int8 else [np.int8])
+    for at in a_types:
+        a = floats(rng, BF16, (70, k)) if at == BF16 else ints(rng, at, (70, k))
+        ref = a.astype(np.float64) @ w.astype(np.float64)
+        if dtype == BF16:
+            c = coopjit.matmul(a, pw, out=np.empty((70, n), np.float32))
+            assert np.all(np.abs(c - ref) <= f32_bound(a, w))
+        else:
+            np.testing.assert_array_equal(coopjit.matmul(a, pw), ref.astype(np.int64))
+    np.testing.assert_array_equal(w, w_before)
+    with pytest.raises(ValueError, match="does not fit a prepacked operand"):
+        coopjit.matmul(a, pw, plan={"amx": "no"})
+
+
+@pytest.mark.parametrize("dtype,kb,vnni", [(BF16, 32, 2), (np.int8, 64, 4)])
+def test_prepacked_weights_take_tiles_on_amx_cpus(dtype, kb, vnni):
+    # A weight prepacked on an AMX CPU names its panel format (nr 32, kb, vnni) in every product's
+    # plan: the planner must still choose the tiles (and not refuse kb x nr for the dot path).
+    a, b = np.ones((512, 512), dtype), np.ones((512, 512), dtype)
+    plan = {"layout": "row", "pack": True, "prepacked_b": True, "nr": 32, "kb": kb, "vnni": vnni}
+    r = coopjit.cross_compile(a, b, cpu="sapphirerapids", plan=plan)
+    assert r["config"]["amx"] == "tiles" and r["config"]["prepacked_b"] == "true"

@@ -304,7 +304,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       if (p.amx == 2 && amx_group(p.a_type, p.b_type, p.dtype, cpu, true) == 0)
         throw UserError(cat("plan amx=2: AMX has no tile product for ", ir::name(p.a_type), " x ", ir::name(p.b_type),
                             " -> ", ir::name(p.dtype), " (bf16 or f16 pairs to f32, 8-bit quads to i32)"));
-    } else if (p.pack && group > 0 && !overrides.count("vnni") && cpu.vector_bytes == 64) {
+    } else if (p.pack && group > 0 && cpu.vector_bytes == 64 &&
+               (!overrides.count("vnni") || overrides.at("vnni") == group)) {  // (a prepacked B names its vnni)
       p.amx = 1;
     }
     if (p.amx && !p.pack && !overrides.count("pack") && spec.batch1 * spec.batch2 == 1) {

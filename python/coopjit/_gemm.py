@@ -72,13 +72,14 @@ class PackedMatrix:
     # The A type a product with this B is planned for (int8 weights: s8 activations).
     _A_FOR_B = {"uint8": np.int8}
 
-    def __init__(self, b: np.ndarray):
+    def __init__(self, b: np.ndarray, plan: dict | None = None):
         a_dtype = np.dtype(self._A_FOR_B.get(b.dtype.name, b.dtype))
         types, _ = gemm_types(a_dtype, b.dtype)
         self.dtype = b.dtype
         self.shape = b.shape
         k, n = b.shape
-        fmt = _core.prepack_format(list(types), k, n)
+        self._fields = dict(plan or {})  # plan fields the packing was planned with, kept for the products
+        fmt = _core.prepack_format(list(types), k, n, _overrides(self._fields))
         self.format = fmt
         self.nr, self.kb, self.vnni = fmt["nr"], fmt["kb"], fmt["vnni"]
         kp = -(-k // self.kb) * self.kb
@@ -101,7 +102,8 @@ class PackedMatrix:
         self._dummy = np.zeros((1, n), b.dtype)  # stands for B in the spec; never read
 
     def _plan(self, plan):
-        forced = {"layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb, "vnni": self.vnni}
+        forced = {**self._fields, "layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb,
+                  "vnni": self.vnni}
         out = dict(plan or {})
         for key, value in forced.items():
             if key in out and out[key] != value:
@@ -114,12 +116,14 @@ class PackedMatrix:
         return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns{vnni})"
 
 
-def prepack(b) -> PackedMatrix:
-    """Packs the right-hand operand of matmul/gemm once, for a weight used in many products."""
+def prepack(b, plan: dict | None = None) -> PackedMatrix:
+    """Packs the right-hand operand of matmul/gemm once, for a weight used in many products.
+    `plan`: plan fields the packing and every product with it follow (for example
+    {"amx": "emulated"}, or {"vnni": 1})."""
     b = as_array(b, "b")
     if b.ndim != 2:
         raise ValueError(f"prepack: b must be 2-D, got shape {b.shape}")
-    return PackedMatrix(b)
+    return PackedMatrix(b, plan)
 
 
 def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
