@@ -20,7 +20,8 @@ from ._tune_report import TuneReport
 
 #: The fields of a complete plan as the tuner stores it (every knob the planner takes but
 #: prepacked_b, which needs an operand packed by coopjit.prepack).
-PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "mc_tiles")
+PLAN_KEYS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "mc_tiles", "amx")
+_AMX = {"none": "no", "tiles": "yes", "emulated": "emulated"}  # kernel.config's words -> the plan's
 
 
 @dataclass
@@ -70,6 +71,8 @@ KNOBS: dict[str, list[Knob]] = {
     "cpu": [
         Knob("layout", lambda p, plan: [{"layout": v} for v in ("row", "col")]),
         Knob("pack", lambda p, plan: [{"pack": v} for v in (False, True)]),
+        # AMX tiles or the AVX-512 dot instructions (only where the CPU has tiles for the product)
+        Knob("amx", lambda p, plan: [{"amx": v} for v in ("no", "yes")] if plan["amx"] == "yes" else []),
         Knob("tile", _tiles),
         Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32) if v <= max(4, p.k)]),
         Knob("kt", _kts),
@@ -86,6 +89,8 @@ def _plan_of(fields: dict) -> dict:
     def value(k):
         if k in ("layout", "split"):
             return fields[k]
+        if k == "amx":
+            return _AMX[fields.get(k, "none")]
         return fields[k] == "true" if k == "pack" else int(fields[k])
     return {k: value(k) for k in PLAN_KEYS}
 
