@@ -182,10 +182,9 @@ class GemmRecipe {
             return std::vector<Value*>{};
           }
           Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
-          if (needs_column_sums(p_)) {  // s8 -> u8: a + 128
-            const Type a_i32 = Type::matrix(ScalarType::i32, p_.mr, p_.kb, Use::a, Scope::subgroup);
-            Value* wide = y.convert_matrix(a, a_i32);
-            a = y.mat_bin(BinOp::add, wide, y.splat(a_i32, y.constant(128.0, ScalarType::i32)));
+          if (needs_column_sums(p_)) {  // s8 -> u8: a + 128, in bytes (mod 256: the sign bit flipped)
+            const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, p_.kb, Use::a, Scope::subgroup);
+            a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
           }
           if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
           y.store(a, panel_a(y, dst, k), false);

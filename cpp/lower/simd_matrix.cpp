@@ -54,6 +54,24 @@ std::vector<llvm::Value*> SimdLowering::elementwise(const Op& o) {
   const Type& t = o.result()->type;
   const auto& x = mat(o.operands[0]);
   std::vector<llvm::Value*> out;
+  if (t.is_matrix() && !vector_layout(t) && t.cols > 1) {
+    // A matrix_a (held as scalars) a row at a time as one vector: LLVM keeps narrow rows (the
+    // s8 -> u8 pack's 4-byte rows) as vector work only when it is given them as vectors.
+    const BinOp op = o.kind == OpKind::mat_scale ? BinOp::mul : static_cast<BinOp>(o.sub);
+    auto* row_t = llvm::FixedVectorType::get(scalar_ty(t.scalar), static_cast<unsigned>(t.cols));
+    auto row = [&](const std::vector<llvm::Value*>& m, int64_t i) {
+      llvm::Value* v = llvm::PoisonValue::get(row_t);
+      for (int64_t k = 0; k < t.cols; ++k) v = b_.CreateInsertElement(v, m[static_cast<size_t>(i * t.cols + k)], k);
+      return v;
+    };
+    llvm::Value* s = o.kind == OpKind::mat_scale ? b_.CreateVectorSplat(static_cast<unsigned>(t.cols), scalar(o.operands[1]))
+                                                 : nullptr;
+    for (int64_t i = 0; i < t.rows; ++i) {
+      llvm::Value* r = scalar_bin(op, t.scalar, row(x, i), s ? s : row(mat(o.operands[1]), i));
+      for (int64_t k = 0; k < t.cols; ++k) out.push_back(b_.CreateExtractElement(r, k));
+    }
+    return out;
+  }
   if (o.kind == OpKind::mat_scale) {
     llvm::Value* s = scalar(o.operands[1]);
     if (vector_layout(t)) s = b_.CreateVectorSplat(S_, s);

@@ -76,7 +76,17 @@ void SimdLowering::load(const Op& o) {
     mats_[o.result()] = out;
     return;
   }
-  for (int64_t i = 0; i < t.rows; ++i)
+  for (int64_t i = 0; i < t.rows; ++i) {
+    if (a.unit_col && !checked && t.cols > 1) {
+      // A contiguous row: one vector load, its elements taken out (LLVM then sees element-wise
+      // work on the row, as the s8 -> u8 pack's + 128, as the vector operation it is).
+      auto* row_t = llvm::FixedVectorType::get(et, static_cast<unsigned>(t.cols));
+      llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+      llvm::Value* v = b_.CreateAlignedLoad(row_t, b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), a.col)),
+                                            align(t.scalar));
+      for (int64_t k = 0; k < t.cols; ++k) out.push_back(b_.CreateExtractElement(v, k));
+      continue;
+    }
     for (int64_t k = 0; k < t.cols; ++k) {
       llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
       llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
@@ -87,6 +97,7 @@ void SimdLowering::load(const Op& o) {
       }
       out.push_back(b_.CreateAlignedLoad(et, p, align(t.scalar)));
     }
+  }
   mats_[o.result()] = out;
 }
 

@@ -73,9 +73,15 @@ void SimdLowering::store_vnni(const Op& o) {
   Addr a = addr(o, 1);
   const auto& vals = mat(o.operands[0]);
   if (t.use == Use::a) {
+    // One store per 32-bit channel (its om elements as one vector): element stores would keep
+    // LLVM from seeing the channels, and an s8 -> u8 pack (a + 128) ran at a byte per store.
+    auto* ch_t = llvm::FixedVectorType::get(scalar_ty(t.scalar), om);
     for (int64_t i = 0; i < t.rows; ++i)
-      for (int64_t k = 0; k < t.cols; ++k)
-        b_.CreateAlignedStore(vals[i * t.cols + k], vnni_element_ptr(t, a, i, k), align(t.scalar));
+      for (int64_t q = 0; q < t.cols / om; ++q) {
+        llvm::Value* v = llvm::PoisonValue::get(ch_t);
+        for (int r = 0; r < om; ++r) v = b_.CreateInsertElement(v, vals[static_cast<size_t>(i * t.cols + q * om + r)], r);
+        b_.CreateAlignedStore(v, vnni_element_ptr(t, a, i, q * om), align(t.scalar));
+      }
     return;
   }
   const int nch = chunks(t);
