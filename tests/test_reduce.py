@@ -85,6 +85,28 @@ def test_nan_propagates_like_numpy():
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_min_max_nan_inf_and_signed_zeros(rng, dtype):
+    # Large enough for the full-vector paths (AVX-512: vrangeps / vrangepd plus a NaN fix-up),
+    # with tails; NaN anywhere in a slice makes it NaN, as in NumPy.
+    x = rng.uniform(-1, 1, (333, 1030)).astype(dtype)
+    x[rng.integers(0, 333, 40), rng.integers(0, 1030, 40)] = np.nan
+    x[5, :] = np.inf
+    x[:, 7] = -np.inf
+    for op in ("min", "max"):
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(coopjit.reduce(x, axis=axis, op=op), NP[op](x, axis=axis))
+    # IEEE: -0 < +0, so max of zeros is +0 when any is +0 and min is -0 when any is -0.
+    z = np.where(rng.random((70, 90)) < 0.5, -0.0, 0.0).astype(dtype)
+    z[3, :] = -0.0
+    z[:, 4] = 0.0
+    for axis in (None, 0, 1):
+        pos = (~np.signbit(z)).any(axis=axis)
+        neg = np.signbit(z).any(axis=axis)
+        np.testing.assert_array_equal(np.signbit(coopjit.reduce(z, axis=axis, op="max")), ~pos)
+        np.testing.assert_array_equal(np.signbit(coopjit.reduce(z, axis=axis, op="min")), neg)
+
+
 def test_empty_reductions():
     e = np.zeros((0, 3), np.float32)
     np.testing.assert_array_equal(coopjit.reduce(e, axis=0), np.zeros(3, np.float32))
