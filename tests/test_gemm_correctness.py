@@ -213,3 +213,41 @@ def test_matmul_out_on_the_fast_path_and_around_it(rng, dtype):
     expect = sq.astype(np.float64) @ sq.astype(np.float64)
     coopjit.matmul(sq, sq, out=sq)
     np.testing.assert_allclose(sq, expect, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+LOWP_FAST = ["int8", "uint8", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
+
+
+@pytest.mark.parametrize("name", LOWP_FAST)
+def test_low_precision_fast_path_matches_the_full_path(rng, name):
+    # matmul's C++ per-call path takes every GEMM dtype; plan={} forces the Python path: the two
+    # must agree bit for bit, stacks and out= included, and match NumPy in float64.
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    if dt.kind in "iu":
+        a = rng.integers(-100 if dt.kind == "i" else 0, 100, (3, 20, 24)).astype(dt)
+        b = rng.integers(-100 if dt.kind == "i" else 0, 100, (24, 12)).astype(dt)
+    else:
+        a, b = rng.uniform(-2, 2, (3, 20, 24)).astype(dt), rng.uniform(-2, 2, (24, 12)).astype(dt)
+    assert coopjit._core.matmul_fast(a, b, None) is not None
+    fast, full = coopjit.matmul(a, b), coopjit.matmul(a, b, plan={})
+    assert fast.dtype == full.dtype
+    np.testing.assert_array_equal(fast.view(np.uint8), full.view(np.uint8))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if dt.kind in "iu":
+        np.testing.assert_array_equal(fast, ref)
+    else:
+        tol = (24 + 2) * np.finfo(np.float32).eps * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        if fast.dtype != np.float32:  # rounded once to the 16-bit output
+            tol = tol + np.abs(ref) * 2.0 ** -(8 if name == "bfloat16" else 11)
+        assert (np.abs(fast.astype(np.float64) - ref) <= tol).all()
+    if name in ("float16", "bfloat16"):  # a float32 out is allowed (and is the accurate result)
+        out = np.full((3, 20, 12), np.nan, np.float32)
+        assert coopjit.matmul(a, b, out=out) is out
+        np.testing.assert_array_equal(out, coopjit.matmul(a, b, out=np.empty((3, 20, 12), np.float32), plan={}))
+    # mixed int8 / uint8 takes the fast path too; other mixes go to Python, which refuses them
+    if name == "int8":
+        u = rng.integers(0, 200, (24, 12)).astype(np.uint8)
+        np.testing.assert_array_equal(coopjit.matmul(a, u), a.astype(np.int64) @ u.astype(np.int64))
+    with pytest.raises(TypeError, match="mixed dtypes|dtype"):
+        coopjit.matmul(a, b.astype(np.float64))

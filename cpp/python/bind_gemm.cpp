@@ -77,6 +77,63 @@ GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, boo
   return s;
 }
 
+// matmul_fast's dtype rules (the Python layer's gemm_types for the common cases): the IR types
+// of a, b and the default C, and whether a float32 `out` is allowed (16-bit float inputs).
+struct FastTypes {
+  bool ok = false;
+  ir::ScalarType a{}, b{}, c{};
+  py::dtype c_dtype;
+  bool f32_out_allowed = false;
+};
+
+FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
+  FastTypes r;
+  if (da.byteorder() == '>' || db.byteorder() == '>') return r;
+  // ml_dtypes' types, looked up once (none when ml_dtypes is not installed).
+  static const std::array<py::object, 3> ml = [] {
+    std::array<py::object, 3> out{py::none(), py::none(), py::none()};
+    try {
+      py::module_ m = py::module_::import("ml_dtypes");
+      out = {py::dtype::from_args(m.attr("bfloat16")), py::dtype::from_args(m.attr("float8_e4m3fn")),
+             py::dtype::from_args(m.attr("float8_e5m2"))};
+    } catch (const py::error_already_set&) {
+    }
+    return out;
+  }();
+  auto byte = [](const py::dtype& d) { return (d.kind() == 'i' || d.kind() == 'u') && d.itemsize() == 1; };
+  if (byte(da) && byte(db)) {
+    r.a = da.kind() == 'i' ? ir::ScalarType::i8 : ir::ScalarType::u8;
+    r.b = db.kind() == 'i' ? ir::ScalarType::i8 : ir::ScalarType::u8;
+    r.c = ir::ScalarType::i32;
+    r.c_dtype = py::dtype::of<int32_t>();
+    r.ok = true;
+    return r;
+  }
+  if (!da.is(db) && !da.equal(db)) return r;
+  for (int i = 0; i < 3; ++i) {
+    if (ml[i].is_none() || !da.equal(py::reinterpret_borrow<py::dtype>(ml[i]))) continue;
+    if (i == 0) {  // bfloat16: bfloat16 or float32 out
+      r.a = r.b = r.c = ir::ScalarType::bf16;
+      r.c_dtype = da;
+      r.f32_out_allowed = true;
+    } else {  // float8: float32 out
+      r.a = r.b = i == 1 ? ir::ScalarType::f8_e4m3 : ir::ScalarType::f8_e5m2;
+      r.c = ir::ScalarType::f32;
+      r.c_dtype = py::dtype::of<float>();
+    }
+    r.ok = true;
+    return r;
+  }
+  // NumPy's own floats (after ml_dtypes': some of those say kind 'f' too)
+  const int num = da.num();
+  if (num != 23 && num != 11 && num != 12) return r;  // NPY_HALF, NPY_FLOAT, NPY_DOUBLE
+  r.a = r.b = r.c = num == 23 ? ir::ScalarType::f16 : num == 11 ? ir::ScalarType::f32 : ir::ScalarType::f64;
+  r.c_dtype = da;
+  r.f32_out_allowed = num == 23;
+  r.ok = true;
+  return r;
+}
+
 struct PyGemmKernel {
   GemmKernel k;
   PlanOverrides overrides;  // the ones applied: the caller's, or the tuned plan's
@@ -178,10 +235,11 @@ void bind_gemm(py::module_& m) {
         py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
         py::arg("overrides") = PlanOverrides{});
 
-  // The per-call fast path of matmul: float32 / float64 operands of one dtype, 2-D or stacks
-  // broadcast over leading dims that merge into at most two batch levels, a new output or a
-  // C-contiguous `out` apart from the inputs. Returns None whenever anything is out of the
-  // ordinary, and Python takes its full path, which also gives the error messages.
+  // The per-call fast path of matmul: operands of one GEMM dtype (or an int8 / uint8 pair),
+  // 2-D or stacks broadcast over leading dims that merge into at most two batch levels, a new
+  // output or a C-contiguous `out` of an allowed dtype apart from the inputs. Returns None
+  // whenever anything is out of the ordinary, and Python takes its full path, which also gives
+  // the error messages.
   m.def(
       "matmul_fast",
       [](py::handle ha, py::handle hb, py::handle hout) -> py::object {
@@ -189,15 +247,13 @@ void bind_gemm(py::module_& m) {
         auto a = py::reinterpret_borrow<py::array>(ha);
         auto b = py::reinterpret_borrow<py::array>(hb);
         if (a.ndim() < 2 || b.ndim() < 2 || a.ndim() > 32 || b.ndim() > 32) return py::none();
-        py::dtype dt = a.dtype();
-        if (!dt.is(b.dtype()) && !dt.equal(b.dtype())) return py::none();
-        const char kind = dt.kind();
-        const int64_t item = dt.itemsize();
-        if (kind != 'f' || (item != 4 && item != 8) || dt.byteorder() == '>') return py::none();
+        const FastTypes ft = fast_types(a.dtype(), b.dtype());
+        if (!ft.ok) return py::none();
         const int na = static_cast<int>(a.ndim()), nb = static_cast<int>(b.ndim());
         const int64_t M = a.shape(na - 2), K = a.shape(na - 1), N = b.shape(nb - 1);
         if (b.shape(nb - 2) != K || M == 0 || N == 0 || K == 0) return py::none();
         for (const py::array* x : {&a, &b}) {
+          const int64_t item = x->itemsize();
           for (int d = 0; d < x->ndim(); ++d)
             if (x->strides(d) % item) return py::none();
           if (reinterpret_cast<uintptr_t>(x->data()) % item) return py::none();
@@ -215,12 +271,21 @@ void bind_gemm(py::module_& m) {
         cshape.push_back(M);
         cshape.push_back(N);
         py::array c;
+        ir::ScalarType tc = ft.c;
         if (hout.is_none()) {
-          c = py::array(dt, cshape);
+          c = py::array(ft.c_dtype, cshape);
         } else {
           if (!py::isinstance<py::array>(hout)) return py::none();
           c = py::reinterpret_borrow<py::array>(hout);
-          if (!c.dtype().equal(dt) || !c.writeable() || !(c.flags() & py::array::c_style) ||
+          const py::dtype od = c.dtype();
+          if (od.equal(ft.c_dtype)) {
+            tc = ft.c;
+          } else if (ft.f32_out_allowed && od.num() == 11 && od.byteorder() != '>') {  // NPY_FLOAT
+            tc = ir::ScalarType::f32;  // 16-bit inputs may write float32
+          } else {
+            return py::none();
+          }
+          if (!c.writeable() || !(c.flags() & py::array::c_style) ||
               c.ndim() != static_cast<py::ssize_t>(cshape.size()))
             return py::none();
           for (size_t d = 0; d < cshape.size(); ++d)
@@ -243,13 +308,14 @@ void bind_gemm(py::module_& m) {
         // Batch levels: (size, element strides of a, b, c), size-1 dims dropped, dims that every
         // operand steps through evenly merged; at most two remain or Python takes over.
         struct Level { int64_t n, sa, sb, sc; };
+        const int64_t ia = a.itemsize(), ib = b.itemsize(), ic = c.itemsize();
         std::vector<Level> levels;
         for (int d = 0; d < nbatch; ++d) {
           const int64_t n = shape[static_cast<size_t>(d)];
           if (n == 1) continue;
           const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
-          Level l{n, da >= 0 && a.shape(da) != 1 ? a.strides(da) / item : 0,
-                  db >= 0 && b.shape(db) != 1 ? b.strides(db) / item : 0, c.strides(d) / item};
+          Level l{n, da >= 0 && a.shape(da) != 1 ? a.strides(da) / ia : 0,
+                  db >= 0 && b.shape(db) != 1 ? b.strides(db) / ib : 0, c.strides(d) / ic};
           if (!levels.empty() && levels.back().sa == l.sa * n && levels.back().sb == l.sb * n &&
               levels.back().sc == l.sc * n) {
             levels.back() = {levels.back().n * n, l.sa, l.sb, l.sc};
@@ -259,12 +325,11 @@ void bind_gemm(py::module_& m) {
         }
         if (levels.size() > 2) return py::none();
         GemmSpec spec;
-        const ir::ScalarType t = item == 4 ? ir::ScalarType::f32 : ir::ScalarType::f64;
-        spec.set_types(t, t, t);
+        spec.set_types(ft.a, ft.b, tc);
         spec.M = M; spec.N = N; spec.K = K;
-        spec.sa_r = a.strides(na - 2) / item; spec.sa_c = a.strides(na - 1) / item;
-        spec.sb_r = b.strides(nb - 2) / item; spec.sb_c = b.strides(nb - 1) / item;
-        spec.sc_r = c.strides(nbatch) / item; spec.sc_c = c.strides(nbatch + 1) / item;
+        spec.sa_r = a.strides(na - 2) / ia; spec.sa_c = a.strides(na - 1) / ia;
+        spec.sb_r = b.strides(nb - 2) / ib; spec.sb_c = b.strides(nb - 1) / ib;
+        spec.sc_r = c.strides(nbatch) / ic; spec.sc_c = c.strides(nbatch + 1) / ic;
         if (!levels.empty()) {
           const Level& in = levels.back();
           spec.batch2 = in.n; spec.sa_b2 = in.sa; spec.sb_b2 = in.sb; spec.sc_b2 = in.sc;

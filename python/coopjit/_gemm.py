@@ -248,7 +248,10 @@ def _batched(a, b, out, plan, types, device="cpu"):
     for j, x in enumerate((A, B, C)):
         shape = tuple(n for n, _ in dims) + x.shape[-2:]
         strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
-        views.append(np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x is C))
+        # as_strided goes through the array interface, whose type string some ml_dtypes types
+        # ('<f1' of float8_e5m2) do not survive: stride the bytes as unsigned ints, view back.
+        raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+        views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
     if device != "cpu":
         _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan)
         if C is not out:
