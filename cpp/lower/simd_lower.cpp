@@ -134,9 +134,6 @@ std::vector<llvm::Value*> SimdLowering::block(const Block& blk) {
 }
 
 void SimdLowering::for_loop(const Op& o) {
-  llvm::Value* lb = scalar(o.operands[0]);
-  llvm::Value* ub = scalar(o.operands[1]);
-  llvm::Value* step = scalar(o.operands[2]);
   // Values the loop carries in AMX tiles (an accumulator of tile mul_adds): tiles in the phis,
   // rows everywhere else (see simd_lowering.h).
   const Block& region = *o.regions[0];
@@ -148,108 +145,50 @@ void SimdLowering::for_loop(const Op& o) {
     init.insert(init.end(), p.begin(), p.end());
     count.push_back(p.size());
   }
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
-  auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
-  iv->addIncoming(lb, pre);
-  std::vector<llvm::PHINode*> phis;
-  for (llvm::Value* v : init) {
-    phis.push_back(b_.CreatePHI(v->getType(), 2));
-    phis.back()->addIncoming(v, pre);
-  }
-  b_.CreateCondBr(b_.CreateICmpSLT(iv, ub), body, exit);
-  b_.SetInsertPoint(body);
-  scalars_[region.args[0]] = iv;
-  auto bind_carried = [&](const std::vector<Value*>& vs) {
+  auto bind_carried = [&](const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat) {
     size_t pos = 0;
     for (size_t i = 0; i < vs.size(); ++i) {
-      std::vector<llvm::Value*> part(phis.begin() + pos, phis.begin() + pos + count[i]);
+      std::vector<llvm::Value*> part(flat.begin() + pos, flat.begin() + pos + count[i]);
       pos += count[i];
       if (tiles[i]) tiles_[vs[i]] = part;
       else bind({vs[i]}, part);
     }
   };
-  bind_carried(std::vector<Value*>(region.args.begin() + 1, region.args.end()));
-  yield_tiles_ = &tiles;
-  std::vector<llvm::Value*> next = block(region);
-  llvm::Value* iv_next = b_.CreateAdd(iv, step, "iv.next", /*HasNUW=*/false, /*HasNSW=*/true);
-  llvm::BasicBlock* latch = b_.GetInsertBlock();
-  iv->addIncoming(iv_next, latch);
-  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(exit);
-  bind_carried(o.results);
+  std::vector<llvm::Value*> after = emit_for(
+      b_, fn_, scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]), init,
+      [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
+        scalars_[region.args[0]] = iv;
+        bind_carried(std::vector<Value*>(region.args.begin() + 1, region.args.end()), carried);
+        yield_tiles_ = &tiles;
+        return block(region);
+      });
+  bind_carried(o.results, after);
 }
 
 void SimdLowering::if_op(const Op& o) {
-  auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
-  auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
-  auto* merge = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
-  b_.CreateCondBr(scalar(o.operands[0]), then_bb, else_bb);
-  std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arms;
-  for (int r = 0; r < 2; ++r) {
-    b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
-    auto vals = block(*o.regions[r]);
-    arms.emplace_back(b_.GetInsertBlock(), vals);
-    b_.CreateBr(merge);
-  }
-  b_.SetInsertPoint(merge);
-  std::vector<llvm::Value*> res;
-  for (size_t i = 0; i < arms[0].second.size(); ++i) {
-    auto* phi = b_.CreatePHI(arms[0].second[i]->getType(), 2);
-    for (auto& [bb, vals] : arms) phi->addIncoming(vals[i], bb);
-    res.push_back(phi);
-  }
-  bind(o.results, res);
+  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return block(*o.regions[0]); },
+                          [&] { return block(*o.regions[1]); }));
 }
 
 llvm::Value* SimdLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
-  if (is_float(t)) {
-    switch (op) {
-      case BinOp::add: return b_.CreateFAdd(x, y);
-      case BinOp::sub: return b_.CreateFSub(x, y);
-      case BinOp::mul: return b_.CreateFMul(x, y);
-      case BinOp::div: return b_.CreateFDiv(x, y);
-      case BinOp::min: case BinOp::max: {
-        // IEEE minimum / maximum (NaN propagates, -0 < +0). LLVM expands them to four or five
-        // instructions per vector (a max, a NaN test, a sign test, blends): a max reduction
-        // was compute-bound at 80% of the copy bandwidth. AVX512DQ's vrangeps / vrangepd with
-        // imm 0b01_0x (min or max, the sign from the comparison) orders -0 below +0 in one
-        // instruction but does not propagate NaN: where the inputs are unordered the result is
-        // x + y (a NaN), a masked add.
-        auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
-        if (vt && vt->getPrimitiveSizeInBits() == 512 && host_cpu().has("avx512dq") &&
-            (t == ScalarType::f32 || t == ScalarType::f64)) {
-          const auto id = t == ScalarType::f32 ? llvm::Intrinsic::x86_avx512_mask_range_ps_512
-                                               : llvm::Intrinsic::x86_avx512_mask_range_pd_512;
-          llvm::Value* all = t == ScalarType::f32 ? static_cast<llvm::Value*>(b_.getInt16(-1)) : b_.getInt8(-1);
-          llvm::Value* r = b_.CreateIntrinsic(id, {}, {x, y, b_.getInt32(op == BinOp::max ? 0b0101 : 0b0100),
-                                                       llvm::PoisonValue::get(vt), all, b_.getInt32(4)});
-          return b_.CreateSelect(b_.CreateFCmpUNO(x, y), b_.CreateFAdd(x, y), r);
-        }
-        return b_.CreateBinaryIntrinsic(op == BinOp::max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, x, y);
-      }
-      default: break;
-    }
-    throw InternalError(cat("binary op ", name(op), " on floats"));
+  if (llvm::Value* r = emit_binary(b_, op, t, x, y)) return r;
+  // IEEE minimum / maximum (NaN propagates, -0 < +0). LLVM expands them to four or five
+  // instructions per vector (a max, a NaN test, a sign test, blends): a max reduction was
+  // compute-bound at 80% of the copy bandwidth. AVX512DQ's vrangeps / vrangepd with imm
+  // 0b01_0x (min or max, the sign from the comparison) orders -0 below +0 in one instruction
+  // but does not propagate NaN: where the inputs are unordered the result is x + y (a NaN), a
+  // masked add.
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+  if (vt && vt->getPrimitiveSizeInBits() == 512 && host_cpu().has("avx512dq") &&
+      (t == ScalarType::f32 || t == ScalarType::f64)) {
+    const auto id = t == ScalarType::f32 ? llvm::Intrinsic::x86_avx512_mask_range_ps_512
+                                         : llvm::Intrinsic::x86_avx512_mask_range_pd_512;
+    llvm::Value* all = t == ScalarType::f32 ? static_cast<llvm::Value*>(b_.getInt16(-1)) : b_.getInt8(-1);
+    llvm::Value* r = b_.CreateIntrinsic(id, {}, {x, y, b_.getInt32(op == BinOp::max ? 0b0101 : 0b0100),
+                                                 llvm::PoisonValue::get(vt), all, b_.getInt32(4)});
+    return b_.CreateSelect(b_.CreateFCmpUNO(x, y), b_.CreateFAdd(x, y), r);
   }
-  bool s = is_signed(t);
-  switch (op) {
-    case BinOp::add: return b_.CreateAdd(x, y);
-    case BinOp::sub: return b_.CreateSub(x, y);
-    case BinOp::mul: return b_.CreateMul(x, y);
-    case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
-    case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
-    case BinOp::min: return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x, y);
-    case BinOp::max: return b_.CreateBinaryIntrinsic(s ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x, y);
-    case BinOp::and_: return b_.CreateAnd(x, y);
-    case BinOp::or_: return b_.CreateOr(x, y);
-  }
-  throw InternalError("unknown binary op");
+  return b_.CreateBinaryIntrinsic(op == BinOp::max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, x, y);
 }
 
 llvm::Value* SimdLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {

@@ -1,5 +1,6 @@
 // The SIMT lowering (simt_lower.h): the kernel and its parameters, values, structured control
 // flow, scalars and the op dispatch.
+#include "lower/ir_to_llvm.h"
 #include "lower/simt_lowering.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -160,59 +161,18 @@ std::vector<llvm::Value*> SimtLowering::block(const Block& blk) {
 }
 
 void SimtLowering::for_loop(const Op& o) {
-  llvm::Value* lb = scalar(o.operands[0]);
-  llvm::Value* ub = scalar(o.operands[1]);
-  llvm::Value* step = scalar(o.operands[2]);
-  std::vector<llvm::Value*> init = flat_all(o.operands, 3);
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
-  auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
-  iv->addIncoming(lb, pre);
-  std::vector<llvm::PHINode*> phis;
-  for (llvm::Value* v : init) {
-    phis.push_back(b_.CreatePHI(v->getType(), 2));
-    phis.back()->addIncoming(v, pre);
-  }
-  b_.CreateCondBr(b_.CreateICmpSLT(iv, ub), body, exit);
-  b_.SetInsertPoint(body);
   const Block& region = *o.regions[0];
-  scalars_[region.args[0]] = iv;
-  bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()),
-       std::vector<llvm::Value*>(phis.begin(), phis.end()));
-  std::vector<llvm::Value*> next = block(region);
-  llvm::Value* iv_next = b_.CreateAdd(iv, step, "iv.next", false, true);
-  llvm::BasicBlock* latch = b_.GetInsertBlock();
-  iv->addIncoming(iv_next, latch);
-  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(exit);
-  bind(o.results, std::vector<llvm::Value*>(phis.begin(), phis.end()));
+  bind(o.results, emit_for(b_, fn_, scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]),
+                           flat_all(o.operands, 3), [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
+                             scalars_[region.args[0]] = iv;
+                             bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()), carried);
+                             return block(region);
+                           }));
 }
 
 void SimtLowering::if_op(const Op& o) {
-  auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
-  auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
-  auto* merge = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
-  b_.CreateCondBr(scalar(o.operands[0]), then_bb, else_bb);
-  std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arms;
-  for (int r = 0; r < 2; ++r) {
-    b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
-    auto vals = block(*o.regions[r]);
-    arms.emplace_back(b_.GetInsertBlock(), vals);
-    b_.CreateBr(merge);
-  }
-  b_.SetInsertPoint(merge);
-  std::vector<llvm::Value*> res;
-  for (size_t i = 0; i < arms[0].second.size(); ++i) {
-    auto* phi = b_.CreatePHI(arms[0].second[i]->getType(), 2);
-    for (auto& [bb, vals] : arms) phi->addIncoming(vals[i], bb);
-    res.push_back(phi);
-  }
-  bind(o.results, res);
+  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return block(*o.regions[0]); },
+                          [&] { return block(*o.regions[1]); }));
 }
 
 llvm::Value* SimtLowering::lower_region(const Block& region, const std::vector<llvm::Value*>& args) {

@@ -17,36 +17,12 @@ llvm::Value* SimtLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, ll
     llvm::Value* r = scalar_bin(op, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
     return convert_value(r, ScalarType::f32, t);
   }
-  if (is_float(t)) {
-    switch (op) {
-      case BinOp::add: return b_.CreateFAdd(x, y);
-      case BinOp::sub: return b_.CreateFSub(x, y);
-      case BinOp::mul: return b_.CreateFMul(x, y);
-      case BinOp::div: return b_.CreateFDiv(x, y);
-      case BinOp::min: case BinOp::max: {
-        // NaN-propagating, like llvm.minimum / numpy.minimum.
-        llvm::Value* pick = op == BinOp::min ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y);
-        llvm::Value* r = b_.CreateSelect(pick, x, y);
-        r = b_.CreateSelect(b_.CreateFCmpUNO(y, y), y, r);
-        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
-      }
-      default: break;
-    }
-    throw InternalError(cat("binary op ", name(op), " on floats"));
-  }
-  const bool s = is_signed(t);
-  switch (op) {
-    case BinOp::add: return b_.CreateAdd(x, y);
-    case BinOp::sub: return b_.CreateSub(x, y);
-    case BinOp::mul: return b_.CreateMul(x, y);
-    case BinOp::div: return s ? b_.CreateSDiv(x, y) : b_.CreateUDiv(x, y);
-    case BinOp::rem: return s ? b_.CreateSRem(x, y) : b_.CreateURem(x, y);
-    case BinOp::min: return b_.CreateSelect(s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
-    case BinOp::max: return b_.CreateSelect(s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
-    case BinOp::and_: return b_.CreateAnd(x, y);
-    case BinOp::or_: return b_.CreateOr(x, y);
-  }
-  throw InternalError("unknown binary op");
+  if (llvm::Value* r = emit_binary(b_, op, t, x, y)) return r;
+  // Float min / max, NaN-propagating, like llvm.minimum / numpy.minimum.
+  llvm::Value* pick = op == BinOp::min ? b_.CreateFCmpOLT(x, y) : b_.CreateFCmpOGT(x, y);
+  llvm::Value* r = b_.CreateSelect(pick, x, y);
+  r = b_.CreateSelect(b_.CreateFCmpUNO(y, y), y, r);
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
 }
 
 llvm::Value* SimtLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
