@@ -51,6 +51,16 @@ def info() -> None:
 
 
 def _median_time(fn, repeat: int) -> float:
+    # OpenBLAS's worker threads spin for about 0.1 s after a numpy.matmul, holding the cores the
+    # next timed kernel needs (coopjit 1024^3 float32 measured at half speed right after one):
+    # let them go to sleep first, then run the function for a while (cores that slept clock up
+    # again) before timing it.
+    time.sleep(0.2)
+    t_end = time.perf_counter() + 0.05
+    while True:
+        fn()
+        if time.perf_counter() >= t_end:
+            break
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
