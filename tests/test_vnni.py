@@ -15,6 +15,7 @@ FEATURES = coopjit.cpu_info()["features"]
 HAS_BF16 = bool(FEATURES.get("avx512bf16"))
 HAS_VNNI = bool(FEATURES.get("avx512vnni"))
 INT8_PAIRS = [(np.uint8, np.int8), (np.int8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)]
+NO_AMX = {"amx": "no"}  # these tests are about the AVX-512 dot path (AMX CPUs take tiles by default)
 
 
 def ints(rng, dtype, shape):
@@ -42,7 +43,7 @@ def test_bf16_packed_products(rng, m, n, k):
     a = rng.uniform(-2, 2, (m, k)).astype(BF16)
     b = rng.uniform(-2, 2, (k, n)).astype(BF16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    kern = coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32)
+    kern = coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32, plan=NO_AMX)
     assert kern.config["pack"] == "true"
     assert kern.config["vnni"].startswith(str(expected_vnni(BF16, BF16)))
     c = np.empty((m, n), np.float32)
@@ -58,7 +59,7 @@ def test_int8_packed_products_are_exact(rng, ta, tb, m, n, k):
     a, b = ints(rng, ta, (m, k)), ints(rng, tb, (k, n))
     # compile_gemm takes one dtype: the plan of the mixed pair comes from the core's planner.
     plan = coopjit._core.gemm_plan(a, b, np.empty((m, n), np.int32), False,
-                                   coopjit._arrays.gemm_types(a.dtype, b.dtype)[0])
+                                   coopjit._arrays.gemm_types(a.dtype, b.dtype)[0], {"amx": 0})
     assert plan["pack"] == "true" and plan["vnni"].startswith(str(expected_vnni(ta, tb))), plan["vnni"]
     np.testing.assert_array_equal(coopjit.matmul(a, b), a.astype(np.int64) @ b.astype(np.int64))
 
@@ -107,7 +108,7 @@ def test_vnni_off_computes_the_same(rng, dtype):
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no AVX512-BF16")
 def test_bf16_uses_vdpbf16ps_packed_and_on_the_fly(rng):
-    packed = coopjit.compile_gemm(512, 512, 512, BF16).source("asm")
+    packed = coopjit.compile_gemm(512, 512, 512, BF16, plan=NO_AMX).source("asm")
     assert re.search(r"\bvdpbf16ps\b", packed)
     assert not re.search(r"\bvfmadd\w*ps\b", packed)
     small = coopjit.compile_gemm(16, 64, 32, BF16)  # no packing: pairs interleaved in registers
@@ -121,7 +122,7 @@ def test_bf16_uses_vdpbf16ps_packed_and_on_the_fly(rng):
 
 @pytest.mark.skipif(not HAS_VNNI, reason="this CPU has no AVX512-VNNI")
 def test_int8_uses_vpdpbusd():
-    kern = coopjit.compile_gemm(512, 512, 512, np.int8)
+    kern = coopjit.compile_gemm(512, 512, 512, np.int8, plan=NO_AMX)
     asm = kern.source("asm")
     # at least one vpdpbusd per accumulator register of the register tile (its K step unrolled)
     tile_regs = int(kern.config["mr"]) * int(kern.config["nr"]) // 16
