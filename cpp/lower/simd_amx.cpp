@@ -25,19 +25,6 @@ int dp_kind(ScalarType a, ScalarType b, ScalarType c) {
   return -1;
 }
 
-// Equal-width vectors, one after the other, as one vector.
-llvm::Value* concat(llvm::IRBuilder<>& b, std::vector<llvm::Value*> parts) {
-  while (parts.size() > 1) {
-    std::vector<llvm::Value*> next;
-    const int n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
-    std::vector<int> both;
-    for (int l = 0; l < 2 * n; ++l) both.push_back(l);
-    for (size_t i = 0; i < parts.size(); i += 2) next.push_back(b.CreateShuffleVector(parts[i], parts[i + 1], both));
-    parts = std::move(next);
-  }
-  return parts[0];
-}
-
 }  // namespace
 
 bool SimdLowering::tile_form(const Type& t) const {
@@ -112,7 +99,7 @@ llvm::Value* SimdLowering::tile_load(llvm::Value* ptr, llvm::Value* stride_bytes
   for (int r = 0; r < kTileRows; ++r)
     rows.push_back(b_.CreateAlignedLoad(
         row_t, b_.CreateGEP(b_.getInt8Ty(), ptr, b_.CreateMul(stride_bytes, b_.getInt64(r))), llvm::Align(1)));
-  return concat(b_, rows);
+  return concat_vectors(b_, rows);
 }
 
 llvm::Value* SimdLowering::scratch_tile(int i) {
@@ -275,7 +262,7 @@ const std::vector<llvm::Value*>& SimdLowering::tiles_of(const Value* v) {
         out.push_back(tile_load(slot, b_.getInt64(kTileBytes)));
         continue;
       }
-      out.push_back(concat(b_, cur));
+      out.push_back(concat_vectors(b_, cur));
     }
   return tiles_cache_[key] = out;
 }

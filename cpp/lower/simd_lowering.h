@@ -23,6 +23,9 @@ namespace coopjit {
 
 using namespace ir;
 
+/// Equal-width vectors (a power-of-two count), one after the other, as one vector.
+llvm::Value* concat_vectors(llvm::IRBuilder<>& b, std::vector<llvm::Value*> parts);
+
 class SimdLowering {
  public:
   SimdLowering(const Function& f, llvm::LLVMContext& ctx)

@@ -102,24 +102,28 @@ void SimdLowering::store_vnni(const Op& o) {
     }
 }
 
+llvm::Value* concat_vectors(llvm::IRBuilder<>& b, std::vector<llvm::Value*> parts) {
+  while (parts.size() > 1) {  // pairwise: a power-of-two count of equal-width vectors
+    std::vector<llvm::Value*> next;
+    const int n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
+    std::vector<int> both;
+    for (int l = 0; l < 2 * n; ++l) both.push_back(l);
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(b.CreateShuffleVector(parts[i], parts[i + 1], both));
+    parts = std::move(next);
+  }
+  return parts[0];
+}
+
 // om vectors of S lanes -> one of om * S: lane l of vector r goes to om * l + r.
 llvm::Value* SimdLowering::interleave(const std::vector<llvm::Value*>& rows) {
   const int om = static_cast<int>(rows.size());
   if (om == 1) return rows[0];
-  // Concatenate pairwise up to one vector of om * S lanes (row r at r * S), then pick.
-  std::vector<llvm::Value*> cur = rows;
-  while (cur.size() > 1) {
-    std::vector<llvm::Value*> next;
-    const int n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(cur[0]->getType())->getNumElements());
-    std::vector<int> cat2;
-    for (int l = 0; l < 2 * n; ++l) cat2.push_back(l);
-    for (size_t i = 0; i + 1 < cur.size(); i += 2) next.push_back(b_.CreateShuffleVector(cur[i], cur[i + 1], cat2));
-    cur = next;
-  }
+  // One vector of om * S lanes (row r at r * S), then pick.
+  llvm::Value* all = concat_vectors(b_, rows);
   std::vector<int> sel;
   for (int l = 0; l < S_; ++l)
     for (int r = 0; r < om; ++r) sel.push_back(r * S_ + l);
-  return b_.CreateShuffleVector(cur[0], sel);
+  return b_.CreateShuffleVector(all, sel);
 }
 
 SimdLowering::Dot SimdLowering::dot_kind(const Type& ta, const Type& tb, const Type& tc) const {
