@@ -278,12 +278,9 @@ void bind_gemm(py::module_& m) {
           if (!py::isinstance<py::array>(hout)) return py::none();
           c = py::reinterpret_borrow<py::array>(hout);
           const py::dtype od = c.dtype();
-          if (od.equal(ft.c_dtype)) {
-            tc = ft.c;
-          } else if (ft.f32_out_allowed && od.num() == 11 && od.byteorder() != '>') {  // NPY_FLOAT
+          if (!od.equal(ft.c_dtype)) {
+            if (!ft.f32_out_allowed || od.num() != 11 || od.byteorder() == '>') return py::none();  // NPY_FLOAT
             tc = ir::ScalarType::f32;  // 16-bit inputs may write float32
-          } else {
-            return py::none();
           }
           if (!c.writeable() || !(c.flags() & py::array::c_style) ||
               c.ndim() != static_cast<py::ssize_t>(cshape.size()))
@@ -386,9 +383,7 @@ void bind_gemm(py::module_& m) {
             r = cross_compile_gemm(s, cpu, threads, overrides);
           }
           py::dict d;
-          py::dict config;
-          for (const auto& [k, v] : r.plan.fields()) config[py::str(k)] = v;
-          d["config"] = config;
+          d["config"] = r.plan.fields();
           d["key"] = r.plan.key();
           d["ir"] = r.ir;
           d["llvm"] = r.llvm_ir;

@@ -48,7 +48,7 @@ CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu_na
   ir::verify(*f);
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto mod = lower_simd(*f, *ctx);
-  r.assembly = compile_assembly(std::move(mod), cpu, &r.llvm_ir);
+  r.assembly = compile_assembly(std::move(mod), cpu, r.llvm_ir);
   return r;
 }
 

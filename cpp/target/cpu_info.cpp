@@ -41,9 +41,7 @@ void apply_level(CpuInfo& c, const std::string& level) {
     if (wide) on = false;
   }
 }
-}  // namespace
 
-namespace {
 void set_vectors(CpuInfo& c) {
   if (c.has("avx512f")) {
     c.vector_bytes = 64;

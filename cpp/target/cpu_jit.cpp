@@ -131,29 +131,40 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, const CpuInfo& cpu = hos
   mpm.run(m, mam);
 }
 
+// Verifies `module`, runs the O3 pipeline for `cpu` on it and returns its TargetMachine; the
+// optimized IR as text into `optimized_ir`.
+std::unique_ptr<llvm::TargetMachine> optimize_for(llvm::Module& module, const CpuInfo& cpu, std::string& optimized_ir) {
+  auto tm = target_machine(cpu);
+  module.setDataLayout(tm->createDataLayout());
+  module.setTargetTriple(tm->getTargetTriple());
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(module, &es)) throw InternalError("the lowering produced invalid LLVM IR: " + err);
+  optimize(module, *tm, cpu);
+  llvm::raw_string_ostream os(optimized_ir);
+  module.print(os, nullptr);
+  return tm;
+}
+
+// The module's code as an object file or as assembly text.
+std::string emit(llvm::Module& module, llvm::TargetMachine& tm, llvm::CodeGenFileType type) {
+  llvm::SmallString<16384> out;
+  llvm::raw_svector_ostream os(out);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    throw InternalError(cat("the TargetMachine for ", tm.getTargetCPU().str(), " cannot emit ",
+                            type == llvm::CodeGenFileType::ObjectFile ? "an object file" : "assembly"));
+  pm.run(module);
+  return std::string(out.begin(), out.end());
+}
+
 }  // namespace
 
 JitResult jit_compile(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> ctx,
                       const std::string& symbol) {
-  auto tm = target_machine();
-  module->setDataLayout(tm->createDataLayout());
-  module->setTargetTriple(tm->getTargetTriple());
-  std::string err;
-  llvm::raw_string_ostream es(err);
-  if (llvm::verifyModule(*module, &es)) throw InternalError("the lowering produced invalid LLVM IR: " + err);
-  optimize(*module, *tm);
   JitResult r;
-  llvm::raw_string_ostream os(r.optimized_ir);
-  module->print(os, nullptr);
-  {
-    llvm::SmallString<16384> obj;
-    llvm::raw_svector_ostream objs(obj);
-    llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, objs, nullptr, llvm::CodeGenFileType::ObjectFile))
-      throw InternalError("the host TargetMachine cannot emit an object file");
-    pm.run(*module);
-    r.object.assign(obj.begin(), obj.end());
-  }
+  auto tm = optimize_for(*module, host_cpu(), r.optimized_ir);
+  r.object = emit(*module, *tm, llvm::CodeGenFileType::ObjectFile);
   module.reset();  // before its context
   ctx.reset();
   r.entry = jit_load_object(r.object, symbol);
@@ -181,35 +192,12 @@ std::string emit_assembly(const std::string& llvm_ir) {
   llvm::SMDiagnostic diag;
   auto m = llvm::parseAssemblyString(llvm_ir, diag, ctx);
   if (!m) throw InternalError("cannot re-parse the kernel's LLVM IR: " + diag.getMessage().str());
-  auto tm = target_machine();
-  llvm::SmallString<4096> out;
-  llvm::raw_svector_ostream os(out);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    throw InternalError("the host TargetMachine cannot emit assembly");
-  pm.run(*m);
-  return std::string(out.str());
+  return emit(*m, *target_machine(), llvm::CodeGenFileType::AssemblyFile);
 }
 
-std::string compile_assembly(std::unique_ptr<llvm::Module> module, const CpuInfo& cpu, std::string* optimized_ir) {
-  auto tm = target_machine(cpu);
-  module->setDataLayout(tm->createDataLayout());
-  module->setTargetTriple(tm->getTargetTriple());
-  std::string err;
-  llvm::raw_string_ostream es(err);
-  if (llvm::verifyModule(*module, &es)) throw InternalError("the lowering produced invalid LLVM IR: " + err);
-  optimize(*module, *tm, cpu);
-  if (optimized_ir) {
-    llvm::raw_string_ostream os(*optimized_ir);
-    module->print(os, nullptr);
-  }
-  llvm::SmallString<4096> out;
-  llvm::raw_svector_ostream os(out);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    throw InternalError(cat("the TargetMachine for ", cpu.name, " cannot emit assembly"));
-  pm.run(*module);
-  return std::string(out.str());
+std::string compile_assembly(std::unique_ptr<llvm::Module> module, const CpuInfo& cpu, std::string& optimized_ir) {
+  auto tm = optimize_for(*module, cpu, optimized_ir);
+  return emit(*module, *tm, llvm::CodeGenFileType::AssemblyFile);
 }
 
 }  // namespace coopjit

@@ -33,6 +33,6 @@ std::string emit_assembly(const std::string& llvm_ir);
 struct CpuInfo;
 /// Optimizes `module` as jit_compile does but for `cpu` (any x86 CPU LLVM knows: cpu_info_for),
 /// and returns its assembly (and the optimized IR); nothing is linked or run.
-std::string compile_assembly(std::unique_ptr<llvm::Module> module, const CpuInfo& cpu, std::string* optimized_ir);
+std::string compile_assembly(std::unique_ptr<llvm::Module> module, const CpuInfo& cpu, std::string& optimized_ir);
 
 }  // namespace coopjit
