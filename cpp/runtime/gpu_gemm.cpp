@@ -9,7 +9,7 @@
 namespace coopjit {
 
 GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, const PlanOverrides& overrides) {
-  GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr};
+  GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr, nullptr};
   const GpuGemmPlan plan = k.plan;
   k.code = device_program(device, plan.code_key(), [plan](const std::string& symbol) { return build_gemm_gpu(plan, symbol); });
   if (plan.split != "dp")
