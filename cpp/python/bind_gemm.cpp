@@ -344,7 +344,7 @@ void bind_gemm(py::module_& m) {
           py::gil_scoped_release nogil;
           run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
         }
-        return std::move(c);
+        return c;  // moved implicitly (a converting move: GCC 13 flags std::move here as redundant)
       },
       py::arg("a"), py::arg("b"), py::arg("out") = py::none());
 
