@@ -13,3 +13,12 @@ test:
 bench: setup
 	bash scripts/setup_bench.sh
 	$(PYTHON) -m coopjit bench
+
+.PHONY: sanitize wheel
+# The C++ core built with clang-22 under AddressSanitizer + UndefinedBehaviorSanitizer, and the
+# tests that reach every C++ module run against it (scripts/sanitize.sh).
+sanitize:
+	bash scripts/sanitize.sh
+# A self-contained manylinux wheel (LLVM linked statically) in dist/, tested from a fresh venv.
+wheel:
+	bash scripts/wheel.sh

@@ -15,7 +15,7 @@ def needs_device():
     from coopjit.devices import status
 
     pytest.skip(f"no {DEVICE}: Intel's CPU OpenCL runtime is absent or unusable "
-                f"(pip install intel-opencl-rt intel-cmplr-lib-rt); status: {status()}")
+                f"(the [opencl] extra: pip install 'coopjit[opencl]', or intel-opencl-rt and intel-cmplr-lib-rt); status: {status()}")
 
 
 def validated(binary: bytes) -> bytes:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `make sanitize`: builds coopjit with clang-22 under AddressSanitizer and UndefinedBehaviorSanitizer
+# (-Werror too: the second compiler's build) into its own directory, then runs the part of the
+# test suite that reaches every C++ module with the sanitizer runtime preloaded into Python.
+# Any report fails the run (halt_on_error). Suppressions: scripts/sanitize.supp (LLVM's own code
+# and CPython's allocator only; each one explained there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+bash scripts/setup.sh || exit 1   # the packages (clang-22, its sanitizer runtimes, pytest, ...)
+
+ROOT=${COOPJIT_SANITIZE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/sanitize}
+SITE="$ROOT/site"
+mkdir -p "$ROOT"
+stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
+         | xargs sha256sum | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$ROOT/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$SITE/coopjit" ]; then
+  echo "sanitize: building coopjit with clang-22, -fsanitize=address,undefined"
+  rm -rf "$SITE"
+  CC=clang-22 CXX=clang++-22 $PY -m pip install -q --no-build-isolation --no-deps --target "$SITE" \
+      -Cbuild-dir="$ROOT/build/{wheel_tag}" -Ccmake.build-type=RelWithDebInfo \
+      -Ccmake.args="-DCOOPJIT_SANITIZE=address,undefined;-DCOOPJIT_WERROR=ON" . || exit 1
+  echo "$stamp" > "$ROOT/.stamp"
+fi
+
+ASAN_RT=$(clang++-22 -print-file-name=libclang_rt.asan-x86_64.so)
+[ -e "$ASAN_RT" ] || { echo "sanitize: no $ASAN_RT (apt-get install libclang-rt-22-dev)"; exit 1; }
+SUPP="$PWD/scripts/sanitize.supp"
+# The tests that reach every C++ module: IR / builder / verifier / printer (test_ir_ops,
+# test_kernel_api), the layout (test_layout), tensor addressing (test_tensor_addressing), the
+# GEMM and reduction planners, recipes, SIMD lowering, JIT, pool and kernel caches
+# (test_gemm_correctness, test_gemm_errors, test_gemm_lowp, test_gemm_splits, test_reduce,
+# test_prepack), the disk cache (test_cache), the SIMT lowering and SPIR-V target and device
+# runtimes (test_spirv, test_simt_ops) and the C++ unit tests (test_cpp_units).
+TESTS=${SANITIZE_TESTS:-"tests/test_ir_ops.py tests/test_kernel_api.py tests/test_layout.py tests/test_tensor_addressing.py \
+tests/test_gemm_correctness.py tests/test_gemm_errors.py tests/test_gemm_lowp.py tests/test_gemm_splits.py \
+tests/test_reduce.py tests/test_prepack.py tests/test_cache.py tests/test_spirv.py tests/test_simt_ops.py tests/test_cpp_units.py"}
+echo "sanitize: running $TESTS"
+env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc \
+    ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=86:detect_odr_violation=0:suppressions=$SUPP" \
+    LSAN_OPTIONS="suppressions=$SUPP:print_suppressions=0" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:suppressions=$SUPP" \
+    COOPJIT_SANITIZED=1 \
+    $PY -m pytest $TESTS -q -p no:cacheprovider "$@"
+rc=$?
+if [ $rc -eq 5 ]; then echo "sanitize: pytest collected no tests: failing"; exit 1; fi
+[ $rc -eq 86 ] && echo "sanitize: AddressSanitizer / LeakSanitizer reported an error (above)"
+[ $rc -eq 87 ] && echo "sanitize: UndefinedBehaviorSanitizer reported an error (above)"
+exit $rc
