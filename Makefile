@@ -22,3 +22,7 @@ sanitize:
 # A self-contained manylinux wheel (LLVM linked statically) in dist/, tested from a fresh venv.
 wheel:
 	bash scripts/wheel.sh
+.PHONY: stubs
+# Regenerates the type stubs of the compiled module (python/coopjit/_core.pyi).
+stubs:
+	bash scripts/stubs.sh

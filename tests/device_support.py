@@ -33,6 +33,8 @@ def every_module_passes_spirv_val():
     yield
     from coopjit import _core
 
+    if "error" in spirv.tools()["spirv-val"]:
+        return  # no SPIRV-Tools here: the tests that needed spirv-val skipped, saying so
     for p in _core.device_programs():
         if p.key not in _validated:
             spirv.validate(p.spirv)
