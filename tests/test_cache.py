@@ -7,7 +7,7 @@ import pytest
 
 import coopjit
 from cache_helpers import COMPILE_AND_CHECK, private_cache, result_of, run_snippet  # noqa: F401
-from conftest import assert_gemm_close
+from conftest import assert_gemm_close, needs_spirv_tools
 
 
 def _kernel(plan=None, shape=(40, 50, 30)):
@@ -218,6 +218,7 @@ print(json.dumps({{"binary": binary.hex(), **coopjit._core.spirv_cache_stats()}}
 
 
 def test_a_spirv_module_is_compiled_once_per_machine(tmp_path):
+    needs_spirv_tools()  # the snippet validates the module it compiles
     code = SPIRV_SNIPPET.format(tests=os.path.dirname(__file__))
     first, _ = run_snippet(code, tmp_path)
     assert first["compiles"] == 1 and first["disk_loads"] == 0

@@ -181,7 +181,8 @@ void SimtLowering::block2d_store(const Type& t, const Region2d& r, const std::ve
       for (int h = 0; h < b.rows; ++h) {
         auto [ptr, inside] = element2d(r, b, h);
         llvm::Value* v = b_.CreateLoad(ety, slot(buf, h));
-        guarded(inside, [&] { b_.CreateAlignedStore(v, ptr, llvm::Align(r.elem)); });
+        llvm::Value* p = ptr;  // a lambda captures no structured binding before C++20
+        guarded(inside, [&] { b_.CreateAlignedStore(v, p, llvm::Align(r.elem)); });
       }
     } else {
       builtin(kStore, b_.getVoidTy(),
