@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import _core, _tunedb
 from ._arrays import as_array, check_device, gemm_types, kernel_readable
@@ -164,9 +165,10 @@ class _Bench:
         return float(np.median(times)), float(np.min(times))
 
 
-def tune(a=None, b=None, *, shape=None, dtype=None, trans_a=False, trans_b=False, accumulate=False,
-         device=None, budget=60.0, max_candidates=None, progress=True, save=True, min_time=0.05,
-         seed=0) -> TuneReport:
+def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tuple[int, int, int] | None = None,
+         dtype: DTypeLike | None = None, trans_a: bool = False, trans_b: bool = False, accumulate: bool = False,
+         device: str | None = None, budget: float = 60.0, max_candidates: int | None = None,
+         progress: bool = True, save: bool = True, min_time: float = 0.05, seed: int = 0) -> TuneReport:
     """Finds the fastest plan for one GEMM problem and stores it for later calls.
 
     The problem is given by arrays (`a`, `b` as gemm takes them, with `trans_a` / `trans_b`;

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import html
 import time
+import os
 import warnings
+from typing import Any
 from dataclasses import dataclass, field
 
 
@@ -104,7 +106,7 @@ class TuneReport:
         return (f"<p>{html.escape(self._title())}</p><table><tr>{head}</tr>{body}</table>"
                 f"<p><b>{html.escape(self._summary())}</b></p>")
 
-    def plot(self, path=None):
+    def plot(self, path: str | os.PathLike | None = None) -> Any:
         """Candidate times in the order tried, the best so far and the default; saved to `path`
         when given. Returns the matplotlib Figure, or None (with a warning) without matplotlib."""
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import _core, _opencl_icd, spirv
 
@@ -49,7 +50,7 @@ def status() -> list[dict]:
     return out
 
 
-def empty(shape, dtype=np.float64, *, device: str = "cpu", order: str = "C") -> np.ndarray:
+def empty(shape: int | tuple[int, ...], dtype: DTypeLike = np.float64, *, device: str = "cpu", order: str = "C") -> np.ndarray:
     """An uninitialized array like numpy.empty. On a SPIR-V device its memory is USM shared (or
     fine-grain SVM): the host and the device's kernels use it in place, without copies. The
     allocation lives as long as the array (its base) and views of it, and is freed after."""

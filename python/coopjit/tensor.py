@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from typing import Callable, Sequence
+
 import numpy as np
 
 from . import _core
@@ -52,7 +54,9 @@ def _ints(name: str, values, length: int | None = None, minimum: int | None = No
 class TensorLayout:
     """An N-D tensor in a flat buffer and the slice of it being accessed (see module doc)."""
 
-    def __init__(self, dims, strides=None, offsets=None, spans=None, block=None, clamp="undefined", clamp_value=0):
+    def __init__(self, dims: Sequence[int], strides: Sequence[int] | None = None,
+                 offsets: Sequence[int] | None = None, spans: Sequence[int] | None = None,
+                 block: Sequence[int] | None = None, clamp: str = "undefined", clamp_value: float = 0) -> None:
         dims = _ints("dims", dims)
         rank = len(dims)
         if not 1 <= rank <= 5:
@@ -96,7 +100,8 @@ class TensorView:
     """Re-reads a layout's region: own dims and strides (or the layout's spans when dims is
     None), a permutation of the dims, and a clip (row_offset, row_span, col_offset, col_span)."""
 
-    def __init__(self, dims=None, strides=None, permutation=None, clip=None):
+    def __init__(self, dims: Sequence[int] | None = None, strides: Sequence[int] | None = None,
+                 permutation: Sequence[int] | None = None, clip: Sequence[int] | None = None) -> None:
         if dims is None:
             if strides is not None:
                 raise ValueError(f"view strides {strides} need view dims (a view without dims uses the layout's spans)")
@@ -180,7 +185,8 @@ def _check(buffer, layout, view, rows, cols, what):
     return view._resolve(layout) if view is not None else (0, [], [])
 
 
-def load_matrix(buffer, rows, cols, layout, view=None, *, out=None, decode=None):
+def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, view: TensorView | None = None, *,
+                out: np.ndarray | None = None, decode: Callable | None = None) -> np.ndarray:
     """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
 
     Elements the view's clip skips keep their value in `out` (0 without `out`).
@@ -210,7 +216,7 @@ def load_matrix(buffer, rows, cols, layout, view=None, *, out=None, decode=None)
     return out
 
 
-def store_matrix(matrix, buffer, layout, view=None):
+def store_matrix(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout, view: TensorView | None = None) -> None:
     """Stores the 2-D `matrix` into `buffer` (in place) through `layout` (and `view`)."""
     if not isinstance(matrix, np.ndarray):
         raise TypeError(f"store_matrix: matrix must be a NumPy array, got {type(matrix).__name__}")
