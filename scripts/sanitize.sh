@@ -2,8 +2,9 @@
 # `make sanitize`: builds coopjit with clang-22 under AddressSanitizer and UndefinedBehaviorSanitizer
 # (-Werror too: the second compiler's build) into its own directory, then runs the part of the
 # test suite that reaches every C++ module with the sanitizer runtime preloaded into Python.
-# Any report fails the run (halt_on_error). Suppressions: scripts/sanitize.supp (LLVM's own code
-# and CPython's allocator only; each one explained there).
+# Any report fails the run (halt_on_error); no report is suppressed. Leak checking is off:
+# LeakSanitizer stops the process with ptrace to scan it, which this machine's sandbox (and CI's)
+# refuses ("ptrace appears to be blocked"), and CPython frees little at exit anyway.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -25,7 +26,7 @@ fi
 
 ASAN_RT=$(clang++-22 -print-file-name=libclang_rt.asan-x86_64.so)
 [ -e "$ASAN_RT" ] || { echo "sanitize: no $ASAN_RT (apt-get install libclang-rt-22-dev)"; exit 1; }
-SUPP="$PWD/scripts/sanitize.supp"
+PYBIN=$($PY -c "import sys; print(sys.executable)")  # not a shell shim: the preload reaches every child
 # The tests that reach every C++ module: IR / builder / verifier / printer (test_ir_ops,
 # test_kernel_api), the layout (test_layout), tensor addressing (test_tensor_addressing), the
 # GEMM and reduction planners, recipes, SIMD lowering, JIT, pool and kernel caches
@@ -37,13 +38,11 @@ tests/test_gemm_correctness.py tests/test_gemm_errors.py tests/test_gemm_lowp.py
 tests/test_reduce.py tests/test_prepack.py tests/test_cache.py tests/test_spirv.py tests/test_simt_ops.py tests/test_cpp_units.py"}
 echo "sanitize: running $TESTS"
 env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc \
-    ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=86:detect_odr_violation=0:suppressions=$SUPP" \
-    LSAN_OPTIONS="suppressions=$SUPP:print_suppressions=0" \
-    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:suppressions=$SUPP" \
-    COOPJIT_SANITIZED=1 \
-    $PY -m pytest $TESTS -q -p no:cacheprovider "$@"
+    ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87" \
+    "$PYBIN" -m pytest $TESTS -q -p no:cacheprovider "$@"
 rc=$?
 if [ $rc -eq 5 ]; then echo "sanitize: pytest collected no tests: failing"; exit 1; fi
-[ $rc -eq 86 ] && echo "sanitize: AddressSanitizer / LeakSanitizer reported an error (above)"
+[ $rc -eq 86 ] && echo "sanitize: AddressSanitizer reported an error (above)"
 [ $rc -eq 87 ] && echo "sanitize: UndefinedBehaviorSanitizer reported an error (above)"
 exit $rc
