@@ -1,0 +1,50 @@
+"""Reductions of few long rows (the two-stage path: each row's body as the columns of a
+(n // W) x W view over every worker, then the partials and the tails), against NumPy in
+float64 / exact integers: every op, tails of every length, strided and sliced rows."""
+import numpy as np
+import pytest
+
+import coopjit
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 1_048_577), 1), ((1, 600_000), 1), ((5, 300_000 + 1023), -1),
+                                        ((2, 3, 290_017), 2), ((2_000_003,), None), ((4, 262_144 + 1), (1,))])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_few_long_rows(rng, shape, axis, op):
+    # Values whose float32 results are exact, so that a lost or doubled element (a body block,
+    # a tail element) shows: small integers for sums (every partial below 2^24), ones with a
+    # few 2s and 0.5s for products (a power of two), any values for min / max.
+    if op == "prod":
+        x = np.ones(shape, np.float32)
+        flat = x.reshape(-1)
+        flat[rng.choice(flat.size, 40, replace=False)] = 2.0
+        flat[rng.choice(flat.size, 15, replace=False)] = 0.5
+        flat[-1] = 2.0  # the last tail element
+    else:
+        x = rng.integers(-2, 3, shape).astype(np.float32)
+    got = coopjit.reduce(x, axis, op)
+    ref = getattr(np, op)(x.astype(np.float64), axis=axis)
+    assert np.shape(got) == np.shape(ref)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), ref)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_, np.float64])
+def test_few_long_rows_integers_and_doubles_exact(rng, dtype):
+    x = rng.integers(0, 3, (3, 700_001)).astype(dtype)
+    got = coopjit.reduce(x, 1)
+    assert np.array_equal(got, x.astype(np.int64 if dtype != np.float64 else np.float64).sum(axis=1))
+    assert np.array_equal(coopjit.reduce(x, 1, "max"), x.max(axis=1))
+
+
+def test_few_long_rows_of_a_strided_view(rng):
+    big = rng.uniform(-1, 1, (6, 2_100_000)).astype(np.float32)
+    x = big[::2, 7:]  # rows 0, 2, 4, each starting 7 elements in
+    got = coopjit.reduce(x, 1)
+    ref = x.astype(np.float64).sum(axis=1)
+    assert np.allclose(got, ref, rtol=1e-5, atol=1e-2)
+    # NaN anywhere in a row's body or tail propagates to that row only
+    x = x.copy()
+    x[1, 12345] = np.nan
+    x[2, -1] = np.nan
+    got = coopjit.reduce(x, 1, "max")
+    assert np.isnan(got[1]) and np.isnan(got[2]) and got[0] == x[0].max()
