@@ -475,3 +475,82 @@ def test_checked_access_at_negative_positions_device():
 check_all("opencl:0")
 print("OK")
 """, timeout=400)
+
+
+def test_extents_of_accumulate_vectors_and_branches():
+    run("""
+        # accumulate adds only the elements inside its bounds: the bounds give its extent
+        b = KernelBuilder("acc")
+        X, O = b.param("X", "ptr<f32>"), b.param("O", "ptr<f32>")
+        m = b.load("coopmatrix<f32, 4, 16, acc, subgroup>", X, strides=(16, 1))
+        b.accumulate(m, O, row=-2, col=0, strides=(16, 1), bounds=(3, 16))
+        k = b.compile()
+        assert [(e["lo"], e["hi"], e["written"]) for e in k._fn.extents()] == [(0, 63, False), (0, 31, True)]
+        x = np.arange(64, dtype=np.float32).reshape(4, 16)
+        o = np.ones((2, 16), np.float32)
+        k(x, o)                 # rows 2 and 3 of the matrix land on rows 0 and 1
+        assert np.array_equal(o, 1 + x[2:])
+        expect(ValueError, lambda: k(x, np.ones((1, 16), np.float32)), "argument 1 (O)", "0 to 31", "got shape (1, 16)")
+        # vectors: offset + k * stride, k < n
+        b = KernelBuilder("vec")
+        X, O, off = b.param("X", "ptr<f32>"), b.param("O", "ptr<f32>"), b.param("off", "index")
+        v = b.vector_load("vector<f32, 8>", X, offset=off, stride=3)
+        b.vector_store(v, O, offset=0, stride=1)
+        k = b.compile()
+        x = np.arange(40, dtype=np.float32)
+        o = np.zeros(8, np.float32)
+        k(x, o, 2)              # reads 2, 5, ..., 23
+        assert np.array_equal(o, x[2:26:3])
+        expect(ValueError, lambda: k(x, o, 20), "argument 0 (X)", "elements 20 to 41", "got shape (40,)")
+        expect(ValueError, lambda: k(x, o, -1), "argument 0 (X)", "before its first element")
+        expect(ValueError, lambda: k(x, o[:7], 0), "argument 1 (O)", "0 to 7")
+        # both arms of a branch count; a loop bound by a parameter nested in another
+        b = KernelBuilder("nest")
+        X, n, flag = b.param("X", "ptr<f32>"), b.param("n", "index"), b.param("flag", "index")
+        t = "coopmatrix<f32, 1, 16, acc, subgroup>"
+        def outer(b, i):
+            def inner(b, j):
+                r = b.add(b.mul(i, 2), j)
+                b.if_(b.eq(flag, 1), lambda b: b.store(b.splat(t, 1.0), X, row=r, strides=(16, 1)),
+                      lambda b: b.store(b.splat(t, 2.0), X, row=b.add(r, 1), strides=(16, 1)))
+            b.for_range(0, 2, 1, body=inner)
+        b.for_range(0, n, 1, body=outer)
+        k = b.compile()
+        x = np.zeros((8, 16), np.float32)
+        k(x, 3, 1)              # rows up to 2 * 2 + 1 (+ 1 in the other arm): 7 rows
+        assert (x[:6] == 1).all() and not x[6:].any()
+        expect(ValueError, lambda: k(x, 4, 1), "argument 0 (X)", "0 to 143", "got shape (8, 16)")
+        print("OK")
+    """)
+
+
+def test_constant_extents_are_computed_once():
+    # the softmax's extents depend on nothing at the call: they are derived at compile time
+    run("""
+        k = softmax_kernel()
+        assert [(e["bounded"], e["lo"], e["hi"], e["read"], e["written"]) for e in k._fn.extents()] == \\
+            [(True, 0, 191, True, False), (True, 0, 191, False, True)]
+        print("OK")
+    """)
+
+
+def test_device_non_contiguous_and_aliased_arrays():
+    device_or_skip()
+    run("""
+        k = softmax_kernel("opencl:0")
+        rng = np.random.default_rng(7)
+        big = rng.standard_normal((8, 48)).astype(np.float32)
+        x = big[:, ::2]
+        y = np.zeros((16, 24), np.float32)[::2]
+        k(x, y)
+        assert np.allclose(y, softmax_ref(x), rtol=1e-5, atol=1e-6)
+        z = coopjit.empty((8, 24), np.float32, device="opencl:0")
+        z[...] = x
+        k(z, z)                  # in place, one array for both
+        assert np.allclose(z, softmax_ref(x), rtol=1e-5, atol=1e-6)
+        w = np.zeros((16, 24), np.float32)[::2]
+        w[...] = x
+        k(w, w)                  # one copy for both, written back
+        assert np.allclose(w, softmax_ref(x), rtol=1e-5, atol=1e-6)
+        print("OK")
+    """, timeout=300)

@@ -52,8 +52,10 @@ struct ArgCheck {
     return cat("argument ", i, " (", p->hint.empty() ? "unnamed" : p->hint, ")");
   }
 
-  // Checks the arguments of one call; returns the extents of this call (by parameter).
-  std::vector<ParamExtent> check(const py::sequence& args, int64_t groups) const;
+  // Checks the arguments of one call; returns the extents of this call (by parameter): `fixed`,
+  // or `scratch` filled for this call when they depend on it.
+  const std::vector<ParamExtent>& check(const py::sequence& args, int64_t groups,
+                                        std::vector<ParamExtent>& scratch) const;
 };
 
 struct PyFunction {
@@ -81,12 +83,12 @@ std::string shape_text(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-std::vector<ParamExtent> ArgCheck::check(const py::sequence& args, int64_t groups) const {
+const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_t groups,
+                                                std::vector<ParamExtent>& ext) const {
   const std::string kernel = f->name;
   if (args.size() != f->params.size())
     throw UserError(cat("the kernel takes ", f->params.size(), " arguments, got ", args.size()));
   if (device && groups < 0) throw UserError(cat("groups=", groups, " must not be negative"));
-  std::vector<ParamExtent> ext;
   const std::vector<ParamExtent>* e = &fixed;
   if (dynamic && !(device && groups == 0)) {
     std::vector<int64_t> ints(f->params.size(), 0);
@@ -147,7 +149,7 @@ std::vector<ParamExtent> ArgCheck::check(const py::sequence& args, int64_t group
                           " in C order); got shape ", shape_text(a), " (", size, " elements)"));
     }
   }
-  return e == &fixed ? fixed : ext;
+  return *e;
 }
 
 struct PyValue {
@@ -215,7 +217,8 @@ ReduceMode parse_mode(const std::string& s) {
 void run_custom(const PyFunction& pf, const py::args& args) {
   const Function& f = *pf.f;
   if (!pf.compiled) throw UserError("compile the kernel first");
-  const std::vector<ParamExtent> ext = pf.check.check(args, 0);
+  std::vector<ParamExtent> scratch;
+  const std::vector<ParamExtent>& ext = pf.check.check(args, 0, scratch);
   std::vector<void*> ptrs;
   std::vector<int64_t> ints;
   std::vector<double> fps;
@@ -279,7 +282,8 @@ void bind_ir(py::module_& m) {
       .def("check", [](const ArgCheck& c, const py::sequence& args, int64_t groups) {
         // The parameters the kernel writes (for the copies back), after the checks.
         std::vector<bool> written;
-        for (const auto& e : c.check(args, groups)) written.push_back(e.written);
+        std::vector<ParamExtent> scratch;
+        for (const auto& e : c.check(args, groups, scratch)) written.push_back(e.written);
         return written;
       }, py::arg("args"), py::arg("groups"))
       .def("extents", [](const ArgCheck& c) {

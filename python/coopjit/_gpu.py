@@ -191,7 +191,10 @@ class DeviceCustomKernel:
                     continue
                 # Elements in C order, in the device's memory: a copy (written back if written).
                 d = copies.get(id(a))
-                if d is None:
+                if d is not None:   # the same array twice: one copy, written back if either writes it
+                    if written[i] and not any(b is a for b, _ in backs):
+                        backs.append((a, d))
+                else:
                     for j, b in enumerate(args):
                         if (j != i and b is not a and isinstance(b, np.ndarray) and (written[i] or written[j])
                                 and np.may_share_memory(a, b)):
