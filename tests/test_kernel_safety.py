@@ -44,12 +44,13 @@ def softmax_ref(x):
 """
 
 
-def run(code: str, timeout: float = 180) -> str:
-    """Runs PRELUDE + code in a fresh interpreter; returns its stdout after checking that it
-    exited normally and printed OK (a crash, a signal or a time-out fails the test)."""
+def run(code: str, timeout: float = 180, **env) -> str:
+    """Runs PRELUDE + code in a fresh interpreter (with `env` added to the environment); returns
+    its stdout after checking that it exited normally and printed OK (a crash, a signal or a
+    time-out fails the test)."""
     try:
         r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                           timeout=timeout, env=dict(os.environ))
+                           timeout=timeout, env={**os.environ, **env})
     except subprocess.TimeoutExpired:
         pytest.fail(f"the scenario did not finish in {timeout} s (a hang)")
     assert r.returncode == 0, f"exit code {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
@@ -155,6 +156,15 @@ def test_element_size_and_byte_order_are_checked():
         y = np.zeros((8, 24), np.float32)
         expect(TypeError, lambda: k(np.zeros((8, 24), np.float64), y), "argument 0 (X)", "8-byte")
         expect(TypeError, lambda: k(np.zeros((8, 24), ">f4"), y), "argument 0 (X)", "byte order")
+        b = KernelBuilder("copy64")
+        X, Y = b.param("X", "ptr<f64>"), b.param("Y", "ptr<f64>")
+        b.store(b.load("coopmatrix<f64, 1, 8, acc, subgroup>", X, strides=(8, 1)), Y, strides=(8, 1))
+        k64 = b.compile()
+        objs = np.array([object()] * 8)
+        expect(TypeError, lambda: k64(np.ones(8), objs), "argument 1 (Y)", "Python objects")
+        ok = np.zeros(8)
+        k64(np.arange(8.0), ok)
+        assert np.array_equal(ok, np.arange(8.0))
         print("OK")
     """)
 
@@ -280,7 +290,9 @@ def check_all(device=None):
 """
 
 
-def test_checked_access_at_negative_positions_cpu():
+@pytest.mark.parametrize("level", [None, "avx2", "sse"])
+def test_checked_access_at_negative_positions_cpu(level):
+    env = {"COOPJIT_CPU_LEVEL": level} if level else {}
     run(CHECKED_NEGATIVE + """
 check_all()
 # the issue's reproducer: o[0, :] and o[:, 0] are 0
@@ -289,11 +301,14 @@ o = np.zeros((4, 16), np.float32)
 load_kernel(-1, -1)(x, o)
 assert not o[0].any() and not o[:, 0].any() and np.array_equal(o[1:, 1:], x.reshape(4, 16)[:3, :15])
 print("OK")
-""")
+""", **env)
 
 
-def test_checked_access_at_negative_positions_strided_cpu():
-    # column stride 2 (gathers / scatters) and a thread-sized row: the other code paths of the lowering
+@pytest.mark.parametrize("level", [None, "avx2"])
+def test_checked_access_at_negative_positions_strided_cpu(level):
+    # column stride 2 (gathers / scatters), a matrix_a held as scalars, and a matrix held in
+    # memory (more than 64 vectors): the other code paths of the lowering
+    env = {"COOPJIT_CPU_LEVEL": level} if level else {}
     run("""
 for row, col in [(-1, -1), (0, -3), (-2, 1)]:
     b = KernelBuilder("g", 16)
@@ -334,8 +349,27 @@ for row, col in [(-1, -1), (1, -2)]:   # a matrix_a (held as scalars in the SIMD
                 ref[r * 8 + c] = x[r * 8 + c]
     assert np.array_equal(o, ref), (row, col, o)
     assert (obig[:32] == 777).all()
+for row, col in [(-1, -1), (-3, 5)]:   # 80 x 64: held in memory, walked by a row loop
+    b = KernelBuilder("m", 16)
+    X, O = b.param("X", "ptr<f32>"), b.param("O", "ptr<f32>")
+    m = b.load("coopmatrix<f32, 80, 64, acc, subgroup>", X, row=row, col=col, strides=(64, 1), bounds=(80, 64), checked=True)
+    b.store(m, O, row=row, col=col, strides=(64, 1), bounds=(80, 64), checked=True)
+    k = b.compile()
+    big = np.full(2 * 80 * 64, 777, np.float32)
+    x = big[80 * 64:]
+    x[:] = np.arange(1, 80 * 64 + 1)
+    obig = np.full(2 * 80 * 64, 777, np.float32)
+    o = obig[80 * 64:]
+    o[:] = 0
+    k(x, o)
+    ref = np.zeros((80, 64))
+    xr = x.reshape(80, 64)
+    rs, cs = slice(max(row, 0), row + 80), slice(max(col, 0), col + 64)   # the elements the matrix covers
+    ref[rs, cs] = xr[rs, cs]
+    assert np.array_equal(o.reshape(80, 64), ref), (row, col)
+    assert (obig[:80 * 64] == 777).all()
 print("OK")
-""")
+""", **env)
 
 
 # ---- item 3: sizes that would not finish ---------------------------------------------------------------------

@@ -120,6 +120,10 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
     if (a.itemsize() != size_in_bytes(p->type.scalar))
       throw UserTypeError(cat(arg_name(i), " has ", a.itemsize(), "-byte elements (", std::string(py::str(a.dtype())),
                               "); the kernel reads ", p->type.str()));
+    const char kind = a.dtype().kind();
+    if (kind == 'O' || (kind == 'V' && a.dtype().attr("hasobject").cast<bool>()))
+      throw UserTypeError(cat(arg_name(i), " holds Python objects (", std::string(py::str(a.dtype())),
+                              "); the kernel reads ", p->type.str(), " elements"));
     const char order = a.dtype().byteorder();
     constexpr bool little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
     if ((order == '>' && little) || (order == '<' && !little))
