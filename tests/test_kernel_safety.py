@@ -588,3 +588,24 @@ def test_device_non_contiguous_and_aliased_arrays():
         assert np.allclose(w, softmax_ref(x), rtol=1e-5, atol=1e-6)
         print("OK")
     """, timeout=300)
+
+
+def test_loop_step_below_one_is_refused():
+    # loops run while the counter is below the upper bound: step 0 (or negative) never ends
+    run("""
+        def build(step_param):
+            b = KernelBuilder("steps")
+            X, s = b.param("X", "ptr<f32>"), b.param("s", "index")
+            t = "coopmatrix<f32, 1, 16, acc, subgroup>"
+            b.for_range(0, 4, s if step_param else 0,
+                        body=lambda b, i: b.store(b.splat(t, 1.0), X, strides=(16, 1)))
+            return b.compile()
+        expect(ValueError, lambda: build(False), "step 0", "never end")
+        k = build(True)
+        x = np.zeros(16, np.float32)
+        expect(ValueError, lambda: k(x, 0), "step 0", "never end")
+        expect(ValueError, lambda: k(x, -2), "step -2")
+        k(x, 2)
+        assert (x == 1).all()
+        print("OK")
+    """, timeout=60)

@@ -95,6 +95,8 @@ class Analysis {
     }
   }
 
+  bool call_dependent_ = false;
+
   std::vector<ParamExtent> run(int64_t top_ops) {
     const auto& ops = f_.body.ops;
     const size_t n = top_ops < 0 ? ops.size() : std::min(ops.size(), static_cast<size_t>(top_ops));
@@ -280,6 +282,12 @@ class Analysis {
         AV lb = val(v[0]), ub = val(v[1]), step = val(v[2]);
         AV iv{lb.derivable && ub.derivable && step.derivable, false, 0, 0};
         bool dead = false;
+        // A loop runs while iv < ub: a step below 1 never ends it once it has started.
+        if (step.bounded && step.lo < 1 && !(lb.bounded && ub.bounded && ub.hi <= lb.lo))
+          throw UserError(cat("a loop with step ", step.lo == step.hi ? cat(step.lo) : cat("in [", step.lo, ", ", step.hi, "]"),
+                              " would never end (loops run while the counter is below the upper bound; the step must "
+                              "be at least 1)\n  in: ", print_op(f_, o)));
+        if (!step.bounded) call_dependent_ = true;
         if (lb.bounded && ub.bounded && step.bounded && step.lo >= 1 && i128(ub.hi) + step.hi <= kMax) {
           if (ub.hi <= lb.lo) {
             dead = true;
@@ -407,8 +415,12 @@ class Analysis {
 
 }  // namespace
 
-std::vector<ParamExtent> analyze_extents(const Function& f, const ExtentEnv& env, int64_t top_ops) {
-  return Analysis(f, env).run(top_ops);
+std::vector<ParamExtent> analyze_extents(const Function& f, const ExtentEnv& env, int64_t top_ops,
+                                         bool* call_dependent) {
+  Analysis a(f, env);
+  std::vector<ParamExtent> out = a.run(top_ops);
+  if (call_dependent) *call_dependent = a.call_dependent_;
+  return out;
 }
 
 bool extents_depend_on_call(const std::vector<ParamExtent>& e) {

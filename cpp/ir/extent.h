@@ -39,8 +39,11 @@ struct ExtentEnv {
 
 /// The extents of `f`'s pointer parameters (indexed like f.params; non-pointers stay empty),
 /// looking only at the first `top_ops` operations of the body (all when negative). Throws
-/// UserError naming an access whose extent cannot be derived from the IR.
-std::vector<ParamExtent> analyze_extents(const Function& f, const ExtentEnv& env, int64_t top_ops = -1);
+/// UserError naming an access whose extent cannot be derived from the IR, and a loop that may
+/// run with a step below 1 (it would never end: loops run while iv < ub). `call_dependent`, when
+/// given, is set when a loop's step is known only at the call (then evaluate again per call).
+std::vector<ParamExtent> analyze_extents(const Function& f, const ExtentEnv& env, int64_t top_ops = -1,
+                                         bool* call_dependent = nullptr);
 
 /// True when the extents depend on the scalar arguments or the launch shape (then they are
 /// evaluated at each call), false when analyze_extents at compile time gave them all.

@@ -43,8 +43,9 @@ struct ArgCheck {
     ExtentEnv env;
     env.subgroup_size = sg;
     env.work_group_size = wg;
-    fixed = analyze_extents(fn, env, top_ops);  // UserError for an access that cannot be derived
-    dynamic = extents_depend_on_call(fixed);
+    bool steps = false;
+    fixed = analyze_extents(fn, env, top_ops, &steps);  // UserError for an access that cannot be derived
+    dynamic = steps || extents_depend_on_call(fixed);
   }
 
   std::string arg_name(size_t i) const {
