@@ -191,6 +191,9 @@ def test_extents_that_depend_on_scalar_arguments():
         expect(ValueError, lambda: k(x[:8], y, 12), "argument 0 (X)", "got shape (8, 16)")
         expect(ValueError, lambda: k(x, y, 13), "elements 0 to 255")    # i = 12 reads rows 12..15
         k(x, y, 0)            # no iteration: nothing touched
+        expect(TypeError, lambda: k(x, y, "12"), "argument 2 (n)", "must be an int")
+        expect(TypeError, lambda: k(x, y, 2.5), "argument 2 (n)", "must be an int")
+        expect(TypeError, lambda: k(x, 3, 12), "argument 1 (Y)", "must be a NumPy array")
         print("OK")
     """)
 

@@ -53,6 +53,18 @@ struct ArgCheck {
     return cat("argument ", i, " (", p->hint.empty() ? "unnamed" : p->hint, ")");
   }
 
+  // A scalar argument as T; TypeError naming it when it is not a number of that kind.
+  template <typename T>
+  T scalar_arg(const py::handle& a, size_t i) const {
+    try {
+      return py::cast<T>(a);
+    } catch (const py::cast_error&) {
+    } catch (const py::error_already_set&) {
+    }
+    throw UserTypeError(cat(arg_name(i), " must be ", std::is_same_v<T, double> ? "a number" : "an int", " (",
+                            f->params[i]->type.str(), "), got ", std::string(py::repr(a))));
+  }
+
   // Checks the arguments of one call; returns the extents of this call (by parameter): `fixed`,
   // or `scratch` filled for this call when they depend on it.
   const std::vector<ParamExtent>& check(const py::sequence& args, int64_t groups,
@@ -100,7 +112,7 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
         if (!py::isinstance<py::int_>(a) && !py::hasattr(a, "__index__"))
           throw UserTypeError(cat(arg_name(i), " must be an int (", t.str(), "), got ",
                                   std::string(py::str(py::type::of(a).attr("__name__")))));
-        ints[i] = py::cast<int64_t>(a);
+        ints[i] = scalar_arg<int64_t>(a, i);
       }
     }
     ExtentEnv env;
@@ -262,9 +274,9 @@ void run_custom(const PyFunction& pf, const py::args& args) {
       keep.push_back(a);
       ptrs.push_back(a.writeable() ? a.mutable_data() : const_cast<void*>(a.data()));
     } else if (is_float(p->type.scalar)) {
-      fps.push_back(py::cast<double>(args[i]));
+      fps.push_back(pf.check.scalar_arg<double>(args[i], i));
     } else {
-      ints.push_back(py::cast<int64_t>(args[i]));
+      ints.push_back(pf.check.scalar_arg<int64_t>(args[i], i));
     }
   }
   KernelEntry entry = pf.compiled->entry;
