@@ -201,6 +201,18 @@ class Analysis {
       case OpKind::binary: {
         if (!is_int_type(o.result()->type)) return;
         AV x = val(v[0]), y = val(v[1]), r;
+        const bool points = x.bounded && y.bounded && x.lo == x.hi && y.lo == y.hi;
+        if (points && (static_cast<BinOp>(o.sub) == BinOp::rem || static_cast<BinOp>(o.sub) == BinOp::and_ ||
+                       static_cast<BinOp>(o.sub) == BinOp::or_)) {  // exact for known values
+          const int64_t a = x.lo, c = y.lo;
+          if (static_cast<BinOp>(o.sub) == BinOp::and_) r = AV::point(a & c);
+          else if (static_cast<BinOp>(o.sub) == BinOp::or_) r = AV::point(a | c);
+          else if (c != 0 && !(a == kMin && c == -1)) r = AV::point(a % c);
+          else r = {true, false, 0, 0};
+          r.derivable = x.derivable && y.derivable;
+          set(o.result(), r);
+          return;
+        }
         switch (static_cast<BinOp>(o.sub)) {
           case BinOp::add: r = add(x, y); break;
           case BinOp::sub: r = corners(x, y, [](i128 a, i128 b) { return a - b; }); break;
