@@ -71,7 +71,7 @@ def test_output_too_small_is_a_value_error(shape):
         k = softmax_kernel()
         x = np.random.default_rng(0).standard_normal((8, 24)).astype(np.float32)
         y = np.zeros({shape!r}, np.float32)
-        expect(ValueError, lambda: k(x, y), "argument 1 (Y)", "too small", "192 elements", "shape (8, 24)",
+        expect(ValueError, lambda: k(x, y), "softmax: argument 1 (Y)", "too small", "192 elements", "shape (8, 24)",
                "got shape {str(tuple(shape))}")
         assert not y.any()      # nothing written
         y = np.zeros((8, 24), np.float32)

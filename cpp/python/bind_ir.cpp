@@ -34,8 +34,11 @@ struct ArgCheck {
   int64_t subgroup_size = 1, work_group_size = 1;
   bool device = false;
 
-  void init(const Function& fn, int64_t sg, int64_t wg, bool dev) {
+  std::string kernel;  // the name the user gave the kernel
+
+  void init(const Function& fn, const std::string& name, int64_t sg, int64_t wg, bool dev) {
     f = &fn;
+    kernel = name;
     top_ops = static_cast<int64_t>(fn.body.ops.size());
     subgroup_size = sg;
     work_group_size = wg;
@@ -73,6 +76,7 @@ struct ArgCheck {
 
 struct PyFunction {
   std::unique_ptr<Function> f = std::make_unique<Function>();
+  std::string name;  // as the user gave it (compiling renames f to its symbol)
   std::shared_ptr<const CompiledKernel> compiled;
   ArgCheck check;
 };
@@ -98,7 +102,6 @@ std::string shape_text(const py::array& a) {
 
 const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_t groups,
                                                 std::vector<ParamExtent>& ext) const {
-  const std::string kernel = f->name;
   if (args.size() != f->params.size())
     throw UserError(cat("the kernel takes ", f->params.size(), " arguments, got ", args.size()));
   if (device && groups < 0) throw UserError(cat("groups=", groups, " must not be negative"));
@@ -319,13 +322,13 @@ void bind_ir(py::module_& m) {
       .def("verify", [](const PyFunction& f) { verify(*f.f); })
       .def("compile", [](PyFunction& f) {
         ArgCheck check;
-        check.init(*f.f, 1, 1, false);  // refuses an access it cannot bound before anything is built
+        check.init(*f.f, f.name, 1, 1, false);  // refuses an access it cannot bound before anything is built
         f.compiled = cached_kernel(*f.f);
         f.check = std::move(check);
       })
       .def("device_check", [](const std::shared_ptr<PyFunction>& f, int64_t subgroup_size, int64_t work_group_size) {
         auto c = std::make_shared<ArgCheck>();
-        c->init(*f->f, subgroup_size, work_group_size, true);
+        c->init(*f->f, f->name, subgroup_size, work_group_size, true);
         c->keep = f;
         return c;
       }, py::arg("subgroup_size"), py::arg("work_group_size"),
@@ -360,6 +363,7 @@ void bind_ir(py::module_& m) {
           throw UserError(cat("subgroup_size ", subgroup_size, " must be a power of two in [1, 64]"));
         auto fn = std::make_shared<PyFunction>();
         fn->f->name = name;
+        fn->name = name;
         fn->f->attrs["subgroup_size"] = subgroup_size;
         return std::make_pair(PyBuilder{fn, Builder(*fn->f)}, fn);
       })
