@@ -298,7 +298,7 @@ void bind_ir(py::module_& m) {
       .def_property_readonly("type", &PyValue::type)
       .def("__repr__", [](const PyValue& v) { return cat("<IRValue ", v.v->hint.empty() ? "%" + std::to_string(v.v->id) : "%" + v.v->hint, " : ", v.type(), ">"); });
 
-  py::class_<ArgCheck, std::shared_ptr<ArgCheck>>(m, "ArgCheck")
+  py::class_<ArgCheck, std::shared_ptr<ArgCheck>>(m, "_ArgCheck")
       .def("check", [](const ArgCheck& c, const py::sequence& args, int64_t groups) {
         // The parameters the kernel writes (for the copies back), after the checks.
         std::vector<bool> written;
