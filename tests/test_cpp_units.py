@@ -16,6 +16,9 @@ UNITS = {
     # The kernel IR is independent of LLVM: its verifier is tested on its own.
     "verifier": ["cpp/ir/types.cpp", "cpp/ir/ir.cpp", "cpp/ir/builder.cpp", "cpp/ir/printer.cpp",
                  "cpp/ir/verifier.cpp", "cpp/tests/test_verifier.cpp"],
+    # The extents a kernel's pointer parameters need (the argument check of custom kernels).
+    "extent": ["cpp/ir/types.cpp", "cpp/ir/ir.cpp", "cpp/ir/builder.cpp", "cpp/ir/printer.cpp",
+               "cpp/ir/extent.cpp", "cpp/tests/test_extent.cpp"],
 }
 
 

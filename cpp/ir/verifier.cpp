@@ -135,6 +135,49 @@ class Verifier {
             cat("a vnni-packed access needs the constant stride 1 along ", is_a ? "rows" : "columns"));
   }
 
+  // Size limits. The lowerings unroll a cooperative-matrix operation on values in registers (a
+  // SIMD lowering's vectors, a SIMT lane's components) into straight-line code, which LLVM
+  // compiles in time that grows faster than its length: on a 2-core Zen 5, a 1024 x 1024 x 128
+  // mul_add did not compile in 240 s, a per-element function or a row reduction over 64 x 64
+  // elements took 5 to 12 s, 128 x 128 more than 60 s. Loads and stores of big matrices walk them
+  // with loops (they are held in memory) and have no limit; the operations computing on them do.
+  static constexpr int64_t kMaxMulAdds = int64_t(1) << 18;           // M x N x K of one mul_add
+  static constexpr int64_t kMaxRegisterElements = int64_t(1) << 14;  // a matrix an operation computes on
+  static constexpr int64_t kMaxRegionElements = int64_t(1) << 12;    // per-element / reduce functions
+
+  void size_limits(const Op& o) {
+    switch (o.kind) {
+      case OpKind::mat_load: case OpKind::mat_store: case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
+      case OpKind::mat_length: case OpKind::yield: case OpKind::for_: case OpKind::if_:
+        return;
+      default: break;
+    }
+    const bool region = o.kind == OpKind::mat_per_element || o.kind == OpKind::mat_reduce;
+    const int64_t limit = region ? kMaxRegionElements : kMaxRegisterElements;
+    std::vector<const Value*> vals(o.operands.begin(), o.operands.end());
+    vals.insert(vals.end(), o.results.begin(), o.results.end());
+    for (const Value* v : vals) {
+      const Type& t = v->type;
+      if (!t.is_matrix() && !t.is_vector()) continue;
+      const bool over = t.rows > limit || t.cols > limit || t.rows * t.cols > limit;  // no overflow: rows, cols <= limit
+      require(!over, o,
+              cat(t.str(), " has ", t.rows, " x ", t.cols,
+                  t.rows > limit || t.cols > limit ? std::string() : cat(" = ", t.rows * t.cols),
+                  " elements: the size limit of ", mnemonic(o),
+                  " is ", limit, region ? " elements (a per-element or combine function is unrolled for each; "
+                                        : " elements (the operation is unrolled into registers; ",
+                  "loads and stores of bigger matrices have no limit): work on tiles of it in a loop"));
+    }
+    if (o.kind == OpKind::mat_mul_add && o.operands.size() == 3) {
+      const Type &a = o.operands[0]->type, &c = o.operands[2]->type;
+      const int64_t macs = c.rows * c.cols * a.cols;
+      require(macs <= kMaxMulAdds, o,
+              cat("a ", c.rows, " x ", c.cols, " x ", a.cols, " product (M x N x K = ", macs,
+                  " multiply-adds) exceeds the size limit of ", kMaxMulAdds,
+                  " (2^18) multiply-adds per mul_add (it is unrolled into registers): split it into tiles in a loop"));
+    }
+  }
+
   // Matrix types: positive dimensions; the operation must accept the matrix's scope.
   void matrix_types(const Op& o) {
     std::vector<const Value*> vals(o.operands.begin(), o.operands.end());
@@ -161,6 +204,7 @@ class Verifier {
   void check(const Op& o) {
     const auto& v = o.operands;
     matrix_types(o);
+    size_limits(o);
     switch (o.kind) {
       case OpKind::constant:
         require(o.results.size() == 1 && o.result()->type.is_scalar() && o.has_attr("value"), o,

@@ -91,6 +91,7 @@ class SimdLowering {
     llvm::Value* ptrs;
     llvm::Value* mask;
   };
+  llvm::Value* in_bounds(llvm::Value* r, llvm::Value* c, const Addr& a);
   Chunk chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
 
   llvm::Value* load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);

@@ -18,6 +18,13 @@ SimdLowering::Addr SimdLowering::addr(const Op& o, size_t base) {
           scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), is_const(v[base + 4], 1)};
 }
 
+// 0 <= r < rows and 0 <= c < cols: a checked access's element (the seeds' bounds rule).
+llvm::Value* SimdLowering::in_bounds(llvm::Value* r, llvm::Value* c, const Addr& a) {
+  llvm::Value* zero = b_.getInt64(0);
+  return b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(r, zero), b_.CreateICmpSLT(r, a.rows)),
+                      b_.CreateAnd(b_.CreateICmpSGE(c, zero), b_.CreateICmpSLT(c, a.cols)));
+}
+
 SimdLowering::Chunk SimdLowering::chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked) {
   llvm::Type* et = scalar_ty(t.scalar);
   llvm::Value* r = b_.CreateAdd(a.row, i);
@@ -28,10 +35,12 @@ SimdLowering::Chunk SimdLowering::chunk(const Type& t, const Addr& a, llvm::Valu
   if (!a.unit_col)
     ch.ptrs = b_.CreateGEP(et, ch.base, b_.CreateMul(lanes(), b_.CreateVectorSplat(S_, a.sc)));
   if (checked) {
-    llvm::Value* in_cols = b_.CreateICmpSLT(b_.CreateAdd(b_.CreateVectorSplat(S_, c0), lanes()),
-                                            b_.CreateVectorSplat(S_, a.cols));
+    // The seeds' bounds: 0 <= row < rows and 0 <= col < cols (negative positions included).
+    llvm::Value* cv = b_.CreateAdd(b_.CreateVectorSplat(S_, c0), lanes());
+    llvm::Value* in_cols = b_.CreateAnd(b_.CreateICmpSGE(cv, llvm::Constant::getNullValue(cv->getType())),
+                                        b_.CreateICmpSLT(cv, b_.CreateVectorSplat(S_, a.cols)));
     llvm::Value* m = b_.CreateAnd(in_cols, lane_mask(valid));
-    llvm::Value* row_ok = b_.CreateICmpSLT(r, a.rows);
+    llvm::Value* row_ok = b_.CreateAnd(b_.CreateICmpSGE(r, b_.getInt64(0)), b_.CreateICmpSLT(r, a.rows));
     ch.mask = b_.CreateSelect(row_ok, m, llvm::Constant::getNullValue(m->getType()));
   } else if (valid < S_) {
     ch.mask = lane_mask(valid);
@@ -92,7 +101,7 @@ void SimdLowering::load(const Op& o) {
       llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
       llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(c, a.sc)));
       if (checked) {
-        llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+        llvm::Value* inb = in_bounds(r, c, a);
         p = b_.CreateSelect(inb, p, zero_global(t.scalar));
       }
       out.push_back(b_.CreateAlignedLoad(et, p, align(t.scalar)));
@@ -132,7 +141,7 @@ void SimdLowering::store(const Op& o) {
         b_.CreateAlignedStore(v, p, align(t.scalar));
         continue;
       }
-      llvm::Value* inb = b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(c, a.cols));
+      llvm::Value* inb = in_bounds(r, c, a);
       auto* st = llvm::BasicBlock::Create(ctx_, "store.in", fn_);
       auto* cont = llvm::BasicBlock::Create(ctx_, "store.cont", fn_);
       b_.CreateCondBr(inb, st, cont);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "ir/builder.h"
+#include "ir/extent.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/device_program.h"
@@ -20,10 +21,156 @@ using namespace coopjit::ir;
 
 namespace {
 
+// What a compiled kernel can touch in each array it is given (ir/extent.h), and the check of
+// the arrays of a call against it: sizes, writeability, element sizes, byte order. The extents
+// are derived once, when the kernel is compiled; when they depend on the scalar arguments or the
+// launch shape, they are evaluated again at each call (a walk over the IR, never per element).
+struct ArgCheck {
+  const Function* f = nullptr;
+  std::shared_ptr<void> keep;  // keeps `f` alive (device kernels; a CPU kernel's PyFunction owns it)
+  int64_t top_ops = 0;         // the body as compiled (a builder may append to it afterwards)
+  std::vector<ParamExtent> fixed;
+  bool dynamic = false;
+  int64_t subgroup_size = 1, work_group_size = 1;
+  bool device = false;
+
+  std::string kernel;  // the name the user gave the kernel
+
+  void init(const Function& fn, const std::string& name, int64_t sg, int64_t wg, bool dev) {
+    f = &fn;
+    kernel = name;
+    top_ops = static_cast<int64_t>(fn.body.ops.size());
+    subgroup_size = sg;
+    work_group_size = wg;
+    device = dev;
+    ExtentEnv env;
+    env.subgroup_size = sg;
+    env.work_group_size = wg;
+    bool steps = false;
+    fixed = analyze_extents(fn, env, top_ops, &steps);  // UserError for an access that cannot be derived
+    dynamic = steps || extents_depend_on_call(fixed);
+  }
+
+  std::string arg_name(size_t i) const {
+    const Value* p = f->params[i];
+    return cat("argument ", i, " (", p->hint.empty() ? "unnamed" : p->hint, ")");
+  }
+
+  // A scalar argument as T; TypeError naming it when it is not a number of that kind.
+  template <typename T>
+  T scalar_arg(const py::handle& a, size_t i) const {
+    try {
+      return py::cast<T>(a);
+    } catch (const py::cast_error&) {
+    } catch (const py::error_already_set&) {
+    }
+    throw UserTypeError(cat(arg_name(i), " must be ", std::is_same_v<T, double> ? "a number" : "an int", " (",
+                            f->params[i]->type.str(), "), got ", std::string(py::repr(a))));
+  }
+
+  // Checks the arguments of one call; returns the extents of this call (by parameter): `fixed`,
+  // or `scratch` filled for this call when they depend on it.
+  const std::vector<ParamExtent>& check(const py::sequence& args, int64_t groups,
+                                        std::vector<ParamExtent>& scratch) const;
+};
+
 struct PyFunction {
   std::unique_ptr<Function> f = std::make_unique<Function>();
+  std::string name;  // as the user gave it (compiling renames f to its symbol)
   std::shared_ptr<const CompiledKernel> compiled;
+  ArgCheck check;
 };
+
+// Elements in C order, one after the other (dimensions of one element, and empty arrays, have
+// any stride).
+bool c_contiguous(const py::array& a) {
+  if (a.size() == 0) return true;
+  py::ssize_t want = a.itemsize();
+  for (py::ssize_t d = a.ndim() - 1; d >= 0; --d) {
+    if (a.shape(d) == 1) continue;
+    if (a.strides(d) != want) return false;
+    want *= a.shape(d);
+  }
+  return true;
+}
+
+std::string shape_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) s += cat(d ? ", " : "", a.shape(d));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_t groups,
+                                                std::vector<ParamExtent>& ext) const {
+  if (args.size() != f->params.size())
+    throw UserError(cat("the kernel takes ", f->params.size(), " arguments, got ", args.size()));
+  if (device && groups < 0) throw UserError(cat("groups=", groups, " must not be negative"));
+  const std::vector<ParamExtent>* e = &fixed;
+  if (dynamic && !(device && groups == 0)) {
+    std::vector<int64_t> ints(f->params.size(), 0);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Type& t = f->params[i]->type;
+      if (t.is_scalar() && !is_float(t.scalar)) {
+        py::object a = args[i];
+        if (!py::isinstance<py::int_>(a) && !py::hasattr(a, "__index__"))
+          throw UserTypeError(cat(arg_name(i), " must be an int (", t.str(), "), got ",
+                                  std::string(py::str(py::type::of(a).attr("__name__")))));
+        ints[i] = scalar_arg<int64_t>(a, i);
+      }
+    }
+    ExtentEnv env;
+    env.ints = &ints;
+    env.groups = device ? groups : -1;
+    env.subgroup_size = subgroup_size;
+    env.work_group_size = work_group_size;
+    ext = analyze_extents(*f, env, top_ops);
+    e = &ext;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value* p = f->params[i];
+    if (!p->type.is_pointer()) continue;
+    if (!py::isinstance<py::array>(args[i]))
+      throw UserTypeError(cat(arg_name(i), " must be a NumPy array, got ",
+                              std::string(py::str(py::type::of(args[i]).attr("__name__")))));
+    auto a = py::reinterpret_borrow<py::array>(args[i]);
+    if (a.itemsize() != size_in_bytes(p->type.scalar))
+      throw UserTypeError(cat(arg_name(i), " has ", a.itemsize(), "-byte elements (", std::string(py::str(a.dtype())),
+                              "); the kernel reads ", p->type.str()));
+    const char kind = a.dtype().kind();
+    if (kind == 'O' || (kind == 'V' && a.dtype().attr("hasobject").cast<bool>()))
+      throw UserTypeError(cat(arg_name(i), " holds Python objects (", std::string(py::str(a.dtype())),
+                              "); the kernel reads ", p->type.str(), " elements"));
+    const char order = a.dtype().byteorder();
+    constexpr bool little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    if ((order == '>' && little) || (order == '<' && !little))
+      throw UserTypeError(cat(arg_name(i), " has non-native byte order (", std::string(py::str(a.dtype())),
+                              "); the kernel reads native ", p->type.str(), ": pass a.astype(a.dtype.newbyteorder('='))"));
+    if (device && groups == 0) continue;
+    const ParamExtent& x = (*e)[i];
+    const char* verb = x.written ? (x.read ? "reads and writes" : "writes") : "reads";
+    if (x.written && !a.writeable())
+      throw UserError(cat(kernel, ": ", arg_name(i), " is written by the kernel, but the array given (shape ",
+                          shape_text(a), ") is read-only"));
+    if (!x.bounded)
+      throw UserError(cat(kernel, ": ", arg_name(i), ": cannot bound the elements the kernel ", verb,
+                          " with these arguments\n  in: ", x.why));
+    if (!x.touched) continue;
+    if (x.lo < 0)
+      throw UserError(cat(kernel, ": ", arg_name(i), ": the kernel ", verb, " elements ", x.lo, " to ", x.hi,
+                          " of it, before its first element (an unchecked access at a negative position; "
+                          "checked accesses skip elements outside their bounds)"));
+    const int64_t size = static_cast<int64_t>(a.size());
+    if (x.hi >= size) {
+      const int64_t need = x.hi + 1;
+      std::string hint;
+      if (x.row_stride > 0) hint = cat(", shape (", (need + x.row_stride - 1) / x.row_stride, ", ", x.row_stride, ")");
+      throw UserError(cat(kernel, ": ", arg_name(i), " is too small: the kernel ", verb, " elements ", x.lo, " to ",
+                          x.hi, " of it, so it needs at least ", need, " elements (", p->type.str(), hint,
+                          " in C order); got shape ", shape_text(a), " (", size, " elements)"));
+    }
+  }
+  return *e;
+}
 
 struct PyValue {
   std::shared_ptr<PyFunction> fn;
@@ -84,38 +231,64 @@ ReduceMode parse_mode(const std::string& s) {
 }
 
 // Runs a compiled custom kernel: arguments in parameter order, arrays for pointers (their
-// element [0, ...] is the address), ints for index/integer parameters, floats for floats.
+// elements in C order: element 0 is the address; other arrays go through a C-order copy,
+// written back when the kernel writes them), ints for index/integer parameters, floats for
+// floats. The arrays are checked against the extents the kernel can touch first (ArgCheck).
 void run_custom(const PyFunction& pf, const py::args& args) {
   const Function& f = *pf.f;
   if (!pf.compiled) throw UserError("compile the kernel first");
-  if (args.size() != f.params.size())
-    throw UserError(cat("the kernel takes ", f.params.size(), " arguments, got ", args.size()));
+  std::vector<ParamExtent> scratch;
+  const std::vector<ParamExtent>& ext = pf.check.check(args, 0, scratch);
   std::vector<void*> ptrs;
   std::vector<int64_t> ints;
   std::vector<double> fps;
   std::vector<py::array> keep;
+  struct Copy {
+    py::array src, copy;  // a non-contiguous argument and its C-order copy
+    bool written;         // written back after the run
+  };
+  std::vector<Copy> copies;
   for (size_t i = 0; i < args.size(); ++i) {
     const Value* p = f.params[i];
-    const std::string pname = p->hint;
     if (p->type.is_pointer()) {
-      if (!py::isinstance<py::array>(args[i]))
-        throw UserTypeError(cat("argument ", i, " (", pname, ") must be a NumPy array, got ",
-                                std::string(py::str(py::type::of(args[i]).attr("__name__")))));
       auto a = py::reinterpret_borrow<py::array>(args[i]);
-      if (a.itemsize() != size_in_bytes(p->type.scalar))
-        throw UserTypeError(cat("argument ", i, " (", pname, ") has ", a.itemsize(), "-byte elements; the kernel reads ",
-                                p->type.str()));
+      if (!c_contiguous(a)) {
+        py::array c;
+        bool have = false;
+        for (auto& cp : copies)
+          if (cp.src.ptr() == args[i].ptr()) {  // the same array twice: one copy
+            c = cp.copy;
+            cp.written = cp.written || ext[i].written;
+            have = true;
+          }
+        if (!have) {
+          auto may_share = py::module_::import("numpy").attr("may_share_memory");
+          for (size_t j = 0; j < args.size(); ++j)
+            if (j != i && args[j].ptr() != args[i].ptr() && f.params[j]->type.is_pointer() &&
+                (ext[i].written || ext[j].written) && may_share(args[i], args[j]).cast<bool>())
+              throw UserError(cat(pf.check.arg_name(i), " is not C-contiguous (it is read through a C-order copy) "
+                                  "and overlaps ", pf.check.arg_name(j), ", which the kernel ",
+                                  ext[i].written ? "also reaches" : "writes", ": pass contiguous arrays"));
+          c = py::module_::import("numpy").attr("ascontiguousarray")(a);
+          copies.push_back({a, c, ext[i].written});
+        }
+        a = c;
+      }
       keep.push_back(a);
       ptrs.push_back(a.writeable() ? a.mutable_data() : const_cast<void*>(a.data()));
     } else if (is_float(p->type.scalar)) {
-      fps.push_back(py::cast<double>(args[i]));
+      fps.push_back(pf.check.scalar_arg<double>(args[i], i));
     } else {
-      ints.push_back(py::cast<int64_t>(args[i]));
+      ints.push_back(pf.check.scalar_arg<int64_t>(args[i], i));
     }
   }
   KernelEntry entry = pf.compiled->entry;
-  py::gil_scoped_release nogil;
-  entry(ptrs.data(), ints.data(), fps.data());
+  {
+    py::gil_scoped_release nogil;
+    entry(ptrs.data(), ints.data(), fps.data());
+  }
+  for (auto& cp : copies)
+    if (cp.written) cp.src.attr("__setitem__")(py::ellipsis(), cp.copy);
 }
 
 }  // namespace
@@ -125,12 +298,41 @@ void bind_ir(py::module_& m) {
       .def_property_readonly("type", &PyValue::type)
       .def("__repr__", [](const PyValue& v) { return cat("<IRValue ", v.v->hint.empty() ? "%" + std::to_string(v.v->id) : "%" + v.v->hint, " : ", v.type(), ">"); });
 
+  py::class_<ArgCheck, std::shared_ptr<ArgCheck>>(m, "_ArgCheck")
+      .def("check", [](const ArgCheck& c, const py::sequence& args, int64_t groups) {
+        // The parameters the kernel writes (for the copies back), after the checks.
+        std::vector<bool> written;
+        std::vector<ParamExtent> scratch;
+        for (const auto& e : c.check(args, groups, scratch)) written.push_back(e.written);
+        return written;
+      }, py::arg("args"), py::arg("groups"))
+      .def("extents", [](const ArgCheck& c) {
+        py::list out;
+        for (const auto& e : c.fixed) {
+          py::dict d;
+          d["read"] = e.read; d["written"] = e.written; d["touched"] = e.touched; d["bounded"] = e.bounded;
+          d["lo"] = e.lo; d["hi"] = e.hi;
+          out.append(d);
+        }
+        return out;
+      }, "The compile-time extents by parameter (bounded False: evaluated at each call).");
+
   py::class_<PyFunction, std::shared_ptr<PyFunction>>(m, "IRFunction")
       .def("text", [](const PyFunction& f) { return print(*f.f); })
       .def("verify", [](const PyFunction& f) { verify(*f.f); })
       .def("compile", [](PyFunction& f) {
+        ArgCheck check;
+        check.init(*f.f, f.name, 1, 1, false);  // refuses an access it cannot bound before anything is built
         f.compiled = cached_kernel(*f.f);
+        f.check = std::move(check);
       })
+      .def("device_check", [](const std::shared_ptr<PyFunction>& f, int64_t subgroup_size, int64_t work_group_size) {
+        auto c = std::make_shared<ArgCheck>();
+        c->init(*f->f, f->name, subgroup_size, work_group_size, true);
+        c->keep = f;
+        return c;
+      }, py::arg("subgroup_size"), py::arg("work_group_size"),
+         "The argument check of the kernel compiled for a device (ArgCheck).")
       .def("source", [](const PyFunction& f, const std::string& kind) {
         if (!f.compiled) throw UserError("compile the kernel first");
         if (kind == "ir") return f.compiled->ir_text;
@@ -139,6 +341,17 @@ void bind_ir(py::module_& m) {
         throw UserError(cat("unknown source kind '", kind, "' (known: ir, llvm, asm)"));
       })
       .def("run", &run_custom)
+      .def("extents", [](const PyFunction& f) {
+        if (!f.compiled) throw UserError("compile the kernel first");
+        py::list out;
+        for (const auto& e : f.check.fixed) {
+          py::dict d;
+          d["read"] = e.read; d["written"] = e.written; d["touched"] = e.touched; d["bounded"] = e.bounded;
+          d["lo"] = e.lo; d["hi"] = e.hi;
+          out.append(d);
+        }
+        return out;
+      }, "The compile-time extents by parameter (bounded False: evaluated at each call).")
       .def("compile_device", [](PyFunction& f, const std::string& device) {
         py::gil_scoped_release nogil;
         return std::const_pointer_cast<DeviceProgram>(device_program(device, *f.f));
@@ -150,6 +363,7 @@ void bind_ir(py::module_& m) {
           throw UserError(cat("subgroup_size ", subgroup_size, " must be a power of two in [1, 64]"));
         auto fn = std::make_shared<PyFunction>();
         fn->f->name = name;
+        fn->name = name;
         fn->f->attrs["subgroup_size"] = subgroup_size;
         return std::make_pair(PyBuilder{fn, Builder(*fn->f)}, fn);
       })

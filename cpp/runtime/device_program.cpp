@@ -115,7 +115,16 @@ void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) c
   if (!kernel)
     throw UserError(cat("kernel ", name, " was generated for ", device.substr(7),
                         " and validated with spirv-val, but there is no such device here to run it on"));
-  if (groups <= 0) return;
+  if (groups < 0) throw UserError(cat("kernel ", name, ": groups=", groups, " must not be negative"));
+  if (groups == 0) return;
+  // The launch limit: 2^32 - 1 work-items (Level Zero's 32-bit group counts, 32-bit global ids).
+  // Beyond it a launch would not finish in any useful time (a CPU OpenCL runtime runs 2^40
+  // work-groups for days), so it is refused here rather than hang.
+  constexpr int64_t kMaxWorkItems = (int64_t(1) << 32) - 1;
+  if (groups > kMaxWorkItems / work_group_size)
+    throw UserError(cat("kernel ", name, ": groups=", groups, " work-groups of ", work_group_size,
+                        " work-items exceed the launch limit of ", kMaxWorkItems, " (2^32 - 1) work-items: at most ",
+                        kMaxWorkItems / work_group_size, " work-groups"));
   const size_t wg = static_cast<size_t>(work_group_size);
   std::lock_guard<std::mutex> g(cache().launch_mu);
   kernel->launch(args, 1, {static_cast<size_t>(groups) * wg, 1, 1}, {wg, 1, 1});

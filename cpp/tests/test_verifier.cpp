@@ -239,6 +239,33 @@ int main() {
                   });
   }, {"scalar operations only, not coopmatrix.splat"});
 
+  // ---- size limits: operations computing on matrices in registers (issue 12, item 3)
+  rejects("a 1024 x 1024 x 128 mul_add", [](Function& f, Builder& b) {
+    Value* a = b.load(mat(1024, 128, Use::a), at(f, b), true);
+    Value* bb = b.load(mat(128, 1024, Use::b), at(f, b), true);
+    b.mul_add(a, bb, b.load(mat(1024, 1024, Use::acc), at(f, b), true));
+  }, {"coopmatrix.mul_add", "1024 x 128 = 131072 elements", "size limit", "16384"});
+  rejects("a 64 x 128 x 128 mul_add", [](Function& f, Builder& b) {
+    Value* a = b.load(mat(64, 128, Use::a), at(f, b), true);
+    Value* bb = b.load(mat(128, 128, Use::b), at(f, b), true);
+    b.mul_add(a, bb, b.splat(mat(64, 128, Use::acc), zero_f32(b)));
+  }, {"64 x 128 x 128", "1048576 multiply-adds", "262144"});
+  accepts("a 32 x 64 x 128 mul_add (at the limit)", [](Function& f, Builder& b) {
+    Value* a = b.load(mat(32, 128, Use::a), at(f, b), true);
+    Value* bb = b.load(mat(128, 64, Use::b), at(f, b), true);
+    b.mul_add(a, bb, b.splat(mat(32, 64, Use::acc), zero_f32(b)));
+  });
+  rejects("a per-element function over 128 x 128", [](Function& f, Builder& b) {
+    b.per_element(b.load(mat(128, 128, Use::acc), at(f, b), true), {},
+                  [](Builder&, Value*, Value*, Value* v, const std::vector<Value*>&) { return v; });
+  }, {"coopmatrix.per_element", "16384 elements", "4096"});
+  rejects("a splat of 2^40 x 2^40", [](Function&, Builder& b) {
+    b.splat(mat(int64_t(1) << 40, int64_t(1) << 40, Use::acc), zero_f32(b));
+  }, {"1099511627776 x 1099511627776 elements", "size limit"});
+  accepts("a load and store of 1024 x 1024 (no limit)", [](Function& f, Builder& b) {
+    b.store(b.load(mat(1024, 1024, Use::acc), at(f, b), true), at(f, b), true);
+  });
+
   std::cout << g_passed << " passed, " << g_failed << " failed\n";
   return g_failed == 0 ? 0 : 1;
 }

@@ -169,28 +169,51 @@ class DeviceCustomKernel:
     """A user kernel compiled for a SPIR-V device: call it with its parameters in order (arrays for
     pointers, numbers for scalars) and groups= the number of work-groups (default 1)."""
 
-    def __init__(self, program, device: str):
+    def __init__(self, program, device: str, check):
         self._p = program
+        self._check = check
         self.device = device
 
     def __call__(self, *args, groups: int = 1):
         params = self._p.params
         if len(args) != len(params):
             raise ValueError(f"the kernel takes {len(params)} arguments, got {len(args)}")
-        values, outs = [], []
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+            raise TypeError(f"groups must be an int, got {type(groups).__name__}")
+        groups = int(groups)
+        # Sizes, writeability, element sizes and byte order against what the kernel can touch.
+        written = self._check.check(list(args), groups)
+        values, backs, copies = [], [], {}
         for i, (a, t) in enumerate(zip(args, params)):
             if t.startswith("ptr<"):
-                if not isinstance(a, np.ndarray):
-                    raise TypeError(f"argument {i} ({t}) must be a NumPy array, got {type(a).__name__}")
-                o = _Output(a, self.device, True)
-                outs.append(o)
-                values.append(_address(o.dev))
+                if _on_device(a, self.device) and a.flags.c_contiguous:
+                    values.append(_address(a))  # in place
+                    continue
+                # Elements in C order, in the device's memory: a copy (written back if written).
+                d = copies.get(id(a))
+                if d is not None:   # the same array twice: one copy, written back if either writes it
+                    if written[i] and not any(b is a for b, _ in backs):
+                        backs.append((a, d))
+                else:
+                    for j, b in enumerate(args):
+                        if (j != i and b is not a and isinstance(b, np.ndarray) and (written[i] or written[j])
+                                and np.may_share_memory(a, b)):
+                            raise ValueError(f"argument {i} is copied for the device (not C-contiguous device "
+                                             f"memory) and overlaps argument {j}, which the kernel "
+                                             f"{'also reaches' if written[i] else 'writes'}: pass separate arrays")
+                    d = empty(a.shape, a.dtype, device=self.device)
+                    if a.size:
+                        d[...] = a
+                    copies[id(a)] = d
+                    if written[i]:
+                        backs.append((a, d))
+                values.append(_address(d))
             else:
                 values.append(a)
-        self._p.launch(values, int(groups))
-        for o in outs:
-            if o.out.flags.writeable:
-                o.finish()
+        self._p.launch(values, groups)
+        for a, d in backs:
+            if a.size:
+                a[...] = d
 
     @property
     def subgroup_size(self) -> int:

@@ -14,8 +14,18 @@ combine functions) are Python callables that receive a builder positioned inside
     kernel(x)            # x: a float32 array of 4 x 16
     print(kernel.source("ir"))
 
-Accesses are unchecked unless `checked=True` (then elements outside `bounds` read zero and are
-not written): an unchecked access must stay inside the arrays passed in.
+Accesses are unchecked unless `checked=True` (then elements outside `bounds`, 0 <= row < rows and
+0 <= col < cols, read zero and are not written).
+
+Every call checks its arrays against what the kernel can touch: compile() derives, for each
+pointer parameter, the element offsets its loads and stores reach (from their positions, strides,
+matrix shapes, checked bounds and loop ranges; evaluated again at each call when they depend on
+scalar arguments or, on devices, on `groups`), and a call with an array too small for them, or a
+read-only array the kernel writes, raises ValueError naming the parameter, the elements needed
+and the shape given. An array is the sequence of its elements in C order: a non-contiguous array
+goes through a C-order copy (written back when the kernel writes it). An unchecked access at a
+position that depends on data (a matrix element, a loop-carried index) cannot be bounded and is
+refused by compile(): make it checked, with bounds, and only elements inside the bounds are touched.
 """
 from __future__ import annotations
 
@@ -215,7 +225,9 @@ class KernelBuilder:
             from ._gpu import DeviceCustomKernel
 
             device = check_device(device)
-            return DeviceCustomKernel(self._fn.compile_device(device), device)
+            program = self._fn.compile_device(device)
+            check = self._fn.device_check(program.subgroup_size, program.work_group_size)
+            return DeviceCustomKernel(program, device, check)
         self._fn.compile()
         return CustomKernel(self._fn)
 
