@@ -121,3 +121,18 @@ def test_vector_dot_vector_is_a_numpy_scalar(rng, dtype):
         coopjit.matmul(np.ones(3, np.float32), np.ones(3, np.float32)))
     out = np.zeros((), got.dtype)  # with out=, numpy.matmul returns out itself (0-d)
     assert coopjit.matmul(x, y, out=out) is out and float(out) == float(ref)
+
+
+# ---- out= overlapping the input -------------------------------------------------------------------
+@pytest.mark.parametrize("axis, where", [(0, "col0"), (0, "row0"), (1, "col0"), (1, "row1")])
+def test_reduce_into_an_out_that_overlaps_the_input(rng, axis, where):
+    x = rng.integers(-8, 9, (300, 300)).astype(np.float64)
+    ref = x.sum(axis=axis)
+    out = {"col0": x[:, 0], "row0": x[0], "row1": x[1]}[where]
+    assert coopjit.reduce(x, axis=axis, out=out) is out
+    assert np.array_equal(out, ref)
+    y = rng.integers(-8, 9, (64, 64)).astype(np.float32)
+    ref2 = y.reshape(32, 2, 32, 2).max(axis=(1, 3))
+    o2 = y[:32, 32:]
+    coopjit.reduce2x2(y, "max", out=o2)
+    assert np.array_equal(o2, ref2)

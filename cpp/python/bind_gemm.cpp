@@ -38,7 +38,9 @@ std::vector<int64_t> strides_of(const py::array& x, const char* what) {
                           item));
     s.push_back(x.strides(d) / item);
   }
-  if (reinterpret_cast<uintptr_t>(x.data()) % item) throw UserError(cat(what, " is not aligned to its itemsize ", item));
+  if (reinterpret_cast<uintptr_t>(x.data()) % item)
+    throw UserError(cat(what, " (shape ", x.shape(0), " x ", x.shape(1), "...) at address ", x.data(),
+                        " is not aligned to its itemsize ", item));
   return s;
 }
 

@@ -31,10 +31,11 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
             raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
         if key in ("layout", "split"):
             names = _LAYOUTS if key == "layout" else _SPLITS
+            allowed = "'row' or 'col'" if key == "layout" else f"one of {', '.join(names)}"
             if not isinstance(value, str):
-                raise TypeError(f"plan {key} must be one of {', '.join(map(repr, names))} (a str), got {value!r}")
+                raise TypeError(f"plan {key} must be {allowed} (a str), got {value!r}")
             if value not in names:
-                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, names))}, got {value!r}")
+                raise ValueError(f"plan {key} must be {allowed}, got {value!r}")
             out[key] = names[value]
         elif key in modes and isinstance(value, str):
             if value not in _GPU_MODES:
@@ -170,8 +171,8 @@ def prepack(b, plan: dict | None = None) -> PackedMatrix:
 
 def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
     if a.ndim != 2 or a.shape[1] != pb.shape[0]:
-        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: a must be 2-D with {pb.shape[0]} "
-                         f"columns")
+        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: inner dimensions differ (a must be 2-D "
+                         f"with {pb.shape[0]} columns)")
     types, _ = gemm_types(a.dtype, pb.dtype, c.dtype)
     pb = pb._for_a(a.dtype)
     b_view = np.broadcast_to(pb._dummy, pb.shape)
@@ -372,8 +373,8 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         a = native_order(as_array(a, "a"))
         _, dtype = gemm_types(a.dtype, b.dtype, None if out is None else out.dtype)
         if a.ndim != 2 or a.shape[1] != b.shape[0]:
-            raise ValueError(f"matmul: a has shape {a.shape} but the packed b is {b.shape}: a must be 2-D with "
-                             f"{b.shape[0]} columns")
+            raise ValueError(f"matmul: a has shape {a.shape} but the packed b is {b.shape}: inner dimensions "
+                             f"differ (a must be 2-D with {b.shape[0]} columns)")
         shape = (a.shape[0], b.shape[1])
         if out is None:
             out = np.empty(shape, dtype)
@@ -385,10 +386,10 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         return out
     a = native_order(as_array(a, "a"))
     b = native_order(as_array(b, "b"))
+    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
-            raise ValueError(f"matmul: {name} is 0-d (a scalar); matmul needs 1-D or 2-D operands")
-    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
+            raise ValueError(f"matmul: {name} is 0-d (a scalar: {x[()]!r}); matmul needs operands of 1 or more dims")
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
@@ -531,8 +532,11 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
-    dtype = np.dtype(dtype)
-    gemm_types(dtype, dtype, out_dtype)  # TypeError for what is not supported
+    try:
+        dtype = np.dtype(dtype)
+        gemm_types(dtype, dtype, out_dtype)
+    except TypeError as e:  # what the core said, about this function's arguments
+        raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
     if device != "cpu":
         return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
                               out_dtype, device)

@@ -78,6 +78,9 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
         a = np.asarray(a)
     a = native_order(a)  # a big-endian array is reduced from a native copy, as NumPy does
     src, acc, dst, out_dtype = _types(a.dtype, op)
+    if axis is not None and not (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)) and not (
+            isinstance(axis, tuple) and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in axis)):
+        raise TypeError(f"reduce: axis must be None, an int or a tuple of ints, got {axis!r}")
     axes = tuple(range(a.ndim)) if axis is None else np.lib.array_utils.normalize_axis_tuple(axis, a.ndim)
     kept = [d for d in range(a.ndim) if d not in axes]
     out_shape = tuple(a.shape[d] for d in kept)
@@ -89,7 +92,9 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
             raise ValueError(f"reduce: out must be {out_dtype} of shape {out_shape}, got {out.dtype} {out.shape}")
         if not out.flags.writeable:
             raise ValueError(f"reduce: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
-        if not out.dtype.isnative:  # computed into a native array, swapped back into out
+        if not out.dtype.isnative or np.may_share_memory(out, a):
+            # Computed into a new native array, then copied (byte-swapped) into out: out may be
+            # big-endian, or overlap the input, which the kernels read while they write.
             out[...] = reduce(a, axis, op, device=device)
             return out
     result = np.empty(out_shape, out_dtype) if out is None else out
@@ -182,7 +187,7 @@ def reduce2x2(a, op="sum", *, out=None, device=None):
         raise ValueError(f"reduce2x2: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
     if out.size == 0:
         return out
-    if not out.dtype.isnative:
+    if not out.dtype.isnative or np.may_share_memory(out, a):
         out[...] = reduce2x2(a, op, device=device)
         return out
     if a.dtype == np.bool_:
