@@ -136,3 +136,24 @@ def test_reduce_into_an_out_that_overlaps_the_input(rng, axis, where):
     o2 = y[:32, 32:]
     coopjit.reduce2x2(y, "max", out=o2)
     assert np.array_equal(o2, ref2)
+
+
+def test_device_paths_with_big_endian_arrays(rng):
+    from device_support import DEVICE, needs_device
+
+    needs_device()
+    a = rng.standard_normal((9, 12)).astype(np.float32)
+    b = rng.standard_normal((12, 7)).astype(np.float32)
+    out = np.zeros((9, 7), ">f4")
+    assert coopjit.matmul(_big(a), b, out=out, device=DEVICE) is out
+    assert_gemm_close(out.astype(np.float32), a, b)
+    c0 = rng.standard_normal((9, 7)).astype(np.float32)
+    c = _big(c0)
+    coopjit.gemm(a, _big(b), c, beta=0.5, device=DEVICE)
+    assert_gemm_close(c.astype(np.float32), a, b, c0, beta=0.5)
+    k = coopjit.compile_gemm(9, 7, 12, np.float32, device=DEVICE)
+    c2 = np.zeros((9, 7), ">f4")
+    assert k(_big(a), b, c2) is c2
+    assert_gemm_close(c2.astype(np.float32), a, b)
+    np.testing.assert_allclose(coopjit.reduce(_big(a), axis=1, device=DEVICE), a.astype(np.float64).sum(axis=1),
+                               rtol=1e-5, atol=1e-5)
