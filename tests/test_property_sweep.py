@@ -17,7 +17,8 @@ import coopjit  # noqa: E402
 SETTINGS = settings(max_examples=45, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 DIMS = [1, 2, 3, 5, 8, 17]
-GEMM_DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.uint8]
+GEMM_DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+               np.int8, np.uint8]
 VIEWS = ["contiguous", "transposed", "reversed", "stepped", "fortran"]
 
 
@@ -95,7 +96,8 @@ def test_matmul_matches_numpy(case):
     a0, b0 = a.copy(), b.copy()
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
     mag = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    out_dtype = np.dtype(np.int32 if np.dtype(dtype).kind in "iu" else dtype)
+    out_dtype = np.dtype(np.int32 if np.dtype(dtype).kind in "iu" else np.float32 if np.dtype(dtype).itemsize == 1
+                         else dtype)
     out, kind = None, case["out"]
     if kind == "fresh":
         out = np.empty(ref.shape, out_dtype)

@@ -340,7 +340,9 @@ def cross_compile(a, b, *, cpu: str, plan=None, threads: int = 1) -> dict:
         raise ValueError(f"cross_compile: a has shape {a.shape} and b has shape {b.shape}: inner dimensions differ")
     if not isinstance(cpu, str):
         raise TypeError(f"cross_compile: cpu must be a CPU name (str), got {cpu!r}")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= 1024:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
+    if not 1 <= threads <= 1024:
         raise ValueError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
     types, dtype = gemm_types(a.dtype, b.dtype, None)
     c = np.empty((a.shape[0], b.shape[1]), dtype)
@@ -530,8 +532,10 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
     """
     device = check_device(device)
     for name, v in (("m", m), ("n", n), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"compile_gemm: {name} must be a non-negative int, got {v!r} ({type(v).__name__})")
+        if v < 0 or v >= 2**62:
+            raise ValueError(f"compile_gemm: {name} must be a non-negative int (below 2^62), got {v!r}")
     try:
         dtype = np.dtype(dtype)
         gemm_types(dtype, dtype, out_dtype)
