@@ -535,7 +535,7 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"compile_gemm: {name} must be a non-negative int, got {v!r} ({type(v).__name__})")
         if v < 0 or v >= 2**62:
-            raise ValueError(f"compile_gemm: {name} must be a non-negative int (below 2^62), got {v!r}")
+            raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r} (at most 2^62 - 1)")
     try:
         dtype = np.dtype(dtype)
         gemm_types(dtype, dtype, out_dtype)
