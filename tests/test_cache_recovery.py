@@ -112,3 +112,11 @@ def test_the_size_limit_still_evicts_least_recently_used_entries_only(tmp_path):
     assert sum(gone) == second["evicted"] and not gone[-1], gone  # the newest stayed
     assert sum(os.path.getsize(p) for p, g in zip(second["paths"], gone) if not g) <= 0.75 * limit_mb * 2**20
     assert _foreign_intact(kernels)
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "1e3x", ""])
+def test_a_size_limit_that_is_not_a_number_evicts_nothing(tmp_path, value):
+    first = _run(tmp_path, COOPJIT_CACHE_MAX_MB=value)
+    assert first["evicted"] == 0 and first["entries"] == N_KERNELS, first
+    second = _run(tmp_path, COOPJIT_CACHE_MAX_MB=value)
+    assert second["compiles"] == 0 and second["disk_loads"] == N_KERNELS, second

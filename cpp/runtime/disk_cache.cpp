@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -172,8 +173,17 @@ bool entry_stat(const fs::path& p, uintmax_t& size, fs::file_time_type& when) {
 // Deletes the least recently used entries while they exceed the size limit. Only the entries
 // themselves count: foreign files and folders are neither measured nor deleted.
 void evict(const std::string& dir) {
+  // A value that is not a number (or negative) is ignored, not read as 0: that would evict
+  // every entry at every store.
   const char* env = std::getenv("COOPJIT_CACHE_MAX_MB");
-  const double max_bytes = (env ? std::atof(env) : 1024.0) * 1024 * 1024;
+  double max_mb = 1024.0;
+  if (env && *env) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) max_mb = v;
+    else note(cat("COOPJIT_CACHE_MAX_MB=", env, " is not a size in MB; using 1024"));
+  }
+  const double max_bytes = max_mb * 1024 * 1024;
   std::vector<std::tuple<fs::file_time_type, fs::path, uintmax_t>> entries;
   double total = 0;
   std::error_code ec;
