@@ -157,3 +157,26 @@ def test_device_paths_with_big_endian_arrays(rng):
     assert_gemm_close(c2.astype(np.float32), a, b)
     np.testing.assert_allclose(coopjit.reduce(_big(a), axis=1, device=DEVICE), a.astype(np.float64).sum(axis=1),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(6, 6, 6), (40, 70, 40)])
+def test_matmul_and_gemm_into_outputs_partly_overlapping_an_input(rng, shape):
+    m, k, n = shape
+    a_vals = rng.integers(-8, 9, (m, k)).astype(np.float32)
+    b = rng.integers(-8, 9, (k, n)).astype(np.float32)
+    ref = a_vals.astype(np.float64) @ b
+    buf = np.zeros(a_vals.size + m * n, np.float32)
+    a = buf[: a_vals.size].reshape(m, k)
+    a[...] = a_vals
+    out = buf[a_vals.size // 2: a_vals.size // 2 + m * n].reshape(m, n)  # starts in the middle of a
+    assert coopjit.matmul(a, b, out=out) is out
+    assert np.array_equal(out, ref)
+    c0 = rng.integers(-8, 9, (m, n)).astype(np.float32)
+    buf2 = np.zeros(b.size + m * n, np.float32)
+    b2 = buf2[: b.size].reshape(k, n)
+    b2[...] = b
+    c = buf2[b.size // 3: b.size // 3 + m * n].reshape(m, n)
+    c[...] = c0
+    b_before = b2.copy()  # c's writes land on b: the product must use b as it was
+    coopjit.gemm(a_vals, b2, c, alpha=2.0, beta=-1.0)
+    assert np.array_equal(c, 2.0 * (a_vals.astype(np.float64) @ b_before) - c0)

@@ -80,7 +80,7 @@ def matmul_cases(draw):
     return dict(dtype=dtype, m=m, k=k, n=n, a_1d=a_1d, b_1d=b_1d, a_batch=a_batch, b_batch=b_batch,
                 views=(draw(st.sampled_from(VIEWS)), draw(st.sampled_from(VIEWS))),
                 big=(draw(st.booleans()), draw(st.booleans())),
-                out=draw(st.sampled_from(["none", "fresh", "big_endian", "strided", "alias_a", "alias_b"])),
+                out=draw(st.sampled_from(["none", "fresh", "big_endian", "strided", "alias_a", "alias_b", "overlap_a"])),
                 seed=draw(st.integers(0, 2**16)))
 
 
@@ -93,12 +93,25 @@ def test_matmul_matches_numpy(case):
     b_shape = (k,) if case["b_1d"] else case["b_batch"] + (k, n)
     a = _operand(rng, a_shape, dtype, case["views"][0], case["big"][0])
     b = _operand(rng, b_shape, dtype, case["views"][1], case["big"][1])
+    out_dtype = np.dtype(np.int32 if np.dtype(dtype).kind in "iu" else np.float32 if np.dtype(dtype).itemsize == 1
+                         else dtype)
+    out_shape = np.broadcast_shapes(a_shape[:-2] if len(a_shape) > 2 else (), b_shape[:-2] if len(b_shape) > 2 else ()) \
+        + ((m,) if not case["a_1d"] else ()) + ((n,) if not case["b_1d"] else ())
+    kind = case["out"]
+    if kind == "overlap_a" and a.dtype == out_dtype and out_shape:
+        # a and out in one buffer, out starting in the middle of a: a partial overlap
+        size = int(np.prod(out_shape))
+        buf = np.zeros(a.size + size, a.dtype)
+        buf[: a.size] = a.reshape(-1)
+        a = buf[: a.size].reshape(a.shape)
+        overlapping_out = buf[a.size // 2: a.size // 2 + size].reshape(out_shape)
+    else:
+        overlapping_out = None
     a0, b0 = a.copy(), b.copy()
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
     mag = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    out_dtype = np.dtype(np.int32 if np.dtype(dtype).kind in "iu" else np.float32 if np.dtype(dtype).itemsize == 1
-                         else dtype)
-    out, kind = None, case["out"]
+    assert ref.shape == out_shape
+    out = overlapping_out
     if kind == "fresh":
         out = np.empty(ref.shape, out_dtype)
     elif kind == "big_endian":
@@ -117,7 +130,7 @@ def test_matmul_matches_numpy(case):
     else:
         assert np.isscalar(got) == np.isscalar(ref) or np.ndim(ref) == 0
     _check(got, ref, mag, k, out_dtype)
-    if out is not a:
+    if out is not a and overlapping_out is None:
         assert np.array_equal(a, a0) and a.dtype == a0.dtype
     if out is not b:
         assert np.array_equal(b, b0) and b.dtype == b0.dtype
