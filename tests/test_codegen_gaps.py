@@ -45,7 +45,7 @@ def _same_bits(got, want):
 
 @pytest.fixture(autouse=True)
 def _quiet_overflow():
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         yield
 
 
@@ -205,3 +205,19 @@ def test_booleans_through_u8_and_compare_work():
     y = np.zeros((1, 16), bool)
     b.compile()(x.view(np.uint8), y.view(np.uint8))
     assert np.array_equal(y, ~x)
+
+
+@pytest.mark.parametrize("t", ["f8_e4m3", "f8_e5m2"])
+def test_fp8_matrix_binary_and_scale(rng, t):
+    dt = NP[t]
+    x = (rng.standard_normal((3, 16)) * 2).astype(dt)
+    y = (rng.standard_normal((3, 16)) * 2).astype(dt)
+    b = KernelBuilder(f"fp8_binary_{t}")
+    X, Y, Z = b.param("X", f"ptr<{t}>"), b.param("Y", f"ptr<{t}>"), b.param("Z", f"ptr<{t}>")
+    mx = b.load(mat(t, 3, 16), X, strides=(16, 1))
+    my = b.load(mat(t, 3, 16), Y, strides=(16, 1))
+    b.store(b.scale(b.matrix_binary("mul", mx, my), 0.375), Z, strides=(16, 1))
+    z = np.zeros_like(x)
+    b.compile()(x, y, z)
+    f32 = np.float32
+    _same_bits(z, ((x.astype(f32) * y.astype(f32)).astype(dt).astype(f32) * f32(0.375)).astype(dt))

@@ -281,6 +281,8 @@ void bind_gemm(py::module_& m) {
           c = py::reinterpret_borrow<py::array>(hout);
           const py::dtype od = c.dtype();
           if (od.byteorder() == '>') return py::none();  // not native: Python computes and swaps the bytes
+          if (reinterpret_cast<uintptr_t>(c.data()) % static_cast<uintptr_t>(c.itemsize()))
+            return py::none();  // misaligned: Python writes through an aligned copy
           if (!od.equal(ft.c_dtype)) {
             if (!ft.f32_out_allowed || od.num() != 11 || od.byteorder() == '>') return py::none();  // NPY_FLOAT
             tc = ir::ScalarType::f32;  // 16-bit inputs may write float32

@@ -217,7 +217,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     if isinstance(c, np.ndarray) and not c.dtype.isnative:
         # A big-endian (non-native) c: the product goes into a native copy, swapped back into c.
         if not c.flags.writeable:
-            raise ValueError("gemm: c is read-only; pass a writeable array")
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         nd = native_dtype(c.dtype)
         tmp = c.astype(nd) if beta != 0.0 else np.empty(c.shape, nd)
         gemm(a, b, tmp, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
@@ -241,7 +241,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
         elif c.shape != shape:
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ b has shape {shape}")
         elif not c.flags.writeable:
-            raise ValueError("gemm: c is read-only; pass a writeable array")
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         _run_prepacked(opa, b, c, alpha, beta, plan)
         return c
     b = native_order(as_array(b, "b"))
@@ -268,7 +268,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
         if c.shape != shape:
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
-            raise ValueError("gemm: c is read-only; pass a writeable array")
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
     if device != "cpu":
         return _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan)
     _run(opa, opb, c, alpha, beta, plan, types)
@@ -363,7 +363,7 @@ def matmul(a, b, *, out=None, device=None, plan=None):
     if out is not None and not out.dtype.isnative:
         # A big-endian (non-native) out: computed into a native array, swapped back into out.
         if not out.flags.writeable:
-            raise ValueError("matmul: out is read-only; pass a writeable array")
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
         tmp = np.empty(out.shape, native_dtype(out.dtype))
         matmul(a, b, out=tmp, device=device, plan=plan)
         out[...] = tmp
@@ -383,7 +383,7 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         elif out.shape != shape:
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {shape}")
         elif not out.flags.writeable:
-            raise ValueError("matmul: out is read-only; pass a writeable array")
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
         _run_prepacked(a, b, out, 1.0, 0.0, plan)
         return out
     a = native_order(as_array(a, "a"))
@@ -412,7 +412,7 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         if out.shape != result_shape:
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {result_shape}")
         if not out.flags.writeable:
-            raise ValueError("matmul: out is read-only; pass a writeable array")
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
     # The result with the dims of 1-D operands put back: always a view of out.
     out_full = out
     if a.ndim == 1:
@@ -500,7 +500,7 @@ class Kernel(KernelDisplay):
             return c
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if not c.flags.writeable:
-            raise ValueError("c is read-only; pass a writeable array")
+            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
         target = c
