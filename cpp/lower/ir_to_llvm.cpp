@@ -88,4 +88,28 @@ llvm::Value* emit_binary(llvm::IRBuilder<>& b, ir::BinOp op, ir::ScalarType t, l
   throw InternalError("unknown binary op");
 }
 
+namespace {
+void check_i1(const ir::Type& t, const std::string& where, const char* target) {
+  if (t.scalar != ir::ScalarType::i1 || !(t.is_matrix() || t.is_vector() || t.is_pointer())) return;
+  throw UserTypeError(cat(t.str(), " (", where, "): i1 matrices, vectors and pointers are not supported (lowering for ",
+                          target, "; the CPU and SPIR-V devices both refuse them): a boolean in memory is a byte, as "
+                          "NumPy's bool; use u8 (0 / 1) and compare with ne 0 for an i1"));
+}
+void check_block(const ir::Block& b, const char* target) {
+  for (const auto& op : b.ops) {
+    for (const ir::Value* v : op->results) check_i1(v->type, cat("the result of ", ir::mnemonic(*op)), target);
+    for (const ir::Value* v : op->operands) check_i1(v->type, cat("an operand of ", ir::mnemonic(*op)), target);
+    for (const auto& r : op->regions) {
+      for (const ir::Value* v : r->args) check_i1(v->type, cat("an argument of ", ir::mnemonic(*op), "'s region"), target);
+      check_block(*r, target);
+    }
+  }
+}
+}  // namespace
+
+void reject_i1_in_memory(const ir::Function& f, const char* target) {
+  for (const ir::Value* p : f.params) check_i1(p->type, cat("parameter ", p->hint.empty() ? "?" : p->hint), target);
+  check_block(f.body, target);
+}
+
 }  // namespace coopjit

@@ -40,4 +40,9 @@ std::vector<llvm::Value*> emit_if(llvm::IRBuilder<>& b, llvm::Function* fn, llvm
 /// min / max, whose NaN and signed-zero handling each lowering emits its own way.
 llvm::Value* emit_binary(llvm::IRBuilder<>& b, ir::BinOp op, ir::ScalarType t, llvm::Value* x, llvm::Value* y);
 
+/// Refuses (TypeError) an i1 matrix, vector or pointer anywhere in `f`: i1 values live in
+/// registers only (comparisons, select, if); in memory booleans are bytes (NumPy's bool), which
+/// kernels read and write as u8 and compare. `target` names the lowering ("the CPU", ...).
+void reject_i1_in_memory(const ir::Function& f, const char* target);
+
 }  // namespace coopjit

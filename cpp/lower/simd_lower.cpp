@@ -13,6 +13,7 @@ std::unique_ptr<llvm::Module> SimdLowering::run() {
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
+  reject_i1_in_memory(f_, "the CPU");
   unpack_params();
   if (amx_) find_tile_loads();
   block(f_.body);
@@ -171,6 +172,11 @@ void SimdLowering::if_op(const Op& o) {
 }
 
 llvm::Value* SimdLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2) {
+    // Held as bits (i8): compute in f32 and round back, as the SIMT lowering does.
+    llvm::Value* r = scalar_bin(op, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
+    return convert_value(r, ScalarType::f32, t);
+  }
   if (llvm::Value* r = emit_binary(b_, op, t, x, y)) return r;
   // IEEE minimum / maximum (NaN propagates, -0 < +0). LLVM expands them to four or five
   // instructions per vector (a max, a NaN test, a sign test, blends): a max reduction was
@@ -192,6 +198,8 @@ llvm::Value* SimdLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, ll
 }
 
 llvm::Value* SimdLowering::scalar_cmp(CmpPred p, ScalarType t, llvm::Value* x, llvm::Value* y) {
+  if (t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)
+    return scalar_cmp(p, ScalarType::f32, convert_value(x, t, ScalarType::f32), convert_value(y, t, ScalarType::f32));
   const llvm::CmpInst::Predicate pred = llvm_predicate(p, t);
   return is_float(t) ? b_.CreateFCmp(pred, x, y) : b_.CreateICmp(pred, x, y);
 }
@@ -233,7 +241,10 @@ void SimdLowering::op(const Op& o) {
     case OpKind::constant: {
       const Type& t = o.result()->type;
       const Attr& v = o.attrs.at("value");
-      if (is_float(t.scalar))
+      if (t.scalar == ScalarType::f8_e4m3 || t.scalar == ScalarType::f8_e5m2)  // the bits, rounded once from f64
+        scalars_[o.result()] = convert_value(llvm::ConstantFP::get(b_.getDoubleTy(), o.float_attr("value")),
+                                             ScalarType::f64, t.scalar);
+      else if (is_float(t.scalar))
         scalars_[o.result()] = llvm::ConstantFP::get(scalar_ty(t.scalar), o.float_attr("value"));
       else
         scalars_[o.result()] = llvm::ConstantInt::get(scalar_ty(t.scalar), std::get<int64_t>(v), true);

@@ -175,6 +175,7 @@ class SimdLowering {
   std::vector<llvm::Value*> elems(const Value* v);  // rows * cols scalars, row-major
   std::vector<llvm::Value*> from_elems(const Type& t, const std::vector<llvm::Value*>& e);
   llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);
+  llvm::Value* to_f32_sticky(llvm::Value* x, ScalarType from);
   llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
   llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);

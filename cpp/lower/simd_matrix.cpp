@@ -125,17 +125,44 @@ llvm::Value* SimdLowering::f32_to_bf16(llvm::Value* x) {
   return b_.CreateBitCast(b_.CreateTrunc(r, like_type(x, b_.getInt16Ty())), like_type(x, b_.getBFloatTy()));
 }
 
+// x as f32 for a narrower format's rounding: exact where f32 holds x; otherwise (f64, and
+// integers of more than 24 bits) rounded to odd, which keeps the sticky information so that the
+// second rounding (to bf16 / fp8, at least 8 bits shorter) gives the correctly rounded result
+// of x, never a double rounding.
+llvm::Value* SimdLowering::to_f32_sticky(llvm::Value* x, ScalarType from) {
+  if (!is_float(from) && from != ScalarType::i1 && ir::size_in_bytes(from) >= 4) {
+    x = convert_value(x, from, ScalarType::f64);  // exact for 32-bit integers
+    from = ScalarType::f64;
+  }
+  if (from != ScalarType::f64) return convert_value(x, from, ScalarType::f32);
+  llvm::Type* fty = like_type(x, b_.getFloatTy());
+  llvm::Type* ity = like_type(x, b_.getInt32Ty());
+  llvm::Value* f = b_.CreateFPTrunc(x, fty);
+  llvm::Value* back = b_.CreateFPExt(f, x->getType());
+  llvm::Value* inexact = b_.CreateFCmpONE(back, x);  // false for NaN (kept as is) and exact values
+  llvm::Value* fabs_x = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  llvm::Value* fabs_b = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, back);
+  llvm::Value* bits = b_.CreateBitCast(f, ity);
+  // Rounded away from zero (or to infinity): one step back toward zero, then set the last bit.
+  llvm::Value* down = b_.CreateSub(bits, splat_like(b_, x, b_.getInt32(1)));
+  bits = b_.CreateSelect(b_.CreateAnd(inexact, b_.CreateFCmpOGT(fabs_b, fabs_x)), down, bits);
+  bits = b_.CreateSelect(inexact, b_.CreateOr(bits, splat_like(b_, x, b_.getInt32(1))), bits);
+  return b_.CreateBitCast(bits, fty);
+}
+
 llvm::Value* SimdLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
   if (from == to) return x;
   auto fp8 = [](ScalarType t) { return t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; };
   llvm::Type* target = like_type(x, scalar_ty(to));
   if (fp8(from)) return convert_value(fp8_to_f32(x, from), ScalarType::f32, to);
-  if (fp8(to)) return f32_to_fp8(convert_value(x, from, ScalarType::f32), to);
-  if (to == ScalarType::bf16 && is_float(from)) return f32_to_bf16(convert_value(x, from, ScalarType::f32));
-  if (to == ScalarType::bf16) return f32_to_bf16(convert_value(x, from, ScalarType::f32));
+  if (fp8(to)) return f32_to_fp8(to_f32_sticky(x, from), to);
+  if (to == ScalarType::bf16) return f32_to_bf16(to_f32_sticky(x, from));
   if (is_float(from) && is_float(to)) {
     unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();
-    if (from == ScalarType::bf16) return b_.CreateFPExt(x, target);  // bf16 widens exactly to f32 and up
+    if (from == ScalarType::bf16) {  // bf16 widens exactly to f32 and up; to f16 through f32 (one rounding)
+      if (tb >= 32) return b_.CreateFPExt(x, target);
+      return b_.CreateFPTrunc(b_.CreateFPExt(x, like_type(x, b_.getFloatTy())), target);
+    }
     return tb > fb ? b_.CreateFPExt(x, target) : b_.CreateFPTrunc(x, target);
   }
   if (is_float(from))  // to an integer: saturating, NaN -> 0
@@ -147,6 +174,8 @@ llvm::Value* SimdLowering::convert_value(llvm::Value* x, ScalarType from, Scalar
 }
 
 llvm::Value* SimdLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
+  if (t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2)  // held as bits: in f32, rounded back
+    return convert_value(unary_value(u, ScalarType::f32, convert_value(x, t, ScalarType::f32)), ScalarType::f32, t);
   if (!is_float(t)) {
     if (u == UnOp::neg) return b_.CreateNeg(x);
     if (u == UnOp::abs) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());

@@ -40,6 +40,7 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx)
 
 std::unique_ptr<llvm::Module> SimtLowering::run() {
   mod_->setTargetTriple(llvm::Triple(kSpirvTriple));
+  reject_i1_in_memory(f_, "SPIR-V devices");
   std::vector<llvm::Type*> params;
   for (const Value* p : f_.params) params.push_back(param_ty(p->type));
   auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);

@@ -231,6 +231,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "prepacked_b") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override prepacked_b=", v, " must be 0 or 1"));
       p.prepacked_b = v != 0;
       continue;
     }
@@ -260,7 +261,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "kt") {
-      if (v < 1 || v > (int64_t(1) << 30)) throw UserError(cat("plan override kt=", v, " is out of range"));
+      if (v < 1 || v > (int64_t(1) << 30)) throw UserError(cat("plan override kt=", v, " is out of range [1, 2^30]"));
       p.kt = v;
       continue;
     }

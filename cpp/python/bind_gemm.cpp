@@ -38,7 +38,9 @@ std::vector<int64_t> strides_of(const py::array& x, const char* what) {
                           item));
     s.push_back(x.strides(d) / item);
   }
-  if (reinterpret_cast<uintptr_t>(x.data()) % item) throw UserError(cat(what, " is not aligned to its itemsize ", item));
+  if (reinterpret_cast<uintptr_t>(x.data()) % item)
+    throw UserError(cat(what, " (shape ", x.shape(0), " x ", x.shape(1), "...) at address ", x.data(),
+                        " is not aligned to its itemsize ", item));
   return s;
 }
 
@@ -278,6 +280,9 @@ void bind_gemm(py::module_& m) {
           if (!py::isinstance<py::array>(hout)) return py::none();
           c = py::reinterpret_borrow<py::array>(hout);
           const py::dtype od = c.dtype();
+          if (od.byteorder() == '>') return py::none();  // not native: Python computes and swaps the bytes
+          if (reinterpret_cast<uintptr_t>(c.data()) % static_cast<uintptr_t>(c.itemsize()))
+            return py::none();  // misaligned: Python writes through an aligned copy
           if (!od.equal(ft.c_dtype)) {
             if (!ft.f32_out_allowed || od.num() != 11 || od.byteorder() == '>') return py::none();  // NPY_FLOAT
             tc = ir::ScalarType::f32;  // 16-bit inputs may write float32

@@ -20,22 +20,35 @@ ReduceSpec spec_of(const std::string& op, const std::string& form, const py::arr
   s.out = ir::parse_scalar(out);
   if (x.ndim() != 2) throw UserError(cat("reduce: X must be 2-D, got ", x.ndim(), "-D"));
   if (x.itemsize() != ir::size_in_bytes(s.in) || y.itemsize() != ir::size_in_bytes(s.out))
-    throw UserTypeError("reduce: element sizes do not match the dtypes");
+    throw UserTypeError(cat("reduce: element sizes do not match the dtypes: X has ", x.itemsize(), "-byte elements for ",
+                            in, ", the output ", y.itemsize(), "-byte elements for ", out));
+  for (const py::array* a : {&x, &y}) {
+    const char* what = a == &x ? "X" : "the output";
+    const int64_t item = a->itemsize();
+    for (int d = 0; d < a->ndim(); ++d)
+      if (a->strides(d) % item)
+        throw UserError(cat("reduce: ", what, " has byte stride ", a->strides(d), " in dim ", d,
+                            ", not a multiple of its itemsize ", item));
+    if (reinterpret_cast<uintptr_t>(a->data()) % item)
+      throw UserError(cat("reduce: ", what, " at address ", a->data(), " is not aligned to its itemsize ", item));
+  }
   s.rows = x.shape(0);
   s.cols = x.shape(1);
   const int64_t xi = x.itemsize(), yi = y.itemsize();
-  if (x.strides(0) % xi || x.strides(1) % xi) throw UserError("reduce: X strides are not whole elements");
   s.sx_r = x.strides(0) / xi;
   s.sx_c = x.strides(1) / xi;
-  if (!y.writeable()) throw UserError("reduce: the output is read-only");
+  if (!y.writeable()) throw UserError(cat("reduce: the output (shape ", y.ndim() ? y.shape(0) : 0, "...) is read-only"));
   if (form == "2x2") {
     if (y.ndim() != 2 || y.shape(0) * 2 != s.rows || y.shape(1) * 2 != s.cols)
-      throw UserError("reduce2x2: the output must have half the input's shape");
+      throw UserError(cat("reduce2x2: the output must have half the input's shape (", s.rows / 2, ", ", s.cols / 2,
+                          "), got ", y.ndim(), "-D with ", y.ndim() ? y.shape(0) : 0, " rows"));
     s.sy_r = y.strides(0) / yi;
     s.sy_c = y.strides(1) / yi;
   } else {
     const int64_t n = form == "row" ? s.rows : s.cols;
-    if (y.ndim() != 1 || y.shape(0) != n) throw UserError(cat("reduce: the output must be 1-D of length ", n));
+    if (y.ndim() != 1 || y.shape(0) != n)
+      throw UserError(cat("reduce: the output must be 1-D of length ", n, ", got ", y.ndim(), "-D of length ",
+                          y.ndim() ? y.shape(0) : 0));
     s.sy_c = y.strides(0) / yi;
   }
   s.validate();

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/build_id.h"
@@ -137,30 +140,66 @@ std::string parse(const std::string& data, const std::string& kind, const std::s
   return "";
 }
 
-bool is_entry(const fs::path& p) {
-  const std::string name = p.filename().string(), ext = p.extension().string();
-  return !name.empty() && name[0] != '.' && ext != ".lock" && !ext.empty();
+// Names coopjit gives the files of its folder: "<32 hex digits>.<kind>" for entries, ".lock"
+// for the lock files, "." + an entry's name + ".<pid>.<serial>.tmp" for writes in progress.
+// Anything else (a user's backup folder, notes) is foreign: never counted, evicted or deleted.
+bool is_stem(const std::string& name) {
+  if (name.size() < 34 || name[32] != '.') return false;
+  for (size_t i = 0; i < 32; ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  for (size_t i = 33; i < name.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(name[i])) && name[i] != '-' && name[i] != '_') return false;
+  return true;
+}
+bool is_entry_name(const std::string& name) { return is_stem(name) && name.substr(33) != "lock"; }
+bool is_ours(const std::string& name) {
+  if (is_stem(name)) return true;  // an entry or a lock
+  const size_t n = name.size();
+  return n > 5 && name[0] == '.' && name.compare(n - 4, 4, ".tmp") == 0 && is_stem(name.substr(1, name.find('.', 34) - 1));
 }
 
-// Deletes the least recently used entries while they exceed the size limit.
+// A regular file of ours holding an entry: its size and time; false for anything else (a
+// folder, a link, a file that went away meanwhile).
+bool entry_stat(const fs::path& p, uintmax_t& size, fs::file_time_type& when) {
+  if (!is_entry_name(p.filename().string())) return false;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(p, ec)) || ec) return false;
+  size = fs::file_size(p, ec);
+  if (ec) return false;
+  when = fs::last_write_time(p, ec);
+  return !ec;
+}
+
+// Deletes the least recently used entries while they exceed the size limit. Only the entries
+// themselves count: foreign files and folders are neither measured nor deleted.
 void evict(const std::string& dir) {
+  // A value that is not a number (or negative) is ignored, not read as 0: that would evict
+  // every entry at every store.
   const char* env = std::getenv("COOPJIT_CACHE_MAX_MB");
-  const double max_bytes = (env ? std::atof(env) : 1024.0) * 1024 * 1024;
-  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  double max_mb = 1024.0;
+  if (env && *env) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) max_mb = v;
+    else note(cat("COOPJIT_CACHE_MAX_MB=", env, " is not a size in MB; using 1024"));
+  }
+  const double max_bytes = max_mb * 1024 * 1024;
+  std::vector<std::tuple<fs::file_time_type, fs::path, uintmax_t>> entries;
   double total = 0;
   std::error_code ec;
   for (const auto& f : fs::directory_iterator(dir, ec)) {
-    if (!is_entry(f.path())) continue;
-    total += static_cast<double>(f.file_size(ec));
-    entries.emplace_back(f.last_write_time(ec), f.path());
+    uintmax_t size = 0;
+    fs::file_time_type when;
+    if (!entry_stat(f.path(), size, when)) continue;
+    total += static_cast<double>(size);
+    entries.emplace_back(when, f.path(), size);
   }
   if (total <= max_bytes) return;
   std::sort(entries.begin(), entries.end());
-  for (const auto& [when, path] : entries) {
+  for (const auto& [when, path, size] : entries) {
     if (total <= 0.75 * max_bytes) break;
-    const double size = static_cast<double>(fs::file_size(path, ec));
     if (fs::remove(path, ec)) {
-      total -= size;
+      total -= static_cast<double>(size);
       count(&Stats::evicted);
       note("evicted " + path.string() + " (COOPJIT_CACHE_MAX_MB)");
     }
@@ -193,7 +232,24 @@ std::string entry_path(const std::string& kind, const std::string& key) {
 std::optional<Entry> load(const std::string& kind, const std::string& key) {
   const std::string path = entry_path(kind, key);
   std::string data;
-  if (path.empty() || !read_file(path, data)) return std::nullopt;
+  if (path.empty()) return std::nullopt;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return std::nullopt;
+  if (!fs::is_regular_file(st)) {
+    // Something else under an entry's name (a folder, a link): not an entry coopjit wrote.
+    // Removed once, so that the store after the compile can put the entry there.
+    note("rejected " + path + ": not a regular file; deleting it");
+    fs::remove_all(path, ec);
+    count(&Stats::rejected);
+    return std::nullopt;
+  }
+  if (!read_file(path, data)) {
+    note("rejected " + path + ": unreadable; deleting it");
+    ::unlink(path.c_str());
+    count(&Stats::rejected);
+    return std::nullopt;
+  }
   Entry e;
   std::string why = parse(data, kind, key, e);
   if (!why.empty()) {
@@ -287,10 +343,12 @@ Info info() {
   std::error_code ec;
   if (d.empty() || !fs::is_directory(d, ec)) return r;
   for (const auto& f : fs::directory_iterator(d, ec)) {
-    if (!is_entry(f.path())) continue;
+    uintmax_t size = 0;
+    fs::file_time_type when;
+    if (!entry_stat(f.path(), size, when)) continue;
     ++r.entries;
     ++r.kinds[f.path().extension().string().substr(1)];
-    r.bytes += static_cast<int64_t>(f.file_size(ec));
+    r.bytes += static_cast<int64_t>(size);
   }
   return r;
 }
@@ -300,10 +358,13 @@ int64_t clear() {
   int64_t n = 0;
   std::error_code ec;
   if (d.empty() || !fs::is_directory(d, ec)) return 0;
-  std::vector<fs::path> files;
-  for (const auto& f : fs::directory_iterator(d, ec)) files.push_back(f.path());
-  for (const auto& p : files)
-    if (fs::remove(p, ec) && is_entry(p)) ++n;
+  std::vector<fs::path> files;  // coopjit's own files only: foreign ones stay
+  for (const auto& f : fs::directory_iterator(d, ec))
+    if (is_ours(f.path().filename().string())) files.push_back(f.path());
+  for (const auto& p : files) {
+    const bool entry = is_entry_name(p.filename().string());
+    if (fs::remove_all(p, ec) > 0 && entry) ++n;
+  }
   note(cat("cleared ", n, " entries from ", d));
   return n;
 }

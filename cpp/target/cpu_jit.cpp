@@ -89,12 +89,73 @@ extern "C" float coopjit_truncdfbf2(double x) {
   return coopjit_truncsfbf2(f);
 }
 
+// IEEE half helpers LLVM calls where the CPU has no instruction for the conversion: f64 -> f16
+// always (only AVX512-FP16 has one), f32 <-> f16 without F16C (COOPJIT_CPU_LEVEL=sse). libgcc 12
+// exports none of them to the process. Each rounds once, to nearest even, straight from the
+// source's bits (never through f32 first: that would round twice); NaN stays NaN (quieted, sign
+// and top payload bits kept), overflow goes to infinity. Halves travel as the x86-64 psABI passes
+// _Float16: the low 16 bits of xmm0.
+uint16_t half_from_double_bits(uint64_t u) {
+  const uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000u);
+  const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
+  if (a > 0x7FF0000000000000ull) return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 42) & 0x1FFu));
+  if (a == 0x7FF0000000000000ull) return static_cast<uint16_t>(sign | 0x7C00u);
+  const int e = static_cast<int>(a >> 52) - 1023;
+  if (e > 15) return static_cast<uint16_t>(sign | 0x7C00u);
+  uint64_t sig = a & ((1ull << 52) - 1);
+  int shift;  // bits of sig below the half's last mantissa bit
+  uint64_t base;
+  if (e >= -14) {  // normal: 10 mantissa bits kept
+    shift = 42;
+    base = static_cast<uint64_t>(e + 15) << 10;
+  } else {  // subnormal (or zero): multiples of 2^-24
+    if (a == 0) return sign;
+    sig |= 1ull << 52;  // the implicit bit; the value is sig * 2^(e - 52)
+    shift = 28 - e;     // sig >> shift counts units of 2^-24
+    base = 0;
+    if (shift >= 64) return sign;  // below 2^-25: rounds to zero
+  }
+  const uint64_t q = sig >> shift, rem = sig & ((1ull << shift) - 1), halfway = 1ull << (shift - 1);
+  uint64_t r = base + q;  // a mantissa carry moves into the exponent (up to infinity), as it should
+  if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+  return static_cast<uint16_t>(sign | r);
+}
+float half_bits_as_float(uint16_t h) {
+  uint32_t u = h;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+extern "C" float coopjit_truncdfhf2(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return half_bits_as_float(half_from_double_bits(u));
+}
+extern "C" float coopjit_truncsfhf2(float x) { return coopjit_truncdfhf2(static_cast<double>(x)); }  // exact widening
+extern "C" float coopjit_extendhfsf2(float h_in_low_bits) {
+  uint32_t u;
+  std::memcpy(&u, &h_in_low_bits, 4);
+  const uint32_t h = u & 0xFFFFu, sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  float f;
+  if (e == 0x1F) {
+    u = sign | 0x7F800000u | (m << 13);
+  } else if (e == 0) {  // zero or subnormal: m * 2^-24, exact in float
+    f = std::ldexp(static_cast<float>(m), -24);
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+  } else {
+    u = sign | ((e + 112) << 23) | (m << 13);
+  }
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 llvm::orc::LLJIT& jit() {
   static std::unique_ptr<llvm::orc::LLJIT> instance = [] {
     auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(host_machine()).create();
     if (!j) throw InternalError("cannot create the ORC LLJIT: " + to_string(j.takeError()));
-    // Kernels may call runtime helpers LLVM emits on its own (for example __truncdfhf2): resolve
-    // them from the process (libgcc, libm).
+    // Kernels may call runtime helpers LLVM emits on its own (libm's functions): resolve them
+    // from the process; the conversion helpers libgcc 12 lacks are defined below.
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*j)->getDataLayout().getGlobalPrefix());
     if (!gen) throw InternalError("cannot search the process for symbols: " + to_string(gen.takeError()));
     (*j)->getMainJITDylib().addGenerator(std::move(*gen));
@@ -102,6 +163,9 @@ llvm::orc::LLJIT& jit() {
     const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
     helpers[(*j)->mangleAndIntern("__truncsfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncsfbf2), flags};
     helpers[(*j)->mangleAndIntern("__truncdfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncdfbf2), flags};
+    helpers[(*j)->mangleAndIntern("__truncdfhf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncdfhf2), flags};
+    helpers[(*j)->mangleAndIntern("__truncsfhf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_truncsfhf2), flags};
+    helpers[(*j)->mangleAndIntern("__extendhfsf2")] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_extendhfsf2), flags};
     // Kernels built with emulated AMX tiles (plan amx=2) call this for each tile instruction.
     helpers[(*j)->mangleAndIntern(kAmxEmulationSymbol)] = {llvm::orc::ExecutorAddr::fromPtr(&coopjit_amx_tile_dp), flags};
     if (auto err = (*j)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(helpers))))

@@ -35,10 +35,13 @@ def _gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
     """((a, b, c) IR type names, the output dtype) for operands a, b and an output c (None: the
     default: the input type for float32/float64/float16/bfloat16, float32 for float8, int32 for
     int8). TypeError names the dtypes and lists what is supported."""
-    a, b = np.dtype(a), np.dtype(b)
+    # Byte order is the data's business, not the product's: non-native operands are converted
+    # (native_order), as NumPy does, and a non-native output is written through a native one.
+    a, b = native_dtype(a), native_dtype(b)
+    c = None if c is None else native_dtype(c)
     an, bn = a.name, b.name
     for name, d in (("a", a), ("b", b)):
-        if d.name not in _GEMM_TYPES or d.name == "int32" or not d.isnative:
+        if d.name not in _GEMM_TYPES or d.name == "int32":
             raise TypeError(f"{name} has dtype {d}; coopjit GEMM supports {GEMM_SUPPORTED}")
     if an in _INT8 and bn in _INT8:
         default = np.dtype(np.int32)
@@ -52,6 +55,18 @@ def _gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
     if out.name not in allowed:
         raise TypeError(f"the output has dtype {out}; for {a} x {b} it must be one of {', '.join(sorted(allowed))}")
     return (_GEMM_TYPES[an], _GEMM_TYPES[bn], _GEMM_TYPES[out.name]), out
+
+
+def native_dtype(d: np.dtype) -> np.dtype:
+    """`d` in the machine's byte order (itself when it already is)."""
+    d = np.dtype(d)
+    return d if d.isnative else d.newbyteorder("=")
+
+
+def native_order(x: np.ndarray) -> np.ndarray:
+    """`x` itself when its bytes are in the machine's order, else a byte-swapped copy (what
+    NumPy computes with for a '>f4' operand)."""
+    return x if x.dtype.isnative else x.astype(native_dtype(x.dtype))
 
 
 def as_array(x, name: str) -> np.ndarray:
@@ -74,7 +89,21 @@ def check_device(device) -> str:
     available = devices()
     if isinstance(device, str) and device in available:
         return device
+    backend = device.partition(":")[0] if isinstance(device, str) else None
+    if backend in _BACKENDS and device.partition(":")[2].isdigit():
+        # A device of a runtime coopjit knows, absent: when the runtime has no device at all (no
+        # loader, no driver), that is what the error says, as a DeviceError (a RuntimeError).
+        from . import _core
+
+        for st in _core.backend_status():
+            if st["backend"] == backend and not st["usable"]:
+                raise _core.DeviceError(
+                    f"device {device!r} is not available: {_BACKENDS[backend]} has no usable device: "
+                    f"{st['status'] or 'no devices found'} (available devices: {available})")
     raise ValueError(f"unknown device {device!r}; available devices: {available}")
+
+
+_BACKENDS = {"opencl": "the OpenCL runtime", "level_zero": "the Level Zero loader"}
 
 
 def check_scalar(x, name: str) -> float:

@@ -1,10 +1,13 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from . import _core, _gpu
-from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, overlaps
+from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
+                      overlaps)
 from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -16,27 +19,40 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
     """Plan overrides as the core takes them: layout and split by name, `flags` as 0/1, `modes` by
     name ('no' / 'yes' / 'emulated') or number, the other `known` fields as ints."""
     out = {}
-    for key, value in (plan or {}).items():
-        if key == "layout":
-            if value not in _LAYOUTS:
-                raise ValueError(f"plan layout must be 'row' or 'col', got {value!r}")
-            out[key] = _LAYOUTS[value]
-        elif key == "split":
-            if value not in _SPLITS:
-                raise ValueError(f"plan split must be one of {', '.join(_SPLITS)}, got {value!r}")
-            out[key] = _SPLITS[value]
+    if plan is None:
+        return out
+    if not isinstance(plan, Mapping):
+        raise TypeError(f"plan must be a dict of plan fields (for example {{'mr': 6, 'split': 'dp'}}), got "
+                        f"{type(plan).__name__} {plan!r}")
+    for key, value in plan.items():
+        if not isinstance(key, str):
+            raise TypeError(f"plan field names are strings, got {key!r}; known: {', '.join(known)}")
+        if key not in known:
+            raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
+        if key in ("layout", "split"):
+            names = _LAYOUTS if key == "layout" else _SPLITS
+            allowed = "'row' or 'col'" if key == "layout" else f"one of {', '.join(names)}"
+            if not isinstance(value, str):
+                raise TypeError(f"plan {key} must be {allowed} (a str), got {value!r}")
+            if value not in names:
+                raise ValueError(f"plan {key} must be {allowed}, got {value!r}")
+            out[key] = names[value]
         elif key in modes and isinstance(value, str):
             if value not in _GPU_MODES:
                 raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
             out[key] = _GPU_MODES[value]
         elif key in flags:
-            out[key] = int(bool(value))
-        elif key in known:
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"plan {key} must be an int, got {value!r}")
+            if not isinstance(value, (bool, np.bool_, int, np.integer)):
+                raise TypeError(f"plan {key} must be True or False, got {value!r}")
+            if value not in (0, 1):
+                raise ValueError(f"plan {key} must be True or False (or 0 / 1), got {value!r}")
             out[key] = int(value)
         else:
-            raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"plan {key} must be an int, got {value!r} ({type(value).__name__})")
+            if not -2**63 <= int(value) < 2**63:
+                raise ValueError(f"plan {key}={value} is out of range")
+            out[key] = int(value)
     return out
 
 
@@ -72,9 +88,15 @@ class PackedMatrix:
     # The A type a product with this B is planned for (int8 weights: s8 activations).
     _A_FOR_B = {"uint8": np.int8}
 
-    def __init__(self, b: np.ndarray, plan: dict | None = None):
-        a_dtype = np.dtype(self._A_FOR_B.get(b.dtype.name, b.dtype))
-        types, _ = gemm_types(a_dtype, b.dtype)
+    def __init__(self, b: np.ndarray, plan: dict | None = None, a_dtype=None):
+        b = native_order(b)
+        a_dtype = native_dtype(self._A_FOR_B.get(b.dtype.name, b.dtype) if a_dtype is None else a_dtype)
+        try:
+            types, _ = gemm_types(a_dtype, b.dtype)
+        except TypeError:
+            raise TypeError(f"prepack: b has dtype {b.dtype}; coopjit GEMM supports {GEMM_SUPPORTED}") from None
+        self._a_dtype = a_dtype
+        self._variants = {}  # packings of this B for products with other A dtypes (u8 x u8, ...)
         self.dtype = b.dtype
         self.shape = b.shape
         k, n = b.shape
@@ -88,6 +110,7 @@ class PackedMatrix:
             elem = b.dtype
         else:
             elem = np.dtype(np.int32) if types[2] == "i32" else np.dtype(np.float64 if b.dtype == np.float64 else np.float32)
+        self._elem, self._kp, self._np = np.dtype(elem), kp, np_
         padded = np.zeros((kp, np_), elem)
         padded[:k, :n] = b.astype(elem)
         w = self.vnni
@@ -100,6 +123,26 @@ class PackedMatrix:
             sums = (128 * padded.astype(np.int64).sum(axis=0)).astype(np.int32)
             self.buffer[fmt["panel_bytes"]:] = sums.view(np.uint8)
         self._dummy = np.zeros((1, n), b.dtype)  # stands for B in the spec; never read
+
+    def unpacked(self) -> np.ndarray:
+        """The K x N matrix this was packed from (read back from the panels)."""
+        w, k, n = self.vnni, *self.shape
+        body = self.buffer[: self._kp * self._np * self._elem.itemsize].view(self._elem)
+        panels = body.reshape(self._np // self.nr, self._kp // w, self.nr, w)
+        return panels.transpose(1, 3, 0, 2).reshape(self._kp, self._np)[:k, :n].astype(self.dtype)
+
+    def _for_a(self, a_dtype) -> "PackedMatrix":
+        """This packing, or (made once, kept) the one a product with an A of `a_dtype` reads: the
+        panel format depends on both types (u8 x u8 has no VNNI dot instruction, s8 x s8 needs
+        column sums)."""
+        a_dtype = native_dtype(a_dtype)
+        if a_dtype == self._a_dtype:
+            return self
+        key = a_dtype.str
+        if key not in self._variants:
+            gemm_types(a_dtype, self.dtype)  # TypeError naming both dtypes
+            self._variants[key] = PackedMatrix(self.unpacked(), self._fields, a_dtype)
+        return self._variants[key]
 
     def _plan(self, plan):
         forced = {**self._fields, "layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb,
@@ -128,11 +171,13 @@ def prepack(b, plan: dict | None = None) -> PackedMatrix:
 
 def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
     if a.ndim != 2 or a.shape[1] != pb.shape[0]:
-        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: inner dimensions differ")
+        raise ValueError(f"a has shape {a.shape} but the packed b is {pb.shape}: inner dimensions differ (a must be 2-D "
+                         f"with {pb.shape[0]} columns)")
     types, _ = gemm_types(a.dtype, pb.dtype, c.dtype)
+    pb = pb._for_a(a.dtype)
     b_view = np.broadcast_to(pb._dummy, pb.shape)
     a = kernel_readable(a)
-    target = c if kernel_readable(c) is c and not overlaps(c, a) else np.empty(c.shape, c.dtype)
+    target = c if kernel_readable(c) is c and not overlaps(c, a) else np.empty(c.shape, native_dtype(c.dtype))
     if target is not c and beta != 0.0:
         target[...] = c
     if target.size:
@@ -146,8 +191,9 @@ def _run(a2, b2, c2, alpha, beta, plan, types):
     a2 = kernel_readable(a2)
     b2 = kernel_readable(b2)
     target = c2
-    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:
-        target = np.array(c2) if beta != 0.0 else np.empty(c2.shape, c2.dtype)
+    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:  # a native, aligned, apart copy
+        nd = native_dtype(c2.dtype)
+        target = np.array(c2, dtype=nd) if beta != 0.0 else np.empty(c2.shape, nd)
     if target.size:
         _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
     if target is not c2:
@@ -165,9 +211,18 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
     `plan` overrides fields of the chosen plan (layout, mr, nr, kb).
     """
     device = check_device(device)
-    a = as_array(a, "a")
+    a = native_order(as_array(a, "a"))
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
+    if isinstance(c, np.ndarray) and not c.dtype.isnative:
+        # A big-endian (non-native) c: the product goes into a native copy, swapped back into c.
+        if not c.flags.writeable:
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+        nd = native_dtype(c.dtype)
+        tmp = c.astype(nd) if beta != 0.0 else np.empty(c.shape, nd)
+        gemm(a, b, tmp, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
+        c[...] = tmp
+        return c
     if isinstance(b, PackedMatrix):
         if device != "cpu":
             raise ValueError(f"gemm: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
@@ -175,12 +230,21 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
         if trans_b:
             raise ValueError("gemm: a prepacked b is packed as given; trans_b must be False")
         opa = a.T if trans_a else a
-        _, dtype = gemm_types(a.dtype, b.dtype, c.dtype if isinstance(c, np.ndarray) else None)
+        if c is not None and not isinstance(c, np.ndarray):
+            raise TypeError(f"c must be a NumPy array, got {type(c).__name__}")
+        _, dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
+        if opa.ndim != 2:
+            raise ValueError(f"gemm: a must be 2-D, got {a.ndim}-D with shape {a.shape}")
+        shape = (opa.shape[0], b.shape[1])
         if c is None:
-            c, beta = np.empty((opa.shape[0], b.shape[1]), dtype), 0.0
+            c, beta = np.empty(shape, dtype), 0.0
+        elif c.shape != shape:
+            raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ b has shape {shape}")
+        elif not c.flags.writeable:
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         _run_prepacked(opa, b, c, alpha, beta, plan)
         return c
-    b = as_array(b, "b")
+    b = native_order(as_array(b, "b"))
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise ValueError(f"gemm: {name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
@@ -204,7 +268,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, dev
         if c.shape != shape:
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
-            raise ValueError("gemm: c is read-only; pass a writeable array")
+            raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
     if device != "cpu":
         return _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan)
     _run(opa, opb, c, alpha, beta, plan, types)
@@ -235,14 +299,14 @@ def _batched(a, b, out, plan, types, device="cpu"):
     if out.size == 0:
         return
     C = out
-    if overlaps(out, a, b) or any(s % out.itemsize for s in out.strides):
-        C = np.empty(out.shape, out.dtype)
+    if overlaps(out, a, b) or kernel_readable(out) is not out:
+        C = np.empty(out.shape, native_dtype(out.dtype))
     A, B = kernel_readable(A), kernel_readable(B)
     dims = _collapse_batch([A, B, C], batch)
     if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
         A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
         if C is out:
-            C = np.empty(out.shape, out.dtype)
+            C = np.empty(out.shape, native_dtype(out.dtype))
         dims = _collapse_batch([A, B, C], batch)
     views = []
     for j, x in enumerate((A, B, C)):
@@ -276,7 +340,9 @@ def cross_compile(a, b, *, cpu: str, plan=None, threads: int = 1) -> dict:
         raise ValueError(f"cross_compile: a has shape {a.shape} and b has shape {b.shape}: inner dimensions differ")
     if not isinstance(cpu, str):
         raise TypeError(f"cross_compile: cpu must be a CPU name (str), got {cpu!r}")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= 1024:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
+    if not 1 <= threads <= 1024:
         raise ValueError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
     types, dtype = gemm_types(a.dtype, b.dtype, None)
     c = np.empty((a.shape[0], b.shape[1]), dtype)
@@ -292,22 +358,40 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         if c is not None:
             return c
     device = check_device(device)
+    if out is not None and not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
+    if out is not None and not out.dtype.isnative:
+        # A big-endian (non-native) out: computed into a native array, swapped back into out.
+        if not out.flags.writeable:
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+        tmp = np.empty(out.shape, native_dtype(out.dtype))
+        matmul(a, b, out=tmp, device=device, plan=plan)
+        out[...] = tmp
+        return out
     if isinstance(b, PackedMatrix):
         if device != "cpu":
             raise ValueError(f"matmul: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
                              f"on {device}")
-        a = as_array(a, "a")
-        _, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
+        a = native_order(as_array(a, "a"))
+        _, dtype = gemm_types(a.dtype, b.dtype, None if out is None else out.dtype)
+        if a.ndim != 2 or a.shape[1] != b.shape[0]:
+            raise ValueError(f"matmul: a has shape {a.shape} but the packed b is {b.shape}: inner dimensions "
+                             f"differ (a must be 2-D with {b.shape[0]} columns)")
+        shape = (a.shape[0], b.shape[1])
         if out is None:
-            out = np.empty((a.shape[0] if a.ndim == 2 else -1, b.shape[1]), dtype)
+            out = np.empty(shape, dtype)
+        elif out.shape != shape:
+            raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {shape}")
+        elif not out.flags.writeable:
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
         _run_prepacked(a, b, out, 1.0, 0.0, plan)
         return out
-    a = as_array(a, "a")
-    b = as_array(b, "b")
+    a = native_order(as_array(a, "a"))
+    b = native_order(as_array(b, "b"))
+    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
-            raise ValueError(f"matmul: {name} is 0-d (a scalar); matmul needs 1-D or 2-D operands")
-    types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
+            raise ValueError(f"matmul: {name} is 0-d (a scalar: {x[()]!r}); matmul needs operands of 1 or more dims")
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
@@ -321,15 +405,14 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         raise ValueError(f"matmul: batch dims of a {a.shape} and b {b.shape} do not broadcast") from None
     shape = batch + (a2.shape[-2], b2.shape[-1])
     result_shape = batch + tuple(s for s, keep in zip(shape[-2:], (a.ndim >= 2, b.ndim >= 2)) if keep)
+    scalar = out is None and result_shape == ()  # 1-D @ 1-D: numpy.matmul returns a NumPy scalar
     if out is None:
         out = np.empty(result_shape, dtype)
     else:
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
         if out.shape != result_shape:
             raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {result_shape}")
         if not out.flags.writeable:
-            raise ValueError("matmul: out is read-only; pass a writeable array")
+            raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
     # The result with the dims of 1-D operands put back: always a view of out.
     out_full = out
     if a.ndim == 1:
@@ -342,14 +425,14 @@ def matmul(a, b, *, out=None, device=None, plan=None):
         _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan)
     else:
         _run(a2, b2, out_full, 1.0, 0.0, plan, types)
-    return out
+    return out[()] if scalar else out
 
 
 def check_kernel_call(kern, a, b, c, alpha, beta):
     """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
     for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
-    a = as_array(a, "a")
-    b = as_array(b, "b")
+    a = native_order(as_array(a, "a"))
+    b = native_order(as_array(b, "b"))
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
     ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
@@ -364,7 +447,7 @@ def check_kernel_call(kern, a, b, c, alpha, beta):
     if c is None:
         c = np.empty((kern.m, kern.n), kern.out_dtype)
         beta = 0.0
-    elif not isinstance(c, np.ndarray) or c.dtype != kern.out_dtype or c.shape != (kern.m, kern.n):
+    elif not isinstance(c, np.ndarray) or native_dtype(c.dtype) != kern.out_dtype or c.shape != (kern.m, kern.n):
         raise ValueError(
             f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
             f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
@@ -405,8 +488,9 @@ class Kernel(KernelDisplay):
         if (type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a and not self.trans_b
                 and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
                 and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
+                and a.flags.aligned and b.flags.aligned
                 and (c is None or (type(c) is np.ndarray and c.dtype == self.out_dtype
-                                   and c.shape == (self.m, self.n) and c.flags.writeable
+                                   and c.shape == (self.m, self.n) and c.flags.writeable and c.flags.aligned
                                    and not np.may_share_memory(c, a) and not np.may_share_memory(c, b)))
                 and (type(alpha) is float or type(alpha) is int)):
             if c is None:
@@ -416,10 +500,13 @@ class Kernel(KernelDisplay):
             return c
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if not c.flags.writeable:
-            raise ValueError("c is read-only; pass a writeable array")
+            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
-        target = c if not overlaps(c, a, b) else (np.array(c) if beta != 0.0 else np.empty_like(c))
+        target = c
+        if overlaps(c, a, b) or kernel_readable(c) is not c:  # a native, aligned, apart copy
+            nd = native_dtype(c.dtype)
+            target = np.array(c, dtype=nd) if beta != 0.0 else np.empty(c.shape, nd)
         if target.size:
             self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta)
         if target is not c:
@@ -445,10 +532,15 @@ def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, acc
     """
     device = check_device(device)
     for name, v in (("m", m), ("n", n), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r}")
-    dtype = np.dtype(dtype)
-    gemm_types(dtype, dtype, out_dtype)  # TypeError for what is not supported
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"compile_gemm: {name} must be a non-negative int, got {v!r} ({type(v).__name__})")
+        if v < 0 or v >= 2**62:
+            raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r} (at most 2^62 - 1)")
+    try:
+        dtype = np.dtype(dtype)
+        gemm_types(dtype, dtype, out_dtype)
+    except TypeError as e:  # what the core said, about this function's arguments
+        raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
     if device != "cpu":
         return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
                               out_dtype, device)

@@ -39,10 +39,12 @@ class _Output:
     def __init__(self, out: np.ndarray, device: str, read: bool, *others):
         self.out = out
         aliased = any(np.may_share_memory(out, o) for o in others)
-        if _on_device(out, device) and not aliased and all(s % out.itemsize == 0 for s in out.strides):
+        if (_on_device(out, device) and not aliased and out.dtype.isnative
+                and all(s % out.itemsize == 0 for s in out.strides)):
             self.dev = out
-        else:
-            self.dev = empty(out.shape, out.dtype, device=device)
+        else:  # in the machine's byte order: finish() swaps the bytes of a big-endian out
+            self.dev = empty(out.shape, out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype,
+                             device=device)
             if read and out.size:
                 self.dev[...] = out
 

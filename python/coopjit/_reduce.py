@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _core
-from ._arrays import check_device
+from ._arrays import check_device, native_dtype, native_order
 
 OPS = ("sum", "prod", "min", "max")
 _IR = {"int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
@@ -23,7 +23,7 @@ def _types(dtype: np.dtype, op: str):
     accumulate in float32 and return their own type; float32 accumulates in float32, float64 in
     float64; min and max keep the dtype."""
     name = dtype.name
-    if name not in _IR or not dtype.isnative:
+    if name not in _IR:
         raise TypeError(f"reduce: dtype {dtype} is not supported; supported: {', '.join(k for k in _IR)}")
     src = _IR[name]
     if op in ("min", "max"):
@@ -76,7 +76,11 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
+    a = native_order(a)  # a big-endian array is reduced from a native copy, as NumPy does
     src, acc, dst, out_dtype = _types(a.dtype, op)
+    if axis is not None and not (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)) and not (
+            isinstance(axis, tuple) and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in axis)):
+        raise TypeError(f"reduce: axis must be None, an int or a tuple of ints, got {axis!r}")
     axes = tuple(range(a.ndim)) if axis is None else np.lib.array_utils.normalize_axis_tuple(axis, a.ndim)
     kept = [d for d in range(a.ndim) if d not in axes]
     out_shape = tuple(a.shape[d] for d in kept)
@@ -84,10 +88,15 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
     if out is not None:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
-        if out.shape != out_shape or out.dtype != out_dtype:
+        if out.shape != out_shape or native_dtype(out.dtype) != out_dtype:
             raise ValueError(f"reduce: out must be {out_dtype} of shape {out_shape}, got {out.dtype} {out.shape}")
         if not out.flags.writeable:
-            raise ValueError("reduce: out is read-only")
+            raise ValueError(f"reduce: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+        if not out.dtype.isnative or np.may_share_memory(out, a):
+            # Computed into a new native array, then copied (byte-swapped) into out: out may be
+            # big-endian, or overlap the input, which the kernels read while they write.
+            out[...] = reduce(a, axis, op, device=device)
+            return out
     result = np.empty(out_shape, out_dtype) if out is None else out
     if n_red == 0:
         if op in ("min", "max"):
@@ -98,7 +107,7 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
     if result.size == 0:
         return result
     if a.dtype == np.bool_:
-        a = a.view(np.uint8)
+        a = _bool_bytes(a)
     if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
         a = a.copy()
     keep, red = _collapse(a, kept), _collapse(a, list(axes))
@@ -137,6 +146,14 @@ def reduce(a, axis=None, op="sum", *, out=None, device=None):
     return result if out is not None or out_shape else result[()]
 
 
+def _bool_bytes(a: np.ndarray) -> np.ndarray:
+    """A bool array as the bytes 0 / 1 the kernels read as u8. NumPy's bool is one byte and any
+    non-zero byte is True (np.frombuffer(b'\\x02', bool) is True): such bytes become 1 (a copy
+    only when there is one)."""
+    u = a.view(np.uint8)
+    return np.not_equal(u, 0).view(np.uint8) if u.size and u.max() > 1 else u
+
+
 def _np_of(ir_name: str) -> np.dtype:
     for k, v in _IR.items():
         if v == ir_name and k != "bool":
@@ -158,16 +175,23 @@ def reduce2x2(a, op="sum", *, out=None, device=None):
         a = np.asarray(a)
     if a.ndim != 2 or a.shape[0] % 2 or a.shape[1] % 2:
         raise ValueError(f"reduce2x2: a must be 2-D with even dimensions, got shape {a.shape}")
+    a = native_order(a)
     src, acc, dst, out_dtype = _types(a.dtype, op)
     shape = (a.shape[0] // 2, a.shape[1] // 2)
     if out is None:
         out = np.empty(shape, out_dtype)
-    elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != out_dtype:
-        raise ValueError(f"reduce2x2: out must be {out_dtype} of shape {shape}")
+    elif not isinstance(out, np.ndarray) or out.shape != shape or native_dtype(out.dtype) != out_dtype:
+        raise ValueError(f"reduce2x2: out must be {out_dtype} of shape {shape}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+    elif not out.flags.writeable:
+        raise ValueError(f"reduce2x2: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
     if out.size == 0:
         return out
+    if not out.dtype.isnative or np.may_share_memory(out, a):
+        out[...] = reduce2x2(a, op, device=device)
+        return out
     if a.dtype == np.bool_:
-        a = a.view(np.uint8)
+        a = _bool_bytes(a)
     if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
         a = a.copy()
     target = out if all(s % out.itemsize == 0 for s in out.strides) else np.empty(shape, out_dtype)
