@@ -255,10 +255,15 @@ def test_fork_while_another_thread_compiles(tmp_path):
     while _core.cache_stats()["misses"] == misses and t.is_alive():
         time.sleep(0.0005)
     def child():
+        compiles = _core.cache_stats()["compiles"]
         check_matmul(coopjit.matmul(a, b, plan=TWO), a, b, "child, the kernel the thread was compiling")
+        # The fork waited for that compile: the child has its result and compiles nothing.
+        assert _core.cache_stats()["compiles"] == compiles, _core.cache_stats()
         x = rng.standard_normal((64, 48)).astype(np.float64)
         y = rng.standard_normal((48, 80)).astype(np.float64)
         check_matmul(coopjit.matmul(x, y, plan=TWO), x, y, "child, another new kernel")
+        assert _core.cache_stats()["compiles"] == compiles + 1, _core.cache_stats()
+    assert _core.cache_stats()["misses"] > misses  # the fork starts while the thread compiles
     in_child(child)
     t.join()
     check_matmul(results["c"], a, b, "parent thread")
@@ -268,17 +273,19 @@ def test_fork_while_another_thread_compiles(tmp_path):
 
 def test_fork_while_another_thread_runs_a_kernel(tmp_path):
     # Another thread runs 1024^3 matmuls back to back on both workers (the GIL released); the
-    # main thread forks three times while they run.
+    # main thread forks four times while they run, and at least one fork lands inside a call.
     run_script(WARM + """
     big_a = rng.standard_normal((1024, 1024)).astype(np.float32)
     big_b = rng.standard_normal((1024, 1024)).astype(np.float32)
     ref, bound = matmul_reference(big_a, big_b), matmul_bound(big_a, big_b, np.float32)
-    stop, runs, errors = threading.Event(), [0], []
+    stop, calls, errors = threading.Event(), [], []
     def loop():
         try:
             while not stop.is_set():
-                check_close(coopjit.matmul(big_a, big_b, plan=TWO), ref, bound, "parent thread")
-                runs[0] += 1
+                t0 = time.monotonic()
+                c = coopjit.matmul(big_a, big_b, plan=TWO)
+                calls.append((t0, time.monotonic()))
+                check_close(c, ref, bound, "parent thread")
         except BaseException as e:
             errors.append(e)
     coopjit.matmul(big_a, big_b, plan=TWO)  # compiled before the thread starts: it only runs kernels
@@ -287,13 +294,17 @@ def test_fork_while_another_thread_runs_a_kernel(tmp_path):
     def child():
         check_matmul(coopjit.matmul(A, B, plan=TWO), A, B, "child, 2-worker 512^3")
         check_close(coopjit.matmul(big_a, big_b, plan=TWO), ref, bound, "child, 2-worker 1024^3")
-    for i in range(3):
-        time.sleep(0.15 + 0.1 * i)
+    forks = []
+    for i in range(4):
+        time.sleep(0.1 + 0.07 * i)
+        forks.append(time.monotonic())
         in_child(child)
     stop.set()
     t.join()
     assert not errors, errors[0]
-    assert runs[0] >= 1
+    during = sum(any(t0 < f < t1 for t0, t1 in calls) for f in forks)
+    assert during >= 1, f"no fork landed during a kernel: forks {forks}, calls {calls}"
+    print(f"{during} of {len(forks)} forks while the other thread ran a kernel")
     print("DONE")
     """, tmp_path=tmp_path)
 
