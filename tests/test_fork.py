@@ -289,7 +289,7 @@ def test_fork_while_another_thread_runs_a_kernel(tmp_path):
         except BaseException as e:
             errors.append(e)
     coopjit.matmul(big_a, big_b, plan=TWO)  # compiled before the thread starts: it only runs kernels
-    t = threading.Thread(target=loop)
+    t = threading.Thread(target=loop, daemon=True)
     t.start()
     def child():
         check_matmul(coopjit.matmul(A, B, plan=TWO), A, B, "child, 2-worker 512^3")
@@ -508,5 +508,53 @@ def test_child_opens_a_device_its_parent_only_listed(tmp_path):
         assert np.allclose(v, want, rtol=2e-7, atol=1e-5), np.abs(v - want).max()
         check_matmul(coopjit.matmul(A, B, plan=TWO), A, B, "child, CPU")
     in_child(child)
+    print("DONE")
+    """, tmp_path=tmp_path)
+
+
+def test_fork_while_another_thread_holds_a_disk_cache_compile_lock(tmp_path):
+    # Another thread compiles new SPIR-V modules back to back through the disk cache, each under
+    # the key's compile lock (an flock on a .lock file). A child forked meanwhile must not keep a
+    # copy of that descriptor: it would hold the parent's lock for as long as the child lives,
+    # should the parent die. The child lists its descriptors.
+    run_script("""
+    from coopjit import spirv
+    from spirv_kernels import AXPY_INDEX
+    stop, spans, errors = threading.Event(), [], []
+    def loop():
+        i = 0
+        try:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                spirv.compile(AXPY_INDEX + f"\\n; variant {i}\\n")  # new text: a new key, compiled and stored
+                spans.append((t0, time.monotonic()))
+                i += 1
+        except BaseException as e:
+            errors.append(e)
+    def child():
+        fds = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                pass
+        locks = [p for p in fds.values() if p.endswith(".lock")]
+        assert not locks, f"the child holds the parent's compile locks: {locks}"
+        return len(fds)
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    forks = []
+    while len(spans) < 2 and t.is_alive():  # the first compiles (the backend's start) are done
+        time.sleep(0.01)
+    for i in range(8):
+        time.sleep(0.013 * (i + 1))
+        forks.append(time.monotonic())
+        in_child(child)
+    stop.set()
+    t.join()
+    assert not errors, errors[0]
+    during = sum(any(t0 < f < t1 for t0, t1 in spans) for f in forks)
+    assert during >= 1, f"no fork landed during a compile: forks {forks}, compiles {spans}"
+    print(f"{during} of {len(forks)} forks while the other thread compiled")
     print("DONE")
     """, tmp_path=tmp_path)
