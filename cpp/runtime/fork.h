@@ -5,10 +5,13 @@
 // stays locked forever. So:
 //   prepare (in the parent, before fork): takes the locks whose state the child needs consistent,
 //     in the order the code takes them: the CPU compile lock (so that no thread is inside LLVM's
-//     ORC JIT or halfway through a cache insert), the JIT's lock, the SPIR-V backend's lock, then
-//     the leaf locks of the caches (in-memory, device programs, devices, SPIR-V, tuned plans, the
-//     GEMM memo, the disk cache's state). The worker pool's locks are not taken: a fork during a
-//     launch does not wait for it.
+//     ORC JIT or halfway through a cache insert), the JIT's lock, the SPIR-V backend's lock, and
+//     the locks held only briefly and around no other (the maps of the in-memory caches, device
+//     programs and open devices, device discovery's (a discovery under way finishes first), the
+//     SPIR-V cache's, the tuned plans', the GEMM memo's, the disk cache's state); fork.cpp lists
+//     the order. The worker pool's locks are not taken: a fork during a launch does not
+//     wait for it. A fork thus waits at most for one compile (bounded by the disk cache's lock
+//     timeout when another process compiles the same key).
 //   parent (after fork, in the parent): releases them.
 //   child (after fork, in the child): releases them; gives the pool a fresh state (no threads: they
 //     start on the first multi-worker launch), closes the disk cache's compile-lock descriptors
