@@ -91,8 +91,12 @@ struct FastTypes {
 FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
   FastTypes r;
   if (da.byteorder() == '>' || db.byteorder() == '>') return r;
-  // ml_dtypes' types, looked up once (none when ml_dtypes is not installed).
-  static const std::array<py::object, 3> ml = [] {
+  // ml_dtypes' types, looked up once (none when ml_dtypes is not installed). Not a function-local
+  // static: importing ml_dtypes lets other threads run Python, and one of them calling matmul would
+  // wait on the static's guard holding the GIL that the import needs back (a deadlock seen with 8
+  // threads' first matmuls in test_threads); pybind's once-store waits with the GIL released.
+  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<std::array<py::object, 3>> ml_store;
+  const std::array<py::object, 3>& ml = ml_store.call_once_and_store_result([] {
     std::array<py::object, 3> out{py::none(), py::none(), py::none()};
     try {
       py::module_ m = py::module_::import("ml_dtypes");
@@ -101,7 +105,7 @@ FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
     } catch (const py::error_already_set&) {
     }
     return out;
-  }();
+  }).get_stored();
   auto byte = [](const py::dtype& d) { return (d.kind() == 'i' || d.kind() == 'u') && d.itemsize() == 1; };
   if (byte(da) && byte(db)) {
     r.a = da.kind() == 'i' ? ir::ScalarType::i8 : ir::ScalarType::u8;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "plan/gemm_plan.h"
+#include "runtime/fork.h"
 #include "runtime/kernel.h"
 #include "runtime/thread_pool.h"
 #include "target/cpu_info.h"
@@ -23,6 +24,7 @@ void bind_peak(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "coopjit C++ core: spec -> plan -> kernel IR -> LLVM -> machine code";
+  coopjit::fork_safety::install();  // a forked child gets a fresh worker pool and sane locks
   static py::exception<coopjit::VerifyError> verify_error(m, "VerifyError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -7,11 +7,13 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <new>
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/simt_lower.h"
@@ -185,6 +187,22 @@ std::vector<std::shared_ptr<const DeviceProgram>> device_programs() {
   std::vector<std::shared_ptr<const DeviceProgram>> out;
   for (const auto& [key, p] : cache().entries) out.push_back(p);
   return out;
+}
+
+// runtime/fork.h. The map consistent across fork(); the child gets new compile and launch locks
+// instead of waiting for those of the parent's threads (held across a SPIR-V compile or a device
+// launch, which the fork does not wait for): they guard no data, only take turns.
+void device_program_fork(fork_safety::Phase phase) {
+  Cache& c = cache();
+  if (phase == fork_safety::Phase::prepare) {
+    c.mu.lock();
+    return;
+  }
+  if (phase == fork_safety::Phase::child) {
+    new (&c.compile_mu) std::mutex();
+    new (&c.launch_mu) std::mutex();
+  }
+  c.mu.unlock();
 }
 
 DeviceCacheStats device_cache_stats() {

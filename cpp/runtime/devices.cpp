@@ -8,7 +8,10 @@
 #include <map>
 #include <mutex>
 
+#include <unistd.h>
+
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "runtime/level_zero.h"
 #include "runtime/opencl.h"
 
@@ -16,6 +19,17 @@ namespace coopjit {
 namespace {
 
 std::atomic<int64_t> g_live_allocations{0};
+
+// A device (and what was made on it) used in a child of fork(): the runtime's threads and the
+// driver's state stay in the parent, so the context cannot work here (Intel's OpenCL runtime
+// would wait forever for its worker threads).
+void check_process(const std::string& device, const std::string& backend, long owner) {
+  if (::getpid() == owner) return;
+  throw DeviceError(cat(device, ": its ", backend == "opencl" ? "OpenCL" : "Level Zero",
+                        " context was created before fork() (in process ", owner, "), and this forked child (process ",
+                        static_cast<long>(::getpid()), ") cannot use it. Open devices in the child only (before it, the parent may "
+                        "only list them), or start worker processes with multiprocessing's 'spawn' or 'forkserver' method"));
+}
 
 DeviceInfo from_opencl(const opencl::DeviceProps& p, int index) {
   DeviceInfo d;
@@ -77,32 +91,45 @@ struct Registry {
   std::vector<BackendStatus> status;
 };
 
+Registry discover_devices() {
+  Registry reg;
+  BackendStatus cls{"opencl", 0, "", {}};
+  opencl::available(&cls.status);
+  for (auto& d : opencl::all_devices()) {
+    std::string why = opencl::unusable_reason(d.props);
+    if (!why.empty()) {
+      cls.rejected.push_back(d.props.name + " (" + d.props.platform + "): " + why);
+      continue;
+    }
+    reg.infos.push_back(from_opencl(d.props, static_cast<int>(reg.cl.size())));
+    reg.cl.push_back(d);
+  }
+  if (cls.status.empty() && reg.cl.empty() && cls.rejected.empty())
+    cls.status = "the OpenCL ICD loader lists no platform (no ICD registered in /etc/OpenCL/vendors or $OCL_ICD_VENDORS)";
+  cls.usable = static_cast<int>(reg.cl.size());
+  const level_zero::Discovery& z = level_zero::discover();
+  for (auto& d : z.devices) {
+    reg.infos.push_back(from_level_zero(d.props, static_cast<int>(reg.ze.size())));
+    reg.ze.push_back(d);
+  }
+  reg.status = {cls, BackendStatus{"level_zero", static_cast<int>(reg.ze.size()), z.status, {}}};
+  return reg;
+}
+
+// Discovery runs once, under this lock rather than a function-local static's guard, so that
+// fork() can wait for a discovery under way in another thread (devices_fork) instead of leaving
+// the child a guard that never opens.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::atomic<const Registry*> g_registry{nullptr};
+
 const Registry& registry() {
-  static const Registry r = [] {
-    Registry reg;
-    BackendStatus cls{"opencl", 0, "", {}};
-    opencl::available(&cls.status);
-    for (auto& d : opencl::all_devices()) {
-      std::string why = opencl::unusable_reason(d.props);
-      if (!why.empty()) {
-        cls.rejected.push_back(d.props.name + " (" + d.props.platform + "): " + why);
-        continue;
-      }
-      reg.infos.push_back(from_opencl(d.props, static_cast<int>(reg.cl.size())));
-      reg.cl.push_back(d);
-    }
-    if (cls.status.empty() && reg.cl.empty() && cls.rejected.empty())
-      cls.status = "the OpenCL ICD loader lists no platform (no ICD registered in /etc/OpenCL/vendors or $OCL_ICD_VENDORS)";
-    cls.usable = static_cast<int>(reg.cl.size());
-    const level_zero::Discovery& z = level_zero::discover();
-    for (auto& d : z.devices) {
-      reg.infos.push_back(from_level_zero(d.props, static_cast<int>(reg.ze.size())));
-      reg.ze.push_back(d);
-    }
-    reg.status = {cls, BackendStatus{"level_zero", static_cast<int>(reg.ze.size()), z.status, {}}};
-    return reg;
-  }();
-  return r;
+  if (const Registry* r = g_registry.load(std::memory_order_acquire)) return *r;
+  std::lock_guard<std::mutex> g(registry_mutex());
+  if (!g_registry.load(std::memory_order_relaxed)) g_registry.store(new Registry(discover_devices()), std::memory_order_release);
+  return *g_registry.load(std::memory_order_relaxed);
 }
 
 /// Parses "opencl:N" / "level_zero:N" into the backend and N.
@@ -132,12 +159,18 @@ std::string missing_device(const std::string& name, const std::string& backend, 
 
 // ---- one adapter for both runtimes ----------------------------------------------------------
 
+const char* backend_of(const opencl::Context&) { return "opencl"; }
+const char* backend_of(const level_zero::Context&) { return "level_zero"; }
+
 template <class Kern>
 class KernelAdapter : public DeviceKernel {
  public:
-  KernelAdapter(std::shared_ptr<Kern> k, std::function<void()> sync) : k_(std::move(k)), sync_(std::move(sync)) {}
+  KernelAdapter(std::shared_ptr<Kern> k, std::function<void()> sync, std::string device, std::string backend, long owner)
+      : k_(std::move(k)), sync_(std::move(sync)), device_(std::move(device)), backend_(std::move(backend)), owner_(owner) {}
   void launch(const std::vector<KernelArg>& args, int dims, const std::array<size_t, 3>& global,
               const std::array<size_t, 3>& local) override {
+    // Before mu_, which a parent's thread may have held at the fork.
+    check_process(device_, backend_, owner_);
     if (dims < 1 || dims > 3) throw UserError(cat("a launch has 1 to 3 dimensions, not ", dims));
     std::lock_guard<std::mutex> lock(mu_);  // arguments and launch belong together
     for (size_t i = 0; i < args.size(); ++i) {
@@ -153,21 +186,28 @@ class KernelAdapter : public DeviceKernel {
  private:
   std::shared_ptr<Kern> k_;
   std::function<void()> sync_;
+  std::string device_, backend_;
+  long owner_;
   std::mutex mu_;
 };
 
 template <class Prog>
 class ModuleAdapter : public DeviceModule {
  public:
-  ModuleAdapter(std::shared_ptr<Prog> p, std::function<void()> sync) : p_(std::move(p)), sync_(std::move(sync)) {}
+  ModuleAdapter(std::shared_ptr<Prog> p, std::function<void()> sync, std::string device)
+      : p_(std::move(p)), sync_(std::move(sync)), device_(std::move(device)) {}
   std::shared_ptr<DeviceKernel> kernel(const std::string& name) override {
-    return std::make_shared<KernelAdapter<typename decltype(p_->kernel(name))::element_type>>(p_->kernel(name), sync_);
+    const auto& ctx = *p_->context();
+    check_process(device_, backend_of(ctx), ctx.owner_pid());
+    return std::make_shared<KernelAdapter<typename decltype(p_->kernel(name))::element_type>>(
+        p_->kernel(name), sync_, device_, backend_of(ctx), ctx.owner_pid());
   }
   std::string build_log() const override { return p_->build_log(); }
 
  private:
   std::shared_ptr<Prog> p_;
   std::function<void()> sync_;
+  std::string device_;
 };
 
 void wait(opencl::Context& c) { c.finish(); }
@@ -178,14 +218,23 @@ class DeviceAdapter : public Device {
  public:
   DeviceAdapter(DeviceInfo info, std::shared_ptr<Ctx> ctx) : info_(std::move(info)), ctx_(std::move(ctx)) {}
   const DeviceInfo& info() const override { return info_; }
-  void* alloc_shared(size_t bytes, size_t alignment) override { return ctx_->alloc_shared(bytes, alignment); }
-  void free_shared(void* ptr) override { ctx_->free_shared(ptr); }
+  void* alloc_shared(size_t bytes, size_t alignment) override {
+    check();
+    return ctx_->alloc_shared(bytes, alignment);
+  }
+  void free_shared(void* ptr) override { ctx_->free_shared(ptr); }  // a no-op in a forked child
   std::shared_ptr<DeviceModule> load_spirv(const std::string& spirv) override {
+    check();
     auto prog = ctx_->build(spirv);
     auto ctx = ctx_;
-    return std::make_shared<ModuleAdapter<typename decltype(prog)::element_type>>(prog, [ctx] { wait(*ctx); });
+    return std::make_shared<ModuleAdapter<typename decltype(prog)::element_type>>(prog, [ctx] { wait(*ctx); },
+                                                                                  info_.name);
   }
-  void synchronize() override { wait(*ctx_); }
+  void synchronize() override {
+    check();
+    wait(*ctx_);
+  }
+  void check() const override { check_process(info_.name, info_.backend, ctx_->owner_pid()); }
 
  private:
   DeviceInfo info_;
@@ -206,15 +255,36 @@ const DeviceInfo& device_info(const std::string& name) {
   throw DeviceError(missing_device(name, backend, count));
 }
 
-std::shared_ptr<Device> open_device(const std::string& name) {
+namespace {
+std::mutex& open_mutex() {
   static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
+// runtime/fork.h: discovery finished and the map of open devices consistent in the child (a
+// context being created in another thread: the fork waits for it).
+void devices_fork(fork_safety::Phase phase) {
+  if (phase == fork_safety::Phase::prepare) {
+    registry_mutex().lock();  // a discovery under way (it runs the runtimes' loaders)
+    open_mutex().lock();
+  } else {
+    open_mutex().unlock();
+    registry_mutex().unlock();
+  }
+}
+
+std::shared_ptr<Device> open_device(const std::string& name) {
   // Never destroyed: at process exit the runtimes may already be gone (objects that Python still
   // holds then are left to the operating system).
   static auto& open = *new std::map<std::string, std::shared_ptr<Device>>();
   const DeviceInfo& info = device_info(name);  // throws for a bad or missing name
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(open_mutex());
   auto& slot = open[name];
-  if (slot) return slot;
+  if (slot) {
+    slot->check();  // opened before a fork(): DeviceError in the child
+    return slot;
+  }
   size_t index = parse_name(name).second;
   if (info.backend == "opencl")
     slot = std::make_shared<DeviceAdapter<opencl::Context>>(info, opencl::Context::create(registry().cl.at(index)));

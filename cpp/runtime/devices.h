@@ -74,6 +74,9 @@ class Device {
   /// Builds a SPIR-V module; DeviceError with the driver's build log when it fails.
   virtual std::shared_ptr<DeviceModule> load_spirv(const std::string& spirv) = 0;
   virtual void synchronize() = 0;
+  /// DeviceError when this process is a child of fork() and the device was opened before it
+  /// (the runtime's context does not survive fork()); every operation but free_shared checks.
+  virtual void check() const = 0;
 };
 
 /// The device (one context and queue per device and process, created on first use).

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include "core/build_id.h"
 #include "core/error.h"
 #include "core/xxh64.h"
+#include "runtime/fork.h"
 #include "runtime/kernel.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +41,7 @@ struct State {
   std::mutex mu;
   std::string dir;  // the kernels/ folder; "" when disabled
   Stats stats;
+  std::set<int*> lock_fds;  // the descriptors of the live CompileLocks (closed in a forked child)
 };
 State& state() {
   static State s;
@@ -308,6 +311,10 @@ CompileLock::CompileLock(const std::string& kind, const std::string& key, double
   const std::string path = d + "/" + file_stem(kind, key) + ".lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) return;
+  {
+    std::lock_guard<std::mutex> g(state().mu);
+    state().lock_fds.insert(&fd_);
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
   count(&Stats::lock_waits);
   note("waiting for another process compiling " + key);
@@ -320,12 +327,20 @@ CompileLock::CompileLock(const std::string& kind, const std::string& key, double
   }
   note(cat("gave up waiting after ", timeout_s, " s: compiling ", key, " anyway"));
   count(&Stats::lock_timeouts);
+  {
+    std::lock_guard<std::mutex> g(state().mu);
+    state().lock_fds.erase(&fd_);
+  }
   ::close(fd_);
   fd_ = -1;
 }
 
 CompileLock::~CompileLock() {
   if (fd_ >= 0) {
+    {
+      std::lock_guard<std::mutex> g(state().mu);
+      state().lock_fds.erase(&fd_);
+    }
     ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
@@ -370,3 +385,29 @@ int64_t clear() {
 }
 
 }  // namespace coopjit::disk_cache
+
+namespace coopjit {
+
+// runtime/fork.h. The state consistent across fork(). In the child, the compile locks of the
+// parent's threads: an flock lock belongs to the open file description, which the child's copy
+// of the descriptor shares, so the child must neither unlock it (that would release the parent's
+// lock) nor keep it open (a parent that dies would leave the key locked while the child lives).
+// Closing the child's copy does neither; those CompileLocks (on stacks of threads the child does
+// not have) are left with no descriptor.
+void disk_cache_fork(fork_safety::Phase phase) {
+  disk_cache::State& s = disk_cache::state();
+  if (phase == fork_safety::Phase::prepare) {
+    s.mu.lock();
+    return;
+  }
+  if (phase == fork_safety::Phase::child) {
+    for (int* fd : s.lock_fds) {
+      ::close(*fd);
+      *fd = -1;
+    }
+    s.lock_fds.clear();
+  }
+  s.mu.unlock();
+}
+
+}  // namespace coopjit

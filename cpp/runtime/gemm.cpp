@@ -7,6 +7,7 @@
 #include "lower/simd_lower.h"
 #include "target/cpu_jit.h"
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tuned_plans.h"
 #include "target/cpu_info.h"
@@ -80,10 +81,21 @@ struct MemoHash {
     return h;
   }
 };
+std::mutex& memo_mutex() {
+  static std::mutex mu;
+  return mu;
+}
 }  // namespace
 
+void gemm_memo_fork(fork_safety::Phase phase) {  // runtime/fork.h: the memo consistent in the child
+  if (phase == fork_safety::Phase::prepare)
+    memo_mutex().lock();
+  else
+    memo_mutex().unlock();
+}
+
 const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
-  static std::mutex mu;
+  std::mutex& mu = memo_mutex();
   static std::unordered_map<MemoKey, GemmKernel, MemoHash> memo;
   // Exactly what plan_gemm looks at besides the values passed at run time.
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |

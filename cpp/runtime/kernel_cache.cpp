@@ -14,6 +14,7 @@
 #include "ir/verifier.h"
 #include "lower/simd_lower.h"
 #include "runtime/disk_cache.h"
+#include "runtime/fork.h"
 #include "runtime/kernel.h"
 #include "target/cpu_info.h"
 #include "target/cpu_jit.h"
@@ -174,6 +175,19 @@ std::shared_ptr<const CompiledKernel> cached_kernel(ir::Function& f) {
     f.name = symbol;  // the user's function takes its JIT symbol
     return &f;
   });
+}
+
+// Before fork(): no compile under way (none is inside LLVM's JIT, or holds a disk compile lock)
+// and the map consistent; both released after it, in the parent and the child (runtime/fork.h).
+void kernel_cache_fork(fork_safety::Phase phase) {
+  Cache& c = cache();
+  if (phase == fork_safety::Phase::prepare) {
+    c.compile_mu.lock();
+    c.mu.lock();
+  } else {
+    c.mu.unlock();
+    c.compile_mu.unlock();
+  }
 }
 
 CacheStats cache_stats() {

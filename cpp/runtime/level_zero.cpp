@@ -3,6 +3,7 @@
 #include "runtime/level_zero.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -208,7 +209,9 @@ std::shared_ptr<Context> Context::create(const DeviceRef& device) {
   return std::shared_ptr<Context>(new Context(device));
 }
 
-Context::Context(const DeviceRef& device) : device_(device) {
+bool Context::foreign() const { return ::getpid() != pid_; }
+
+Context::Context(const DeviceRef& device) : device_(device), pid_(::getpid()) {
   const Api& a = api();
   ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
   check(a.zeContextCreate(device.driver, &cd, &ctx_), "zeContextCreate", device.props.name);
@@ -236,7 +239,9 @@ Context::Context(const DeviceRef& device) : device_(device) {
   }
 }
 
-Context::~Context() { release(); }
+Context::~Context() {
+  if (!foreign()) release();  // created before fork(): the parent's to release
+}
 
 void Context::release() {
   const Api& a = api();
@@ -256,7 +261,7 @@ void* Context::alloc_shared(size_t bytes, size_t alignment) {
 }
 
 void Context::free_shared(void* ptr) {
-  if (ptr) api().zeMemFree(ctx_, ptr);
+  if (ptr && !foreign()) api().zeMemFree(ctx_, ptr);
 }
 
 void Context::synchronize() {
@@ -294,7 +299,9 @@ std::shared_ptr<Program> Context::build(const std::string& spirv, const std::str
 Program::Program(std::shared_ptr<Context> ctx, ze_module_handle_t module, std::string build_log)
     : ctx_(std::move(ctx)), module_(module), log_(std::move(build_log)) {}
 
-Program::~Program() { api().zeModuleDestroy(module_); }
+Program::~Program() {
+  if (!ctx_->foreign()) api().zeModuleDestroy(module_);
+}
 
 std::shared_ptr<Kernel> Program::kernel(const std::string& name) {
   ze_kernel_desc_t kd{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, name.c_str()};
@@ -308,7 +315,9 @@ Kernel::Kernel(std::shared_ptr<Program> program, ze_kernel_handle_t kernel, std:
   api().zeKernelSetIndirectAccess(kernel_, ZE_KERNEL_INDIRECT_ACCESS_FLAG_SHARED);
 }
 
-Kernel::~Kernel() { api().zeKernelDestroy(kernel_); }
+Kernel::~Kernel() {
+  if (!program_->context()->foreign()) api().zeKernelDestroy(kernel_);
+}
 
 void Kernel::set_pointer(unsigned index, void* ptr) { set_value(index, &ptr, sizeof ptr); }
 

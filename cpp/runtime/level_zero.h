@@ -63,11 +63,16 @@ class Context : public std::enable_shared_from_this<Context> {
   ze_context_handle_t context() const { return ctx_; }
   ze_command_list_handle_t list() const { return list_; }
   ze_device_handle_t device() const { return device_.device; }
+  /// Whether this process is not the one that created the context (a child of fork()): nothing
+  /// of it is released here, and devices.cpp refuses it (as opencl::Context::foreign).
+  bool foreign() const;
+  long owner_pid() const { return pid_; }
 
  private:
   explicit Context(const DeviceRef& device);
   void release();
   DeviceRef device_;
+  long pid_ = 0;  // the process that created it
   ze_context_handle_t ctx_ = nullptr;
   ze_command_list_handle_t list_ = nullptr;
   ze_event_pool_handle_t pool_ = nullptr;

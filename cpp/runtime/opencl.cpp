@@ -3,6 +3,7 @@
 #include "runtime/opencl.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -220,7 +221,9 @@ std::shared_ptr<Context> Context::create(const DeviceRef& device) {
   return std::shared_ptr<Context>(new Context(device));
 }
 
-Context::Context(const DeviceRef& device) : device_(device) {
+bool Context::foreign() const { return ::getpid() != pid_; }
+
+Context::Context(const DeviceRef& device) : device_(device), pid_(::getpid()) {
   const Api& a = loaded();
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device.platform), 0};
   cl_int rc = CL_SUCCESS;
@@ -241,6 +244,7 @@ Context::Context(const DeviceRef& device) : device_(device) {
 }
 
 Context::~Context() {
+  if (foreign()) return;  // created before fork(): the parent's to release
   const Api& a = api();
   if (queue_) a.clReleaseCommandQueue(queue_);
   if (ctx_) a.clReleaseContext(ctx_);
@@ -263,7 +267,7 @@ void* Context::alloc_shared(size_t bytes, size_t alignment) {
 }
 
 void Context::free_shared(void* ptr) {
-  if (!ptr) return;
+  if (!ptr || foreign()) return;
   if (usm_)
     reinterpret_cast<clMemBlockingFreeINTEL_fn>(mem_free_)(ctx_, ptr);
   else
@@ -298,7 +302,9 @@ std::shared_ptr<Program> Context::build(const std::string& spirv, const std::str
 Program::Program(std::shared_ptr<Context> ctx, cl_program program, std::string build_log)
     : ctx_(std::move(ctx)), program_(program), log_(std::move(build_log)) {}
 
-Program::~Program() { api().clReleaseProgram(program_); }
+Program::~Program() {
+  if (!ctx_->foreign()) api().clReleaseProgram(program_);
+}
 
 std::shared_ptr<Kernel> Program::kernel(const std::string& name) {
   cl_int rc = CL_SUCCESS;
@@ -315,7 +321,9 @@ Kernel::Kernel(std::shared_ptr<Program> program, cl_kernel kernel, std::string n
   }
 }
 
-Kernel::~Kernel() { api().clReleaseKernel(kernel_); }
+Kernel::~Kernel() {
+  if (!program_->context()->foreign()) api().clReleaseKernel(kernel_);
+}
 
 void Kernel::set_pointer(unsigned index, void* ptr) {
   const Context& c = *program_->context();

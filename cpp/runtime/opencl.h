@@ -76,10 +76,16 @@ class Context : public std::enable_shared_from_this<Context> {
   cl_command_queue queue() const { return queue_; }
   cl_device_id device() const { return device_.device; }
   bool uses_usm() const { return usm_; }
+  /// Whether this process is not the one that created the context (a child of fork(), where the
+  /// runtime's threads and driver state are gone): the context, its programs, kernels and
+  /// allocations are then never released here (left to the parent), and devices.cpp refuses it.
+  bool foreign() const;
+  long owner_pid() const { return pid_; }
 
  private:
   explicit Context(const DeviceRef& device);
   DeviceRef device_;
+  long pid_ = 0;  // the process that created it
   cl_context ctx_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool usm_ = false;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/xxh64.h"
 #include "runtime/disk_cache.h"
+#include "runtime/fork.h"
 
 namespace coopjit {
 namespace {
@@ -52,6 +53,13 @@ SpirvResult cached_spirv(const std::string& llvm_ir, const SpirvOptions& options
   std::lock_guard<std::mutex> g(mu);
   ++(from_disk ? stats.disk_loads : stats.compiles);
   return r;
+}
+
+void spirv_cache_fork(fork_safety::Phase phase) {
+  if (phase == fork_safety::Phase::prepare)
+    mu.lock();
+  else
+    mu.unlock();
 }
 
 SpirvCacheStats spirv_cache_stats() {

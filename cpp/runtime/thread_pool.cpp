@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/fork.h"
 
 namespace coopjit {
 
@@ -99,9 +100,33 @@ ThreadPool::ThreadPool() : impl_(new Impl) {
   }
 }
 
+namespace {
+std::atomic<ThreadPool*> g_pool{nullptr};  // for the fork handler: the pool, once created
+}
+
 ThreadPool& ThreadPool::get() {
-  static ThreadPool* pool = new ThreadPool();  // never destroyed: its threads are detached
+  static ThreadPool* pool = [] {
+    auto* p = new ThreadPool();  // never destroyed: its threads are detached
+    g_pool.store(p, std::memory_order_release);
+    return p;
+  }();
   return *pool;
+}
+
+void ThreadPool::after_fork_in_child() {
+  // The child has none of the pool's threads, and the old state may be mid-launch: its mutexes
+  // held by threads that do not exist here, pending counting workers that will never finish.
+  // Leave it (leaked: a few hundred bytes per fork) and start from a fresh one; the threads
+  // start on the first launch that needs them. The size (set_num_threads) carries over.
+  Impl* fresh = new Impl;
+  fresh->size = impl_->size;  // read without mu: no other thread exists in the child
+  impl_ = fresh;
+}
+
+void thread_pool_fork(fork_safety::Phase phase) {
+  // Nothing before the fork, nor in the parent: a fork does not wait for a running launch.
+  if (phase != fork_safety::Phase::child) return;
+  if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) p->after_fork_in_child();
 }
 
 int ThreadPool::size() const {

@@ -17,6 +17,8 @@ class ThreadPool {
   /// when all are done. Launches are serialized: Stream-K workers wait for each other, so all
   /// of one launch's workers must run together.
   void run(int workers, const std::function<void(int)>& fn);
+  /// In a forked child (runtime/fork.h): forgets the parent's threads and launch state.
+  void after_fork_in_child();
 
  private:
   ThreadPool();

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "runtime/kernel.h"
 #include "runtime/thread_pool.h"
 
@@ -34,6 +35,13 @@ std::string gemm_signature(const GemmSpec& s) {
                                 : cat(ir::name(s.a_type), "x", ir::name(s.b_type), "->", ir::name(s.c_type));
   return cat("gemm ", types, " ", s.M, "x", s.N, "x", s.K, " batch ", s.batch1 * s.batch2, " unit ",
              unit.empty() ? "none" : unit, s.accumulate ? " beta" : "", " pool ", ThreadPool::get().size());
+}
+
+void tuned_plans_fork(fork_safety::Phase phase) {
+  if (phase == fork_safety::Phase::prepare)
+    table().mu.lock();
+  else
+    table().mu.unlock();
 }
 
 void set_tuned_plan(const std::string& signature, const PlanOverrides& overrides) {

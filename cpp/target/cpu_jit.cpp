@@ -23,6 +23,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "target/amx_emulation.h"
 #include "target/cpu_info.h"
 
@@ -150,6 +151,13 @@ extern "C" float coopjit_extendhfsf2(float h_in_low_bits) {
   return f;
 }
 
+// Held while the JIT is created or links an object, and across fork() (runtime/fork.h), so that a
+// child never inherits the ORC session halfway through a link.
+std::mutex& jit_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 llvm::orc::LLJIT& jit() {
   static std::unique_ptr<llvm::orc::LLJIT> instance = [] {
     auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(host_machine()).create();
@@ -236,6 +244,7 @@ JitResult jit_compile(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm
 }
 
 void* jit_load_object(const std::string& object, const std::string& symbol) {
+  std::lock_guard<std::mutex> lock(jit_mutex());
   auto& j = jit();
   // One library per object: a kernel linked again after cache_clear(), or objects of other
   // processes that chose the same symbol, never collide.
@@ -249,6 +258,13 @@ void* jit_load_object(const std::string& object, const std::string& symbol) {
   auto addr = j.lookup(*jd, symbol);
   if (!addr) throw InternalError("JIT lookup of " + symbol + " failed: " + to_string(addr.takeError()));
   return addr->toPtr<void*>();
+}
+
+void jit_fork(fork_safety::Phase phase) {
+  if (phase == fork_safety::Phase::prepare)
+    jit_mutex().lock();
+  else
+    jit_mutex().unlock();
 }
 
 std::string emit_assembly(const std::string& llvm_ir) {

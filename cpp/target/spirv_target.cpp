@@ -30,6 +30,7 @@
 #include <llvm/Target/TargetOptions.h>
 
 #include "core/error.h"
+#include "runtime/fork.h"
 #include "runtime/kernel.h"
 #include "target/spirv_tools.h"
 
@@ -176,7 +177,11 @@ void write_all(int fd, const std::string& data) {
 SpirvResult run_in_child(const std::function<SpirvResult()>& fn) {
   int fds[2];
   if (::pipe(fds) != 0) throw InternalError(cat("compile_spirv: pipe failed: ", std::strerror(errno)));
-  pid_t pid = ::fork();
+  pid_t pid;
+  {
+    fork_safety::InternalFork internal;  // the child only runs the backend: coopjit's fork handlers stay out
+    pid = ::fork();
+  }
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
@@ -258,6 +263,13 @@ SpirvResult compile_spirv(llvm::Module& module, const SpirvOptions& options) {
   if (debug_enabled("llvm")) std::cerr << "[coopjit] LLVM IR for SPIR-V after O" << options.opt_level << ":\n" << r.optimized_ir;
   if (debug_enabled("spirv")) std::cerr << "[coopjit] SPIR-V:\n" << spirv_disassemble(r.binary);
   return r;
+}
+
+void spirv_backend_fork(fork_safety::Phase phase) {  // runtime/fork.h
+  if (phase == fork_safety::Phase::prepare)
+    backend_mutex().lock();
+  else
+    backend_mutex().unlock();
 }
 
 SpirvResult compile_spirv_ir(const std::string& llvm_ir, const SpirvOptions& options) {

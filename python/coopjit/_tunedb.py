@@ -24,6 +24,15 @@ FILE = "tuning.json"
 LOCK_TIMEOUT_S = 10.0
 
 _mu = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at the fork; it does not exist in the child.
+    global _mu
+    _mu = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _entries: dict = {}  # the database as last read or written by this process
 _machine: str | None = None
 
@@ -116,7 +125,11 @@ def _locked(p: str | None):
                 time.sleep(0.01)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        # Unlocked explicitly: closing releases an flock lock only when every copy of the
+        # descriptor is closed, and a child forked meanwhile holds one.
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def _apply(entries: dict) -> None:
