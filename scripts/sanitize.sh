@@ -37,11 +37,19 @@ TESTS=${SANITIZE_TESTS:-"tests/test_ir_ops.py tests/test_kernel_api.py tests/tes
 tests/test_gemm_correctness.py tests/test_gemm_errors.py tests/test_gemm_lowp.py tests/test_gemm_splits.py \
 tests/test_reduce.py tests/test_prepack.py tests/test_cache.py tests/test_spirv.py tests/test_simt_ops.py tests/test_cpp_units.py"}
 echo "sanitize: running $TESTS"
+# Reports go to files as well as stderr: a report ends the process, and pytest would lose what
+# it had captured of the failing test's stderr.
+REPORTS="$ROOT/reports"
+rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc \
-    ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86" \
-    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87" \
+    ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:log_path=$REPORTS/asan" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:log_path=$REPORTS/ubsan" \
     "$PYBIN" -m pytest $TESTS -q -p no:cacheprovider "$@"
 rc=$?
+if ls "$REPORTS"/* >/dev/null 2>&1; then
+  echo "sanitize: sanitizer reports:"; cat "$REPORTS"/*
+  [ $rc -eq 0 ] && rc=1
+fi
 if [ $rc -eq 5 ]; then echo "sanitize: pytest collected no tests: failing"; exit 1; fi
 [ $rc -eq 86 ] && echo "sanitize: AddressSanitizer reported an error (above)"
 [ $rc -eq 87 ] && echo "sanitize: UndefinedBehaviorSanitizer reported an error (above)"
