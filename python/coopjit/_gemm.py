@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _gpu
 from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
@@ -88,7 +89,7 @@ class PackedMatrix:
     # The A type a product with this B is planned for (int8 weights: s8 activations).
     _A_FOR_B = {"uint8": np.int8}
 
-    def __init__(self, b: np.ndarray, plan: dict | None = None, a_dtype=None):
+    def __init__(self, b: np.ndarray, plan: dict | None = None, a_dtype: DTypeLike | None = None) -> None:
         b = native_order(b)
         a_dtype = native_dtype(self._A_FOR_B.get(b.dtype.name, b.dtype) if a_dtype is None else a_dtype)
         try:
@@ -159,7 +160,7 @@ class PackedMatrix:
         return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns{vnni})"
 
 
-def prepack(b, plan: dict | None = None) -> PackedMatrix:
+def prepack(b: ArrayLike, plan: dict | None = None) -> PackedMatrix:
     """Packs the right-hand operand of matmul/gemm once, for a weight used in many products.
     `plan`: plan fields the packing and every product with it follow (for example
     {"amx": "emulated"}, or {"vnni": 1})."""
@@ -200,7 +201,9 @@ def _run(a2, b2, c2, alpha, beta, plan, types):
         c2[...] = target
 
 
-def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, device=None, plan=None):
+def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None, *, alpha: float = 1.0,
+         beta: float = 0.0, trans_a: bool = False, trans_b: bool = False, device: str | None = None,
+         plan: dict | None = None) -> np.ndarray:
     """c = alpha * op(a) @ op(b) + beta * c, with op(x) = x.T when trans_x; returns c.
 
     a and b are 2-D float32 or float64 arrays of one dtype, taken as they are (any strides,
@@ -326,7 +329,7 @@ def _batched(a, b, out, plan, types, device="cpu"):
         out[...] = C
 
 
-def cross_compile(a, b, *, cpu: str, plan=None, threads: int = 1) -> dict:
+def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = None, threads: int = 1) -> dict:
     """The kernel coopjit would build for a @ b (2-D operands; their dtypes, shapes and strides)
     on another x86 CPU, named as LLVM names it ("sapphirerapids", "graniterapids", "znver4",
     ...): {"config": the plan, "key", "ir": kernel IR, "llvm": optimized LLVM IR, "asm": its
@@ -349,7 +352,8 @@ def cross_compile(a, b, *, cpu: str, plan=None, threads: int = 1) -> dict:
     return _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
 
 
-def matmul(a, b, *, out=None, device=None, plan=None):
+def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None, device: str | None = None,
+           plan: dict | None = None) -> np.ndarray | np.generic:
     """a @ b with numpy.matmul semantics (float32 or float64): 1-D operands are promoted and
     their dim removed, N-D operands are stacks of matrices broadcast over the leading dims,
     computed in one kernel launch."""
@@ -462,7 +466,8 @@ class Kernel(KernelDisplay):
     it (or show it in Jupyter) for its plan.
     """
 
-    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype=None):
+    def __init__(self, m: int, n: int, k: int, dtype: DTypeLike, trans_a: bool, trans_b: bool, accumulate: bool,
+                 plan: dict | None, out_dtype: DTypeLike | None = None) -> None:
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
         self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
@@ -482,7 +487,8 @@ class Kernel(KernelDisplay):
         """The kernel as kernel IR ("ir"), optimized LLVM IR ("llvm") or host assembly ("asm")."""
         return self._core.source(kind)
 
-    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
+    def __call__(self, a: ArrayLike, b: ArrayLike, c: np.ndarray | None = None, *, alpha: float = 1.0,
+                 beta: float = 0.0) -> np.ndarray:
         # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
         # that the core does not check itself (strides, plan).
         if (type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a and not self.trans_b
@@ -522,8 +528,9 @@ class Kernel(KernelDisplay):
         )
 
 
-def compile_gemm(m, n, k, dtype=np.float32, *, trans_a=False, trans_b=False, accumulate=False,
-                 device=None, plan=None, out_dtype=None) -> Kernel:
+def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans_a: bool = False,
+                 trans_b: bool = False, accumulate: bool = False, device: str | None = None,
+                 plan: dict | None = None, out_dtype: DTypeLike | None = None) -> Kernel:
     """Compiles (or fetches from the cache) the GEMM kernel for one problem.
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _core
 from ._arrays import check_device, native_dtype, native_order
@@ -63,7 +64,8 @@ def _run(op, form, x2d, y, types, device="cpu"):
     _core.reduce2d(op, form, x2d, y, src, acc, out)
 
 
-def reduce(a, axis=None, op="sum", *, out=None, device=None):
+def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "sum", *, out: np.ndarray | None = None,
+           device: str | None = None) -> np.ndarray | np.generic:
     """The reduction `op` (sum, prod, min, max) of `a` over `axis` (None: all; an int; a tuple).
 
     NumPy's semantics: the result dtype follows numpy.sum / numpy.min (sums of integers are
@@ -164,7 +166,7 @@ def _np_of(ir_name: str) -> np.dtype:
     raise KeyError(ir_name)
 
 
-def reduce2x2(a, op="sum", *, out=None, device=None):
+def reduce2x2(a: ArrayLike, op: str = "sum", *, out: np.ndarray | None = None, device: str | None = None) -> np.ndarray:
     """The 2x2 reduction of SPV_NV_cooperative_matrix2: element (i, j) of the (rows/2, cols/2)
     result combines a[2i, 2j], a[2i+1, 2j], a[2i, 2j+1] and a[2i+1, 2j+1]. `a` is 2-D with even
     dimensions; dtypes and accumulation as in reduce()."""
