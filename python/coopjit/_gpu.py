@@ -1,8 +1,11 @@
-"""GEMM, reductions and user kernels on SPIR-V devices ("opencl:N", "level_zero:N").
+"""GEMM, reductions and user kernels on GPU devices ("opencl:N", "level_zero:N", "cuda:N").
 
-The kernels read and write device-visible memory (USM shared / fine-grain SVM). Arrays made by
-coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied into such memory
-for the call (inputs) and copied back after it (outputs), so NumPy arrays go in and come back.
+On SPIR-V devices the kernels read and write device-visible memory (USM shared / fine-grain SVM).
+Arrays made by coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied
+into such memory for the call (inputs) and copied back after it (outputs), so NumPy arrays go in
+and come back. On CUDA devices, whose memory the host cannot touch, each host array a kernel
+reads is copied (the bytes its view spans, so its strides stay as they are) into device memory
+for the launch, and those it writes are copied back after it (_Staging).
 """
 from __future__ import annotations
 
@@ -10,6 +13,61 @@ import numpy as np
 
 from . import _core
 from .devices import empty, shared_buffer
+
+
+_HOST_VISIBLE: dict[str, bool] = {}
+
+
+def host_visible(device: str) -> bool:
+    """Whether the host reads `device`'s kernel memory directly (SPIR-V devices; not CUDA)."""
+    if device not in _HOST_VISIBLE:
+        _HOST_VISIBLE[device] = device.startswith("target:") or _core.device_info(device)["memory"] != "device"
+    return _HOST_VISIBLE[device]
+
+
+def _whole(x: np.ndarray) -> bool:
+    return all(s % x.itemsize == 0 for s in x.strides)
+
+
+def _byte_span(x: np.ndarray) -> tuple[int, int]:
+    """[lo, hi): the host bytes the elements of view x lie in."""
+    lo = hi = _address(x)
+    for n, s in zip(x.shape, x.strides):
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi + x.itemsize
+
+
+class _Staging:
+    """Device copies of host arrays for one launch on a device the host cannot touch (CUDA):
+    address(x) copies the bytes x spans into device memory and gives the address of x's first
+    element there (strides unchanged); finish() copies those written back. On host-visible
+    devices address() is the array's own address."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.copies = not host_visible(device)
+        self._keep, self._back = [], []
+
+    def address(self, x: np.ndarray, write: bool = False) -> int:
+        if not self.copies:
+            return _address(x)
+        if x.size == 0:
+            return 0
+        lo, hi = _byte_span(x)
+        buf = _core.alloc_device(self.device, hi - lo)
+        buf.upload(lo, hi - lo)  # outputs too: the bytes between a view's elements come back unchanged
+        self._keep.append(buf)
+        if write:
+            self._back.append((buf, lo, hi - lo))
+        return buf.address + (_address(x) - lo)
+
+    def finish(self):
+        for buf, lo, n in self._back:
+            buf.download(lo, n)
+        self._keep, self._back = [], []
 
 
 def _on_device(x: np.ndarray, device: str) -> bool:
@@ -23,8 +81,11 @@ def _address(x: np.ndarray) -> int:
 
 def to_device(x: np.ndarray, device: str) -> np.ndarray:
     """`x` itself when it lives in `device`'s shared memory with whole-element strides, else a
-    copy there (C order)."""
-    if _on_device(x, device) and all(s % x.itemsize == 0 for s in x.strides):
+    copy there (C order). On devices the host cannot touch (CUDA): x itself in host memory (copied
+    at launch by _Staging), or a C-order copy when its strides are not whole elements."""
+    if not host_visible(device):
+        return x if _whole(x) else np.ascontiguousarray(x)
+    if _on_device(x, device) and _whole(x):
         return x
     d = empty(x.shape, x.dtype, device=device)
     if x.size:
@@ -39,7 +100,9 @@ class _Output:
     def __init__(self, out: np.ndarray, device: str, read: bool, *others):
         self.out = out
         aliased = any(np.may_share_memory(out, o) for o in others)
-        if _on_device(out, device) and not aliased and all(s % out.itemsize == 0 for s in out.strides):
+        if not host_visible(device):  # written into a device copy by _Staging, back to out's memory
+            self.dev = out if _whole(out) else np.array(out) if read else np.empty(out.shape, out.dtype)
+        elif _on_device(out, device) and not aliased and all(s % out.itemsize == 0 for s in out.strides):
             self.dev = out
         else:
             self.dev = empty(out.shape, out.dtype, device=device)
@@ -54,6 +117,10 @@ class _Output:
 
 def _strides(x: np.ndarray) -> list[int]:
     return [s // x.itemsize for s in x.strides]
+
+
+def _default_source(device: str) -> str:
+    return "ptx" if device.startswith(("cuda:", "target:sm_")) else "spirv"
 
 
 # ---- GEMM -------------------------------------------------------------------------------------------
@@ -87,7 +154,9 @@ def gemm(a, b, c, alpha, beta, types, device, plan=None):
     out = _Output(c, device, beta != 0.0, a, b)
     shape, strides = _gemm_operands(A, B, out.dev)
     k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan))
-    k.run(list(types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+    st = _Staging(device)
+    k.run(list(types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True), alpha, beta)
+    st.finish()
     return out.finish()
 
 
@@ -114,9 +183,10 @@ class GpuKernel:
         """The plan as a dict (layout, tile, subgroup size, work-group shape, ...)."""
         return dict(self._core.config)
 
-    def source(self, kind: str = "spirv") -> str:
-        """"spirv" (the disassembly), "ir" (the kernel IR) or "llvm" (what the SPIR-V backend got)."""
-        return self._core.source(kind)
+    def source(self, kind: str | None = None) -> str:
+        """"spirv" (the disassembly) or "ptx" (NVIDIA devices; the default there), "ir" (the
+        kernel IR) or "llvm" (what the SPIR-V / NVPTX backend got)."""
+        return self._core.source(kind or _default_source(self.device))
 
     @property
     def spirv(self) -> bytes:
@@ -138,7 +208,10 @@ class GpuKernel:
         A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(c, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
-        self._core.run(list(self._types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+        st = _Staging(self.device)
+        self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
+                       alpha, beta)
+        st.finish()
         return out.finish()
 
     def __repr__(self):
@@ -159,7 +232,10 @@ def reduce2d(op, form, x2d, y, types, device):
         sy = _strides(Y)
     else:
         sy = [0, _strides(Y)[0]]
-    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], _address(X), _address(Y))
+    st = _Staging(device)
+    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], st.address(X),
+                            st.address(Y, True))
+    st.finish()
     out.finish()
     return prog
 
@@ -178,16 +254,18 @@ class DeviceCustomKernel:
         if len(args) != len(params):
             raise ValueError(f"the kernel takes {len(params)} arguments, got {len(args)}")
         values, outs = [], []
+        st = _Staging(self.device)
         for i, (a, t) in enumerate(zip(args, params)):
             if t.startswith("ptr<"):
                 if not isinstance(a, np.ndarray):
                     raise TypeError(f"argument {i} ({t}) must be a NumPy array, got {type(a).__name__}")
                 o = _Output(a, self.device, True)
                 outs.append(o)
-                values.append(_address(o.dev))
+                values.append(st.address(o.dev, a.flags.writeable))
             else:
                 values.append(a)
         self._p.launch(values, int(groups))
+        st.finish()
         for o in outs:
             if o.out.flags.writeable:
                 o.finish()
@@ -200,8 +278,8 @@ class DeviceCustomKernel:
     def work_group_size(self) -> int:
         return self._p.work_group_size
 
-    def source(self, kind: str = "spirv") -> str:
-        return self._p.source(kind)
+    def source(self, kind: str | None = None) -> str:
+        return self._p.source(kind or _default_source(self.device))
 
     @property
     def spirv(self) -> bytes:
