@@ -109,3 +109,24 @@ def test_tensor_cores_can_be_turned_off(ptxas, target):
 def test_unknown_target():
     with pytest.raises(ValueError, match="sm_80"):
         ptx.compile_gemm(8, 8, 8, target="sm_70")
+
+
+def test_ptx_disk_cache(tmp_path):
+    """A second process loads the PTX from the disk cache instead of running the NVPTX backend."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, coopjit, json; from coopjit import ptx, _core; "
+            "k = ptx.compile_gemm(40, 30, 20, np.float64, target='sm_80'); "
+            "print(json.dumps([_core.ptx_cache_stats(), len(k.source('ptx'))]))")
+    env = dict(os.environ, COOPJIT_CACHE_DIR=str(tmp_path))
+    env.pop("COOPJIT_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    import json
+
+    (first, n1), (second, n2) = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert first == {"compiles": 1, "disk_loads": 0}, first
+    assert second == {"compiles": 0, "disk_loads": 1}, second
+    assert n1 == n2 > 1000

@@ -9,6 +9,7 @@
 #include "runtime/device_program.h"
 #include "runtime/gpu_gemm.h"
 #include "runtime/gpu_reduce.h"
+#include "target/ptx_target.h"
 
 namespace py = pybind11;
 using namespace coopjit;
@@ -91,6 +92,13 @@ void bind_gpu(py::module_& m) {
     d["misses"] = s.misses;
     return d;
   }, "Counters of the SPIR-V device kernel cache.");
+  m.def("ptx_cache_stats", [] {
+    auto s = ptx_cache_stats();
+    py::dict d;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
+    return d;
+  }, "PTX modules compiled by LLVM's NVPTX backend and loaded from the disk cache in this process.");
 
   py::class_<PyGpuGemm>(m, "GpuGemmKernel")
       .def_property_readonly("config", [](const PyGpuGemm& k) { return k.k.plan.fields(); })

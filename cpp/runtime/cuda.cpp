@@ -3,6 +3,7 @@
 #include "runtime/cuda.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -115,10 +116,21 @@ void check(CUresult r, const char* what) {
   if (r != 0) throw DeviceError(cat("CUDA: ", what, " failed: ", error_text(r)));
 }
 
+/// The process that initialized the driver: CUDA does not survive fork(), so a child refuses.
+pid_t& driver_pid() {
+  static pid_t pid = 0;
+  return pid;
+}
+
 /// Makes a context current on this thread for a scope.
 class Current {
  public:
-  explicit Current(CUcontext c) { check(api().CtxPushCurrent(c), "cuCtxPushCurrent"); }
+  explicit Current(CUcontext c) {
+    if (getpid() != driver_pid())
+      throw DeviceError("CUDA: this process was forked from the one that initialized the CUDA driver; the driver "
+                        "cannot be used in a forked child (start the child with the 'spawn' method)");
+    check(api().CtxPushCurrent(c), "cuCtxPushCurrent");
+  }
   ~Current() {
     CUcontext c;
     api().CtxPopCurrent(&c);
@@ -260,6 +272,7 @@ const Discovery& discover() {
     Api& a = api();
     out.status = load(a);
     if (!out.status.empty()) return out;
+    driver_pid() = getpid();
     if (CUresult r = a.Init(0); r != 0) {
       out.status = "cuInit failed: " + error_text(r);
       return out;

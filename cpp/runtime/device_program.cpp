@@ -93,8 +93,12 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
         throw DeviceError(cat(device, ": its CUDA driver ", dv, " takes PTX ISA up to ", have / 10, ".", have % 10, "; ",
                               po.sm, " code needs ", need / 10, ".", need % 10, " (update the driver)"));
     }
-    if (debug_enabled("lower")) mod->print(llvm::errs(), nullptr);
-    PtxResult r = compile_ptx(*mod, po);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    mod->print(os, nullptr);
+    os.flush();
+    if (debug_enabled("lower")) std::cerr << "[coopjit] NVPTX lowering:\n" << text;
+    PtxResult r = cached_ptx(text, po);  // through the disk cache (kind "ptx")
     p->ptx = std::move(r.ptx);
     p->llvm_ir = std::move(r.optimized_ir);
     if (debug_enabled("asm")) std::cerr << "[coopjit] PTX:\n" << p->ptx;

@@ -3,18 +3,22 @@
 
 #include <mutex>
 
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/ErrorHandling.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
 #include "core/error.h"
+#include "core/xxh64.h"
+#include "runtime/disk_cache.h"
 
 extern "C" {
 void LLVMInitializeNVPTXTargetInfo();
@@ -117,6 +121,55 @@ PtxResult compile_ptx(llvm::Module& module, const PtxOptions& o) {
   }
   r.ptx.assign(out.begin(), out.end());
   return r;
+}
+
+PtxResult compile_ptx_ir(const std::string& llvm_ir, const PtxOptions& options) {
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic diag;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(llvm_ir, diag, ctx);
+  if (!m) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    diag.print("kernel.ll", os, false);
+    throw UserError("cannot parse the LLVM IR: " + msg);
+  }
+  return compile_ptx(*m, options);
+}
+
+namespace {
+std::mutex cache_mu;
+PtxCacheStats cache_stats;
+
+bool load_ptx_entry(const std::string& key, PtxResult& r) {
+  auto e = disk_cache::load("ptx", key);
+  if (!e || !e->blobs.count("ptx")) return false;
+  r.ptx = e->blobs["ptx"];
+  r.optimized_ir = e->blobs["llvm"];
+  return true;
+}
+}  // namespace
+
+PtxResult cached_ptx(const std::string& llvm_ir, const PtxOptions& o) {
+  const std::string key = cat("ptx ", o.sm, " isa ", o.ptx_version, " O", o.opt_level, " ir ", xxh64_hex(llvm_ir, 0),
+                              xxh64_hex(llvm_ir, 1), ":", llvm_ir.size());
+  PtxResult r;
+  bool from_disk = load_ptx_entry(key, r);
+  if (!from_disk) {
+    disk_cache::CompileLock lock("ptx", key, disk_cache::lock_timeout());
+    from_disk = lock.held() && load_ptx_entry(key, r);
+    if (!from_disk) {
+      r = compile_ptx_ir(llvm_ir, o);
+      disk_cache::store("ptx", key, {{{"kind", "PTX module"}, {"target", o.sm}}, {{"ptx", r.ptx}, {"llvm", r.optimized_ir}}});
+    }
+  }
+  std::lock_guard<std::mutex> g(cache_mu);
+  ++(from_disk ? cache_stats.disk_loads : cache_stats.compiles);
+  return r;
+}
+
+PtxCacheStats ptx_cache_stats() {
+  std::lock_guard<std::mutex> g(cache_mu);
+  return cache_stats;
 }
 
 }  // namespace coopjit

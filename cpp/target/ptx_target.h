@@ -30,6 +30,19 @@ struct PtxResult {
 /// fails (LLVM's fatal errors are turned into exceptions).
 PtxResult compile_ptx(llvm::Module& module, const PtxOptions& options = {});
 
+/// The same for a module given as LLVM IR text (the disk cache keeps PTX by that text).
+PtxResult compile_ptx_ir(const std::string& llvm_ir, const PtxOptions& options = {});
+
+/// compile_ptx_ir through the disk cache (kind "ptx"): compiled once per (IR, SM, PTX version,
+/// optimization level) on this machine, loaded from disk afterwards. The driver keeps its own
+/// cache of the machine code it JIT-compiles from PTX (~/.nv/ComputeCache).
+PtxResult cached_ptx(const std::string& llvm_ir, const PtxOptions& options = {});
+
+struct PtxCacheStats {
+  int64_t compiles = 0, disk_loads = 0;
+};
+PtxCacheStats ptx_cache_stats();
+
 /// The highest PTX ISA version (10 * major + minor) a CUDA driver of version `driver`
 /// (cuDriverGetVersion: 1000 * major + 10 * minor) JIT-compiles, from NVIDIA's PTX ISA release
 /// notes (CUDA 12.0: 8.0, ..., 12.8: 8.7, 12.9: 8.8, 13.0: 9.0); 0 for drivers older than 11.0.
