@@ -101,7 +101,9 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
                              : "no: low-precision inputs are widened on load"},
-          {"source", dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
+          {"source", nvidia ? std::string(mma ? "NVIDIA: warps of 32, mma.sync m16n8k16 fragments per the PTX ISA; tiles are the SIMT defaults, not yet sized from the SMs"
+                                              : "NVIDIA: warps of 32, FMAs; tiles are the SIMT defaults, not yet sized from the SMs")
+                   : dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
                           : "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
 }
 
@@ -181,6 +183,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // NVIDIA tensor cores for bf16 / f16 -> f32: K steps of one instruction's K (16).
   const bool mma_types = p.a_type == p.b_type && (p.a_type == ir::ScalarType::f16 || p.a_type == ir::ScalarType::bf16) &&
                          p.dtype == ir::ScalarType::f32;
+  p.nvidia = target.mma;
   p.mma = target.mma && mma_types && S == 32 ? 1 : 0;
   if (auto it = overrides.find("mma"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1) throw UserError(cat("plan override mma=", it->second, " must be 0 or 1"));

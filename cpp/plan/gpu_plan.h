@@ -86,6 +86,7 @@ struct GpuGemmPlan {
   bool accumulate = false;
   int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)
   int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
+  bool nvidia = false;  // planned for an NVIDIA GPU (cuda:N, target:sm_XX): warps of 32
   int mma = 0;      // mul_add on NVIDIA tensor cores (mma.sync m16n8k16, bf16 / f16 -> f32): 0 off, 1 on
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
