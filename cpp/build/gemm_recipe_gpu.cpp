@@ -15,6 +15,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   f.attrs["subgroups_per_group"] = int64_t(p.sg_m * p.sg_n);
   if (p.dpas) f.attrs["dpas"] = int64_t(p.dpas);
   if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
+  if (p.mma) f.attrs["mma"] = int64_t(p.mma);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };

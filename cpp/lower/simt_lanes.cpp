@@ -131,37 +131,12 @@ llvm::Value* SimtLowering::lane_in(uint64_t mask) {
   return b_.CreateICmpNE(bit, b_.getInt64(0));
 }
 
-// ---- subgroup built-ins ------------------------------------------------------------------------------
-namespace {
-// The OpenCL mangling of a shuffled type, or "" when it must travel as an i32.
-const char* mangled(llvm::Type* t) {
-  if (t->isFloatTy()) return "f";
-  if (t->isDoubleTy()) return "d";
-  if (t->isHalfTy()) return "Dh";
-  if (t->isIntegerTy(32)) return "i";
-  if (t->isIntegerTy(64)) return "l";
-  return "";
-}
-}  // namespace
+// ---- moves between lanes (the target's shuffles) ---------------------------------------------------
+llvm::Value* SimtLowering::shuffle(llvm::Value* x, llvm::Value* src_lane) { return target_.shuffle(b_, x, src_lane); }
 
-llvm::Value* SimtLowering::shuffle(llvm::Value* x, llvm::Value* src_lane) {
-  llvm::Type* t = x->getType();
-  if (!*mangled(t)) return b_.CreateTrunc(shuffle(b_.CreateZExt(x, b_.getInt32Ty()), src_lane), t);
-  return builtin(cat("_Z23intel_sub_group_shuffle", mangled(t), "j"), t, {x, src_lane}, true);
-}
+llvm::Value* SimtLowering::shuffle_xor(llvm::Value* x, int mask) { return target_.shuffle_xor(b_, x, mask); }
 
-llvm::Value* SimtLowering::shuffle_xor(llvm::Value* x, int mask) {
-  llvm::Type* t = x->getType();
-  if (!*mangled(t)) return b_.CreateTrunc(shuffle_xor(b_.CreateZExt(x, b_.getInt32Ty()), mask), t);
-  return builtin(cat("_Z27intel_sub_group_shuffle_xor", mangled(t), "j"), t, {x, b_.getInt32(mask)}, true);
-}
-
-llvm::Value* SimtLowering::broadcast(llvm::Value* x, int src_lane) {
-  llvm::Type* t = x->getType();
-  if (!*mangled(t)) return b_.CreateTrunc(broadcast(b_.CreateZExt(x, b_.getInt32Ty()), src_lane), t);
-  if (t->isHalfTy()) return shuffle(x, b_.getInt32(src_lane));
-  return builtin(cat("_Z19sub_group_broadcast", mangled(t), "j"), t, {x, b_.getInt32(src_lane)}, true);
-}
+llvm::Value* SimtLowering::broadcast(llvm::Value* x, int src_lane) { return target_.broadcast(b_, x, src_lane); }
 
 llvm::Value* SimtLowering::move(llvm::Value* x, const std::vector<int>& src) {
   bool any = false, ident = true, same = true;
@@ -190,7 +165,8 @@ llvm::Value* SimtLowering::move(llvm::Value* x, const std::vector<int>& src) {
     std::vector<llvm::Constant*> cs;
     for (int v : table) cs.push_back(b_.getInt32(v));
     g = new llvm::GlobalVariable(*mod_, arr, true, llvm::GlobalValue::InternalLinkage, llvm::ConstantArray::get(arr, cs),
-                                 cat("coopjit.lanes.", tables_.size()), nullptr, llvm::GlobalValue::NotThreadLocal, 2);
+                                 cat("coopjit.lanes.", tables_.size()), nullptr, llvm::GlobalValue::NotThreadLocal,
+                                 target_.constant_addrspace());
   }
   llvm::Value* idx = b_.CreateAlignedLoad(b_.getInt32Ty(), b_.CreateInBoundsGEP(arr, g, {b_.getInt64(0), lane64_}),
                                           llvm::Align(4));

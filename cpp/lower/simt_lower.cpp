@@ -21,8 +21,8 @@ SimtShape simt_shape(const Function& f) {
   return s;
 }
 
-SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx)
-    : f_(f), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
+SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx, const SimtTarget& target)
+    : f_(f), target_(target), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
   SimtShape s = simt_shape(f);
   S_ = s.subgroup_size;
   sgs_ = s.work_group_size / s.subgroup_size;
@@ -34,26 +34,30 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx)
   };
   dpas_mode_ = mode("dpas");
   block2d_mode_ = mode("block2d");
+  mma_mode_ = mode("mma");
   if (S_ < 1 || S_ > 64 || (S_ & (S_ - 1)))
     throw UserError(cat("SIMT lowering: subgroup_size ", S_, " must be a power of two in [1, 64]"));
+  if (!target_.subgroup_ok(S_))
+    throw UserError(cat("SIMT lowering for ", target_.name(), ": subgroup_size ", S_, " is not one the target runs (NVIDIA: 32)"));
+  if (mma_mode_ && !target_.tensor_cores())
+    throw UserError(cat("SIMT lowering for ", target_.name(), ": mma (mma.sync) is an NVIDIA tensor-core operation"));
+  if ((dpas_mode_ || block2d_mode_) && !target_.intel_subgroups())
+    throw UserError(cat("SIMT lowering for ", target_.name(), ": dpas / block2d are Intel GPU operations"));
 }
 
 std::unique_ptr<llvm::Module> SimtLowering::run() {
-  mod_->setTargetTriple(llvm::Triple(kSpirvTriple));
-  reject_i1_in_memory(f_, "SPIR-V devices");
+  mod_->setTargetTriple(llvm::Triple(target_.triple()));
+  reject_i1_in_memory(f_, "GPU devices");
   std::vector<llvm::Type*> params;
   for (const Value* p : f_.params) params.push_back(param_ty(p->type));
   auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, mod_.get());
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addFnAttr(llvm::Attribute::Convergent);
-  KernelShape shape;
-  shape.subgroup_size = S_;
-  shape.work_group_size = {S_ * sgs_, 1, 1};
-  mark_spirv_kernel(*fn_, shape);
+  target_.mark_kernel(*fn_, S_, S_ * sgs_);
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
-  lane_ = builtin("_Z22get_sub_group_local_idv", b_.getInt32Ty(), {});
+  lane_ = target_.lane_id(b_);
   lane64_ = b_.CreateZExt(lane_, b_.getInt64Ty(), "lane");
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const Value* p = f_.params[i];
@@ -102,7 +106,7 @@ LaneMap SimtLowering::lanes_of(const Type& t) {
 void SimtLowering::require_subgroup(const Op& o, const Type& t) {
   if (t.is_matrix() && t.scope != Scope::subgroup)
     throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", t.str(),
-                        ": only subgroup-scope matrices are supported on SPIR-V devices so far"));
+                        ": only subgroup-scope matrices are supported on GPUs so far"));
 }
 
 // ---- values ------------------------------------------------------------------------------------
@@ -184,33 +188,14 @@ llvm::Value* SimtLowering::lower_region(const Block& region, const std::vector<l
 // ---- built-ins and scalars -------------------------------------------------------------------------
 llvm::Value* SimtLowering::builtin(const std::string& name, llvm::Type* ret, const std::vector<llvm::Value*>& args,
                                    bool convergent) {
-  llvm::Function* fn = mod_->getFunction(name);
-  if (!fn) {
-    std::vector<llvm::Type*> types;
-    for (llvm::Value* a : args) types.push_back(a->getType());
-    fn = llvm::Function::Create(llvm::FunctionType::get(ret, types, false), llvm::Function::ExternalLinkage, name,
-                                mod_.get());
-    fn->setCallingConv(llvm::CallingConv::SPIR_FUNC);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    if (convergent) fn->addFnAttr(llvm::Attribute::Convergent);
-    else fn->setDoesNotAccessMemory();
-  }
-  llvm::CallInst* call = b_.CreateCall(fn, args);
-  call->setCallingConv(llvm::CallingConv::SPIR_FUNC);
-  return call;
+  COOPJIT_INTERNAL_ASSERT(target_.intel_subgroups(), "a SPIR-V built-in (", name, ") on ", target_.name());
+  return spirv_builtin(b_, name, ret, args, convergent);
 }
 
 llvm::Value* SimtLowering::work_id(const Op& o) {
-  const int dim = static_cast<int>(o.int_attr("dim", 0));
-  auto u32 = [&](const char* name) { return b_.CreateZExt(builtin(name, b_.getInt32Ty(), {}), b_.getInt64Ty()); };
-  switch (static_cast<WorkId>(o.sub)) {
-    case WorkId::lane: return lane64_;
-    case WorkId::subgroup: return u32("_Z16get_sub_group_idv");
-    case WorkId::subgroups: return u32("_Z18get_num_sub_groupsv");
-    case WorkId::group: return builtin("_Z12get_group_idj", b_.getInt64Ty(), {b_.getInt32(dim)});
-    case WorkId::groups: return builtin("_Z14get_num_groupsj", b_.getInt64Ty(), {b_.getInt32(dim)});
-  }
-  throw InternalError("unknown work id");
+  const auto which = static_cast<WorkId>(o.sub);
+  if (which == WorkId::lane) return lane64_;
+  return target_.work_id(b_, which, static_cast<int>(o.int_attr("dim", 0)));
 }
 
 // Stream-K flags in global memory: an atomic exchange to 1 (release), then an atomic or with 0
@@ -303,8 +288,9 @@ void SimtLowering::op(const Op& o) {
   throw UserError(cat("the SIMT lowering (SPIR-V devices) does not support ", mnemonic(o), " yet"));
 }
 
-std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx) {
-  return SimtLowering(f, ctx).run();
+std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx, const std::string& target) {
+  auto t = simt_target(target);
+  return SimtLowering(f, ctx, *t).run();
 }
 
 }  // namespace coopjit

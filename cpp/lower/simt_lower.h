@@ -27,7 +27,12 @@ namespace coopjit {
 /// module runs on devices without them). Throws UserError for an
 /// operation or matrix the SIMT lowering does not support (naming it), InternalError for a
 /// broken invariant.
-std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx);
+///
+/// `target`: "spirv64" (the default), or "nvptx64:sm_XX" for NVIDIA GPUs (simt_target.h): the
+/// same lowering for PTX kernels (ptx_kernel calling convention) in warps of 32 lanes; there the
+/// Intel-only operations (dpas, block2d, block reads) are refused or not used.
+std::unique_ptr<llvm::Module> lower_simt(const ir::Function& f, llvm::LLVMContext& ctx,
+                                         const std::string& target = "spirv64");
 
 /// The launch shape lower_simt() gives a function: subgroup size and work-group size (work-items).
 struct SimtShape {

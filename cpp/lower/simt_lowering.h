@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "lower/simt_lower.h"
+#include "lower/simt_target.h"
 
 namespace coopjit {
 
@@ -54,7 +55,7 @@ bool is_index_const(const Value* v, int64_t c);
 
 class SimtLowering {
  public:
-  SimtLowering(const Function& f, llvm::LLVMContext& ctx);
+  SimtLowering(const Function& f, llvm::LLVMContext& ctx, const SimtTarget& target);
   std::unique_ptr<llvm::Module> run();
 
  private:
@@ -88,14 +89,14 @@ class SimtLowering {
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
   llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* zero(ScalarType t) { return llvm::Constant::getNullValue(scalar_ty(t)); }
-  /// Calls an OpenCL / SPIR-V built-in function (declared on first use).
+  /// Calls an OpenCL / SPIR-V built-in function (declared on first use): Intel-only paths.
   llvm::Value* builtin(const std::string& name, llvm::Type* ret, const std::vector<llvm::Value*>& args,
                        bool convergent = false);
   /// The scalar function of a region (combine, per-element) on the given arguments.
   llvm::Value* lower_region(const Block& region, const std::vector<llvm::Value*>& args);
 
   // ---- lanes (simt_lanes.cpp) -----------------------------------------------------------------
-  llvm::Value* lane() { return lane_; }      // get_sub_group_local_id(), i32
+  llvm::Value* lane() { return lane_; }      // the lane in the subgroup (SimtTarget::lane_id), i32
   llvm::Value* lane64() { return lane64_; }  // the same as i64
   /// Lane p's row and column of component n (i64, inside the matrix or not) and whether the
   /// component is inside (i1 constant or value).
@@ -176,6 +177,10 @@ class SimtLowering {
   bool dpas_mul_add(const Op& o, std::vector<llvm::Value*>& C);
   llvm::Value* dpas_emulated(const DpasShape& d, llvm::Value* a, llvm::Value* b, llvm::Value* c);
 
+  // ---- tensor cores (simt_mma.cpp) ----------------------------------------------------------
+  /// mul_add as mma.sync m16n8k16 (bf16 / f16 -> f32) when the types and shapes allow (true), into C.
+  bool mma_mul_add(const Op& o, std::vector<llvm::Value*>& C);
+
   // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------
   std::vector<llvm::Value*> splat(const Op& o);
   std::vector<llvm::Value*> mul_add(const Op& o);
@@ -187,6 +192,7 @@ class SimtLowering {
   llvm::Value* select_component(const std::vector<llvm::Value*>& comps, llvm::Value* i);
 
   const Function& f_;
+  const SimtTarget& target_;
   llvm::LLVMContext& ctx_;
   std::unique_ptr<llvm::Module> mod_;
   llvm::IRBuilder<> b_;
@@ -195,6 +201,7 @@ class SimtLowering {
   int sgs_ = 1;  // subgroups per work-group
   int dpas_mode_ = 0;     // function attribute "dpas": 0 none, 1 the instruction, 2 emulated
   int block2d_mode_ = 0;  // function attribute "block2d": the same for 2-D block I/O
+  int mma_mode_ = 0;      // function attribute "mma": 1 NVIDIA tensor cores (mma.sync)
   llvm::Value* lane_ = nullptr;
   llvm::Value* lane64_ = nullptr;
   std::unordered_map<const Value*, llvm::Value*> scalars_;

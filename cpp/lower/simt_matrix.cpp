@@ -69,6 +69,10 @@ std::vector<llvm::Value*> SimtLowering::mul_add(const Op& o) {
     std::vector<llvm::Value*> C = mat(o.operands[2]);
     if (dpas_mul_add(o, C)) return C;
   }
+  if (mma_mode_) {  // on NVIDIA tensor cores when the types and shapes allow (simt_mma.cpp)
+    std::vector<llvm::Value*> C = mat(o.operands[2]);
+    if (mma_mul_add(o, C)) return C;
+  }
   const LaneMap La = lanes_of(ta), Lb = lanes_of(tb), Lc = lanes_of(tc);
   std::vector<llvm::Value*> A = mat(o.operands[0]), B = mat(o.operands[1]);
   // Mixed precision (i8/u8 -> i32, f16/bf16 -> f32): widen the inputs first.

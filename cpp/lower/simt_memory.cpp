@@ -54,7 +54,7 @@ bool is_index_const(const Value* v, int64_t c) {
 // Block I/O applies when every component is a run of S consecutive 32-bit words: lanes walk the
 // rows (I == S) with a unit row stride, nothing is checked, and the components are 32-bit.
 bool SimtLowering::block_io(const Type& t, const LaneMap& m, const Access& a, bool checked) {
-  return !checked && m.I == S_ && m.chan == 1 && is_index_const(a.sr_ir, 1) && size_in_bytes(t.scalar) == 4;
+  return target_.intel_subgroups() && !checked && m.I == S_ && m.chan == 1 && is_index_const(a.sr_ir, 1) && size_in_bytes(t.scalar) == 4;
 }
 
 std::vector<llvm::Value*> SimtLowering::either_path(llvm::Value* cond,

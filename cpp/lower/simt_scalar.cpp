@@ -44,16 +44,13 @@ llvm::Value* SimtLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
     throw InternalError("integer unary op");
   }
   if (u == UnOp::neg) return b_.CreateFNeg(x);
-  // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.
-  const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : "sqrt";
-  const char* suffix = t == ScalarType::f64 ? "d" : t == ScalarType::f16 ? "Dh" : "f";
-  return builtin(cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
+  return target_.math(b_, u, t, x);  // OpenCL built-ins on SPIR-V, written out on NVPTX
 }
 
 llvm::Value* SimtLowering::fp8_to_f32(llvm::Value* bits, ScalarType from) { return coopjit::fp8_to_f32(b_, bits, from); }
 
 llvm::Value* SimtLowering::f32_to_fp8(llvm::Value* x, ScalarType to) {
-  return coopjit::f32_to_fp8(b_, x, to, [&](llvm::Value* v) { return builtin("_Z4rintf", b_.getFloatTy(), {v}); });
+  return coopjit::f32_to_fp8(b_, x, to, [&](llvm::Value* v) { return target_.round_even(b_, v); });
 }
 
 llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, ScalarType to) {
@@ -65,8 +62,8 @@ llvm::Value* SimtLowering::convert_value(llvm::Value* x, ScalarType from, Scalar
     llvm::Value* f = b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(x, b_.getInt32Ty()), b_.getInt32(16)), b_.getFloatTy());
     return convert_value(f, ScalarType::f32, to);
   }
-  if (to == ScalarType::bf16)  // rounded to nearest even by SPV_INTEL_bfloat16_conversion
-    return builtin("_Z27__spirv_ConvertFToBF16INTELf", b_.getInt16Ty(), {convert_value(x, from, ScalarType::f32)});
+  if (to == ScalarType::bf16)  // rounded to nearest even (SPV_INTEL_bfloat16_conversion; cvt.rn.bf16.f32)
+    return target_.f32_to_bf16(b_, convert_value(x, from, ScalarType::f32));
   llvm::Type* target = scalar_ty(to);
   if (is_float(from) && is_float(to)) {
     unsigned fb = x->getType()->getScalarSizeInBits(), tb = target->getScalarSizeInBits();

@@ -23,6 +23,7 @@ GpuTargetInfo gpu_target(const std::string& device) {
   const bool sg16 = !d.subgroup_sizes.empty() && *std::min_element(d.subgroup_sizes.begin(), d.subgroup_sizes.end()) == 16;
   t.dpas = d.dpas == 1 && sg16;
   t.block2d = d.block2d == 1 && sg16;
+  t.mma = d.backend == "cuda";  // cuda devices are sm_80 or newer (runtime/cuda.h)
   return t;
 }
 
@@ -34,10 +35,15 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
     t.max_work_group_size = 1024;
     t.dpas = t.block2d = true;
     t.compute_units = name == "xe-hpc" ? 128 : 20;  // Data Center GPU Max 1550; Arc B580
+  } else if (name == "sm_80" || name == "sm_90") {  // NVIDIA A100 / H100 SXM: warps of 32, 1024 threads a block
+    t.subgroup_sizes = {32};
+    t.max_work_group_size = 1024;
+    t.compute_units = name == "sm_80" ? 108 : 132;
+    t.mma = true;
   } else if (name == "generic") {
     t.subgroup_sizes = {16};
   } else {
-    throw UserError(cat("unknown GPU target '", name, "' (known: xe-hpc, xe2, generic)"));
+    throw UserError(cat("unknown GPU target '", name, "' (known: xe-hpc, xe2, generic, sm_80, sm_90)"));
   }
   return t;
 }
@@ -58,7 +64,7 @@ std::string GpuGemmPlan::code_key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
-             block2d ? cat(".b2d", block2d) : "",
+             block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt));
 }
 
@@ -91,10 +97,13 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"workers", std::to_string(workers)},
           {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
+          {"mma", mma ? "yes: mma.sync m16n8k16 (tensor cores)" : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
                              : "no: low-precision inputs are widened on load"},
-          {"source", dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
+          {"source", nvidia ? std::string(mma ? "NVIDIA: warps of 32, mma.sync m16n8k16 fragments per the PTX ISA; tiles are the SIMT defaults, not yet sized from the SMs"
+                                              : "NVIDIA: warps of 32, FMAs; tiles are the SIMT defaults, not yet sized from the SMs")
+                   : dpas ? "Xe-HPC published figures: DPAS M<=8 x N 16 x K 16 (8-bit: 32), 839 TFLOP/s BF16 vs 52 FP32 (see gpu_plan.h)"
                           : "Xe-HPC published figures: SIMD16, 128 x 64-byte registers per thread (see gpu_plan.h)"}};
 }
 
@@ -171,13 +180,28 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     throw UserError(cat("plan dpas=", p.dpas, ": DPAS takes f16 or bf16 inputs with f32 accumulators, or i8 / u8 inputs with "
                         "i32 accumulators, not ", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ", ir::name(p.dtype)));
   if (p.dpas) p.kb = dpas_k;
+  // NVIDIA tensor cores for bf16 / f16 -> f32: K steps of one instruction's K (16).
+  const bool mma_types = p.a_type == p.b_type && (p.a_type == ir::ScalarType::f16 || p.a_type == ir::ScalarType::bf16) &&
+                         p.dtype == ir::ScalarType::f32;
+  p.nvidia = target.mma;
+  p.mma = target.mma && mma_types && S == 32 ? 1 : 0;
+  if (auto it = overrides.find("mma"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1) throw UserError(cat("plan override mma=", it->second, " must be 0 or 1"));
+    if (it->second == 1 && !(target.mma && mma_types))
+      throw UserError(cat("plan override mma=1: mma.sync needs an NVIDIA target (", target.device,
+                          ") and bf16 or f16 inputs with f32 accumulators"));
+    p.mma = static_cast<int>(it->second);
+  }
+  // The accumulator S x nr (not 2S): the fragment moves of simt_mma.cpp then fit in registers
+  // (ptxas for sm_90: 179 registers, no spills at 32 x 32, spills at 64 x 32).
+  if (p.mma) p.kb = 16, p.mr = S;
 
   for (const auto& [k, v] : overrides) {
-    if (k == "layout" || k == "dpas" || k == "block2d" || k == "split" || k == "workers") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers") continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -193,6 +217,9 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.dpas && (p.mr % 16 != 0 || p.kb % dpas_k != 0 || (p.nr % 8 != 0 && p.nr != 1 && p.nr != 2 && p.nr != 4)))
     throw UserError(cat("plan dpas: mr=", p.mr, " must be a multiple of 16, kb=", p.kb, " of ", dpas_k,
                         ", nr=", p.nr, " a multiple of 8 or 1, 2, 4 (the instruction's N, K and M)"));
+  if (p.mma && (p.subgroup_size != 32 || p.mr % 16 != 0 || p.nr % 8 != 0 || p.kb % 16 != 0))
+    throw UserError(cat("plan mma: subgroup_size 32, mr a multiple of 16, nr of 8 and kb of 16 (the instruction's M, N, K), not ",
+                        p.subgroup_size, ", ", p.mr, ", ", p.nr, ", ", p.kb));
   if (!overrides.count("kt")) p.kt = 8 * p.kb;
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (a K tile is whole K steps)"));

@@ -57,7 +57,8 @@ struct GpuTargetInfo {
   bool is_gpu = true;
   bool dpas = false;     // OpSubgroupMatrixMultiplyAccumulateINTEL at subgroup 16
   bool block2d = false;  // SPV_INTEL_2d_block_io
-  int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS)
+  int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS); SMs on NVIDIA GPUs
+  bool mma = false;      // NVIDIA tensor cores: mma.sync m16n8k16 (sm_80 and newer)
 };
 
 /// From the device's properties (DeviceError when there is no such device); "target:<name>"
@@ -85,6 +86,8 @@ struct GpuGemmPlan {
   bool accumulate = false;
   int dpas = 0;     // mul_add: 0 vector FMAs, 1 DPAS, 2 DPAS emulated (runs without matrix engines)
   int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
+  bool nvidia = false;  // planned for an NVIDIA GPU (cuda:N, target:sm_XX): warps of 32
+  int mma = 0;      // mul_add on NVIDIA tensor cores (mma.sync m16n8k16, bf16 / f16 -> f32): 0 off, 1 on
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
@@ -100,7 +103,8 @@ struct GpuGemmPlan {
 };
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
-/// 2 as in GpuGemmPlan; 1 needs a target that has it), split (0 dp, 1 sk, 2 sk+dp), kt, workers.
+/// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
+/// 2 sk+dp), kt, workers.
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 

@@ -34,6 +34,18 @@ py::dict info_dict(const coopjit::DeviceInfo& d) {
   r["block2d"] = d.block2d < 0 ? py::object(py::none()) : py::object(py::bool_(d.block2d == 1));
   r["spirv_extensions"] = d.spirv_extensions;
   r["extensions"] = d.extensions;
+  if (d.backend == "cuda") {
+    r["arch"] = d.arch;
+    r["compute_capability"] = d.compute_capability;
+    r["shared_memory_per_sm_bytes"] = d.shared_memory_per_sm_bytes;
+    r["registers_per_block"] = d.registers_per_block;
+    r["l2_bytes"] = d.l2_bytes;
+    r["clock_khz"] = d.clock_khz;
+    r["memory_clock_khz"] = d.memory_clock_khz;
+    r["memory_bus_bits"] = d.memory_bus_bits;
+    // HBM is double data rate: bytes/s = 2 * clock * bus width / 8.
+    r["memory_bandwidth_gbs"] = 2.0 * double(d.memory_clock_khz) * 1e3 * double(d.memory_bus_bits) / 8 / 1e9;
+  }
   return r;
 }
 
@@ -44,6 +56,9 @@ struct PyKernel {
 };
 struct PyModule {
   std::shared_ptr<coopjit::DeviceModule> m;
+};
+struct PyDeviceBuffer {
+  std::shared_ptr<coopjit::SharedAllocation> a;
 };
 
 std::array<size_t, 3> triple(const std::vector<size_t>& v, size_t fill, const char* what) {
@@ -102,8 +117,13 @@ void bind_devices(py::module_& m) {
     for (const auto& d : coopjit::spirv_devices()) l.append(info_dict(d));
     return l;
   }, "The usable SPIR-V devices (opencl:N, level_zero:N) with their properties.");
+  m.def("gpu_devices", [] {
+    py::list l;
+    for (const auto& d : coopjit::gpu_devices()) l.append(info_dict(d));
+    return l;
+  }, "Every usable GPU device (SPIR-V ones, then cuda:N) with its properties.");
   m.def("device_info", [](const std::string& name) { return info_dict(coopjit::device_info(name)); },
-        "Properties of one SPIR-V device; DeviceError naming the missing runtime or driver if absent.");
+        "Properties of one GPU device; DeviceError naming the missing runtime or driver if absent.");
   m.def("backend_status", [] {
     py::list l;
     for (const auto& s : coopjit::backend_status()) {
@@ -128,8 +148,29 @@ void bind_devices(py::module_& m) {
       .def_property_readonly("nbytes", &coopjit::SharedAllocation::bytes)
       .def_property_readonly("device", &coopjit::SharedAllocation::device);
   m.def("alloc_shared", [](const std::string& device, size_t nbytes) {
-    return std::make_shared<coopjit::SharedAllocation>(coopjit::open_device(device), nbytes);
+    auto dev = coopjit::open_device(device);
+    if (!dev->host_visible())
+      throw coopjit::UserError(coopjit::cat(device, "'s memory is not host-visible: NumPy arrays go in and out by copies"));
+    return std::make_shared<coopjit::SharedAllocation>(dev, nbytes);
   }, py::arg("device"), py::arg("nbytes"), "Shared memory of nbytes on a SPIR-V device.");
+
+  py::class_<PyDeviceBuffer>(m, "DeviceBuffer", "Device memory (any GPU device) reached through explicit copies.")
+      .def_property_readonly("address", [](const PyDeviceBuffer& b) { return reinterpret_cast<uintptr_t>(b.a->data()); })
+      .def_property_readonly("nbytes", [](const PyDeviceBuffer& b) { return b.a->bytes(); })
+      .def_property_readonly("device", [](const PyDeviceBuffer& b) { return b.a->device(); })
+      .def("upload", [](PyDeviceBuffer& b, uintptr_t host, size_t nbytes, size_t offset) {
+        py::gil_scoped_release unlocked;
+        b.a->upload(reinterpret_cast<const void*>(host), nbytes, offset);
+      }, py::arg("host"), py::arg("nbytes"), py::arg("offset") = 0, "Copies nbytes from a host address in.")
+      .def("download", [](const PyDeviceBuffer& b, uintptr_t host, size_t nbytes, size_t offset) {
+        py::gil_scoped_release unlocked;
+        b.a->download(reinterpret_cast<void*>(host), nbytes, offset);
+      }, py::arg("host"), py::arg("nbytes"), py::arg("offset") = 0, "Copies nbytes out to a host address.");
+  m.def("alloc_device", [](const std::string& device, size_t nbytes) {
+    auto dev = coopjit::open_device(device);
+    py::gil_scoped_release unlocked;
+    return PyDeviceBuffer{std::make_shared<coopjit::SharedAllocation>(dev, nbytes)};
+  }, py::arg("device"), py::arg("nbytes"), "Device memory of nbytes (a DeviceBuffer).");
 
   py::class_<PyKernel>(m, "DeviceKernel")
       .def("launch", [](PyKernel& k, const py::list& args, const std::vector<size_t>& global,
@@ -167,4 +208,9 @@ void bind_devices(py::module_& m) {
     py::gil_scoped_release unlocked;
     return PyModule{dev->load_spirv(spirv)};
   }, py::arg("device"), py::arg("binary"), "Builds a SPIR-V module on a device (DeviceError with the build log).");
+  m.def("load_ptx", [](const std::string& device, const std::string& ptx) {
+    auto dev = coopjit::open_device(device);
+    py::gil_scoped_release unlocked;
+    return PyModule{dev->load_ptx(ptx)};
+  }, py::arg("device"), py::arg("ptx"), "Loads a PTX module on a CUDA device (DeviceError with the driver's JIT log).");
 }

@@ -9,6 +9,7 @@
 #include "runtime/device_program.h"
 #include "runtime/gpu_gemm.h"
 #include "runtime/gpu_reduce.h"
+#include "target/ptx_target.h"
 
 namespace py = pybind11;
 using namespace coopjit;
@@ -69,6 +70,8 @@ void bind_gpu(py::module_& m) {
         return out;
       })
       .def_property_readonly("spirv", [](const DeviceProgram& p) { return py::bytes(p.spirv); })
+      .def_readonly("target", &DeviceProgram::target)
+      .def_readonly("ptx", &DeviceProgram::ptx)
       .def("source", &DeviceProgram::source, py::arg("kind") = "spirv")
       .def("launch", [](const DeviceProgram& p, const py::list& args, int64_t groups) {
         auto a = program_args(p, args);
@@ -89,6 +92,13 @@ void bind_gpu(py::module_& m) {
     d["misses"] = s.misses;
     return d;
   }, "Counters of the SPIR-V device kernel cache.");
+  m.def("ptx_cache_stats", [] {
+    auto s = ptx_cache_stats();
+    py::dict d;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
+    return d;
+  }, "PTX modules compiled by LLVM's NVPTX backend and loaded from the disk cache in this process.");
 
   py::class_<PyGpuGemm>(m, "GpuGemmKernel")
       .def_property_readonly("config", [](const PyGpuGemm& k) { return k.k.plan.fields(); })
@@ -96,6 +106,8 @@ void bind_gpu(py::module_& m) {
       .def_property_readonly("plan_key", [](const PyGpuGemm& k) { return k.k.plan.key(); })
       .def_property_readonly("compile_seconds", [](const PyGpuGemm& k) { return k.k.code->compile_seconds; })
       .def_property_readonly("spirv", [](const PyGpuGemm& k) { return py::bytes(k.k.code->spirv); })
+      .def_property_readonly("ptx", [](const PyGpuGemm& k) { return k.k.code->ptx; })
+      .def_property_readonly("fixup_ptx", [](const PyGpuGemm& k) { return k.k.fixup ? k.k.fixup->ptx : std::string(); })
       .def("source", [](const PyGpuGemm& k, const std::string& kind) { return k.k.code->source(kind); }, py::arg("kind") = "spirv")
       .def("run", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta) {
@@ -118,6 +130,26 @@ void bind_gpu(py::module_& m) {
   }, py::arg("device"), py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("accumulate"),
      py::arg("overrides") = PlanOverrides{},
      "Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.");
+
+  m.def("gpu_reduce_program", [](const std::string& device, const std::string& op, const std::string& form,
+                                 const std::vector<std::string>& types, const std::vector<int64_t>& shape,
+                                 const std::vector<int64_t>& strides) {
+    if (types.size() != 3 || shape.size() != 2 || strides.size() != 4)
+      throw InternalError("gpu reduce: types (in, acc, out), shape (rows, cols), strides (sx_r, sx_c, sy_r, sy_c)");
+    ReduceSpec s;
+    s.op = op;
+    s.form = form;
+    s.in = ir::parse_scalar(types[0]);
+    s.acc = ir::parse_scalar(types[1]);
+    s.out = ir::parse_scalar(types[2]);
+    s.rows = shape[0];
+    s.cols = shape[1];
+    s.sx_r = strides[0]; s.sx_c = strides[1]; s.sy_r = strides[2]; s.sy_c = strides[3];
+    s.validate();
+    py::gil_scoped_release nogil;
+    return std::const_pointer_cast<DeviceProgram>(gpu_reduce_program(device, s));
+  }, py::arg("device"), py::arg("op"), py::arg("form"), py::arg("types"), py::arg("shape"), py::arg("strides"),
+     "The reduction program for a device or named target, compiled but not run.");
 
   m.def("gpu_reduce", [](const std::string& device, const std::string& op, const std::string& form,
                          const std::vector<std::string>& types, const std::vector<int64_t>& shape,

@@ -19,6 +19,7 @@
 #include "lower/simt_lower.h"
 #include "runtime/kernel.h"
 #include "runtime/spirv_cache.h"
+#include "target/ptx_target.h"
 #include "target/spirv_target.h"
 #include "target/spirv_tools.h"
 
@@ -76,8 +77,43 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   const SimtShape shape = simt_shape(*f);
   p->subgroup_size = shape.subgroup_size;
   p->work_group_size = shape.work_group_size;
+  // The SIMT target: named targets "target:sm_XX" and CUDA devices lower to NVPTX.
+  const bool named = device.rfind("target:", 0) == 0;
+  std::shared_ptr<Device> dev;
+  if (named) p->target = device.rfind("target:sm_", 0) == 0 ? "nvptx64:" + device.substr(7) : "spirv64";
+  else p->target = (dev = open_device(device))->simt_target();
   llvm::LLVMContext ctx;
-  auto mod = lower_simt(*f, ctx);
+  auto mod = lower_simt(*f, ctx, p->target);
+  if (p->target.rfind("nvptx64:", 0) == 0) {
+    PtxOptions po;
+    po.sm = p->target.substr(8);
+    if (dev) {  // the lowest PTX ISA version for the architecture, which the driver must take
+      const std::string& dv = dev->info().driver_version;
+      const int driver = std::atoi(dv.c_str()) * 1000 + (dv.find('.') != std::string::npos ? std::atoi(dv.c_str() + dv.find('.') + 1) * 10 : 0);
+      const int need = min_ptx_version_for_sm(po.sm), have = max_ptx_version_for_driver(driver);
+      if (have < need)
+        throw DeviceError(cat(device, ": its CUDA driver ", dv, " takes PTX ISA up to ", have / 10, ".", have % 10, "; ",
+                              po.sm, " code needs ", need / 10, ".", need % 10, " (update the driver)"));
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    mod->print(os, nullptr);
+    os.flush();
+    if (debug_enabled("lower")) std::cerr << "[coopjit] NVPTX lowering:\n" << text;
+    PtxResult r = cached_ptx(text, po);  // through the disk cache (kind "ptx")
+    p->ptx = std::move(r.ptx);
+    p->llvm_ir = std::move(r.optimized_ir);
+    if (debug_enabled("asm")) std::cerr << "[coopjit] PTX:\n" << p->ptx;
+    if (dev) {
+      p->module = dev->load_ptx(p->ptx);
+      p->kernel = p->module->kernel(p->name);
+    }
+    p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> g(c.mu);
+    c.entries[key] = p;
+    c.stats.entries = static_cast<int64_t>(c.entries.size());
+    return p;
+  }
   // LLVM IR -> SPIR-V through the disk cache (kind "spirv": the module does not depend on the
   // device); the driver's build below is per process.
   std::string text;
@@ -91,7 +127,6 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
     const SpirvValidation v = spirv_validate(p->spirv);
     if (!v.ok) throw InternalError(cat("spirv-val rejects the module for ", device, " (", v.command, "):\n", v.message));
   } else {
-    auto dev = open_device(device);
     p->module = dev->load_spirv(p->spirv);
     p->kernel = p->module->kernel(p->name);
   }
@@ -107,16 +142,18 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
 std::string DeviceProgram::source(const std::string& kind) const {
   if (kind == "ir") return ir_text;
   if (kind == "llvm") return llvm_ir;
-  if (kind == "spirv") return spirv_disassemble(spirv);
-  throw UserError(cat("unknown source kind '", kind, "' for a ", device, " kernel (known: ir, llvm, spirv)"));
+  const bool nv = !ptx.empty();
+  if (kind == "spirv" && !nv) return spirv_disassemble(spirv);
+  if (kind == "ptx" && nv) return ptx;
+  throw UserError(cat("unknown source kind '", kind, "' for a ", device, " kernel (known: ir, llvm, ", nv ? "ptx" : "spirv", ")"));
 }
 
 void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) const {
   if (args.size() != params.size())
     throw InternalError(cat("kernel ", name, " takes ", params.size(), " arguments, got ", args.size()));
   if (!kernel)
-    throw UserError(cat("kernel ", name, " was generated for ", device.substr(7),
-                        " and validated with spirv-val, but there is no such device here to run it on"));
+    throw UserError(cat("kernel ", name, " was generated for ", device.substr(7), ptx.empty() ? " and validated with spirv-val" : "",
+                        ", but there is no such device here to run it on"));
   if (groups < 0) throw UserError(cat("kernel ", name, ": groups=", groups, " must not be negative"));
   if (groups == 0) return;
   // The launch limit: 2^32 - 1 work-items (Level Zero's 32-bit group counts, 32-bit global ids).

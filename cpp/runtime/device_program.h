@@ -21,14 +21,17 @@ struct DeviceProgram {
   std::string name;      // the kernel's entry point
   std::string ir_text;   // the kernel IR, as printed
   std::string llvm_ir;   // the LLVM IR handed to the SPIR-V backend (after the IR pipeline)
-  std::string spirv;     // the SPIR-V binary
+  std::string spirv;     // the SPIR-V binary (SPIR-V devices)
+  std::string target;    // the SIMT lowering's target: "spirv64" or "nvptx64:sm_90"
+  std::string ptx;       // the PTX module (NVIDIA devices)
   std::vector<ir::Type> params;  // the kernel's parameter types, in order
   int subgroup_size = 16, work_group_size = 16;
   double compile_seconds = 0;
   std::shared_ptr<DeviceModule> module;
   std::shared_ptr<DeviceKernel> kernel;
 
-  /// "ir", "llvm" or "spirv" (the disassembly); UserError for another kind.
+  /// "ir", "llvm", "spirv" (the disassembly; SPIR-V devices) or "ptx" (NVIDIA devices);
+  /// UserError for another kind.
   std::string source(const std::string& kind) const;
   /// Launches `groups` work-groups (of work_group_size work-items) and waits.
   void launch(const std::vector<KernelArg>& args, int64_t groups) const;
@@ -37,7 +40,8 @@ struct DeviceProgram {
 /// The program cached under (device, key), built from `build` (which names the function with
 /// the symbol it is given) on a miss. Thread-safe; each key is compiled once. A device named
 /// "target:<name>" (a GPU described by name, gpu_plan.h) gets the SPIR-V module, validated with
-/// spirv-val, and no driver build: its launch() raises UserError.
+/// spirv-val (or for "target:sm_XX" the PTX module), and no driver build: its launch() raises
+/// UserError. "cuda:N" devices get PTX for their architecture, JIT-compiled by the driver.
 std::shared_ptr<const DeviceProgram> device_program(
     const std::string& device, const std::string& key,
     const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "runtime/cuda.h"
 #include "runtime/fork.h"
 #include "runtime/level_zero.h"
 #include "runtime/opencl.h"
@@ -84,10 +86,40 @@ DeviceInfo from_level_zero(const level_zero::DeviceProps& p, int index) {
   return d;
 }
 
+DeviceInfo from_cuda(const cuda::DeviceProps& p, int driver, int index) {
+  DeviceInfo d;
+  d.name = cat("cuda:", index);
+  d.backend = "cuda";
+  d.device_name = p.name;
+  d.vendor = "NVIDIA";
+  d.driver_version = cat(driver / 1000, ".", (driver % 1000) / 10);
+  d.platform = "CUDA";
+  d.type = "gpu";
+  d.memory = "device";
+  d.subgroup_sizes = {p.warp_size};
+  d.max_work_group_size = p.max_threads_per_block;
+  d.local_memory_bytes = p.shared_per_block_optin > 0 ? p.shared_per_block_optin : p.shared_per_block;
+  d.global_memory_bytes = p.total_memory;
+  d.compute_units = p.sms;
+  d.dpas = 0;
+  d.block2d = 0;
+  d.arch = p.arch();
+  d.compute_capability = cat(p.cc_major, ".", p.cc_minor);
+  d.shared_memory_per_sm_bytes = p.shared_per_sm;
+  d.registers_per_block = p.registers_per_block;
+  d.l2_bytes = p.l2_bytes;
+  d.clock_khz = p.clock_khz;
+  d.memory_clock_khz = p.memory_clock_khz;
+  d.memory_bus_bits = p.memory_bus_bits;
+  return d;
+}
+
 struct Registry {
   std::vector<DeviceInfo> infos;
+  std::vector<DeviceInfo> cuda_infos;
   std::vector<opencl::DeviceRef> cl;
   std::vector<level_zero::DeviceRef> ze;
+  std::vector<int> cuda_ordinals;
   std::vector<BackendStatus> status;
 };
 
@@ -113,6 +145,12 @@ Registry discover_devices() {
     reg.ze.push_back(d);
   }
   reg.status = {cls, BackendStatus{"level_zero", static_cast<int>(reg.ze.size()), z.status, {}}};
+  const cuda::Discovery& cu = cuda::discover();
+  for (const auto& p : cu.devices) {
+    reg.cuda_infos.push_back(from_cuda(p, cu.driver_version, static_cast<int>(reg.cuda_infos.size())));
+    reg.cuda_ordinals.push_back(p.ordinal);
+  }
+  reg.status.push_back(BackendStatus{"cuda", static_cast<int>(reg.cuda_infos.size()), cu.status, {}});
   return reg;
 }
 
@@ -132,7 +170,7 @@ const Registry& registry() {
   return *g_registry.load(std::memory_order_relaxed);
 }
 
-/// Parses "opencl:N" / "level_zero:N" into the backend and N.
+/// Parses "opencl:N" / "level_zero:N" / "cuda:N" into the backend and N.
 std::pair<std::string, size_t> parse_name(const std::string& name) {
   auto colon = name.find(':');
   std::string backend = name.substr(0, colon);
@@ -140,15 +178,16 @@ std::pair<std::string, size_t> parse_name(const std::string& name) {
   bool digits = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
   if (name == "cpu")
     throw UserError("device 'cpu' runs kernels through the ORC JIT, not SPIR-V: it has no SPIR-V device object");
-  if ((backend != "opencl" && backend != "level_zero") || !digits)
-    throw UserError(cat("unknown device '", name, "': expected 'cpu', 'opencl:N' or 'level_zero:N'"));
+  if ((backend != "opencl" && backend != "level_zero" && backend != "cuda") || !digits)
+    throw UserError(cat("unknown device '", name, "': expected 'cpu', 'opencl:N', 'level_zero:N' or 'cuda:N'"));
   return {backend, std::stoul(index)};
 }
 
 std::string missing_device(const std::string& name, const std::string& backend, size_t count) {
   for (const auto& s : registry().status) {
     if (s.backend != backend) continue;
-    std::string msg = cat("no device '", name, "': ", count, " usable ", backend == "opencl" ? "OpenCL" : "Level Zero",
+    std::string msg = cat("no device '", name, "': ", count, " usable ",
+                          backend == "opencl" ? "OpenCL" : backend == "cuda" ? "CUDA" : "Level Zero",
                           " device(s)");
     if (!s.status.empty()) msg += "; " + s.status;
     for (const auto& r : s.rejected) msg += "; rejected " + r;
@@ -245,13 +284,31 @@ class DeviceAdapter : public Device {
 
 const std::vector<DeviceInfo>& spirv_devices() { return registry().infos; }
 
+std::vector<DeviceInfo> gpu_devices() {
+  std::vector<DeviceInfo> out = registry().infos;
+  out.insert(out.end(), registry().cuda_infos.begin(), registry().cuda_infos.end());
+  return out;
+}
+
+void Device::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void Device::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+std::shared_ptr<DeviceModule> Device::load_ptx(const std::string&) {
+  throw UserError(cat(info().name, " takes SPIR-V, not PTX"));
+}
+
 std::vector<BackendStatus> backend_status() { return registry().status; }
 
 const DeviceInfo& device_info(const std::string& name) {
   auto [backend, index] = parse_name(name);
   for (const auto& d : registry().infos)
     if (d.name == name) return d;
-  size_t count = backend == "opencl" ? registry().cl.size() : registry().ze.size();
+  for (const auto& d : registry().cuda_infos)
+    if (d.name == name) return d;
+  size_t count = backend == "opencl" ? registry().cl.size() : backend == "cuda" ? registry().cuda_infos.size() : registry().ze.size();
   throw DeviceError(missing_device(name, backend, count));
 }
 
@@ -286,7 +343,9 @@ std::shared_ptr<Device> open_device(const std::string& name) {
     return slot;
   }
   size_t index = parse_name(name).second;
-  if (info.backend == "opencl")
+  if (info.backend == "cuda")
+    slot = cuda::open(info, registry().cuda_ordinals.at(index));
+  else if (info.backend == "opencl")
     slot = std::make_shared<DeviceAdapter<opencl::Context>>(info, opencl::Context::create(registry().cl.at(index)));
   else
     slot = std::make_shared<DeviceAdapter<level_zero::Context>>(info, level_zero::Context::create(registry().ze.at(index)));
@@ -302,6 +361,18 @@ SharedAllocation::SharedAllocation(std::shared_ptr<Device> device, size_t bytes,
 SharedAllocation::~SharedAllocation() {
   device_->free_shared(ptr_);
   --g_live_allocations;
+}
+
+void SharedAllocation::upload(const void* src, size_t bytes, size_t offset) {
+  if (offset > bytes_ || bytes > bytes_ - offset)
+    throw UserError(cat("copy of ", bytes, " bytes at offset ", offset, " into an allocation of ", bytes_, " bytes"));
+  device_->copy_to_device(static_cast<char*>(ptr_) + offset, src, bytes);
+}
+
+void SharedAllocation::download(void* dst, size_t bytes, size_t offset) const {
+  if (offset > bytes_ || bytes > bytes_ - offset)
+    throw UserError(cat("copy of ", bytes, " bytes at offset ", offset, " out of an allocation of ", bytes_, " bytes"));
+  device_->copy_to_host(dst, static_cast<const char*>(ptr_) + offset, bytes);
 }
 
 int64_t live_shared_allocations() { return g_live_allocations.load(); }

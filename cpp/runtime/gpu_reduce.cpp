@@ -6,6 +6,11 @@
 
 namespace coopjit {
 
+std::shared_ptr<const DeviceProgram> gpu_reduce_program(const std::string& device, const ReduceSpec& s) {
+  const GpuReducePlan p = plan_gpu_reduce(s, gpu_target(device));
+  return device_program(device, p.key(s), [&](const std::string& symbol) { return build_reduce_gpu(s, p, symbol); });
+}
+
 std::shared_ptr<const DeviceProgram> run_gpu_reduce(const std::string& device, const ReduceSpec& s, const void* x,
                                                     void* y) {
   const GpuReducePlan p = plan_gpu_reduce(s, gpu_target(device));

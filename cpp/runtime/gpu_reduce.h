@@ -12,6 +12,10 @@ namespace coopjit {
 
 /// Runs the reduction `spec` from x (element [0, 0] of X) into y on `device`; returns the
 /// program it ran (for kernel.source).
+/// The program run_gpu_reduce would run (built or from the cache), not launched: also for named
+/// targets ("target:sm_90"), whose code is generated only.
+std::shared_ptr<const DeviceProgram> gpu_reduce_program(const std::string& device, const ReduceSpec& spec);
+
 std::shared_ptr<const DeviceProgram> run_gpu_reduce(const std::string& device, const ReduceSpec& spec, const void* x,
                                                     void* y);
 

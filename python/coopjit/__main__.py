@@ -39,6 +39,11 @@ def info() -> None:
     print(f"devices: {', '.join(coopjit.devices())}")
     for name in coopjit.devices()[1:]:
         d = coopjit.device_info(name)
+        if d["backend"] == "cuda":
+            print(f"  {name}: {d['device_name']} (CUDA driver {d['driver_version']}), {d['arch']}, "
+                  f"{d['compute_units']} SMs, shared memory {d['local_memory_bytes'] // 1024} KiB a block, "
+                  f"{d['global_memory_bytes'] / 2**30:.0f} GiB at {d['memory_bandwidth_gbs']:.0f} GB/s")
+            continue
         print(f"  {name}: {d['device_name']} ({d['platform']}, {d['type']}), SPIR-V {d['spirv_version']}, "
               f"subgroups {d['subgroup_sizes']}, max work-group {d['max_work_group_size']}, "
               f"local memory {d['local_memory_bytes'] // 1024} KiB, memory {d['memory']}, dpas {d['dpas']}, "

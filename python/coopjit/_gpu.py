@@ -1,8 +1,11 @@
-"""GEMM, reductions and user kernels on SPIR-V devices ("opencl:N", "level_zero:N").
+"""GEMM, reductions and user kernels on GPU devices ("opencl:N", "level_zero:N", "cuda:N").
 
-The kernels read and write device-visible memory (USM shared / fine-grain SVM). Arrays made by
-coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied into such memory
-for the call (inputs) and copied back after it (outputs), so NumPy arrays go in and come back.
+On SPIR-V devices the kernels read and write device-visible memory (USM shared / fine-grain SVM).
+Arrays made by coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied
+into such memory for the call (inputs) and copied back after it (outputs), so NumPy arrays go in
+and come back. On CUDA devices, whose memory the host cannot touch, each host array a kernel
+reads is copied (the bytes its view spans, so its strides stay as they are) into device memory
+for the launch, and those it writes are copied back after it (_Staging).
 """
 from __future__ import annotations
 
@@ -10,6 +13,61 @@ import numpy as np
 
 from . import _core
 from .devices import empty, shared_buffer
+
+
+_HOST_VISIBLE: dict[str, bool] = {}
+
+
+def host_visible(device: str) -> bool:
+    """Whether the host reads `device`'s kernel memory directly (SPIR-V devices; not CUDA)."""
+    if device not in _HOST_VISIBLE:
+        _HOST_VISIBLE[device] = device.startswith("target:") or _core.device_info(device)["memory"] != "device"
+    return _HOST_VISIBLE[device]
+
+
+def _whole(x: np.ndarray) -> bool:
+    return all(s % x.itemsize == 0 for s in x.strides)
+
+
+def _byte_span(x: np.ndarray) -> tuple[int, int]:
+    """[lo, hi): the host bytes the elements of view x lie in."""
+    lo = hi = _address(x)
+    for n, s in zip(x.shape, x.strides):
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi + x.itemsize
+
+
+class _Staging:
+    """Device copies of host arrays for one launch on a device the host cannot touch (CUDA):
+    address(x) copies the bytes x spans into device memory and gives the address of x's first
+    element there (strides unchanged); finish() copies those written back. On host-visible
+    devices address() is the array's own address."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.copies = not host_visible(device)
+        self._keep, self._back = [], []
+
+    def address(self, x: np.ndarray, write: bool = False) -> int:
+        if not self.copies:
+            return _address(x)
+        if x.size == 0:
+            return 0
+        lo, hi = _byte_span(x)
+        buf = _core.alloc_device(self.device, hi - lo)
+        buf.upload(lo, hi - lo)  # outputs too: the bytes between a view's elements come back unchanged
+        self._keep.append(buf)
+        if write:
+            self._back.append((buf, lo, hi - lo))
+        return buf.address + (_address(x) - lo)
+
+    def finish(self):
+        for buf, lo, n in self._back:
+            buf.download(lo, n)
+        self._keep, self._back = [], []
 
 
 def _on_device(x: np.ndarray, device: str) -> bool:
@@ -23,8 +81,11 @@ def _address(x: np.ndarray) -> int:
 
 def to_device(x: np.ndarray, device: str) -> np.ndarray:
     """`x` itself when it lives in `device`'s shared memory with whole-element strides, else a
-    copy there (C order)."""
-    if _on_device(x, device) and all(s % x.itemsize == 0 for s in x.strides):
+    copy there (C order). On devices the host cannot touch (CUDA): x itself in host memory (copied
+    at launch by _Staging), or a C-order copy when its strides are not whole elements."""
+    if not host_visible(device):
+        return x if _whole(x) else np.ascontiguousarray(x)
+    if _on_device(x, device) and _whole(x):
         return x
     d = empty(x.shape, x.dtype, device=device)
     if x.size:
@@ -39,8 +100,13 @@ class _Output:
     def __init__(self, out: np.ndarray, device: str, read: bool, *others):
         self.out = out
         aliased = any(np.may_share_memory(out, o) for o in others)
-        if (_on_device(out, device) and not aliased and out.dtype.isnative
-                and all(s % out.itemsize == 0 for s in out.strides)):
+        if not host_visible(device):  # written into a device copy by _Staging, back to out's memory
+            if _whole(out) and out.dtype.isnative:
+                self.dev = out
+            else:  # in the machine's byte order: finish() swaps the bytes of a big-endian out
+                native = out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype
+                self.dev = np.array(out, dtype=native) if read else np.empty(out.shape, native)
+        elif _on_device(out, device) and not aliased and out.dtype.isnative and _whole(out):
             self.dev = out
         else:  # in the machine's byte order: finish() swaps the bytes of a big-endian out
             self.dev = empty(out.shape, out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype,
@@ -56,6 +122,10 @@ class _Output:
 
 def _strides(x: np.ndarray) -> list[int]:
     return [s // x.itemsize for s in x.strides]
+
+
+def _default_source(device: str) -> str:
+    return "ptx" if device.startswith(("cuda:", "target:sm_")) else "spirv"
 
 
 # ---- GEMM -------------------------------------------------------------------------------------------
@@ -89,7 +159,9 @@ def gemm(a, b, c, alpha, beta, types, device, plan=None):
     out = _Output(c, device, beta != 0.0, a, b)
     shape, strides = _gemm_operands(A, B, out.dev)
     k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan))
-    k.run(list(types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+    st = _Staging(device)
+    k.run(list(types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True), alpha, beta)
+    st.finish()
     return out.finish()
 
 
@@ -116,9 +188,10 @@ class GpuKernel:
         """The plan as a dict (layout, tile, subgroup size, work-group shape, ...)."""
         return dict(self._core.config)
 
-    def source(self, kind: str = "spirv") -> str:
-        """"spirv" (the disassembly), "ir" (the kernel IR) or "llvm" (what the SPIR-V backend got)."""
-        return self._core.source(kind)
+    def source(self, kind: str | None = None) -> str:
+        """"spirv" (the disassembly) or "ptx" (NVIDIA devices; the default there), "ir" (the
+        kernel IR) or "llvm" (what the SPIR-V / NVPTX backend got)."""
+        return self._core.source(kind or _default_source(self.device))
 
     @property
     def spirv(self) -> bytes:
@@ -140,7 +213,10 @@ class GpuKernel:
         A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(c, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
-        self._core.run(list(self._types), shape, strides, _address(A), _address(B), _address(out.dev), alpha, beta)
+        st = _Staging(self.device)
+        self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
+                       alpha, beta)
+        st.finish()
         return out.finish()
 
     def __repr__(self):
@@ -161,7 +237,10 @@ def reduce2d(op, form, x2d, y, types, device):
         sy = _strides(Y)
     else:
         sy = [0, _strides(Y)[0]]
-    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], _address(X), _address(Y))
+    st = _Staging(device)
+    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], st.address(X),
+                            st.address(Y, True))
+    st.finish()
     out.finish()
     return prog
 
@@ -185,34 +264,44 @@ class DeviceCustomKernel:
         groups = int(groups)
         # Sizes, writeability, element sizes and byte order against what the kernel can touch.
         written = self._check.check(list(args), groups)
-        values, backs, copies = [], [], {}
+        # Each array's elements in C order, where the device reads them: in place (C-contiguous
+        # device memory, or on CUDA a C-contiguous host array staged into device memory), else a
+        # C-order copy written back when the kernel writes it. The same array passed twice is
+        # staged once, and written back when either parameter writes it.
+        st = _Staging(self.device)
+        writes = {}
         for i, (a, t) in enumerate(zip(args, params)):
             if t.startswith("ptr<"):
-                if _on_device(a, self.device) and a.flags.c_contiguous:
-                    values.append(_address(a))  # in place
-                    continue
-                # Elements in C order, in the device's memory: a copy (written back if written).
-                d = copies.get(id(a))
-                if d is not None:   # the same array twice: one copy, written back if either writes it
-                    if written[i] and not any(b is a for b, _ in backs):
-                        backs.append((a, d))
+                writes[id(a)] = writes.get(id(a), False) or bool(written[i])
+        values, backs, addresses = [], [], {}
+        for i, (a, t) in enumerate(zip(args, params)):
+            if not t.startswith("ptr<"):
+                values.append(a)
+                continue
+            if id(a) in addresses:
+                values.append(addresses[id(a)])
+                continue
+            if a.flags.c_contiguous and (st.copies or _on_device(a, self.device)):
+                d = a
+            else:
+                for j, b in enumerate(args):
+                    if (j != i and b is not a and isinstance(b, np.ndarray) and (written[i] or written[j])
+                            and np.may_share_memory(a, b)):
+                        raise ValueError(f"argument {i} is copied for the device (not C-contiguous device "
+                                         f"memory) and overlaps argument {j}, which the kernel "
+                                         f"{'also reaches' if written[i] else 'writes'}: pass separate arrays")
+                if st.copies:
+                    d = np.ascontiguousarray(a)
                 else:
-                    for j, b in enumerate(args):
-                        if (j != i and b is not a and isinstance(b, np.ndarray) and (written[i] or written[j])
-                                and np.may_share_memory(a, b)):
-                            raise ValueError(f"argument {i} is copied for the device (not C-contiguous device "
-                                             f"memory) and overlaps argument {j}, which the kernel "
-                                             f"{'also reaches' if written[i] else 'writes'}: pass separate arrays")
                     d = empty(a.shape, a.dtype, device=self.device)
                     if a.size:
                         d[...] = a
-                    copies[id(a)] = d
-                    if written[i]:
-                        backs.append((a, d))
-                values.append(_address(d))
-            else:
-                values.append(a)
+                if writes[id(a)]:
+                    backs.append((a, d))
+            addresses[id(a)] = st.address(d, writes[id(a)])
+            values.append(addresses[id(a)])
         self._p.launch(values, groups)
+        st.finish()
         for a, d in backs:
             if a.size:
                 a[...] = d
@@ -225,8 +314,8 @@ class DeviceCustomKernel:
     def work_group_size(self) -> int:
         return self._p.work_group_size
 
-    def source(self, kind: str = "spirv") -> str:
-        return self._p.source(kind)
+    def source(self, kind: str | None = None) -> str:
+        return self._p.source(kind or _default_source(self.device))
 
     @property
     def spirv(self) -> bytes:

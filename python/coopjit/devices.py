@@ -20,8 +20,9 @@ DeviceError = _core.DeviceError
 
 
 def devices() -> list[str]:
-    """Names of the devices coopjit can run on: "cpu" first, then the usable SPIR-V devices."""
-    return ["cpu"] + [d["name"] for d in _core.spirv_devices()]
+    """Names of the devices coopjit can run on: "cpu" first, then the usable SPIR-V devices, then
+    NVIDIA GPUs ("cuda:0", ...) when the CUDA driver is there."""
+    return ["cpu"] + [d["name"] for d in _core.gpu_devices()]
 
 
 def device_info(name: str = "cpu") -> dict:
@@ -29,6 +30,10 @@ def device_info(name: str = "cpu") -> dict:
     type, spirv_version, memory, subgroup_sizes, max_work_group_size, local_memory_bytes,
     global_memory_bytes, compute_units, dpas (True / False / None when unreported), block2d (2-D block I/O, the same),
     extensions, spirv_extensions (the SPIR-V extensions an OpenCL device says it takes).
+    CUDA devices ("cuda:N", memory "device"): device_name, compute_units (SMs), arch ("sm_90"),
+    compute_capability, local_memory_bytes (shared memory a block may opt into),
+    shared_memory_per_sm_bytes, global_memory_bytes, registers_per_block, l2_bytes, clock_khz,
+    memory_clock_khz, memory_bus_bits, memory_bandwidth_gbs.
     Raises DeviceError (naming the missing runtime or driver) for an absent device."""
     if name == "cpu":
         cpu = _core.cpu_info()

@@ -1,0 +1,75 @@
+// The target of the SIMT lowering: what differs between a SPIR-V device (OpenCL built-ins,
+// SPV_INTEL_subgroups) and an NVIDIA GPU (nvptx64, llvm.nvvm.* intrinsics) behind one small
+// interface, so that one lowering (simt_*.cpp) writes both: the triple and kernel marking, the
+// lane / subgroup / work-group ids, shuffles and broadcasts across a subgroup, the work-group
+// barrier and shared memory's address space, and the few scalar functions whose spelling differs
+// (exp, log, tanh, sqrt, fabs, rounding, f32 -> bf16). Intel-only paths (1-D and 2-D block I/O,
+// DPAS) ask intel_subgroups() and call SPIR-V built-ins themselves. Private to cpp/lower/.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "ir/ir.h"
+
+namespace coopjit {
+
+class SimtTarget {
+ public:
+  virtual ~SimtTarget() = default;
+  /// "spirv64" or "nvptx64:sm_90".
+  virtual std::string name() const = 0;
+  virtual std::string triple() const = 0;
+  /// Whether subgroup size S is one the target runs (NVPTX: a warp, 32).
+  virtual bool subgroup_ok(int S) const = 0;
+  /// Makes `f` a kernel entry point launched in work-groups of work_group_size work-items in
+  /// subgroups of subgroup_size.
+  virtual void mark_kernel(llvm::Function& f, int subgroup_size, int work_group_size) const = 0;
+  /// The lane in the subgroup (i32).
+  virtual llvm::Value* lane_id(llvm::IRBuilder<>& b) const = 0;
+  /// Subgroup in the work-group, subgroups per work-group, work-group and work-groups along dim:
+  /// WorkId's ids other than the lane, as i64.
+  virtual llvm::Value* work_id(llvm::IRBuilder<>& b, ir::WorkId which, int dim) const = 0;
+  /// x of lane src_lane (i32, any value per lane) on each lane; convergent.
+  virtual llvm::Value* shuffle(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* src_lane) const = 0;
+  /// x of lane (p ^ mask) on each lane p.
+  virtual llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* x, int mask) const = 0;
+  /// x of lane src_lane (a constant) on every lane.
+  virtual llvm::Value* broadcast(llvm::IRBuilder<>& b, llvm::Value* x, int src_lane) const = 0;
+  /// A work-group barrier that also orders shared (work-group) memory.
+  virtual void barrier(llvm::IRBuilder<>& b) const = 0;
+  /// The address space of work-group shared memory (SPIR-V Workgroup, PTX .shared: both 3) and
+  /// of global memory (both 1).
+  virtual unsigned shared_addrspace() const { return 3; }
+  virtual unsigned global_addrspace() const { return 1; }
+  /// Read-only tables (the lane tables of general shuffles): SPIR-V UniformConstant 2, PTX .const 4.
+  virtual unsigned constant_addrspace() const = 0;
+  /// fabs / exp / log / tanh / sqrt of a float scalar of type t (f16, f32, f64).
+  virtual llvm::Value* math(llvm::IRBuilder<>& b, ir::UnOp u, ir::ScalarType t, llvm::Value* x) const = 0;
+  /// x (f32) rounded to the nearest integer, ties to even.
+  virtual llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
+  /// The bf16 bits (i16) of x (f32), rounded to nearest even.
+  virtual llvm::Value* f32_to_bf16(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
+  /// SPV_INTEL_subgroups' block reads / writes, DPAS and 2-D block I/O are available.
+  virtual bool intel_subgroups() const { return false; }
+  /// mma.sync m16n8k16 (NVIDIA tensor cores, sm_80 and newer).
+  virtual bool tensor_cores() const { return false; }
+};
+
+/// The SPIR-V target (OpenCL kernels for spirv64, Intel's subgroup built-ins).
+std::unique_ptr<SimtTarget> spirv_simt_target();
+/// The NVPTX target for one SM architecture ("sm_80", "sm_90"): warps of 32 lanes.
+std::unique_ptr<SimtTarget> nvptx_simt_target(const std::string& sm);
+/// By name: "spirv64", or "nvptx64:sm_XX"; UserError for another.
+std::unique_ptr<SimtTarget> simt_target(const std::string& name);
+
+/// Calls an OpenCL / SPIR-V built-in function (declared on first use, spir_func calling
+/// convention); convergent ones are marked so, the others as reading no memory.
+llvm::Value* spirv_builtin(llvm::IRBuilder<>& b, const std::string& name, llvm::Type* ret,
+                           const std::vector<llvm::Value*>& args, bool convergent = false);
+
+}  // namespace coopjit

@@ -1,0 +1,182 @@
+// The NVPTX target of the SIMT lowering (simt_target.h): a subgroup is a warp of 32 lanes; ids
+// from PTX's special registers (llvm.nvvm.read.ptx.sreg.*), moves between lanes with shfl.sync
+// over the full warp, bar.sync for work-group (CTA) barriers, .shared memory in address space 3.
+// Kernels use the ptx_kernel calling convention with the required CTA size (nvvm.reqntid, which
+// the backend writes as .reqntid). exp / log / tanh on f32 are written here from the hardware's
+// ex2.approx / lg2.approx (2 ulp) with a correction step, since no libdevice is linked.
+#include "lower/simt_target.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include "core/error.h"
+
+namespace coopjit {
+namespace {
+
+class NvptxSimtTarget : public SimtTarget {
+ public:
+  explicit NvptxSimtTarget(std::string sm) : sm_(std::move(sm)) {}
+  std::string name() const override { return "nvptx64:" + sm_; }
+  std::string triple() const override { return "nvptx64-nvidia-cuda"; }
+  bool subgroup_ok(int S) const override { return S == 32; }
+  unsigned constant_addrspace() const override { return 4; }
+  bool tensor_cores() const override { return true; }
+
+  void mark_kernel(llvm::Function& f, int subgroup_size, int work_group_size) const override {
+    if (subgroup_size != 32)
+      throw UserError(cat("SIMT lowering for NVIDIA GPUs: subgroup_size ", subgroup_size, " must be 32 (a warp)"));
+    f.setCallingConv(llvm::CallingConv::PTX_Kernel);
+    f.addFnAttr("nvvm.reqntid", std::to_string(work_group_size));
+  }
+
+  static llvm::Value* call(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id, const std::vector<llvm::Value*>& args) {
+    return b.CreateIntrinsic(id, llvm::ArrayRef<llvm::Type*>(), llvm::ArrayRef<llvm::Value*>(args));
+  }
+  llvm::Value* sreg(llvm::IRBuilder<>& b, llvm::Intrinsic::ID id) const { return call(b, id, {}); }
+
+  llvm::Value* lane_id(llvm::IRBuilder<>& b) const override {
+    return sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_laneid);
+  }
+
+  llvm::Value* work_id(llvm::IRBuilder<>& b, ir::WorkId which, int dim) const override {
+    using llvm::Intrinsic::ID;
+    auto i64 = [&](llvm::Value* v) { return b.CreateZExt(v, b.getInt64Ty()); };
+    auto pick = [&](ID x, ID y, ID z) { return dim == 0 ? x : dim == 1 ? y : z; };
+    switch (which) {
+      case ir::WorkId::lane: return i64(lane_id(b));
+      // Work-groups are one-dimensional (simt_lower.h): the warp is tid.x / 32.
+      case ir::WorkId::subgroup: return i64(b.CreateLShr(sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), b.getInt32(5)));
+      case ir::WorkId::subgroups: return i64(b.CreateLShr(sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x), b.getInt32(5)));
+      case ir::WorkId::group:
+        return i64(sreg(b, pick(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z)));
+      case ir::WorkId::groups:
+        return i64(sreg(b, pick(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y,
+                                llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z)));
+    }
+    throw InternalError("unknown work id");
+  }
+
+  // shfl.sync moves 32 bits: narrower values travel zero-extended, 64-bit ones as two halves.
+  template <class F>
+  llvm::Value* by_words(llvm::IRBuilder<>& b, llvm::Value* x, const F& move32) const {
+    llvm::Type* t = x->getType();
+    const unsigned bits = t->getPrimitiveSizeInBits();
+    if (bits == 0 || bits > 64) throw InternalError("shuffle of an unsupported type");
+    llvm::Value* v = t->isIntegerTy() ? x : b.CreateBitCast(x, b.getIntNTy(bits));
+    llvm::Value* r;
+    if (bits == 64) {
+      llvm::Value* lo = move32(b.CreateTrunc(v, b.getInt32Ty()));
+      llvm::Value* hi = move32(b.CreateTrunc(b.CreateLShr(v, 32), b.getInt32Ty()));
+      r = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
+    } else if (bits == 32) {
+      r = move32(v);
+    } else {
+      r = b.CreateTrunc(move32(b.CreateZExt(v, b.getInt32Ty())), v->getType());
+    }
+    return t->isIntegerTy() ? r : b.CreateBitCast(r, t);
+  }
+
+  llvm::Value* shuffle(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* src_lane) const override {
+    return by_words(b, x, [&](llvm::Value* w) {
+      return call(b, llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {b.getInt32(-1), w, src_lane, b.getInt32(31)});
+    });
+  }
+
+  llvm::Value* shuffle_xor(llvm::IRBuilder<>& b, llvm::Value* x, int mask) const override {
+    return by_words(b, x, [&](llvm::Value* w) {
+      return call(b, llvm::Intrinsic::nvvm_shfl_sync_bfly_i32,
+                  {b.getInt32(-1), w, b.getInt32(mask), b.getInt32(31)});
+    });
+  }
+
+  llvm::Value* broadcast(llvm::IRBuilder<>& b, llvm::Value* x, int src_lane) const override {
+    return shuffle(b, x, b.getInt32(src_lane));
+  }
+
+  void barrier(llvm::IRBuilder<>& b) const override {
+    call(b, llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {b.getInt32(0)});
+  }
+
+  // e^x for f32: 2^(x log2 e) with the product's rounding error carried (x * log2e exactly as
+  // hi + lo), so the result is within a few ulp of ex2.approx's own error.
+  llvm::Value* exp32(llvm::IRBuilder<>& b, llvm::Value* x) const {
+    llvm::Type* f = b.getFloatTy();
+    const double L = 1.4426950408889634;
+    llvm::Value* Lhi = llvm::ConstantFP::get(f, static_cast<float>(L));
+    llvm::Value* Llo = llvm::ConstantFP::get(f, static_cast<float>(L - static_cast<float>(L)));
+    llvm::Value* hi = b.CreateFMul(x, Lhi);
+    llvm::Value* lo = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {x, Lhi, b.CreateFNeg(hi)});
+    lo = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {x, Llo, lo});
+    llvm::Value* e = b.CreateIntrinsic(llvm::Intrinsic::exp2, {f}, {hi});  // ex2.approx.f32
+    // e * 2^lo ~ e * (1 + lo ln 2); where e is 0 or inf the correction changes nothing.
+    llvm::Value* corr = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {lo, llvm::ConstantFP::get(f, 0.6931471805599453), llvm::ConstantFP::get(f, 1.0)});
+    llvm::Value* r = b.CreateFMul(e, corr);
+    return b.CreateSelect(b.CreateFCmpUNO(hi, hi), x, b.CreateSelect(b.CreateFCmpOEQ(hi, llvm::ConstantFP::getInfinity(f, true)),
+                                                                     llvm::ConstantFP::get(f, 0.0), r));
+  }
+
+  // log x for f32: lg2.approx, then one Newton step y + x e^-y - 1 where y is finite.
+  llvm::Value* log32(llvm::IRBuilder<>& b, llvm::Value* x) const {
+    llvm::Type* f = b.getFloatTy();
+    llvm::Value* y0 = b.CreateFMul(call(b, llvm::Intrinsic::nvvm_lg2_approx_f, {x}),
+                                   llvm::ConstantFP::get(f, 0.6931471805599453));
+    llvm::Value* t = b.CreateFMul(x, exp32(b, b.CreateFNeg(y0)));
+    llvm::Value* y1 = b.CreateFAdd(y0, b.CreateFSub(t, llvm::ConstantFP::get(f, 1.0)));
+    llvm::Value* finite = b.CreateFCmpOLT(b.CreateIntrinsic(llvm::Intrinsic::fabs, {f}, {y0}), llvm::ConstantFP::getInfinity(f));
+    return b.CreateSelect(finite, y1, y0);
+  }
+
+  // tanh x for f32: an odd Taylor polynomial below |x| = 0.3 (terms to x^11: error < 1e-9),
+  // else sign(x) (1 - 2 / (e^2|x| + 1)).
+  llvm::Value* tanh32(llvm::IRBuilder<>& b, llvm::Value* x) const {
+    llvm::Type* f = b.getFloatTy();
+    auto c = [&](double v) { return llvm::ConstantFP::get(f, v); };
+    llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {f}, {x});
+    llvm::Value* big = b.CreateFSub(c(1.0), b.CreateFDiv(c(2.0), b.CreateFAdd(exp32(b, b.CreateFMul(ax, c(2.0))), c(1.0))));
+    big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {f}, {big, x});
+    llvm::Value* x2 = b.CreateFMul(x, x);
+    const double k[] = {-1382.0 / 155925, 62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3};
+    llvm::Value* p = c(k[0]);
+    for (int i = 1; i < 5; ++i) p = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {p, x2, c(k[i])});
+    llvm::Value* small = b.CreateIntrinsic(llvm::Intrinsic::fma, {f}, {b.CreateFMul(p, x2), x, x});
+    return b.CreateSelect(b.CreateFCmpOLT(ax, c(0.3)), small, big);
+  }
+
+  llvm::Value* math(llvm::IRBuilder<>& b, ir::UnOp u, ir::ScalarType t, llvm::Value* x) const override {
+    llvm::Type* ty = x->getType();
+    if (u == ir::UnOp::abs) return b.CreateIntrinsic(llvm::Intrinsic::fabs, {ty}, {x});
+    if (u == ir::UnOp::sqrt && t != ir::ScalarType::f16) return b.CreateIntrinsic(llvm::Intrinsic::sqrt, {ty}, {x});
+    if (t == ir::ScalarType::f16) return b.CreateFPTrunc(math(b, u, ir::ScalarType::f32, b.CreateFPExt(x, b.getFloatTy())), ty);
+    if (t == ir::ScalarType::f64)
+      throw UserError(cat("SIMT lowering for NVIDIA GPUs: ", u == ir::UnOp::exp ? "exp" : u == ir::UnOp::log ? "log" : "tanh",
+                          " of f64 is not implemented yet (no libdevice); f32 is"));
+    if (u == ir::UnOp::exp) return exp32(b, x);
+    if (u == ir::UnOp::log) return log32(b, x);
+    if (u == ir::UnOp::tanh) return tanh32(b, x);
+    throw InternalError("unknown unary math function");
+  }
+
+  llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const override {
+    return b.CreateIntrinsic(llvm::Intrinsic::roundeven, {x->getType()}, {x});  // cvt.rni
+  }
+
+  llvm::Value* f32_to_bf16(llvm::IRBuilder<>& b, llvm::Value* x) const override {
+    return b.CreateBitCast(b.CreateFPTrunc(x, b.getBFloatTy()), b.getInt16Ty());  // cvt.rn.bf16.f32 (sm_80)
+  }
+
+ private:
+  std::string sm_;
+};
+
+}  // namespace
+
+std::unique_ptr<SimtTarget> nvptx_simt_target(const std::string& sm) {
+  bool ok = sm.size() >= 5 && sm.compare(0, 3, "sm_") == 0 && sm.find_first_not_of("0123456789a", 3) == std::string::npos;
+  if (!ok || std::stoi(sm.substr(3)) < 80)
+    throw UserError(cat("NVIDIA target '", sm, "': coopjit generates code for sm_80 and newer (sm_80, sm_86, sm_89, sm_90, ...)"));
+  return std::make_unique<NvptxSimtTarget>(sm);
+}
+
+}  // namespace coopjit

@@ -1,0 +1,215 @@
+"""coopjit on an NVIDIA GPU ("cuda:0": the SIMT lowering's NVPTX target, PTX JIT-compiled by the
+CUDA driver) against NumPy in float64 / exact integers: GEMM (dtypes, transposes, alpha / beta,
+strided views, batches, Stream-K splits), reductions, KernelBuilder kernels, device properties,
+the driver's JIT log, and device pointers (PyTorch / CuPy tensors) passed to a compiled kernel.
+Every test skips, saying why, where there is no CUDA driver or GPU."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import _core
+from conftest import assert_gemm_close
+from test_reduce import NP, check, data
+
+DEV = "cuda:0"
+
+
+@pytest.fixture(autouse=True)
+def needs_cuda():
+    if DEV not in coopjit.devices():
+        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
+        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+
+
+def test_device_info():
+    info = coopjit.device_info(DEV)
+    assert info["backend"] == "cuda" and info["type"] == "gpu" and info["memory"] == "device"
+    assert info["compute_units"] > 0 and info["global_memory_bytes"] > 1 << 30
+    major, minor = (int(x) for x in info["compute_capability"].split("."))
+    assert major >= 8 and info["arch"] == f"sm_{major}{minor}"
+    assert info["subgroup_sizes"] == [32] and info["local_memory_bytes"] >= 48 * 1024
+    assert info["memory_bandwidth_gbs"] > 100
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (64, 64, 64), (129, 67, 200), (300, 257, 130)])
+def test_matmul(rng, dtype, shape):
+    m, n, k = shape
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = coopjit.matmul(a, b, device=DEV)
+    assert c.dtype == dtype and c.flags.c_contiguous
+    assert_gemm_close(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_gemm_transposes_alpha_beta(rng, dtype, trans_a, trans_b):
+    m, n, k = 97, 45, 70
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    c = c0.copy()
+    out = coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, trans_a=trans_a, trans_b=trans_b, device=DEV)
+    assert out is c
+    assert_gemm_close(c, a.T if trans_a else a, b.T if trans_b else b, c0, -1.5, 0.5)
+
+
+def test_gemm_strided_views(rng):
+    big_a = rng.standard_normal((200, 150))
+    big_b = rng.standard_normal((90, 300))
+    a, b = big_a[::2, 10:70], big_b[20:80, ::-3]  # a view with a row step; negative column strides
+    big_c = np.full((120, 250), 7.0)
+    c = big_c[::1, ::2][:100, :100]
+    coopjit.gemm(a, b, c, device=DEV)
+    assert_gemm_close(c, a, b)
+    untouched = big_c.copy()
+    untouched[:100, 0:200:2] = 7.0
+    assert (big_c[:, 1::2] == 7.0).all() and (big_c[100:] == 7.0).all()  # only c's elements written
+
+
+def test_batched_broadcast(rng):
+    a = rng.standard_normal((3, 1, 33, 20)).astype(np.float32)
+    b = rng.standard_normal((4, 20, 17)).astype(np.float32)
+    c = coopjit.matmul(a, b, device=DEV)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert c.shape == ref.shape
+    for i in np.ndindex(c.shape[:2]):
+        assert_gemm_close(c[i], a[i[0], 0], b[i[1]])
+
+
+@pytest.mark.parametrize("split", ["sk", "sk+dp", "dp"])
+def test_compile_gemm_splits(rng, split):
+    m, n, k = 300, 200, 1000
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=DEV, plan={"split": split, "workers": 7})
+    assert kern.config["split"] == split and kern.config["subgroup_size"] == "32"
+    ptx = kern.source("ptx")
+    assert ".entry" in ptx and "shfl.sync" in ptx
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    assert_gemm_close(kern(a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_low_precision_gemm(rng, dtype):
+    a = rng.standard_normal((70, 48)).astype(dtype)
+    b = rng.standard_normal((48, 33)).astype(dtype)
+    c = coopjit.matmul(a, b, out=np.empty((70, 33), np.float32), device=DEV)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("mma", ["yes", "no"])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_tensor_core_gemm(rng, dtype, mma, trans_b):
+    """mma.sync m16n8k16 (the default for bf16 / f16) and the FMA path, against float64."""
+    m, n, k = 200, 130, 96
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_b=trans_b, plan={"mma": mma})
+    assert kern.config["mma"].startswith(mma)
+    assert ("mma.sync.aligned.m16n8k16.row.col.f32" in kern.source("ptx")) == (mma == "yes")
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
+    c = kern(a, b)
+    bb = (b.T if trans_b else b).astype(np.float64)
+    ref = a.astype(np.float64) @ bb
+    bound = (k + 2) * 2.0**-23 * (np.abs(a.astype(np.float64)) @ np.abs(bb)) + 1e-30  # products exact in f32; sums rounded (or truncated) in f32
+    assert c.dtype == np.float32 and (np.abs(c - ref) <= bound).all(), np.abs(c - ref).max()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_int8_gemm_exact(rng, dtype):
+    lo = -128 if dtype == np.int8 else 0
+    a = rng.integers(lo, 128, (65, 100)).astype(dtype)
+    b = rng.integers(lo, 128, (100, 40)).astype(dtype)
+    c = coopjit.matmul(a, b, device=DEV)
+    assert c.dtype == np.int32
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["sum", "prod", "min", "max"])
+def test_reduce_axes(rng, dtype, op):
+    x = data(rng, (7, 45, 190), dtype, op)
+    for axis in (None, 0, 1, 2, (0, 1), (1, 2)):
+        check(coopjit.reduce(x, axis=axis, op=op, device=DEV), x, axis, op)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.float16, ml_dtypes.bfloat16])
+def test_reduce_other_types(rng, dtype):
+    for op in ("sum", "max"):
+        x = data(rng, (9, 700), dtype, op)
+        for axis in (None, 0, 1):
+            check(coopjit.reduce(x, axis=axis, op=op, device=DEV), x, axis, op)
+
+
+def test_reduce_long_and_2x2(rng):
+    x = rng.standard_normal(1_000_003)
+    got = coopjit.reduce(x, device=DEV)
+    assert abs(got - np.sum(x)) <= 1e-12 * np.sum(np.abs(x))
+    y = rng.standard_normal((64, 96)).astype(np.float32)
+    r = coopjit.reduce2x2(y, op="max", device=DEV)
+    np.testing.assert_array_equal(r, y.reshape(32, 2, 48, 2).max(axis=(1, 3)))
+
+
+def test_kernelbuilder_softmax(rng):
+    from coopjit.ir import KernelBuilder
+
+    b = KernelBuilder("softmax", subgroup_size=32)
+    X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
+    t = "coopmatrix<f32, 32, 24, acc, subgroup>"
+    x = b.load(t, X, strides=(24, 1))
+    e = b.per_element(x, lambda b, r, c, v, m: b.exp(b.sub(v, m)), extras=[b.reduce(x, "row", t, "max")])
+    b.store(b.per_element(e, lambda b, r, c, v, s: b.div(v, s), extras=[b.reduce(e, "row", t, "add")]), Y,
+            strides=(24, 1))
+    k = b.compile(device=DEV)
+    assert "ex2.approx" in k.source("ptx")
+    xs = (3 * rng.standard_normal((32, 24))).astype(np.float32)
+    y = np.zeros_like(xs)
+    k(xs, y)
+    x64 = xs.astype(np.float64)
+    ref = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(y, ref, rtol=2e-6, atol=1e-7)
+
+
+def test_kernelbuilder_log_tanh_sqrt(rng):
+    from coopjit.ir import KernelBuilder
+
+    b = KernelBuilder("fns", subgroup_size=32)
+    X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
+    t = "coopmatrix<f32, 32, 8, acc, subgroup>"
+    x = b.load(t, X, strides=(8, 1))
+    y = b.per_element(x, lambda b, r, c, v: b.add(b.add(b.log(v), b.tanh(b.sub(v, 2.0))),
+                                                  b.sqrt(v)))
+    b.store(y, Y, strides=(8, 1))
+    k = b.compile(device=DEV)
+    xs = rng.uniform(0.01, 4.0, (32, 8)).astype(np.float32)
+    out = np.zeros_like(xs)
+    k(xs, out)
+    x64 = xs.astype(np.float64)
+    np.testing.assert_allclose(out, np.log(x64) + np.tanh(x64 - 2) + np.sqrt(x64), rtol=3e-6, atol=3e-6)
+
+
+def test_ptx_jit_error_log():
+    bad = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { not_an_instruction; ret; }\n"
+    with pytest.raises(_core.DeviceError, match="cuModuleLoadDataEx"):
+        _core.load_ptx(DEV, bad)
+
+
+def test_device_pointers_without_copies(rng):
+    """A compiled kernel run on PyTorch CUDA tensors' memory (the primary context is shared)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    m, n, k = 256, 192, 128
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=DEV)
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(k, n, device="cuda")
+    c = torch.zeros(m, n, device="cuda")
+    torch.cuda.synchronize()
+    kern._core.run(["f32", "f32", "f32"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0],
+                   a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)
+    assert_gemm_close(c.cpu().numpy(), a.cpu().numpy(), b.cpu().numpy())

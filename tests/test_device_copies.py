@@ -1,0 +1,63 @@
+"""The copy path of devices whose memory the host cannot touch (CUDA: _gpu._Staging copies the
+bytes each host view spans into device memory and the outputs back, strides unchanged), run here
+on opencl:0 with the device taken as not host-visible, so that it is checked on every machine:
+views, negative strides, the bytes between an output's elements, batches, reductions, compiled
+kernels and KernelBuilder kernels, against NumPy in float64; device memory is freed after."""
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import _core, _gpu
+from conftest import assert_gemm_close
+from device_support import needs_device
+
+
+@pytest.fixture
+def dev(monkeypatch):
+    d = needs_device()
+    if not _gpu.host_visible(d):
+        return d  # a CUDA device: the copy path already
+    monkeypatch.setitem(_gpu._HOST_VISIBLE, d, False)
+    return d
+
+
+def test_staging_copies_spans(dev, rng):
+    before = _core.live_shared_allocations()
+    big_a, big_b = rng.standard_normal((200, 150)), rng.standard_normal((90, 300))
+    a, b = big_a[::2, 10:70], big_b[20:80, ::-3]
+    big_c = np.full((120, 250), 7.0)
+    c = big_c[:, ::2][:100, :100]
+    assert coopjit.gemm(a, b, c, alpha=2.0, beta=0.5, device=dev) is c
+    ref_c = np.full((100, 100), 7.0)
+    assert_gemm_close(c, a, b, ref_c, 2.0, 0.5)
+    assert (big_c[:, 1::2] == 7.0).all() and (big_c[100:] == 7.0).all()  # the gaps came back unchanged
+    assert _core.live_shared_allocations() == before
+
+
+def test_staging_batches_reductions_kernels(dev, rng):
+    x = rng.standard_normal((3, 1, 33, 20)).astype(np.float32)
+    y = rng.standard_normal((4, 20, 17)).astype(np.float32)
+    got = coopjit.matmul(x, y, device=dev)
+    for i in np.ndindex(got.shape[:2]):
+        assert_gemm_close(got[i], x[i[0], 0], y[i[1]])
+    z = rng.standard_normal((7, 45, 19))
+    for axis in (None, 0, (1, 2)):
+        np.testing.assert_allclose(coopjit.reduce(z, axis=axis, device=dev), z.sum(axis=axis), rtol=1e-12, atol=1e-12)
+    k = coopjit.compile_gemm(50, 40, 30, np.float64, device=dev, trans_a=True)
+    A, B = rng.standard_normal((30, 50)), rng.standard_normal((30, 40))
+    assert_gemm_close(k(A, B), A.T, B)
+
+
+def test_staging_kernelbuilder(dev, rng):
+    from coopjit.ir import KernelBuilder
+
+    S = coopjit.device_info(dev)["subgroup_sizes"][0] if dev.startswith("cuda") else 16
+    b = KernelBuilder("twice", subgroup_size=S)
+    X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
+    t = f"coopmatrix<f32, {S}, 8, acc, subgroup>"
+    b.store(b.per_element(b.load(t, X, strides=(8, 1)), lambda b, r, c, v: b.mul(v, 2.0)), Y, strides=(8, 1))
+    k = b.compile(device=dev)
+    xs = rng.standard_normal((S, 8)).astype(np.float32)
+    ys = np.zeros_like(xs)
+    k(xs, ys)
+    np.testing.assert_array_equal(ys, 2 * xs)

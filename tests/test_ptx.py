@@ -1,0 +1,132 @@
+"""PTX for NVIDIA GPUs without one: the GEMM and reduction kernels the planner chooses for sm_80
+(A100) and sm_90 (H100), lowered by the SIMT lowering's NVPTX target, compiled by LLVM's NVPTX
+backend and assembled by ptxas (PyPI's nvidia-cuda-nvcc wheel, installed by scripts/setup.sh).
+Skips, saying so, only where no ptxas is installed."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import ptx
+
+TARGETS = ["sm_80", "sm_90"]
+
+
+@pytest.fixture(scope="module")
+def ptxas():
+    if ptx.ptxas_path() is None:
+        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
+    return ptx.ptxas
+
+
+def assembled(ptxas, text, target):
+    assert f".target {target}" in text and ".entry" in text
+    report = ptxas(text, target)
+    assert "Used" in report and "registers" in report, report
+    assert " 0 bytes spill stores" in report, report  # the register tiles fit (255 registers a thread)
+    return report
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8])
+@pytest.mark.parametrize("trans", [(False, False), (True, True)])
+def test_gemm_kernels_assemble(ptxas, target, dtype, trans):
+    k = ptx.compile_gemm(257, 130, 96, dtype, target=target, trans_a=trans[0], trans_b=trans[1])
+    cfg = k.config
+    assert cfg["subgroup_size"] == "32" and cfg["dpas"] == "no" and cfg["block2d"] == "no"
+    text = k.source("ptx")
+    assert text == k.source()  # PTX is the default source for NVIDIA targets
+    assert "shfl.sync" in text  # mul_add moves A / B components between the lanes of a warp
+    tensor_cores = np.dtype(dtype) in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+    assert cfg["mma"].startswith("yes") == tensor_cores
+    insn = "mma.sync.aligned.m16n8k16.row.col.f32." + ("bf16.bf16" if dtype == ml_dtypes.bfloat16 else "f16.f16")
+    assert (insn in text) == tensor_cores
+    assert f".reqntid {cfg['work_group_size']}" in text
+    assembled(ptxas, text, target)
+    with pytest.raises(RuntimeError, match="no such device"):
+        k(np.zeros((257, 96), dtype), np.zeros((96, 130), dtype))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("split", ["sk", "sk+dp"])
+def test_stream_k_kernels_assemble(ptxas, target, split):
+    k = ptx.compile_gemm(500, 300, 2048, np.float32, target=target, plan={"split": split})
+    assert k.config["split"] == split
+    assembled(ptxas, k.source("ptx"), target)
+    assembled(ptxas, k._core.fixup_ptx, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form,unit,dtype,op", [("row", True, np.float32, "sum"), ("row", False, np.float64, "max"),
+                                               ("column", True, np.int32, "sum"), ("column", False, ml_dtypes.bfloat16, "min"),
+                                               ("2x2", True, np.float16, "prod"), ("2x2", False, np.float32, "max")])
+def test_reduce_kernels_assemble(ptxas, target, form, unit, dtype, op):
+    p = ptx.compile_reduce(64, 96, dtype, op=op, form=form, unit=unit, target=target)
+    assert p.target == "nvptx64:" + target and p.subgroup_size == 32
+    text = p.source("ptx")
+    assembled(ptxas, text, target)
+    assert ".reqntid 128" in text  # 4 warps a block
+    if form == "2x2" or (form == "row") == unit:  # the reduced dimension runs over the lanes
+        assert "shfl.sync" in text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_kernelbuilder_math_assembles(ptxas, target):
+    from coopjit.ir import KernelBuilder
+
+    b = KernelBuilder("fns", subgroup_size=32)
+    X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<bf16>")
+    t = "coopmatrix<f32, 32, 8, acc, subgroup>"
+    x = b.load(t, X, strides=(8, 1))
+    y = b.per_element(x, lambda b, r, c, v: b.add(b.add(b.log(v), b.tanh(v)), b.add(b.exp(v), b.sqrt(v))))
+    b.store(b.convert_matrix(y, "coopmatrix<bf16, 32, 8, acc, subgroup>"), Y, strides=(8, 1))
+    prog = b._fn.compile_device("target:" + target)
+    text = prog.source("ptx")
+    for insn in ("ex2.approx", "lg2.approx", "sqrt.rn.f32", "cvt.rn.bf16.f32"):
+        assert insn in text, insn
+    assembled(ptxas, text, target)
+
+
+def test_subgroup_16_is_refused_for_nvidia():
+    from coopjit.ir import KernelBuilder
+
+    b = KernelBuilder("k", subgroup_size=16)
+    X = b.param("X", "ptr<f32>")
+    b.store(b.load("coopmatrix<f32, 16, 8, acc, subgroup>", X, strides=(8, 1)), X, strides=(8, 1))
+    with pytest.raises(Exception, match="subgroup_size 16"):
+        b._fn.compile_device("target:sm_90")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tensor_cores_can_be_turned_off(ptxas, target):
+    k = ptx.compile_gemm(64, 64, 64, ml_dtypes.bfloat16, target=target, plan={"mma": "no"})
+    assert k.config["mma"] == "no" and "mma.sync" not in k.source("ptx")
+    assembled(ptxas, k.source("ptx"), target)
+    with pytest.raises(ValueError, match="mma"):
+        ptx.compile_gemm(64, 64, 64, np.float32, target=target, plan={"mma": "yes"})
+
+
+def test_unknown_target():
+    with pytest.raises(ValueError, match="sm_80"):
+        ptx.compile_gemm(8, 8, 8, target="sm_70")
+
+
+def test_ptx_disk_cache(tmp_path):
+    """A second process loads the PTX from the disk cache instead of running the NVPTX backend."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, coopjit, json; from coopjit import ptx, _core; "
+            "k = ptx.compile_gemm(40, 30, 20, np.float64, target='sm_80'); "
+            "print(json.dumps([_core.ptx_cache_stats(), len(k.source('ptx'))]))")
+    env = dict(os.environ, COOPJIT_CACHE_DIR=str(tmp_path))
+    env.pop("COOPJIT_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    import json
+
+    (first, n1), (second, n2) = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert first == {"compiles": 1, "disk_loads": 0}, first
+    assert second == {"compiles": 0, "disk_loads": 1}, second
+    assert n1 == n2 > 1000
