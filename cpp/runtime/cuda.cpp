@@ -112,7 +112,7 @@ std::string error_text(CUresult r) {
   return cat(name ? name : "CUDA error", " (", r, ")", text ? std::string(": ") + text : std::string());
 }
 
-void check(CUresult r, const char* what) {
+void cu_check(CUresult r, const char* what) {
   if (r != 0) throw DeviceError(cat("CUDA: ", what, " failed: ", error_text(r)));
 }
 
@@ -123,13 +123,17 @@ pid_t& driver_pid() {
 }
 
 /// Makes a context current on this thread for a scope.
+void check_not_forked() {
+  if (getpid() != driver_pid())
+    throw DeviceError("CUDA: this process was forked from the one that initialized the CUDA driver; the driver "
+                      "cannot be used in a forked child (start the child with the 'spawn' method)");
+}
+
 class Current {
  public:
   explicit Current(CUcontext c) {
-    if (getpid() != driver_pid())
-      throw DeviceError("CUDA: this process was forked from the one that initialized the CUDA driver; the driver "
-                        "cannot be used in a forked child (start the child with the 'spawn' method)");
-    check(api().CtxPushCurrent(c), "cuCtxPushCurrent");
+    check_not_forked();
+    cu_check(api().CtxPushCurrent(c), "cuCtxPushCurrent");
   }
   ~Current() {
     CUcontext c;
@@ -166,10 +170,10 @@ class CudaKernel : public DeviceKernel {
       params[i] = values[i].data();
     }
     Current cur(ctx_);
-    check(api().LaunchKernel(f_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream_, params.data(),
+    cu_check(api().LaunchKernel(f_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream_, params.data(),
                              nullptr),
           "cuLaunchKernel");
-    check(api().StreamSynchronize(stream_), "the kernel (cuStreamSynchronize)");
+    cu_check(api().StreamSynchronize(stream_), "the kernel (cuStreamSynchronize)");
   }
 
  private:
@@ -186,7 +190,7 @@ class CudaModule : public DeviceModule {
   std::shared_ptr<DeviceKernel> kernel(const std::string& name) override {
     CUfunction f = nullptr;
     Current cur(ctx_);
-    check(api().ModuleGetFunction(&f, m_, name.c_str()), cat("cuModuleGetFunction(", name, ")").c_str());
+    cu_check(api().ModuleGetFunction(&f, m_, name.c_str()), cat("cuModuleGetFunction(", name, ")").c_str());
     return std::make_shared<CudaKernel>(ctx_, stream_, f, holder_);
   }
   std::string build_log() const override { return log_; }
@@ -205,19 +209,20 @@ class CudaDevice : public Device {
  public:
   CudaDevice(DeviceInfo info, int ordinal) : info_(std::move(info)) {
     CUdevice dev;
-    check(api().DeviceGet(&dev, ordinal), "cuDeviceGet");
-    check(api().DevicePrimaryCtxRetain(&ctx_, dev), "cuDevicePrimaryCtxRetain");
+    cu_check(api().DeviceGet(&dev, ordinal), "cuDeviceGet");
+    cu_check(api().DevicePrimaryCtxRetain(&ctx_, dev), "cuDevicePrimaryCtxRetain");
     Current cur(ctx_);
-    check(api().StreamCreate(&stream_, 0), "cuStreamCreate");  // ordered with the legacy default stream
+    cu_check(api().StreamCreate(&stream_, 0), "cuStreamCreate");  // ordered with the legacy default stream
   }
   const DeviceInfo& info() const override { return info_; }
+  void check() const override { check_not_forked(); }
   bool host_visible() const override { return false; }
   std::string simt_target() const override { return "nvptx64:" + info_.arch; }
   void* alloc_shared(size_t bytes, size_t alignment) override {
     // cuMemAlloc aligns to at least 256 bytes.
     CUdeviceptr p = 0;
     Current cur(ctx_);
-    check(api().MemAlloc(&p, std::max<size_t>(bytes, 1)), cat("cuMemAlloc(", bytes, " bytes)").c_str());
+    cu_check(api().MemAlloc(&p, std::max<size_t>(bytes, 1)), cat("cuMemAlloc(", bytes, " bytes)").c_str());
     return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
   }
   void free_shared(void* ptr) override {
@@ -228,14 +233,14 @@ class CudaDevice : public Device {
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;
     Current cur(ctx_);
-    check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
-    check(api().MemcpyHtoD(reinterpret_cast<uintptr_t>(dst), src, bytes), "cuMemcpyHtoD");
+    cu_check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
+    cu_check(api().MemcpyHtoD(reinterpret_cast<uintptr_t>(dst), src, bytes), "cuMemcpyHtoD");
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (!bytes) return;
     Current cur(ctx_);
-    check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
-    check(api().MemcpyDtoH(dst, reinterpret_cast<uintptr_t>(src), bytes), "cuMemcpyDtoH");
+    cu_check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
+    cu_check(api().MemcpyDtoH(dst, reinterpret_cast<uintptr_t>(src), bytes), "cuMemcpyDtoH");
   }
   std::shared_ptr<DeviceModule> load_spirv(const std::string&) override {
     throw UserError(cat(info_.name, " is an NVIDIA GPU: it takes PTX, not SPIR-V"));
@@ -255,7 +260,7 @@ class CudaDevice : public Device {
   }
   void synchronize() override {
     Current cur(ctx_);
-    check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
+    cu_check(api().StreamSynchronize(stream_), "cuStreamSynchronize");
   }
 
  private:

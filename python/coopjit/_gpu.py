@@ -273,7 +273,7 @@ class DeviceCustomKernel:
         for i, (a, t) in enumerate(zip(args, params)):
             if t.startswith("ptr<"):
                 writes[id(a)] = writes.get(id(a), False) or bool(written[i])
-        values, backs, addresses = [], [], {}
+        values, backs, addresses, keep = [], [], {}, []  # keep: the copies stay alive through the launch
         for i, (a, t) in enumerate(zip(args, params)):
             if not t.startswith("ptr<"):
                 values.append(a)
@@ -298,6 +298,7 @@ class DeviceCustomKernel:
                         d[...] = a
                 if writes[id(a)]:
                     backs.append((a, d))
+            keep.append(d)
             addresses[id(a)] = st.address(d, writes[id(a)])
             values.append(addresses[id(a)])
         self._p.launch(values, groups)
