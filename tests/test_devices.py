@@ -105,7 +105,7 @@ def test_level_zero_device_request_names_the_missing_driver():
 
 def test_import_without_any_runtime():
     env = dict(os.environ, COOPJIT_OPENCL_LIBRARY="libcoopjit-absent-opencl.so",
-               COOPJIT_LEVEL_ZERO_LIBRARY="libcoopjit-absent-ze.so")
+               COOPJIT_LEVEL_ZERO_LIBRARY="libcoopjit-absent-ze.so", COOPJIT_CUDA_LIBRARY="libcoopjit-absent-cuda.so")
     code = ("import coopjit\n"
             "assert coopjit.devices() == ['cpu'], coopjit.devices()\n"
             "from coopjit.devices import status\n"

@@ -283,8 +283,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // VNNI: packed panels keep low-precision inputs as they are, in the dot instructions' order.
   if (!overrides.count("vnni")) p.vnni = p.pack ? dot_group(p.a_type, p.b_type, p.dtype, cpu) : 1;
   if (p.vnni > 1) {
+    // The panels of a dot instruction's group, or of an AMX tile product's (the same VNNI
+    // panels): u8 x u8 has no AVX-512 dot instruction but has tdpbuud, so a u8 weight prepacked on
+    // an AMX CPU names vnni=4 (checked again below, once the tiles are decided).
     const int g = dot_group(p.a_type, p.b_type, p.dtype, cpu);
-    if (!p.pack || g != p.vnni)
+    const int tiles = amx_group(p.a_type, p.b_type, p.dtype, cpu, overrides.count("amx") && overrides.at("amx") == 2);
+    if (!p.pack || (g != p.vnni && tiles != p.vnni))
       throw UserError(cat("plan vnni=", p.vnni, " needs packed panels (pack=1) and a product the CPU has a dot ",
                           "instruction of that group for (", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ",
                           ir::name(p.dtype), ": group ", g, ")"));
@@ -313,6 +317,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.pack = true;  // asked for tiles: they read packed panels
       if (!overrides.count("split")) p.split = "dp";
     }
+    if (!p.amx && p.vnni > 1 && dot_group(p.a_type, p.b_type, p.dtype, cpu) != p.vnni)
+      throw UserError(cat("plan vnni=", p.vnni, " for ", ir::name(p.a_type), " x ", ir::name(p.b_type), " -> ",
+                          ir::name(p.dtype), " needs AMX tiles (the CPU has no dot instruction of that group), but ",
+                          "the plan has amx=0"));
     if (p.amx) {
       if (!p.pack) throw UserError(cat("plan amx=", p.amx, " needs packed panels (pack=1)"));
       if (cpu.vector_bytes != 64)
