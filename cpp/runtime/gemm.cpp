@@ -215,11 +215,14 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};
+  // Integer products take alpha and beta as integers (float products leave the slots unused).
+  const int64_t ialpha = int_scalars ? integer_scalar(alpha, "alpha") : 0;
+  const int64_t ibeta = int_scalars ? integer_scalar(beta, "beta") : 0;
   const KernelEntry entry = k.code->entry;
   ThreadPool::get().run(workers, [&](int w) {
     int64_t ints[23] = {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c,
                         g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
-                        w, workers, g.kt, n_sk, int64_t(alpha), int64_t(beta)};
+                        w, workers, g.kt, n_sk, ialpha, ibeta};
     entry(ptrs, ints, int_scalars ? nullptr : fps);
   });
 }

@@ -33,8 +33,9 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   for (int64_t v : {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c, g.batch1, g.batch2, g.sa_b1, g.sb_b1,
                     g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2})
     args.push_back(scalar_arg(idx, v, 0.0));
-  args.push_back(scalar_arg(acc, static_cast<int64_t>(alpha), alpha));
-  args.push_back(scalar_arg(acc, static_cast<int64_t>(beta), beta));
+  const bool int_scalars = !ir::is_float(p.dtype);
+  args.push_back(scalar_arg(acc, int_scalars ? integer_scalar(alpha, "alpha") : 0, alpha));
+  args.push_back(scalar_arg(acc, int_scalars ? integer_scalar(beta, "beta") : 0, beta));
   if (p.split == "dp") {
     k.code->launch(args, tiles);
     return;

@@ -1,6 +1,8 @@
 // Validation and printing of GemmSpec.
 #include "spec/gemm_spec.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace coopjit {
@@ -37,6 +39,13 @@ std::string GemmSpec::str() const {
              ") B strides (", sb_r, ", ", sb_c, ") C strides (", sc_r, ", ", sc_c, ")",
              batch1 * batch2 != 1 ? cat(" batch ", batch1, "x", batch2) : std::string(),
              accumulate ? " beta!=0" : "", " on ", device);
+}
+
+int64_t integer_scalar(double v, const char* name) {
+  // The doubles exactly representable and inside int64's range: [-2^63, 2^63).
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0) || v != std::trunc(v))
+    throw UserError(cat(name, "=", v, " must be an integer for an integer product"));
+  return static_cast<int64_t>(v);
 }
 
 }  // namespace coopjit

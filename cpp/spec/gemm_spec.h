@@ -31,4 +31,9 @@ struct GemmSpec {
   std::string str() const;
 };
 
+/// alpha or beta of an integer product as the integer it must be (a UserError otherwise). Float
+/// products pass their scalars as doubles and never convert them: a NaN or huge alpha converted
+/// to int64 is undefined behaviour (found by make sanitize).
+int64_t integer_scalar(double v, const char* name);
+
 }  // namespace coopjit
