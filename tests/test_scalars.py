@@ -24,7 +24,7 @@ def test_integer_products_refuse_non_integral_scalars(rng, alpha, beta):
     a = rng.integers(-5, 5, (16, 24)).astype(np.int8)
     b = rng.integers(-5, 5, (24, 8)).astype(np.int8)
     c = np.zeros((16, 8), np.int32)
-    with pytest.raises(ValueError, match=r"integer GEMM takes integer alpha and beta|must be an integer for an integer product"):
+    with pytest.raises(ValueError, match=r"integer GEMM takes integer alpha and beta|must be an integer \(within the int64 range\) for an integer product"):
         coopjit.gemm(a, b, c, alpha=alpha, beta=beta)
     assert not c.any()  # nothing written
 

@@ -44,7 +44,7 @@ std::string GemmSpec::str() const {
 int64_t integer_scalar(double v, const char* name) {
   // The doubles exactly representable and inside int64's range: [-2^63, 2^63).
   if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0) || v != std::trunc(v))
-    throw UserError(cat(name, "=", v, " must be an integer for an integer product"));
+    throw UserError(cat(name, "=", v, " must be an integer (within the int64 range) for an integer product"));
   return static_cast<int64_t>(v);
 }
 
