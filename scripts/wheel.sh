@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/setup.sh   # the packages: LLVM 22's static libraries, auditwheel, patchelf
 
-ROOT=${COOPJIT_WHEEL_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/wheel}
+ROOT=${COOPJIT_WHEEL_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/wheel}/$(pwd -P | sha256sum | cut -c1-12)
 mkdir -p "$ROOT" dist
 rm -rf "$ROOT/raw" && mkdir -p "$ROOT/raw"
 echo "wheel: building with LLVM linked statically"
