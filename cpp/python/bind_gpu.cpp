@@ -49,6 +49,23 @@ GemmSpec gemm_spec(const std::vector<std::string>& types, const std::vector<int6
   return s;
 }
 
+ReduceSpec reduce_spec(const std::string& op, const std::string& form, const std::vector<std::string>& types,
+                       const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (types.size() != 3 || shape.size() != 2 || strides.size() != 4)
+    throw InternalError("gpu reduce: types (in, acc, out), shape (rows, cols), strides (sx_r, sx_c, sy_r, sy_c)");
+  ReduceSpec s;
+  s.op = op;
+  s.form = form;
+  s.in = ir::parse_scalar(types[0]);
+  s.acc = ir::parse_scalar(types[1]);
+  s.out = ir::parse_scalar(types[2]);
+  s.rows = shape[0];
+  s.cols = shape[1];
+  s.sx_r = strides[0]; s.sx_c = strides[1]; s.sy_r = strides[2]; s.sy_c = strides[3];
+  s.validate();
+  return s;
+}
+
 struct PyGpuGemm {
   GpuGemmKernel k;
 };
@@ -134,18 +151,7 @@ void bind_gpu(py::module_& m) {
   m.def("gpu_reduce_program", [](const std::string& device, const std::string& op, const std::string& form,
                                  const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                                  const std::vector<int64_t>& strides) {
-    if (types.size() != 3 || shape.size() != 2 || strides.size() != 4)
-      throw InternalError("gpu reduce: types (in, acc, out), shape (rows, cols), strides (sx_r, sx_c, sy_r, sy_c)");
-    ReduceSpec s;
-    s.op = op;
-    s.form = form;
-    s.in = ir::parse_scalar(types[0]);
-    s.acc = ir::parse_scalar(types[1]);
-    s.out = ir::parse_scalar(types[2]);
-    s.rows = shape[0];
-    s.cols = shape[1];
-    s.sx_r = strides[0]; s.sx_c = strides[1]; s.sy_r = strides[2]; s.sy_c = strides[3];
-    s.validate();
+    const ReduceSpec s = reduce_spec(op, form, types, shape, strides);
     py::gil_scoped_release nogil;
     return std::const_pointer_cast<DeviceProgram>(gpu_reduce_program(device, s));
   }, py::arg("device"), py::arg("op"), py::arg("form"), py::arg("types"), py::arg("shape"), py::arg("strides"),
@@ -154,18 +160,7 @@ void bind_gpu(py::module_& m) {
   m.def("gpu_reduce", [](const std::string& device, const std::string& op, const std::string& form,
                          const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& strides, uintptr_t x, uintptr_t y) {
-    if (types.size() != 3 || shape.size() != 2 || strides.size() != 4)
-      throw InternalError("gpu reduce: types (in, acc, out), shape (rows, cols), strides (sx_r, sx_c, sy_r, sy_c)");
-    ReduceSpec s;
-    s.op = op;
-    s.form = form;
-    s.in = ir::parse_scalar(types[0]);
-    s.acc = ir::parse_scalar(types[1]);
-    s.out = ir::parse_scalar(types[2]);
-    s.rows = shape[0];
-    s.cols = shape[1];
-    s.sx_r = strides[0]; s.sx_c = strides[1]; s.sy_r = strides[2]; s.sy_c = strides[3];
-    s.validate();
+    const ReduceSpec s = reduce_spec(op, form, types, shape, strides);
     py::gil_scoped_release nogil;
     return std::const_pointer_cast<DeviceProgram>(
         run_gpu_reduce(device, s, reinterpret_cast<const void*>(x), reinterpret_cast<void*>(y)));
