@@ -62,6 +62,10 @@ class GemmRecipe {
     tiles_n_ = ceil_div(b, g_.N, NR_, "tiles_n");
     Value* tiles_mn = b.mul(b.mul(b.mul(g_.batch1, g_.batch2), tiles_m_), tiles_n_, "tiles_mn");
     tiles_k_ = b.bin(BinOp::max, ceil_div(b, g_.K, g_.kt), one_, "tiles_k");
+    if (p_.order == "dot") {
+      dot(b);
+      return;
+    }
     if (p_.pack) pack(b);
     stream_k(b);
     data_parallel(b, tiles_mn);
@@ -230,6 +234,57 @@ class GemmRecipe {
     }, "w");
   }
 
+  // Matrix-vector products (order "dot": the kernel's N is 1, A's rows and B's column have unit
+  // stride along K): each worker takes a contiguous block of mr-row tiles of A and streams them
+  // once; an mr x nr accumulator (nr lanes along K) gathers A's rows times B's column, read as
+  // an mr x nr matrix with row stride 0 (one vector, loaded once per step after CSE), and one
+  // row reduction per tile gives its mr results. A GEMM tile would spend a whole vector of
+  // lanes per output element of the single column.
+  void dot(Builder& b) {
+    const Type in_a = Type::matrix(p_.a_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
+    const Type in_b = Type::matrix(p_.b_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
+    const Type col_t = Type::matrix(T, p_.mr, 1, Use::acc, Scope::subgroup);
+    const Type c_col = Type::matrix(p_.c_type, p_.mr, 1, Use::acc, Scope::subgroup);
+    Value* per = ceil_div(b, tiles_m_, g_.workers, "rows_per");
+    Value* lo = b.min(b.mul(g_.worker, per), tiles_m_, "lo");
+    Value* hi = b.min(b.add(lo, per), tiles_m_, "hi");
+    Value* k_main = b.sub(g_.K, b.rem(g_.K, NR_), "k_main");
+    b.for_(lo, hi, one_, {}, [&](Builder& x, Value* mt, const std::vector<Value*>&) {
+      Value* m0 = x.mul(mt, MR_, "m0");
+      auto step = [&](Builder& y, Value* k, Value* acc, bool checked_a) {
+        Value* a = y.load(in_a, {g_.A, m0, k, g_.sa_r, one_, g_.M, g_.K}, checked_a, "a");
+        Value* v = y.load(in_b, {g_.B, zero_, k, zero_, one_, MR_, g_.K}, checked_a, "x");
+        if (p_.a_type != T) a = y.convert_matrix(a, acc_t_);
+        if (p_.b_type != T) v = y.convert_matrix(v, acc_t_);
+        return y.mat_bin(BinOp::add, acc, y.mat_bin(BinOp::mul, a, v), "acc");
+      };
+      auto rows = [&](Builder& y, bool checked) {
+        Value* acc = y.splat(acc_t_, fzero_, "acc");
+        acc = y.for_(zero_, k_main, NR_, {acc}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
+          return std::vector<Value*>{step(kx, k, it[0], checked)};
+        }, "k")[0];
+        // The K tail: checked loads read zeros past K.
+        acc = y.if_(y.cmp(CmpPred::lt, k_main, g_.K, "k_tail"), {acc_t_},
+                    [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
+                    [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+        return std::vector<Value*>{acc};
+      };
+      Value* acc = x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_m"), {acc_t_},
+                         [&](Builder& y) { return rows(y, false); }, [&](Builder& y) { return rows(y, true); })[0];
+      Value* sums = x.reduce(acc, ReduceMode::row, col_t, BinOp::add, "sums");
+      Value* result = x.scale(sums, g_.alpha, "result");
+      Builder::Access c_at{g_.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
+      if (p_.accumulate) {
+        Value* c_old = x.load(c_col, c_at, true, "c");
+        if (p_.c_type != T) c_old = x.convert_matrix(c_old, col_t);
+        result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
+      }
+      if (p_.c_type != T) result = x.convert_matrix(result, c_col, false, "out");
+      x.store(result, c_at, true);
+      return std::vector<Value*>{};
+    }, "mt");
+  }
+
   // Where K step k of a packed panel lives (see pack()).
   // AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
   Builder::Access panel_a(Builder& b, Value* panel, Value* k) {
@@ -334,8 +389,9 @@ class GemmRecipe {
 
   // Data-parallel: whole output tiles after the Stream-K ones, a contiguous block per worker.
   void data_parallel(Builder& b, Value* tiles_mn) {
-    // Packed, without Stream-K: the cache-blocked loop nest.
-    if (p_.pack) {
+    // Packed, without Stream-K: the cache-blocked loop nest; unpacked skinny products (order
+    // "k_outer") take the same nest straight from A and B.
+    if (p_.pack || p_.order == "k_outer") {
       b.if_(b.cmp(CmpPred::eq, g_.n_sk, zero_, "all_dp"), {}, [&](Builder& x) {
         blocked(x);
         return std::vector<Value*>{};

@@ -144,6 +144,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   int row_score = (spec.sb_c == 1) + (spec.sc_c == 1);
   int col_score = (spec.sa_r == 1) + (spec.sc_r == 1);
   p.layout = col_score > row_score ? "col" : "row";
+  // A vector times a matrix whose columns are contiguous (C = a B, B's K stride 1): in "col" the
+  // kernel's N is 1 and both operands run along K with unit stride (the "dot" walk below).
+  if (spec.M == 1 && spec.N > 1 && spec.sb_r == 1 && spec.sa_c == 1 && spec.sb_c != 1) p.layout = "col";
   if (auto it = overrides.find("layout"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1)
       throw UserError(cat("plan override layout=", it->second, " must be 0 (row) or 1 (col)"));
@@ -241,6 +244,15 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "fixed") continue;  // decided at the end
+    if (k == "order") {
+      if (v < 0 || v > 2) throw UserError(cat("plan override order=", v, " must be 0 (m_inner), 1 (k_outer) or 2 (dot)"));
+      if (v == 2) {
+        p.order = "dot";
+        continue;
+      }
+      p.order = v ? "k_outer" : "m_inner";
+      continue;
+    }
     if (k == "vnni") {
       if (v != 1 && v != 2 && v != 4) throw UserError(cat("plan override vnni=", v, " must be 1, 2 or 4"));
       p.vnni = static_cast<int>(v);
@@ -268,7 +280,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed, order)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -362,6 +374,62 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     const int64_t cols = (N + p.threads - 1) / p.threads;
     const double bset = double(std::min(p.kt, ceil_to(spec.K, p.kb))) * cols * ir::size_in_bytes(packed_b_type(p));
     p.mc_tiles = bset > 4.0 * (1 << 20) ? 48 : 8;
+  }
+  // Skinny products (the kernel's M up to 64 rows, long K, N wide enough to share among the
+  // workers): B is the big operand, and each M tile of the tile walk would read its whole K x nr
+  // panel again (1 MiB for f32 at K 4096: from L3 or memory). The blocked nest without packing
+  // ("k_outer") reads a kt x nr slice of B once for all the M tiles (in L1 / L2), the workers
+  // each on their own column panels, and adds the K tiles' partial products into C (an M x nr
+  // panel that stays in L1 / L2). Needs one product and C in the accumulator type (no scratch).
+  {
+    const int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
+    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 && p.c_type == p.dtype && M <= 64 &&
+        spec.K >= 512 && N >= 256 && flops >= 4.0e6)
+      p.order = "k_outer";
+    if (p.order == "k_outer") {
+      if (p.pack) throw UserError("plan order=1 (k_outer) is the unpacked blocked nest: it needs pack=0");
+      if (spec.batch1 * spec.batch2 != 1 || p.c_type != p.dtype)
+        throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
+                            ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
+      if (!overrides.count("split")) p.split = "dp";
+      // Workers share the column panels.
+      if (!overrides.count("threads")) p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.threads, tiles_n)));
+      // A 16 KiB slice of B per column panel and K tile, reused by every M tile from L1 (with the
+      // M x nr panel of C). With one M tile nothing reuses it: short K tiles keep the worker's
+      // reads of B to a few rows at a time (streams the prefetchers follow). Measured on Zen 4,
+      // 2 threads: 64x4096x4096 f32 17.8 / 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 /
+      // 4.0 / 3.6 ms with kt 256 / 16 / 4.
+      if (!overrides.count("kt")) {
+        const int64_t cap = tiles_m == 1 ? p.kb : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
+        const int64_t parts = (spec.K + cap - 1) / cap;
+        p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
+      }
+      if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::min<int64_t>(4096, tiles_m));
+    }
+  }
+  // Matrix-vector products (the kernel's N is 1; A's rows and B's column with unit stride along
+  // K): the "dot" walk streams A once, each worker on its own block of rows, at the memory's
+  // speed (see the recipe); mr rows x nr lanes along K per tile.
+  {
+    const bool dot_ok = N == 1 && a_unit && (col ? spec.sa_c : spec.sb_r) == 1 && spec.batch1 * spec.batch2 == 1;
+    if (!overrides.count("order") && dot_ok && !p.pack && M >= 8 && spec.K >= 64 &&
+        std::max({spec.M, spec.N, spec.K}) > 64)
+      p.order = "dot";
+    if (p.order == "dot") {
+      if (!dot_ok || p.pack)
+        throw UserError(cat("plan order=2 (dot) needs one matrix-vector product (N = 1 in the kernel's orientation) ",
+                            "with A's rows and B's column of unit stride, unpacked; got M=", M, " N=", N));
+      if (!overrides.count("mr")) p.mr = 4;
+      if (!overrides.count("nr")) p.nr = 4 * p.simd_width;
+      if (!overrides.count("split")) p.split = "dp";
+      p.kt = std::max<int64_t>(p.kb, ceil_to(std::max<int64_t>(1, spec.K), p.kb));  // one K tile: no Stream-K here
+      if (p.split != "dp") throw UserError("plan order=2 (dot) is data-parallel over rows: it needs split='dp'");
+      const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+      // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
+      const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
+      if (!overrides.count("threads"))
+        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
+    }
   }
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));

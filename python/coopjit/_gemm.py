@@ -13,7 +13,9 @@ from ._display import KernelDisplay
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "mc_tiles", "fixed")
+_ORDERS = {"m_inner": 0, "k_outer": 1, "dot": 2}  # the tile walk (plan field order)
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "mc_tiles", "fixed",
+               "order")
 
 
 def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tuple = (), where: str = "") -> dict:
@@ -30,8 +32,8 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
             raise TypeError(f"plan field names are strings, got {key!r}; known: {', '.join(known)}")
         if key not in known:
             raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
-        if key in ("layout", "split"):
-            names = _LAYOUTS if key == "layout" else _SPLITS
+        if key in ("layout", "split") or (key == "order" and "order" in known):
+            names = {"layout": _LAYOUTS, "split": _SPLITS, "order": _ORDERS}[key]
             allowed = "'row' or 'col'" if key == "layout" else f"one of {', '.join(names)}"
             if not isinstance(value, str):
                 raise TypeError(f"plan {key} must be {allowed} (a str), got {value!r}")

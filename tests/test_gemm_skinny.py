@@ -1,0 +1,129 @@
+"""Skinny products and matrix-vector products (issue 14): the plans of their own, "dot" (the
+kernel's N is 1: A's rows stream once, reduced along K) and "k_outer" (M up to 64 rows, long K:
+the blocked nest straight from A and B), against NumPy in float64 (exact integers), for every
+input type that reaches them, with alpha / beta, transposes, strided outputs and several worker
+counts."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+
+BF16 = ml_dtypes.bfloat16
+FLOATS = [np.float32, np.float64, np.float16, BF16]
+INTS = [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)]
+
+
+def _operands(rng, dtype, shape_a, shape_b):
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        info = np.iinfo(dtype)
+        return (rng.integers(info.min, info.max + 1, shape_a).astype(dtype),
+                rng.integers(info.min, info.max + 1, shape_b).astype(dtype))
+    return rng.uniform(-1, 1, shape_a).astype(dtype), rng.uniform(-1, 1, shape_b).astype(dtype)
+
+
+def _check_float(c, a, b, c_type=None):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = a64 @ b64
+    mag = np.abs(a64) @ np.abs(b64)
+    k = a.shape[-1]
+    acc_eps = np.finfo(np.float64 if a.dtype == np.float64 else np.float32).eps
+    out_eps = np.finfo(c.dtype).eps if c.dtype != BF16 else 2.0**-8
+    err = np.abs(c.astype(np.float64) - ref)
+    assert np.all(err <= (k + 2) * acc_eps * mag + out_eps * np.abs(ref) + 1e-30), err.max()
+
+
+def _order(m, n, k, dtype=np.float32, **kw):
+    return coopjit.compile_gemm(m, n, k, dtype, **kw).config["order"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,k", [(8, 65), (257, 1000), (1001, 4097), (64, 64 * 3 + 5)])
+def test_matrix_vector_floats(rng, dtype, m, k):
+    a, x = _operands(rng, dtype, (m, k), (k, 1))
+    c = coopjit.matmul(a, x)
+    assert c.shape == (m, 1)
+    _check_float(c, a, x)
+    v = coopjit.matmul(a, x[:, 0])  # a 1-D vector
+    assert v.shape == (m,)
+    np.testing.assert_array_equal(v, c[:, 0])
+
+
+@pytest.mark.parametrize("ta,tb", INTS)
+def test_matrix_vector_integers_exact(rng, ta, tb):
+    a, _ = _operands(rng, ta, (300, 2051), (1, 1))
+    _, x = _operands(rng, tb, (1, 1), (2051, 1))
+    c = coopjit.matmul(a, x)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ x.astype(np.int64))
+
+
+def test_matrix_vector_takes_the_dot_plan():
+    assert _order(4096, 1, 4096) == "dot"
+    assert _order(100, 1, 3000, np.float64) == "dot"
+    assert _order(1, 4096, 4096, trans_a=True, trans_b=True) == "dot"  # C^T = B^T A^T: the kernel's N is 1
+    assert _order(4096, 4, 4096) != "dot"  # four columns: a GEMM tile
+    assert _order(4096, 1, 4096, trans_a=True) != "dot"  # A's rows are strided along K
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_matrix_vector_alpha_beta_strided_output(rng, threads):
+    m, k = 203, 777
+    a, x = _operands(rng, np.float32, (m, k), (k, 1))
+    c0 = rng.uniform(-1, 1, (m, 3)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, x, c[:, 1:2], alpha=1.5, beta=-0.5, plan={"threads": threads, "order": "dot"})
+    ref = 1.5 * (a.astype(np.float64) @ x) - 0.5 * c0[:, 1:2]
+    np.testing.assert_allclose(c[:, 1:2], ref, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(c[:, [0, 2]], c0[:, [0, 2]])  # the other columns untouched
+
+
+def test_vector_matrix_through_the_transposed_orientation(rng):
+    # (1 x K) times a column-major K x N: the kernel computes C^T = B^T a^T, N = 1 there.
+    a = rng.uniform(-1, 1, (1, 1500)).astype(np.float32)
+    b = np.asfortranarray(rng.uniform(-1, 1, (1500, 300)).astype(np.float32))
+    c = coopjit.matmul(a, b)
+    _check_float(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n,k", [(1, 1100, 2000), (1, 4096, 515), (16, 513, 1030), (64, 260, 4100), (33, 256, 700)])
+def test_skinny_k_outer_floats(rng, dtype, m, n, k):
+    a, b = _operands(rng, dtype, (m, k), (k, n))
+    assert _order(m, n, k, dtype) == "k_outer"
+    c0 = rng.uniform(-1, 1, (m, n)).astype(dtype)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=0.75, beta=2.0)
+    ref = 0.75 * (a.astype(np.float64) @ b) + 2.0 * c0
+    mag = 0.75 * (np.abs(a.astype(np.float64)) @ np.abs(b)) + 2.0 * np.abs(c0)
+    assert np.all(np.abs(c - ref) <= (k + 4) * np.finfo(dtype).eps * mag)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("kt", [4, 64, 1000])
+def test_skinny_k_outer_plans_and_integers(rng, threads, kt):
+    a, b = _operands(rng, np.int8, (7, 1001), (1001, 333))
+    c = coopjit.matmul(a, b, plan={"order": "k_outer", "threads": threads, "kt": kt // 4 * 4})
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    a, b = _operands(rng, np.float32, (5, 300), (300, 1000))
+    c = coopjit.matmul(a, b, plan={"order": "k_outer", "threads": threads, "kt": kt // 4 * 4})
+    _check_float(c, a, b)
+
+
+def test_low_precision_skinny_shapes(rng):
+    for m, n, k in [(1, 700, 2000), (16, 300, 1200), (64, 300, 1200)]:
+        a, b = _operands(rng, BF16, (m, k), (k, n))
+        _check_float(coopjit.matmul(a, b), a, b)
+        a, b = _operands(rng, np.int8, (m, k), (k, n))
+        np.testing.assert_array_equal(coopjit.matmul(a, b), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_bad_order_overrides():
+    a = np.ones((64, 300), np.float32)
+    with pytest.raises(ValueError, match="order=2 \\(dot\\) needs one matrix-vector product"):
+        coopjit.matmul(a, np.ones((300, 5), np.float32), plan={"order": "dot"})
+    with pytest.raises(ValueError, match="k_outer.*needs pack=0"):
+        coopjit.matmul(a, np.ones((300, 300), np.float32), plan={"order": "k_outer", "pack": True})
+    with pytest.raises(ValueError, match="plan order must be one of m_inner, k_outer, dot"):
+        coopjit.matmul(a, np.ones((300, 5), np.float32), plan={"order": "zigzag"})
+    with pytest.raises(ValueError, match="C in the accumulator type"):
+        coopjit.matmul(a.astype(BF16), np.ones((300, 300), BF16), plan={"order": "k_outer", "pack": False})
