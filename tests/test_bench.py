@@ -4,6 +4,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -13,12 +14,15 @@ import pytest
 import coopjit
 from coopjit import bench
 
-PEAKS = ("f32_fma", "bf16_dot", "amx_bf16", "copy")
+PEAKS = ("f32_fma", "bf16_dot", "amx_bf16", "amx_int8", "copy")
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_sizes=(16,), reduce_shape=(64, 32),
                     streamk=((48, 16, 512),),
+                    shapes=(("float32", 1, 64, 300, 0), ("float32", 70, 1, 300, 0), ("bfloat16", 8, 32, 64, 0),
+                            ("int8", 32, 32, 32, 0), ("float32", 8, 8, 8, 4)),
+                    shape_reductions=(((3, 1000), 1), ((5000,), None)), scaling_n=64, scaling_reduce=4096,
                     repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
                     peak_seconds=0.01)
 
@@ -33,18 +37,20 @@ def test_peak_has_every_measurement_with_positive_finite_numbers(peak):
     assert set(peak) == {"cpu", "threads", *PEAKS}
     assert peak["threads"] >= 1
     expected = {"f32_fma": True, "copy": True, "bf16_dot": bool(feats.get("avx512bf16")),
-                "amx_bf16": bool(feats.get("amx-bf16") and feats.get("amx-tile"))}
+                "amx_bf16": bool(feats.get("amx-bf16") and feats.get("amx-tile")),
+                "amx_int8": bool(feats.get("amx-int8") and feats.get("amx-tile"))}
     for name in PEAKS:
         e = peak[name]
         assert set(e) == {"unit", "single", "all", "threads", "note"}, name
-        assert e["unit"] == ("GB/s" if name == "copy" else "GFLOP/s")
+        assert e["unit"] == {"copy": "GB/s", "amx_int8": "GOP/s"}.get(name, "GFLOP/s")
         if expected[name]:
             for key in ("single", "all"):
                 assert isinstance(e[key], float) and math.isfinite(e[key]) and e[key] > 0, (name, key, e[key])
         else:
             assert e["single"] is None and e["all"] is None, name
-    if not expected["amx_bf16"]:
-        assert peak["amx_bf16"]["note"] == "no AMX on this CPU"
+    for name in ("amx_bf16", "amx_int8"):
+        if not expected[name]:
+            assert peak[name]["note"] == "no AMX on this CPU"
 
 
 def test_peak_is_measured_once_per_process(peak):
@@ -56,12 +62,12 @@ def test_peak_is_measured_once_per_process(peak):
 
 
 @pytest.mark.parametrize("name, instruction", [("f32_fma", "vfmadd"), ("bf16_dot", "vdpbf16ps"),
-                                               ("amx_bf16", "tdpbf16ps")])
+                                               ("amx_bf16", "tdpbf16ps"), ("amx_int8", "tdpbssd")])
 def test_peak_kernels_compile_to_their_instruction_on_any_x86(name, instruction):
     # The AMX kernel cannot run without AMX; its code is built with the AMX features added.
     asm = coopjit._core.peak_kernel_assembly(name)
     assert instruction in asm
-    if name == "amx_bf16":
+    if name.startswith("amx"):
         assert "ldtilecfg" in asm and "tilerelease" in asm
 
 
@@ -87,7 +93,17 @@ def test_tiny_bench_writes_json_with_every_section_and_field(tiny_run):
     assert set(data["meta"]) >= {"cpu", "cores", "coopjit", "llvm", "numpy", "torch", "blas", "date", "config",
                                  "other_load", "peak_other_load", "busy_rows"}
     assert set(data["peak"]) >= set(PEAKS)
-    assert {r["section"] for r in data["rows"]} == set(TINY.sections) - {"jit", "streamk"}
+    assert {r["section"] for r in data["rows"]} == set(TINY.sections) - {"jit", "streamk", "scaling"} | {"shapes_reduce"}
+    shapes = [r["label"] for r in data["rows"] if r["section"] == "shapes"]
+    assert shapes == ["float32 1x64x300", "float32 70x1x300", "bfloat16 8x32x64", "int8 32x32x32", "float32 4x 8x8x8"]
+    # thread scaling: every op at 1, 2, 4, ... workers up to the cores (and the cores)
+    cores = len(os.sched_getaffinity(0))
+    counts = sorted({r["threads"] for r in data["scaling"]})
+    assert counts[0] == 1 and counts[-1] == cores and all(b <= 2 * a for a, b in zip(counts, counts[1:]))
+    for r in data["scaling"]:
+        assert r["coopjit"] > 0 and r["efficiency"] > 0 and (r.get("torch", 1.0) > 0), r
+    assert {r["op"] for r in data["scaling"]} >= {"f32 GEMM", "sum"}
+    assert coopjit.get_num_threads() == cores or "COOPJIT_NUM_THREADS" in os.environ  # restored
     (sk,) = data["streamk"]
     assert sk["shape"] == [48, 16, 512] and sk["ok"] and sk["auto_s"] > 0 and sk["dp_s"] > 0
     assert sk["split"] in ("sk", "sk+dp", "dp") and sk["tiles"] >= 1
@@ -127,7 +143,7 @@ def test_table_names_each_section_and_the_peaks(tiny_run):
     result, _ = tiny_run
     table = bench.report.format_table(result)
     for sec in TINY.sections:
-        title = {"jit": "JIT: first call compiling", "streamk": "Stream-K: the automatic plan"}
+        title = {"jit": "JIT: first call compiling", "streamk": "Stream-K: the automatic plan", "scaling": "thread scaling"}
         assert title.get(sec, bench.report.SECTIONS.get(sec) and bench.report.SECTIONS[sec].title) in table
     assert "peaks measured by coopjit.peak()" in table and "f32 FMA" in table
 
@@ -158,3 +174,12 @@ def test_cli_bench_help():
     run = subprocess.run([sys.executable, "-m", "coopjit", "bench", "--help"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "--quick" in run.stdout and "--out" in run.stdout
+
+
+def test_sizes_follow_the_machine():
+    small = bench.for_machine(bench.FULL, cores=2)
+    assert small == bench.FULL
+    big = bench.for_machine(bench.FULL, cores=16)
+    assert 4096 in big.gemm_sizes and set(bench.FULL.gemm_sizes) <= set(big.gemm_sizes)
+    w = min(16, coopjit.get_num_threads())
+    assert big.streamk == ((12 * (w + 1), 32, 8192), (12 * (3 * w // 2), 32, 8192))

@@ -31,5 +31,5 @@ void bind_peak(py::module_& m) {
           py::gil_scoped_release nogil;
           return coopjit::peak_kernel_assembly(name);
         },
-        py::arg("name"), "Host assembly of a peak kernel (f32_fma, bf16_dot, amx_bf16), built with the features it needs.");
+        py::arg("name"), "Host assembly of a peak kernel (f32_fma, bf16_dot, amx_bf16, amx_int8), built with the features it needs.");
 }

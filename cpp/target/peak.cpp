@@ -167,6 +167,30 @@ KernelModule amx_bf16_kernel() {
   return k;
 }
 
+// The same with 8-bit quads: 4 tdpbssd of 16x16x64 per iteration (s8 x s8 into i32).
+KernelModule amx_int8_kernel() {
+  std::unique_ptr<llvm::IRBuilder<>> bp;
+  KernelModule k = start_kernel("coopjit_peak_amx_int8", bp);
+  k.needs = "+amx-tile,+amx-int8";
+  llvm::IRBuilder<>& b = *bp;
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  llvm::Value* in = f->getArg(1);
+  llvm::Value* out = f->getArg(2);
+  auto at = [&](llvm::Value* p, int64_t bytes) { return b.CreateConstGEP1_64(b.getInt8Ty(), p, bytes); };
+  auto call = [&](llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) { b.CreateIntrinsic(id, {}, args); };
+  call(llvm::Intrinsic::x86_ldtilecfg, {in});
+  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilezero, {b.getInt8(t)});
+  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tileloadd64, {b.getInt8(4 + t), at(in, 64 + 1024 * t), b.getInt64(64)});
+  emit_loop(b, f->getArg(0), {}, [&](std::vector<llvm::Value*>&) {
+    for (int t = 0; t < 4; ++t)
+      call(llvm::Intrinsic::x86_tdpbssd, {b.getInt8(t), b.getInt8(4 + t / 2), b.getInt8(6 + t % 2)});
+  });
+  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilestored64, {b.getInt8(t), at(out, 1024 * t), b.getInt64(64)});
+  call(llvm::Intrinsic::x86_tilerelease, {});
+  b.CreateRetVoid();
+  return k;
+}
+
 // Independent chains per kernel: enough to cover FMA latency x pipes on current x86 cores
 // (4-5 cycles x 2 pipes), without spilling the vector registers.
 int chains() { return host_cpu().vector_registers * 3 / 4; }
@@ -176,7 +200,8 @@ KernelModule build_kernel(const std::string& name) {
   if (name == "f32_fma") return f32_fma_kernel(f32_lanes(), chains());
   if (name == "bf16_dot") return bf16_dot_kernel(chains());
   if (name == "amx_bf16") return amx_bf16_kernel();
-  throw UserError(cat("unknown peak kernel '", name, "' (known: f32_fma, bf16_dot, amx_bf16)"));
+  if (name == "amx_int8") return amx_int8_kernel();
+  throw UserError(cat("unknown peak kernel '", name, "' (known: f32_fma, bf16_dot, amx_bf16, amx_int8)"));
 }
 
 PeakFn compiled(const std::string& name) {
@@ -337,6 +362,29 @@ void measure_amx_bf16(PeakMeasurement& r, double seconds) {
   r.note = "4 accumulator tiles of tdpbf16ps 16x16x32";
 }
 
+void measure_amx_int8(PeakMeasurement& r, double seconds) {
+  if (!host_cpu().has("amx-int8") || !host_cpu().has("amx-tile")) {
+    r.note = "no AMX on this CPU";
+    return;
+  }
+  if (!amx_permitted()) {
+    r.note = "the kernel refused AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM failed)";
+    return;
+  }
+  auto in = buffer(64 + 4 * 1024);
+  unsigned char* cfg = reinterpret_cast<unsigned char*>(in.get());
+  std::memset(cfg, 0, 64);
+  cfg[0] = 1;
+  for (int t = 0; t < 8; ++t) {
+    uint16_t colsb = 64;
+    std::memcpy(cfg + 16 + 2 * t, &colsb, 2);
+    cfg[48 + t] = 16;
+  }
+  std::memset(in.get() + 64, 1, 4 * 1024);  // int8 ones: sums grow by 64 per tdpbssd, far from overflow
+  measure_kernel(r, compiled("amx_int8"), in.get(), 4 * 1024, 4 * 2.0 * 16 * 16 * 64, seconds);
+  r.note = "4 accumulator tiles of tdpbssd 16x16x64 (integer ops)";
+}
+
 // memcpy of a buffer 8x the size of a large L3, split between the threads: GB/s counting the
 // bytes read and the bytes written (the STREAM convention).
 void measure_copy(PeakMeasurement& r, double seconds) {
@@ -359,19 +407,20 @@ void measure_copy(PeakMeasurement& r, double seconds) {
 
 }  // namespace
 
-std::vector<std::string> peak_names() { return {"f32_fma", "bf16_dot", "amx_bf16", "copy"}; }
+std::vector<std::string> peak_names() { return {"f32_fma", "bf16_dot", "amx_bf16", "amx_int8", "copy"}; }
 
 PeakMeasurement measure_peak(const std::string& name, double seconds) {
   if (!(seconds > 0 && seconds <= 10)) throw UserError(cat("peak seconds must be in (0, 10], got ", seconds));
   PeakMeasurement r;
   r.name = name;
-  r.unit = name == "copy" ? "GB/s" : "GFLOP/s";
+  r.unit = name == "copy" ? "GB/s" : name == "amx_int8" ? "GOP/s" : "GFLOP/s";
   r.threads = static_cast<int>(core_cpus().size());
   if (name == "f32_fma") measure_f32_fma(r, seconds);
   else if (name == "bf16_dot") measure_bf16_dot(r, seconds);
   else if (name == "amx_bf16") measure_amx_bf16(r, seconds);
+  else if (name == "amx_int8") measure_amx_int8(r, seconds);
   else if (name == "copy") measure_copy(r, seconds);
-  else throw UserError(cat("unknown peak '", name, "' (known: f32_fma, bf16_dot, amx_bf16, copy)"));
+  else throw UserError(cat("unknown peak '", name, "' (known: f32_fma, bf16_dot, amx_bf16, amx_int8, copy)"));
   return r;
 }
 

@@ -18,14 +18,14 @@ struct PeakMeasurement {
   std::string note;   // what was measured, or why it could not be
 };
 
-/// The peaks measure_peak knows: "f32_fma", "bf16_dot", "amx_bf16", "copy".
+/// The peaks measure_peak knows: "f32_fma", "bf16_dot", "amx_bf16", "amx_int8", "copy".
 std::vector<std::string> peak_names();
 
 /// Measures one peak, on one thread and on all cores: each timed run lasts about `seconds`, and
 /// the best of 5 runs is kept. Takes about 10 * `seconds`.
 PeakMeasurement measure_peak(const std::string& name, double seconds = 0.1);
 
-/// The host assembly of one JIT-compiled peak kernel ("f32_fma", "bf16_dot", "amx_bf16"), built
+/// The host assembly of one JIT-compiled peak kernel ("f32_fma", "bf16_dot", "amx_bf16", "amx_int8"), built
 /// for the host's features plus the ones the kernel needs: the AMX kernel can be read on any
 /// x86 host even where it cannot run.
 std::string peak_kernel_assembly(const std::string& name);

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIBS = ("coopjit", "numpy", "torch")
-NAMES = {"f32_fma": "f32 FMA", "bf16_dot": "BF16 dot", "amx_bf16": "AMX bf16", "copy": "copy"}
+NAMES = {"f32_fma": "f32 FMA", "bf16_dot": "BF16 dot", "amx_bf16": "AMX bf16", "amx_int8": "AMX int8", "copy": "copy"}
 COLORS = {"coopjit": "tab:red", "numpy": "tab:blue", "torch": "tab:orange"}
 
 
@@ -27,8 +27,11 @@ SECTIONS = {
     "batched_f32": Section("stacked float32 GEMM in one matmul call, time per call", "GFLOP/s", "us", "f32_fma", ""),
     "gemm_bf16": Section("bfloat16 GEMM, square", "GFLOP/s", "rate", "bf16", "bfloat16"),
     "gemm_f16": Section("float16 GEMM, square", "GFLOP/s", "rate", None, "float16"),
-    "gemm_int8": Section("int8 GEMM (int32 result), square", "GOP/s", "rate", None, "int8"),
+    "gemm_int8": Section("int8 GEMM (int32 result), square", "GOP/s", "rate", "amx_int8", "int8"),
     "reduce": Section("reductions over large arrays (bytes read)", "GB/s", "rate", "copy", "reductions"),
+    "shapes": Section("shape sweep: skinny, odd and batched products, time per call", "GFLOP/s", "us", None, ""),
+    "shapes_reduce": Section("shape sweep: reductions of few long rows, many short rows, 1-D (bytes read)", "GB/s",
+                             "rate", "copy", ""),
 }
 
 
@@ -38,7 +41,7 @@ def peak_reference(peak: dict, kind: str | None) -> tuple[float, str] | None:
         return None
     if kind == "bf16":
         kind = "amx_bf16" if peak.get("amx_bf16", {}).get("all") else "bf16_dot"
-    entry = peak.get("f32_fma" if kind == "f64_fma" else kind, {})
+    entry = peak.get("f32_fma" if kind == "f64_fma" else kind) or {}
     if not entry.get("all"):
         return None
     value = entry["all"] / 2 if kind == "f64_fma" else entry["all"]
@@ -122,13 +125,23 @@ def format_table(result: dict) -> str:
                 if res[lib].get("status") in ("n/a", "error", "WRONG"):
                     notes.setdefault((lib, res[lib]["status"], res[lib]["note"]), []).append(sec.title.split(",")[0])
     if result.get("streamk"):
-        lines += ["", "Stream-K: the automatic plan against forced data-parallel (float32, both threads, ms per call)",
+        lines += ["", "Stream-K: the automatic plan against forced data-parallel (float32, ms per call)",
                   f"{'M x N x K':>18} {'tiles':>6} {'workers':>8} {'split':>6} {'auto':>9} {'dp':>9} {'speed-up':>9}",
                   "-" * 71]
         for r in result["streamk"]:
             shape = "x".join(str(v) for v in r["shape"])
             lines.append(f"{shape:>18} {r['tiles']:>6} {r['workers']:>8} {r['split']:>6} {1e3 * r['auto_s']:>9.3f} "
                          f"{1e3 * r['dp_s']:>9.3f} {r['speedup']:>9.2f}" + ("" if r["ok"] else "  WRONG"))
+    if result.get("scaling"):
+        lines += ["", "thread scaling: coopjit and torch at the same thread count (rates; efficiency: coopjit's rate per "
+                  "worker against its rate on one)",
+                  f"{'op':>10} {'size':>9} {'threads':>8} {'coopjit':>9} {'torch':>9} {'vs torch':>9} {'efficiency':>11}",
+                  "-" * 71]
+        for r in result["scaling"]:
+            vs = r["coopjit"] / r["torch"] if r.get("torch") else None
+            lines.append(f"{r['op']:>10} {r['size']:>9} {r['threads']:>8} {r['coopjit']:>9.1f} "
+                         f"{_fmt(r.get('torch'), '{:.1f}'):>9} {_fmt(vs, '{:.2f}'):>9} {100 * r['efficiency']:>10.0f}%"
+                         f"  {r['unit']}")
     if result.get("jit"):
         from ._bench_jit import format_rows
 

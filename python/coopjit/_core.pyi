@@ -440,7 +440,7 @@ def measure_peak(name: str, seconds: typing.SupportsFloat | typing.SupportsIndex
     """
 def peak_kernel_assembly(name: str) -> str:
     """
-    Host assembly of a peak kernel (f32_fma, bf16_dot, amx_bf16), built with the features it needs.
+    Host assembly of a peak kernel (f32_fma, bf16_dot, amx_bf16, amx_int8), built with the features it needs.
     """
 def peak_names() -> list[str]:
     """

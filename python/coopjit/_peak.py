@@ -1,4 +1,4 @@
-"""coopjit.peak(): the machine's measured peaks (f32 FMA, BF16 dot, AMX bf16, copy bandwidth), once per process."""
+"""coopjit.peak(): the machine's measured peaks (f32 FMA, BF16 dot, AMX bf16 and int8, copy bandwidth), once per process."""
 from __future__ import annotations
 
 import copy
@@ -11,8 +11,8 @@ _cache: dict | None = None
 def peak(*, refresh: bool = False, seconds: float = 0.1) -> dict:
     """The host's peak throughput, measured by microbenchmarks coopjit JIT-compiles for this CPU.
 
-    Returns {"cpu": name, "threads": n, "f32_fma": {...}, "bf16_dot": {...}, "amx_bf16": {...},
-    "copy": {...}}; each entry has "unit" (GFLOP/s or GB/s), "single" (one thread), "all" (one
+    Returns {"cpu": name, "threads": n, "f32_fma": {...}, "bf16_dot": {...}, "amx_bf16": {...}, "amx_int8": {...},
+    "copy": {...}}; each entry has "unit" (GFLOP/s, GOP/s for AMX int8, or GB/s), "single" (one thread), "all" (one
     thread per core of the affinity mask), "threads" and "note" (what was measured). "single"
     and "all" are None where the CPU lacks the unit (the note says so, e.g. "no AMX on this CPU").
     Copy bandwidth counts the bytes read plus the bytes written. The first call takes a few

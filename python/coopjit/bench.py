@@ -55,14 +55,45 @@ class Config:
     wait: float = 20.0  # seconds to wait for a quiet machine before measuring a busy case again
     retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
     peak_seconds: float = 0.1
+    # The shape sweep of issue 14 (the skinny, odd and batched shapes users meet): (dtype, M, N, K,
+    # batch or 0); and its reductions: (shape, axis)
+    shapes: tuple = (("float32", 1, 4096, 4096, 0), ("float32", 4096, 1, 4096, 0), ("float32", 16, 4096, 4096, 0),
+                     ("float32", 64, 4096, 4096, 0), ("float32", 4096, 64, 4096, 0), ("float32", 64, 64, 8192, 0),
+                     ("float32", 513, 129, 700, 0), ("float32", 3000, 500, 200, 0), ("float32", 100, 37, 250, 0),
+                     ("float32", 32, 32, 32, 0), ("float32", 64, 64, 64, 0), ("float32", 128, 128, 128, 32),
+                     ("float32", 32, 32, 32, 256), ("float32", 512, 512, 512, 8), ("bfloat16", 512, 512, 512, 0),
+                     ("bfloat16", 1, 4096, 4096, 0), ("bfloat16", 64, 4096, 4096, 0), ("int8", 64, 4096, 4096, 0),
+                     ("int8", 1024, 1024, 1024, 0))
+    shape_reductions: tuple = (((3, 4_000_000), 1), ((12_000_000,), None), ((8192, 8192), None), ((8192, 8192), 0),
+                               ((8192, 8192), 1), ((4_000_000, 3), 1))
+    # Thread scaling: 1, 2, 4, ... workers up to the cores, float32 and bfloat16 GEMM of this size
+    # and a float32 sum of scaling_reduce elements, coopjit and torch at the same thread count
+    scaling_n: int = 2048
+    scaling_reduce: int = 1 << 25
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
-                       "gemm_int8", "reduce", "streamk", "jit")
+                       "gemm_int8", "reduce", "shapes", "streamk", "scaling", "jit")
 
 
 FULL = Config()
 QUICK = Config(gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256, 1024),
                reduce_shape=(4096, 4096), repeat=5, min_sample=0.002, budget=0.5, slow=1.0, pause=0.05, retries=1, wait=5.0,
-               retry_budget=15.0)
+               retry_budget=15.0, scaling_n=1024, scaling_reduce=1 << 23)
+
+
+def for_machine(cfg: Config, cores: int | None = None) -> Config:
+    """cfg with sizes that suit the machine: on 8 cores or more, squares up to 4096 (and 8192 for
+    the low-precision products where the CPU has AMX tiles), and Stream-K shapes whose output tiles
+    (12 x 32 each) leave the last wave of the workers partly empty: workers + 1 and 1.5 x workers."""
+    cores = cores or len(os.sched_getaffinity(0))
+    if cores < 8:
+        return cfg
+    feats = coopjit.cpu_info()["features"]
+    big = (4096,) if max(cfg.gemm_sizes) >= 2048 else ()
+    lowp = (8192,) if feats.get("amx-tile") and max(cfg.lowp_sizes) >= 4096 else ()
+    w = min(cores, coopjit.get_num_threads())
+    streamk = ((12 * (w + 1), 32, 8192), (12 * (3 * w // 2), 32, 8192))
+    return dataclasses.replace(cfg, gemm_sizes=tuple(sorted(set(cfg.gemm_sizes + big))),
+                               lowp_sizes=tuple(sorted(set(cfg.lowp_sizes + lowp))), streamk=streamk)
 
 
 # ---- timing
@@ -178,12 +209,52 @@ def gemm_case(section: str, dtype: str, n: int, batch: int | None = None, label:
     return Case(section, label or str(n), n, flops, setup, dtype)
 
 
+def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
+    """One case of the shape sweep: (batch x) M x K times K x N in `dtype`, against numpy.matmul
+    (float32) and torch (matmul, or torch._int_mm for int8)."""
+    a_shape, b_shape = ((batch, m, k), (batch, k, n)) if batch else ((m, k), (k, n))
+    label = f"{dtype} " + (f"{batch}x " if batch else "") + f"{m}x{n}x{k}"
+
+    def setup():
+        rng = np.random.default_rng(m * 7 + n * 3 + k)
+        torch = _torch()
+        libs: dict = {}
+        if dtype == "int8":
+            a, b = rng.integers(-128, 128, a_shape, dtype=np.int8), rng.integers(-128, 128, b_shape, dtype=np.int8)
+            va, vb = a.astype(np.float64), b.astype(np.float64)
+        else:
+            a32, b32 = rng.standard_normal(a_shape, dtype=np.float32), rng.standard_normal(b_shape, dtype=np.float32)
+            a, b = _operand(a32, dtype), _operand(b32, dtype)
+            va, vb = (a32, b32) if a is None else (a.astype(np.float64), b.astype(np.float64))
+        libs["coopjit"] = "ml_dtypes is not installed" if a is None else (lambda: coopjit.matmul(a, b))
+        libs["numpy"] = (lambda: np.matmul(a, b)) if dtype == "float32" else "not compared"
+        if torch is None:
+            libs["torch"] = "torch is not installed"
+        elif dtype == "int8":
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            if batch or m < 17 or n % 8 or k % 8:  # torch._int_mm's own limits (M > 16, N and K multiples of 8)
+                libs["torch"] = "torch._int_mm needs M > 16 and N, K multiples of 8 (2-D)"
+            else:
+                libs["torch"] = lambda: torch._int_mm(ta, tb)
+        else:
+            tdt = getattr(torch, dtype)
+            ta, tb = (torch.from_numpy(np.asarray(v, np.float32)).to(tdt) for v in (va, vb))
+            libs["torch"] = lambda: torch.matmul(ta, tb)
+        ref = np.matmul(va, vb)
+        if dtype == "int8":
+            return libs, _rel_error_check(ref, 0.0, exact=True)
+        out_eps = 2.0**-8 if dtype == "bfloat16" else np.finfo(np.float32).eps
+        return libs, _rel_error_check(ref, 8 * np.sqrt(k) * np.finfo(np.float32).eps + out_eps)
+
+    return Case("shapes", label, None, 2.0 * m * n * k * (batch or 1), setup, dtype)
+
+
 @functools.lru_cache(maxsize=1)
 def _reduce_input(shape: tuple, dtype: str) -> np.ndarray:
     return np.random.default_rng(7).random(shape, dtype=np.dtype(dtype))
 
 
-def reduce_case(op: str, axis: int | None, shape: tuple, dtype: str = "float32") -> Case:
+def reduce_case(op: str, axis: int | None, shape: tuple, dtype: str = "float32", section: str = "reduce") -> Case:
     def setup():
         a = _reduce_input(shape, dtype)
         torch = _torch()
@@ -205,8 +276,8 @@ def reduce_case(op: str, axis: int | None, shape: tuple, dtype: str = "float32")
         n = a.size if axis is None else a.shape[axis]
         return libs, _rel_error_check(ref, n * np.finfo(dtype).eps)
 
-    label = f"{op} axis={axis} {dtype} {shape[0]}x{shape[1]}"
-    return Case("reduce", label, None, float(np.prod(shape)) * np.dtype(dtype).itemsize, setup, dtype)
+    label = f"{op} axis={axis} {dtype} {'x'.join(str(v) for v in shape)}"
+    return Case(section, label, None, float(np.prod(shape)) * np.dtype(dtype).itemsize, setup, dtype)
 
 
 def cases(cfg: Config) -> list[Case]:
@@ -222,7 +293,10 @@ def cases(cfg: Config) -> list[Case]:
         elif key in ("gemm_bf16", "gemm_f16", "gemm_int8"):
             dtype = {"gemm_bf16": "bfloat16", "gemm_f16": "float16", "gemm_int8": "int8"}[key]
             out += [gemm_case(key, dtype, n) for n in cfg.lowp_sizes]
-        elif key in ("jit", "streamk"):
+        elif key == "shapes":
+            out += [shape_case(*c) for c in cfg.shapes]
+            out += [reduce_case("sum", axis, shape, section="shapes_reduce") for shape, axis in cfg.shape_reductions]
+        elif key in ("jit", "streamk", "scaling"):
             continue  # measured apart: their own tables
         elif key == "reduce":
             s = cfg.reduce_shape
@@ -258,6 +332,54 @@ def stream_k_rows(cfg: Config) -> list[dict]:
                      "auto_s": times["auto"]["median_s"], "dp_s": times["dp"]["median_s"],
                      "ok": times["auto"]["ok"] and times["dp"]["ok"],
                      "speedup": times["dp"]["median_s"] / times["auto"]["median_s"]})
+    return rows
+
+
+def scaling_rows(cfg: Config) -> list[dict]:
+    """Thread scaling: float32 and bfloat16 GEMM (cfg.scaling_n cubed) and a float32 sum, on 1, 2, 4,
+    ... workers up to the cores (and the cores themselves), coopjit (set_num_threads) against torch
+    (set_num_threads) at the same count; each library in its own block after a pause."""
+    cores = len(os.sched_getaffinity(0))
+    counts = sorted({min(1 << i, cores) for i in range(cores.bit_length() + 1)} | {cores})
+    torch = _torch()
+    n = cfg.scaling_n
+    rng = np.random.default_rng(3)
+    a32 = rng.standard_normal((n, n), dtype=np.float32)
+    b32 = rng.standard_normal((n, n), dtype=np.float32)
+    x = rng.random(cfg.scaling_reduce, dtype=np.float32)
+    ops = [("f32 GEMM", 2.0 * n**3, lambda: coopjit.matmul(a32, b32),
+            (lambda ta=torch.from_numpy(a32), tb=torch.from_numpy(b32): torch.mm(ta, tb)) if torch else None),
+           ("sum", float(x.nbytes), lambda: coopjit.reduce(x), (lambda tx=torch.from_numpy(x): torch.sum(tx)) if torch else None)]
+    bf = _operand(a32, "bfloat16")
+    if bf is not None:
+        bb = _operand(b32, "bfloat16")
+        ops.insert(1, ("bf16 GEMM", 2.0 * n**3, lambda: coopjit.matmul(bf, bb),
+                       (lambda ta=torch.from_numpy(a32).bfloat16(), tb=torch.from_numpy(b32).bfloat16(): torch.mm(ta, tb))
+                       if torch else None))
+    saved = coopjit.get_num_threads(), torch.get_num_threads() if torch else None
+    rows = []
+    try:
+        for t in counts:
+            coopjit.set_num_threads(t)
+            if torch:
+                torch.set_num_threads(t)
+            for name, work, ours, theirs in ops:
+                row = {"op": name, "threads": t, "size": n if "GEMM" in name else x.size,
+                       "unit": "GB/s" if name == "sum" else "GFLOP/s"}
+                for lib, fn in (("coopjit", ours), ("torch", theirs)):
+                    if fn is None:
+                        continue
+                    time.sleep(cfg.pause)
+                    med = time_call(fn, cfg)["median_s"]
+                    row[lib] = work / med / 1e9
+                rows.append(row)
+    finally:
+        coopjit.set_num_threads(saved[0])
+        if torch:
+            torch.set_num_threads(saved[1])
+    for row in rows:  # parallel efficiency: the rate per worker against one worker's
+        one = next(r for r in rows if r["op"] == row["op"] and r["threads"] == counts[0])
+        row["efficiency"] = row["coopjit"] / (one["coopjit"] * row["threads"] / counts[0])
     return rows
 
 
@@ -398,6 +520,9 @@ def run(cfg: Config = FULL, out_dir: str | Path | None = "benchmarks/results", n
     if "streamk" in cfg.sections:
         _progress(len(todo), len(todo), "Stream-K against data-parallel")
         result["streamk"] = stream_k_rows(cfg)
+    if "scaling" in cfg.sections:
+        _progress(len(todo), len(todo), "thread scaling")
+        result["scaling"] = scaling_rows(cfg)
     if "jit" in cfg.sections:
         _progress(len(todo), len(todo), "JIT costs, in fresh processes")
         result["jit"] = _bench_jit.measure()
@@ -421,7 +546,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="benchmarks/results", help="directory of the JSON, table and PNG files")
     p.add_argument("--only", nargs="+", choices=Config().sections, help="run only these sections")
     args = p.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
+    cfg = for_machine(QUICK if args.quick else FULL)
     if args.only:
         cfg = dataclasses.replace(cfg, sections=tuple(args.only))
     result = run(cfg, args.out, "coopjit-bench-quick" if args.quick else "coopjit-bench")
