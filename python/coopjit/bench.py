@@ -82,14 +82,14 @@ QUICK = Config(gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256,
 
 def for_machine(cfg: Config, cores: int | None = None) -> Config:
     """cfg with sizes that suit the machine: on 8 cores or more, squares up to 4096 (and 8192 for
-    the low-precision products where the CPU has AMX tiles), and Stream-K shapes whose output tiles
+    the low-precision products where the CPU has AMX tiles), --quick included, and Stream-K shapes whose output tiles
     (12 x 32 each) leave the last wave of the workers partly empty: workers + 1 and 1.5 x workers."""
     cores = cores or len(os.sched_getaffinity(0))
     if cores < 8:
         return cfg
     feats = coopjit.cpu_info()["features"]
-    big = (4096,) if max(cfg.gemm_sizes) >= 2048 else ()
-    lowp = (8192,) if feats.get("amx-tile") and max(cfg.lowp_sizes) >= 4096 else ()
+    big = (4096,)
+    lowp = (4096, 8192) if feats.get("amx-tile") else (4096,)
     w = min(cores, coopjit.get_num_threads())
     streamk = ((12 * (w + 1), 32, 8192), (12 * (3 * w // 2), 32, 8192))
     return dataclasses.replace(cfg, gemm_sizes=tuple(sorted(set(cfg.gemm_sizes + big))),

@@ -1,0 +1,89 @@
+"""Plan variants side by side on the machine at hand (issue 14): for each case, coopjit's automatic
+plan and plans with fields overridden (mc_tiles, kt, threads, order, ...), each timed in its own
+block after a pause (median of blocks), results checked against float64. Prints one line per
+variant with the rate and the speed against the automatic plan. What the planner's constants are
+tuned from on machines other than the one at hand. Run: python benchmarks/plan_sweep.py [--quick]"""
+import sys
+import time
+
+import numpy as np
+
+import coopjit
+
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+
+
+def timed(f, seconds=0.3, blocks=5):
+    f()
+    t = time.perf_counter()
+    f()
+    one = max(time.perf_counter() - t, 1e-6)
+    inner = max(1, int(seconds / blocks / one))
+    out = []
+    for _ in range(blocks):
+        t = time.perf_counter()
+        for _ in range(inner):
+            f()
+        out.append((time.perf_counter() - t) / inner)
+    return float(np.median(out))
+
+
+def operands(dtype, m, n, k, rng):
+    if dtype == "int8":
+        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    if dtype == "bfloat16":
+        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    return a, b
+
+
+CASES = [
+    ("float32", 1024, 1024, 1024, [{"mc_tiles": 4}, {"mc_tiles": 16}, {"mc_tiles": 48}, {"threads": 8}, {"pack": False}]),
+    ("float32", 2048, 2048, 2048, [{"mc_tiles": 16}, {"mc_tiles": 48}, {"kt": 512}]),
+    ("float32", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 96}, {"kt": 512}, {"kt": 2048}]),
+    ("bfloat16", 1024, 1024, 1024, [{"mc_tiles": 4}, {"mc_tiles": 16}, {"threads": 8}, {"kt": 1024}]),
+    ("bfloat16", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 16}, {"mc_tiles": 96}, {"kt": 1024}, {"kt": 4096}]),
+    ("int8", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 16}, {"mc_tiles": 96}, {"kt": 2048}, {"kt": 8192}]),
+    ("float32", 1, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 64}, {"kt": 256}]),
+    ("float32", 4096, 1, 4096, [{"threads": 4}, {"threads": 8}, {"order": "m_inner"}]),
+    ("float32", 16, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 256}]),
+    ("float32", 64, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 256}, {"kt": 1024}]),
+    ("float32", 4096, 64, 4096, [{"order": "k_outer"}, {"split": "dp"}]),
+    ("float32", 64, 64, 8192, [{"split": "dp"}, {"threads": 4}, {"threads": 8}]),
+    ("float32", 513, 129, 700, [{"threads": 4}, {"threads": 8}, {"pack": True}]),
+    ("float32", 3000, 500, 200, [{"pack": True}, {"threads": 8}]),
+]
+
+
+def main():
+    quick = "--quick" in sys.argv
+    rng = np.random.default_rng(0)
+    print(f"coopjit {coopjit.__version__}, {coopjit.get_num_threads()} workers, {coopjit.cpu_info()['name']}")
+    for dtype, m, n, k, variants in CASES:
+        if dtype == "bfloat16" and ml_dtypes is None:
+            continue
+        a, b = operands(dtype, m, n, k, rng)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        base = None
+        for plan in [None] + variants:
+            try:
+                kern = coopjit.compile_gemm(m, n, k, a.dtype, plan=plan)
+                c = coopjit.matmul(a, b, plan=plan)
+            except (ValueError, TypeError) as e:
+                print(f"  {dtype} {m}x{n}x{k} {plan}: refused ({e})")
+                continue
+            err = float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
+            time.sleep(0.1)
+            t = timed(lambda: coopjit.matmul(a, b, plan=plan), 0.15 if quick else 0.4)
+            base = base or t
+            cf = kern.config
+            desc = " ".join(f"{f}={cf[f]}" for f in ("order", "mr", "nr", "kt", "mc_tiles", "threads", "split", "pack", "amx"))
+            print(f"{dtype:>9} {m}x{n}x{k} {str(plan or 'auto'):<24} {2 * m * n * k / t / 1e9:9.1f} G/s "
+                  f"{t * 1e6:10.1f} us  x{base / t:5.2f}  err {err:.1e}  [{desc}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()
