@@ -127,3 +127,32 @@ def test_bad_order_overrides():
         coopjit.matmul(a, np.ones((300, 5), np.float32), plan={"order": "zigzag"})
     with pytest.raises(ValueError, match="C in the accumulator type"):
         coopjit.matmul(a.astype(BF16), np.ones((300, 300), BF16), plan={"order": "k_outer", "pack": False})
+
+
+@pytest.mark.parametrize("threads,grid_m", [(4, 2), (6, 4), (3, 4), (7, 2), (16, 16), (5, 1000), (8, 1)])
+def test_packed_nest_on_a_grid_of_workers(rng, threads, grid_m):
+    # Every block of C is written exactly once whatever the grid (idle workers past gm x gn).
+    m, n, k = 203, 389, 301
+    for dtype in (np.float32, BF16, np.int8):
+        a, b = _operands(rng, dtype, (m, k), (k, n))
+        plan = {"pack": True, "threads": threads, "grid_m": grid_m, "kt": 128}
+        assert coopjit.compile_gemm(m, n, k, dtype, plan=plan).config["grid_m"] == str(grid_m)
+        c = coopjit.matmul(a, b, plan=plan)
+        if dtype == np.int8:
+            np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+        else:
+            _check_float(c, a, b)
+    a, b = _operands(rng, np.float64, (m, k), (k, n))
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.25, beta=0.5, plan={"pack": True, "threads": threads, "grid_m": grid_m, "kt": 64})
+    np.testing.assert_allclose(c, -1.25 * (a @ b) + 0.5 * c0, rtol=1e-12, atol=1e-12)
+
+
+def test_planner_picks_a_square_grid_for_many_workers():
+    cfg = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 16}).config
+    assert cfg["pack"] == "true" and cfg["grid_m"] == "4"
+    assert coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 2}).config["grid_m"] == "1"
+    assert coopjit.compile_gemm(64, 4096, 4096, np.float32, plan={"threads": 16}).config["order"] == "k_outer"
+    with pytest.raises(ValueError, match="grid_m=0 is out of range"):
+        coopjit.compile_gemm(64, 64, 64, np.float32, plan={"grid_m": 0})

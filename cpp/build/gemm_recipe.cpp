@@ -427,15 +427,26 @@ class GemmRecipe {
   // accumulator's (bf16 out), the partial sums stay in the accumulator type in a scratch matrix
   // (the workspace, unused without Stream-K: whole tiles, tiles_n * nr wide) until the last K
   // tile writes C once.
+  //
+  // The workers form a gm x gn grid (plan.grid_m, at most the workers; gn = workers / gm, the
+  // workers past gm * gn idle): worker w takes row panels of part w % gm and column panels of
+  // part w / gm.
   void blocked(Builder& b) {
-    Value* per = ceil_div(b, tiles_n_, g_.workers, "cols_per");
-    Value* nlo = b.min(b.mul(g_.worker, per), tiles_n_, "n_lo");
+    Value* gm = b.min(b.index(p_.grid_m, "GM"), g_.workers, "gm");
+    Value* gn = b.div(g_.workers, gm, "gn");
+    Value* wm = b.rem(g_.worker, gm, "wm");
+    Value* wn = b.div(g_.worker, gm, "wn");  // >= gn: an idle worker (empty ranges)
+    Value* per = ceil_div(b, tiles_n_, gn, "cols_per");
+    Value* nlo = b.min(b.mul(wn, per), tiles_n_, "n_lo");
     Value* nhi = b.min(b.add(nlo, per), tiles_n_, "n_hi");
+    Value* rows_per = ceil_div(b, tiles_m_, gm, "rows_per");
+    Value* mlo = b.min(b.mul(wm, rows_per), tiles_m_, "m_lo");
+    Value* mhi = b.min(b.add(mlo, rows_per), tiles_m_, "m_hi");
     Value* MC = b.index(p_.mc_tiles, "MC");
     Value* scratch_cols = b.mul(tiles_n_, NR_, "scratch_cols");
     b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
-      kx.for_(zero_, tiles_m_, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
-        Value* mend = mx.min(mx.add(mb, MC), tiles_m_, "m_end");
+      kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+        Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
         mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
           nx.for_(mb, mend, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
             Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});

@@ -11,7 +11,8 @@ namespace coopjit {
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
-             pack ? cat(".pack", mc_tiles) : std::string(), prepacked_b ? ".prepackedb" : "",
+             pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 1 ? cat(".gm", grid_m) : std::string(),
+             prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key());
 }
 
@@ -59,6 +60,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"order", order},
           {"pack", pack ? "true" : "false"},
           {"mc_tiles", std::to_string(mc_tiles)},
+          {"grid_m", std::to_string(grid_m)},
           {"prepacked_b", prepacked_b ? "true" : "false"},
           {"amx", amx == 0 ? "none" : amx == 1 ? "tiles" : "emulated"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
@@ -262,6 +264,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       if (v < 0 || v > 2) throw UserError(cat("plan override amx=", v, " must be 0 (none), 1 (tiles) or 2 (emulated)"));
       continue;  // decided after the packing
     }
+    if (k == "grid_m") {
+      if (v < 1 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [1, 1024]"));
+      p.grid_m = static_cast<int>(v);
+      continue;
+    }
     if (k == "mc_tiles") {
       if (v < 1 || v > 4096) throw UserError(cat("plan override mc_tiles=", v, " is out of range [1, 4096]"));
       p.mc_tiles = static_cast<int>(v);
@@ -280,7 +287,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed, order)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -370,8 +377,21 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // (from L3 once they outgrow L2), so once they pass 4 MiB the blocks grow 6x. Measured on
   // Zen 5, one thread, 4096^3: f32 / bf16 / int8 219 / 410 / 835 GFLOP/s with 8 panels, 229 /
   // 448 / 891 with 48; at 1024 and 2048 the two are within noise.
+  // The 2-D grid of the packed nest: of the divisors g of the worker count, the one whose blocks
+  // read the fewest rows of A plus columns of B per worker (M / g + N / (workers / g)), each
+  // worker with at least one row and one column panel; the smaller g on ties (2 workers: 1 x 2).
+  if (p.pack && !overrides.count("grid_m")) {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    double best = -1;
+    for (int g = 1; g <= p.threads; ++g) {
+      if (p.threads % g != 0 || tiles_m < g || tiles_n < p.threads / g) continue;
+      const double cost = double(ceil_to(tiles_m, g) / g) * p.mr + double(ceil_to(tiles_n, p.threads / g) / (p.threads / g)) * p.nr;
+      if (best < 0 || cost < best) best = cost, p.grid_m = g;
+    }
+  }
   if (p.pack && !overrides.count("mc_tiles")) {
-    const int64_t cols = (N + p.threads - 1) / p.threads;
+    const int64_t gn = std::max(1, p.threads / std::min(p.grid_m, p.threads));  // worker columns
+    const int64_t cols = (N + gn - 1) / gn;
     const double bset = double(std::min(p.kt, ceil_to(spec.K, p.kb))) * cols * ir::size_in_bytes(packed_b_type(p));
     p.mc_tiles = bset > 4.0 * (1 << 20) ? 48 : 8;
   }

@@ -40,6 +40,11 @@ struct GemmPlan {
   std::string order = "m_inner";  // tile walk: consecutive tiles share a B panel
   bool pack = false;  // copy A and B into contiguous tile panels (in the accumulator type) first
   int mc_tiles = 8;   // row panels per block of the packed, cache-blocked loop nest
+  // Workers along M in the blocked nest (packed or k_outer): the workers form a grid_m x
+  // (workers / grid_m) grid, each on its own block of C's row and column panels (1: column panels
+  // only). A 2-D grid reads less of A per worker: 1024^3 on 16 workers, 4 x 4 blocks of 256 x 256
+  // instead of 16 blocks of 1024 x 64.
+  int grid_m = 1;
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // VNNI packing of the panels (plan.pack): 1 = panels in the accumulator type (low-precision
   // inputs converted while packing); 2 = bf16 pairs, 4 = 8-bit quads along K in 32-bit channels,
