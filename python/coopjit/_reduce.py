@@ -64,6 +64,9 @@ def _run(op, form, x2d, y, types, device="cpu"):
     _core.reduce2d(op, form, x2d, y, src, acc, out)
 
 
+_SHORT_ROW_BYTES = 128  # rows up to this many bytes (32 f32) are "short": reduced down an n x rows view
+
+
 def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "sum", *, out: np.ndarray | None = None,
            device: str | None = None) -> np.ndarray | np.generic:
     """The reduction `op` (sum, prod, min, max) of `a` over `axis` (None: all; an int; a tuple).
@@ -137,6 +140,14 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
             _run(op, "column", body[k], partial[k, :w], (src, acc, acc), device)
         partial[:, w:] = rows[:, nb * w:]
         _run(op, "row", partial, y[:K], (acc, acc, dst), device)
+    elif sr == item and n * item <= _SHORT_ROW_BYTES and sk == n * item and K >= 4096:
+        # Many short contiguous rows (4e6 x 3): a row tile of 4 x 64 lanes would load mostly
+        # masked-off lanes and reduce each row across a vector. Instead the rows' n elements are
+        # the rows of an n x K view, reduced down its columns: strided loads of whole vectors of
+        # rows, one vector add per element of a row (measured on 16 cores, 4e6 x 3 f32: 2 GB/s
+        # in row tiles; on 2 Zen 4 cores 4e6 x 3 / 1e6 x 16 f32 0.2 / 1.6 GB/s in row tiles, 6.5 / 4.5 here).
+        x2d = np.lib.stride_tricks.as_strided(a, (n, K), (sr, sk))
+        _run(op, "column", x2d, y, types, device)
     elif sr == item or sk != item:
         x2d = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
         _run(op, "row", x2d, y, types, device)
