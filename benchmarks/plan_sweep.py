@@ -41,20 +41,23 @@ def operands(dtype, m, n, k, rng):
 
 
 CASES = [
-    ("float32", 1024, 1024, 1024, [{"mc_tiles": 4}, {"mc_tiles": 16}, {"mc_tiles": 48}, {"threads": 8}, {"pack": False}]),
-    ("float32", 2048, 2048, 2048, [{"mc_tiles": 16}, {"mc_tiles": 48}, {"kt": 512}]),
-    ("float32", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 96}, {"kt": 512}, {"kt": 2048}]),
-    ("bfloat16", 1024, 1024, 1024, [{"mc_tiles": 4}, {"mc_tiles": 16}, {"threads": 8}, {"kt": 1024}]),
-    ("bfloat16", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 16}, {"mc_tiles": 96}, {"kt": 1024}, {"kt": 4096}]),
-    ("int8", 4096, 4096, 4096, [{"mc_tiles": 8}, {"mc_tiles": 16}, {"mc_tiles": 96}, {"kt": 2048}, {"kt": 8192}]),
-    ("float32", 1, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 64}, {"kt": 256}]),
-    ("float32", 4096, 1, 4096, [{"threads": 4}, {"threads": 8}, {"order": "m_inner"}]),
-    ("float32", 16, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 256}]),
-    ("float32", 64, 4096, 4096, [{"order": "m_inner"}, {"kt": 16}, {"kt": 256}, {"kt": 1024}]),
-    ("float32", 4096, 64, 4096, [{"order": "k_outer"}, {"split": "dp"}]),
-    ("float32", 64, 64, 8192, [{"split": "dp"}, {"threads": 4}, {"threads": 8}]),
-    ("float32", 513, 129, 700, [{"threads": 4}, {"threads": 8}, {"pack": True}]),
-    ("float32", 3000, 500, 200, [{"pack": True}, {"threads": 8}]),
+    ("float32", 1024, 1024, 1024, [{"grid_m": 1}, {"grid_m": 2}, {"grid_m": 8}, {"mc_tiles": 4}, {"mc_tiles": 16},
+                                   {"kt": 512}]),
+    ("float32", 2048, 2048, 2048, [{"grid_m": 1}, {"mc_tiles": 16}, {"mc_tiles": 48}]),
+    ("float32", 4096, 4096, 4096, [{"grid_m": 1}, {"mc_tiles": 16}, {"mc_tiles": 96}, {"kt": 512}]),
+    ("bfloat16", 1024, 1024, 1024, [{"grid_m": 1}, {"mc_tiles": 4}, {"mc_tiles": 16}, {"kt": 256}, {"kt": 512}]),
+    ("bfloat16", 4096, 4096, 4096, [{"grid_m": 1}, {"kt": 256}, {"kt": 512}, {"kt": 1024}, {"mc_tiles": 16},
+                                    {"kt": 512, "mc_tiles": 16}]),
+    ("int8", 1024, 1024, 1024, [{"grid_m": 1}, {"kt": 512}, {"mc_tiles": 4}]),
+    ("int8", 4096, 4096, 4096, [{"grid_m": 1}, {"kt": 512}, {"kt": 1024}, {"kt": 2048}, {"mc_tiles": 16}]),
+    ("float32", 1, 4096, 4096, [{"kt": 64}, {"threads": 8}, {"threads": 12}]),
+    ("float32", 4096, 1, 4096, [{"threads": 4}, {"threads": 8}, {"threads": 12}]),
+    ("float32", 16, 4096, 4096, [{"kt": 16}, {"threads": 8}]),
+    ("float32", 64, 4096, 4096, [{"kt": 16}, {"kt": 128}, {"threads": 8}]),
+    ("float32", 4096, 64, 4096, [{"split": "dp"}, {"threads": 8}]),
+    ("float32", 64, 64, 8192, [{"threads": 8}]),
+    ("float32", 513, 129, 700, [{"pack": True}, {"threads": 8}]),
+    ("float32", 3000, 500, 200, [{"pack": True}, {"pack": True, "grid_m": 4}]),
 ]
 
 
@@ -80,7 +83,8 @@ def main():
             t = timed(lambda: coopjit.matmul(a, b, plan=plan), 0.15 if quick else 0.4)
             base = base or t
             cf = kern.config
-            desc = " ".join(f"{f}={cf[f]}" for f in ("order", "mr", "nr", "kt", "mc_tiles", "threads", "split", "pack", "amx"))
+            desc = " ".join(f"{f}={cf[f]}" for f in ("order", "mr", "nr", "kt", "mc_tiles", "grid_m", "threads", "split", "pack",
+                                                       "amx"))
             print(f"{dtype:>9} {m}x{n}x{k} {str(plan or 'auto'):<24} {2 * m * n * k / t / 1e9:9.1f} G/s "
                   f"{t * 1e6:10.1f} us  x{base / t:5.2f}  err {err:.1e}  [{desc}]", flush=True)
 
