@@ -129,14 +129,15 @@ def test_bad_order_overrides():
         coopjit.matmul(a.astype(BF16), np.ones((300, 300), BF16), plan={"order": "k_outer", "pack": False})
 
 
-@pytest.mark.parametrize("threads,grid_m", [(4, 2), (6, 4), (3, 4), (7, 2), (16, 16), (5, 1000), (8, 1)])
+@pytest.mark.parametrize("threads,grid_m", [(4, 2), (6, 4), (3, 4), (7, 2), (16, 16), (5, 1000), (8, 1), (16, 0), (12, 0),
+                                            (7, 0)])
 def test_packed_nest_on_a_grid_of_workers(rng, threads, grid_m):
     # Every block of C is written exactly once whatever the grid (idle workers past gm x gn).
     m, n, k = 203, 389, 301
     for dtype in (np.float32, BF16, np.int8):
         a, b = _operands(rng, dtype, (m, k), (k, n))
         plan = {"pack": True, "threads": threads, "grid_m": grid_m, "kt": 128}
-        assert coopjit.compile_gemm(m, n, k, dtype, plan=plan).config["grid_m"] == str(grid_m)
+        assert coopjit.compile_gemm(m, n, k, dtype, plan=plan).config["grid_m"] == (str(grid_m) if grid_m else "auto")
         c = coopjit.matmul(a, b, plan=plan)
         if dtype == np.int8:
             np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
@@ -149,10 +150,12 @@ def test_packed_nest_on_a_grid_of_workers(rng, threads, grid_m):
     np.testing.assert_allclose(c, -1.25 * (a @ b) + 0.5 * c0, rtol=1e-12, atol=1e-12)
 
 
-def test_planner_picks_a_square_grid_for_many_workers():
-    cfg = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 16}).config
-    assert cfg["pack"] == "true" and cfg["grid_m"] == "4"
-    assert coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 2}).config["grid_m"] == "1"
+def test_grid_is_chosen_at_run_time_and_the_code_serves_every_size():
+    k1 = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 16})
+    k2 = coopjit.compile_gemm(301, 1500, 700, np.float32, plan={"threads": 16})
+    assert k1.config["pack"] == "true" and k1.config["grid_m"] == "auto"
+    assert k1.source("ir") == k2.source("ir")
+    assert "better" in k1.source("ir")  # the run-time choice of the grid
     assert coopjit.compile_gemm(64, 4096, 4096, np.float32, plan={"threads": 16}).config["order"] == "k_outer"
-    with pytest.raises(ValueError, match="grid_m=0 is out of range"):
-        coopjit.compile_gemm(64, 64, 64, np.float32, plan={"grid_m": 0})
+    with pytest.raises(ValueError, match="grid_m=-1 is out of range"):
+        coopjit.compile_gemm(64, 64, 64, np.float32, plan={"grid_m": -1})

@@ -431,8 +431,25 @@ class GemmRecipe {
   // The workers form a gm x gn grid (plan.grid_m, at most the workers; gn = workers / gm, the
   // workers past gm * gn idle): worker w takes row panels of part w % gm and column panels of
   // part w / gm.
+  //
+  // grid_m 0 (the default) chooses gm when the kernel runs, as the planner would: of the
+  // divisors g of the workers with g <= tiles_m, the one whose blocks read the fewest rows of A
+  // plus columns of B per worker (the smaller on ties), so that one code serves every size.
   void blocked(Builder& b) {
-    Value* gm = b.min(b.index(p_.grid_m, "GM"), g_.workers, "gm");
+    Value* gm;
+    if (p_.grid_m > 0) {
+      gm = b.min(b.index(p_.grid_m, "GM"), g_.workers, "gm");
+    } else {
+      Value* W = g_.workers;
+      std::vector<Value*> best = b.for_(one_, b.add(W, one_), one_, {b.index(int64_t(1) << 60), one_},
+                                        [&](Builder& x, Value* g, const std::vector<Value*>& it) {
+        Value* ok = x.bin(BinOp::and_, x.cmp(CmpPred::eq, x.rem(W, g), zero_), x.cmp(CmpPred::le, g, tiles_m_));
+        Value* cost = x.add(x.mul(ceil_div(x, tiles_m_, g), MR_), x.mul(ceil_div(x, tiles_n_, x.div(W, g)), NR_));
+        Value* better = x.bin(BinOp::and_, ok, x.cmp(CmpPred::lt, cost, it[0]), "better");
+        return std::vector<Value*>{x.select(better, cost, it[0]), x.select(better, g, it[1])};
+      }, "g");
+      gm = best[1];
+    }
     Value* gn = b.div(g_.workers, gm, "gn");
     Value* wm = b.rem(g_.worker, gm, "wm");
     Value* wn = b.div(g_.worker, gm, "wn");  // >= gn: an idle worker (empty ranges)

@@ -11,7 +11,7 @@ namespace coopjit {
 std::string GemmPlan::key() const {
   return cat("gemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".", layout, ".s", simd_width, ".m", mr, "n", nr, "k", kb,
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
-             pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 1 ? cat(".gm", grid_m) : std::string(),
+             pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key());
 }
@@ -60,7 +60,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"order", order},
           {"pack", pack ? "true" : "false"},
           {"mc_tiles", std::to_string(mc_tiles)},
-          {"grid_m", std::to_string(grid_m)},
+          {"grid_m", grid_m ? std::to_string(grid_m) : std::string("auto")},
           {"prepacked_b", prepacked_b ? "true" : "false"},
           {"amx", amx == 0 ? "none" : amx == 1 ? "tiles" : "emulated"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
@@ -213,9 +213,19 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
   p.split = p.threads > 1 ? "sk+dp" : "dp";
+  // Many whole tiles per worker: the last wave's imbalance is under an eighth, less than what
+  // Stream-K's partial tiles cost (workspace, flags). Measured on 16 cores (Emerald Rapids),
+  // 4096x64x4096 f32 (683 tiles): dp 2.25 ms, sk+dp 3.16.
+  if (tiles_mn >= 8 * int64_t(p.threads)) p.split = "dp";
   // Packing pays for itself once each panel is reused many times: one batch, big in every
   // dimension (the copies are O(MK + KN) against O(MNK) work).
   p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
+  // On many cores the unpacked walk's strided reads of B cost more (every worker's panels come
+  // from L3): from 128 rows and columns. Measured on 16 cores, 513x129x700 f32: 598 us
+  // unpacked, 333 packed.
+  if (cpu.max_threads >= 8 && spec.batch1 * spec.batch2 == 1 && std::min(spec.M, spec.N) >= 128 && spec.K >= 256 &&
+      flops >= 5.0e7)
+    p.pack = true;
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
@@ -265,7 +275,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;  // decided after the packing
     }
     if (k == "grid_m") {
-      if (v < 1 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [1, 1024]"));
+      if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
       p.grid_m = static_cast<int>(v);
       continue;
     }
@@ -377,20 +387,23 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // (from L3 once they outgrow L2), so once they pass 4 MiB the blocks grow 6x. Measured on
   // Zen 5, one thread, 4096^3: f32 / bf16 / int8 219 / 410 / 835 GFLOP/s with 8 panels, 229 /
   // 448 / 891 with 48; at 1024 and 2048 the two are within noise.
-  // The 2-D grid of the packed nest: of the divisors g of the worker count, the one whose blocks
-  // read the fewest rows of A plus columns of B per worker (M / g + N / (workers / g)), each
-  // worker with at least one row and one column panel; the smaller g on ties (2 workers: 1 x 2).
-  if (p.pack && !overrides.count("grid_m")) {
+  // The 2-D grid of the blocked nest (grid_m 0: the kernel's own choice at run time): of the
+  // divisors g of the worker count with g <= the row panels, the one whose blocks read the fewest
+  // rows of A plus columns of B per worker; the smaller g on ties (2 workers: 1 x 2). Estimated
+  // here for mc_tiles.
+  int grid = p.grid_m;
+  if (grid == 0) {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
-    double best = -1;
+    int64_t best = -1;
+    grid = 1;
     for (int g = 1; g <= p.threads; ++g) {
-      if (p.threads % g != 0 || tiles_m < g || tiles_n < p.threads / g) continue;
-      const double cost = double(ceil_to(tiles_m, g) / g) * p.mr + double(ceil_to(tiles_n, p.threads / g) / (p.threads / g)) * p.nr;
-      if (best < 0 || cost < best) best = cost, p.grid_m = g;
+      if (p.threads % g != 0 || tiles_m < g) continue;
+      const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + p.threads / g - 1) / (p.threads / g) * p.nr;
+      if (best < 0 || cost < best) best = cost, grid = g;
     }
   }
   if (p.pack && !overrides.count("mc_tiles")) {
-    const int64_t gn = std::max(1, p.threads / std::min(p.grid_m, p.threads));  // worker columns
+    const int64_t gn = std::max(1, p.threads / std::min(grid, p.threads));  // worker columns
     const int64_t cols = (N + gn - 1) / gn;
     const double bset = double(std::min(p.kt, ceil_to(spec.K, p.kb))) * cols * ir::size_in_bytes(packed_b_type(p));
     p.mc_tiles = bset > 4.0 * (1 << 20) ? 48 : 8;
@@ -412,15 +425,25 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
         throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
                             ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
       if (!overrides.count("split")) p.split = "dp";
-      // Workers share the column panels.
-      if (!overrides.count("threads")) p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.threads, tiles_n)));
+      // Workers share the column panels. One row of tiles only streams B: on many cores about
+      // 3/4 of them saturate the memory (16 cores, 1x4096x4096 f32: 12 workers 0.79 ms, 16
+      // workers 1.19).
+      if (!overrides.count("threads")) {
+        int64_t t = std::min<int64_t>(p.threads, tiles_n);
+        if (tiles_m == 1 && cpu.max_threads >= 8) t = std::min<int64_t>(t, cpu.max_threads * 3 / 4);
+        p.threads = static_cast<int>(std::max<int64_t>(1, t));
+      }
       // A 16 KiB slice of B per column panel and K tile, reused by every M tile from L1 (with the
-      // M x nr panel of C). With one M tile nothing reuses it: short K tiles keep the worker's
-      // reads of B to a few rows at a time (streams the prefetchers follow). Measured on Zen 4,
-      // 2 threads: 64x4096x4096 f32 17.8 / 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 /
-      // 4.0 / 3.6 ms with kt 256 / 16 / 4.
+      // M x nr panel of C). With one M tile nothing reuses it: K tiles of about 64 KiB of the
+      // worker's columns keep its reads of B to a few rows at a time (streams the prefetchers
+      // follow) with enough work per tile. Measured on Zen 4, 2 threads: 64x4096x4096 f32 17.8 /
+      // 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 / 4.0 / 3.6 ms with kt 256 / 16 / 4;
+      // on 16 cores 1.19 / 0.56 ms with kt 4 / 64.
       if (!overrides.count("kt")) {
-        const int64_t cap = tiles_m == 1 ? p.kb : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
+        const int64_t cols = (N + p.threads - 1) / p.threads;
+        const int64_t cap = tiles_m == 1
+                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(64) << 10) / (cols * esize)) / p.kb * p.kb)
+                                : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
         const int64_t parts = (spec.K + cap - 1) / cap;
         p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
       }
@@ -447,8 +470,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       const int64_t tiles_m = (M + p.mr - 1) / p.mr;
       // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
       const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
+      // On many cores about 3/4 of them saturate the memory (16 cores, 4096x4096 f32: 8 / 12 / 16
+      // workers 0.62 / 0.60 / 0.79 ms).
+      const int64_t most = cpu.max_threads >= 8 ? cpu.max_threads * 3 / 4 : cpu.max_threads;
       if (!overrides.count("threads"))
-        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
+        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({most, tiles_m, bytes >> 16})));
     }
   }
   if (p.kt % p.kb != 0)

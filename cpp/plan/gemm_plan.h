@@ -43,8 +43,9 @@ struct GemmPlan {
   // Workers along M in the blocked nest (packed or k_outer): the workers form a grid_m x
   // (workers / grid_m) grid, each on its own block of C's row and column panels (1: column panels
   // only). A 2-D grid reads less of A per worker: 1024^3 on 16 workers, 4 x 4 blocks of 256 x 256
-  // instead of 16 blocks of 1024 x 64.
-  int grid_m = 1;
+  // instead of 16 blocks of 1024 x 64. 0: chosen when the kernel runs, from the worker count and
+  // the tile counts (one code for every size; see the recipe).
+  int grid_m = 0;
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // VNNI packing of the panels (plan.pack): 1 = panels in the accumulator type (low-precision
   // inputs converted while packing); 2 = bf16 pairs, 4 = 8-bit quads along K in 32-bit channels,
