@@ -2,7 +2,7 @@
 plan and plans with fields overridden (mc_tiles, kt, threads, order, ...), each timed in its own
 block after a pause (median of blocks), results checked against float64. Prints one line per
 variant with the rate and the speed against the automatic plan. What the planner's constants are
-tuned from on machines other than the one at hand. Run: python benchmarks/plan_sweep.py [--quick]"""
+tuned from on machines other than the one at hand. Run: python benchmarks/plan_sweep.py [--quick] [CASE ...] (CASE: a substring of "float32 1x4096x4096")"""
 import sys
 import time
 
@@ -63,10 +63,11 @@ CASES = [
 
 def main():
     quick = "--quick" in sys.argv
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]  # substrings of "dtype MxNxK": those cases only
     rng = np.random.default_rng(0)
     print(f"coopjit {coopjit.__version__}, {coopjit.get_num_threads()} workers, {coopjit.cpu_info()['name']}")
     for dtype, m, n, k, variants in CASES:
-        if dtype == "bfloat16" and ml_dtypes is None:
+        if (dtype == "bfloat16" and ml_dtypes is None) or (only and not any(o in f"{dtype} {m}x{n}x{k}" for o in only)):
             continue
         a, b = operands(dtype, m, n, k, rng)
         ref = a.astype(np.float64) @ b.astype(np.float64)
