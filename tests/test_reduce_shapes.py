@@ -85,3 +85,26 @@ def test_many_short_rows_into_a_strided_out(rng):
     assert got is not None
     np.testing.assert_allclose(out[:, 1], x.astype(np.float64).sum(axis=1), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(out[:, 0], 0.0)
+
+
+@pytest.mark.parametrize("threads", [1, 3, 16])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_one_value_from_many_split_into_rows(rng, threads, op):
+    # The one-value path: the body as 4 rows per worker (whatever the worker count), then the
+    # rows' partials and the tail; a strided 1-D view and a 2-D array reduced to one value too.
+    old = coopjit.get_num_threads()
+    coopjit.set_num_threads(threads)
+    try:
+        n = 4 * threads * 4096 * 3 + 4 * threads - 1  # a tail of every row but one
+        if op == "prod":
+            x = np.ones(n, np.float32)  # powers of two well inside float32's range: exact
+            x[rng.choice(n, 40, replace=False)] = 2.0
+            x[rng.choice(n, 15, replace=False)] = 0.5
+            x[-1] = 2.0  # the last tail element
+        else:
+            x = rng.integers(-2, 3, n).astype(np.float32)
+        for arr, axis in ((x, None), (x[::3], 0), (x[: n // 8 * 8].reshape(8, -1), None)):
+            got = coopjit.reduce(arr, axis, op)
+            np.testing.assert_array_equal(np.float64(got), getattr(np, op)(arr.astype(np.float64), axis=axis))
+    finally:
+        coopjit.set_num_threads(old)

@@ -64,6 +64,7 @@ def _run(op, form, x2d, y, types, device="cpu"):
     _core.reduce2d(op, form, x2d, y, src, acc, out)
 
 
+_ONE_VALUE_MIN_ROW = 4096  # elements per row of the one-value split (else the column view below)
 _SHORT_ROW_BYTES = 128  # rows up to this many bytes (32 f32) are "short": reduced down an n x rows view
 
 
@@ -131,7 +132,20 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     # partials of every row and the rows' tails in one row reduction.
     few_rows = K == 1 or (device == "cpu" and sr == item and K < 4 * _core.get_num_threads()
                           and n * item >= _LONG_ROW_BYTES)
-    if few_rows and n >= 4 * w:
+    split = 4 * _core.get_num_threads()  # one 4-row tile per worker
+    if K == 1 and device == "cpu" and n >= split * _ONE_VALUE_MIN_ROW:
+        # One value from many (a 1-D array, axis None): the body as `split` contiguous rows, one
+        # 4-row tile per worker, each row read front to back (the row form's long runs), then the
+        # rows' partials and the tail. The (n // W) x W column view read 256 bytes per row and
+        # worker on 16 cores (12e6 f32: 63 GB/s of a 142 GB/s copy).
+        length = n // split
+        body = np.lib.stride_tricks.as_strided(a, (split, length), (length * sr, sr))
+        flat = np.lib.stride_tricks.as_strided(a, (n,), (sr,))
+        partial = np.empty((1, split + n - split * length), np.dtype(_np_of(acc)))
+        _run(op, "row", body, partial[0, :split], (src, acc, acc), device)
+        partial[0, split:] = flat[split * length:]
+        _run(op, "row", partial, y[:1], (acc, acc, dst), device)
+    elif few_rows and n >= 4 * w:
         nb = n // w
         body = np.lib.stride_tricks.as_strided(a, (K, nb, w), (sk, w * sr, sr))
         rows = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
