@@ -133,18 +133,20 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     few_rows = K == 1 or (device == "cpu" and sr == item and K < 4 * _core.get_num_threads()
                           and n * item >= _LONG_ROW_BYTES)
     split = 4 * _core.get_num_threads()  # one 4-row tile per worker
-    if K == 1 and device == "cpu" and n >= split * _ONE_VALUE_MIN_ROW:
-        # One value from many (a 1-D array, axis None): the body as `split` contiguous rows, one
-        # 4-row tile per worker, each row read front to back (the row form's long runs), then the
-        # rows' partials and the tail. The (n // W) x W column view read 256 bytes per row and
-        # worker on 16 cores (12e6 f32: 63 GB/s of a 142 GB/s copy).
+    if few_rows and device == "cpu" and n >= split * _ONE_VALUE_MIN_ROW:
+        # One value from many (a 1-D array, axis None) or a few long rows: each row's body as
+        # `split` contiguous pieces, one 4-piece tile per worker, each piece read front to back
+        # (the row form's long runs), then the pieces' partials and the rows' tails. The
+        # (n // W) x W column view below read 256 bytes per row and worker on 16 cores (12e6 f32:
+        # 63 GB/s of a 142 GB/s copy).
         length = n // split
-        body = np.lib.stride_tricks.as_strided(a, (split, length), (length * sr, sr))
-        flat = np.lib.stride_tricks.as_strided(a, (n,), (sr,))
-        partial = np.empty((1, split + n - split * length), np.dtype(_np_of(acc)))
-        _run(op, "row", body, partial[0, :split], (src, acc, acc), device)
-        partial[0, split:] = flat[split * length:]
-        _run(op, "row", partial, y[:1], (acc, acc, dst), device)
+        rows = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
+        partial = np.empty((K, split + n - split * length), np.dtype(_np_of(acc)))
+        for k in range(K):
+            body = np.lib.stride_tricks.as_strided(rows[k], (split, length), (length * sr, sr))
+            _run(op, "row", body, partial[k, :split], (src, acc, acc), device)
+        partial[:, split:] = rows[:, split * length:]
+        _run(op, "row", partial, y[:K], (acc, acc, dst), device)
     elif few_rows and n >= 4 * w:
         nb = n // w
         body = np.lib.stride_tricks.as_strided(a, (K, nb, w), (sk, w * sr, sr))
