@@ -205,7 +205,7 @@ def test_warm_pool_fork_child_runs_one_worker_small_matmul(tmp_path):
     a = rng.standard_normal((8, 8)).astype(np.float32)
     b = rng.standard_normal((8, 8)).astype(np.float32)
     def child():
-        assert coopjit.compile_gemm(8, 8, 8, np.float32).config["threads"] == "1"
+        assert coopjit.compile_gemm(8, 8, 8, np.float32).config["threads"] == 1
         check_matmul(coopjit.matmul(a, b), a, b, "child, 8x8")
     in_child(child)
     print("DONE")

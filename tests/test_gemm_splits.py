@@ -75,7 +75,7 @@ def test_num_threads_setting():
     assert n >= 1
     try:
         coopjit.set_num_threads(1)
-        assert coopjit.compile_gemm(1024, 1024, 1024, np.float32).config["threads"] == "1"
+        assert coopjit.compile_gemm(1024, 1024, 1024, np.float32).config["threads"] == 1
     finally:
         coopjit.set_num_threads(n)
     with pytest.raises(ValueError, match="at least 1, got 0"):

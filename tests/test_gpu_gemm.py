@@ -158,7 +158,7 @@ def test_the_gpu_plan_runs_and_validates(rng):
     k(a, b, c, alpha=0.5, beta=2.0)
     assert_gemm_close(c, a, b, c0, 0.5, 2.0)
     f64 = coopjit.compile_gemm(200, 150, 64, np.float64, device=dev)
-    assert (f64.config["mr"], f64.config["nr"], f64.config["kb"]) == ("32", "16", "4")
+    assert (f64.config["mr"], f64.config["nr"], f64.config["kb"]) == (32, 16, 4)
     validated(f64.spirv)
 
 

@@ -98,7 +98,7 @@ def test_stream_k_with_emulated_dpas(rng):
     b = rng.standard_normal((256, 64)).astype(np.float16)
     kern = coopjit.compile_gemm(96, 64, 256, np.float16, device=dev, out_dtype=np.float32,
                                 plan={"split": "sk+dp", "workers": 3, "dpas": "emulated"})
-    assert kern.config["kt"] == str(8 * 16)
+    assert kern.config["kt"] == 8 * 16
     assert_gemm_close(kern(a, b), a, b)
 
 

@@ -107,9 +107,9 @@ def test_small_kernels_have_their_shape_built_in_and_take_other_strides(rng):
     # Up to 64 in every dimension the code has the sizes and strides as constants
     # (config fixed_shape); operands with other strides of the same kind get their own variant.
     k = coopjit.compile_gemm(12, 20, 16, np.float32)
-    assert k.config["fixed_shape"] == "true"
-    assert coopjit.compile_gemm(300, 300, 300, np.float32).config["fixed_shape"] == "false"
-    assert coopjit.compile_gemm(12, 20, 16, np.float32, plan={"fixed": 0}).config["fixed_shape"] == "false"
+    assert k.config["fixed_shape"] is True
+    assert coopjit.compile_gemm(300, 300, 300, np.float32).config["fixed_shape"] is False
+    assert coopjit.compile_gemm(12, 20, 16, np.float32, plan={"fixed": 0}).config["fixed_shape"] is False
     big_a = rng.standard_normal((12, 40)).astype(np.float32)
     a = big_a[:, 3:19]  # row stride 40, not 16
     b = rng.standard_normal((16, 20)).astype(np.float32)

@@ -6,8 +6,10 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 from __future__ import annotations
 
 from . import _core, cache, layout, spirv
+from . import devices, ir, ptx, tensor  # modules; devices() lists the devices (a callable module)
 from ._core import DeviceError, VerifyError
-from .devices import device_info, devices, empty
+from .devices import device_info, empty
+from ._plan import Plan
 from ._gemm import Kernel, PackedMatrix, compile_gemm, cross_compile, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
 from ._tune import tune
@@ -21,6 +23,7 @@ llvm_version = _core.llvm_version
 __all__ = [
     "DeviceError",
     "Kernel",
+    "Plan",
     "TensorLayout",
     "TensorView",
     "TuneReport",
@@ -33,6 +36,11 @@ __all__ = [
     "devices",
     "empty",
     "gemm",
+    "ir",
+    "ptx",
+    "spirv",
+    "tensor",
+    "layout",
     "get_num_threads",
     "set_num_threads",
     "load_matrix",

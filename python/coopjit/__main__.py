@@ -76,7 +76,7 @@ def _median_time(fn, repeat: int) -> float:
 
 def _plan_text(cfg: dict) -> str:
     text = f"{cfg['layout']} {cfg['mr']}x{cfg['nr']} simd{cfg['simd_width']} {cfg['split']}x{cfg['threads']}"
-    return text + (" packed" if cfg.get("pack") == "true" else "")
+    return text + (" packed" if cfg.get("pack") else "")
 
 
 def demo() -> None:

@@ -42,8 +42,13 @@ class KernelDisplay:
 
     def _rows(self):
         cfg = self.config
-        rows = [(name, cfg[name], what) for name, what in _FIELDS if name in cfg]
-        rows += [(name, v, "") for name, v in sorted(cfg.items()) if name not in dict(_FIELDS) and name != "dtype"]
+        notes = getattr(cfg, "notes", {})
+
+        def what(name, text):  # the field's meaning, then what the planner says of this value
+            return "; ".join(t for t in (text, notes.get(name, "")) if t)
+
+        rows = [(name, cfg[name], what(name, text)) for name, text in _FIELDS if name in cfg]
+        rows += [(name, v, what(name, "")) for name, v in sorted(cfg.items()) if name not in dict(_FIELDS) and name != "dtype"]
         return rows
 
     def _origin(self) -> str:

@@ -10,6 +10,7 @@ from . import _core, _gpu
 from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps)
 from ._display import KernelDisplay
+from ._plan import Plan, from_core
 
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
@@ -24,9 +25,11 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
     out = {}
     if plan is None:
         return out
+    if isinstance(plan, Plan):  # a kernel's config: its choices, not the facts of its problem
+        plan = plan.overrides()
     if not isinstance(plan, Mapping):
-        raise TypeError(f"plan must be a dict of plan fields (for example {{'mr': 6, 'split': 'dp'}}), got "
-                        f"{type(plan).__name__} {plan!r}")
+        raise TypeError(f"plan must be a dict of plan fields (for example {{'mr': 6, 'split': 'dp'}}) or a kernel's "
+                        f".config; known fields: {', '.join(known)}; got {type(plan).__name__} {plan!r}")
     for key, value in plan.items():
         if not isinstance(key, str):
             raise TypeError(f"plan field names are strings, got {key!r}; known: {', '.join(known)}")
@@ -63,6 +66,8 @@ def _overrides(plan: dict | None) -> dict:
     """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
     'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'amx': 'no'|'yes'|'emulated',
     'mc_tiles': 8, 'pack': bool}."""
+    if isinstance(plan, Plan) and plan.target != "cpu":
+        raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
     return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"), modes=("amx",))
 
 
@@ -78,6 +83,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
+    if isinstance(plan, Plan) and plan.target != "gpu":
+        raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
     return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma"), where=" for a GPU device")
 
 
@@ -482,9 +489,10 @@ class Kernel(KernelDisplay):
         self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
 
     @property
-    def config(self) -> dict:
-        """The plan as a dict (layout, tile sizes, vector width, ...)."""
-        return dict(self._core.config)
+    def config(self) -> Plan:
+        """The plan as a value (a dict of typed fields, see coopjit.Plan) that plan= takes back:
+        compile_gemm(..., plan=kernel.config) plans the same kernel."""
+        return from_core(self._core.config, "cpu")
 
     def source(self, kind: str = "ir") -> str:
         """The kernel as kernel IR ("ir"), optimized LLVM IR ("llvm") or host assembly ("asm")."""

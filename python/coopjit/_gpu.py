@@ -184,9 +184,12 @@ class GpuKernel:
                                            accumulate, _gpu_overrides(plan))
 
     @property
-    def config(self) -> dict:
-        """The plan as a dict (layout, tile, subgroup size, work-group shape, ...)."""
-        return dict(self._core.config)
+    def config(self):
+        """The plan as a value (coopjit.Plan: layout, tile, subgroup size, work-group shape, ...) that
+        plan= takes back."""
+        from ._plan import from_core
+
+        return from_core(self._core.config, "gpu")
 
     def source(self, kind: str | None = None) -> str:
         """"spirv" (the disassembly) or "ptx" (NVIDIA devices; the default there), "ir" (the

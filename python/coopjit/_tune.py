@@ -88,11 +88,14 @@ KNOBS: dict[str, list[Knob]] = {
 def _plan_of(fields: dict) -> dict:
     """A complete plan (PLAN_KEYS) from a plan's fields as kernel.config shows them."""
     def value(k):
-        if k in ("layout", "split"):
-            return fields[k]
-        if k == "amx":
-            return _AMX[fields.get(k, "none")]
-        return fields[k] == "true" if k == "pack" else int(fields[k])
+        v = fields[k] if k != "amx" else fields.get(k, "none")
+        if isinstance(v, str):  # the core's words (a plan from before plans were typed values)
+            if k in ("layout", "split"):
+                return v
+            if k == "amx":
+                return _AMX.get(v, v)
+            return v == "true" if k == "pack" else int(v.split(":")[0].split()[0])
+        return bool(v) if k == "pack" else v
     return {k: value(k) for k in PLAN_KEYS}
 
 

@@ -145,3 +145,17 @@ class Module:
         if kind == "llvm" and self.llvm_ir is not None:
             return self.llvm_ir
         raise ValueError(f"no {kind!r} source: a SPIR-V module has 'spirv'" + (" and 'llvm'" if self.llvm_ir else ""))
+
+
+class _DevicesModule(type(math)):
+    """`coopjit.devices` is this module, and calling it lists the devices: `coopjit.devices()` as
+    before, and `coopjit.devices.device_info`, `coopjit.devices.Module`, ... (a function of the
+    same name would hide the module: `import coopjit.devices as d` would give the function)."""
+
+    def __call__(self) -> list[str]:
+        return devices()
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _DevicesModule

@@ -1,0 +1,70 @@
+"""Kernel.config is a plan value (coopjit.Plan): typed fields, and plan= takes it back."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+
+BF16 = ml_dtypes.bfloat16
+PROBLEMS = [
+    (64, 64, 64, np.float32, {}),
+    (300, 200, 100, np.float32, {}),
+    (513, 129, 700, np.float64, {}),
+    (1, 4096, 512, np.float32, {}),
+    (256, 256, 256, np.float32, {"split": "sk", "threads": 2}),
+    (256, 256, 256, BF16, {"out_dtype": np.float32}),
+    (128, 128, 256, np.int8, {}),
+    (40, 2048, 2048, np.float32, {}),
+]
+
+
+def _random(rng, shape, dtype):
+    if np.dtype(dtype).kind == "i":
+        return rng.integers(-100, 100, shape).astype(dtype)
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("m,n,k,dtype,kw", PROBLEMS)
+def test_config_round_trips_through_plan(rng, m, n, k, dtype, kw):
+    kw = dict(kw)
+    plan = {key: kw.pop(key) for key in ("split", "threads") if key in kw}
+    kern = coopjit.compile_gemm(m, n, k, dtype, plan=plan or None, **kw)
+    cfg = kern.config
+    assert isinstance(cfg, coopjit.Plan) and isinstance(cfg, dict)
+    for key in ("mr", "nr", "kb", "kt", "threads", "mc_tiles", "vnni", "grid_m", "simd_width"):
+        assert type(cfg[key]) is int, (key, cfg[key])
+    for key in ("pack", "prepacked_b", "fixed_shape", "accumulate"):
+        assert type(cfg[key]) is bool, (key, cfg[key])
+    assert cfg["layout"] in ("row", "col") and cfg["split"] in ("dp", "sk", "sk+dp")
+    assert cfg["amx"] in ("no", "yes", "emulated")
+    again = coopjit.compile_gemm(m, n, k, dtype, plan=cfg, **kw)
+    assert again.config == cfg
+    # The same plan for a product through matmul, checked against float64.
+    a, b = _random(rng, (m, k), dtype), _random(rng, (k, n), dtype)
+    got = np.asarray(coopjit.matmul(a, b, plan=cfg), np.float64)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if np.dtype(dtype).kind == "i":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype != BF16 else 2 ** -7,  # bfloat16 out: rounded
+                                   atol=(1e-12 if dtype == np.float64 else 1e-5) * k)
+
+
+def test_a_changed_plan_value_changes_the_kernel():
+    cfg = coopjit.compile_gemm(256, 256, 256, np.float32).config
+    other = dict(cfg.overrides(), split="sk" if cfg["split"] != "sk" else "dp", threads=2)
+    assert coopjit.compile_gemm(256, 256, 256, np.float32, plan=other).config["split"] == other["split"]
+
+
+def test_explanations_are_notes_shown_by_the_printed_kernel():
+    kern = coopjit.compile_gemm(64, 64, 64, np.float32)
+    assert kern.config["vnni"] == 1 and "low-precision" in kern.config.notes["vnni"]
+    assert "not a low-precision product" in str(kern) and "not a low-precision product" in kern._repr_html_()
+
+
+def test_plan_of_the_wrong_kind_or_type_is_refused():
+    with pytest.raises(TypeError, match="plan must be a dict of plan fields .*known fields: layout"):
+        coopjit.matmul(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), plan="sk")
+    gpu_like = coopjit.Plan({"mr": 8}, target="gpu")
+    with pytest.raises(ValueError, match="config of a GPU kernel"):
+        coopjit.compile_gemm(8, 8, 8, np.float32, plan=gpu_like)
