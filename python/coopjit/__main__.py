@@ -1,4 +1,4 @@
-"""python -m coopjit info | demo | bench [--quick] [--out DIR] | tune ..."""
+"""python -m coopjit info | demo | bench | tune | dump: the command line (`python -m coopjit --help`)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ import numpy as np
 
 import coopjit
 from coopjit import spirv
+from coopjit._tune_cli import _shape
 from coopjit.devices import status
 
 #: The CPU features that decide coopjit's code paths, as LLVM names them.
@@ -140,6 +141,60 @@ def demo() -> None:
         sys.exit(1)
 
 
+#: The subcommands with their one-line descriptions (`python -m coopjit --help` lists them).
+COMMANDS = {
+    "info": "the CPU features, devices, cache and tools coopjit sees",
+    "demo": "JIT-compile GEMM and reduction kernels, check them against NumPy, print a table",
+    "bench": "coopjit side by side with NumPy and PyTorch, with the machine's peaks (options: bench --help)",
+    "tune": "tune GEMM problems and store the winners in the tuning database (options: tune --help)",
+    "dump": "the plan, kernel IR, LLVM IR, assembly, PTX or SPIR-V of one GEMM problem",
+}
+_SOURCES = {"cpu": ("plan", "ir", "llvm", "asm"), "ptx": ("plan", "ir", "llvm", "ptx"), "spirv": ("plan", "ir", "llvm", "spirv")}
+
+
+def dump(argv) -> None:
+    p = argparse.ArgumentParser(prog="python -m coopjit dump", description=COMMANDS["dump"] + ". Compiles (or "
+                                "takes from the cache) the kernel coopjit plans for the problem and prints it.")
+    p.add_argument("shape", type=_shape, metavar="MxNxK", help="the product C (M x N) = A (M x K) @ B (K x N)")
+    p.add_argument("--dtype", default="float32", help="input type: float32, float64, float16, bfloat16, "
+                   "float8_e4m3fn, float8_e5m2, int8, uint8 (default float32)")
+    p.add_argument("--out-dtype", default=None, help="output type when it differs from the default for the inputs")
+    p.add_argument("--trans-a", action="store_true", help="A is given as K x M (the kernel reads its transpose)")
+    p.add_argument("--trans-b", action="store_true", help="B is given as N x K")
+    p.add_argument("--target", default="cpu", help="cpu (this machine), a device name from `info` (opencl:0, "
+                   "cuda:0, ...), or an NVIDIA architecture (sm_80, sm_90) for PTX without a GPU (default cpu)")
+    p.add_argument("--what", default="plan", help="plan, ir, llvm, asm (cpu), ptx (NVIDIA), spirv (SPIR-V devices) "
+                   "or all (default plan)")
+    args = p.parse_args(argv)
+    from ._tune_cli import _dtype
+
+    try:
+        dtype = _dtype(args.dtype)
+        out_dtype = _dtype(args.out_dtype) if args.out_dtype else None
+    except (TypeError, AttributeError):
+        p.error(f"unknown dtype {args.dtype if not args.out_dtype else args.dtype + ' / ' + args.out_dtype!r}")
+    m, n, k = args.shape
+    kw = dict(trans_a=args.trans_a, trans_b=args.trans_b, out_dtype=out_dtype)
+    target = args.target
+    try:
+        if target.startswith("sm_"):
+            kern, family = coopjit.ptx.compile_gemm(m, n, k, dtype, target=target, **kw), "ptx"
+        else:
+            kern = coopjit.compile_gemm(m, n, k, dtype, device=target, **kw)
+            family = "cpu" if target == "cpu" else ("ptx" if target.startswith("cuda") else "spirv")
+    except (TypeError, ValueError, coopjit.DeviceError) as e:
+        p.error(str(e))
+    kinds = _SOURCES[family]
+    what = kinds if args.what == "all" else (args.what,)
+    for w in what:
+        if w not in kinds:
+            p.error(f"--what {w!r} is not available for target {target!r}; choose from {', '.join(kinds)} or all")
+    for w in what:
+        if len(what) > 1:
+            print(f"===== {w} =====")
+        print(str(kern) if w == "plan" else kern.source(w))
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:  # the benchmark has options of its own
@@ -150,11 +205,27 @@ def main(argv=None) -> None:
         from ._tune_cli import main as tune_main
 
         return tune_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m coopjit", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "bench", "tune"])
-    args = parser.parse_args(argv)
+    if argv[:1] == ["dump"]:
+        return dump(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m coopjit", description="coopjit: JIT-compiled GEMM and "
+                                     "reduction kernels over cooperative matrices.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="commands:\n" + "\n".join(f"  {c:<6} {d}" for c, d in COMMANDS.items())
+                                     + "\n\n`python -m coopjit COMMAND --help` gives a command's options.")
+    parser.add_argument("--version", action="version",
+                        version=f"coopjit {coopjit.__version__} (LLVM {coopjit.llvm_version})")
+    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
+    args, rest = parser.parse_known_args(argv)
+    if rest:
+        parser.error(f"{args.command} takes no arguments, got {' '.join(rest)}")
     {"info": info, "demo": demo}[args.command]()
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # `python -m coopjit dump ... | head`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

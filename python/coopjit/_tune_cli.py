@@ -15,29 +15,42 @@ def _dtype(name: str) -> np.dtype:
         return np.dtype(getattr(ml_dtypes, name))
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    """MxNxK -> (M, N, K), for argparse (an ArgumentTypeError is printed as a usage error)."""
+    parts = text.lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if len(dims) != 3 or min(dims) < 0:
+        raise argparse.ArgumentTypeError(f"a GEMM shape is MxNxK with three non-negative integers (for example "
+                                         f"1024x1024x1024), got {text!r}")
+    return dims
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coopjit tune",
                                      description="Tunes GEMM problems; the winners are stored in the tuning "
                                                  "database and used by later calls.")
-    parser.add_argument("--shape", action="append", required=True, metavar="MxNxK",
+    parser.add_argument("--shape", action="append", required=True, metavar="MxNxK", type=_shape,
                         help="a problem (repeat for several)")
     parser.add_argument("--dtype", default="float32",
                         choices=["float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8",
-                                 "uint8"])
-    parser.add_argument("--trans-a", action="store_true")
-    parser.add_argument("--trans-b", action="store_true")
+                                 "uint8"], help="the inputs' type (default float32)")
+    parser.add_argument("--trans-a", action="store_true", help="A given as K x M")
+    parser.add_argument("--trans-b", action="store_true", help="B given as N x K")
     parser.add_argument("--accumulate", action="store_true", help="tune the beta != 0 kernel")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per problem (default 60)")
-    parser.add_argument("--max-candidates", type=int, default=None)
+    parser.add_argument("--max-candidates", type=int, default=None, help="plans to time at most per problem")
     parser.add_argument("--no-save", action="store_true", help="do not store the winners")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--plot", metavar="PREFIX", help="save a plot per problem as PREFIX-MxNxK.png")
     args = parser.parse_args(argv)
 
     import coopjit
 
     summary = []
-    for shape in args.shape:
+    for shape in ('x'.join(map(str, dims)) for dims in args.shape):
         r = coopjit.tune(shape=shape, dtype=_dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
                          accumulate=args.accumulate, budget=args.budget, max_candidates=args.max_candidates,
                          progress=not args.no_progress, save=not args.no_save)

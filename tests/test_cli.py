@@ -1,0 +1,67 @@
+"""The command line: python -m coopjit --help / --version / dump, and usage errors instead of tracebacks."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import coopjit
+
+
+def run(*args, check=True):
+    r = subprocess.run([sys.executable, "-m", "coopjit", *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_help_lists_every_command_with_a_description():
+    from coopjit.__main__ import COMMANDS
+
+    out = run("--help").stdout
+    for name, what in COMMANDS.items():
+        assert f"{name}   {what}" in out or f"{name}  {what}" in out or f"{name} {what}" in out, name
+    assert set(COMMANDS) == {"info", "demo", "bench", "tune", "dump"}
+
+
+def test_version():
+    assert run("--version").stdout.strip() == f"coopjit {coopjit.__version__} (LLVM {coopjit.llvm_version})"
+
+
+@pytest.mark.parametrize("args,message", [
+    (("tune", "--shape", "64x64"), "a GEMM shape is MxNxK"),
+    (("tune", "--shape", "axbxc"), "a GEMM shape is MxNxK"),
+    (("dump", "64x64"), "a GEMM shape is MxNxK"),
+    (("dump", "8x8x8", "--what", "ptx"), "not available for target 'cpu'"),
+    (("dump", "8x8x8", "--dtype", "complex64"), "complex64"),
+    (("dump", "8x8x8", "--target", "nosuchdevice:3"), "nosuchdevice"),
+    (("frobnicate",), "invalid choice"),
+    (("info", "extra"), "info takes no arguments"),
+])
+def test_bad_arguments_are_usage_errors_not_tracebacks(args, message):
+    r = run(*args, check=False)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_every_option_has_help():
+    for cmd in ("tune", "dump", "bench"):
+        lines = run(cmd, "--help").stdout.splitlines()
+        options = [i for i, ln in enumerate(lines) if ln.startswith("  -")]
+        assert options, cmd
+        for i in options:  # help on the option's line (after two spaces) or on the indented line below
+            same_line = len(lines[i].strip().split("  ", 1)) == 2
+            next_line = i + 1 < len(lines) and lines[i + 1].startswith("        ") and lines[i + 1].strip()
+            assert same_line or next_line, (cmd, lines[i])
+
+
+def test_dump_prints_the_same_plan_and_code_as_the_kernel():
+    kern = coopjit.compile_gemm(48, 40, 32, np.float32)
+    out = run("dump", "48x40x32", "--what", "all").stdout
+    assert str(kern).splitlines()[0] in out and kern.source("ir") in out and kern.source("asm").strip() in out
+    assert "===== llvm =====" in out
+
+
+def test_dump_ptx_for_an_nvidia_architecture_without_a_gpu():
+    out = run("dump", "64x64x64", "--dtype", "bfloat16", "--out-dtype", "float32", "--target", "sm_90", "--what", "ptx").stdout
+    assert ".target sm_90" in out and ".entry" in out
