@@ -116,7 +116,8 @@ def test_info_and_clear(private_cache):
     assert info["kernels"]["entries"] == 2 and info["kernels"]["kinds"] == {"x86-obj": 2}
     assert info["kernels"]["bytes"] > 1000
     assert coopjit.__version__ in info["identity"] and coopjit.llvm_version in info["identity"]
-    assert coopjit.cache.clear() == {"kernels": 2, "tuning": 0}
+    cleared = coopjit.cache.clear()
+    assert cleared["kernels"] == 2 and cleared["tuning"] == 0 and cleared["memory"] >= 2
     assert coopjit.cache.info()["kernels"]["entries"] == 0
     _kernel()  # kernels of this process keep working, and a miss stores again
     coopjit._core.cache_clear()

@@ -65,7 +65,7 @@ def test_stream_k_is_deterministic(rng, split):
 def test_plan_records_the_split_and_threads():
     k = coopjit.compile_gemm(512, 512, 512, np.float32, plan={"split": "sk", "threads": 2, "kt": 64})
     cfg = k.config
-    assert cfg["split"] == "sk" and cfg["threads"] == "2" and cfg["kt"] == "64"
+    assert cfg["split"] == "sk" and cfg["threads"] == 2 and cfg["kt"] == 64
     small = coopjit.compile_gemm(8, 8, 8, np.float32).config
     assert small["threads"] == "1" and small["split"] == "dp"
 

@@ -96,9 +96,9 @@ def test_default_plan_follows_the_device():
 def test_dpas_module_validates(target, dtype):
     k = spirv.compile_gemm(64, 96, 128, dtype, target=target)
     cfg = k.config
-    assert cfg["dpas"] == "yes" and cfg["block2d"] == "yes" and cfg["subgroup_size"] == "16"
+    assert cfg["dpas"] == "yes" and cfg["block2d"] == "yes" and cfg["subgroup_size"] == 16
     kdim = 32 if np.dtype(dtype).itemsize == 1 else 16
-    assert cfg["kb"] == str(kdim) and cfg["mr"] == "32" and cfg["nr"] == "32"
+    assert cfg["kb"] == kdim and cfg["mr"] == 32 and cfg["nr"] == 32
     spirv.validate(k.spirv)
     d = k.source("spirv")
     assert "OpCapability SubgroupMatrixMultiplyAccumulateINTEL" in d

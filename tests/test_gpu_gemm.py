@@ -145,8 +145,8 @@ def test_the_gpu_plan_runs_and_validates(rng):
     k = coopjit.compile_gemm(200, 150, 64, np.float32, device=dev, accumulate=True)
     cfg = k.config
     # Xe-HPC figures (gpu_plan.h): subgroup 16, a 32 x 32 f32 tile, K step 8, 2 x 2 subgroups.
-    assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == ("16", "32", "32", "8", "2", "2")
-    assert cfg["work_group_size"] == "64" and cfg["layout"] == "col" and cfg["split"] == "dp"
+    assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == (16, 32, 32, 8, 2, 2)
+    assert cfg["work_group_size"] == 64 and cfg["layout"] == "col" and cfg["split"] == "dp"
     text = k.source("spirv")
     assert "OpExecutionMode" in text and "SubgroupSize 16" in text and "LocalSize 64 1 1" in text
     assert "OpSubgroupBlockReadINTEL" in text and "OpSubgroupBlockWriteINTEL" in text  # A and C in blocks

@@ -68,3 +68,32 @@ def test_plan_of_the_wrong_kind_or_type_is_refused():
     gpu_like = coopjit.Plan({"mr": 8}, target="gpu")
     with pytest.raises(ValueError, match="config of a GPU kernel"):
         coopjit.compile_gemm(8, 8, 8, np.float32, plan=gpu_like)
+
+
+def test_cache_clear_memory_makes_the_next_call_fetch_its_kernel_again(rng, tmp_path, monkeypatch):
+    a = rng.standard_normal((72, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 24)).astype(np.float32)
+    coopjit.matmul(a, b)
+    before = coopjit._core.cache_stats()
+    assert before["entries"] >= 1
+    out = coopjit.cache.clear(kernels=False, tuning=False, memory=True)
+    assert out["memory"] == before["entries"] and coopjit._core.cache_stats()["entries"] == 0
+    np.testing.assert_allclose(coopjit.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    after = coopjit._core.cache_stats()
+    assert after["entries"] >= 1 and after["misses"] >= 1  # planned and fetched again, not from the memo
+
+
+def test_omp_num_threads_is_the_pool_size_when_coopjit_num_threads_is_unset():
+    import os
+    import subprocess
+    import sys
+
+    code = "import coopjit; print(coopjit.get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k not in ("COOPJIT_NUM_THREADS", "OMP_NUM_THREADS")}
+    def pool(**extra):
+        return int(subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                                  check=True).stdout)
+    assert pool(OMP_NUM_THREADS="3") == 3
+    assert pool(OMP_NUM_THREADS="5,2") == 5
+    assert pool(OMP_NUM_THREADS="3", COOPJIT_NUM_THREADS="7") == 7
+    assert pool(OMP_NUM_THREADS="junk") == pool()

@@ -33,12 +33,12 @@ def assembled(ptxas, text, target):
 def test_gemm_kernels_assemble(ptxas, target, dtype, trans):
     k = ptx.compile_gemm(257, 130, 96, dtype, target=target, trans_a=trans[0], trans_b=trans[1])
     cfg = k.config
-    assert cfg["subgroup_size"] == "32" and cfg["dpas"] == "no" and cfg["block2d"] == "no"
+    assert cfg["subgroup_size"] == 32 and cfg["dpas"] == "no" and cfg["block2d"] == "no"
     text = k.source("ptx")
     assert text == k.source()  # PTX is the default source for NVIDIA targets
     assert "shfl.sync" in text  # mul_add moves A / B components between the lanes of a warp
     tensor_cores = np.dtype(dtype) in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-    assert cfg["mma"].startswith("yes") == tensor_cores
+    assert (cfg["mma"] == "yes") == tensor_cores
     insn = "mma.sync.aligned.m16n8k16.row.col.f32." + ("bf16.bf16" if dtype == ml_dtypes.bfloat16 else "f16.f16")
     assert (insn in text) == tensor_cores
     assert f".reqntid {cfg['work_group_size']}" in text

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "plan/gemm_plan.h"
 #include "runtime/fork.h"
+#include "runtime/gemm.h"
 #include "runtime/kernel.h"
 #include "runtime/thread_pool.h"
 #include "target/cpu_info.h"
@@ -63,7 +64,13 @@ PYBIND11_MODULE(_core, m) {
     d["disk_loads"] = s.disk_loads;
     return d;
   }, "In-memory code cache counters.");
-  m.def("cache_clear", &coopjit::cache_clear, "Forgets the in-memory cache (compiled code stays mapped).");
+  m.def(
+      "cache_clear",
+      [] {
+        coopjit::cache_clear();
+        coopjit::gemm_memo_forget();
+      },
+      "Forgets the in-memory caches: compiled kernels and the per-problem plans (compiled code stays mapped).");
 
   m.def("get_num_threads", [] { return coopjit::ThreadPool::get().size(); },
         "Workers of the CPU pool (from the affinity mask; COOPJIT_NUM_THREADS overrides it).");

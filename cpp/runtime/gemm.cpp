@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <sys/mman.h>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -85,7 +86,10 @@ std::mutex& memo_mutex() {
   static std::mutex mu;
   return mu;
 }
+std::atomic<int64_t> g_memo_generation{0};  // gemm_memo_forget: part of every key
 }  // namespace
+
+void gemm_memo_forget() { g_memo_generation.fetch_add(1, std::memory_order_relaxed); }
 
 void gemm_memo_fork(fork_safety::Phase phase) {  // runtime/fork.h: the memo consistent in the child
   if (phase == fork_safety::Phase::prepare)
@@ -101,7 +105,8 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
                     int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6;
   MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
-              int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16, tuned_generation(), {}};
+              int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16,
+              tuned_generation() + (g_memo_generation.load(std::memory_order_relaxed) << 40), {}};
   if (std::max({s.M, s.N, s.K}) <= 64)  // the plan may fix the strides (GemmPlan::fixed)
     key.strides = {s.sa_r, s.sa_c, s.sb_r, s.sb_c, s.sc_r, s.sc_c, s.batch1, s.sa_b1, s.sb_b1, s.sc_b1,
                    s.sa_b2, s.sb_b2, s.sc_b2, 0};

@@ -38,6 +38,9 @@ GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {}
 /// gemm_kernel(spec) without overrides, memoized on what the plan depends on (dtype, sizes,
 /// which strides are 1, beta, the pool size): the per-call path of small problems.
 const GemmKernel& gemm_kernel_cached(const GemmSpec& spec);
+// Later gemm_kernel_cached calls plan and fetch their kernels again (coopjit.cache.clear(memory=True));
+// kernels handed out before stay valid (other threads may be running them).
+void gemm_memo_forget();
 
 /// Runs `k` on operands whose shapes and strides are `spec`'s (which may differ from k.spec
 /// only in values that do not change the code: the caller checks that with the plan key).

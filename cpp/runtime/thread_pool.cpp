@@ -94,9 +94,15 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool() : impl_(new Impl) {
   impl_->size = affinity_cpus();
-  if (const char* env = std::getenv("COOPJIT_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n >= 1) impl_->size = n;
+  // COOPJIT_NUM_THREADS, else OMP_NUM_THREADS as NumPy's BLAS and PyTorch read it (its first
+  // number: "4,2" asks for 4 at the outer level).
+  for (const char* name : {"COOPJIT_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* env = std::getenv(name);
+    const int n = env ? std::atoi(env) : 0;
+    if (n >= 1) {
+      impl_->size = n;
+      break;
+    }
   }
 }
 

@@ -57,7 +57,8 @@ cache._configure()  # the disk cache's directory, and the tuned plans of its dat
 
 
 def get_num_threads() -> int:
-    """Workers of the CPU pool: the CPUs of the affinity mask, or COOPJIT_NUM_THREADS."""
+    """Workers of the CPU pool: COOPJIT_NUM_THREADS, else OMP_NUM_THREADS (its first number), else the CPUs of the
+    affinity mask; set_num_threads changes it."""
     return _core.get_num_threads()
 
 

@@ -359,7 +359,9 @@ def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = N
         raise ValueError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
     types, dtype = gemm_types(a.dtype, b.dtype, None)
     c = np.empty((a.shape[0], b.shape[1]), dtype)
-    return _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
+    out = _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
+    out["config"] = from_core(out["config"], "cpu")
+    return out
 
 
 def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None, device: str | None = None,

@@ -61,14 +61,20 @@ def info() -> dict:
     }
 
 
-def clear(kernels: bool = True, tuning: bool = True) -> dict:
-    """Deletes the stored kernels and/or the tuning database; returns how many of each went.
-    Kernels already loaded in this process keep working; tuned plans are forgotten at once."""
-    out = {"kernels": 0, "tuning": 0}
+def clear(kernels: bool = True, tuning: bool = True, memory: bool = True) -> dict:
+    """Deletes the stored kernels (`kernels`) and/or the tuning database (`tuning`), and forgets
+    the kernels and plans this process holds in memory (`memory`: later calls plan, and load or
+    compile, again); returns how many of each went. Kernels already handed out (a Kernel object,
+    a call running in another thread) keep working: their code stays mapped. Tuned plans are
+    forgotten at once."""
+    out = {"kernels": 0, "tuning": 0, "memory": 0}
     if kernels:
         out["kernels"] = _core.disk_cache_clear()
     if tuning:
         out["tuning"] = _tunedb.clear()
+    if memory:
+        out["memory"] = int(_core.cache_stats()["entries"])
+        _core.cache_clear()
     return out
 
 
