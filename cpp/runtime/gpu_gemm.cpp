@@ -2,6 +2,7 @@
 #include "runtime/gpu_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
@@ -26,6 +27,14 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
   const void* kb = g.swap_ab ? a : b;
+  // The tensor-core pipeline copies 16-byte chunks: operands that are not 16-byte aligned run the
+  // plan without it.
+  if (p.stages && ((reinterpret_cast<uintptr_t>(ka) | reinterpret_cast<uintptr_t>(kb)) & 15)) {
+    PlanOverrides o = k.overrides;
+    o["stages"] = 0;
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta);
+    return;
+  }
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
   const ir::Type idx = ir::Type::index(), acc = ir::Type::of(p.dtype);
