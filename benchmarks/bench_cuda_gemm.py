@@ -40,17 +40,22 @@ def timed(fn, reps, blocks=5):
     return statistics.median(out), (max(out) - min(out)) / statistics.median(out)
 
 
-def gemm_case(m, n, k, dt, out_dt, plan=None, batch=1, reps=10):
+def gemm_case(m, n, k, dt, out_dt, plan=None, batch=1, reps=10, trans_b=False):
     g = torch.Generator(device="cuda").manual_seed(1)
     shape_a, shape_b = ((batch, m, k), (batch, k, n)) if batch > 1 else ((m, k), (k, n))
     a = torch.randn(shape_a, device="cuda", generator=g).to(dt)
-    b = torch.randn(shape_b, device="cuda", generator=g).to(dt)
+    if dt is torch.int8:
+        a = torch.randint(-128, 127, shape_a, device="cuda", dtype=dt, generator=g)
+        b = torch.randint(-128, 127, (n, k), device="cuda", dtype=dt, generator=g).t()
+    else:
+        b = torch.randn(shape_b, device="cuda", generator=g).to(dt)
     c = torch.empty((batch, m, n) if batch > 1 else (m, n), device="cuda", dtype=out_dt)
-    kern = coopjit.compile_gemm(m, n, k, NP[dt], device=DEV, out_dtype=NP.get(out_dt, None), plan=plan) if batch == 1 else None
+    kern = coopjit.compile_gemm(m, n, k, NP[dt], device=DEV, out_dtype=NP.get(out_dt, None), plan=plan,
+                                trans_b=trans_b) if batch == 1 else None
     types = [TY[dt], TY[dt], TY[out_dt]]
     bs = [m * k, k * n, m * n] if batch > 1 else [0, 0, 0]
     shape = [m, n, k, 1, batch]
-    strides = [k, 1, n, 1, n, 1, 0, 0, 0, *bs]
+    strides = [k, 1, *((1, k) if trans_b else (n, 1)), n, 1, 0, 0, 0, *bs]
     if kern is None:
         from coopjit import _core, _gemm
 
@@ -61,7 +66,7 @@ def gemm_case(m, n, k, dt, out_dt, plan=None, batch=1, reps=10):
     run()
     torch.cuda.synchronize()
     # correctness on these inputs against float64
-    ref = torch.matmul(a.double(), b.double())
+    ref = torch.matmul(a.double(), b.double()) if dt is not torch.int8 else torch.matmul(a.cpu().long(), b.cpu().long()).cuda().double()
     err = ((c.double() - ref).norm() / ref.norm()).item()
     t, spread = timed(run, reps)
     return t, spread, err, core.config
@@ -83,6 +88,12 @@ def main():
         print(rows[-1], flush=True)
 
     sizes = [4096] if args.quick else [4096, 8192]
+    s = 4096
+    for plan in ({"mr": 64, "nr": 32, "sg_m": 2, "sg_n": 4}, {"mr": 32, "nr": 64, "sg_m": 4, "sg_n": 2}, {"kb": 16, "stages": 6},
+                 {"sg_n": 1, "stages": 4}):
+        ours = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=plan, reps=20)
+        print(f"variant {plan}: {2 * s**3 / ours[0] / 1e12:.1f} TFLOP/s err {ours[2]:.1e}", flush=True)
+        rows.append((f"bf16 4096^3 variant {plan}", 2 * s**3 / ours[0] / 1e12, 0, 0, ours[1], 0, ours[2], ours[3]["macro_tile"]))
     for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
         for s in sizes if dt is torch.bfloat16 else [4096]:
             reps = 20 if s == 4096 else 5
@@ -117,6 +128,9 @@ def main():
     ai = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8)
     bi = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8)
     ti, tis = timed(lambda: torch._int_mm(ai, bi), 20)
+    bt = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8).t()
+    add("int8 4096^3 (B as N x K)", 2 * s**3, gemm_case(s, s, s, torch.int8, torch.int32, reps=20, trans_b=True),
+        timed(lambda: torch._int_mm(ai, bt), 20), "vs torch._int_mm on the same layout")
     print(f"torch._int_mm 4096^3: {2 * s**3 / ti / 1e12:.1f} TOP/s", flush=True)
 
     hdr = "| case | coopjit TFLOP/s | torch TFLOP/s | coopjit / torch | spread ours | spread torch | rel. err vs f64 | plan |"

@@ -308,3 +308,19 @@ def test_pipeline_misaligned_pointers(rng):
                    a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)
     torch.cuda.synchronize()
     _tc_check(c.cpu().numpy(), a.float().cpu().numpy().astype(ml_dtypes.bfloat16), b.float().cpu().numpy().astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", [(256, 384, 512), (200, 136, 80), (16, 48, 16)])
+def test_pipeline_int8_exact(rng, dtype, shape):
+    """mma.sync m16n8k32 (s8 / u8 -> s32) on the pipeline: both operands contiguous along K (B
+    given as N x K); exact against int64."""
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=True)
+    assert kern.config["stages"] == "3" and "m16n8k32" in kern.config["mma"]
+    assert "mma.sync.aligned.m16n8k32.row.col" in kern.source("ptx")
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max + 1, (m, k), dtype=dtype)
+    b = rng.integers(info.min, info.max + 1, (n, k), dtype=dtype)
+    c = kern(a, b)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == a.astype(np.int64) @ b.T.astype(np.int64)).all()

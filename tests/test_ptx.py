@@ -164,3 +164,15 @@ def test_pipeline_stream_k_assembles(ptxas, target, split):
     report = ptxas(k.source("ptx"), target)  # Stream-K's two K loops: a few spills, reported, not asserted
     assert "Used" in report and "registers" in report, report
     assembled(ptxas, k._core.fixup_ptx, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_pipeline_int8_assembles(ptxas, target, dtype):
+    """8-bit operands contiguous along K (B as N x K): the pipeline with mma.sync m16n8k32."""
+    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True)
+    assert k.config["stages"] == "3" and k.config["kb"] == "64"
+    text = k.source("ptx")
+    assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4.b16" in text
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in text
+    assembled(ptxas, text, target)

@@ -67,16 +67,21 @@ bool SimtLowering::mma_pipeline(const Op& o) {
       if (l->operands[i] != body.args[0] && !scalars_.count(l->operands[i])) return false;  // loop-invariant
   const Type &ta = la.result()->type, &tb = lb.result()->type, &tc = ma.result()->type;
   const bool bf = ta.scalar == ScalarType::bf16;
-  if (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32) return false;
+  const bool i8 = (ta.scalar == ScalarType::i8 || ta.scalar == ScalarType::u8) &&
+                  (tb.scalar == ScalarType::i8 || tb.scalar == ScalarType::u8) && tc.scalar == ScalarType::i32;
+  if (!i8 && (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32)) return false;
+  // 16-bit inputs: m16n8k16; 8-bit: m16n8k32, whose fragments are those of k16 in bytes.
+  const int64_t esz = i8 ? 1 : 2, kstep = 32 / esz;
   const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
-  if (MR % 16 || NR % 16 || KB % 16 || !is_index_const(o.operands[2], KB)) return false;
+  if (MR % 16 || NR % 16 || KB % kstep || !is_index_const(o.operands[2], KB)) return false;
   const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
   if (sg_m < 1 || sgs_ % sg_m || stages < 2) return false;
   const int sg_n = sgs_ / sg_m, threads = 32 * sgs_;
-  const int64_t MT = MR * sg_m, NT = NR * sg_n, EPC = 8;  // 16-bit elements: 8 a chunk
+  const int64_t MT = MR * sg_m, NT = NR * sg_n, EPC = 16 / esz;  // elements a 16-byte chunk
   const bool a_k = is_index_const(la.operands[4], 1), a_m = is_index_const(la.operands[3], 1);
   const bool b_k = is_index_const(lb.operands[3], 1), b_n = is_index_const(lb.operands[4], 1);
   if (!(a_k || a_m) || !(b_k || b_n)) return false;
+  if (i8 && !(a_k && b_k)) return false;  // ldmatrix.trans moves 16-bit elements
   Panel pa, pb;
   pa.k_inner = a_k, pa.outer = a_k ? MT : KB, pa.inner = a_k ? KB : MT;
   pb.k_inner = b_k, pb.outer = b_k ? NT : KB, pb.inner = b_k ? KB : NT;
@@ -84,14 +89,14 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     p->cpr = p->inner / EPC;
     if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
   }
-  pb.offset = pa.outer * pa.inner * 2;
-  const int64_t stage_bytes = pb.offset + pb.outer * pb.inner * 2, total = stage_bytes * stages;
+  pb.offset = pa.outer * pa.inner * esz;
+  const int64_t stage_bytes = pb.offset + pb.outer * pb.inner * esz, total = stage_bytes * stages;
   if (total > 48 * 1024) return false;  // static shared memory
 
   llvm::Type* i32 = b_.getInt32Ty();
-  llvm::Type* i8 = b_.getInt8Ty();
+  llvm::Type* i8t = b_.getInt8Ty();
   if (!stage_mem_) {
-    auto* ty = llvm::ArrayType::get(i8, static_cast<uint64_t>(total));
+    auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
     stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
                                           "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
                                           target_.shared_addrspace());
@@ -112,7 +117,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
                        b_.CreateXor(b_.CreateAnd(L, c32(7)), b_.CreateAnd(b_.CreateLShr(L, c32(3)), c32(7))));
   };
   auto smem_at = [&](llvm::Value* byte_off) {
-    return b_.CreateGEP(i8, stage_mem_, {byte_off}, "smem");
+    return b_.CreateGEP(i8t, stage_mem_, {byte_off}, "smem");
   };
 
   llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "sg");
@@ -152,7 +157,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
         llvm::Value* outer = b_.CreateAdd(p.k_inner ? s.origin : k0, r64);
         llvm::Value* inner = b_.CreateAdd(p.k_inner ? k0 : s.origin, c64);
         llvm::Value* elem = b_.CreateAdd(b_.CreateMul(outer, s.stride), inner);
-        llvm::Value* src = b_.CreateGEP(i8, s.base, {b_.CreateMul(elem, i64v(2))});
+        llvm::Value* src = b_.CreateGEP(i8t, s.base, {b_.CreateMul(elem, i64v(esz))});
         llvm::Value* valid = b_.getTrue();
         if (s.checked) {
           valid = b_.CreateAnd(b_.CreateICmpSLT(outer, s.outer_lim), b_.CreateICmpSLT(inner, s.inner_lim));
@@ -195,10 +200,14 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   llvm::Value* l16 = b_.CreateLShr(ln, c32(4));
   llvm::Value* wm_rows = b_.CreateMul(wm, c32(MR));
   llvm::Value* wn_cols = b_.CreateMul(wn, c32(NR));
+  const bool sa8 = ta.scalar == ScalarType::i8, sb8 = tb.scalar == ScalarType::i8;
   const llvm::Intrinsic::ID mma_id =
-      bf ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16 : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32;
+      i8   ? (sa8 ? (sb8 ? llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8 : llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8_u8)
+                  : (sb8 ? llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_u8_s8 : llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_u8))
+      : bf ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
+           : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32;
   auto operand = [&](llvm::Value* w) {
-    return bf ? w : b_.CreateBitCast(w, llvm::FixedVectorType::get(b_.getHalfTy(), 2));
+    return bf || i8 ? w : b_.CreateBitCast(w, llvm::FixedVectorType::get(b_.getHalfTy(), 2));
   };
 
   // Prologue: the slots may still be read by a previous loop's last steps.
@@ -223,7 +232,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     llvm::Value* a_base = stage;
     llvm::Value* b_base = b_.CreateAdd(stage, c32(pb.offset));
     std::vector<llvm::Value*> out(acc);
-    for (int64_t kk = 0; kk < KB / 16; ++kk) {
+    for (int64_t kk = 0; kk < KB / kstep; ++kk) {  // one mma K step
       std::vector<std::vector<llvm::Value*>> af(MT16), bfr(NT8);
       for (int64_t mi = 0; mi < MT16; ++mi) {
         llvm::Value *r, *c;

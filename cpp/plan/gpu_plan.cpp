@@ -97,7 +97,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"workers", std::to_string(workers)},
           {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
-          {"mma", mma ? "yes: mma.sync m16n8k16 (tensor cores)" : "no"},
+          {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
@@ -204,16 +204,24 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     const int64_t a_rs = col ? spec.sb_c : spec.sa_r, a_cs = col ? spec.sb_r : spec.sa_c;  // kernel A (M x K)
     const int64_t b_rs = col ? spec.sa_c : spec.sb_r, b_cs = col ? spec.sa_r : spec.sb_c;  // kernel B (K x N)
     p.unit_bn = b_cs == 1 && b_rs != 1;
-    const bool a_ok = (a_rs == 1 && a_cs % 8 == 0 && M % 8 == 0) || (a_cs == 1 && a_rs % 8 == 0 && K % 8 == 0);
-    const bool b_ok = (b_rs == 1 && b_cs % 8 == 0 && K % 8 == 0) || (b_cs == 1 && b_rs % 8 == 0 && N % 8 == 0);
-    const bool batch_ok = spec.sa_b1 % 8 == 0 && spec.sa_b2 % 8 == 0 && spec.sb_b1 % 8 == 0 && spec.sb_b2 % 8 == 0;
+    // 8-bit integers (mma.sync m16n8k32 s8 / u8 -> s32): ldmatrix without .trans, so both
+    // operands contiguous along K.
+    const bool int8 = (p.a_type == ir::ScalarType::i8 || p.a_type == ir::ScalarType::u8) &&
+                      (p.b_type == ir::ScalarType::i8 || p.b_type == ir::ScalarType::u8) && p.dtype == ir::ScalarType::i32;
+    const int64_t e = int8 ? 16 : 8;  // elements a 16-byte chunk
+    const bool a_ok = (a_rs == 1 && a_cs % e == 0 && M % e == 0 && !int8) || (a_cs == 1 && a_rs % e == 0 && K % e == 0);
+    const bool b_ok = (b_rs == 1 && b_cs % e == 0 && K % e == 0) || (b_cs == 1 && b_rs % e == 0 && N % e == 0 && !int8);
+    const bool batch_ok = spec.sa_b1 % e == 0 && spec.sa_b2 % e == 0 && spec.sb_b1 % e == 0 && spec.sb_b2 % e == 0;
     auto ov = overrides.find("stages");
-    if (p.mma && a_ok && b_ok && batch_ok && (ov == overrides.end() || ov->second != 0)) {
+    auto mo = overrides.find("mma");
+    const bool int8_mma = int8 && target.mma && S == 32 && (mo == overrides.end() || mo->second != 0);
+    if ((p.mma || int8_mma) && a_ok && b_ok && batch_ok && (ov == overrides.end() || ov->second != 0)) {
       auto warp_tile = [](int64_t n) { return n <= 16 ? 16 : n <= 32 ? 32 : 64; };
+      p.mma = 1;
       p.stages = 3;
       p.mr = warp_tile(M), p.nr = warp_tile(N);
       p.sg_m = M > 64 ? 2 : 1, p.sg_n = N > 64 ? 2 : 1;
-      p.kb = K <= 16 ? 16 : 32;
+      p.kb = static_cast<int>((K <= 16 ? 16 : 32) * (int8 ? 2 : 1));  // K steps of 32 (64) bytes
     }
   }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
@@ -251,8 +259,9 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                         p.subgroup_size, ", ", p.mr, ", ", p.nr, ", ", p.kb));
   if (p.stages) {
     const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
-    if (p.mr % 16 || p.nr % 16 || p.kb % 16 || (int64_t(p.mr) * p.sg_m * p.kb / 8) % threads ||
-        (int64_t(p.nr) * p.sg_n * p.kb / 8) % threads || panels * 2 * p.stages > 48 * 1024)
+    const int64_t esz = ir::size_in_bytes(p.a_type);
+    if (p.mr % 16 || p.nr % 16 || p.kb % (32 / esz) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
+        (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > 48 * 1024)
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
                           " stages of them within 48 KiB of shared memory"));
