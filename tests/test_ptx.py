@@ -173,6 +173,6 @@ def test_pipeline_int8_assembles(ptxas, target, dtype):
     k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True)
     assert k.config["stages"] == "3" and k.config["kb"] == "64"
     text = k.source("ptx")
-    assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4.b16" in text
+    assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4" in text
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in text
     assembled(ptxas, text, target)
