@@ -89,8 +89,8 @@ def main():
 
     sizes = [4096] if args.quick else [4096, 8192]
     s = 4096
-    for plan in ({"mr": 64, "nr": 32, "sg_m": 2, "sg_n": 4}, {"mr": 32, "nr": 64, "sg_m": 4, "sg_n": 2}, {"kb": 16, "stages": 6},
-                 {"sg_n": 1, "stages": 4}):
+    for plan in ({"stages": 3}, {"stages": 5}, {"kb": 64, "stages": 3}, {"mr": 64, "nr": 32, "sg_m": 2, "sg_n": 4},
+                 {"sg_n": 4, "stages": 3}, {"sg_n": 4, "stages": 4}):
         ours = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=plan, reps=20)
         print(f"variant {plan}: {2 * s**3 / ours[0] / 1e12:.1f} TFLOP/s err {ours[2]:.1e}", flush=True)
         rows.append((f"bf16 4096^3 variant {plan}", 2 * s**3 / ours[0] / 1e12, 0, 0, ours[1], 0, ours[2], ours[3]["macro_tile"]))

@@ -236,7 +236,7 @@ def test_pipeline_gemm(rng, dtype, shape, trans):
     chunks past M, N, K), one to many K steps."""
     m, n, k = shape
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
-    assert kern.config["stages"] == "3" and kern.config["mma"].startswith("yes")
+    assert int(kern.config["stages"]) >= 3 and kern.config["mma"].startswith("yes")
     text = kern.source("ptx")
     assert "ldmatrix.sync.aligned.m8n8.x4" in text and "cp.async.cg.shared.global" in text
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
@@ -269,7 +269,7 @@ def test_pipeline_stream_k(rng, split, trans_b):
     m, n, k = 520, 264, 2056
     kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, trans_b=trans_b,
                                 plan={"split": split, "workers": 7})
-    assert kern.config["split"] == split and kern.config["stages"] == "3"
+    assert kern.config["split"] == split and int(kern.config["stages"]) >= 3
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(ml_dtypes.bfloat16)
     _tc_check(kern(a, b), a, b.T if trans_b else b)
@@ -299,7 +299,7 @@ def test_pipeline_misaligned_pointers(rng):
         pytest.skip("torch has no CUDA here")
     m, n, k = 128, 136, 96
     kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32)
-    assert kern.config["stages"] == "3"
+    assert int(kern.config["stages"]) >= 3
     a = torch.randn(m * k + 1, device="cuda").to(torch.bfloat16)[1:].view(m, k)  # 2 bytes past an aligned start
     b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
     c = torch.full((m, n), float("nan"), device="cuda")
@@ -317,7 +317,7 @@ def test_pipeline_int8_exact(rng, dtype, shape):
     given as N x K); exact against int64."""
     m, n, k = shape
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=True)
-    assert kern.config["stages"] == "3" and "m16n8k32" in kern.config["mma"]
+    assert int(kern.config["stages"]) >= 3 and "m16n8k32" in kern.config["mma"]
     assert "mma.sync.aligned.m16n8k32.row.col" in kern.source("ptx")
     info = np.iinfo(dtype)
     a = rng.integers(info.min, info.max + 1, (m, k), dtype=dtype)

@@ -16,6 +16,10 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.dpas) f.attrs["dpas"] = int64_t(p.dpas);
   if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   if (p.mma) f.attrs["mma"] = int64_t(p.mma);
+  if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
+    const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages;
+    if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
+  }
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };

@@ -91,17 +91,27 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   }
   pb.offset = pa.outer * pa.inner * esz;
   const int64_t stage_bytes = pb.offset + pb.outer * pb.inner * esz, total = stage_bytes * stages;
-  if (total > 48 * 1024) return false;  // static shared memory
+  // Static shared memory up to 48 KiB; beyond, the kernel's dynamic shared memory (function
+  // attribute dynamic_shared: the launch gives that many bytes).
+  const auto dyn_it = f_.attrs.find("dynamic_shared");
+  const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
+  if (total > std::max<int64_t>(dyn, 48 * 1024)) return false;
 
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i8t = b_.getInt8Ty();
-  if (!stage_mem_) {
+  if (!stage_mem_ && dyn) {
+    auto* ty = llvm::ArrayType::get(i8t, 0);
+    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                          "coopjit_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal,
+                                          target_.shared_addrspace());
+    stage_mem_->setAlignment(llvm::Align(128));
+  } else if (!stage_mem_) {
     auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
     stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
                                           "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
                                           target_.shared_addrspace());
     stage_mem_->setAlignment(llvm::Align(128));
-  } else if (static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
+  } else if (!dyn && static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
     return false;
   }
 

@@ -24,6 +24,7 @@ GpuTargetInfo gpu_target(const std::string& device) {
   t.dpas = d.dpas == 1 && sg16;
   t.block2d = d.block2d == 1 && sg16;
   t.mma = d.backend == "cuda";  // cuda devices are sm_80 or newer (runtime/cuda.h)
+  if (t.mma && d.local_memory_bytes > 0) t.shared_bytes = d.local_memory_bytes;  // the opt-in limit
   return t;
 }
 
@@ -40,6 +41,7 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
     t.max_work_group_size = 1024;
     t.compute_units = name == "sm_80" ? 108 : 132;
     t.mma = true;
+    t.shared_bytes = name == "sm_80" ? 166912 : 232448;  // A100 163 KiB, H100 227 KiB a block (opt-in)
   } else if (name == "generic") {
     t.subgroup_sizes = {16};
   } else {
@@ -222,6 +224,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       p.mr = warp_tile(M), p.nr = warp_tile(N);
       p.sg_m = M > 64 ? 2 : 1, p.sg_n = N > 64 ? 2 : 1;
       p.kb = static_cast<int>((K <= 16 ? 16 : 32) * (int8 ? 2 : 1));  // K steps of 32 (64) bytes
+      // 4 stages where the block may have their shared memory (64 KiB at 128 x 128 x 32: dynamic
+      // shared memory beyond the static 48 KiB), else 3.
+      const int64_t stage = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
+      p.stages = 4 * stage <= target.shared_bytes ? 4 : 3;
     }
   }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
@@ -261,10 +267,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
     const int64_t esz = ir::size_in_bytes(p.a_type);
     if (p.mr % 16 || p.nr % 16 || p.kb % (32 / esz) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
-        (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > 48 * 1024)
+        (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
-                          " stages of them within 48 KiB of shared memory"));
+                          " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
   }
   if (!overrides.count("kt")) p.kt = 8 * p.kb;
   if (p.kt % p.kb != 0)

@@ -59,6 +59,7 @@ struct GpuTargetInfo {
   bool block2d = false;  // SPV_INTEL_2d_block_io
   int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS); SMs on NVIDIA GPUs
   bool mma = false;      // NVIDIA tensor cores: mma.sync m16n8k16 (sm_80 and newer)
+  int64_t shared_bytes = 48 * 1024;  // shared memory a work-group may have (NVIDIA: the opt-in limit)
 };
 
 /// From the device's properties (DeviceError when there is no such device); "target:<name>"
