@@ -102,6 +102,10 @@ def main():
             b = torch.randn(s, s, device="cuda").to(dt)
             add(f"{name} {s}^3", 2 * s**3, ours, timed(lambda: torch.matmul(a, b), reps))
     s = 4096
+    for plan in ({"kb": 16, "stages": 3, "nr": 32, "sg_n": 4}, {"kb": 8, "stages": 6}, {"stages": 0}):
+        ours = gemm_case(s, s, s, torch.float32, torch.float32, plan=plan, reps=3)
+        print(f"f32 variant {plan}: {2 * s**3 / ours[0] / 1e12:.1f} TFLOP/s err {ours[2]:.1e}", flush=True)
+        rows.append((f"f32 4096^3 variant {plan}", 2 * s**3 / ours[0] / 1e12, 0, 0, ours[1], 0, ours[2], ours[3]["macro_tile"]))
     ours = gemm_case(s, s, s, torch.float32, torch.float32, reps=3)
     a = torch.randn(s, s, device="cuda")
     b = torch.randn(s, s, device="cuda")

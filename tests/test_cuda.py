@@ -324,3 +324,22 @@ def test_pipeline_int8_exact(rng, dtype, shape):
     b = rng.integers(info.min, info.max + 1, (n, k), dtype=dtype)
     c = kern(a, b)
     assert c.dtype == np.int32 and (c.astype(np.int64) == a.astype(np.int64) @ b.T.astype(np.int64)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256, 384, 512), (200, 136, 72), (64, 8, 8), (1000, 264, 1000)])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_pipeline_fma_gemm(rng, dtype, shape, trans):
+    """f32 / f64 on CUDA cores through the same staging (cp.async, swizzled shared memory), FMAs
+    from 16-byte shared-memory vectors; alpha / beta applied once."""
+    m, n, k = shape
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_a=trans[0], trans_b=trans[1])
+    assert int(kern.config["stages"]) >= 2 and kern.config["mma"] == "no"
+    assert "cp.async.cg.shared.global" in kern.source("ptx")
+    assert_gemm_close(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, trans_a=trans[0], trans_b=trans[1], device=DEV)
+    assert_gemm_close(c, a.T if trans[0] else a, b.T if trans[1] else b, c0, -1.5, 0.5)

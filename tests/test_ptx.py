@@ -177,3 +177,15 @@ def test_pipeline_int8_assembles(ptxas, target, dtype):
     assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4" in text
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in text
     assembled(ptxas, text, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trans", [(False, False), (True, True)])
+def test_pipeline_fma_kernels_assemble(ptxas, target, dtype, trans):
+    """f32 / f64: cp.async staging, 16-byte shared-memory vector loads, FMAs; no spills."""
+    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_a=trans[0], trans_b=trans[1])
+    assert int(k.config["stages"]) >= 3 and k.config["mma"] == "no"
+    text = k.source("ptx")
+    assert "cp.async.cg.shared.global" in text and "ld.shared.v" in text and "fma.rn.f" in text
+    assembled(ptxas, text, target)

@@ -51,7 +51,7 @@ struct Panel {
 }  // namespace
 
 bool SimtLowering::mma_pipeline(const Op& o) {
-  if (!target_.async_copies() || !mma_mode_ || S_ != 32) return false;
+  if (!target_.async_copies() || S_ != 32) return false;
   const Block& body = *o.regions[0];
   if (o.operands.size() != 4 || body.args.size() != 2 || body.ops.size() != 4) return false;
   const Op &la = *body.ops[0], &lb = *body.ops[1], &ma = *body.ops[2], &yo = *body.ops[3];
@@ -69,11 +69,19 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   const bool bf = ta.scalar == ScalarType::bf16;
   const bool i8 = (ta.scalar == ScalarType::i8 || ta.scalar == ScalarType::u8) &&
                   (tb.scalar == ScalarType::i8 || tb.scalar == ScalarType::u8) && tc.scalar == ScalarType::i32;
-  if (!i8 && (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32)) return false;
+  // f32 / f64: the same staging, then FMAs on CUDA cores from shared memory (below).
+  const bool fma = ta.scalar == tb.scalar && ta.scalar == tc.scalar && (tc.scalar == ScalarType::f32 || tc.scalar == ScalarType::f64);
+  if (!i8 && !fma && (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32)) return false;
   // 16-bit inputs: m16n8k16; 8-bit: m16n8k32, whose fragments are those of k16 in bytes.
-  const int64_t esz = i8 ? 1 : 2, kstep = 32 / esz;
+  const int64_t esz = size_in_bytes(ta.scalar), kstep = fma ? 1 : 32 / esz;
   const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
   if (MR % 16 || NR % 16 || KB % kstep || !is_index_const(o.operands[2], KB)) return false;
+  // FMA mode: lane p holds rows (p % 8) VW + v + h 8 VW and columns (p / 8) VW + v + h 4 VW of
+  // the warp tile (VW: elements a 16-byte vector), so that its A and B values of one k are
+  // whole 16-byte chunks of a panel contiguous along M / N.
+  const int64_t VW = 16 / esz, TM = MR / 8, TN = NR / 4;
+  if (fma && (TM % VW || TN % VW)) return false;
+  if (!fma && !mma_mode_) return false;  // tensor cores only where the plan asks
   const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
   if (sg_m < 1 || sgs_ % sg_m || stages < 2) return false;
   const int sg_n = sgs_ / sg_m, threads = 32 * sgs_;
@@ -180,11 +188,32 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   };
 
   // The accumulator in C fragments: tile (mi, ni)'s c_i at D[(mi NT8 + ni) 4 + i], element
-  // (mi 16 + g + 8 (i / 2), ni 8 + 2 t + i % 2) on lane 4 g + t.
+  // (mi 16 + g + 8 (i / 2), ni 8 + 2 t + i % 2) on lane 4 g + t. FMA mode: D[i TN + j] is row
+  // i of the lane's rows, column j of its columns.
   const LaneMap Lc = lanes_of(tc);
   const int64_t MT16 = MR / 16, NT8 = NR / 8;
   std::vector<llvm::Value*> D;
-  {
+  // Element (row, col) of the warp tile: on which lane, in which slot of D.
+  auto frag_owner = [&](int64_t r, int64_t c) -> std::pair<int, int> {
+    if (fma)
+      return {static_cast<int>((r % (8 * VW)) / VW + 8 * ((c % (4 * VW)) / VW)),
+              static_cast<int>(((r / (8 * VW)) * VW + r % VW) * TN + (c / (4 * VW)) * VW + c % VW)};
+    return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>(((r / 16) * NT8 + c / 8) * 4 + 2 * ((r % 16) / 8) + c % 2)};
+  };
+  const int64_t slots = fma ? TM * TN : MT16 * NT8 * 4;
+  if (fma) {
+    const auto& C = mat(o.operands[3]);
+    bool uniform = !C.empty() && llvm::isa<llvm::Constant>(C[0]);
+    for (llvm::Value* v : C) uniform = uniform && v == C[0];
+    std::vector<std::vector<int>> src(slots, std::vector<int>(S_)), slot(slots, std::vector<int>(S_));
+    for (int64_t r = 0; r < MR; ++r)
+      for (int64_t c = 0; c < NR; ++c) {
+        auto [p, n] = frag_owner(r, c);
+        auto [q, m] = Lc.owner(r, c);
+        src[n][p] = static_cast<int>(q), slot[n][p] = static_cast<int>(m);
+      }
+    for (int64_t n = 0; n < slots; ++n) D.push_back(uniform ? C[0] : gather(C, src[n], slot[n]));
+  } else {
     const auto& C = mat(o.operands[3]);
     bool uniform = !C.empty() && llvm::isa<llvm::Constant>(C[0]);
     for (llvm::Value* v : C) uniform = uniform && v == C[0];
@@ -242,6 +271,51 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     llvm::Value* a_base = stage;
     llvm::Value* b_base = b_.CreateAdd(stage, c32(pb.offset));
     std::vector<llvm::Value*> out(acc);
+    if (fma) {
+      // Element (outer, inner) of a panel: its chunk's swizzled place, the element inside it.
+      llvm::Type* et = scalar_ty(tc.scalar);
+      auto* vt = llvm::FixedVectorType::get(et, static_cast<unsigned>(VW));
+      auto elems = [&](const Panel& p, llvm::Value* base, llvm::Value* outer, llvm::Value* inner, bool vec) {
+        llvm::Value* off = b_.CreateAdd(b_.CreateMul(swz(outer, b_.CreateLShr(inner, c32(__builtin_ctzll(VW))), p.cpr), c32(16)),
+                                        b_.CreateMul(b_.CreateAnd(inner, c32(VW - 1)), c32(esz)));
+        llvm::Value* ptr = smem_at(b_.CreateAdd(base, off));
+        std::vector<llvm::Value*> r;
+        if (vec) {
+          llvm::Value* v = b_.CreateAlignedLoad(vt, ptr, llvm::Align(16));
+          for (int64_t e = 0; e < VW; ++e) r.push_back(b_.CreateExtractElement(v, static_cast<uint64_t>(e)));
+        } else {
+          r.push_back(b_.CreateAlignedLoad(et, ptr, llvm::Align(esz)));
+        }
+        return r;
+      };
+      llvm::Value* lr = b_.CreateMul(b_.CreateAnd(ln, c32(7)), c32(VW));   // the lane's first row in a group of 8 VW
+      llvm::Value* lc = b_.CreateMul(b_.CreateLShr(ln, c32(3)), c32(VW));  // its first column in a group of 4 VW
+      for (int64_t k = 0; k < KB; ++k) {
+        std::vector<llvm::Value*> av, bv;
+        for (int64_t h = 0; h < TM / VW; ++h) {
+          llvm::Value* m = b_.CreateAdd(wm_rows, b_.CreateAdd(lr, c32(h * 8 * VW)));
+          if (!pa.k_inner) {  // [k][m]: one vector
+            auto v = elems(pa, a_base, c32(k), m, true);
+            av.insert(av.end(), v.begin(), v.end());
+          } else {
+            for (int64_t e = 0; e < VW; ++e) av.push_back(elems(pa, a_base, b_.CreateAdd(m, c32(e)), c32(k), false)[0]);
+          }
+        }
+        for (int64_t h = 0; h < TN / VW; ++h) {
+          llvm::Value* n = b_.CreateAdd(wn_cols, b_.CreateAdd(lc, c32(h * 4 * VW)));
+          if (!pb.k_inner) {  // [k][n]
+            auto v = elems(pb, b_base, c32(k), n, true);
+            bv.insert(bv.end(), v.begin(), v.end());
+          } else {
+            for (int64_t e = 0; e < VW; ++e) bv.push_back(elems(pb, b_base, b_.CreateAdd(n, c32(e)), c32(k), false)[0]);
+          }
+        }
+        for (int64_t i = 0; i < TM; ++i)
+          for (int64_t j = 0; j < TN; ++j)
+            out[i * TN + j] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {et}, {av[i], bv[j], out[i * TN + j]});
+      }
+      return out;
+    }
     for (int64_t kk = 0; kk < KB / kstep; ++kk) {  // one mma K step
       std::vector<std::vector<llvm::Value*>> af(MT16), bfr(NT8);
       for (int64_t mi = 0; mi < MT16; ++mi) {
@@ -294,8 +368,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     for (int p = 0; p < S_; ++p) {
       auto [r, c] = Lc.at(p, n);
       if (r < 0) continue;
-      src[p] = static_cast<int>(4 * (r % 8) + (c % 8) / 2);
-      slot[p] = static_cast<int>(((r / 16) * NT8 + c / 8) * 4 + 2 * ((r % 16) / 8) + c % 2);
+      std::tie(src[p], slot[p]) = frag_owner(r, c);
     }
     C[n] = gather(D, src, slot);
   }

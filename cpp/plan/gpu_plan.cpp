@@ -210,30 +210,39 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // operands contiguous along K.
     const bool int8 = (p.a_type == ir::ScalarType::i8 || p.a_type == ir::ScalarType::u8) &&
                       (p.b_type == ir::ScalarType::i8 || p.b_type == ir::ScalarType::u8) && p.dtype == ir::ScalarType::i32;
-    const int64_t e = int8 ? 16 : 8;  // elements a 16-byte chunk
+    // f32 / f64 (no TF32): the same staging, FMAs on CUDA cores from shared memory.
+    const bool fma = target.mma && S == 32 && p.a_type == p.b_type && p.a_type == p.dtype &&
+                     (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+    const int64_t e = 16 / ir::size_in_bytes(p.a_type);  // elements a 16-byte chunk
     const bool a_ok = (a_rs == 1 && a_cs % e == 0 && M % e == 0 && !int8) || (a_cs == 1 && a_rs % e == 0 && K % e == 0);
     const bool b_ok = (b_rs == 1 && b_cs % e == 0 && K % e == 0) || (b_cs == 1 && b_rs % e == 0 && N % e == 0 && !int8);
     const bool batch_ok = spec.sa_b1 % e == 0 && spec.sa_b2 % e == 0 && spec.sb_b1 % e == 0 && spec.sb_b2 % e == 0;
     auto ov = overrides.find("stages");
     auto mo = overrides.find("mma");
     const bool int8_mma = int8 && target.mma && S == 32 && (mo == overrides.end() || mo->second != 0);
-    if ((p.mma || int8_mma) && a_ok && b_ok && batch_ok && (ov == overrides.end() || ov->second != 0)) {
-      auto warp_tile = [](int64_t n) { return n <= 16 ? 16 : n <= 32 ? 32 : 64; };
-      p.mma = 1;
+    if ((p.mma || int8_mma || fma) && a_ok && b_ok && batch_ok && (ov == overrides.end() || ov->second != 0)) {
+      const int64_t most = p.dtype == ir::ScalarType::f64 ? 32 : 64;  // f64: 32 x 32 (64 registers of accumulators)
+      auto warp_tile = [&](int64_t n) { return std::min<int64_t>(most, n <= 16 ? 16 : n <= 32 ? 32 : 64); };
+      p.mma = fma ? 0 : 1;
       p.stages = 3;
       p.mr = warp_tile(M), p.nr = warp_tile(N);
-      p.sg_m = M > 64 ? 2 : 1, p.sg_n = N > 64 ? 2 : 1;
-      p.kb = static_cast<int>((K <= 16 ? 16 : 32) * (int8 ? 2 : 1));  // K steps of 32 (64) bytes
+      if (fma && p.dtype == ir::ScalarType::f32) p.mr = std::max(p.mr, 32);  // 8 lanes of 4-element vectors down M
+      p.sg_m = M > p.mr ? 2 : 1, p.sg_n = N > p.nr ? 2 : 1;
+      p.kb = static_cast<int>((K <= 16 || p.dtype == ir::ScalarType::f64 ? 16 : 32) * (int8 ? 2 : 1));  // K steps of 32 (64) bytes
       // 4 stages where the block may have their shared memory (64 KiB at 128 x 128 x 32: dynamic
       // shared memory beyond the static 48 KiB), else 3.
       const int64_t stage = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
       p.stages = 4 * stage <= target.shared_bytes ? 4 : 3;
+      // FMA: f32 K steps of 8 (ptxas: 255 registers, no spills; 16 spill), 4 stages of 8 KiB;
+      // f64 32 x 32 warp tiles, K steps of 16, 3 stages of 16 KiB.
+      if (fma && p.dtype == ir::ScalarType::f32) p.kb = 8, p.stages = 4;
+      if (fma && p.dtype == ir::ScalarType::f64) p.stages = 3;
     }
   }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
-    if (it->second != 0 && (it->second < 2 || it->second > 8 || !p.mma))
+    if (it->second != 0 && (it->second < 2 || it->second > 8))
       throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
-    if (it->second != 0 && !p.stages && p.mma)
+    if (it->second != 0 && !p.stages)
       throw UserError(cat("plan override stages=", it->second, ": the pipeline needs unit-stride operands whose other strides and "
                           "contiguous extents are multiples of 8 elements"));
     p.stages = static_cast<int>(it->second);
@@ -266,7 +275,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.stages) {
     const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
     const int64_t esz = ir::size_in_bytes(p.a_type);
-    if (p.mr % 16 || p.nr % 16 || p.kb % (32 / esz) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
+    if (p.mr % 16 || p.nr % 16 || (p.mma && p.kb % (32 / esz)) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
         (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
