@@ -76,8 +76,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.bf16_only:
+        for s in (4096, 8192):
+            t = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, reps=20 if s == 4096 else 5)
+            print(f"bf16 {s}^3: {2 * s**3 / t[0] / 1e12:.1f} TFLOP/s (spread {t[1]:.2f}, err {t[2]:.1e})", flush=True)
+        return
     rows = []
 
     def add(name, flops, ours, theirs, note=""):

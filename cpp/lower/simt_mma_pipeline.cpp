@@ -19,6 +19,8 @@
 // also promises 16-byte aligned bases, non-unit strides that are multiples of 8 elements and
 // contiguous extents that are multiples of 8 (gpu_plan.cpp plans it only then; the host checks
 // the pointers). A loop that does not match falls back to the ordinary lowering (same result).
+#include <cstdlib>
+
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "lower/ir_to_llvm.h"
@@ -316,6 +318,22 @@ bool SimtLowering::mma_pipeline(const Op& o) {
       }
       return out;
     }
+    // The fragments of every K step of the stage first (ldmatrix in flight together), then the mmas.
+    // (COOPJIT_MMA_INTERLEAVED=1: each K step's fragments right before its mmas; a timing experiment.)
+    const bool interleaved = std::getenv("COOPJIT_MMA_INTERLEAVED") != nullptr;
+    std::vector<std::vector<std::vector<llvm::Value*>>> afs, bfs;
+    auto run_mmas = [&](int64_t kk) {
+      const auto &af = afs[kk], &bfr = bfs[kk];
+      for (int64_t mi = 0; mi < MT16; ++mi)
+        for (int64_t ni = 0; ni < NT8; ++ni) {
+          std::vector<llvm::Value*> args;
+          for (llvm::Value* w : af[mi]) args.push_back(operand(w));
+          for (llvm::Value* w : bfr[ni]) args.push_back(operand(w));
+          for (int i = 0; i < 4; ++i) args.push_back(out[(mi * NT8 + ni) * 4 + i]);
+          llvm::Value* res = b_.CreateIntrinsic(mma_id, llvm::ArrayRef<llvm::Type*>(), llvm::ArrayRef<llvm::Value*>(args));
+          for (int i = 0; i < 4; ++i) out[(mi * NT8 + ni) * 4 + i] = b_.CreateExtractValue(res, {static_cast<unsigned>(i)});
+        }
+    };
     for (int64_t kk = 0; kk < KB / kstep; ++kk) {  // one mma K step
       std::vector<std::vector<llvm::Value*>> af(MT16), bfr(NT8);
       for (int64_t mi = 0; mi < MT16; ++mi) {
@@ -342,16 +360,11 @@ bool SimtLowering::mma_pipeline(const Op& o) {
         bfr[2 * nj] = {w[0], w[1]};
         bfr[2 * nj + 1] = {w[2], w[3]};
       }
-      for (int64_t mi = 0; mi < MT16; ++mi)
-        for (int64_t ni = 0; ni < NT8; ++ni) {
-          std::vector<llvm::Value*> args;
-          for (llvm::Value* w : af[mi]) args.push_back(operand(w));
-          for (llvm::Value* w : bfr[ni]) args.push_back(operand(w));
-          for (int i = 0; i < 4; ++i) args.push_back(out[(mi * NT8 + ni) * 4 + i]);
-          llvm::Value* res = b_.CreateIntrinsic(mma_id, llvm::ArrayRef<llvm::Type*>(), llvm::ArrayRef<llvm::Value*>(args));
-          for (int i = 0; i < 4; ++i) out[(mi * NT8 + ni) * 4 + i] = b_.CreateExtractValue(res, {static_cast<unsigned>(i)});
-        }
+      afs.push_back(af), bfs.push_back(bfr);
+      if (interleaved) run_mmas(kk);
     }
+    if (!interleaved)
+      for (int64_t kk = 0; kk < KB / kstep; ++kk) run_mmas(kk);
     return out;
   });
   target_.async_wait(b_, 0);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <memory>
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
@@ -55,8 +57,13 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const int64_t sk_iters = stream_k_tiles(p.split, tiles, tiles_k, p.workers);
   const int64_t workers = sk_iters > 0 ? std::min(p.workers, sk_iters) : 0;
   const int64_t ws_bytes = std::max<int64_t>(1, workers) * 2 * mt * nt * ir::size_in_bytes(p.dtype);
-  SharedAllocation ws(open_device(k.device), static_cast<size_t>(ws_bytes));
-  args.push_back(pointer_arg(ws.data()));
+  // The workspace is kept per thread and device, grown as needed: an allocation per call (and
+  // its free, which waits for the device) cost more than a small Stream-K GEMM.
+  thread_local std::map<std::string, std::unique_ptr<SharedAllocation>> workspaces;
+  auto& ws = workspaces[k.device];
+  if (!ws || ws->bytes() < static_cast<size_t>(ws_bytes))
+    ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(k.device), static_cast<size_t>(ws_bytes));
+  args.push_back(pointer_arg(ws->data()));
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
   k.code->launch(args, workers + tiles - sk_iters / tiles_k);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
