@@ -128,6 +128,10 @@ def main():
     add(f"bf16 {m}x{n}x{k} forced dp", 2 * m * n * k, dp, timed(lambda: torch.matmul(a, b), 10))
     print(f"Stream-K: automatic plan ({auto[3]['split']}) / forced DP speed: {dp[0] / auto[0]:.2f}x", flush=True)
     rows.append((f"Stream-K auto ({auto[3]['split']}) over forced dp", 0, 0, dp[0] / auto[0], 0, 0, 0, "speedup"))
+    for plan in ({"split": "sk", "workers": 132}, {"split": "sk+dp", "workers": 132}, {"split": "sk", "workers": 264}):
+        v = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan=plan, reps=10)
+        print(f"Stream-K variant {plan}: {dp[0] / v[0]:.2f}x forced DP (err {v[2]:.1e})", flush=True)
+        rows.append((f"Stream-K {plan} over forced dp", 0, 0, dp[0] / v[0], v[1], 0, v[2], "speedup"))
     # 4096 stacked 16^3 bf16 products
     ours = gemm_case(16, 16, 16, torch.bfloat16, torch.bfloat16, batch=4096, reps=50)
     a = torch.randn(4096, 16, 16, device="cuda").to(torch.bfloat16)
