@@ -299,9 +299,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                            ((N + int64_t(p.nr) * p.sg_n - 1) / (int64_t(p.nr) * p.sg_n));
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   const int64_t waves = (tiles_mn + p.workers - 1) / std::max<int64_t>(1, p.workers);
-  // The pipeline plans stay data-parallel unless asked: measured on the H100 (bf16 2304^2 x 8192,
-  // 324 tiles on 264 workers), sk+dp ran at 0.67-0.71x of DP (benchmarks/cuda_h100_run3.md).
-  if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && !p.stages)
+  if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers)
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
   if (auto it = overrides.find("split"); it != overrides.end()) {
     if (it->second < 0 || it->second > 2)
