@@ -213,3 +213,133 @@ def test_device_pointers_without_copies(rng):
     kern._core.run(["f32", "f32", "f32"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0],
                    a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)
     assert_gemm_close(c.cpu().numpy(), a.cpu().numpy(), b.cpu().numpy())
+
+
+# ---- the tensor-core pipeline (cp.async -> swizzled shared memory -> ldmatrix -> mma.sync) ----------
+
+def _tc_check(c, a, b, c0=None, alpha=1.0, beta=0.0):
+    """c (f32) against float64: products of 16-bit floats are exact in f32, the sums rounded in f32."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = alpha * (a64 @ b64) + (beta * c0.astype(np.float64) if c0 is not None else 0.0)
+    mag = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (abs(beta) * np.abs(c0.astype(np.float64)) if c0 is not None else 0.0)
+    bound = (a.shape[-1] + 4) * 2.0**-23 * mag + 1e-30
+    err = np.abs(c.astype(np.float64) - ref)
+    assert c.dtype == np.float32 and np.isfinite(c).all() and (err <= bound).all(), (err - bound).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shape", [(128, 128, 32), (256, 384, 512), (200, 136, 72), (72, 520, 40), (8, 16, 24),
+                                   (1000, 264, 1000), (64, 8, 8)])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_pipeline_gemm(rng, dtype, shape, trans):
+    """Every operand orientation (ldmatrix with and without .trans), edge tiles (zero-filled
+    chunks past M, N, K), one to many K steps."""
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
+    assert int(kern.config["stages"]) >= 3 and kern.config["mma"].startswith("yes")
+    text = kern.source("ptx")
+    assert "ldmatrix.sync.aligned.m8n8.x4" in text and "cp.async.cg.shared.global" in text
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
+    _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_pipeline_alpha_beta_batched(rng, dtype):
+    m, n, k = 136, 200, 264
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, device=DEV)
+    _tc_check(c, a, b, c0, -1.5, 0.5)
+    a3 = rng.standard_normal((3, 1, 72, 48)).astype(dtype)
+    b3 = rng.standard_normal((2, 48, 40)).astype(dtype)
+    out = np.full((3, 2, 72, 40), np.nan, np.float32)
+    coopjit.matmul(a3, b3, out=out, device=DEV)
+    for i in np.ndindex(3, 2):
+        _tc_check(out[i], a3[i[0], 0], b3[i[1]])
+
+
+@pytest.mark.parametrize("split", ["sk", "sk+dp", "dp"])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_pipeline_stream_k(rng, split, trans_b):
+    """Stream-K over the pipeline: K ranges of a tile split between workers, partials through the
+    workspace, the fix-up in worker order."""
+    m, n, k = 520, 264, 2056
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, trans_b=trans_b,
+                                plan={"split": split, "workers": 7})
+    assert kern.config["split"] == split and int(kern.config["stages"]) >= 3
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(ml_dtypes.bfloat16)
+    _tc_check(kern(a, b), a, b.T if trans_b else b)
+
+
+def test_pipeline_plan_choices(rng):
+    """Strides the 16-byte chunks cannot take plan without the pipeline (and still compute right);
+    stages=0 turns it off; an override it cannot honour says why."""
+    a = rng.standard_normal((64, 61)).astype(ml_dtypes.bfloat16)  # K = 61: rows not whole chunks
+    b = rng.standard_normal((61, 48)).astype(ml_dtypes.bfloat16)
+    kern = coopjit.compile_gemm(64, 48, 61, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32)
+    assert kern.config["stages"] == "0" and kern.config["mma"].startswith("yes")
+    _tc_check(kern(a, b), a, b)
+    off = coopjit.compile_gemm(128, 128, 64, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan={"stages": 0})
+    assert off.config["stages"] == "0"
+    a = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16)
+    _tc_check(off(a, b), a, b)
+    with pytest.raises(ValueError, match="stages"):
+        coopjit.compile_gemm(64, 48, 61, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan={"stages": 3})
+
+
+def test_pipeline_misaligned_pointers(rng):
+    """Device pointers that are not 16-byte aligned run the plan without the pipeline."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    m, n, k = 128, 136, 96
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32)
+    assert int(kern.config["stages"]) >= 3
+    a = torch.randn(m * k + 1, device="cuda").to(torch.bfloat16)[1:].view(m, k)  # 2 bytes past an aligned start
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    kern._core.run(["bf16", "bf16", "f32"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0],
+                   a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)
+    torch.cuda.synchronize()
+    _tc_check(c.cpu().numpy(), a.float().cpu().numpy().astype(ml_dtypes.bfloat16), b.float().cpu().numpy().astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", [(256, 384, 512), (200, 136, 80), (16, 48, 16)])
+def test_pipeline_int8_exact(rng, dtype, shape):
+    """mma.sync m16n8k32 (s8 / u8 -> s32) on the pipeline: both operands contiguous along K (B
+    given as N x K); exact against int64."""
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=True)
+    assert int(kern.config["stages"]) >= 3 and "m16n8k32" in kern.config["mma"]
+    assert "mma.sync.aligned.m16n8k32.row.col" in kern.source("ptx")
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max + 1, (m, k), dtype=dtype)
+    b = rng.integers(info.min, info.max + 1, (n, k), dtype=dtype)
+    c = kern(a, b)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == a.astype(np.int64) @ b.T.astype(np.int64)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256, 384, 512), (200, 136, 72), (64, 8, 8), (1000, 264, 1000)])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_pipeline_fma_gemm(rng, dtype, shape, trans):
+    """f32 / f64 on CUDA cores through the same staging (cp.async, swizzled shared memory), FMAs
+    from 16-byte shared-memory vectors; alpha / beta applied once."""
+    m, n, k = shape
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_a=trans[0], trans_b=trans[1])
+    assert int(kern.config["stages"]) >= 2 and kern.config["mma"] == "no"
+    assert "cp.async.cg.shared.global" in kern.source("ptx")
+    assert_gemm_close(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, trans_a=trans[0], trans_b=trans[1], device=DEV)
+    assert_gemm_close(c, a.T if trans[0] else a, b.T if trans[1] else b, c0, -1.5, 0.5)

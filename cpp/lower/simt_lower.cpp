@@ -166,6 +166,7 @@ std::vector<llvm::Value*> SimtLowering::block(const Block& blk) {
 }
 
 void SimtLowering::for_loop(const Op& o) {
+  if (o.attrs.count("mma_pipeline") && mma_pipeline(o)) return;  // simt_mma_pipeline.cpp
   const Block& region = *o.regions[0];
   bind(o.results, emit_for(b_, fn_, scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]),
                            flat_all(o.operands, 3), [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {

@@ -180,6 +180,10 @@ class SimtLowering {
   // ---- tensor cores (simt_mma.cpp) ----------------------------------------------------------
   /// mul_add as mma.sync m16n8k16 (bf16 / f16 -> f32) when the types and shapes allow (true), into C.
   bool mma_mul_add(const Op& o, std::vector<llvm::Value*>& C);
+  /// A K loop of load A, load B, mul_add with attribute mma_pipeline as the work-group's
+  /// cp.async / ldmatrix / mma.sync pipeline (simt_mma_pipeline.cpp); false: not that loop.
+  bool mma_pipeline(const Op& o);
+  llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
 
   // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------
   std::vector<llvm::Value*> splat(const Op& o);

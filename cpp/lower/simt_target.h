@@ -58,6 +58,23 @@ class SimtTarget {
   virtual bool intel_subgroups() const { return false; }
   /// mma.sync m16n8k16 (NVIDIA tensor cores, sm_80 and newer).
   virtual bool tensor_cores() const { return false; }
+
+  // ---- the multi-stage tensor-core pipeline (simt_mma_pipeline.cpp) ------------------------------
+  /// Asynchronous copies from global to shared memory in commit groups (cp.async, sm_80) and
+  /// warp-wide loads of 8 x 8 matrices from shared memory (ldmatrix). SPIR-V has neither: its
+  /// implementations refuse with a UserError, and the lowering does not ask for them there.
+  virtual bool async_copies() const { return false; }
+  /// Starts a copy of 16 bytes from src (global, 16-byte aligned) to dst (shared, 16-byte
+  /// aligned); where `valid` (i1) is false, dst gets 16 zero bytes and src is not read.
+  virtual void async_copy16(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) const;
+  /// Closes the group of the copies this work-item started since the last commit.
+  virtual void async_commit(llvm::IRBuilder<>& b) const;
+  /// Waits until at most `pending` of this work-item's committed groups are unfinished.
+  virtual void async_wait(llvm::IRBuilder<>& b, int pending) const;
+  /// Four 8 x 8 matrices of 16-bit elements from shared memory (ldmatrix.x4): lane l gives the
+  /// address of row l % 8 of matrix l / 8 (16 contiguous bytes); lane p receives, in word j,
+  /// row p / 4, elements 2 (p % 4) and 2 (p % 4) + 1 of matrix j (of its transpose: `trans`).
+  virtual std::vector<llvm::Value*> load_matrix_x4(llvm::IRBuilder<>& b, llvm::Value* row, bool trans) const;
 };
 
 /// The SPIR-V target (OpenCL kernels for spirv64, Intel's subgroup built-ins).

@@ -166,6 +166,28 @@ class NvptxSimtTarget : public SimtTarget {
     return b.CreateBitCast(b.CreateFPTrunc(x, b.getBFloatTy()), b.getInt16Ty());  // cvt.rn.bf16.f32 (sm_80)
   }
 
+  // cp.async.cg (L2 only: the block's warps share the tile through shared memory) with a source
+  // size of 16 or 0 bytes (0: zero fill), commit_group / wait_group, ldmatrix.x4 (sm_80).
+  bool async_copies() const override { return true; }
+  void async_copy16(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) const override {
+    llvm::Value* size = b.CreateSelect(valid, b.getInt32(16), b.getInt32(0));
+    call(b, llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {dst, src, size});
+  }
+  void async_commit(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_cp_async_commit_group, {}); }
+  void async_wait(llvm::IRBuilder<>& b, int pending) const override {
+    call(b, llvm::Intrinsic::nvvm_cp_async_wait_group, {b.getInt32(pending)});
+  }
+  std::vector<llvm::Value*> load_matrix_x4(llvm::IRBuilder<>& b, llvm::Value* row, bool trans) const override {
+    const llvm::Intrinsic::ID id = trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
+                                         : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16;
+    llvm::Value* r = llvm::Intrinsic::isOverloaded(id)
+                         ? b.CreateIntrinsic(id, {row->getType()}, {row})
+                         : b.CreateIntrinsic(id, llvm::ArrayRef<llvm::Type*>(), llvm::ArrayRef<llvm::Value*>{row});
+    std::vector<llvm::Value*> words;
+    for (unsigned j = 0; j < 4; ++j) words.push_back(b.CreateExtractValue(r, {j}));
+    return words;
+  }
+
  private:
   std::string sm_;
 };

@@ -24,6 +24,7 @@ GpuTargetInfo gpu_target(const std::string& device) {
   t.dpas = d.dpas == 1 && sg16;
   t.block2d = d.block2d == 1 && sg16;
   t.mma = d.backend == "cuda";  // cuda devices are sm_80 or newer (runtime/cuda.h)
+  if (t.mma && d.local_memory_bytes > 0) t.shared_bytes = d.local_memory_bytes;  // the opt-in limit
   return t;
 }
 
@@ -40,6 +41,7 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
     t.max_work_group_size = 1024;
     t.compute_units = name == "sm_80" ? 108 : 132;
     t.mma = true;
+    t.shared_bytes = name == "sm_80" ? 166912 : 232448;  // A100 163 KiB, H100 227 KiB a block (opt-in)
   } else if (name == "generic") {
     t.subgroup_sizes = {16};
   } else {
@@ -64,7 +66,7 @@ std::string GpuGemmPlan::code_key() const {
   return cat("gpugemm.", ir::name(a_type), "x", ir::name(b_type), "to", ir::name(c_type), ".", ir::name(dtype), ".",
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
-             block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "",
+             block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt));
 }
 
@@ -97,7 +99,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"workers", std::to_string(workers)},
           {"dpas", dpas == 0 ? "no" : dpas == 1 ? "yes" : "emulated"},
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
-          {"mma", mma ? "yes: mma.sync m16n8k16 (tensor cores)" : "no"},
+          {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
+          {"stages", std::to_string(stages)},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
                              : "no: low-precision inputs are widened on load"},
@@ -195,13 +198,62 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // The accumulator S x nr (not 2S): the fragment moves of simt_mma.cpp then fit in registers
   // (ptxas for sm_90: 179 registers, no spills at 32 x 32, spills at 64 x 32).
   if (p.mma) p.kb = 16, p.mr = S;
+  // The pipeline (gpu_plan.h) where the operands allow it: warp tiles up to 64 x 64 (128 f32
+  // accumulators a lane), 2 x 2 warps a block (a 128 x 128 tile), K steps of 32, 3 stages of
+  // 16 KiB (48 KiB: the static shared memory limit).
+  {
+    const int64_t K = spec.K;
+    const int64_t a_rs = col ? spec.sb_c : spec.sa_r, a_cs = col ? spec.sb_r : spec.sa_c;  // kernel A (M x K)
+    const int64_t b_rs = col ? spec.sa_c : spec.sb_r, b_cs = col ? spec.sa_r : spec.sb_c;  // kernel B (K x N)
+    p.unit_bn = b_cs == 1 && b_rs != 1;
+    // 8-bit integers (mma.sync m16n8k32 s8 / u8 -> s32): ldmatrix without .trans, so both
+    // operands contiguous along K.
+    const bool int8 = (p.a_type == ir::ScalarType::i8 || p.a_type == ir::ScalarType::u8) &&
+                      (p.b_type == ir::ScalarType::i8 || p.b_type == ir::ScalarType::u8) && p.dtype == ir::ScalarType::i32;
+    // f32 / f64 (no TF32): the same staging, FMAs on CUDA cores from shared memory.
+    const bool fma = target.mma && S == 32 && p.a_type == p.b_type && p.a_type == p.dtype &&
+                     (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+    const int64_t e = 16 / ir::size_in_bytes(p.a_type);  // elements a 16-byte chunk
+    const bool a_ok = (a_rs == 1 && a_cs % e == 0 && M % e == 0 && !int8) || (a_cs == 1 && a_rs % e == 0 && K % e == 0);
+    const bool b_ok = (b_rs == 1 && b_cs % e == 0 && K % e == 0) || (b_cs == 1 && b_rs % e == 0 && N % e == 0 && !int8);
+    const bool batch_ok = spec.sa_b1 % e == 0 && spec.sa_b2 % e == 0 && spec.sb_b1 % e == 0 && spec.sb_b2 % e == 0;
+    auto ov = overrides.find("stages");
+    auto mo = overrides.find("mma");
+    const bool int8_mma = int8 && target.mma && S == 32 && (mo == overrides.end() || mo->second != 0);
+    if ((p.mma || int8_mma || fma) && a_ok && b_ok && batch_ok && (ov == overrides.end() || ov->second != 0)) {
+      const int64_t most = p.dtype == ir::ScalarType::f64 ? 32 : 64;  // f64: 32 x 32 (64 registers of accumulators)
+      auto warp_tile = [&](int64_t n) { return std::min<int64_t>(most, n <= 16 ? 16 : n <= 32 ? 32 : 64); };
+      p.mma = fma ? 0 : 1;
+      p.stages = 3;
+      p.mr = warp_tile(M), p.nr = warp_tile(N);
+      if (fma && p.dtype == ir::ScalarType::f32) p.mr = std::max(p.mr, 32);  // 8 lanes of 4-element vectors down M
+      p.sg_m = M > p.mr ? 2 : 1, p.sg_n = N > p.nr ? 2 : 1;
+      p.kb = static_cast<int>((K <= 16 || p.dtype == ir::ScalarType::f64 ? 16 : 32) * (int8 ? 2 : 1));  // K steps of 32 (64) bytes
+      // 4 stages where the block may have their shared memory (64 KiB at 128 x 128 x 32: dynamic
+      // shared memory beyond the static 48 KiB), else 3.
+      const int64_t stage = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
+      p.stages = 4 * stage <= target.shared_bytes ? 4 : 3;
+      // FMA: f32 K steps of 8 (ptxas: 255 registers, no spills; 16 spill), 4 stages of 8 KiB;
+      // f64 32 x 32 warp tiles, K steps of 16, 3 stages of 16 KiB.
+      if (fma && p.dtype == ir::ScalarType::f32) p.kb = 8, p.stages = 4;
+      if (fma && p.dtype == ir::ScalarType::f64) p.stages = 3;
+    }
+  }
+  if (auto it = overrides.find("stages"); it != overrides.end()) {
+    if (it->second != 0 && (it->second < 2 || it->second > 8))
+      throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
+    if (it->second != 0 && !p.stages)
+      throw UserError(cat("plan override stages=", it->second, ": the pipeline needs unit-stride operands whose other strides and "
+                          "contiguous extents are multiples of 8 elements"));
+    p.stages = static_cast<int>(it->second);
+  }
 
   for (const auto& [k, v] : overrides) {
-    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages") continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -220,11 +272,23 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.mma && (p.subgroup_size != 32 || p.mr % 16 != 0 || p.nr % 8 != 0 || p.kb % 16 != 0))
     throw UserError(cat("plan mma: subgroup_size 32, mr a multiple of 16, nr of 8 and kb of 16 (the instruction's M, N, K), not ",
                         p.subgroup_size, ", ", p.mr, ", ", p.nr, ", ", p.kb));
+  if (p.stages) {
+    const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
+    const int64_t esz = ir::size_in_bytes(p.a_type);
+    if (p.mr % 16 || p.nr % 16 || (p.mma && p.kb % (32 / esz)) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
+        (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
+                          " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
+                          " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
+  }
   if (!overrides.count("kt")) p.kt = 8 * p.kb;
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (a K tile is whole K steps)"));
   // The split (gpu_plan.h): workers from the compute units, DP unless the last wave is poor.
   p.workers = target.compute_units * std::max(1, 64 / (p.sg_m * p.sg_n));
+  // NVIDIA: a persistent grid of the blocks resident at once; the pipeline's 48 KiB of shared
+  // memory and ~230 registers a thread leave room for 2 blocks of 4 warps an SM (65536 registers).
+  if (p.stages) p.workers = target.compute_units * std::max(1, 8 / (p.sg_m * p.sg_n));
   if (auto it = overrides.find("workers"); it != overrides.end()) {
     if (it->second < 1 || it->second > (int64_t(1) << 20))
       throw UserError(cat("plan override workers=", it->second, " is out of range [1, 2^20]"));

@@ -59,6 +59,7 @@ struct GpuTargetInfo {
   bool block2d = false;  // SPV_INTEL_2d_block_io
   int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS); SMs on NVIDIA GPUs
   bool mma = false;      // NVIDIA tensor cores: mma.sync m16n8k16 (sm_80 and newer)
+  int64_t shared_bytes = 48 * 1024;  // shared memory a work-group may have (NVIDIA: the opt-in limit)
 };
 
 /// From the device's properties (DeviceError when there is no such device); "target:<name>"
@@ -88,6 +89,13 @@ struct GpuGemmPlan {
   int block2d = 0;  // loads / stores: 0 1-D blocks or per lane, 1 2-D blocks, 2 2-D blocks emulated
   bool nvidia = false;  // planned for an NVIDIA GPU (cuda:N, target:sm_XX): warps of 32
   int mma = 0;      // mul_add on NVIDIA tensor cores (mma.sync m16n8k16, bf16 / f16 -> f32): 0 off, 1 on
+  // The multi-stage tensor-core pipeline (mma plans; simt_mma_pipeline.cpp): 0 off, else the
+  // K steps in flight. The work-group's A / B panels go through shared memory (cp.async, swizzled,
+  // ldmatrix); planned only when both operands have a unit-stride dimension, their other strides
+  // and contiguous extents are multiples of 8 elements (16-byte chunks); the host runs a plan
+  // without it when a pointer is not 16-byte aligned.
+  int stages = 0;
+  bool unit_bn = false;  // the kernel's B has column stride 1 (the pipeline reads it with ldmatrix.trans)
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups

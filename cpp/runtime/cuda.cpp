@@ -49,6 +49,7 @@ struct Api {
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
   CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**) = nullptr;
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*FuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void**, void**) = nullptr;
   CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
@@ -87,6 +88,7 @@ std::string load(Api& a) {
   sym(a.CtxPopCurrent, "cuCtxPopCurrent_v2");
   sym(a.ModuleLoadDataEx, "cuModuleLoadDataEx");
   sym(a.ModuleGetFunction, "cuModuleGetFunction");
+  sym(a.FuncSetAttribute, "cuFuncSetAttribute");
   sym(a.LaunchKernel, "cuLaunchKernel");
   sym(a.StreamCreate, "cuStreamCreate");
   sym(a.StreamSynchronize, "cuStreamSynchronize");
@@ -170,16 +172,24 @@ class CudaKernel : public DeviceKernel {
       params[i] = values[i].data();
     }
     Current cur(ctx_);
-    cu_check(api().LaunchKernel(f_, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream_, params.data(),
+    cu_check(api().LaunchKernel(f_, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_, stream_, params.data(),
                              nullptr),
           "cuLaunchKernel");
     cu_check(api().StreamSynchronize(stream_), "the kernel (cuStreamSynchronize)");
+  }
+  void set_dynamic_shared(size_t bytes) override {
+    if (bytes > 48 * 1024) {  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8): the opt-in above 48 KiB
+      Current cur(ctx_);
+      cu_check(api().FuncSetAttribute(f_, 8, static_cast<int>(bytes)), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
+    shared_ = static_cast<unsigned>(bytes);
   }
 
  private:
   CUcontext ctx_;
   CUstream stream_;
   CUfunction f_;
+  unsigned shared_ = 0;           // dynamic shared memory bytes a block
   std::shared_ptr<void> module_;  // keeps the module loaded
 };
 

@@ -77,6 +77,7 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   const SimtShape shape = simt_shape(*f);
   p->subgroup_size = shape.subgroup_size;
   p->work_group_size = shape.work_group_size;
+  if (auto it = f->attrs.find("dynamic_shared"); it != f->attrs.end()) p->dynamic_shared = std::get<int64_t>(it->second);
   // The SIMT target: named targets "target:sm_XX" and CUDA devices lower to NVPTX.
   const bool named = device.rfind("target:", 0) == 0;
   std::shared_ptr<Device> dev;
@@ -107,6 +108,7 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
     if (dev) {
       p->module = dev->load_ptx(p->ptx);
       p->kernel = p->module->kernel(p->name);
+      if (p->dynamic_shared) p->kernel->set_dynamic_shared(static_cast<size_t>(p->dynamic_shared));
     }
     p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> g(c.mu);

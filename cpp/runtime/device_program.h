@@ -26,6 +26,7 @@ struct DeviceProgram {
   std::string ptx;       // the PTX module (NVIDIA devices)
   std::vector<ir::Type> params;  // the kernel's parameter types, in order
   int subgroup_size = 16, work_group_size = 16;
+  int64_t dynamic_shared = 0;  // bytes of dynamic shared memory a work-group (function attribute dynamic_shared)
   double compile_seconds = 0;
   std::shared_ptr<DeviceModule> module;
   std::shared_ptr<DeviceKernel> kernel;

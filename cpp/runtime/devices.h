@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace coopjit {
 
 struct DeviceInfo {
@@ -64,6 +66,11 @@ class DeviceKernel {
   /// (all zero: the driver chooses) and waits for it.
   virtual void launch(const std::vector<KernelArg>& args, int dims, const std::array<size_t, 3>& global,
                       const std::array<size_t, 3>& local) = 0;
+  /// Bytes of dynamic shared memory each work-group of the later launches gets (CUDA: the
+  /// launch's sharedMemBytes, above 48 KiB after cuFuncSetAttribute); other devices take none.
+  virtual void set_dynamic_shared(size_t bytes) {
+    if (bytes) throw UserError(cat("dynamic shared memory (", bytes, " bytes) is a CUDA launch attribute"));
+  }
 };
 
 class DeviceModule {

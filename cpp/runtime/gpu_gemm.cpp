@@ -2,6 +2,9 @@
 #include "runtime/gpu_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
@@ -26,6 +29,14 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
   const void* kb = g.swap_ab ? a : b;
+  // The tensor-core pipeline copies 16-byte chunks: operands that are not 16-byte aligned run the
+  // plan without it.
+  if (p.stages && ((reinterpret_cast<uintptr_t>(ka) | reinterpret_cast<uintptr_t>(kb)) & 15)) {
+    PlanOverrides o = k.overrides;
+    o["stages"] = 0;
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta);
+    return;
+  }
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
   const ir::Type idx = ir::Type::index(), acc = ir::Type::of(p.dtype);
@@ -46,8 +57,13 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const int64_t sk_iters = stream_k_tiles(p.split, tiles, tiles_k, p.workers);
   const int64_t workers = sk_iters > 0 ? std::min(p.workers, sk_iters) : 0;
   const int64_t ws_bytes = std::max<int64_t>(1, workers) * 2 * mt * nt * ir::size_in_bytes(p.dtype);
-  SharedAllocation ws(open_device(k.device), static_cast<size_t>(ws_bytes));
-  args.push_back(pointer_arg(ws.data()));
+  // The workspace is kept per thread and device, grown as needed: an allocation per call (and
+  // its free, which waits for the device) cost more than a small Stream-K GEMM.
+  thread_local std::map<std::string, std::unique_ptr<SharedAllocation>> workspaces;
+  auto& ws = workspaces[k.device];
+  if (!ws || ws->bytes() < static_cast<size_t>(ws_bytes))
+    ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(k.device), static_cast<size_t>(ws_bytes));
+  args.push_back(pointer_arg(ws->data()));
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
   k.code->launch(args, workers + tiles - sk_iters / tiles_k);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);

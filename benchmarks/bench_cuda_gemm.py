@@ -1,0 +1,163 @@
+"""coopjit's GEMM kernels on an NVIDIA GPU side by side with torch (cuBLAS) in one run: CUDA events
+around blocks of calls on device tensors (no copies: the compiled kernel runs on the tensors'
+pointers), a warm-up first, a pause before each library's blocks, medians of the blocks.
+
+    python benchmarks/bench_cuda_gemm.py [--quick] [--out table.md]
+
+Rows: bf16 / f16 4096^3 and 8192^3 (tensor cores, mma.sync pipeline), f32 4096^3 (CUDA cores;
+torch with TF32 off), 4096 stacked 16^3 bf16 products (torch.bmm), a Stream-K shape whose 128 x 128
+tiles leave the last wave of the persistent grid mostly empty (automatic plan vs forced DP).
+"""
+import argparse
+import statistics
+import time
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import coopjit
+
+DEV = "cuda:0"
+TY = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.int8: "i8", torch.int32: "i32"}
+NP = {torch.bfloat16: ml_dtypes.bfloat16, torch.float16: np.float16, torch.float32: np.float32, torch.int8: np.int8}
+
+
+def timed(fn, reps, blocks=5):
+    """Median seconds per call over `blocks` blocks of `reps` calls (CUDA events)."""
+    fn()
+    torch.cuda.synchronize()
+    time.sleep(0.2)
+    out = []
+    for _ in range(blocks):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(reps):
+            fn()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e) / 1e3 / reps)
+    return statistics.median(out), (max(out) - min(out)) / statistics.median(out)
+
+
+def gemm_case(m, n, k, dt, out_dt, plan=None, batch=1, reps=10, trans_b=False):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    shape_a, shape_b = ((batch, m, k), (batch, k, n)) if batch > 1 else ((m, k), (k, n))
+    a = torch.randn(shape_a, device="cuda", generator=g).to(dt)
+    if dt is torch.int8:
+        a = torch.randint(-128, 127, shape_a, device="cuda", dtype=dt, generator=g)
+        b = torch.randint(-128, 127, (n, k), device="cuda", dtype=dt, generator=g).t()
+    else:
+        b = torch.randn(shape_b, device="cuda", generator=g).to(dt)
+    c = torch.empty((batch, m, n) if batch > 1 else (m, n), device="cuda", dtype=out_dt)
+    kern = coopjit.compile_gemm(m, n, k, NP[dt], device=DEV, out_dtype=NP.get(out_dt, None), plan=plan,
+                                trans_b=trans_b) if batch == 1 else None
+    types = [TY[dt], TY[dt], TY[out_dt]]
+    bs = [m * k, k * n, m * n] if batch > 1 else [0, 0, 0]
+    shape = [m, n, k, 1, batch]
+    strides = [k, 1, *((1, k) if trans_b else (n, 1)), n, 1, 0, 0, 0, *bs]
+    if kern is None:
+        from coopjit import _core, _gemm
+
+        core = _core.gpu_gemm_kernel(DEV, types, shape, strides, False, _gemm._gpu_overrides(plan))
+    else:
+        core = kern._core
+    run = lambda: core.run(types, shape, strides, a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)  # noqa: E731
+    run()
+    torch.cuda.synchronize()
+    # correctness on these inputs against float64
+    ref = torch.matmul(a.double(), b.double()) if dt is not torch.int8 else torch.matmul(a.cpu().long(), b.cpu().long()).cuda().double()
+    err = ((c.double() - ref).norm() / ref.norm()).item()
+    t, spread = timed(run, reps)
+    return t, spread, err, core.config
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if args.bf16_only:
+        for s in (4096, 8192):
+            t = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, reps=20 if s == 4096 else 5)
+            print(f"bf16 {s}^3: {2 * s**3 / t[0] / 1e12:.1f} TFLOP/s (spread {t[1]:.2f}, err {t[2]:.1e})", flush=True)
+        return
+    rows = []
+
+    def add(name, flops, ours, theirs, note=""):
+        t, sp, err, cfg = ours
+        tt, tsp = theirs
+        rows.append((name, flops / t / 1e12, flops / tt / 1e12, tt / t, sp, tsp, err,
+                     f"{cfg['macro_tile']} s{cfg['stages']} {cfg['split']} {note}"))
+        print(rows[-1], flush=True)
+
+    sizes = [4096] if args.quick else [4096, 8192]
+    s = 4096
+    for plan in ({"stages": 3}, {"stages": 5}, {"kb": 64, "stages": 3}, {"mr": 64, "nr": 32, "sg_m": 2, "sg_n": 4},
+                 {"sg_n": 4, "stages": 3}, {"sg_n": 4, "stages": 4}):
+        ours = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=plan, reps=20)
+        print(f"variant {plan}: {2 * s**3 / ours[0] / 1e12:.1f} TFLOP/s err {ours[2]:.1e}", flush=True)
+        rows.append((f"bf16 4096^3 variant {plan}", 2 * s**3 / ours[0] / 1e12, 0, 0, ours[1], 0, ours[2], ours[3]["macro_tile"]))
+    for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        for s in sizes if dt is torch.bfloat16 else [4096]:
+            reps = 20 if s == 4096 else 5
+            ours = gemm_case(s, s, s, dt, dt, reps=reps)
+            a = torch.randn(s, s, device="cuda").to(dt)
+            b = torch.randn(s, s, device="cuda").to(dt)
+            add(f"{name} {s}^3", 2 * s**3, ours, timed(lambda: torch.matmul(a, b), reps))
+    s = 4096
+    for plan in ({"kb": 16, "stages": 3, "nr": 32, "sg_n": 4}, {"kb": 8, "stages": 6}, {"stages": 0}):
+        ours = gemm_case(s, s, s, torch.float32, torch.float32, plan=plan, reps=3)
+        print(f"f32 variant {plan}: {2 * s**3 / ours[0] / 1e12:.1f} TFLOP/s err {ours[2]:.1e}", flush=True)
+        rows.append((f"f32 4096^3 variant {plan}", 2 * s**3 / ours[0] / 1e12, 0, 0, ours[1], 0, ours[2], ours[3]["macro_tile"]))
+    ours = gemm_case(s, s, s, torch.float32, torch.float32, reps=3)
+    a = torch.randn(s, s, device="cuda")
+    b = torch.randn(s, s, device="cuda")
+    add("f32 4096^3 (no TF32)", 2 * s**3, ours, timed(lambda: torch.matmul(a, b), 3))
+    # Stream-K: 2304^2 = 18 x 18 = 324 tiles of 128 x 128 on a grid of 2 x SMs (264 on an H100):
+    # the second wave is 60 of 264.
+    m = n = 2304
+    k = 8192
+    auto = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, reps=10)
+    dp = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp"}, reps=10)
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    add(f"bf16 {m}x{n}x{k} auto", 2 * m * n * k, auto, timed(lambda: torch.matmul(a, b), 10))
+    add(f"bf16 {m}x{n}x{k} forced dp", 2 * m * n * k, dp, timed(lambda: torch.matmul(a, b), 10))
+    print(f"Stream-K: automatic plan ({auto[3]['split']}) / forced DP speed: {dp[0] / auto[0]:.2f}x", flush=True)
+    rows.append((f"Stream-K auto ({auto[3]['split']}) over forced dp", 0, 0, dp[0] / auto[0], 0, 0, 0, "speedup"))
+    for plan in ({"split": "sk", "workers": 132}, {"split": "sk+dp", "workers": 132}, {"split": "sk", "workers": 264}):
+        v = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan=plan, reps=10)
+        print(f"Stream-K variant {plan}: {dp[0] / v[0]:.2f}x forced DP (err {v[2]:.1e})", flush=True)
+        rows.append((f"Stream-K {plan} over forced dp", 0, 0, dp[0] / v[0], v[1], 0, v[2], "speedup"))
+    # 4096 stacked 16^3 bf16 products
+    ours = gemm_case(16, 16, 16, torch.bfloat16, torch.bfloat16, batch=4096, reps=50)
+    a = torch.randn(4096, 16, 16, device="cuda").to(torch.bfloat16)
+    b = torch.randn(4096, 16, 16, device="cuda").to(torch.bfloat16)
+    add("bf16 4096 x 16^3 batched", 2 * 4096 * 16**3, ours, timed(lambda: torch.bmm(a, b), 50))
+    # int8: torch._int_mm for the record (coopjit's int8 runs on CUDA cores: the old path)
+    s = 4096
+    ai = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8)
+    bi = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8)
+    ti, tis = timed(lambda: torch._int_mm(ai, bi), 20)
+    bt = torch.randint(-128, 127, (s, s), device="cuda", dtype=torch.int8).t()
+    add("int8 4096^3 (B as N x K)", 2 * s**3, gemm_case(s, s, s, torch.int8, torch.int32, reps=20, trans_b=True),
+        timed(lambda: torch._int_mm(ai, bt), 20), "vs torch._int_mm on the same layout")
+    print(f"torch._int_mm 4096^3: {2 * s**3 / ti / 1e12:.1f} TOP/s", flush=True)
+
+    hdr = "| case | coopjit TFLOP/s | torch TFLOP/s | coopjit / torch | spread ours | spread torch | rel. err vs f64 | plan |"
+    lines = [hdr, "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.1e} | {r[7]} |")
+    lines.append(f"| int8 4096^3 torch._int_mm | - | {2 * s**3 / ti / 1e12:.1f} TOP/s | - | - | {tis:.2f} | - | not run by coopjit |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
