@@ -62,8 +62,12 @@ import uuid
 
 import numpy as np
 
-import dask.array as da
-from dask.array.core import unify_chunks
+try:
+    import dask.array as da
+    from dask.array.core import unify_chunks
+except ImportError as e:  # coopjit itself does not need dask
+    raise ImportError(f"coopjit.dask needs dask.array ({e}); install it with pip install 'coopjit[dask]' "
+                      f"(dask[array] and distributed)") from e
 
 from . import _core, _tunedb
 from ._arrays import gemm_types, native_dtype
