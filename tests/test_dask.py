@@ -237,6 +237,10 @@ def test_bad_input_is_refused_with_the_values(client):
         coopjit.tune(["8x8"], client=client)
     with pytest.raises(TypeError, match="client must be"):
         cjd.tune(["8x8x8"], 42)
+    with pytest.raises(ValueError, match="not a tuning database entry"):
+        coopjit._tunedb.merge({"cpu | gemm | m": {"plan": {}}})
+    with pytest.raises(ValueError, match="does not name its record"):
+        coopjit._tunedb.merge({"cpu | a | m": {"signature": "b", "device": "cpu", "machine": "m", "plan": {}}})
 
 
 # ---------------------------------------------------------------------------------------------
