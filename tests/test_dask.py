@@ -1,6 +1,5 @@
 """coopjit.dask on a real dask.distributed LocalCluster (2 worker processes, 1 thread each): matmul, gemm and reduce on ragged chunks against NumPy in float64; kernels compiled once per machine through the shared disk cache; a worker killed mid-computation and the result still right; a tuning sweep over both workers whose database a new process then uses; the command line's --scheduler."""
 import json
-import math
 import os
 import signal
 import subprocess

@@ -605,11 +605,9 @@ def _sweep(client, specs, threads, device, save, progress, as_completed):
             tqdm = None
         if tqdm is not None:
             bar = tqdm(total=len(specs), desc=f"tune sweep ({len(client.nthreads())} workers)", unit="problem")
-            running: dict = {}
 
             def on_event(event):
                 msg = event[1]
-                running[msg["index"]] = msg
                 best = msg["best_ms"]
                 bar.set_postfix_str(f"{msg['host']}: {msg['problem']}, {msg['candidates']} plans"
                                     + ("" if best is None else f", best {best:.3f} ms"))
