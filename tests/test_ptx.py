@@ -52,7 +52,7 @@ def test_gemm_kernels_assemble(ptxas, target, dtype, trans):
 def test_stream_k_kernels_assemble(ptxas, target, split):
     k = ptx.compile_gemm(500, 300, 2048, np.float32, target=target, plan={"split": split})
     assert k.config["split"] == split
-    if k.config["stages"] != "0":  # the f32 pipeline's two K loops in one Stream-K kernel: ~64 bytes of spills
+    if k.config["stages"] != 0:  # the f32 pipeline's two K loops in one Stream-K kernel: ~64 bytes of spills
         report = ptxas(k.source("ptx"), target)
         assert "Used" in report and "registers" in report, report
     else:
@@ -146,7 +146,7 @@ def test_pipeline_kernels_assemble(ptxas, target, dtype, trans, shape):
     ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills."""
     k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
     cfg = k.config
-    assert cfg["stages"] == "4" and cfg["mma"].startswith("yes")  # 4 stages: the opt-in shared memory allows
+    assert cfg["stages"] == 4 and cfg["mma"] == "yes"  # 4 stages: the opt-in shared memory allows
     text = k.source("ptx")
     assert "cp.async.cg.shared.global" in text and "cp.async.wait_group" in text and "bar.sync" in text
     assert "ldmatrix.sync.aligned.m8n8.x4" in text
@@ -165,7 +165,7 @@ def test_pipeline_kernels_assemble(ptxas, target, dtype, trans, shape):
 def test_pipeline_stream_k_assembles(ptxas, target, split):
     k = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target=target, out_dtype=np.float32,
                          plan={"split": split, "workers": 7})
-    assert k.config["stages"] == "4" and k.config["split"] == split
+    assert k.config["stages"] == 4 and k.config["split"] == split
     report = ptxas(k.source("ptx"), target)  # Stream-K's two K loops: a few spills, reported, not asserted
     assert "Used" in report and "registers" in report, report
     assembled(ptxas, k._core.fixup_ptx, target)
@@ -176,7 +176,7 @@ def test_pipeline_stream_k_assembles(ptxas, target, split):
 def test_pipeline_int8_assembles(ptxas, target, dtype):
     """8-bit operands contiguous along K (B as N x K): the pipeline with mma.sync m16n8k32."""
     k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True)
-    assert k.config["stages"] == "4" and k.config["kb"] == "64"
+    assert k.config["stages"] == 4 and k.config["kb"] == 64
     text = k.source("ptx")
     assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4" in text
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in text

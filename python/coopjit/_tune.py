@@ -171,7 +171,8 @@ class _Bench:
 def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tuple[int, int, int] | None = None,
          dtype: DTypeLike | None = None, trans_a: bool = False, trans_b: bool = False, accumulate: bool = False,
          device: str | None = None, budget: float = 60.0, max_candidates: int | None = None,
-         progress: bool = True, save: bool = True, min_time: float = 0.05, seed: int = 0) -> TuneReport:
+         progress: bool = True, save: bool = True, min_time: float = 0.05, seed: int = 0,
+         client=None) -> TuneReport | list[TuneReport]:
     """Finds the fastest plan for one GEMM problem and stores it for later calls.
 
     The problem is given by arrays (`a`, `b` as gemm takes them, with `trans_a` / `trans_b`;
@@ -182,7 +183,19 @@ def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tup
     after `budget` seconds or `max_candidates` candidates. With `save`, the winner goes to the
     tuning database and later matmul / gemm / compile_gemm calls of this problem (no explicit
     plan) use it, in this process and later ones. Returns a TuneReport (print it, .plot()).
+
+    With `client` (a dask.distributed Client or a scheduler address), `a` is a list of problems
+    (shapes or dicts of these arguments) tuned on the cluster's workers: coopjit.dask.tune,
+    which returns a list of TuneReports.
     """
+    if client is not None:
+        from .dask import tune as tune_on_cluster
+
+        if b is not None or shape is not None:
+            raise ValueError("tune: with client=, pass the problems as a list (shapes or dicts), not arrays or shape=")
+        return tune_on_cluster(a, client, dtype=dtype, trans_a=trans_a, trans_b=trans_b, accumulate=accumulate,
+                               device=device, budget=budget, max_candidates=max_candidates, progress=progress,
+                               save=save, min_time=min_time, seed=seed)
     device = check_device(device)
     if budget is None or budget <= 0:
         raise ValueError(f"tune: budget must be a positive number of seconds, got {budget!r}")
@@ -333,6 +346,8 @@ class _Search:
 def _progress_bar(progress, report, max_candidates):
     if not progress:
         return None
+    if callable(progress):  # a bar of the caller's making (coopjit.dask's sweeps: events to the client)
+        return progress(report, max_candidates)
     p = report.problem
     args = dict(total=max_candidates, desc=f"tune {p['m']}x{p['n']}x{p['k']} {p['dtype']}", unit="plan")
     try:

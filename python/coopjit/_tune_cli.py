@@ -45,15 +45,36 @@ def main(argv=None) -> None:
     parser.add_argument("--no-save", action="store_true", help="do not store the winners")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--plot", metavar="PREFIX", help="save a plot per problem as PREFIX-MxNxK.png")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="a dask.distributed scheduler (tcp://host:8786): the problems are tuned on its workers, "
+                             "one timing per machine at a time, and the winners merged into every worker's database "
+                             "and this machine's")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="with --scheduler: coopjit's pool during the timings (default: the machine's CPUs)")
     args = parser.parse_args(argv)
+    if args.threads is not None and not args.scheduler:
+        parser.error("--threads needs --scheduler")
 
     import coopjit
 
+    shapes = ["x".join(map(str, dims)) for dims in args.shape]  # MxNxK, checked by _shape
+    if args.scheduler:
+        from coopjit.dask import tune as tune_on_cluster
+
+        reports = tune_on_cluster(shapes, args.scheduler, dtype=_dtype(args.dtype), trans_a=args.trans_a,
+                                  trans_b=args.trans_b, accumulate=args.accumulate, budget=args.budget,
+                                  max_candidates=args.max_candidates, progress=not args.no_progress,
+                                  save=not args.no_save, threads=args.threads)
+        cluster_reports = iter(reports)
     summary = []
-    for shape in ('x'.join(map(str, dims)) for dims in args.shape):
-        r = coopjit.tune(shape=shape, dtype=_dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
-                         accumulate=args.accumulate, budget=args.budget, max_candidates=args.max_candidates,
-                         progress=not args.no_progress, save=not args.no_save)
+    for shape in shapes:
+        if args.scheduler:
+            r = next(cluster_reports)
+            print(f"{shape}: tuned on {r.worker} ({r.host}, {r.threads} threads)")
+        else:
+            r = coopjit.tune(shape=shape, dtype=_dtype(args.dtype), trans_a=args.trans_a, trans_b=args.trans_b,
+                             accumulate=args.accumulate, budget=args.budget, max_candidates=args.max_candidates,
+                             progress=not args.no_progress, save=not args.no_save)
         print(r, flush=True)
         print()
         if args.plot:

@@ -212,3 +212,27 @@ def clear() -> int:
         _entries = {}
         _core.clear_tuned_plans()
     return n
+
+
+def merge(records: dict) -> int:
+    """Merges entries tuned elsewhere (key -> record, as entries() lists them: another worker of
+    a tuning sweep, keyed by its machine) into the database, and uses those of this machine from
+    now on; returns how many entries were new or changed."""
+    global _entries
+    for k, rec in records.items():
+        if not isinstance(k, str) or not isinstance(rec, dict) or not {"signature", "device", "machine",
+                                                                      "plan"} <= set(rec):
+            raise ValueError(f"merge: {k!r} is not a tuning database entry (key -> record with signature, device, "
+                             f"machine and plan)")
+        if k != f"{rec['device']} | {rec['signature']} | {rec['machine']}":
+            raise ValueError(f"merge: the key {k!r} does not name its record's device, signature and machine")
+    p = path()
+    with _mu, _locked(p):
+        entries_now = _read(p) if p else dict(_entries)
+        changed = sum(entries_now.get(k) != rec for k, rec in records.items())
+        entries_now.update(records)
+        if p and changed:
+            _write(p, entries_now)
+        _entries = entries_now
+        _apply(entries_now)
+    return changed
