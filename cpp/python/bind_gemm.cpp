@@ -249,7 +249,11 @@ void bind_gemm(py::module_& m) {
   m.def(
       "matmul_fast",
       [](py::handle ha, py::handle hb, py::handle hout) -> py::object {
-        if (!py::isinstance<py::array>(ha) || !py::isinstance<py::array>(hb)) return py::none();
+        // Exactly numpy.ndarray: subclasses (masked arrays, matrix) take the Python path, which
+        // refuses what it cannot honour (a mask) instead of computing past it.
+        static PyTypeObject* ndarray = reinterpret_cast<PyTypeObject*>(py::module_::import("numpy").attr("ndarray").ptr());
+        if (Py_TYPE(ha.ptr()) != ndarray || Py_TYPE(hb.ptr()) != ndarray) return py::none();
+        if (!hout.is_none() && Py_TYPE(hout.ptr()) != ndarray) return py::none();
         auto a = py::reinterpret_borrow<py::array>(ha);
         auto b = py::reinterpret_borrow<py::array>(hb);
         if (a.ndim() < 2 || b.ndim() < 2 || a.ndim() > 32 || b.ndim() > 32) return py::none();

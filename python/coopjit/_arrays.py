@@ -69,14 +69,73 @@ def native_order(x: np.ndarray) -> np.ndarray:
     return x if x.dtype.isnative else x.astype(native_dtype(x.dtype))
 
 
-def as_array(x, name: str) -> np.ndarray:
-    """`x` as an ndarray (array-likes are converted, ndarrays are taken as they are)."""
+#: torch dtypes NumPy has no DLPack / __array__ route for -> the ml_dtypes type of the same bits.
+_TORCH_VIEWS = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
+                "float8_e5m2": ("uint8", "float8_e5m2")}
+
+
+def _from_torch(x, name: str, writable: bool):
+    """A PyTorch CPU tensor as an ndarray sharing its memory: tensors that require grad are read
+    through .detach() (no copy, no graph), bfloat16 / float8 through a view of their bits."""
+    if x.device.type != "cpu":
+        raise TypeError(f"a PyTorch tensor on {x.device} cannot be read on the CPU; pass x.cpu() or a device= that "
+                        f"holds it")
+    if writable and x.requires_grad:
+        raise ValueError(f"{name} is a PyTorch tensor that requires grad; writing into it would bypass autograd "
+                         f"(torch refuses in-place writes to it too): pass a tensor without grad, or {name}.detach()")
+    x = x.detach()
+    name = str(x.dtype).removeprefix("torch.")
+    if name in _TORCH_VIEWS:
+        import ml_dtypes
+        import torch
+
+        bits, target = _TORCH_VIEWS[name]
+        return x.view(getattr(torch, bits)).numpy().view(getattr(ml_dtypes, target))
+    return x.numpy()
+
+
+def as_array(x, name: str, writable: bool = False) -> np.ndarray:
+    """`x` as an ndarray sharing its memory where it can: ndarrays as they are; PyTorch CPU
+    tensors (bfloat16, float8 and tensors that require grad included), objects with __dlpack__
+    (JAX, CuPy-on-host, ...) and the buffer protocol (memoryview, array.array, bytearray) without
+    a copy; other array-likes (lists, objects with __array__) converted. Masked arrays are
+    refused: a product or sum cannot honour a mask. `writable`: for out= (the result must land in
+    x's memory, so nothing may be copied)."""
     if isinstance(x, np.ndarray):
+        if isinstance(x, np.ma.MaskedArray):
+            raise TypeError(f"{name} is a masked array; coopjit does not apply masks (numpy.matmul refuses them too): "
+                            f"pass {name}.filled(0) or {name}.data to compute on every element")
+        if type(x) is not np.ndarray:  # np.matrix and other subclasses: the plain array of the same memory
+            x = x.view(np.ndarray)
         return x
-    try:
-        return np.asarray(x)
-    except Exception as e:  # noqa: BLE001 - report what could not be converted
-        raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
+    mod = type(x).__module__.partition(".")[0]
+    if mod == "torch":
+        arr = _from_torch(x, name, writable)
+    elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        try:
+            arr = np.from_dlpack(x)
+        except (TypeError, ValueError, BufferError, RuntimeError) as e:
+            if writable:
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be written in place through DLPack: {e}") from None
+            arr = None
+        if arr is None:
+            try:
+                arr = np.asarray(x)
+            except Exception as e:  # noqa: BLE001 - report what could not be converted
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be read as an array: {e}") from None
+    else:
+        try:
+            arr = np.asarray(memoryview(x)) if writable else np.asarray(x)
+        except TypeError as e:
+            if writable:
+                raise TypeError(f"{name} must be a writable array (NumPy, PyTorch CPU tensor, DLPack or buffer "
+                                f"object), got {type(x).__name__}") from None
+            raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
+        except Exception as e:  # noqa: BLE001 - report what could not be converted
+            raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"{name} ({type(x).__name__}) is read-only; pass a writable array")
+    return arr
 
 
 def check_device(device) -> str:

@@ -158,12 +158,18 @@ class PackedMatrix:
     def _plan(self, plan):
         forced = {**self._fields, "layout": "row", "pack": True, "prepacked_b": True, "nr": self.nr, "kb": self.kb,
                   "vnni": self.vnni}
-        out = dict(plan or {})
+        out = dict(plan.overrides() if isinstance(plan, Plan) else plan or {})
         for key, value in forced.items():
             if key in out and out[key] != value:
                 raise ValueError(f"plan {key}={out[key]!r} does not fit a prepacked operand (needs {value!r})")
             out[key] = value
         return out
+
+    # `a @ packed` (a NumPy array on the left defers to __rmatmul__: no ufunc may take this object).
+    __array_ufunc__ = None
+
+    def __rmatmul__(self, a) -> np.ndarray:
+        return matmul(a, self)
 
     def __repr__(self):
         vnni = f", VNNI groups of {self.vnni}" if self.vnni > 1 else ""
@@ -224,6 +230,10 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     `plan` overrides fields of the chosen plan (layout, mr, nr, kb).
     """
     device = check_device(device)
+    if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
+        gemm(a, b, as_array(c, "c", writable=True), alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
+             device=device, plan=plan)
+        return c
     a = native_order(as_array(a, "a"))
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
@@ -374,8 +384,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         if c is not None:
             return c
     device = check_device(device)
-    if out is not None and not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
+    if out is not None and type(out) is not np.ndarray:
+        # A PyTorch tensor, DLPack or buffer object (or an ndarray subclass): the product goes into
+        # its memory through an ndarray view of it, and the object itself is returned.
+        matmul(a, b, out=as_array(out, "out", writable=True), device=device, plan=plan)
+        return out
     if out is not None and not out.dtype.isnative:
         # A big-endian (non-native) out: computed into a native array, swapped back into out.
         if not out.flags.writeable:

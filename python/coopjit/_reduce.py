@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _core
-from ._arrays import check_device, native_dtype, native_order
+from ._arrays import as_array, check_device, native_dtype, native_order
 
 OPS = ("sum", "prod", "min", "max")
 _IR = {"int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
@@ -80,8 +80,10 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     device = check_device(device)
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
-    if not isinstance(a, np.ndarray):
-        a = np.asarray(a)
+    if out is not None and type(out) is not np.ndarray:  # a tensor / DLPack / buffer out: filled in its memory
+        reduce(a, axis, op, out=as_array(out, "out", writable=True), device=device)
+        return out
+    a = as_array(a, "a")
     a = native_order(a)  # a big-endian array is reduced from a native copy, as NumPy does
     src, acc, dst, out_dtype = _types(a.dtype, op)
     if axis is not None and not (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)) and not (
