@@ -374,11 +374,43 @@ def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = N
     return out
 
 
+_FLOAT_RESULTS = ("float32", "float64")
+
+
+def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """numpy.matmul's type rules for operands of different dtypes: both converted to
+    numpy.promote_types of the pair when that is float32 or float64 (float32 x float64,
+    bfloat16 x float32, int8 x float32, int32 x float32 -> float64, ...); pairs coopjit computes in
+    their own types (one dtype, int8 / uint8 pairs) are left as they are. A pair whose promoted
+    type coopjit has no kernel for (int8 x int16 -> int16) raises TypeError naming it."""
+    da, db = a.dtype, b.dtype
+    if da == db or (da.name in ("int8", "uint8") and db.name in ("int8", "uint8")):
+        return a, b
+    try:
+        t = np.promote_types(da, db)
+    except TypeError:
+        raise TypeError(f"mixed dtypes: a is {da}, b is {db}, and NumPy has no common type for them; cast the "
+                        f"operands to one dtype (supported: {GEMM_SUPPORTED})") from None
+    if t.name not in _FLOAT_RESULTS:
+        raise TypeError(f"mixed dtypes: a is {da}, b is {db}; numpy.matmul would compute in {t}, which coopjit has no "
+                        f"kernel for; cast the operands to one dtype (supported: {GEMM_SUPPORTED})")
+    return (a if da == t else a.astype(t)), (b if db == t else b.astype(t))
+
+
 def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None, device: str | None = None,
            plan: dict | None = None) -> np.ndarray | np.generic:
-    """a @ b with numpy.matmul semantics (float32 or float64): 1-D operands are promoted and
-    their dim removed, N-D operands are stacks of matrices broadcast over the leading dims,
-    computed in one kernel launch."""
+    """a @ b with numpy.matmul semantics: 1-D operands are promoted and their dim removed, N-D
+    operands are stacks of matrices broadcast over the leading dims, computed in one kernel launch.
+
+    Accepts float32, float64, float16, bfloat16 and float8 (ml_dtypes) operands of one dtype, int8 /
+    uint8 pairs (int32 result), and mixed pairs whose NumPy promotion is float32 or float64 (they
+    are converted first, as numpy.matmul computes them); big-endian operands through a native
+    copy. Inputs may be NumPy arrays, PyTorch CPU tensors, DLPack or buffer-protocol objects or
+    array-likes. `out` may be any writable array of those kinds (the object is returned) whose
+    dtype the result casts to under NumPy's 'same_kind' rule. Returns a NumPy array (or a NumPy
+    scalar for 1-D @ 1-D). `plan`: a dict of plan fields or a kernel's .config (see coopjit.Plan).
+    coopjit does not register itself as a backend of numpy.matmul: NumPy dispatches
+    (__array_function__) on the arguments' types, and coopjit owns none of them."""
     if device is None and plan is None:
         c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
         if c is not None:
@@ -417,6 +449,24 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         return out
     a = native_order(as_array(a, "a"))
     b = native_order(as_array(b, "b"))
+    a, b = promote(a, b)
+    if out is not None:
+        _, default = gemm_types(a.dtype, b.dtype)
+        try:
+            gemm_types(a.dtype, b.dtype, out.dtype)
+        except TypeError:
+            # numpy.matmul's out= rule: the result cast to out's type when that is a 'same_kind' cast
+            # (float32 into float64, int32 into int64); computed in the product's type, then cast.
+            if not np.can_cast(default, out.dtype, "same_kind"):
+                raise TypeError(f"matmul: out has dtype {out.dtype}, but a {a.dtype} x {b.dtype} product is {default} "
+                                f"and cannot be cast to it (numpy.matmul's 'same_kind' rule)") from None
+            if not out.flags.writeable:
+                raise ValueError(f"matmul: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+            tmp = matmul(a, b, device=device, plan=plan)
+            if np.shape(tmp) != out.shape:
+                raise ValueError(f"matmul: out has shape {out.shape} but a @ b has shape {np.shape(tmp)}") from None
+            out[...] = tmp
+            return out
     types, dtype = gemm_types(a.dtype, b.dtype, out.dtype if isinstance(out, np.ndarray) else None)
     for name, x in (("a", a), ("b", b)):
         if x.ndim == 0:
