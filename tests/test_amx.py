@@ -42,7 +42,7 @@ def f32_bound(a, b):
 def plan_of(a, b, out_dtype, plan=None):
     types = coopjit._arrays.gemm_types(a.dtype, b.dtype, np.dtype(out_dtype))[0]
     c = np.empty((a.shape[0], b.shape[1]), out_dtype)
-    return coopjit._core.gemm_plan(a, b, c, False, types, coopjit._gemm._overrides(plan))
+    return coopjit._plan.from_core(coopjit._core.gemm_plan(a, b, c, False, types, coopjit._gemm._overrides(plan)))
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.float16])

@@ -67,7 +67,7 @@ def test_plan_records_the_split_and_threads():
     cfg = k.config
     assert cfg["split"] == "sk" and cfg["threads"] == 2 and cfg["kt"] == 64
     small = coopjit.compile_gemm(8, 8, 8, np.float32).config
-    assert small["threads"] == "1" and small["split"] == "dp"
+    assert small["threads"] == 1 and small["split"] == "dp"
 
 
 def test_num_threads_setting():
