@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from cache_helpers import private_cache  # noqa: F401
 
 
 def run(*args, check=True):
@@ -65,3 +66,40 @@ def test_dump_prints_the_same_plan_and_code_as_the_kernel():
 def test_dump_ptx_for_an_nvidia_architecture_without_a_gpu():
     out = run("dump", "64x64x64", "--dtype", "bfloat16", "--out-dtype", "float32", "--target", "sm_90", "--what", "ptx").stdout
     assert ".target sm_90" in out and ".entry" in out
+
+
+def test_the_coopjit_logger_reports_compiles_and_tuning(caplog, private_cache):
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="coopjit"):
+        coopjit.compile_gemm(40, 24, 16, np.float32, plan={"mr": 3})
+        report = coopjit.tune(shape=(48, 32, 16), budget=2, max_candidates=3, progress=False, save=False)
+        coopjit.cache.clear(kernels=False, tuning=False, memory=True)
+    text = caplog.text
+    line = next(ln for ln in text.splitlines() if "gemm float32 M=40 N=24 K=16" in ln)
+    assert " 3x" in line and ("compiled" in line or "disk" in line)  # the plan's mr=3, and where it came from
+    assert f"{report.speedup or 1.0:.2f}x the default" in text and "cache cleared" in text
+
+
+def test_the_progress_bar_counts_the_budget(capsys, private_cache):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        coopjit.tune(shape=(32, 32, 32), budget=1.5, max_candidates=4, progress=True, save=False)
+    err = capsys.readouterr().err
+    assert "% of the budget" in err and "s left" in err and "/4 plans" in err
+
+
+def test_the_tune_report_gives_one_speed_up_figure(private_cache):
+    r = coopjit.tune(shape=(64, 64, 64), budget=3, max_candidates=5, progress=False, save=False)
+    winner_row = [ln for ln in r.table().splitlines() if ln.rstrip().endswith("winner") or "winner" in ln.split()[-1:]]
+    if r.speedup and r.winner is not r.default:
+        assert winner_row and f"{r.speedup:.2f}x" in winner_row[0]
+        assert f"{r.speedup:.2f}x the default plan" in str(r)
+    fig = r.plot()
+    import matplotlib.pyplot as plt
+
+    assert fig is not None and plt.get_fignums() == []  # not a pyplot figure: Jupyter shows it once
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.startswith("default:") for t in texts)

@@ -88,7 +88,7 @@ def test_tune_stops_within_its_time_budget(private_cache):
 def test_report_prints_a_table_converts_and_plots(private_cache, tmp_path):
     report = coopjit.tune(shape=SHAPE, budget=20, max_candidates=3, progress=False, save=False)
     text = str(report)
-    assert "median ms" in text and "GFLOP/s" in text and "winner:" in text and "default" in text
+    assert "ms/call" in text and "GFLOP/s" in text and "winner:" in text and "default" in text
     assert "<table>" in report._repr_html_()
     d = json.loads(json.dumps(report.to_dict()))
     assert len(d["candidates"]) == len(report.candidates) and d["winner"]["plan"] == report.winner["plan"]

@@ -5,7 +5,7 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
-from . import _core, cache, layout, spirv
+from . import _core, _log, cache, layout, spirv
 from . import devices, ir, ptx, tensor  # modules; devices() lists the devices (a callable module)
 from ._core import DeviceError, VerifyError
 from .devices import device_info, empty

@@ -1,6 +1,7 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import numpy as np
@@ -10,6 +11,7 @@ from . import _core, _gpu
 from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps)
 from ._display import KernelDisplay
+from ._log import logger
 from ._plan import Plan, from_core
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -552,6 +554,11 @@ class Kernel(KernelDisplay):
         sb = (1, k) if trans_b else (n, 1)
         self._plan = plan
         self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
+        if logger.isEnabledFor(logging.DEBUG):
+            cfg = self.config
+            logger.debug("gemm %s M=%d N=%d K=%d: %s %dx%d %s x%d%s, %s in %.1f ms", np.dtype(dtype).name, m, n, k,
+                         cfg["layout"], cfg["mr"], cfg["nr"], cfg["split"], cfg["threads"], " packed" if cfg["pack"] else "",
+                         self._core.origin, self._core.compile_seconds * 1e3)
 
     @property
     def config(self) -> Plan:

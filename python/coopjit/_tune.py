@@ -248,7 +248,7 @@ class _Search:
         self.max_candidates = max_candidates
         self.min_time = min_time
         self.seen: dict = {}  # plan (as a tuple) -> candidate record
-        self.bar = _progress_bar(progress, report, max_candidates)
+        self.bar = _progress_bar(progress, report, max_candidates, budget)
 
     def out_of_budget(self) -> str | None:
         if self.max_candidates is not None and len(self.seen) >= self.max_candidates:
@@ -341,23 +341,66 @@ class _Search:
         report.winner = winner
         if report.default.get("confirmed_s"):
             report.speedup = report.default["confirmed_s"] / winner["confirmed_s"]
+        from ._log import logger
+
+        p = report.problem
+        logger.info("tune %dx%dx%d %s: %d candidates, winner %s at %.3f ms (%.2fx the default)", p["m"], p["n"], p["k"],
+                    p["dtype"], len(report.candidates), winner["plan"], winner["confirmed_s"] * 1e3, report.speedup or 1.0)
 
 
-def _progress_bar(progress, report, max_candidates):
+class _BudgetBar:
+    """The tuning progress bar: the share of the time budget used and the time left, with the
+    plans tried and the best time so far beside it. Takes the candidate events of _Search
+    (update / set_postfix_str / close) and moves a tqdm bar whose total is the budget in seconds."""
+
+    def __init__(self, bar, budget: float, max_candidates: int | None):
+        self.bar, self.budget, self.max = bar, float(budget), max_candidates
+        self.t0 = time.perf_counter()
+        self.count, self.best = 0, ""
+
+    def _show(self) -> None:
+        used = min(time.perf_counter() - self.t0, self.budget)
+        self.bar.n = round(used, 1)
+        plans = f"{self.count}/{self.max} plans" if self.max else f"{self.count} plans"
+        self.bar.set_postfix_str(f"{max(self.budget - used, 0.0):.0f} s left, {plans}" + (f", {self.best}" if self.best else ""),
+                                 refresh=False)
+        self.bar.refresh()
+
+    def update(self, k: int = 1) -> None:
+        self.count += k
+        self._show()
+
+    def set_postfix_str(self, text: str) -> None:
+        self.best = text
+        self._show()
+
+    def close(self) -> None:
+        self._show()
+        self.bar.close()
+
+
+def _progress_bar(progress, report, max_candidates, budget: float = 60.0):
     if not progress:
         return None
     if callable(progress):  # a bar of the caller's making (coopjit.dask's sweeps: events to the client)
         return progress(report, max_candidates)
     p = report.problem
-    args = dict(total=max_candidates, desc=f"tune {p['m']}x{p['n']}x{p['k']} {p['dtype']}", unit="plan")
-    try:
-        from tqdm.auto import tqdm
+    args = dict(total=round(float(budget), 1), desc=f"tune {p['m']}x{p['n']}x{p['k']} {p['dtype']}", unit="s",
+                bar_format="{desc}: {percentage:3.0f}% of the budget |{bar}| {postfix}")
+    import warnings
 
-        return tqdm(**args)
-    except ImportError:  # no tqdm, or a notebook without ipywidgets: a text bar, or none
+    try:
+        # A notebook widget where Jupyter has ipywidgets, else the text bar; tqdm's own warnings
+        # (IProgress not found, the experimental-notebook note) are not for coopjit's users.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from tqdm.auto import tqdm
+
+            return _BudgetBar(tqdm(**args), budget, max_candidates)
+    except ImportError:  # no tqdm, or a notebook widget that cannot be drawn: the text bar, or none
         try:
             from tqdm.std import tqdm
 
-            return tqdm(**args)
+            return _BudgetBar(tqdm(**args), budget, max_candidates)
         except ImportError:
             return None

@@ -69,15 +69,19 @@ class TuneReport:
 
     def _cells(self, c: dict) -> list:
         p = c["plan"]
-        base = self.default["median_s"] if self.default and self.default["median_s"] else None
-        t = c["median_s"]
+        # The speed-up against the default: on the confirmation timings where both have them (the
+        # finalists: the winner's row then shows exactly the summary's figure), else on the first.
+        both = bool(self.default and c.get("confirmed_s") and self.default.get("confirmed_s"))
+        key = "confirmed_s" if both else "median_s"
+        base = self.default[key] if self.default and self.default.get(key) else None
+        t = c.get(key)
         notes = [n for n, on in (("default", c is self.default), ("winner", c is self.winner)) if on]
         return [p["layout"], p["mr"], p["nr"], p["kb"], p["kt"], p["threads"], p["split"],
                 "yes" if p.get("pack") else "no",
                 f"{t * 1e3:.3f}" if t else "-", f"{self.gflops(t):.1f}" if t else "-",
                 f"{base / t:.2f}x" if t and base else "-", c["status"], " ".join(notes)]
 
-    HEADER = ["layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "median ms", "GFLOP/s", "vs default",
+    HEADER = ["layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "ms/call", "GFLOP/s", "vs default",
               "status", ""]
 
     def table(self, limit: int = 15) -> str:
@@ -110,14 +114,19 @@ class TuneReport:
         """Candidate times in the order tried, the best so far and the default; saved to `path`
         when given. Returns the matplotlib Figure, or None (with a warning) without matplotlib."""
         try:
-            import matplotlib.pyplot as plt
+            import matplotlib  # noqa: F401
         except ImportError:
             warnings.warn("TuneReport.plot needs matplotlib (pip install matplotlib)", RuntimeWarning, stacklevel=2)
             return None
-        fig, ax = plt.subplots(figsize=(8, 4))
+        # A Figure of its own, not pyplot's: Jupyter shows the returned figure once (a pyplot
+        # figure would also be drawn by the inline backend at the end of the cell: twice).
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(8, 4))
+        ax = fig.add_subplot()
         xs = [i for i, c in enumerate(self.candidates) if c["median_s"]]
         ys = [self.candidates[i]["median_s"] * 1e3 for i in xs]
-        ax.scatter(xs, ys, s=14, label="candidate")
+        ax.scatter(xs, ys, s=14, label="candidate (median of its first timing)")
         best, run = [], float("inf")
         for y in ys:
             run = min(run, y)
@@ -125,10 +134,17 @@ class TuneReport:
         ax.step(xs, best, where="post", color="C2", label="best so far")
         if self.default and self.default["median_s"]:
             ax.axhline(self.default["median_s"] * 1e3, color="C3", ls="--", label="default plan")
+        for c, name, color in ((self.default, "default", "C3"), (self.winner, "winner", "C2")):
+            if c is not None and c["median_s"] and c in self.candidates:
+                i = self.candidates.index(c)
+                ax.scatter([i], [c["median_s"] * 1e3], s=40, color=color, zorder=3)
+                ax.annotate(f"{name}: {_plan_str(c['plan'])}", (i, c["median_s"] * 1e3), textcoords="offset points",
+                            xytext=(6, 8 if name == "winner" else -14), fontsize=7, color=color)
         p = self.problem
-        ax.set(xlabel="candidate", ylabel="median ms per call",
-               title=f"tune gemm {p['dtype']} {p['m']}x{p['n']}x{p['k']}")
-        ax.legend()
+        speed = f", winner {self.speedup:.2f}x the default" if self.speedup else ""
+        ax.set(xlabel="candidate (in the order tried)", ylabel="median ms per call",
+               title=f"tune gemm {p['dtype']} {p['m']}x{p['n']}x{p['k']}{speed}")
+        ax.legend(fontsize=7)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path)

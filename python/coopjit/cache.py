@@ -75,6 +75,10 @@ def clear(kernels: bool = True, tuning: bool = True, memory: bool = True) -> dic
     if memory:
         out["memory"] = int(_core.cache_stats()["entries"])
         _core.cache_clear()
+    from ._log import logger
+
+    logger.info("cache cleared: %d stored kernels, %d tuned problems, %d kernels in memory", out["kernels"], out["tuning"],
+                out["memory"])
     return out
 
 
