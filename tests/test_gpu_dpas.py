@@ -222,7 +222,7 @@ def test_block2d_emulated_matches_numpy(rng, dtype):
 @pytest.mark.parametrize("dtype", LOW)
 def test_vnni_channel_loads_match_numpy(rng, dtype):
     for cfg, kern in runs_like_numpy(rng, dtype, [(64, 48, 64), (37, 29, 45)], trans_b=True):
-        assert cfg["unit_stride_a_k"] == "true" and cfg["dpas"] == "no"
+        assert cfg["unit_stride_a_k"] is True and cfg["dpas"] == "no"
         assert "vnni.fast" in kern.source("llvm")
 
 
