@@ -92,7 +92,7 @@ def test_good_plan_fields_still_work():
     (lambda: coopjit.matmul(A, coopjit.prepack(B), out=np.zeros((4, 4), np.float32)), ValueError,
      r"out has shape \(4, 4\).*\(4, 3\)"),
     (lambda: coopjit.gemm(A, coopjit.prepack(B), np.zeros((3, 3), np.float32)), ValueError, r"c has shape \(3, 3\)"),
-    (lambda: coopjit.gemm(A, coopjit.prepack(B), [[0.0]]), TypeError, r"c must be a NumPy array, got list"),
+    (lambda: coopjit.gemm(A, coopjit.prepack(B), [[0.0]]), TypeError, r"c must be a writable array .*got list"),
     (lambda: coopjit.reduce(A, axis=0.5), TypeError, r"axis must be None, an int or a tuple of ints, got 0\.5"),
     (lambda: coopjit.reduce(A, axis=(0, "1")), TypeError, r"got \(0, '1'\)"),
     (lambda: coopjit.reduce(A, op="mean"), ValueError, r"unknown op 'mean'"),

@@ -350,7 +350,9 @@ def test_tune_sweep_over_two_workers_then_a_new_process_uses_it(client, private_
     for plans in worker_plans.values():  # every worker has every winner, not only its own
         assert set(sigs) <= set(plans)
     assert set(sigs) <= set(coopjit._core.tuned_plans())  # and this process
-    code = ("import json, numpy as np, coopjit\nout = []\n"
+    # the new process plans with the pool the sweep tuned for (its own default could differ:
+    # OMP_NUM_THREADS in the environment sizes it)
+    code = ("import json, os, numpy as np, coopjit\ncoopjit.set_num_threads(len(os.sched_getaffinity(0)))\nout = []\n"
             + "".join(f"k = coopjit.compile_gemm({r.problem['m']}, {r.problem['n']}, {r.problem['k']}, "
                       f"np.{r.problem['dtype']})\nout.append([k._core.tuned, k.config])\n" for r in reports)
             + "print(json.dumps(out))")

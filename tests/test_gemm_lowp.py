@@ -71,6 +71,8 @@ def test_unsupported_low_precision_combinations():
     with pytest.raises(TypeError, match="mixed dtypes: a is float16, b is bfloat16"):
         coopjit.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), BF16))
     with pytest.raises(TypeError, match=r"output has dtype float64; for float16 x float16 it must be one of float16, float32"):
-        coopjit.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), out=np.zeros((2, 2)))
+        coopjit.gemm(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), np.zeros((2, 2)))
+    with pytest.raises(TypeError, match=r"out has dtype int8, but a float16 x float16 product is float16"):
+        coopjit.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), out=np.zeros((2, 2), np.int8))
     with pytest.raises(TypeError, match="int32 x int32|a has dtype int32"):
         coopjit.matmul(np.ones((2, 2), np.int32), np.ones((2, 2), np.int32))

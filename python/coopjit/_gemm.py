@@ -377,6 +377,7 @@ def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = N
 
 
 _FLOAT_RESULTS = ("float32", "float64")
+_LOW_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # ml_dtypes' types (their kind is 'V')
 
 
 def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -388,6 +389,8 @@ def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     da, db = a.dtype, b.dtype
     if da == db or (da.name in ("int8", "uint8") and db.name in ("int8", "uint8")):
         return a, b
+    if da.kind not in "biuf" and da.name not in _LOW_NAMES or db.kind not in "biuf" and db.name not in _LOW_NAMES:
+        return a, b  # strings, objects, dates: gemm_types names the operand and what is supported
     try:
         t = np.promote_types(da, db)
     except TypeError:

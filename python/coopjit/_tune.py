@@ -172,7 +172,7 @@ def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tup
          dtype: DTypeLike | None = None, trans_a: bool = False, trans_b: bool = False, accumulate: bool = False,
          device: str | None = None, budget: float = 60.0, max_candidates: int | None = None,
          progress: bool = True, save: bool = True, min_time: float = 0.05, seed: int = 0,
-         client=None) -> TuneReport | list[TuneReport]:
+         client: object | None = None) -> TuneReport | list[TuneReport]:
     """Finds the fastest plan for one GEMM problem and stores it for later calls.
 
     The problem is given by arrays (`a`, `b` as gemm takes them, with `trans_a` / `trans_b`;
