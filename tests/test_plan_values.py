@@ -97,3 +97,11 @@ def test_omp_num_threads_is_the_pool_size_when_coopjit_num_threads_is_unset():
     assert pool(OMP_NUM_THREADS="5,2") == 5
     assert pool(OMP_NUM_THREADS="3", COOPJIT_NUM_THREADS="7") == 7
     assert pool(OMP_NUM_THREADS="junk") == pool()
+
+
+def test_docstrings_list_every_plan_field():
+    from coopjit._gemm import _GPU_FIELDS, PLAN_FIELDS
+
+    for fn in (coopjit.matmul, coopjit.gemm, coopjit.compile_gemm):
+        for field in PLAN_FIELDS + _GPU_FIELDS:
+            assert field in fn.__doc__, (fn.__name__, field)

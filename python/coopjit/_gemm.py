@@ -224,12 +224,15 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
          plan: dict | None = None) -> np.ndarray:
     """c = alpha * op(a) @ op(b) + beta * c, with op(x) = x.T when trans_x; returns c.
 
-    a and b are 2-D float32 or float64 arrays of one dtype, taken as they are (any strides,
-    views, negative strides: transposes are views, nothing is copied when the kernel can read
-    the strides). When `c` is given it is updated in place; when it is None a new array is
-    returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not propagate);
-    non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
-    `plan` overrides fields of the chosen plan (layout, mr, nr, kb).
+    a and b are 2-D arrays of one dtype (float32, float64, float16, bfloat16, float8_e4m3fn,
+    float8_e5m2; or an int8 / uint8 pair, int32 out), or b a PackedMatrix (coopjit.prepack), taken
+    as they are (any strides, views, negative strides: transposes are views, nothing is copied when
+    the kernel can read the strides); NumPy arrays, PyTorch CPU tensors, DLPack and buffer objects.
+    When `c` is given (any writable array of those kinds, of the product's output dtype: float32 or
+    the input type for 16-bit floats) it is updated in place and returned; when it is None a new
+    NumPy array is returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
+    propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
+    `plan` (a dict, or a kernel's .config) overrides fields of the chosen plan (below).
     """
     device = check_device(device)
     if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
@@ -621,7 +624,8 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
-    contiguous arrays. `plan` overrides plan fields (layout, mr, nr, kb).
+    contiguous arrays, for the dtypes gemm takes (`out_dtype`: float32 out for 16-bit inputs).
+    `plan` (a dict, or another kernel's .config) overrides plan fields (below).
     """
     device = check_device(device)
     for name, v in (("m", m), ("n", n), ("k", k)):
@@ -638,3 +642,20 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
         return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
                               out_dtype, device)
     return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype)
+
+
+#: Every field plan= takes (the CPU's; then the devices'), appended to the docstrings that take a plan.
+PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field optional, the planner fills the rest):
+  CPU: layout 'row' | 'col'; mr, nr (register tile rows / columns; nr a multiple of the vector
+  width); kb (K step of one mul_add, a power of two 4..128); kt (K elements per K tile); threads
+  (workers); split 'dp' | 'sk' | 'sk+dp' (Stream-K, seeds/004); pack (bool: A and B copied into
+  tile panels); prepacked_b (bool: B from coopjit.prepack); vnni 1 | 2 | 4 (K pairs / quads for the
+  dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); mc_tiles (row panels per block of
+  the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
+  'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
+  Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
+  and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
+  'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
+  stages; 0: none); split, kt, workers (Stream-K)."""
+for _f in (matmul, gemm, compile_gemm):
+    _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
