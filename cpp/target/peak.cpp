@@ -143,11 +143,12 @@ KernelModule bf16_dot_kernel(int chains) {
 }
 
 // in: a 64-byte tile config, then A0, A1, B0, B1 (1 KiB each); out: C0..C3 (1 KiB each).
-// Tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B; each iteration is 4 tdpbf16ps of 16x16x32.
-KernelModule amx_bf16_kernel() {
+// Tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B; each iteration is 4 tile products `dot`:
+// tdpbf16ps (16x16x32 bf16 pairs into f32) or tdpbssd (16x16x64 s8 quads into i32).
+KernelModule amx_kernel(const char* name, const char* needs, llvm::Intrinsic::ID dot) {
   std::unique_ptr<llvm::IRBuilder<>> bp;
-  KernelModule k = start_kernel("coopjit_peak_amx_bf16", bp);
-  k.needs = "+amx-tile,+amx-bf16";
+  KernelModule k = start_kernel(name, bp);
+  k.needs = needs;
   llvm::IRBuilder<>& b = *bp;
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::Value* in = f->getArg(1);
@@ -158,32 +159,7 @@ KernelModule amx_bf16_kernel() {
   for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilezero, {b.getInt8(t)});
   for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tileloadd64, {b.getInt8(4 + t), at(in, 64 + 1024 * t), b.getInt64(64)});
   emit_loop(b, f->getArg(0), {}, [&](std::vector<llvm::Value*>&) {
-    for (int t = 0; t < 4; ++t)
-      call(llvm::Intrinsic::x86_tdpbf16ps, {b.getInt8(t), b.getInt8(4 + t / 2), b.getInt8(6 + t % 2)});
-  });
-  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilestored64, {b.getInt8(t), at(out, 1024 * t), b.getInt64(64)});
-  call(llvm::Intrinsic::x86_tilerelease, {});
-  b.CreateRetVoid();
-  return k;
-}
-
-// The same with 8-bit quads: 4 tdpbssd of 16x16x64 per iteration (s8 x s8 into i32).
-KernelModule amx_int8_kernel() {
-  std::unique_ptr<llvm::IRBuilder<>> bp;
-  KernelModule k = start_kernel("coopjit_peak_amx_int8", bp);
-  k.needs = "+amx-tile,+amx-int8";
-  llvm::IRBuilder<>& b = *bp;
-  llvm::Function* f = b.GetInsertBlock()->getParent();
-  llvm::Value* in = f->getArg(1);
-  llvm::Value* out = f->getArg(2);
-  auto at = [&](llvm::Value* p, int64_t bytes) { return b.CreateConstGEP1_64(b.getInt8Ty(), p, bytes); };
-  auto call = [&](llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) { b.CreateIntrinsic(id, {}, args); };
-  call(llvm::Intrinsic::x86_ldtilecfg, {in});
-  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilezero, {b.getInt8(t)});
-  for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tileloadd64, {b.getInt8(4 + t), at(in, 64 + 1024 * t), b.getInt64(64)});
-  emit_loop(b, f->getArg(0), {}, [&](std::vector<llvm::Value*>&) {
-    for (int t = 0; t < 4; ++t)
-      call(llvm::Intrinsic::x86_tdpbssd, {b.getInt8(t), b.getInt8(4 + t / 2), b.getInt8(6 + t % 2)});
+    for (int t = 0; t < 4; ++t) call(dot, {b.getInt8(t), b.getInt8(4 + t / 2), b.getInt8(6 + t % 2)});
   });
   for (int t = 0; t < 4; ++t) call(llvm::Intrinsic::x86_tilestored64, {b.getInt8(t), at(out, 1024 * t), b.getInt64(64)});
   call(llvm::Intrinsic::x86_tilerelease, {});
@@ -199,8 +175,8 @@ int f32_lanes() { return host_cpu().has("avx512f") ? 16 : 8; }
 KernelModule build_kernel(const std::string& name) {
   if (name == "f32_fma") return f32_fma_kernel(f32_lanes(), chains());
   if (name == "bf16_dot") return bf16_dot_kernel(chains());
-  if (name == "amx_bf16") return amx_bf16_kernel();
-  if (name == "amx_int8") return amx_int8_kernel();
+  if (name == "amx_bf16") return amx_kernel("coopjit_peak_amx_bf16", "+amx-tile,+amx-bf16", llvm::Intrinsic::x86_tdpbf16ps);
+  if (name == "amx_int8") return amx_kernel("coopjit_peak_amx_int8", "+amx-tile,+amx-int8", llvm::Intrinsic::x86_tdpbssd);
   throw UserError(cat("unknown peak kernel '", name, "' (known: f32_fma, bf16_dot, amx_bf16, amx_int8)"));
 }
 

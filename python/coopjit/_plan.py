@@ -39,7 +39,7 @@ class Plan(dict):
         """The plan's choices as plan= takes them (facts of the problem left out)."""
         out = {}
         for key, value in self.items():
-            if key in _FACTS or key in ("vnni",) and self.target != "cpu":
+            if key in _FACTS or (key == "vnni" and self.target != "cpu"):  # a device's vnni: a fact
                 continue
             out[_PLAN_NAME.get(key, key)] = value
         return out
