@@ -313,8 +313,11 @@ void measure_bf16_dot(PeakMeasurement& r, double seconds) {
   r.note = cat(chains(), " chains of vdpbf16ps zmm (llvm.x86.avx512bf16.dpbf16ps.512)");
 }
 
-void measure_amx_bf16(PeakMeasurement& r, double seconds) {
-  if (!host_cpu().has("amx-bf16") || !host_cpu().has("amx-tile")) {
+// The AMX peaks: `kernel` (amx_kernel: 4 tile products an iteration) on tiles whose operands
+// `fill` sets; `ops` per iteration. Palette 1; tiles 0-7: 16 rows of 64 bytes.
+void measure_amx(PeakMeasurement& r, double seconds, const char* feature, const char* kernel,
+                 void (*fill)(unsigned char* data, size_t bytes), double ops, const char* note) {
+  if (!host_cpu().has(feature) || !host_cpu().has("amx-tile")) {
     r.note = "no AMX on this CPU";
     return;
   }
@@ -322,7 +325,6 @@ void measure_amx_bf16(PeakMeasurement& r, double seconds) {
     r.note = "the kernel refused AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM failed)";
     return;
   }
-  // Palette 1; tiles 0-7: 16 rows of 64 bytes. Operands are bf16 1/64 (small, finite sums).
   auto in = buffer(64 + 4 * 1024);
   unsigned char* cfg = reinterpret_cast<unsigned char*>(in.get());
   std::memset(cfg, 0, 64);  // reserved bytes must be zero
@@ -332,33 +334,24 @@ void measure_amx_bf16(PeakMeasurement& r, double seconds) {
     std::memcpy(cfg + 16 + 2 * t, &colsb, 2);
     cfg[48 + t] = 16;
   }
-  auto* data = reinterpret_cast<uint16_t*>(in.get() + 64);
-  for (int i = 0; i < 4 * 512; ++i) data[i] = 0x3c80;
-  measure_kernel(r, compiled("amx_bf16"), in.get(), 4 * 1024, 4 * 2.0 * 16 * 16 * 32, seconds);
-  r.note = "4 accumulator tiles of tdpbf16ps 16x16x32";
+  fill(reinterpret_cast<unsigned char*>(in.get()) + 64, 4 * 1024);
+  measure_kernel(r, compiled(kernel), in.get(), 4 * 1024, ops, seconds);
+  r.note = note;
+}
+
+void measure_amx_bf16(PeakMeasurement& r, double seconds) {
+  auto fill = [](unsigned char* data, size_t bytes) {  // bf16 1/64: small, finite sums
+    for (size_t i = 0; i < bytes / 2; ++i) reinterpret_cast<uint16_t*>(data)[i] = 0x3c80;
+  };
+  measure_amx(r, seconds, "amx-bf16", "amx_bf16", fill, 4 * 2.0 * 16 * 16 * 32, "4 accumulator tiles of tdpbf16ps 16x16x32");
 }
 
 void measure_amx_int8(PeakMeasurement& r, double seconds) {
-  if (!host_cpu().has("amx-int8") || !host_cpu().has("amx-tile")) {
-    r.note = "no AMX on this CPU";
-    return;
-  }
-  if (!amx_permitted()) {
-    r.note = "the kernel refused AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM failed)";
-    return;
-  }
-  auto in = buffer(64 + 4 * 1024);
-  unsigned char* cfg = reinterpret_cast<unsigned char*>(in.get());
-  std::memset(cfg, 0, 64);
-  cfg[0] = 1;
-  for (int t = 0; t < 8; ++t) {
-    uint16_t colsb = 64;
-    std::memcpy(cfg + 16 + 2 * t, &colsb, 2);
-    cfg[48 + t] = 16;
-  }
-  std::memset(in.get() + 64, 1, 4 * 1024);  // int8 ones: sums grow by 64 per tdpbssd, far from overflow
-  measure_kernel(r, compiled("amx_int8"), in.get(), 4 * 1024, 4 * 2.0 * 16 * 16 * 64, seconds);
-  r.note = "4 accumulator tiles of tdpbssd 16x16x64 (integer ops)";
+  auto fill = [](unsigned char* data, size_t bytes) {  // int8 ones: sums grow by 64 per tdpbssd, far from overflow
+    std::memset(data, 1, bytes);
+  };
+  measure_amx(r, seconds, "amx-int8", "amx_int8", fill, 4 * 2.0 * 16 * 16 * 64,
+              "4 accumulator tiles of tdpbssd 16x16x64 (integer ops)");
 }
 
 // memcpy of a buffer 8x the size of a large L3, split between the threads: GB/s counting the
