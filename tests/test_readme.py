@@ -4,9 +4,9 @@ them into one notebook), with a private cache directory. A block preceded by the
 elsewhere: hardware absent); ```sh blocks are shell commands and are not run here."""
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
-
-import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _BLOCK = re.compile(r"(?:<!-- readme-test: requires (?P<device>\S+) -->\n)?```python\n(?P<code>.*?)```", re.S)
@@ -25,24 +25,36 @@ def test_the_readme_has_python_blocks():
     assert len(blocks()) >= 8
 
 
-def test_every_python_block_runs_as_written(tmp_path, monkeypatch):
+_RUNNER = """import sys, traceback
+if __name__ == "__main__":  # the blocks start dask worker processes, which import this file again
+    ns = {"__name__": "__readme__"}
+    for path in sys.argv[1:]:
+        try:
+            exec(compile(open(path).read(), path, "exec"), ns)
+        except Exception:
+            traceback.print_exc()
+            sys.exit(f"README block {path} failed")
+"""
+
+
+def test_every_python_block_runs_as_written(tmp_path):
+    # In a fresh process, as a reader runs them (and so that what the blocks change in coopjit's
+    # process state, caches, pools and tuned plans, stays out of the other tests).
     import coopjit
 
-    monkeypatch.chdir(tmp_path)
-    old_dir = coopjit.cache.info()["directory"]
-    coopjit.cache.set_directory(str(tmp_path / "cache"))
-    namespace = {"__name__": "__readme__"}
-    skipped = []
-    try:
-        for line, device, code in blocks():
-            if device and device not in coopjit.devices():
-                skipped.append(f"line {line} (needs {device}: no such device here)")
-                continue
-            try:
-                exec(compile(code, f"README.md:{line}", "exec"), namespace)
-            except Exception as e:  # noqa: BLE001 - say which block failed
-                pytest.fail(f"README.md block at line {line} raised {type(e).__name__}: {e}")
-    finally:
-        coopjit.cache.set_directory(old_dir or None)
+    paths, skipped = [], []
+    for line, device, code in blocks():
+        if device and device not in coopjit.devices():
+            skipped.append(f"line {line} (needs {device}: no such device here)")
+            continue
+        path = tmp_path / f"README.md-line-{line}.py"
+        path.write_text(code)
+        paths.append(str(path))
+    (tmp_path / "run_readme.py").write_text(_RUNNER)
+    env = {**os.environ, "COOPJIT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("COOPJIT_CACHE", None)
+    r = subprocess.run([sys.executable, str(tmp_path / "run_readme.py"), *paths], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
     if skipped:
         print("skipped README blocks:", "; ".join(skipped))
