@@ -38,6 +38,18 @@ def client():
     cluster.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _environment_restored():
+    """A nanny puts its workers' environment (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_) into
+    this process's os.environ before spawning them and leaves it there: restored after this
+    file, or every later test's child process would run a coopjit pool of one thread (and miss
+    the plans tuned for this process's pool)."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 def _bound(a, b, out_dtype, acc=np.float32):
     """|ref - got| allowed for a product of K terms accumulated in `acc`, rounded to out_dtype."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)

@@ -32,8 +32,10 @@ def test_tune_stores_a_checked_winner_that_later_calls_use(private_cache, rng):
             "ok = bool((coopjit.matmul(a, b) == a.shape[1]).all())\n"
             f"k = coopjit.compile_gemm({SHAPE[0]}, {SHAPE[1]}, {SHAPE[2]})\n"
             "print(json.dumps({'ok': ok, 'tuned': k._core.tuned, 'config': k.config}))")
-    res, err = run_snippet(code, private_cache, env={"COOPJIT_DEBUG": "plan"})
-    assert res["ok"] and res["tuned"] and _config_plan(res["config"]) == winner
+    # Plans are keyed by the pool's size: the new process gets this one's.
+    res, err = run_snippet(code, private_cache,
+                           env={"COOPJIT_DEBUG": "plan", "COOPJIT_NUM_THREADS": str(coopjit.get_num_threads())})
+    assert res["ok"] and res["tuned"] and _config_plan(res["config"]) == winner, (res, err)
     tile = f"m{winner['mr']}n{winner['nr']}k{winner['kb']}"
     assert f".{winner['layout']}." in err and tile in err, err
 

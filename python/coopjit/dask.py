@@ -33,7 +33,10 @@ worker's environment, which then decides (for a cluster of one thread per machin
 `LocalCluster(n_workers=1, threads_per_worker=1, env={"COOPJIT_NUM_THREADS": "16"})`).
 Under the local threaded scheduler (no distributed) the tasks run in the caller's process and
 its pool is left as it is: launches of several workers serialize per process, so the process
-never runs more kernel threads than its pool has.
+never runs more kernel threads than its pool has. Note that a LocalCluster with processes
+leaves its nanny's OMP_NUM_THREADS=1 in the creating process's os.environ: a coopjit pool
+first used after that (and every child process started from it) has one worker; call coopjit
+once before creating the cluster, or set COOPJIT_NUM_THREADS, to keep the machine's.
 
 No __array_function__ / dispatch hook. coopjit.matmul takes NumPy arrays and returns a NumPy
 array at once; handing it a dask array converts the whole array (np.asarray). A hook that made
