@@ -1,6 +1,7 @@
 // The GEMM recipe (gemm_recipe.h).
 #include "build/gemm_recipe.h"
 
+#include "core/error.h"
 #include "ir/builder.h"
 
 namespace coopjit {
@@ -15,6 +16,7 @@ struct GemmParams {
   Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
   Value *worker, *workers, *kt, *n_sk;
   Value *alpha, *beta;
+  Value *SCALE, *RSCALE, *BIAS, *RES;  // the epilogue's operands (GemmEpilogue), null when unused
 };
 
 class GemmRecipe {
@@ -30,6 +32,13 @@ class GemmRecipe {
     g_.PA = f.add_param(Type::pointer(packed_a_type(p)), "PA");
     g_.PB = f.add_param(Type::pointer(packed_b_type(p)), "PB");
     g_.CS = f.add_param(Type::pointer(T), "CS");  // s8 x s8: 128 * B's column sums (needs_column_sums)
+    // The epilogue's vectors and residual (GemmEpilogue, in the caller's orientation; the
+    // residual has C's element strides).
+    const Type e_ptr = Type::pointer(p.epilogue.type);
+    g_.SCALE = f.add_param(e_ptr, "SCALE");
+    g_.RSCALE = f.add_param(e_ptr, "ROW_SCALE");
+    g_.BIAS = f.add_param(e_ptr, "BIAS");
+    g_.RES = f.add_param(e_ptr, "RESIDUAL");
     g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
     g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
     g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
@@ -102,14 +111,15 @@ class GemmRecipe {
 
   // A tile's batch's A, B, C and its corner (m0, n0).
   struct Tile {
-    Value *A, *B, *C, *m0, *n0, *mt, *nt;
+    Value *A, *B, *C, *m0, *n0, *mt, *nt, *R;
   };
   Tile tile_at(Builder& b, const Coords& c) {
     auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
       return b.ptr_offset(base, b.add(b.mul(c.b1, s1), b.mul(c.b2, s2)), n);
     };
+    Value* r = p_.epilogue.residual ? at(g_.RES, g_.sc_b1, g_.sc_b2, "Rt") : nullptr;
     return {at(g_.A, g_.sa_b1, g_.sa_b2, "At"), at(g_.B, g_.sb_b1, g_.sb_b2, "Bt"), at(g_.C, g_.sc_b1, g_.sc_b2, "Ct"),
-            b.mul(c.mt, MR_, "m0"), b.mul(c.nt, NR_, "n0"), c.mt, c.nt};
+            b.mul(c.mt, MR_, "m0"), b.mul(c.nt, NR_, "n0"), c.mt, c.nt, r};
   }
 
   // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
@@ -274,12 +284,20 @@ class GemmRecipe {
       Value* sums = x.reduce(acc, ReduceMode::row, col_t, BinOp::add, "sums");
       Value* result = x.scale(sums, g_.alpha, "result");
       Builder::Access c_at{g_.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
-      if (p_.accumulate) {
+      if (p_.epilogue.any()) {
+        Builder::Access r_at{g_.RES, m0, zero_, g_.sc_r, one_, g_.M, one_};
+        result = fused_steps(x, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
+          if (!p_.accumulate) return r;
+          Value* c_old = y.load(c_col, c_at, true, "c");
+          if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
+          return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
+        }, p_.epilogue.residual ? &r_at : nullptr, g_.RES);
+      } else if (p_.accumulate) {
         Value* c_old = x.load(c_col, c_at, true, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, col_t);
         result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
       }
-      if (p_.c_type != T) result = x.convert_matrix(result, c_col, false, "out");
+      if (p_.c_type != result->type.scalar) result = x.convert_matrix(result, c_col, false, "out");
       x.store(result, c_at, true);
       return std::vector<Value*>{};
     }, "mt");
@@ -312,6 +330,70 @@ class GemmRecipe {
     }, "k")[0];
   }
 
+  // One activation of GemmEpilogue on a scalar v of type E (inside a per-element region).
+  static Value* activation(Builder& z, const std::string& act, Value* v, ScalarType E) {
+    auto k = [&](double c) { return z.constant(c, E); };
+    if (act == "relu") return z.bin(BinOp::max, v, k(0.0));
+    if (act == "tanh") return z.unary(UnOp::tanh, v);
+    // sigmoid v = 1 / (1 + e^-v); silu v = v sigmoid v (e^-v = inf gives 0 and -0)
+    if (act == "sigmoid") return z.bin(BinOp::div, k(1.0), z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
+    if (act == "silu") return z.bin(BinOp::div, v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
+    Value* half_v = z.bin(BinOp::mul, v, k(0.5));
+    if (act == "gelu")  // v (1 + erf(v / sqrt 2)) / 2
+      return z.bin(BinOp::mul, half_v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::erf, z.bin(BinOp::mul, v, k(0.7071067811865476)))));
+    if (act == "gelu_tanh") {  // v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) / 2
+      Value* v3 = z.bin(BinOp::mul, z.bin(BinOp::mul, v, v), v);
+      Value* u = z.bin(BinOp::mul, k(0.7978845608028654), z.bin(BinOp::add, v, z.bin(BinOp::mul, k(0.044715), v3)));
+      return z.bin(BinOp::mul, half_v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::tanh, u)));
+    }
+    throw InternalError("unknown epilogue activation " + act);
+  }
+
+  // The fused epilogue (GemmEpilogue) on a rows x cols tile y of alpha * acc whose corner is
+  // (m0, n0) in the kernel's orientation; returns the tile in the epilogue's type. `beta_c` adds
+  // beta * C (or not); the residual is read like `res_like` from base `res_base` (C's strides).
+  template <typename BetaC>
+  Value* fused_steps(Builder& x, Value* y, Value* m0, Value* n0, int rows, int cols, bool checked, BetaC beta_c,
+                     const Builder::Access* res_like, Value* res_base) {
+    const GemmEpilogue& e = p_.epilogue;
+    const bool col = p_.layout == "col";
+    const ScalarType E = e.type;
+    const Type e_t = Type::matrix(E, rows, cols, Use::acc, Scope::subgroup);
+    if (y->type.scalar != E) y = x.convert_matrix(y, e_t);
+    Value* R = x.index(rows);
+    Value* Cc = x.index(cols);
+    // A vector along the kernel's N (a value per column) or its M (a value per row), as a tile.
+    auto along_n = [&](Value* v) { return x.load(e_t, {v, zero_, n0, zero_, one_, R, g_.N}, checked, "vec_n"); };
+    auto along_m = [&](Value* v) { return x.load(e_t, {v, m0, zero_, one_, zero_, g_.M, Cc}, checked, "vec_m"); };
+    // The caller's per-column vectors run along the kernel's N in "row", along its M in "col".
+    auto per_col = [&](Value* v) { return col ? along_m(v) : along_n(v); };
+    auto per_row = [&](Value* v) { return col ? along_n(v) : along_m(v); };
+    if (e.scale) y = x.mat_bin(BinOp::mul, y, per_col(g_.SCALE), "scaled");
+    if (e.row_scale) y = x.mat_bin(BinOp::mul, y, per_row(g_.RSCALE), "scaled");
+    y = beta_c(x, y, e_t);
+    if (e.bias) y = x.mat_bin(BinOp::add, y, e.bias == 1 ? per_col(g_.BIAS) : per_row(g_.BIAS), "biased");
+    if (!e.activation.empty()) {
+      const std::string act = e.activation;
+      y = x.per_element(y, {}, [act, E](Builder& z, Value*, Value*, Value* v, const std::vector<Value*>&) {
+        return activation(z, act, v, E);
+      }, "activated");
+    }
+    if (e.residual) {
+      Builder::Access a = *res_like;
+      a.ptr = res_base;
+      y = x.mat_bin(BinOp::add, y, x.load(e_t, a, checked, "residual"), "y");
+    }
+    if (e.fn) {
+      // The user's function sees the caller's (row, column) of the element.
+      y = x.per_element(y, {m0, n0}, [&e, col](Builder& z, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
+        Value* km = z.add(xs[0], r);
+        Value* kn = z.add(xs[1], c);
+        return e.fn(z, col ? kn : km, col ? km : kn, v);
+      }, "user_epilogue");
+    }
+    return y;
+  }
+
   // C = alpha * acc (+ beta * C), by the tile's owner only, once; with add_to_c, C += alpha * acc
   // (the later K blocks of the blocked loop nest).
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false) {
@@ -324,7 +406,14 @@ class GemmRecipe {
       if (needs_column_sums(p_) && !add_to_c)  // (A + 128) B - 128 * column sums of B = A B
         prod = x.mat_bin(BinOp::sub, acc, x.load(acc_t_, {g_.CS, zero_, t.n0, zero_, one_, MR_, g_.N}, false, "sums"));
       Value* result = x.scale(prod, g_.alpha, "result");
-      if (add_to_c) {  // (only with C in the accumulator type at run time: see data_parallel)
+      if (p_.epilogue.any()) {  // (never add_to_c: the blocked nest keeps partial sums apart)
+        result = fused_steps(x, result, t.m0, t.n0, p_.mr, p_.nr, checked, [&](Builder& y, Value* r, const Type& e_t) {
+          if (!p_.accumulate) return r;
+          Value* c_old = y.load(c_t, c_at, checked, "c");
+          if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
+          return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
+        }, t.R ? &c_at : nullptr, t.R);
+      } else if (add_to_c) {  // (only with C in the accumulator type at run time: see data_parallel)
         Value* c_old = x.load(c_t, c_at, checked, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
         result = x.mat_bin(BinOp::add, result, c_old, "result");
@@ -333,7 +422,7 @@ class GemmRecipe {
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
         result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
       }
-      if (p_.c_type != T) result = x.convert_matrix(result, c_t, false, "out");
+      if (p_.c_type != result->type.scalar) result = x.convert_matrix(result, c_t, false, "out");
       x.store(result, c_at, checked);
       return std::vector<Value*>{};
     };
@@ -469,7 +558,7 @@ class GemmRecipe {
             Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
             Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
             Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
-            if (p_.c_type == T) {
+            if (p_.c_type == T && !p_.epilogue.any()) {
               tx.if_(first, {}, [&](Builder& e) {
                 epilogue(e, t, acc);
                 return std::vector<Value*>{};

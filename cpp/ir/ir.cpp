@@ -40,6 +40,7 @@ const char* name(UnOp u) {
     case UnOp::log: return "log";
     case UnOp::tanh: return "tanh";
     case UnOp::sqrt: return "sqrt";
+    case UnOp::erf: return "erf";
   }
   return "?";
 }

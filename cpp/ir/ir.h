@@ -79,7 +79,7 @@ enum class OpKind : uint8_t {
 enum class WorkId : uint8_t { lane, subgroup, subgroups, group, groups };
 
 enum class BinOp : uint8_t { add, sub, mul, div, rem, min, max, and_, or_ };
-enum class UnOp : uint8_t { neg, abs, exp, log, tanh, sqrt };
+enum class UnOp : uint8_t { neg, abs, exp, log, tanh, sqrt, erf };
 /// SPV_NV_cooperative_matrix2 Cooperative Matrix Reduce Mode: Row, Column, both, 2x2.
 enum class ReduceMode : uint8_t { row = 1, column = 2, both = 3, quad = 4 };
 enum class CmpPred : uint8_t { lt, le, gt, ge, eq, ne };

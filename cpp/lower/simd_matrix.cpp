@@ -5,6 +5,7 @@
 #include "lower/simd_lowering.h"
 
 #include "lower/fp8_convert.h"
+#include "lower/vector_math.h"
 
 namespace coopjit {
 
@@ -184,9 +185,19 @@ llvm::Value* SimdLowering::unary_value(UnOp u, ScalarType t, llvm::Value* x) {
   switch (u) {
     case UnOp::neg: return b_.CreateFNeg(x);
     case UnOp::abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-    case UnOp::exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    // exp, tanh and erf of f32 as vector code (vector_math.h: LLVM would call libm once per lane);
+    // f64 and f16 keep the C library's precision.
+    case UnOp::exp:
+      if (t == ScalarType::f32) return lower::exp_f32(b_, x);
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
     case UnOp::log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-    case UnOp::tanh: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::tanh, x);
+    case UnOp::tanh:
+      if (t == ScalarType::f32) return lower::tanh_f32(b_, x);
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::tanh, x);
+    case UnOp::erf:
+      if (t == ScalarType::f32) return lower::erf_f32(b_, x);
+      if (t == ScalarType::f64) return lower::erf_f64_libm(b_, x);
+      return b_.CreateFPTrunc(lower::erf_f32(b_, b_.CreateFPExt(x, x->getType()->getWithNewType(b_.getFloatTy()))), x->getType());
     case UnOp::sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
   }
   throw InternalError("unknown unary op");

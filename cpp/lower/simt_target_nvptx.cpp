@@ -10,6 +10,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "core/error.h"
+#include "lower/vector_math.h"
 
 namespace coopjit {
 namespace {
@@ -150,11 +151,12 @@ class NvptxSimtTarget : public SimtTarget {
     if (u == ir::UnOp::sqrt && t != ir::ScalarType::f16) return b.CreateIntrinsic(llvm::Intrinsic::sqrt, {ty}, {x});
     if (t == ir::ScalarType::f16) return b.CreateFPTrunc(math(b, u, ir::ScalarType::f32, b.CreateFPExt(x, b.getFloatTy())), ty);
     if (t == ir::ScalarType::f64)
-      throw UserError(cat("SIMT lowering for NVIDIA GPUs: ", u == ir::UnOp::exp ? "exp" : u == ir::UnOp::log ? "log" : "tanh",
+      throw UserError(cat("SIMT lowering for NVIDIA GPUs: ", ir::name(u),
                           " of f64 is not implemented yet (no libdevice); f32 is"));
     if (u == ir::UnOp::exp) return exp32(b, x);
     if (u == ir::UnOp::log) return log32(b, x);
     if (u == ir::UnOp::tanh) return tanh32(b, x);
+    if (u == ir::UnOp::erf) return lower::erf_f32(b, x);  // its own exp: scalar code either way
     throw InternalError("unknown unary math function");
   }
 

@@ -94,7 +94,7 @@ class SpirvSimtTarget : public SimtTarget {
   llvm::Value* math(llvm::IRBuilder<>& b, ir::UnOp u, ir::ScalarType t, llvm::Value* x) const override {
     // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.
     using ir::UnOp;
-    const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : "sqrt";
+    const char* base = u == UnOp::abs ? "fabs" : u == UnOp::exp ? "exp" : u == UnOp::log ? "log" : u == UnOp::tanh ? "tanh" : u == UnOp::erf ? "erf" : "sqrt";
     const char* suffix = t == ir::ScalarType::f64 ? "d" : t == ir::ScalarType::f16 ? "Dh" : "f";
     return spirv_builtin(b, cat("_Z", std::string(base).size(), base, suffix), x->getType(), {x});
   }

@@ -13,7 +13,8 @@ std::string GemmPlan::key() const {
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key());
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key(),
+             epilogue.key());
 }
 
 std::string GemmPlan::fixed_key() const {
@@ -66,7 +67,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
-          {"kt", std::to_string(kt)}};
+          {"kt", std::to_string(kt)},
+          {"epilogue", epilogue.any() ? epilogue.key().substr(5) : std::string("none")}};
 }
 
 int64_t GemmArgs::tiles_mn() const { return batch1 * batch2 * ((M + mr - 1) / mr) * ((N + nr - 1) / nr); }
@@ -138,6 +140,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   GemmPlan p;
   p.dtype = spec.dtype;
   p.accumulate = spec.accumulate;
+  p.epilogue = spec.epilogue;
   const int esize = ir::size_in_bytes(spec.dtype);
   p.simd_width = cpu.vector_bytes / esize;
 
@@ -416,12 +419,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // panel that stays in L1 / L2). Needs one product and C in the accumulator type (no scratch).
   {
     const int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
-    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 && p.c_type == p.dtype && M <= 64 &&
+    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 &&
+        (p.c_type == p.dtype || p.epilogue.any()) && M <= 64 &&
         spec.K >= 512 && N >= 256 && flops >= 4.0e6)
       p.order = "k_outer";
     if (p.order == "k_outer") {
       if (p.pack) throw UserError("plan order=1 (k_outer) is the unpacked blocked nest: it needs pack=0");
-      if (spec.batch1 * spec.batch2 != 1 || p.c_type != p.dtype)
+      if (spec.batch1 * spec.batch2 != 1 || (p.c_type != p.dtype && !p.epilogue.any()))
         throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
                             ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
       if (!overrides.count("split")) p.split = "dp";

@@ -46,6 +46,7 @@ struct GemmPlan {
   // instead of 16 blocks of 1024 x 64. 0: chosen when the kernel runs, from the worker count and
   // the tile counts (one code for every size; see the recipe).
   int grid_m = 0;
+  GemmEpilogue epilogue;  // fused steps before the store (GemmEpilogue); part of the key
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // VNNI packing of the panels (plan.pack): 1 = panels in the accumulator type (low-precision
   // inputs converted while packing); 2 = bf16 pairs, 4 = 8-bit quads along K in 32-bit channels,

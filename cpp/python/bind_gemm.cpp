@@ -13,6 +13,9 @@
 namespace py = pybind11;
 using namespace coopjit;
 
+// bind_ir.cpp: a Python per-element function as an epilogue step.
+coopjit::GemmEpilogue::ElementFn python_element_fn(const py::function& fn, coopjit::ir::ScalarType type, std::string& key);
+
 namespace {
 
 using Types = std::array<std::string, 3>;  // IR names of the element types of a, b, c
@@ -47,9 +50,13 @@ std::vector<int64_t> strides_of(const py::array& x, const char* what) {
 // The spec of C = op(A) op(B) (+ C) for arrays a (... x M x K), b (... x K x N), c (... x M x N)
 // with one batch shape (broadcasting is done by the caller with zero strides); they are already
 // the operands as the kernel reads them (transposes are views made by the caller).
-GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types) {
+GemmSpec spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate, const Types& types,
+                 bool epilogue = false) {
   GemmSpec s;
-  s.set_types(type_of(a, types[0], "a"), type_of(b, types[1], "b"), type_of(c, types[2], "c"));
+  if (epilogue)
+    s.set_types_with_epilogue(type_of(a, types[0], "a"), type_of(b, types[1], "b"), type_of(c, types[2], "c"));
+  else
+    s.set_types(type_of(a, types[0], "a"), type_of(b, types[1], "b"), type_of(c, types[2], "c"));
   auto sa = strides_of(a, "a"), sb = strides_of(b, "b"), sc = strides_of(c, "c");
   const int nd = static_cast<int>(a.ndim());
   if (b.ndim() != nd || c.ndim() != nd)
@@ -140,14 +147,84 @@ FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
   return r;
 }
 
+// The steps of a fused epilogue from Python's description (coopjit._epilogue): a dict with
+// "scale", "row_scale", "residual" (present when not None), "bias" (None or present, with
+// "bias_axis" 1: per column, 0: per row), "activation" ("" or a name), "fn" (None or a callable).
+GemmEpilogue epilogue_of(const py::dict& d, ir::ScalarType type) {
+  GemmEpilogue e;
+  e.type = type;
+  auto has = [&](const char* k) { return d.contains(k) && !d[k].is_none() && !(py::isinstance<py::bool_>(d[k]) && !py::cast<bool>(d[k])); };
+  e.scale = has("scale");
+  e.row_scale = has("row_scale");
+  e.residual = has("residual");
+  if (has("bias")) {
+    const int axis = d.contains("bias_axis") ? py::cast<int>(d["bias_axis"]) : 1;
+    if (axis != 0 && axis != 1) throw UserError(cat("bias_axis must be 0 (a vector of M, per row) or 1 (of N, per column), got ", axis));
+    e.bias = axis == 1 ? 1 : 2;
+  }
+  if (d.contains("activation") && !d["activation"].is_none()) {
+    e.activation = py::cast<std::string>(d["activation"]);
+    static const char* known[] = {"", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
+    bool ok = false;
+    for (const char* k : known) ok = ok || e.activation == k;
+    if (!ok)
+      throw UserError(cat("unknown activation '", e.activation, "' (known: relu, gelu, gelu_tanh, silu, sigmoid, tanh)"));
+  }
+  if (has("fn")) {
+    py::object f = d["fn"];
+    if (!PyCallable_Check(f.ptr())) throw UserTypeError(cat("epilogue must be a function (builder, row, col, value) -> value, got ", std::string(py::repr(f))));
+    e.fn = python_element_fn(py::reinterpret_borrow<py::function>(f), type, e.fn_key);
+  }
+  return e;
+}
+
+// The epilogue's operands of one call, checked against the product (the vectors contiguous in
+// the epilogue's type with N or M elements, the residual with C's shape and element strides).
+EpilogueArgs epilogue_args(const py::dict& d, const GemmEpilogue& e, const GemmSpec& s, const py::array& c) {
+  EpilogueArgs out;
+  const size_t esize = ir::size_in_bytes(e.type);
+  auto vec = [&](const char* k, int64_t n, const char* what) -> const void* {
+    if (!d.contains(k) || d[k].is_none() || py::isinstance<py::bool_>(d[k]))
+      throw UserError(cat("this kernel's epilogue takes ", k, "= (", what, "), which was not given"));
+    auto v = py::cast<py::array>(d[k]);
+    if (v.ndim() != 1 || v.shape(0) != n || size_t(v.itemsize()) != esize || !(v.flags() & py::array::c_style))
+      throw UserError(cat(k, " must be a contiguous vector of ", n, " ", ir::name(e.type), " (", what, "), got ", v.ndim(),
+                          "-D with ", v.size(), " elements of ", v.itemsize(), " bytes"));
+    return v.data();
+  };
+  if (e.scale) out.scale = vec("scale", s.N, "a value per column");
+  if (e.row_scale) out.row_scale = vec("row_scale", s.M, "a value per row");
+  if (e.bias) out.bias = vec("bias", e.bias == 1 ? s.N : s.M, e.bias == 1 ? "a value per column" : "a value per row");
+  if (e.residual) {
+    if (!d.contains("residual") || d["residual"].is_none() || py::isinstance<py::bool_>(d["residual"]))
+      throw UserError("this kernel's epilogue takes residual= (an M x N array), which was not given");
+    auto r = py::cast<py::array>(d["residual"]);
+    bool same = r.ndim() == c.ndim() && size_t(r.itemsize()) == esize;
+    for (py::ssize_t i = 0; same && i < r.ndim(); ++i)
+      same = r.shape(i) == c.shape(i) && (r.shape(i) == 1 || r.strides(i) / r.itemsize() == c.strides(i) / c.itemsize()) &&
+             r.strides(i) % r.itemsize() == 0;
+    if (!same) throw InternalError("the residual must have C's shape and element strides in the epilogue's type");
+    out.residual = r.data();
+  }
+  return out;
+}
+
 struct PyGemmKernel {
   GemmKernel k;
   PlanOverrides overrides;  // the ones applied: the caller's, or the tuned plan's
   Types types;
   bool tuned = false;  // the plan came from the tuning database
 
-  void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta) const {
-    GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types);
+  void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
+           const py::object& epilogue = py::none()) const {
+    GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types, k.spec.epilogue.any());
+    s.epilogue = k.spec.epilogue;
+    EpilogueArgs ea;
+    if (s.epilogue.any()) {
+      if (epilogue.is_none()) throw UserError("this kernel has an epilogue: its operands are needed");
+      ea = epilogue_args(py::cast<py::dict>(epilogue), s.epilogue, s, c);
+    }
+    const EpilogueArgs* epi = s.epilogue.any() ? &ea : nullptr;
     if (!k.spec.accumulate && beta != 0.0)
       throw UserError(cat("this kernel was compiled without accumulation (beta = 0) but was called with beta = ",
                           beta, "; compile it with accumulate=True"));
@@ -176,18 +253,18 @@ struct PyGemmKernel {
         // built in (GemmPlan::fixed): that variant, compiled once.
         PlanOverrides ov = overrides;
         ov["threads"] = k.plan.threads;
-        GemmKernel other = gemm_kernel(s, ov);
         py::gil_scoped_release nogil;
-        run_gemm(other, s, pa, pb, pc, alpha, beta);
+        GemmKernel other = gemm_kernel(s, ov);
+        run_gemm(other, s, pa, pb, pc, alpha, beta, nullptr, epi);
         return;
       }
     }
     if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
-      run_gemm(k, s, pa, pb, pc, alpha, beta);
+      run_gemm(k, s, pa, pb, pc, alpha, beta, nullptr, epi);
       return;
     }
     py::gil_scoped_release nogil;
-    run_gemm(k, s, pa, pb, pc, alpha, beta);
+    run_gemm(k, s, pa, pb, pc, alpha, beta, nullptr, epi);
   }
 
   std::string source(const std::string& kind) const {
@@ -219,14 +296,22 @@ void bind_gemm(py::module_& m) {
       .def_property_readonly("tuned", [](const PyGemmKernel& k) { return k.tuned; })
       .def_property_readonly("overrides", [](const PyGemmKernel& k) { return k.overrides; })
       .def("source", &PyGemmKernel::source, py::arg("kind") = "ir")
-      .def("run", &PyGemmKernel::run, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"));
+      .def("run", &PyGemmKernel::run, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
+           py::arg("epilogue") = py::none());
 
   m.def("compile_gemm",
         [](const Types& types, int64_t M, int64_t N, int64_t K, std::vector<int64_t> strides, bool accumulate,
-           const PlanOverrides& overrides) {
+           const PlanOverrides& overrides, const py::object& epilogue) {
           if (strides.size() != 6) throw UserError(cat("compile_gemm takes 6 strides, got ", strides.size()));
           GemmSpec s;
-          s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+          if (!epilogue.is_none()) {
+            s.set_types_with_epilogue(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+            s.epilogue = epilogue_of(py::cast<py::dict>(epilogue), s.epilogue.type);
+          } else {
+            s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+          }
+          if (accumulate && !ir::is_float(s.dtype) && ir::is_float(s.c_type))
+            throw UserError("an integer product with an epilogue does not take beta (accumulate): add C through residual=");
           s.M = M; s.N = N; s.K = K;
           s.sa_r = strides[0]; s.sa_c = strides[1];
           s.sb_r = strides[2]; s.sb_c = strides[3];
@@ -239,7 +324,7 @@ void bind_gemm(py::module_& m) {
           return PyGemmKernel{std::move(k), used, types, !used.empty()};
         },
         py::arg("types"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("strides"), py::arg("accumulate"),
-        py::arg("overrides") = PlanOverrides{});
+        py::arg("overrides") = PlanOverrides{}, py::arg("epilogue") = py::none());
 
   // The per-call fast path of matmul: operands of one GEMM dtype (or an int8 / uint8 pair),
   // 2-D or stacks broadcast over leading dims that merge into at most two batch levels, a new
@@ -408,8 +493,18 @@ void bind_gemm(py::module_& m) {
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
-           const PlanOverrides& overrides, const Types& types, const py::object& prepacked) {
-          GemmSpec s = spec_of(a, b, c, beta != 0.0, types);
+           const PlanOverrides& overrides, const Types& types, const py::object& prepacked, const py::object& epilogue) {
+          const bool fused = !epilogue.is_none();
+          GemmSpec s = spec_of(a, b, c, beta != 0.0, types, fused);
+          EpilogueArgs ea;
+          if (fused) {
+            const py::dict d = py::cast<py::dict>(epilogue);
+            s.epilogue = epilogue_of(d, s.epilogue.type);
+            if (beta != 0.0 && !ir::is_float(s.dtype) && ir::is_float(s.c_type))
+              throw UserError(cat("an integer product with an epilogue does not take beta (got beta=", beta,
+                                  "): add C through residual="));
+            ea = epilogue_args(d, s.epilogue, s, c);
+          }
           const void* pp = nullptr;
           if (!prepacked.is_none()) {
             auto arr = py::cast<py::array>(prepacked);
@@ -424,7 +519,10 @@ void bind_gemm(py::module_& m) {
           const void* pb = b.data();
           void* pc = c.mutable_data();
           py::gil_scoped_release nogil;
-          if (overrides.empty()) {
+          if (fused) {  // (not memoized: the memo keys on the product alone)
+            GemmKernel k = overrides.empty() ? gemm_kernel_tuned(s) : gemm_kernel(s, overrides);
+            run_gemm(k, s, pa, pb, pc, alpha, beta, pp, s.epilogue.any() ? &ea : nullptr);
+          } else if (overrides.empty()) {
             run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
           } else {
             GemmKernel k = gemm_kernel(s, overrides);
@@ -433,6 +531,7 @@ void bind_gemm(py::module_& m) {
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
         py::arg("overrides") = PlanOverrides{}, py::arg("types") = Types{"f32", "f32", "f32"},
-        py::arg("prepacked") = py::none(),
-        "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views).");
+        py::arg("prepacked") = py::none(), py::arg("epilogue") = py::none(),
+        "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views); `epilogue`: "
+        "a fused epilogue's steps and operands (coopjit._epilogue).");
 }

@@ -12,6 +12,8 @@
 #include "ir/extent.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "core/xxh64.h"
+#include "spec/gemm_spec.h"
 #include "runtime/device_program.h"
 #include "runtime/kernel.h"
 
@@ -217,10 +219,11 @@ CmpPred parse_cmp(const std::string& s) {
 }
 UnOp parse_un(const std::string& s) {
   static const std::pair<const char*, UnOp> ops[] = {{"neg", UnOp::neg}, {"abs", UnOp::abs}, {"exp", UnOp::exp},
-                                                     {"log", UnOp::log}, {"tanh", UnOp::tanh}, {"sqrt", UnOp::sqrt}};
+                                                     {"log", UnOp::log}, {"tanh", UnOp::tanh}, {"sqrt", UnOp::sqrt},
+                                                     {"erf", UnOp::erf}};
   for (auto& [n, u] : ops)
     if (s == n) return u;
-  throw UserError(cat("unknown unary operation '", s, "' (known: neg, abs, exp, log, tanh, sqrt)"));
+  throw UserError(cat("unknown unary operation '", s, "' (known: neg, abs, exp, log, tanh, sqrt, erf)"));
 }
 ReduceMode parse_mode(const std::string& s) {
   if (s == "row") return ReduceMode::row;
@@ -292,6 +295,49 @@ void run_custom(const PyFunction& pf, const py::args& args) {
 }
 
 }  // namespace
+
+// A Python function (builder, row, col, value) -> value as a GEMM epilogue step (bind_gemm.cpp):
+// called while the recipe builds each kernel, with a KernelBuilder positioned in the recipe's
+// per-element region. `key` gets a hash of the IR it builds (the kernel cache's key), from a probe
+// call on a function of its own. The Python object is released under the GIL whatever thread drops
+// the last copy.
+GemmEpilogue::ElementFn python_element_fn(const py::function& fn, ScalarType type, std::string& key) {
+  std::shared_ptr<py::function> held(new py::function(fn), [](py::function* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+  GemmEpilogue::ElementFn call = [held, type](Builder& in, Value* r, Value* c, Value* v) -> Value* {
+    py::gil_scoped_acquire gil;
+    try {
+      auto shell = std::make_shared<PyFunction>();
+      PyBuilder ib{shell, in};
+      py::object kb = py::module_::import("coopjit.ir").attr("KernelBuilder")(py::arg("_inner") = py::make_tuple(ib, py::none()));
+      py::object out = (*held)(kb, ib.wrap(r), ib.wrap(c), ib.wrap(v));
+      if (!py::isinstance<PyValue>(out))
+        throw UserTypeError(cat("the epilogue function must return an IR value (the new element, ", name(type), "), got ",
+                                std::string(py::repr(out))));
+      Value* res = ib.unwrap(py::cast<PyValue>(out));
+      if (!(res->type == Type::of(type)))
+        throw UserTypeError(cat("the epilogue function must return a ", name(type), " value, got ", res->type.str()));
+      return res;
+    } catch (py::error_already_set& e) {
+      throw UserError(cat("the epilogue function raised ", e.what()));
+    }
+  };
+  Function probe;
+  probe.name = "epilogue";
+  Value* r = probe.add_param(Type::index(), "row");
+  Value* c = probe.add_param(Type::index(), "col");
+  Value* v = probe.add_param(Type::of(type), "value");
+  Builder b(probe);
+  Value* out;
+  {
+    py::gil_scoped_release nogil;  // call() takes the GIL itself
+    out = call(b, r, c, v);
+  }
+  key = xxh64_hex(cat(print(probe), " -> ", out->id));
+  return call;
+}
 
 void bind_ir(py::module_& m) {
   py::class_<PyValue>(m, "IRValue")

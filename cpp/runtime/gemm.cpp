@@ -171,7 +171,7 @@ class PanelMemory {
 }  // namespace
 
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-              double beta, const void* prepacked_b) {
+              double beta, const void* prepacked_b, const EpilogueArgs* epilogue) {
   GemmArgs g = gemm_args(spec, k.plan);
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
@@ -201,7 +201,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
     const size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
     // The blocked nest's partial sums when C's type is not the accumulator's (gemm_recipe.cpp).
-    const bool scratch = n_sk == 0 && k.plan.c_type != k.plan.dtype && tiles_k > 1;
+    // So do those of a fused epilogue, which applies once, to the whole sum.
+    const bool scratch = n_sk == 0 && (k.plan.c_type != k.plan.dtype || k.plan.epilogue.any()) && tiles_k > 1;
     const size_t s_bytes = scratch ? size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                                          ir::size_in_bytes(k.plan.dtype)
                                    : 0;
@@ -215,8 +216,24 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       pb = const_cast<void*>(prepacked_b);
     }
     if (needs_column_sums(k.plan)) cs = static_cast<char*>(pb) + packed_b_panel_bytes(k.plan, g.K, g.N);
+  } else if (k.plan.order == "k_outer" && k.plan.epilogue.any() && n_sk == 0 && tiles_k > 1) {
+    // The unpacked blocked nest keeps a fused epilogue's partial sums in the scratch matrix too.
+    const size_t s_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
+                           ir::size_in_bytes(k.plan.dtype);
+    char* raw = panel_memory.get(s_bytes + 64);
+    ws_ptr = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
   }
-  void* ptrs[8] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws_ptr, flags, pa, pb, cs};
+  if (k.plan.epilogue.any()) {
+    const GemmEpilogue& e = k.plan.epilogue;
+    if (!epilogue || (e.scale && !epilogue->scale) || (e.row_scale && !epilogue->row_scale) || (e.bias && !epilogue->bias) ||
+        (e.residual && !epilogue->residual))
+      throw InternalError("the kernel's epilogue needs operands that were not given");
+  }
+  const EpilogueArgs none{};
+  const EpilogueArgs& ep = epilogue ? *epilogue : none;
+  void* ptrs[12] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws_ptr, flags, pa, pb, cs,
+                    const_cast<void*>(ep.scale), const_cast<void*>(ep.row_scale), const_cast<void*>(ep.bias),
+                    const_cast<void*>(ep.residual)};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   double fps[2] = {alpha, beta};

@@ -46,7 +46,9 @@ void gemm_memo_forget();
 /// only in values that do not change the code: the caller checks that with the plan key).
 /// a, b, c point at element [0, 0] of op(A), op(B) and C. Does not touch Python.
 /// `prepacked_b`: B's panels made by coopjit.prepack when the plan says prepacked_b.
+/// `epilogue`: the operands of the plan's fused epilogue (required when it has one; the residual
+/// has C's element strides).
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
-              double alpha, double beta, const void* prepacked_b = nullptr);
+              double alpha, double beta, const void* prepacked_b = nullptr, const EpilogueArgs* epilogue = nullptr);
 
 }  // namespace coopjit

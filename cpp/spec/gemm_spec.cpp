@@ -27,6 +27,29 @@ void GemmSpec::set_types(ir::ScalarType a, ir::ScalarType b, ir::ScalarType c) {
   c_type = c;
 }
 
+void GemmSpec::set_types_with_epilogue(ir::ScalarType a, ir::ScalarType b, ir::ScalarType c) {
+  using ir::ScalarType;
+  GemmSpec probe;
+  probe.set_types(a, b, (a == ScalarType::i8 || a == ScalarType::u8) ? ScalarType::i32 : a == ScalarType::f64 ? a : ScalarType::f32);
+  const bool ok = c == ScalarType::f32 || c == ScalarType::bf16 || c == ScalarType::f16 ||
+                  (c == ScalarType::f64 && probe.dtype == ScalarType::f64);
+  if (!ok)
+    throw UserTypeError(cat("gemm: an epilogue writes a float output; ", ir::name(c), " does not go with ", ir::name(a),
+                            " x ", ir::name(b), " (use float32, bfloat16 or float16",
+                            probe.dtype == ScalarType::f64 ? ", or float64" : "", ")"));
+  dtype = probe.dtype;
+  a_type = a;
+  b_type = b;
+  c_type = c;
+  epilogue.type = dtype == ScalarType::f64 ? ScalarType::f64 : ScalarType::f32;
+}
+
+std::string GemmEpilogue::key() const {
+  if (!any()) return {};
+  return cat(".epi_", ir::name(type), scale ? "_s" : "", row_scale ? "_rs" : "", bias == 1 ? "_bn" : bias == 2 ? "_bm" : "",
+             activation.empty() ? "" : "_" + activation, residual ? "_res" : "", fn ? "_fn" + fn_key : "");
+}
+
 void GemmSpec::validate() const {
   if (M < 0 || N < 0 || K < 0 || batch1 < 0 || batch2 < 0)
     throw UserError(cat("gemm: negative size M=", M, " N=", N, " K=", K, " batch=", batch1, "x", batch2));

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -11,6 +11,7 @@ from . import _core, _gpu
 from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps)
 from ._display import KernelDisplay
+from ._epilogue import Epilogue, reject_device, requested
 from ._log import logger
 from ._plan import Plan, from_core
 
@@ -219,9 +220,122 @@ def _run(a2, b2, c2, alpha, beta, plan, types):
         c2[...] = target
 
 
+def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepacked=None, **given):
+    """c2 = epilogue(alpha * a2 @ b2 (+ beta * c2)) for operands already checked (2-D, or 3-/4-D
+    views with batch dims the kernel walks): through a C-contiguous target the residual can share
+    strides with, copied back when c2 is not one."""
+    a2 = kernel_readable(a2)
+    b2 = kernel_readable(b2)
+    target = c2
+    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2 or not c2.flags.c_contiguous:
+        nd = native_dtype(c2.dtype)
+        target = np.array(c2, dtype=nd, order="C") if beta != 0.0 else np.empty(c2.shape, nd)
+    if target.size:
+        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, ep.core(target, **given))
+    if target is not c2:
+        c2[...] = target
+
+
+def _matmul_fused(a, b, out, device, plan, kw):
+    """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b."""
+    where = "matmul"
+    if device != "cpu":
+        reject_device(where, device)
+    if out is not None and type(out) is not np.ndarray:
+        _matmul_fused(a, b, as_array(out, "out", writable=True), device, plan, kw)
+        return out
+    packed = isinstance(b, PackedMatrix)
+    a = native_order(as_array(a, "a"))
+    if not packed:
+        b = native_order(as_array(b, "b"))
+        a, b = promote(a, b)
+    (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
+    for name, x in (("a", a), ("b", b)):
+        if len(x.shape) == 0:
+            raise ValueError(f"{where}: {name} is 0-d; matmul needs operands of 1 or more dims")
+    a2 = a[np.newaxis, :] if a.ndim == 1 else a
+    b_shape = b.shape
+    b2 = None if packed else (b[:, np.newaxis] if b.ndim == 1 else b)
+    k_b, n = (b_shape[0], b_shape[1]) if packed else b2.shape[-2:]
+    if a2.shape[-1] != k_b:
+        raise ValueError(f"{where}: a has shape {a.shape} and b has shape {b_shape}: inner dimensions differ "
+                         f"({a2.shape[-1]} != {k_b})")
+    if packed and a.ndim != 2:
+        raise ValueError(f"{where}: with a prepacked b, a must be 2-D, got shape {a.shape}")
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], () if packed else b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{where}: batch dims of a {a.shape} and b {b_shape} do not broadcast") from None
+    m = a2.shape[-2]
+    out_dtype = kw.pop("out_dtype")
+    if out is not None:
+        if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(out.dtype):
+            raise ValueError(f"{where}: out has dtype {out.dtype} but out_dtype={np.dtype(out_dtype)}")
+        out_dtype = native_dtype(out.dtype)
+    bias_axis = kw.pop("bias_axis")
+    ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+    result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
+    if out is None:
+        out = np.empty(result_shape, ep.out_dtype)
+    else:
+        if out.shape != result_shape:
+            raise ValueError(f"{where}: out has shape {out.shape} but a @ b has shape {result_shape}")
+        if not out.flags.writeable:
+            raise ValueError(f"{where}: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+    out_full = out.reshape(batch + (m, n)) if out.flags.c_contiguous else out
+    if out_full is out and out.shape != batch + (m, n):
+        out_full = np.empty(batch + (m, n), out.dtype)
+    types = ep.types(ta, tb)
+    if packed:
+        pb = b._for_a(a.dtype)
+        _run_fused(a2, np.broadcast_to(pb._dummy, pb.shape), out_full, 1.0, 0.0, _overrides(pb._plan(plan)), types, ep,
+                   pb.buffer)
+    elif batch:
+        _batched_fused(a2, b2, out_full, plan, types, ep)
+    else:
+        _run_fused(a2, b2, out_full, 1.0, 0.0, _overrides(plan), types, ep)
+    if out_full is not out and not np.shares_memory(out_full, out):
+        out[...] = out_full.reshape(out.shape)
+    return out
+
+
+def _batched_fused(a, b, out, plan, types, ep: Epilogue):
+    """out[...] = epilogue(a @ b) over broadcast batch dims, one launch; the residual is laid out
+    like the (C-contiguous) output so that the kernel reads it with C's strides."""
+    batch = out.shape[:-2]
+    A = kernel_readable(np.broadcast_to(a, batch + a.shape[-2:]))
+    B = kernel_readable(np.broadcast_to(b, batch + b.shape[-2:]))
+    if out.size == 0:
+        return
+    C = out
+    if overlaps(out, a, b) or kernel_readable(out) is not out or not out.flags.c_contiguous:
+        C = np.empty(out.shape, native_dtype(out.dtype))
+    d = ep.core(C)
+    R = d.get("residual")
+    arrays = [A, B, C] + ([R] if R is not None else [])
+    dims = _collapse_batch(arrays, batch)
+    if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
+        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        arrays = [A, B, C] + ([R] if R is not None else [])
+        dims = _collapse_batch(arrays, batch)
+    views = []
+    for j, x in enumerate(arrays):
+        shape = tuple(n for n, _ in dims) + x.shape[-2:]
+        strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
+        raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+        views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
+    if R is not None:
+        d["residual"] = views[3]
+    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types, None, d)
+    if C is not out:
+        out[...] = C
+
+
 def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None, *, alpha: float = 1.0,
          beta: float = 0.0, trans_a: bool = False, trans_b: bool = False, device: str | None = None,
-         plan: dict | None = None) -> np.ndarray:
+         plan: dict | None = None, bias: ArrayLike | None = None, bias_axis: int = 1, activation: str | None = None,
+         residual: ArrayLike | None = None, scale: ArrayLike | None = None, row_scale: ArrayLike | None = None,
+         epilogue: Callable | None = None, out_dtype: DTypeLike | None = None) -> np.ndarray:
     """c = alpha * op(a) @ op(b) + beta * c, with op(x) = x.T when trans_x; returns c.
 
     a and b are 2-D arrays of one dtype (float32, float64, float16, bfloat16, float8_e4m3fn,
@@ -233,8 +347,18 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     NumPy array is returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
     propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
     `plan` (a dict, or a kernel's .config) overrides fields of the chosen plan (below).
+    The fused epilogue (bias=, bias_axis=, activation=, residual=, scale=, row_scale=, epilogue=,
+    out_dtype=) is matmul's, with beta * c added after the scales and before the bias:
+    ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
+    residual, the function and the conversion to c's dtype (float products only take beta then).
     """
     device = check_device(device)
+    fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
+                "epilogue": epilogue, "out_dtype": out_dtype}
+    if requested(fused_kw):
+        if device != "cpu":
+            reject_device("gemm", device)
+        return _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw)
     if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
         gemm(a, b, as_array(c, "c", writable=True), alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
              device=device, plan=plan)
@@ -300,6 +424,56 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     if device != "cpu":
         return _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan)
     _run(opa, opb, c, alpha, beta, plan, types)
+    return c
+
+
+def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw):
+    """gemm with an epilogue (2-D operands or a prepacked b)."""
+    where = "gemm"
+    if c is not None and type(c) is not np.ndarray:
+        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw)
+        return c
+    alpha = check_scalar(alpha, "alpha")
+    beta = check_scalar(beta, "beta")
+    packed = isinstance(b, PackedMatrix)
+    a = native_order(as_array(a, "a"))
+    if not packed:
+        b = native_order(as_array(b, "b"))
+    if packed and trans_b:
+        raise ValueError(f"{where}: a prepacked b is packed as given; trans_b must be False")
+    for name, x in (("a", a), ("b", b)):
+        if len(x.shape) != 2:
+            raise ValueError(f"{where}: {name} must be 2-D, got shape {x.shape}")
+    (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
+    opa = a.T if trans_a else a
+    opb = None if packed else (b.T if trans_b else b)
+    k_b, n = b.shape if packed else opb.shape
+    if opa.shape[1] != k_b:
+        raise ValueError(f"{where}: op(a) has shape {opa.shape} and op(b) has shape {(k_b, n)}: inner dimensions differ")
+    m = opa.shape[0]
+    out_dtype = kw.pop("out_dtype")
+    if c is not None:
+        if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(c.dtype):
+            raise ValueError(f"{where}: c has dtype {c.dtype} but out_dtype={np.dtype(out_dtype)}")
+        out_dtype = native_dtype(c.dtype)
+    ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+    if ep.etype != np.float64 and a.dtype.name in ("int8", "uint8") and beta != 0.0:
+        raise ValueError(f"{where}: an int8 product with an epilogue does not take beta (got beta={beta}); add c "
+                         f"through residual=")
+    if c is None:
+        c, beta = np.empty((m, n), ep.out_dtype), 0.0
+    else:
+        if c.shape != (m, n):
+            raise ValueError(f"{where}: c has shape {c.shape} but op(a) @ op(b) has shape {(m, n)}")
+        if not c.flags.writeable:
+            raise ValueError(f"{where}: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+    types = ep.types(ta, tb)
+    if packed:
+        pb = b._for_a(a.dtype)
+        _run_fused(opa, np.broadcast_to(pb._dummy, pb.shape), c, alpha, beta, _overrides(pb._plan(plan)), types, ep,
+                   pb.buffer)
+    else:
+        _run_fused(opa, opb, c, alpha, beta, _overrides(plan), types, ep)
     return c
 
 
@@ -406,7 +580,9 @@ def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None, device: str | None = None,
-           plan: dict | None = None) -> np.ndarray | np.generic:
+           plan: dict | None = None, bias: ArrayLike | None = None, bias_axis: int = 1, activation: str | None = None,
+           residual: ArrayLike | None = None, scale: ArrayLike | None = None, row_scale: ArrayLike | None = None,
+           epilogue: Callable | None = None, out_dtype: DTypeLike | None = None) -> np.ndarray | np.generic:
     """a @ b with numpy.matmul semantics: 1-D operands are promoted and their dim removed, N-D
     operands are stacks of matrices broadcast over the leading dims, computed in one kernel launch.
 
@@ -418,7 +594,23 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     dtype the result casts to under NumPy's 'same_kind' rule. Returns a NumPy array (or a NumPy
     scalar for 1-D @ 1-D). `plan`: a dict of plan fields or a kernel's .config (see coopjit.Plan).
     coopjit does not register itself as a backend of numpy.matmul: NumPy dispatches
-    (__array_function__) on the arguments' types, and coopjit owns none of them."""
+    (__array_function__) on the arguments' types, and coopjit owns none of them.
+
+    Fused epilogue (CPU), applied in the kernel before the result is written once, in this order:
+    ``y = (a @ b) * scale[n] * row_scale[m] + bias``, ``y = activation(y)``, ``y += residual``,
+    ``y = epilogue(builder, m, n, y)``, then the conversion to `out_dtype`. `bias`: N values (one
+    per column; `bias_axis=0`: M values, one per row); `activation`: "relu", "gelu" (erf form),
+    "gelu_tanh", "silu", "sigmoid", "tanh"; `residual`: an array that broadcasts to the result;
+    `scale` / `row_scale`: N / M values (an int8 product's dequantization scales); `epilogue`: a
+    function (builder, row, col, value) -> value built from KernelBuilder operations, as
+    KernelBuilder.per_element takes; `out_dtype`: float32, bfloat16, float16 (float64 for a
+    float64 product). Computed in float32 (float64 for float64 operands); an int8 product with an
+    epilogue returns float32 unless out_dtype says otherwise."""
+    fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
+                "epilogue": epilogue, "out_dtype": out_dtype}
+    if requested(fused_kw):
+        fused_kw["bias_axis"] = bias_axis
+        return _matmul_fused(a, b, out, check_device(device), plan, fused_kw)
     if device is None and plan is None:
         c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
         if c is not None:
@@ -550,16 +742,22 @@ class Kernel(KernelDisplay):
     """
 
     def __init__(self, m: int, n: int, k: int, dtype: DTypeLike, trans_a: bool, trans_b: bool, accumulate: bool,
-                 plan: dict | None, out_dtype: DTypeLike | None = None) -> None:
+                 plan: dict | None, out_dtype: DTypeLike | None = None, fused: Epilogue | None = None) -> None:
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
-        self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
+        self._fused = fused
+        if fused is not None:
+            (ta, tb, _), _ = gemm_types(dtype, dtype)
+            self._types, self.out_dtype = fused.types(ta, tb), fused.out_dtype
+        else:
+            self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._plan = plan
-        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan))
+        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
+                                        None if fused is None else fused.steps())
         if logger.isEnabledFor(logging.DEBUG):
             cfg = self.config
             logger.debug("gemm %s M=%d N=%d K=%d: %s %dx%d %s x%d%s, %s in %.1f ms", np.dtype(dtype).name, m, n, k,
@@ -577,7 +775,13 @@ class Kernel(KernelDisplay):
         return self._core.source(kind)
 
     def __call__(self, a: ArrayLike, b: ArrayLike, c: np.ndarray | None = None, *, alpha: float = 1.0,
-                 beta: float = 0.0) -> np.ndarray:
+                 beta: float = 0.0, bias: ArrayLike | None = None, residual: ArrayLike | None = None,
+                 scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
+        """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
+        row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
+        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
+        if self._fused is not None or any(v is not None for v in given.values()):
+            return self._call_fused(a, b, c, alpha, beta, given)
         # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
         # that the core does not check itself (strides, plan).
         if (type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a and not self.trans_b
@@ -608,6 +812,27 @@ class Kernel(KernelDisplay):
             c[...] = target
         return c
 
+    def _call_fused(self, a, b, c, alpha, beta, given):
+        if self._fused is None:
+            names = ", ".join(k for k, v in given.items() if v is not None)
+            raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
+                             f"{names.split(',')[0]}=...)")
+        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if not c.flags.writeable:
+            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+        opa = a.T if self.trans_a else a
+        opb = b.T if self.trans_b else b
+        target = c
+        if overlaps(c, a, b) or kernel_readable(c) is not c or not c.flags.c_contiguous:
+            nd = native_dtype(c.dtype)
+            target = np.array(c, dtype=nd, order="C") if beta != 0.0 else np.empty(c.shape, nd)
+        if target.size:
+            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta,
+                           self._fused.core(target, **given))
+        if target is not c:
+            c[...] = target
+        return c
+
     def __repr__(self):
         cfg = self.config
         return (
@@ -619,25 +844,43 @@ class Kernel(KernelDisplay):
 
 def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans_a: bool = False,
                  trans_b: bool = False, accumulate: bool = False, device: str | None = None,
-                 plan: dict | None = None, out_dtype: DTypeLike | None = None) -> Kernel:
+                 plan: dict | None = None, out_dtype: DTypeLike | None = None, bias: ArrayLike | bool | None = None,
+                 bias_axis: int = 1, activation: str | None = None, residual: ArrayLike | bool | None = None,
+                 scale: ArrayLike | bool | None = None, row_scale: ArrayLike | bool | None = None,
+                 epilogue: Callable | None = None) -> Kernel:
     """Compiles (or fetches from the cache) the GEMM kernel for one problem.
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
     contiguous arrays, for the dtypes gemm takes (`out_dtype`: float32 out for 16-bit inputs).
     `plan` (a dict, or another kernel's .config) overrides plan fields (below).
+
+    A fused epilogue as matmul's (activation=, epilogue=, out_dtype= fixed here): bias=, scale=,
+    row_scale=, residual= are either arrays, used by every call, or True: the kernel then takes
+    them as keyword arguments of each call (kernel(a, b, bias=..., residual=...)).
     """
     device = check_device(device)
+    steps = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
+             "epilogue": epilogue}
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"compile_gemm: {name} must be a non-negative int, got {v!r} ({type(v).__name__})")
         if v < 0 or v >= 2**62:
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r} (at most 2^62 - 1)")
+    fused = None
     try:
         dtype = np.dtype(dtype)
-        gemm_types(dtype, dtype, out_dtype)
+        gemm_types(dtype, dtype, None if requested(steps) else out_dtype)
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
+    if requested(steps):
+        if device != "cpu":
+            reject_device("compile_gemm", device)
+        fused = Epilogue("compile_gemm", dtype, dtype, int(m), int(n), bias_axis=bias_axis, out_dtype=out_dtype, **steps)
+        if accumulate and dtype.name in ("int8", "uint8"):
+            raise ValueError("compile_gemm: an int8 product with an epilogue does not take accumulate=True; add c "
+                             "through residual=")
+        return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype, fused)
     if device != "cpu":
         return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
                               out_dtype, device)

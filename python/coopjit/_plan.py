@@ -14,7 +14,8 @@ import re
 _AMX_WORDS = {"none": "no", "tiles": "yes", "emulated": "emulated"}
 #: Fields that are facts of the problem or of the target, not choices: shown, never passed back.
 _FACTS = frozenset({"dtype", "a_type", "b_type", "c_type", "simd_width", "unit_stride_a", "unit_stride_a_k", "unit_stride_b",
-                    "unit_stride_c", "accumulate", "work_group_size", "macro_tile", "source"})
+                    "unit_stride_c", "accumulate", "work_group_size", "macro_tile", "source",
+                    "epilogue"})
 #: config's name of a field -> the plan= name of the same choice.
 _PLAN_NAME = {"fixed_shape": "fixed"}
 _INT = re.compile(r"-?\d+")

@@ -118,6 +118,7 @@ class KernelBuilder:
     def log(self, x): return self._b.unary("log", x)
     def tanh(self, x): return self._b.unary("tanh", x)
     def sqrt(self, x): return self._b.unary("sqrt", x)
+    def erf(self, x): return self._b.unary("erf", x)
     def abs(self, x): return self._b.unary("abs", x)
     def neg(self, x): return self._b.unary("neg", x)
 

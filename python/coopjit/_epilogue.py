@@ -1,0 +1,175 @@
+"""Fused GEMM epilogues: the keyword arguments of matmul / gemm / compile_gemm checked and turned
+into what the core's kernels take (cpp/spec/gemm_spec.h, GemmEpilogue).
+
+Order of the steps, as cuBLASLt and oneDNN apply them, once per output element, in the kernel,
+before C is written once:
+
+    y = alpha * (a @ b) * scale[n] * row_scale[m]  (+ beta * c, gemm only)  + bias
+    y = activation(y);  y = y + residual[m, n];  y = epilogue(builder, m, n, y)
+    c = y converted to the output dtype
+
+Everything is computed in float32 (float64 for a float64 product); an int8 / uint8 product's
+int32 sums are converted to float32 first (the W8A8 case: int8 weights and activations, a
+per-column dequantization scale, a float32 / bfloat16 / float16 output).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._arrays import as_array, native_dtype
+
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+_OUT_NAMES = {"float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16"}
+#: The keyword arguments that make a product fused (out_dtype alone converts only).
+STEP_ARGS = ("bias", "activation", "residual", "scale", "row_scale", "epilogue")
+
+
+class Epilogue:
+    """The checked steps of one fused product: `steps` for the core (a dict), the compute dtype
+    `etype`, and the output dtype `out_dtype`."""
+
+    def __init__(self, where: str, a_dtype: np.dtype, b_dtype: np.dtype, m: int, n: int, *, bias=None, bias_axis=1,
+                 activation=None, residual=None, scale=None, row_scale=None, epilogue=None, out_dtype=None,
+                 bind_arrays: bool = True) -> None:
+        self.where = where
+        self.m, self.n = m, n
+        a_dtype, b_dtype = native_dtype(a_dtype), native_dtype(b_dtype)
+        int8 = a_dtype.name in ("int8", "uint8") and b_dtype.name in ("int8", "uint8")
+        self.etype = np.dtype(np.float64 if a_dtype == np.float64 and b_dtype == np.float64 else np.float32)
+        if out_dtype is None:
+            default = np.float32 if int8 or a_dtype.name.startswith("float8") else a_dtype
+            self.out_dtype = np.dtype(default)
+        else:
+            self.out_dtype = self._out_dtype(out_dtype)
+        if self.out_dtype.name not in _OUT_NAMES or (self.out_dtype == np.float64 and self.etype != np.float64):
+            allowed = "float64" if self.etype == np.float64 else "float32, bfloat16 or float16"
+            raise TypeError(f"{where}: a fused {a_dtype} x {b_dtype} product writes {allowed}, not out_dtype="
+                            f"{self.out_dtype}")
+        if bias_axis not in (0, 1, -1, -2) or isinstance(bias_axis, bool):
+            raise ValueError(f"{where}: bias_axis must be 1 (a bias of N values, one per column; the default) or 0 "
+                             f"(M values, one per row), got {bias_axis!r}")
+        self.bias_axis = 1 if bias_axis in (1, -1) else 0
+        if activation is not None:
+            if not isinstance(activation, str):
+                raise TypeError(f"{where}: activation must be one of {', '.join(map(repr, ACTIVATIONS))}, got "
+                                f"{activation!r}")
+            if activation not in ACTIVATIONS:
+                raise ValueError(f"{where}: unknown activation {activation!r} (known: {', '.join(ACTIVATIONS)})")
+        if epilogue is not None and not callable(epilogue):
+            raise TypeError(f"{where}: epilogue must be a function (builder, row, col, value) -> value, as "
+                            f"KernelBuilder.per_element takes, got {epilogue!r}")
+        self.activation = activation
+        self.fn = epilogue
+        # Which array steps there are; their values (bound: compile_gemm's arrays given up front).
+        self.has = {"scale": scale is not None and scale is not False, "row_scale": row_scale is not None and
+                    row_scale is not False, "bias": bias is not None and bias is not False,
+                    "residual": residual is not None and residual is not False}
+        self.bound = {}
+        for name, value, length in (("scale", scale, n), ("row_scale", row_scale, m),
+                                    ("bias", bias, n if self.bias_axis == 1 else m)):
+            if self.has[name] and value is not True:
+                self.bound[name] = self.vector(name, value, length) if bind_arrays else value
+        if self.has["residual"] and residual is not True:
+            self.bound["residual"] = residual
+
+    def _out_dtype(self, d) -> np.dtype:
+        try:
+            return native_dtype(np.dtype(d))
+        except TypeError:
+            raise TypeError(f"{self.where}: out_dtype={d!r} is not a dtype") from None
+
+    @property
+    def fused(self) -> bool:
+        """Any step besides the output type."""
+        return any(self.has.values()) or self.activation is not None or self.fn is not None
+
+    def vector(self, name: str, value: Any, length: int) -> np.ndarray:
+        """A contiguous vector of `length` values in the compute dtype (a scalar is repeated)."""
+        v = as_array(value, name)
+        if v.dtype.kind not in "biuf" and v.dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            raise TypeError(f"{self.where}: {name} has dtype {v.dtype}; it must hold numbers")
+        if v.ndim > 1 or (v.ndim == 1 and v.shape[0] not in (1, length)):
+            what = "column (N)" if name == "scale" or (name == "bias" and self.bias_axis == 1) else "row (M)"
+            hint = " (bias_axis=0 takes a vector of M)" if name == "bias" and self.bias_axis == 1 and v.ndim == 1 \
+                and v.shape[0] == self.m else ""
+            raise ValueError(f"{self.where}: {name} has shape {v.shape}; it must be a vector of {length} values, one "
+                             f"per {what}{hint}")
+        return np.ascontiguousarray(np.broadcast_to(v.astype(self.etype, copy=False), (length,)))
+
+    def residual_like(self, target: np.ndarray, residual: Any) -> np.ndarray:
+        """The residual broadcast to the (C-contiguous) output `target`, in the compute dtype, with
+        target's element strides (what the kernel reads it with)."""
+        r = as_array(residual, "residual")
+        if r.dtype.kind not in "biuf" and r.dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            raise TypeError(f"{self.where}: residual has dtype {r.dtype}; it must hold numbers")
+        try:
+            b = np.broadcast_to(r, target.shape)
+        except ValueError:
+            raise ValueError(f"{self.where}: residual has shape {r.shape}, which does not broadcast to the "
+                             f"result's shape {target.shape}") from None
+        out = np.empty(target.shape, self.etype)
+        out[...] = b
+        return out
+
+    def core(self, target: np.ndarray | None, **given) -> dict | None:
+        """The dict the core takes for one call: the steps and their operands (`given` overrides
+        the bound ones)."""
+        d: dict[str, Any] = {"activation": self.activation or "", "bias_axis": self.bias_axis, "fn": self.fn}
+        lengths = {"scale": self.n, "row_scale": self.m, "bias": self.n if self.bias_axis == 1 else self.m}
+        for name in ("scale", "row_scale", "bias", "residual"):
+            value = given.get(name)
+            if value is not None and not self.has[name]:
+                raise ValueError(f"{self.where}: {name}= was given, but this kernel was compiled without it (pass "
+                                 f"{name}=True or an array to compile_gemm)")
+            if not self.has[name]:
+                d[name] = None
+                continue
+            if value is None:
+                value = self.bound.get(name)
+            if value is None:
+                raise ValueError(f"{self.where}: this kernel was compiled with {name}=True: pass {name}= at each call")
+            if name == "residual":
+                d[name] = value if target is None else self.residual_like(target, value)
+            else:
+                d[name] = value if isinstance(value, np.ndarray) and value.dtype == self.etype and value.ndim == 1 \
+                    and value.shape[0] == lengths[name] and value.flags.c_contiguous \
+                    else self.vector(name, value, lengths[name])
+        return d
+
+    def steps(self) -> dict:
+        """The steps alone (compile_gemm): presence, the bias axis, the activation, the function."""
+        return {"scale": self.has["scale"], "row_scale": self.has["row_scale"], "bias": self.has["bias"] or None,
+                "bias_axis": self.bias_axis, "residual": self.has["residual"], "activation": self.activation or "",
+                "fn": self.fn}
+
+    def types(self, a_ir: str, b_ir: str) -> list[str]:
+        return [a_ir, b_ir, _OUT_NAMES[self.out_dtype.name]]
+
+    def describe(self) -> str:
+        parts = [k for k in ("scale", "row_scale") if self.has[k]]
+        if self.has["bias"]:
+            parts.append("bias (per column)" if self.bias_axis == 1 else "bias (per row)")
+        if self.activation:
+            parts.append(self.activation)
+        if self.has["residual"]:
+            parts.append("residual")
+        if self.fn is not None:
+            parts.append(f"epilogue {getattr(self.fn, '__name__', 'function')}")
+        parts.append(f"-> {self.out_dtype}")
+        return ", ".join(parts)
+
+
+def requested(kwargs: dict) -> bool:
+    """Whether any epilogue keyword (or out_dtype) was given a value."""
+    return any(v is not None and v is not False for v in kwargs.values())
+
+
+def reject_device(where: str, device: str) -> None:
+    raise NotImplementedError(f"{where}: fused epilogues (bias=, activation=, residual=, scale=, row_scale=, "
+                              f"epilogue=, out_dtype=) run on the CPU in this version, not on {device}; compute the "
+                              f"product on {device} and apply the epilogue after it")
+
+
+__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested", "reject_device"]
