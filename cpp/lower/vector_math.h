@@ -15,7 +15,7 @@ llvm::Value* exp_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 /// tanh x for f32: an odd Taylor polynomial below |x| = 0.3, else sign(x) (1 - 2 / (e^2|x| + 1)).
 llvm::Value* tanh_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 
-/// erf x for f32: 1 - erfc |x| (sign restored), erfc z = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2),
+/// erf x for f32: a Taylor polynomial below |x| = 0.5, else 1 - erfc |x| (sign restored), erfc z = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2),
 /// P a degree-9 polynomial (fractional error of erfc below 1.2e-7 for every z >= 0).
 llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 /// erfc |x| as above (for GELU, whose negative tail is x erfc(|x| / sqrt 2) / 2: no cancellation).

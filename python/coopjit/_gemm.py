@@ -275,6 +275,13 @@ def _matmul_fused(a, b, out, device, plan, kw):
     bias_axis = kw.pop("bias_axis")
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
+    if ep.has["residual"]:  # broadcast against the result as the user sees it (1-D operands' dims removed)
+        r = as_array(ep.bound["residual"], "residual")
+        try:
+            ep.bound["residual"] = np.broadcast_to(r, result_shape).reshape(batch + (m, n))
+        except ValueError:
+            raise ValueError(f"{where}: residual has shape {r.shape}, which does not broadcast to the result's shape "
+                             f"{result_shape}") from None
     if out is None:
         out = np.empty(result_shape, ep.out_dtype)
     else:
