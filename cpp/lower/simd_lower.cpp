@@ -114,6 +114,8 @@ void SimdLowering::unpack_params() {
     if (k == 2 && p->type.scalar != ScalarType::f64) v = b_.CreateFPTrunc(v, scalar_ty(p->type.scalar));
     scalars_[p] = v;
   }
+  grid_ints_ = slots[1];
+  grid_base_ = next[1];
 }
 
 std::vector<llvm::Value*> SimdLowering::block(const Block& blk) {
@@ -331,10 +333,25 @@ void SimdLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul: case OpKind::vec_load: case OpKind::vec_store:
       matrix_op(o);
       return;
-    case OpKind::work_id:
-      // On the CPU one invocation runs the whole kernel: there are no lanes or groups to ask about.
-      throw UserError(cat(mnemonic(o), ": work-item ids exist only on SPIR-V devices; compile this kernel with "
-                          "device='opencl:N' or 'level_zero:N'"));
+    case OpKind::work_id: {
+      // On the CPU a work-group is one subgroup, one invocation that holds all its lanes in
+      // vectors; the pool's workers run the work-groups of the launch grid (one dimension, as on
+      // devices), whose id and count the runtime passes after the parameters (run_custom).
+      const int64_t dim = o.int_attr("dim", 0);
+      auto hidden = [&](int k, const char* n) -> llvm::Value* {
+        return b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), grid_ints_, grid_base_ + k), n);
+      };
+      switch (static_cast<WorkId>(o.sub)) {
+        case WorkId::lane:
+          throw UserError(cat(mnemonic(o), ": on the CPU a subgroup is one invocation holding all its lanes in vectors, "
+                              "so there is no lane id; work on matrices (or compile for a device)"));
+        case WorkId::subgroup: scalars_[o.result()] = b_.getInt64(0); return;
+        case WorkId::subgroups: scalars_[o.result()] = b_.getInt64(1); return;
+        case WorkId::group: scalars_[o.result()] = dim == 0 ? hidden(0, "group") : b_.getInt64(0); return;
+        case WorkId::groups: scalars_[o.result()] = dim == 0 ? hidden(1, "groups") : b_.getInt64(1); return;
+      }
+      throw InternalError("unknown work id");
+    }
     case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
     case OpKind::mat_load_tensor: tensor_access(o); return;
     case OpKind::mat_store_tensor: tensor_access(o); return;

@@ -130,6 +130,10 @@ class SimdLowering {
   // mul_adds (find_tile_loads) loads tiles: tileloadd rows of 64 bytes, A's rows (K contiguous)
   // and B's VNNI rows (pairs / quads of K per column).
   int amx_ = 0;
+  // The launch grid of a KernelBuilder kernel on the CPU: the ints slot after the parameters'
+  // holds the work-group id (dimension 0), the next one the number of work-groups.
+  llvm::Value* grid_ints_ = nullptr;
+  int grid_base_ = 0;
   bool tile_form(const Type& t) const;
   // Per value a for loop carries: whether it is carried in tiles (a tile-form accumulator the
   // body yields from a tile mul_add).

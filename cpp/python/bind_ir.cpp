@@ -16,6 +16,7 @@
 #include "spec/gemm_spec.h"
 #include "runtime/device_program.h"
 #include "runtime/kernel.h"
+#include "runtime/thread_pool.h"
 
 namespace py = pybind11;
 using namespace coopjit;
@@ -108,7 +109,7 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
     throw UserError(cat("the kernel takes ", f->params.size(), " arguments, got ", args.size()));
   if (device && groups < 0) throw UserError(cat("groups=", groups, " must not be negative"));
   const std::vector<ParamExtent>* e = &fixed;
-  if (dynamic && !(device && groups == 0)) {
+  if (dynamic && groups != 0) {
     std::vector<int64_t> ints(f->params.size(), 0);
     for (size_t i = 0; i < args.size(); ++i) {
       const Type& t = f->params[i]->type;
@@ -122,7 +123,7 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
     }
     ExtentEnv env;
     env.ints = &ints;
-    env.groups = device ? groups : -1;
+    env.groups = groups;
     env.subgroup_size = subgroup_size;
     env.work_group_size = work_group_size;
     ext = analyze_extents(*f, env, top_ops);
@@ -147,7 +148,7 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
     if ((order == '>' && little) || (order == '<' && !little))
       throw UserTypeError(cat(arg_name(i), " has non-native byte order (", std::string(py::str(a.dtype())),
                               "); the kernel reads native ", p->type.str(), ": pass a.astype(a.dtype.newbyteorder('='))"));
-    if (device && groups == 0) continue;
+    if (groups == 0) continue;
     const ParamExtent& x = (*e)[i];
     const char* verb = x.written ? (x.read ? "reads and writes" : "writes") : "reads";
     if (x.written && !a.writeable())
@@ -237,11 +238,44 @@ ReduceMode parse_mode(const std::string& s) {
 // elements in C order: element 0 is the address; other arrays go through a C-order copy,
 // written back when the kernel writes them), ints for index/integer parameters, floats for
 // floats. The arrays are checked against the extents the kernel can touch first (ArgCheck).
-void run_custom(const PyFunction& pf, const py::args& args) {
+// Whether a block (recursively) reads the work-group id or count: such a kernel needs a grid.
+bool reads_groups(const Block& blk) {
+  for (const auto& op : blk.ops) {
+    if (op->kind == OpKind::work_id &&
+        (static_cast<WorkId>(op->sub) == WorkId::group || static_cast<WorkId>(op->sub) == WorkId::groups))
+      return true;
+    for (const auto& r : op->regions)
+      if (reads_groups(*r)) return true;
+  }
+  return false;
+}
+
+// The launch grid of a call: `groups` work-groups where the kernel reads work-group ids (required:
+// no default could know how much of the data the kernel covers), else one invocation.
+int64_t call_groups(const Function& f, const std::string& name, const py::object& groups) {
+  const bool grid = reads_groups(f.body);
+  if (groups.is_none()) {
+    if (grid)
+      throw UserTypeError(cat(name, ": the kernel reads work-group ids, so its launch grid is required: call it with "
+                              "groups=<number of work-groups>"));
+    return 1;
+  }
+  if (py::isinstance<py::bool_>(groups) || !py::hasattr(groups, "__index__"))
+    throw UserTypeError(cat("groups must be an int, got ", std::string(py::repr(groups))));
+  const int64_t g = py::cast<int64_t>(groups.attr("__index__")());
+  if (g < 0 || g > (int64_t(1) << 40)) throw UserError(cat("groups=", g, " must be in [0, 2^40]"));
+  if (!grid && g != 1)
+    throw UserError(cat(name, ": groups=", g, " but the kernel reads no work-group id: every work-group would run the "
+                        "same work (pass groups=1, or read work_id('group') in the kernel)"));
+  return g;
+}
+
+void run_custom(const PyFunction& pf, const py::args& args, const py::object& groups_arg) {
   const Function& f = *pf.f;
   if (!pf.compiled) throw UserError("compile the kernel first");
+  const int64_t groups = call_groups(f, pf.name, groups_arg);
   std::vector<ParamExtent> scratch;
-  const std::vector<ParamExtent>& ext = pf.check.check(args, 0, scratch);
+  const std::vector<ParamExtent>& ext = pf.check.check(args, groups, scratch);
   std::vector<void*> ptrs;
   std::vector<int64_t> ints;
   std::vector<double> fps;
@@ -286,9 +320,26 @@ void run_custom(const PyFunction& pf, const py::args& args) {
     }
   }
   KernelEntry entry = pf.compiled->entry;
-  {
+  if (groups > 0) {
+    // The work-groups in contiguous ranges over the pool's workers; each call gets the group id
+    // and count after the parameters' ints (the SIMD lowering's work_id).
+    const size_t base = ints.size();
+    ints.push_back(0);
+    ints.push_back(groups);
     py::gil_scoped_release nogil;
-    entry(ptrs.data(), ints.data(), fps.data());
+    if (groups == 1) {
+      entry(ptrs.data(), ints.data(), fps.data());
+    } else {
+      const int workers = static_cast<int>(std::min<int64_t>(ThreadPool::get().size(), groups));
+      ThreadPool::get().run(workers, [&](int w) {
+        std::vector<int64_t> mine = ints;
+        const int64_t lo = groups * w / workers, hi = groups * (w + 1) / workers;
+        for (int64_t g = lo; g < hi; ++g) {
+          mine[base] = g;
+          entry(ptrs.data(), mine.data(), fps.data());
+        }
+      });
+    }
   }
   for (auto& cp : copies)
     if (cp.written) cp.src.attr("__setitem__")(py::ellipsis(), cp.copy);
@@ -386,7 +437,9 @@ void bind_ir(py::module_& m) {
         if (kind == "asm") return f.compiled->assembly();
         throw UserError(cat("unknown source kind '", kind, "' (known: ir, llvm, asm)"));
       })
-      .def("run", &run_custom)
+      .def("run", &run_custom, py::arg("groups") = py::none())
+      .def("reads_groups", [](const PyFunction& f) { return reads_groups(f.f->body); },
+           "Whether the kernel reads work-group ids (its calls need groups=).")
       .def("extents", [](const PyFunction& f) {
         if (!f.compiled) throw UserError("compile the kernel first");
         py::list out;

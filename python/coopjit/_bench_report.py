@@ -30,6 +30,9 @@ SECTIONS = {
     "gemm_int8": Section("int8 GEMM (int32 result), square", "GOP/s", "rate", "amx_int8", "int8"),
     "reduce": Section("reductions over large arrays (bytes read)", "GB/s", "rate", "copy", "reductions"),
     "shapes": Section("shape sweep: skinny, odd and batched products, time per call", "GFLOP/s", "us", None, ""),
+    "epilogue": Section("fused epilogues (issue 17), time per call: coopjit's one kernel against the product then "
+                        "the epilogue (the numpy column of the W8A8 row: coopjit's unfused product, then NumPy)",
+                        "GFLOP/s", "us", "f32_fma", ""),
     "shapes_reduce": Section("shape sweep: reductions of few long rows, many short rows, 1-D (bytes read)", "GB/s",
                              "rate", "copy", ""),
 }

@@ -250,18 +250,25 @@ def reduce2d(op, form, x2d, y, types, device):
 
 # ---- user kernels (coopjit.ir) --------------------------------------------------------------------------
 class DeviceCustomKernel:
-    """A user kernel compiled for a SPIR-V device: call it with its parameters in order (arrays for
-    pointers, numbers for scalars) and groups= the number of work-groups (default 1)."""
+    """A user kernel compiled for a device: call it with its parameters in order (arrays for
+    pointers, numbers for scalars) and groups= the number of work-groups, required when the
+    kernel reads work-group ids (no default could know how much of the data it covers; 1 else)."""
 
-    def __init__(self, program, device: str, check):
+    def __init__(self, program, device: str, check, reads_groups: bool = True):
         self._p = program
         self._check = check
         self.device = device
+        self.reads_groups = reads_groups
 
-    def __call__(self, *args, groups: int = 1):
+    def __call__(self, *args, groups: int | None = None):
         params = self._p.params
         if len(args) != len(params):
             raise ValueError(f"the kernel takes {len(params)} arguments, got {len(args)}")
+        if groups is None:
+            if self.reads_groups:
+                raise TypeError("the kernel reads work-group ids, so its launch grid is required: call it with "
+                                "groups=<number of work-groups>")
+            groups = 1
         if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
             raise TypeError(f"groups must be an int, got {type(groups).__name__}")
         groups = int(groups)

@@ -70,14 +70,16 @@ class Config:
                                ((8192, 8192), 1), ((4_000_000, 3), 1))
     # Thread scaling: 1, 2, 4, ... workers up to the cores, float32 and bfloat16 GEMM of this size
     # and a float32 sum of scaling_reduce elements, coopjit and torch at the same thread count
+    # Fused epilogues: float32 n^3 with bias + GELU; the W8A8 case is 64 x 4096 x 4096
+    epilogue_sizes: tuple = (1024, 2048)
     scaling_n: int = 2048
     scaling_reduce: int = 1 << 25
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
-                       "gemm_int8", "reduce", "shapes", "streamk", "scaling", "jit")
+                       "gemm_int8", "reduce", "shapes", "epilogue", "streamk", "scaling", "jit")
 
 
 FULL = Config()
-QUICK = Config(gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256, 1024),
+QUICK = Config(epilogue_sizes=(1024,), gemm_sizes=(256, 1024), small_sizes=(4, 16, 64), lowp_sizes=(256, 1024),
                reduce_shape=(4096, 4096), repeat=5, min_sample=0.002, budget=0.5, slow=1.0, pause=0.3, retries=1, wait=5.0,
                retry_budget=15.0, scaling_n=1024, scaling_reduce=1 << 23)
 
@@ -211,6 +213,65 @@ def gemm_case(section: str, dtype: str, n: int, batch: int | None = None, label:
     return Case(section, label or str(n), n, flops, setup, dtype)
 
 
+def _gelu_numpy():
+    """NumPy's GELU (erf form) through scipy.special.erf: NumPy itself has no erf."""
+    try:
+        from scipy.special import erf
+    except ImportError:
+        return None
+    return lambda y: np.multiply(np.multiply(y, 0.5), 1.0 + erf(y * np.float32(0.7071067811865476)))
+
+
+def epilogue_case(kind: str, n: int) -> Case:
+    """Issue 17's fused products: "f32": n^3 float32 with a bias and GELU (erf form), coopjit's one
+    kernel against numpy (matmul, then + bias and GELU with scipy's erf) and torch (addmm, then
+    gelu); "w8a8": int8 activations (64 x 4096) times a prepacked int8 weight (4096 x 4096), int32
+    sums scaled per column, a bias, bfloat16 out: fused against the same coopjit product unfused
+    followed by NumPy's epilogue (in the numpy column) and torch._int_mm followed by torch's."""
+    def setup():
+        rng = np.random.default_rng(17 + n)
+        torch = _torch()
+        gelu = _gelu_numpy()
+        libs: dict = {}
+        if kind == "f32":
+            a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+            bias = rng.standard_normal(n, dtype=np.float32)
+            libs["coopjit"] = lambda: coopjit.matmul(a, b, bias=bias, activation="gelu")
+            libs["numpy"] = "scipy is not installed (NumPy has no erf)" if gelu is None else \
+                (lambda: gelu(np.add(np.matmul(a, b), bias)))
+            if torch is None:
+                libs["torch"] = "torch is not installed"
+            else:
+                ta, tb, tbias = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(bias)
+                libs["torch"] = lambda: torch.nn.functional.gelu(torch.addmm(tbias, ta, tb))
+            y = a.astype(np.float64) @ b + bias
+            import math
+            erf = np.frompyfunc(math.erf, 1, 1)
+            ref = 0.5 * y * (1.0 + erf(y / math.sqrt(2.0)).astype(np.float64))
+            return libs, _rel_error_check(ref, 8 * np.sqrt(n) * np.finfo(np.float32).eps)
+        import ml_dtypes
+        m, k, nn = 64, 4096, 4096
+        x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        w = rng.integers(-128, 128, (k, nn), dtype=np.int8)
+        scale = (rng.random(nn, dtype=np.float32) * 1e-4).astype(np.float32)
+        bias = rng.standard_normal(nn, dtype=np.float32)
+        pw = coopjit.prepack(w)
+        libs["coopjit"] = lambda: coopjit.matmul(x, pw, scale=scale, bias=bias, out_dtype=ml_dtypes.bfloat16)
+        libs["numpy"] = lambda: (coopjit.matmul(x, pw) * scale + bias).astype(ml_dtypes.bfloat16)
+        if torch is None:
+            libs["torch"] = "torch is not installed"
+        else:
+            tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+            ts, tbias = torch.from_numpy(scale), torch.from_numpy(bias)
+            libs["torch"] = lambda: (torch._int_mm(tx, tw) * ts + tbias).to(torch.bfloat16)
+        ref = (x.astype(np.float64) @ w) * scale + bias
+        return libs, _rel_error_check(ref, 2.0 ** -8)
+
+    if kind == "f32":
+        return Case("epilogue", f"f32 {n}^3 + bias, gelu", n, 2.0 * n ** 3, setup, "float32")
+    return Case("epilogue", "W8A8 64x4096x4096 * scale + bias -> bf16", 4096, 2.0 * 64 * 4096 * 4096, setup, "int8")
+
+
 def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
     """One case of the shape sweep: (batch x) M x K times K x N in `dtype`, against numpy.matmul
     (float32) and torch (matmul, or torch._int_mm for int8)."""
@@ -298,6 +359,8 @@ def cases(cfg: Config) -> list[Case]:
         elif key == "shapes":
             out += [shape_case(*c) for c in cfg.shapes]
             out += [reduce_case("sum", axis, shape, section="shapes_reduce") for shape, axis in cfg.shape_reductions]
+        elif key == "epilogue":
+            out += [epilogue_case("f32", n) for n in cfg.epilogue_sizes] + [epilogue_case("w8a8", 0)]
         elif key in ("jit", "streamk", "scaling"):
             continue  # measured apart: their own tables
         elif key == "reduce":

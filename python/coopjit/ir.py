@@ -126,8 +126,11 @@ class KernelBuilder:
         return self._b.convert(x, dtype)
 
     def work_id(self, kind: str, dim: int = 0):
-        """A work-item id on SPIR-V devices (index): "lane" (in the subgroup), "subgroup" (in the
-        work-group), "subgroups" (per work-group), "group" / "groups" (along dim)."""
+        """A work-item id (index): "lane" (in the subgroup), "subgroup" (in the work-group),
+        "subgroups" (per work-group), "group" / "groups" (along dim; launches are one-dimensional,
+        so dims 1 and 2 read 0 and 1). On the CPU a work-group is one subgroup run by one worker
+        thread (subgroup 0, subgroups 1; no lane id: its lanes are its vectors) and a kernel that
+        reads "group" runs on the grid its call's groups= gives."""
         return self._b.work_id(kind, dim)
 
     def flag_set(self, flags, i):
@@ -228,7 +231,7 @@ class KernelBuilder:
             device = check_device(device)
             program = self._fn.compile_device(device)
             check = self._fn.device_check(program.subgroup_size, program.work_group_size)
-            return DeviceCustomKernel(program, device, check)
+            return DeviceCustomKernel(program, device, check, self._fn.reads_groups())
         self._fn.compile()
         return CustomKernel(self._fn)
 
@@ -244,13 +247,21 @@ def _as_list(x):
 
 
 class CustomKernel:
-    """A compiled user kernel: call it with its parameters in order (arrays for pointers)."""
+    """A compiled user kernel on the CPU: call it with its parameters in order (arrays for
+    pointers). A kernel that reads work_id("group") / work_id("groups") runs on a launch grid:
+    groups=G (required) work-groups, spread over the worker pool's threads (each work-group one
+    invocation, a subgroup whose lanes are its vectors; subgroup is 0 and subgroups 1 there)."""
 
     def __init__(self, fn):
         self._fn = fn
 
-    def __call__(self, *args):
-        self._fn.run(*args)
+    @property
+    def reads_groups(self) -> bool:
+        """Whether calls need groups= (the kernel reads work-group ids)."""
+        return self._fn.reads_groups()
+
+    def __call__(self, *args, groups: int | None = None):
+        self._fn.run(*args, groups=groups)
 
     def source(self, kind: str = "ir") -> str:
         return self._fn.source(kind)
