@@ -23,6 +23,7 @@ TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_siz
                     shapes=(("float32", 1, 64, 300, 0), ("float32", 70, 1, 300, 0), ("bfloat16", 8, 32, 64, 0),
                             ("int8", 32, 32, 32, 0), ("float32", 8, 8, 8, 4)),
                     shape_reductions=(((3, 1000), 1), ((5000,), None)), scaling_n=64, scaling_reduce=4096,
+                    epilogue_sizes=(32,), w8a8_shape=(24, 64, 64), softmax_shape=(16, 200),
                     repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
                     peak_seconds=0.01)
 

@@ -33,6 +33,8 @@ SECTIONS = {
     "epilogue": Section("fused epilogues (issue 17), time per call: coopjit's one kernel against the product then "
                         "the epilogue (the numpy column of the W8A8 row: coopjit's unfused product, then NumPy)",
                         "GFLOP/s", "us", "f32_fma", ""),
+    "softmax": Section("a row softmax written with the KernelBuilder, on the CPU's launch grid (bytes read and "
+                       "written)", "GB/s", "us", "copy", ""),
     "shapes_reduce": Section("shape sweep: reductions of few long rows, many short rows, 1-D (bytes read)", "GB/s",
                              "rate", "copy", ""),
 }

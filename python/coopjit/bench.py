@@ -72,10 +72,12 @@ class Config:
     # and a float32 sum of scaling_reduce elements, coopjit and torch at the same thread count
     # Fused epilogues: float32 n^3 with bias + GELU; the W8A8 case is 64 x 4096 x 4096
     epilogue_sizes: tuple = (1024, 2048)
+    w8a8_shape: tuple = (64, 4096, 4096)  # M (activations' rows), K, N (the prepacked int8 weight)
+    softmax_shape: tuple = (8192, 1024)  # a row softmax written with the KernelBuilder, on the CPU's grid
     scaling_n: int = 2048
     scaling_reduce: int = 1 << 25
     sections: tuple = ("gemm_f32", "gemm_f64", "small_f32", "batched_f32", "gemm_bf16", "gemm_f16",
-                       "gemm_int8", "reduce", "shapes", "epilogue", "streamk", "scaling", "jit")
+                       "gemm_int8", "reduce", "shapes", "epilogue", "softmax", "streamk", "scaling", "jit")
 
 
 FULL = Config()
@@ -222,7 +224,7 @@ def _gelu_numpy():
     return lambda y: np.multiply(np.multiply(y, 0.5), 1.0 + erf(y * np.float32(0.7071067811865476)))
 
 
-def epilogue_case(kind: str, n: int) -> Case:
+def epilogue_case(kind: str, n: int, w8a8_shape: tuple = (64, 4096, 4096)) -> Case:
     """Issue 17's fused products: "f32": n^3 float32 with a bias and GELU (erf form), coopjit's one
     kernel against numpy (matmul, then + bias and GELU with scipy's erf) and torch (addmm, then
     gelu); "w8a8": int8 activations (64 x 4096) times a prepacked int8 weight (4096 x 4096), int32
@@ -250,7 +252,7 @@ def epilogue_case(kind: str, n: int) -> Case:
             ref = 0.5 * y * (1.0 + erf(y / math.sqrt(2.0)).astype(np.float64))
             return libs, _rel_error_check(ref, 8 * np.sqrt(n) * np.finfo(np.float32).eps)
         import ml_dtypes
-        m, k, nn = 64, 4096, 4096
+        m, k, nn = w8a8_shape
         x = rng.integers(-128, 128, (m, k), dtype=np.int8)
         w = rng.integers(-128, 128, (k, nn), dtype=np.int8)
         scale = (rng.random(nn, dtype=np.float32) * 1e-4).astype(np.float32)
@@ -269,7 +271,72 @@ def epilogue_case(kind: str, n: int) -> Case:
 
     if kind == "f32":
         return Case("epilogue", f"f32 {n}^3 + bias, gelu", n, 2.0 * n ** 3, setup, "float32")
-    return Case("epilogue", "W8A8 64x4096x4096 * scale + bias -> bf16", 4096, 2.0 * 64 * 4096 * 4096, setup, "int8")
+    m, k, nn = w8a8_shape
+    return Case("epilogue", f"W8A8 {m}x{k}x{nn} * scale + bias -> bf16", nn, 2.0 * m * k * nn, setup, "int8")
+
+
+def softmax_kernel(cols: int, rows_per_group: int = 4, width: int = 64):
+    """A row softmax written with coopjit.ir.KernelBuilder (the README's): each work-group of the
+    launch grid takes `rows_per_group` rows; three passes over them in chunks of `width` columns
+    (the running max, the sum of exponentials, the result). Call it as k(x, y, rows,
+    groups=ceil(rows / rows_per_group))."""
+    from .ir import KernelBuilder
+
+    b = KernelBuilder("row_softmax")
+    X, Y, R = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>"), b.param("rows", "index")
+    t = f"coopmatrix<f32, {rows_per_group}, {width}, acc, subgroup>"
+    r0 = b.mul(b.work_id("group"), rows_per_group)
+
+    def chunk(q, c):
+        return q.load(t, X, r0, c, strides=(cols, 1), bounds=(R, cols), checked=True)
+
+    def masked(q, c, m, value):  # columns past the row's end (checked loads read zeros there)
+        return q.per_element(m, lambda e, r, cc, v, c0: e.select(e.lt(e.add(c0, cc), cols), v, value), [c])
+
+    (mx,) = b.for_range(0, cols, width, [b.splat(t, -np.inf)],
+                        lambda q, c, m: q.matrix_binary("max", m, masked(q, c, chunk(q, c), -np.inf)))
+    mx = b.reduce(mx, "row", t, "max")
+
+    def add_exp(q, c, s):
+        e = q.per_element(chunk(q, c), lambda e, r, cc, v, m: e.exp(e.sub(v, m)), [mx])
+        return q.matrix_binary("add", s, masked(q, c, e, 0.0))
+
+    (s,) = b.for_range(0, cols, width, [b.splat(t, 0.0)], add_exp)
+    inv = b.per_element(b.reduce(s, "row", t, "add"), lambda e, r, c, v: e.div(1.0, v))
+
+    def write(q, c):
+        y = q.per_element(chunk(q, c), lambda e, r, cc, v, m, i: e.mul(e.exp(e.sub(v, m)), i), [mx, inv])
+        q.store(y, Y, r0, c, strides=(cols, 1), bounds=(R, cols), checked=True)
+
+    b.for_range(0, cols, width, body=write)
+    return b.compile()
+
+
+def softmax_case(rows: int, cols: int) -> Case:
+    """A float32 row softmax: the KernelBuilder kernel on the CPU's launch grid against NumPy
+    (exp(x - max) / sum) and torch.softmax; work counted as the bytes read and written once."""
+    def setup():
+        x = (np.random.default_rng(rows).standard_normal((rows, cols)) * 4).astype(np.float32)
+        y = np.empty_like(x)
+        k = softmax_kernel(cols)
+        torch = _torch()
+        libs: dict = {"coopjit": lambda: (k(x, y, rows, groups=-(-rows // 4)), y)[1]}
+
+        def numpy_softmax():
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+
+        libs["numpy"] = numpy_softmax
+        if torch is None:
+            libs["torch"] = "torch is not installed"
+        else:
+            tx = torch.from_numpy(x)
+            libs["torch"] = lambda: torch.softmax(tx, dim=1)
+        ref = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        ref /= ref.sum(axis=1, keepdims=True)
+        return libs, _rel_error_check(ref, 1e-5)
+
+    return Case("softmax", f"row softmax {rows}x{cols} f32 (KernelBuilder)", cols, 8.0 * rows * cols, setup, "float32")
 
 
 def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
@@ -360,7 +427,9 @@ def cases(cfg: Config) -> list[Case]:
             out += [shape_case(*c) for c in cfg.shapes]
             out += [reduce_case("sum", axis, shape, section="shapes_reduce") for shape, axis in cfg.shape_reductions]
         elif key == "epilogue":
-            out += [epilogue_case("f32", n) for n in cfg.epilogue_sizes] + [epilogue_case("w8a8", 0)]
+            out += [epilogue_case("f32", n) for n in cfg.epilogue_sizes] + [epilogue_case("w8a8", 0, cfg.w8a8_shape)]
+        elif key == "softmax":
+            out.append(softmax_case(*cfg.softmax_shape))
         elif key in ("jit", "streamk", "scaling"):
             continue  # measured apart: their own tables
         elif key == "reduce":
