@@ -109,3 +109,22 @@ def test_packed_matrix_takes_the_matmul_operator(rng):
     assert isinstance(got, np.ndarray)
     np.testing.assert_allclose(got, ref(a, w), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(torch.from_numpy(a).numpy() @ packed, ref(a, w), rtol=1e-5, atol=1e-4)
+
+
+def test_jax_arrays_in(rng):
+    # JAX arrays reach coopjit through DLPack (no copy on the CPU), bfloat16 included; the result is
+    # a NumPy array, checked against NumPy in float64 on the same values.
+    import jax.numpy as jnp  # installed by scripts/setup.sh
+
+    a32, b32 = rng.standard_normal((33, 20)).astype(np.float32), rng.standard_normal((20, 17)).astype(np.float32)
+    a, b = jnp.asarray(a32), jnp.asarray(b32)
+    c = coopjit.matmul(a, b)
+    assert type(c) is np.ndarray
+    np.testing.assert_allclose(c, a32.astype(np.float64) @ b32, rtol=1e-5, atol=1e-5)
+    ab, bb = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+    c = coopjit.matmul(ab, bb)
+    assert c.dtype == ml_dtypes.bfloat16
+    want = np.asarray(ab).astype(np.float64) @ np.asarray(bb).astype(np.float64)
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=2 ** -7, atol=1e-2)
+    np.testing.assert_allclose(coopjit.reduce(a, axis=0), a32.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.asarray(a), a32)  # read, not modified
