@@ -360,12 +360,43 @@ class TestErrors:
         with pytest.raises(ValueError, match="residual="):
             coopjit.gemm(x, x.T.copy(), np.zeros((4, 4), np.float32), beta=1.0, scale=np.ones(4, np.float32))
 
-    def test_devices_refuse_clearly(self):
+    def test_batched_products_on_devices_refuse_clearly(self):
         devices = [d for d in coopjit.devices() if d != "cpu"]
         if not devices:
             pytest.skip("no device (opencl:0, cuda:0) on this machine")
         for d in devices:
-            with pytest.raises(NotImplementedError, match="run on the CPU"):
-                coopjit.matmul(self.a, self.b, bias=np.zeros(14, np.float32), device=d)
-            with pytest.raises(NotImplementedError, match="run on the CPU"):
-                coopjit.compile_gemm(8, 8, 8, activation="relu", device=d)
+            with pytest.raises(NotImplementedError, match="batched products run on the CPU"):
+                coopjit.matmul(np.stack([self.a] * 2), self.b, bias=np.zeros(14, np.float32), device=d)
+
+
+DEVICES = ["opencl:0", "cuda:0"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_epilogues_on_devices(device):
+    # The same steps in the device recipe (SIMT lowering: SPIR-V for opencl:0, PTX for cuda:0),
+    # against NumPy in float64: data-parallel and Stream-K, both layouts, a bfloat16 output, gemm
+    # with beta, compile_gemm with per-call operands and a user function.
+    if device not in coopjit.devices():
+        pytest.skip(f"no {device} on this machine")
+    m, n, k = 70, 90, 64
+    a, b = rnd(m, k), rnd(k, n)
+    sc, rs, bias, res = rnd(n) + 1.0, rnd(m) + 1.0, rnd(n), rnd(m, n)
+    ref = reference(a, b, scale=sc, row_scale=rs, bias=bias, activation="gelu", residual=res)
+    for plan in (None, {"split": "sk"}, {"layout": "row"}):
+        got = coopjit.matmul(a, b, device=device, plan=plan, scale=sc, row_scale=rs, bias=bias, activation="gelu",
+                             residual=res)
+        check(got, ref, a, b, scale=sc, row_scale=rs)
+    got = coopjit.matmul(a, b, device=device, bias=bias[:m] * 0 + 1.0, bias_axis=0, activation="silu",
+                         out_dtype=ml_dtypes.bfloat16)
+    assert got.dtype == ml_dtypes.bfloat16
+    check(got, reference(a, b, bias=np.ones(m), bias_axis=0, activation="silu"), a, b, out_eps=2.0 ** -8)
+    c = rnd(m, n)
+    want = reference(a, b, alpha=2.0, beta=-1.0, c=c, activation="tanh")
+    coopjit.gemm(a, b, c, alpha=2.0, beta=-1.0, activation="tanh", device=device)
+    check(c, want, a, b, extra=1e-6)
+    kern = coopjit.compile_gemm(m, n, k, device=device, bias=True, activation="relu",
+                                epilogue=lambda q, row, col, v: q.add(v, q.convert(col, "f32")))
+    got = kern(a, b, bias=bias)
+    check(got, np.maximum(a.astype(np.float64) @ b + bias, 0) + np.arange(n), a, b)
+    assert "erf" in coopjit.compile_gemm(m, n, k, device=device, activation="gelu").source("ir")

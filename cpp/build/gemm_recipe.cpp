@@ -1,6 +1,7 @@
 // The GEMM recipe (gemm_recipe.h).
 #include "build/gemm_recipe.h"
 
+#include "build/gemm_epilogue.h"
 #include "core/error.h"
 #include "ir/builder.h"
 
@@ -16,7 +17,7 @@ struct GemmParams {
   Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
   Value *worker, *workers, *kt, *n_sk;
   Value *alpha, *beta;
-  Value *SCALE, *RSCALE, *BIAS, *RES;  // the epilogue's operands (GemmEpilogue), null when unused
+  Value* RES;  // the epilogue's residual (its operands: epi_)
 };
 
 class GemmRecipe {
@@ -34,11 +35,8 @@ class GemmRecipe {
     g_.CS = f.add_param(Type::pointer(T), "CS");  // s8 x s8: 128 * B's column sums (needs_column_sums)
     // The epilogue's vectors and residual (GemmEpilogue, in the caller's orientation; the
     // residual has C's element strides).
-    const Type e_ptr = Type::pointer(p.epilogue.type);
-    g_.SCALE = f.add_param(e_ptr, "SCALE");
-    g_.RSCALE = f.add_param(e_ptr, "ROW_SCALE");
-    g_.BIAS = f.add_param(e_ptr, "BIAS");
-    g_.RES = f.add_param(e_ptr, "RESIDUAL");
+    epi_ = add_epilogue_params(f, p.epilogue);
+    g_.RES = epi_.residual;
     g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
     g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
     g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
@@ -49,6 +47,9 @@ class GemmRecipe {
     g_.alpha = f.add_param(Type::of(T), "alpha");
     g_.beta = f.add_param(Type::of(T), "beta");
     acc_t_ = Type::matrix(T, p.mr, p.nr, Use::acc, Scope::subgroup);
+    epi_.M = g_.M;
+    epi_.N = g_.N;
+    epi_.col = p.layout == "col";
   }
 
   void build() {
@@ -57,6 +58,8 @@ class GemmRecipe {
       Value** slots[] = {&g_.M, &g_.N, &g_.K, &g_.sa_r, &g_.sa_c, &g_.sb_r, &g_.sb_c, &g_.sc_r, &g_.sc_c,
                          &g_.batch1, &g_.batch2, &g_.sa_b1, &g_.sb_b1, &g_.sc_b1, &g_.sa_b2, &g_.sb_b2, &g_.sc_b2};
       for (size_t i = 0; i < p_.fixed.size(); ++i) *slots[i] = b.index(p_.fixed[i]);
+      epi_.M = g_.M;
+      epi_.N = g_.N;
     }
     one_ = b.index(1, "c1");
     zero_ = b.index(0, "c0");
@@ -286,12 +289,12 @@ class GemmRecipe {
       Builder::Access c_at{g_.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
       if (p_.epilogue.any()) {
         Builder::Access r_at{g_.RES, m0, zero_, g_.sc_r, one_, g_.M, one_};
-        result = fused_steps(x, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
+        result = apply_epilogue(x, p_.epilogue, epi_, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
           if (!p_.accumulate) return r;
           Value* c_old = y.load(c_col, c_at, true, "c");
           if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
           return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
-        }, p_.epilogue.residual ? &r_at : nullptr, g_.RES);
+        }, &r_at);
       } else if (p_.accumulate) {
         Value* c_old = x.load(c_col, c_at, true, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, col_t);
@@ -330,70 +333,6 @@ class GemmRecipe {
     }, "k")[0];
   }
 
-  // One activation of GemmEpilogue on a scalar v of type E (inside a per-element region).
-  static Value* activation(Builder& z, const std::string& act, Value* v, ScalarType E) {
-    auto k = [&](double c) { return z.constant(c, E); };
-    if (act == "relu") return z.bin(BinOp::max, v, k(0.0));
-    if (act == "tanh") return z.unary(UnOp::tanh, v);
-    // sigmoid v = 1 / (1 + e^-v); silu v = v sigmoid v (e^-v = inf gives 0 and -0)
-    if (act == "sigmoid") return z.bin(BinOp::div, k(1.0), z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
-    if (act == "silu") return z.bin(BinOp::div, v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
-    Value* half_v = z.bin(BinOp::mul, v, k(0.5));
-    if (act == "gelu")  // v (1 + erf(v / sqrt 2)) / 2
-      return z.bin(BinOp::mul, half_v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::erf, z.bin(BinOp::mul, v, k(0.7071067811865476)))));
-    if (act == "gelu_tanh") {  // v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) / 2
-      Value* v3 = z.bin(BinOp::mul, z.bin(BinOp::mul, v, v), v);
-      Value* u = z.bin(BinOp::mul, k(0.7978845608028654), z.bin(BinOp::add, v, z.bin(BinOp::mul, k(0.044715), v3)));
-      return z.bin(BinOp::mul, half_v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::tanh, u)));
-    }
-    throw InternalError("unknown epilogue activation " + act);
-  }
-
-  // The fused epilogue (GemmEpilogue) on a rows x cols tile y of alpha * acc whose corner is
-  // (m0, n0) in the kernel's orientation; returns the tile in the epilogue's type. `beta_c` adds
-  // beta * C (or not); the residual is read like `res_like` from base `res_base` (C's strides).
-  template <typename BetaC>
-  Value* fused_steps(Builder& x, Value* y, Value* m0, Value* n0, int rows, int cols, bool checked, BetaC beta_c,
-                     const Builder::Access* res_like, Value* res_base) {
-    const GemmEpilogue& e = p_.epilogue;
-    const bool col = p_.layout == "col";
-    const ScalarType E = e.type;
-    const Type e_t = Type::matrix(E, rows, cols, Use::acc, Scope::subgroup);
-    if (y->type.scalar != E) y = x.convert_matrix(y, e_t);
-    Value* R = x.index(rows);
-    Value* Cc = x.index(cols);
-    // A vector along the kernel's N (a value per column) or its M (a value per row), as a tile.
-    auto along_n = [&](Value* v) { return x.load(e_t, {v, zero_, n0, zero_, one_, R, g_.N}, checked, "vec_n"); };
-    auto along_m = [&](Value* v) { return x.load(e_t, {v, m0, zero_, one_, zero_, g_.M, Cc}, checked, "vec_m"); };
-    // The caller's per-column vectors run along the kernel's N in "row", along its M in "col".
-    auto per_col = [&](Value* v) { return col ? along_m(v) : along_n(v); };
-    auto per_row = [&](Value* v) { return col ? along_n(v) : along_m(v); };
-    if (e.scale) y = x.mat_bin(BinOp::mul, y, per_col(g_.SCALE), "scaled");
-    if (e.row_scale) y = x.mat_bin(BinOp::mul, y, per_row(g_.RSCALE), "scaled");
-    y = beta_c(x, y, e_t);
-    if (e.bias) y = x.mat_bin(BinOp::add, y, e.bias == 1 ? per_col(g_.BIAS) : per_row(g_.BIAS), "biased");
-    if (!e.activation.empty()) {
-      const std::string act = e.activation;
-      y = x.per_element(y, {}, [act, E](Builder& z, Value*, Value*, Value* v, const std::vector<Value*>&) {
-        return activation(z, act, v, E);
-      }, "activated");
-    }
-    if (e.residual) {
-      Builder::Access a = *res_like;
-      a.ptr = res_base;
-      y = x.mat_bin(BinOp::add, y, x.load(e_t, a, checked, "residual"), "y");
-    }
-    if (e.fn) {
-      // The user's function sees the caller's (row, column) of the element.
-      y = x.per_element(y, {m0, n0}, [&e, col](Builder& z, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
-        Value* km = z.add(xs[0], r);
-        Value* kn = z.add(xs[1], c);
-        return e.fn(z, col ? kn : km, col ? km : kn, v);
-      }, "user_epilogue");
-    }
-    return y;
-  }
-
   // C = alpha * acc (+ beta * C), by the tile's owner only, once; with add_to_c, C += alpha * acc
   // (the later K blocks of the blocked loop nest).
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false) {
@@ -407,12 +346,14 @@ class GemmRecipe {
         prod = x.mat_bin(BinOp::sub, acc, x.load(acc_t_, {g_.CS, zero_, t.n0, zero_, one_, MR_, g_.N}, false, "sums"));
       Value* result = x.scale(prod, g_.alpha, "result");
       if (p_.epilogue.any()) {  // (never add_to_c: the blocked nest keeps partial sums apart)
-        result = fused_steps(x, result, t.m0, t.n0, p_.mr, p_.nr, checked, [&](Builder& y, Value* r, const Type& e_t) {
+        Builder::Access r_at = c_at;
+        r_at.ptr = t.R;
+        result = apply_epilogue(x, p_.epilogue, epi_, result, t.m0, t.n0, p_.mr, p_.nr, checked, [&](Builder& y, Value* r, const Type& e_t) {
           if (!p_.accumulate) return r;
           Value* c_old = y.load(c_t, c_at, checked, "c");
           if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
           return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
-        }, t.R ? &c_at : nullptr, t.R);
+        }, t.R ? &r_at : nullptr);
       } else if (add_to_c) {  // (only with C in the accumulator type at run time: see data_parallel)
         Value* c_old = x.load(c_t, c_at, checked, "c");
         if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
@@ -599,6 +540,7 @@ class GemmRecipe {
   Function& f_;
   const ScalarType T;
   GemmParams g_{};
+  EpilogueOperands epi_;
   Type acc_t_;
   Value *one_ = nullptr, *zero_ = nullptr, *sb_c_ = nullptr, *sc_c_ = nullptr, *MR_ = nullptr, *NR_ = nullptr,
         *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr,

@@ -1,6 +1,7 @@
 // The GEMM recipe for SPIR-V devices (gemm_recipe_gpu.h).
 #include "build/gemm_recipe_gpu.h"
 
+#include "build/gemm_epilogue.h"
 #include "ir/builder.h"
 
 namespace coopjit {
@@ -35,6 +36,15 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   Value* alpha = f.add_param(Type::of(T), "alpha");
   Value* beta = f.add_param(Type::of(T), "beta");
   (void)batch1;
+  // The fused epilogue's vectors and residual (GemmEpilogue), when the plan has one.
+  const bool fused = p.epilogue.any();
+  EpilogueOperands epi;
+  if (fused) {
+    epi = add_epilogue_params(f, p.epilogue);
+    epi.M = M;
+    epi.N = N;
+    epi.col = p.layout == "col";
+  }
   // Stream-K: the workspace (two partial macro tiles per worker, in the accumulator type), the
   // number of Stream-K workers, the Stream-K iterations (K tiles of the first output tiles) and
   // the K tiles per output tile, of kt elements.
@@ -80,7 +90,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // Output tile t of the flattened batch x M x N tile space (consecutive tiles walk down M: they
   // share B's panel): this subgroup's corner and the batch's A, B, C.
   struct Tile {
-    Value *m0, *n0, *At, *Bt, *Ct, *live, *full;
+    Value *m0, *n0, *At, *Bt, *Ct, *live, *full, *Rt;
   };
   // The pipeline (p.stages) runs barriers: every subgroup of a work-group must take the same
   // branches around it, so a tile is live for all of them when the work-group's corner is inside.
@@ -101,6 +111,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     r.At = at(A, sa_b1, sa_b2, "At");
     r.Bt = at(B, sb_b1, sb_b2, "Bt");
     r.Ct = at(C, sc_b1, sc_b2, "Ct");
+    r.Rt = fused && p.epilogue.residual ? at(epi.residual, sc_b1, sc_b2, "Rt") : nullptr;  // C's strides
     r.live = pipe ? x.bin(BinOp::and_, x.cmp(CmpPred::lt, x.mul(mt, MT), M), x.cmp(CmpPred::lt, x.mul(nt, NT), N), "live")
                   : x.bin(BinOp::and_, x.cmp(CmpPred::lt, r.m0, M), x.cmp(CmpPred::lt, r.n0, N), "live");
     r.full = x.bin(BinOp::and_, x.cmp(CmpPred::le, x.add(r.m0, MR), M), x.cmp(CmpPred::le, x.add(r.n0, NR), N), "full");
@@ -147,12 +158,22 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     auto body = [&](Builder& y, bool checked) {
       Builder::Access c_at{tl.Ct, tl.m0, tl.n0, sc_r, sc_c, M, N};
       Value* result = y.scale(acc, alpha, "result");
-      if (p.accumulate) {
+      if (fused) {
+        Builder::Access r_at = c_at;
+        r_at.ptr = tl.Rt;
+        result = apply_epilogue(y, p.epilogue, epi, result, tl.m0, tl.n0, p.mr, p.nr, checked,
+                                [&](Builder& z, Value* r, const Type& e_t) {
+                                  if (!p.accumulate) return r;
+                                  Value* c_old = z.load(c_t, c_at, checked, "c");
+                                  if (p.c_type != e_t.scalar) c_old = z.convert_matrix(c_old, e_t);
+                                  return z.mat_bin(BinOp::add, r, z.scale(c_old, beta), "result");
+                                }, tl.Rt ? &r_at : nullptr);
+      } else if (p.accumulate) {
         Value* c_old = y.load(c_t, c_at, checked, "c");
         if (p.c_type != T) c_old = y.convert_matrix(c_old, acc_t);
         result = y.mat_bin(BinOp::add, result, y.scale(c_old, beta), "result");
       }
-      if (p.c_type != T) result = y.convert_matrix(result, c_t, false, "out");
+      if (p.c_type != result->type.scalar) result = y.convert_matrix(result, c_t, false, "out");
       y.store(result, c_at, checked);
       return std::vector<Value*>{};
     };

@@ -67,7 +67,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             split == "dp" ? std::string() : cat(".streamk.kt", kt));
+             split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
 std::string GpuGemmPlan::key() const {
@@ -128,6 +128,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   GpuGemmPlan p;
   p.dtype = spec.dtype;
   p.accumulate = spec.accumulate;
+  p.epilogue = spec.epilogue;
   // Layout: the lanes of a subgroup run down the kernel's rows; score each orientation by how
   // many of (C, the kernel's A) have unit stride along them.
   const int row_score = (spec.sc_r == 1) + (spec.sa_r == 1);

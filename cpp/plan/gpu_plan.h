@@ -99,6 +99,7 @@ struct GpuGemmPlan {
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
+  GemmEpilogue epilogue;     // fused steps before the store (gemm_spec.h); part of the code key
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
   std::string key() const;

@@ -280,6 +280,9 @@ struct PyGemmKernel {
 
 }  // namespace
 
+// For bind_gpu.cpp: the steps of an epilogue from Python's description (see epilogue_of).
+GemmEpilogue python_epilogue(const py::dict& d, ir::ScalarType type) { return epilogue_of(d, type); }
+
 // For bind_cache.cpp: the spec the tuned-plan table keys on is the one gemm builds.
 GemmSpec gemm_spec_of(const py::array& a, const py::array& b, const py::array& c, bool accumulate,
                       const std::array<std::string, 3>& types) {

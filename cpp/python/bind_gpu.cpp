@@ -14,6 +14,9 @@
 namespace py = pybind11;
 using namespace coopjit;
 
+// bind_gemm.cpp: a fused epilogue's steps from Python's description.
+coopjit::GemmEpilogue python_epilogue(const py::dict& d, coopjit::ir::ScalarType type);
+
 namespace {
 
 // Kernel arguments in parameter order: addresses (ints) for pointers, numbers for scalars.
@@ -35,11 +38,19 @@ std::vector<KernelArg> program_args(const DeviceProgram& p, const py::list& args
 }
 
 GemmSpec gemm_spec(const std::vector<std::string>& types, const std::vector<int64_t>& shape,
-                   const std::vector<int64_t>& strides, bool accumulate) {
+                   const std::vector<int64_t>& strides, bool accumulate, const py::object& epilogue = py::none(),
+                   const GemmEpilogue* steps = nullptr) {
   if (types.size() != 3 || shape.size() != 5 || strides.size() != 12)
     throw InternalError("gpu gemm: types (3), shape (M, N, K, batch1, batch2) and 12 strides");
   GemmSpec s;
-  s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+  if (!epilogue.is_none() || steps) {
+    s.set_types_with_epilogue(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+    s.epilogue = steps ? *steps : python_epilogue(py::cast<py::dict>(epilogue), s.epilogue.type);
+    if (accumulate && !ir::is_float(s.dtype) && ir::is_float(s.c_type))
+      throw UserError("an integer product with an epilogue does not take beta (accumulate): add C through residual=");
+  } else {
+    s.set_types(ir::parse_scalar(types[0]), ir::parse_scalar(types[1]), ir::parse_scalar(types[2]));
+  }
   s.M = shape[0]; s.N = shape[1]; s.K = shape[2]; s.batch1 = shape[3]; s.batch2 = shape[4];
   s.sa_r = strides[0]; s.sa_c = strides[1]; s.sb_r = strides[2]; s.sb_c = strides[3];
   s.sc_r = strides[4]; s.sc_c = strides[5];
@@ -127,25 +138,34 @@ void bind_gpu(py::module_& m) {
       .def_property_readonly("fixup_ptx", [](const PyGpuGemm& k) { return k.k.fixup ? k.k.fixup->ptx : std::string(); })
       .def("source", [](const PyGpuGemm& k, const std::string& kind) { return k.k.code->source(kind); }, py::arg("kind") = "spirv")
       .def("run", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
-                     const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta) {
-        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate);
+                     const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta,
+                     const std::vector<uintptr_t>& epilogue) {
+        const bool fused = k.k.spec.epilogue.any() || k.k.spec.c_type != k.k.spec.dtype;
+        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate, py::none(), fused ? &k.k.spec.epilogue : nullptr);
+        EpilogueArgs ea;
+        if (s.epilogue.any()) {
+          if (epilogue.size() != 4) throw InternalError("the epilogue's four operand addresses");
+          ea = {reinterpret_cast<const void*>(epilogue[0]), reinterpret_cast<const void*>(epilogue[1]),
+                reinterpret_cast<const void*>(epilogue[2]), reinterpret_cast<const void*>(epilogue[3])};
+        }
         GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
         if (p.key() != k.k.plan.key())
           throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(),
                               " (", s.str(), ")"));
         py::gil_scoped_release nogil;
         run_gpu_gemm(k.k, s, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
-                     alpha, beta);
-      });
+                     alpha, beta, s.epilogue.any() ? &ea : nullptr);
+      }, py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"),
+         py::arg("beta"), py::arg("epilogue") = std::vector<uintptr_t>{});
 
   m.def("gpu_gemm_kernel", [](const std::string& device, const std::vector<std::string>& types,
                               const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,
-                              const PlanOverrides& overrides) {
-    GemmSpec s = gemm_spec(types, shape, strides, accumulate);
+                              const PlanOverrides& overrides, const py::object& epilogue) {
+    GemmSpec s = gemm_spec(types, shape, strides, accumulate, epilogue);
     py::gil_scoped_release nogil;
     return PyGpuGemm{gpu_gemm_kernel(s, device, overrides)};
   }, py::arg("device"), py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("accumulate"),
-     py::arg("overrides") = PlanOverrides{},
+     py::arg("overrides") = PlanOverrides{}, py::arg("epilogue") = py::none(),
      "Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.");
 
   m.def("gpu_reduce_program", [](const std::string& device, const std::string& op, const std::string& form,

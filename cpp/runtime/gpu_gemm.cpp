@@ -23,7 +23,7 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
 }
 
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-                  double beta) {
+                  double beta, const EpilogueArgs* epilogue) {
   const GpuGemmPlan& p = k.plan;
   const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
@@ -34,7 +34,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (p.stages && ((reinterpret_cast<uintptr_t>(ka) | reinterpret_cast<uintptr_t>(kb)) & 15)) {
     PlanOverrides o = k.overrides;
     o["stages"] = 0;
-    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta);
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
@@ -47,6 +47,15 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const bool int_scalars = !ir::is_float(p.dtype);
   args.push_back(scalar_arg(acc, int_scalars ? integer_scalar(alpha, "alpha") : 0, alpha));
   args.push_back(scalar_arg(acc, int_scalars ? integer_scalar(beta, "beta") : 0, beta));
+  if (p.epilogue.any()) {
+    const GemmEpilogue& e = p.epilogue;
+    if (!epilogue || (e.scale && !epilogue->scale) || (e.row_scale && !epilogue->row_scale) || (e.bias && !epilogue->bias) ||
+        (e.residual && !epilogue->residual))
+      throw InternalError("the kernel's epilogue needs operands that were not given");
+    // Absent steps' parameters get C (never read): a valid device pointer on every runtime.
+    for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
+      args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
+  }
   if (p.split == "dp") {
     k.code->launch(args, tiles);
     return;

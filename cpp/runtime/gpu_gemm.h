@@ -27,7 +27,8 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
 
 /// Runs `k` on operands with `spec`'s shapes and strides (the caller checked that they need the
 /// same plan); a, b, c point at element [0, 0] of op(A), op(B) and C in device-visible memory.
+/// `epilogue`: the device addresses of the fused epilogue's operands (required when the plan has one).
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-                  double beta);
+                  double beta, const EpilogueArgs* epilogue = nullptr);
 
 }  // namespace coopjit

@@ -168,8 +168,8 @@ def requested(kwargs: dict) -> bool:
 
 def reject_device(where: str, device: str) -> None:
     raise NotImplementedError(f"{where}: fused epilogues (bias=, activation=, residual=, scale=, row_scale=, "
-                              f"epilogue=, out_dtype=) run on the CPU in this version, not on {device}; compute the "
-                              f"product on {device} and apply the epilogue after it")
+                              f"epilogue=, out_dtype=) of batched products run on the CPU in this version, not on "
+                              f"{device}; 2-D products take them there, or apply the epilogue after the product")
 
 
 __all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested", "reject_device"]

@@ -239,8 +239,6 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
 def _matmul_fused(a, b, out, device, plan, kw):
     """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b."""
     where = "matmul"
-    if device != "cpu":
-        reject_device(where, device)
     if out is not None and type(out) is not np.ndarray:
         _matmul_fused(a, b, as_array(out, "out", writable=True), device, plan, kw)
         return out
@@ -293,7 +291,14 @@ def _matmul_fused(a, b, out, device, plan, kw):
     if out_full is out and out.shape != batch + (m, n):
         out_full = np.empty(batch + (m, n), out.dtype)
     types = ep.types(ta, tb)
-    if packed:
+    if device != "cpu":
+        if packed:
+            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        if batch:
+            reject_device(f"{where} (a batched product)", device)
+        _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan, fused=ep)
+    elif packed:
         pb = b._for_a(a.dtype)
         _run_fused(a2, np.broadcast_to(pb._dummy, pb.shape), out_full, 1.0, 0.0, _overrides(pb._plan(plan)), types, ep,
                    pb.buffer)
@@ -363,9 +368,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if requested(fused_kw):
-        if device != "cpu":
-            reject_device("gemm", device)
-        return _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw)
+        return _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw, device)
     if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
         gemm(a, b, as_array(c, "c", writable=True), alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
              device=device, plan=plan)
@@ -434,11 +437,11 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     return c
 
 
-def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw):
+def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device="cpu"):
     """gemm with an epilogue (2-D operands or a prepacked b)."""
     where = "gemm"
     if c is not None and type(c) is not np.ndarray:
-        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw)
+        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device)
         return c
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
@@ -475,7 +478,12 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw):
         if not c.flags.writeable:
             raise ValueError(f"{where}: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
     types = ep.types(ta, tb)
-    if packed:
+    if device != "cpu":
+        if packed:
+            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan, fused=ep)
+    elif packed:
         pb = b._for_a(a.dtype)
         _run_fused(opa, np.broadcast_to(pb._dummy, pb.shape), c, alpha, beta, _overrides(pb._plan(plan)), types, ep,
                    pb.buffer)
@@ -881,12 +889,13 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
     if requested(steps):
-        if device != "cpu":
-            reject_device("compile_gemm", device)
         fused = Epilogue("compile_gemm", dtype, dtype, int(m), int(n), bias_axis=bias_axis, out_dtype=out_dtype, **steps)
         if accumulate and dtype.name in ("int8", "uint8"):
             raise ValueError("compile_gemm: an int8 product with an epilogue does not take accumulate=True; add c "
                              "through residual=")
+        if device != "cpu":
+            return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
+                                  out_dtype, device, fused)
         return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype, fused)
     if device != "cpu":
         return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,

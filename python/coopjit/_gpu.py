@@ -64,6 +64,10 @@ class _Staging:
             self._back.append((buf, lo, hi - lo))
         return buf.address + (_address(x) - lo)
 
+    def keep(self, x) -> None:
+        """Holds x (and the memory it owns) until finish()."""
+        self._keep.append(x)
+
     def finish(self):
         for buf, lo, n in self._back:
             buf.download(lo, n)
@@ -147,20 +151,44 @@ def _gemm_operands(a, b, c):
     return [M, N, K, batch1, batch2], strides
 
 
-def gemm(a, b, c, alpha, beta, types, device, plan=None):
+def _epilogue_addresses(fused, target, st: "_Staging", device: str, given: dict | None = None) -> list[int]:
+    """The device addresses of a fused epilogue's operands for one launch (0 where a step is
+    absent): its vectors and residual (with target's element strides) put where the device reads."""
+    d = fused.core(target, **(given or {}))
+    out = []
+    for name in ("scale", "row_scale", "bias", "residual"):
+        x = d.get(name)
+        if x is None:
+            out.append(0)
+            continue
+        xd = to_device(x, device)
+        st.keep(xd)  # alive until the launch is over (a shared-memory copy is freed with its array)
+        out.append(st.address(xd))
+    return out
+
+
+def gemm(a, b, c, alpha, beta, types, device, plan=None, fused=None):
     """c = alpha * a @ b + beta * c on `device` for checked operands (a: [batch..] M x K, b: K x N,
-    c: M x N, 0 to 2 batch dims, broadcasting by zero strides); returns c."""
+    c: M x N, 0 to 2 batch dims, broadcasting by zero strides); returns c. `fused`: the product's
+    epilogue (coopjit._epilogue.Epilogue), applied in the kernel."""
     from ._gemm import _gpu_overrides
 
     if c.size == 0:
+        return c
+    if fused is not None and not c.flags.c_contiguous:  # the residual shares the output's strides
+        tmp = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
+        gemm(a, b, tmp, alpha, beta, types, device, plan, fused)
+        c[...] = tmp
         return c
     A = to_device(a, device)
     B = to_device(b, device)
     out = _Output(c, device, beta != 0.0, a, b)
     shape, strides = _gemm_operands(A, B, out.dev)
-    k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan))
+    k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan),
+                              None if fused is None else fused.steps())
     st = _Staging(device)
-    k.run(list(types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True), alpha, beta)
+    epi = [] if fused is None else _epilogue_addresses(fused, out.dev, st, device)
+    k.run(list(types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True), alpha, beta, epi)
     st.finish()
     return out.finish()
 
@@ -168,20 +196,25 @@ def gemm(a, b, c, alpha, beta, types, device, plan=None):
 class GpuKernel:
     """A compiled GEMM kernel for one problem on a SPIR-V device (see coopjit.compile_gemm)."""
 
-    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, device):
+    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, device, fused=None):
         from ._arrays import gemm_types
         from ._gemm import _gpu_overrides
 
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
         self.device = device
-        self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
+        self._fused = fused
+        if fused is not None:
+            (ta, tb, _), _ = gemm_types(dtype, dtype)
+            self._types, self.out_dtype = fused.types(ta, tb), fused.out_dtype
+        else:
+            self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._shape = [m, n, k, 1, 1]
         self._core = _core.gpu_gemm_kernel(device, list(self._types), self._shape, [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0],
-                                           accumulate, _gpu_overrides(plan))
+                                           accumulate, _gpu_overrides(plan), None if fused is None else fused.steps())
 
     @property
     def config(self):
@@ -201,9 +234,13 @@ class GpuKernel:
         """The SPIR-V module (binary)."""
         return self._core.spirv
 
-    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
+    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, bias=None, residual=None, scale=None, row_scale=None):
         from ._gemm import check_kernel_call
 
+        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
+        if self._fused is None and any(v is not None for v in given.values()):
+            raise ValueError("this kernel was compiled without an epilogue; pass bias= / residual= / scale= / "
+                             "row_scale= to compile_gemm")
         if self.device.startswith("target:"):
             raise RuntimeError(f"this kernel was generated for {self.device[7:]} and validated with spirv-val, "
                                "but there is no such device here to run it on")
@@ -214,13 +251,20 @@ class GpuKernel:
         # planned for (a copy of a.T would be C-ordered, another plan).
         A, B = to_device(a, self.device), to_device(b, self.device)
         A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
-        out = _Output(c, self.device, beta != 0.0, a, b)
+        target = c
+        if self._fused is not None and not c.flags.c_contiguous:  # the residual shares the output's strides
+            target = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
+        out = _Output(target, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
         st = _Staging(self.device)
+        epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self.device, given)
         self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
-                       alpha, beta)
+                       alpha, beta, epi)
         st.finish()
-        return out.finish()
+        out.finish()
+        if target is not c:
+            c[...] = target
+        return c
 
     def __repr__(self):
         cfg = self.config
