@@ -10,6 +10,7 @@ from . import devices, ir, ptx, tensor  # modules; devices() lists the devices (
 from ._core import DeviceError, VerifyError
 from .devices import device_info, empty
 from ._plan import Plan
+from ._cuda_arrays import DeviceArray
 from ._gemm import Kernel, PackedMatrix, compile_gemm, cross_compile, gemm, matmul, prepack
 from ._reduce import reduce, reduce2x2
 from ._tune import tune
@@ -21,6 +22,7 @@ __version__ = _core.version
 llvm_version = _core.llvm_version
 
 __all__ = [
+    "DeviceArray",
     "DeviceError",
     "Kernel",
     "Plan",

@@ -20,6 +20,12 @@ import numpy as np
 
 from ._arrays import as_array, native_dtype
 
+def _device(x):
+    from ._cuda_arrays import device_view
+
+    return device_view(x)
+
+
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 _OUT_NAMES = {"float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16"}
 #: The keyword arguments that make a product fused (out_dtype alone converts only).
@@ -86,7 +92,14 @@ class Epilogue:
         return any(self.has.values()) or self.activation is not None or self.fn is not None
 
     def vector(self, name: str, value: Any, length: int) -> np.ndarray:
-        """A contiguous vector of `length` values in the compute dtype (a scalar is repeated)."""
+        """A contiguous vector of `length` values in the compute dtype (a scalar is repeated); a
+        CUDA device array is taken as it is (it must be exactly that)."""
+        dv = _device(value)
+        if dv is not None:
+            if dv.dtype != self.etype or dv.shape != (length,) or not dv.c_contiguous:
+                raise ValueError(f"{self.where}: {name} on the device must be a contiguous {self.etype} vector of "
+                                 f"{length} values, got {dv.dtype} {dv.shape}")
+            return dv
         v = as_array(value, name)
         if v.dtype.kind not in "biuf" and v.dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
             raise TypeError(f"{self.where}: {name} has dtype {v.dtype}; it must hold numbers")
@@ -100,7 +113,14 @@ class Epilogue:
 
     def residual_like(self, target: np.ndarray, residual: Any) -> np.ndarray:
         """The residual broadcast to the (C-contiguous) output `target`, in the compute dtype, with
-        target's element strides (what the kernel reads it with)."""
+        target's element strides (what the kernel reads it with). A CUDA device array is taken as it
+        is (it must be exactly that: the target's shape, C order, the compute dtype)."""
+        dv = _device(residual)
+        if dv is not None:
+            if dv.dtype != self.etype or dv.shape != tuple(target.shape) or not dv.c_contiguous:
+                raise ValueError(f"{self.where}: a residual on the device must be a C-contiguous {self.etype} array "
+                                 f"of shape {tuple(target.shape)}, got {dv.dtype} {dv.shape}")
+            return dv
         r = as_array(residual, "residual")
         if r.dtype.kind not in "biuf" and r.dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
             raise TypeError(f"{self.where}: residual has dtype {r.dtype}; it must hold numbers")
@@ -133,7 +153,7 @@ class Epilogue:
             if name == "residual":
                 d[name] = value if target is None else self.residual_like(target, value)
             else:
-                d[name] = value if isinstance(value, np.ndarray) and value.dtype == self.etype and value.ndim == 1 \
+                d[name] = value if isinstance(value, (np.ndarray,)) and value.dtype == self.etype and value.ndim == 1 \
                     and value.shape[0] == lengths[name] and value.flags.c_contiguous \
                     else self.vector(name, value, lengths[name])
         return d

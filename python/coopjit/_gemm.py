@@ -11,6 +11,7 @@ from . import _core, _gpu
 from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps)
 from ._display import KernelDisplay
+from . import _cuda_arrays
 from ._epilogue import Epilogue, reject_device, requested
 from ._log import logger
 from ._plan import Plan, from_core
@@ -236,6 +237,79 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
         c2[...] = target
 
 
+_TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32")
+
+
+def _device_result(like, shape, dtype: np.dtype, device: str):
+    """A new device array for a result: of the framework of `like` (a CudaView of an input): a
+    torch CUDA tensor, a CuPy array, else a coopjit DeviceArray."""
+    if like.framework == "torch" and dtype.name in _TORCH_DTYPES:
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, dtype.name), device=like.owner.device)
+    if like.framework == "cupy" and dtype.kind in "biuf":
+        import cupy
+
+        with cupy.cuda.Device(int(device.partition(":")[2] or 0)):
+            return cupy.empty(shape, dtype)
+    return _cuda_arrays.DeviceArray(shape, dtype, device)
+
+
+def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan, kw):
+    """matmul / gemm with CUDA device arrays among the operands: read and written where they are
+    (host operands are copied in for the launch), the result a device array of the inputs'
+    framework. 2-D operands."""
+    va, vb = _cuda_arrays.device_view(a), _cuda_arrays.device_view(b)
+    vc = None if c is None else _cuda_arrays.device_view(c)
+    first = next(v for v in (va, vb, vc) if v is not None)
+    dev = first.device
+    if device is not None and check_device(device) != dev:
+        raise ValueError(f"{where}: device={device!r}, but the device arrays are on {dev}")
+    check_device(dev)
+    A = va if va is not None else native_order(as_array(a, "a"))
+    B = vb if vb is not None else native_order(as_array(b, "b"))
+    for name, x in (("a", A), ("b", B)):
+        if x.ndim != 2:
+            raise NotImplementedError(f"{where}: products of device arrays take 2-D operands in this version; {name} "
+                                      f"has shape {x.shape}")
+    opa, opb = (A.T if trans_a else A), (B.T if trans_b else B)
+    if opa.shape[1] != opb.shape[0]:
+        raise ValueError(f"{where}: a has shape {A.shape} and b has shape {B.shape}: inner dimensions differ")
+    m, n = opa.shape[0], opb.shape[1]
+    out_dtype = kw.pop("out_dtype", None)
+    bias_axis = kw.pop("bias_axis", 1)
+    if c is not None:
+        cdt = vc.dtype if vc is not None else native_dtype(as_array(c, "c").dtype)
+        out_dtype = cdt if out_dtype is None else out_dtype
+    ep = None
+    if requested({**kw, "out_dtype": out_dtype if c is None else None}) or (
+            out_dtype is not None and _fused_out_needed(A.dtype, B.dtype, out_dtype)):
+        ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+        (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
+        types, dtype = ep.types(ta, tb), ep.out_dtype
+    else:
+        types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
+    if c is None:
+        c, beta = _device_result(first, (m, n), np.dtype(dtype), dev), 0.0
+        vc = _cuda_arrays.device_view(c)
+    target = vc if vc is not None else as_array(c, "c", writable=True)
+    if tuple(target.shape) != (m, n):
+        raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {(m, n)}")
+    if np.dtype(target.dtype) != np.dtype(dtype):
+        raise TypeError(f"{where}: the output has dtype {target.dtype}, the product writes {np.dtype(dtype)}")
+    _gpu.gemm(opa, opb, target, alpha, beta, types, dev, plan, fused=ep)
+    return c
+
+
+def _fused_out_needed(a_dtype, b_dtype, out_dtype) -> bool:
+    """Whether out_dtype needs the epilogue's conversion (a plain product cannot write it)."""
+    try:
+        gemm_types(a_dtype, b_dtype, out_dtype)
+        return False
+    except TypeError:
+        return True
+
+
 def _matmul_fused(a, b, out, device, plan, kw):
     """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b."""
     where = "matmul"
@@ -273,7 +347,8 @@ def _matmul_fused(a, b, out, device, plan, kw):
     bias_axis = kw.pop("bias_axis")
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
-    if ep.has["residual"]:  # broadcast against the result as the user sees it (1-D operands' dims removed)
+    if ep.has["residual"] and _cuda_arrays.device_view(ep.bound["residual"]) is None:
+        # broadcast against the result as the user sees it (1-D operands' dims removed)
         r = as_array(ep.bound["residual"], "residual")
         try:
             ep.bound["residual"] = np.broadcast_to(r, result_shape).reshape(batch + (m, n))
@@ -364,9 +439,13 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
     residual, the function and the conversion to c's dtype (float products only take beta then).
     """
-    device = check_device(device)
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
+        fused_kw["bias_axis"] = bias_axis
+        return _device_product("gemm", a, b, c, check_scalar(alpha, "alpha"), check_scalar(beta, "beta"), trans_a,
+                               trans_b, device, plan, fused_kw)
+    device = check_device(device)
     if requested(fused_kw):
         return _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw, device)
     if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
@@ -623,6 +702,10 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     epilogue returns float32 unless out_dtype says otherwise."""
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
+        if any(_cuda_arrays.is_device_array(x) for x in (a, b, out) if x is not None):
+            fused_kw["bias_axis"] = bias_axis
+            return _device_product("matmul", a, b, out, 1.0, 0.0, False, False, device, plan, fused_kw)
     if requested(fused_kw):
         fused_kw["bias_axis"] = bias_axis
         return _matmul_fused(a, b, out, check_device(device), plan, fused_kw)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._cuda_arrays import CudaView
 from .devices import empty, shared_buffer
 
 
@@ -52,6 +53,8 @@ class _Staging:
         self._keep, self._back = [], []
 
     def address(self, x: np.ndarray, write: bool = False) -> int:
+        if isinstance(x, CudaView):  # device memory already: read and written where it is
+            return x.ptr
         if not self.copies:
             return _address(x)
         if x.size == 0:
@@ -87,6 +90,12 @@ def to_device(x: np.ndarray, device: str) -> np.ndarray:
     """`x` itself when it lives in `device`'s shared memory with whole-element strides, else a
     copy there (C order). On devices the host cannot touch (CUDA): x itself in host memory (copied
     at launch by _Staging), or a C-order copy when its strides are not whole elements."""
+    if isinstance(x, CudaView):
+        if x.device != device:
+            raise ValueError(f"a device array on {x.device} cannot be an operand of a kernel on {device}")
+        if not _whole(x):
+            raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} elements")
+        return x
     if not host_visible(device):
         return x if _whole(x) else np.ascontiguousarray(x)
     if _on_device(x, device) and _whole(x):
@@ -103,7 +112,10 @@ class _Output:
 
     def __init__(self, out: np.ndarray, device: str, read: bool, *others):
         self.out = out
-        aliased = any(np.may_share_memory(out, o) for o in others)
+        if isinstance(out, CudaView):  # a device array: written in place
+            self.dev = to_device(out, device)
+            return
+        aliased = any(np.may_share_memory(out, o) for o in others if not isinstance(o, CudaView))
         if not host_visible(device):  # written into a device copy by _Staging, back to out's memory
             if _whole(out) and out.dtype.isnative:
                 self.dev = out
@@ -175,7 +187,9 @@ def gemm(a, b, c, alpha, beta, types, device, plan=None, fused=None):
 
     if c.size == 0:
         return c
-    if fused is not None and not c.flags.c_contiguous:  # the residual shares the output's strides
+    if fused is not None and isinstance(c, CudaView) and not c.c_contiguous:
+        raise ValueError("a fused epilogue's device output must be C-contiguous (the residual shares its strides)")
+    if fused is not None and not isinstance(c, CudaView) and not c.flags.c_contiguous:  # the residual shares its strides
         tmp = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
         gemm(a, b, tmp, alpha, beta, types, device, plan, fused)
         c[...] = tmp
@@ -238,6 +252,11 @@ class GpuKernel:
         from ._gemm import check_kernel_call
 
         given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
+        from ._cuda_arrays import device_view
+
+        views = [device_view(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray]
+        if any(v is not None for v in views):
+            return self._call_device_arrays(a, b, c, alpha, beta, given)
         if self._fused is None and any(v is not None for v in given.values()):
             raise ValueError("this kernel was compiled without an epilogue; pass bias= / residual= / scale= / "
                              "row_scale= to compile_gemm")
@@ -264,6 +283,46 @@ class GpuKernel:
         out.finish()
         if target is not c:
             c[...] = target
+        return c
+
+    def _call_device_arrays(self, a, b, c, alpha, beta, given):
+        """A call with CUDA device arrays (read and written in place; host operands copied in); the
+        result a device array of the inputs' framework."""
+        from ._arrays import as_array, check_scalar, native_order
+        from ._cuda_arrays import device_view
+        from ._gemm import _device_result
+
+        alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
+        ops = []
+        for name, x, want in (("a", a, (self.k, self.m) if self.trans_a else (self.m, self.k)),
+                              ("b", b, (self.n, self.k) if self.trans_b else (self.k, self.n))):
+            v = device_view(x)
+            v = v if v is not None else native_order(as_array(x, name))
+            if np.dtype(v.dtype) != np.dtype(self.dtype):
+                raise TypeError(f"{name} has dtype {v.dtype}; this kernel was compiled for {self.dtype}")
+            if tuple(v.shape) != want:
+                raise ValueError(f"{name} has shape {tuple(v.shape)}; this kernel was compiled for {want}")
+            ops.append(v)
+        if beta != 0.0 and not self.accumulate:
+            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+        first = next(v for v in ops + [device_view(c) if c is not None else None] if isinstance(v, CudaView))
+        if c is None:
+            c, beta = _device_result(first, (self.m, self.n), np.dtype(self.out_dtype), self.device), 0.0
+        vc = device_view(c)
+        target = vc if vc is not None else as_array(c, "c", writable=True)
+        if tuple(target.shape) != (self.m, self.n) or np.dtype(target.dtype) != np.dtype(self.out_dtype):
+            raise ValueError(f"c must be a {np.dtype(self.out_dtype)} array of shape {(self.m, self.n)}, got "
+                             f"{target.dtype} {tuple(target.shape)}")
+        A, B = (to_device(x, self.device) for x in ops)
+        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
+        out = _Output(target, self.device, beta != 0.0, *ops)
+        shape, strides = _gemm_operands(A, B, out.dev)
+        st = _Staging(self.device)
+        epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self.device, given)
+        self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
+                       alpha, beta, epi)
+        st.finish()
+        out.finish()
         return c
 
     def __repr__(self):

@@ -1,0 +1,236 @@
+"""CUDA device arrays in and out without copies: PyTorch CUDA tensors, CuPy arrays and any object
+with `__cuda_array_interface__` are read and written where they live; results of products of
+device arrays are device arrays of the inputs' framework (a torch tensor for torch inputs, a CuPy
+array for CuPy inputs, else a coopjit.DeviceArray, which PyTorch and CuPy take without copies
+through `__cuda_array_interface__` and DLPack).
+
+The kernels run on coopjit's CUDA stream, which is ordered with the legacy default stream (the one
+PyTorch and CuPy use unless told otherwise); a torch tensor's current stream is synchronized
+first, and every launch is complete when the call returns.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import numpy.typing  # noqa: F401 (annotations)
+
+from . import _core
+
+_TORCH_NP = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "bfloat16",
+             "int8": "int8", "uint8": "uint8", "int32": "int32", "float8_e4m3fn": "float8_e4m3fn",
+             "float8_e5m2": "float8_e5m2"}
+
+
+def _np_dtype(name: str) -> np.dtype:
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(name)
+
+
+class CudaView:
+    """A device array's memory as the kernels read it: the address of element [0, ...], shape,
+    byte strides, dtype and device; `owner` keeps the memory alive. Quacks like an ndarray where
+    the device path looks (shape, strides, itemsize, ndim, size, T, dtype)."""
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: np.dtype, device: str, owner, framework: str):
+        self.ptr, self.shape, self.strides, self.dtype = int(ptr), tuple(shape), tuple(strides), np.dtype(dtype)
+        self.device, self.owner, self.framework = device, owner, framework
+
+    itemsize = property(lambda self: self.dtype.itemsize)
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def T(self) -> "CudaView":
+        return CudaView(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.device, self.owner,
+                        self.framework)
+
+    @property
+    def c_contiguous(self) -> bool:
+        want = self.itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != want:
+                return False
+            want *= n
+        return True
+
+    def __repr__(self):
+        return f"CudaView({self.framework} {self.dtype} {self.shape} on {self.device})"
+
+
+def _torch_view(x) -> CudaView | None:
+    if not getattr(x, "is_cuda", False):
+        return None
+    import torch
+
+    if x.requires_grad:
+        x = x.detach()
+    name = str(x.dtype).replace("torch.", "")
+    if name not in _TORCH_NP:
+        raise TypeError(f"a torch CUDA tensor of dtype {x.dtype} is not supported (supported: {', '.join(_TORCH_NP)})")
+    dt = _np_dtype(_TORCH_NP[name])
+    torch.cuda.current_stream(x.device).synchronize()  # what torch queued on its stream has run
+    return CudaView(x.data_ptr(), tuple(x.shape), tuple(s * dt.itemsize for s in x.stride()), dt,
+                    f"cuda:{x.device.index or 0}", x, "torch")
+
+
+def device_view(x) -> CudaView | None:
+    """x as a CudaView when it is a CUDA device array (torch CUDA tensor, CuPy array, an object with
+    __cuda_array_interface__, a CudaView or DeviceArray), else None."""
+    if isinstance(x, CudaView):
+        return x
+    if isinstance(x, DeviceArray):
+        return x._view
+    if type(x).__module__.partition(".")[0] == "torch":
+        return _torch_view(x)
+    if isinstance(x, np.ndarray):
+        return None
+    try:
+        d = x.__cuda_array_interface__
+    except AttributeError:
+        return None
+    dt = np.dtype(d["typestr"])
+    if "descr" in d and len(d["descr"]) == 1 and d["descr"][0][0] in ("bfloat16",):
+        dt = _np_dtype(d["descr"][0][0])
+    shape = tuple(d["shape"])
+    strides = d.get("strides")
+    if strides is None:  # C order
+        acc, out = dt.itemsize, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= n
+        strides = tuple(reversed(out))
+    if d.get("mask") is not None:
+        raise TypeError("a masked device array: coopjit does not apply masks")
+    dev = getattr(getattr(x, "device", None), "id", 0)
+    fw = "cupy" if type(x).__module__.partition(".")[0] == "cupy" else "cai"
+    return CudaView(d["data"][0], shape, tuple(strides), dt, f"cuda:{int(dev) if isinstance(dev, int) else 0}", x, fw)
+
+
+def is_device_array(x) -> bool:
+    try:
+        return device_view(x) is not None
+    except TypeError:
+        return True  # a device array coopjit cannot read: the caller reports it
+
+
+class DeviceArray:
+    """An array in a CUDA device's memory that coopjit made (the result of a product of device
+    arrays that were neither torch tensors nor CuPy arrays). `__cuda_array_interface__` and DLPack
+    (`__dlpack__`, `__dlpack_device__`) hand it to PyTorch (torch.as_tensor / torch.from_dlpack)
+    and CuPy (cupy.asarray / cupy.from_dlpack) without a copy; `numpy()` copies it to the host."""
+
+    def __init__(self, shape: tuple, dtype: "np.typing.DTypeLike", device: str = "cuda:0") -> None:
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(n) for n in shape)
+        self.device = device
+        nbytes = max(1, int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize)
+        self._buf = _core.alloc_device(device, nbytes)
+        strides, acc = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            strides.append(acc)
+            acc *= n
+        self._view = CudaView(self._buf.address, self.shape, tuple(reversed(strides)), self.dtype, device, self, "coopjit")
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        typestr = self.dtype.str if self.dtype.kind in "biuf" else f"<V{self.dtype.itemsize}"
+        return {"shape": self.shape, "typestr": typestr, "data": (self._buf.address, False), "version": 3,
+                "strides": None, "stream": None, "descr": [(self.dtype.name if typestr.startswith("<V") else "",
+                                                            typestr)]}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, int(self.device.partition(":")[2] or 0))  # kDLCUDA
+
+    def __dlpack__(self, stream: "int | None" = None, max_version: "tuple | None" = None, dl_device: "tuple | None" = None, copy: "bool | None" = None) -> object:
+        return _dlpack_capsule(self)
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (NumPy array)."""
+        out = np.empty(self.shape, self.dtype)
+        if out.size:
+            self._buf.download(out.__array_interface__["data"][0], out.nbytes)
+        return out
+
+    def __array__(self, dtype: "np.typing.DTypeLike" = None, copy: "bool | None" = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    @classmethod
+    def from_host(cls, x, device: str = "cuda:0") -> "DeviceArray":
+        """A DeviceArray holding a copy of host array x (C order)."""
+        from ._arrays import as_array
+
+        x = np.ascontiguousarray(as_array(x, "x"))
+        d = cls(x.shape, x.dtype, device)
+        if x.size:
+            d._buf.upload(x.__array_interface__["data"][0], x.nbytes)
+        return d
+
+    def __repr__(self):
+        return f"DeviceArray({self.dtype} {self.shape} on {self.device})"
+
+
+# ---- DLPack export (the unversioned DLManagedTensor of dlpack.h, v0.8) ------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+_LIVE: dict[int, tuple] = {}  # manager_ctx -> (the array, the ctypes objects) until the consumer's deleter
+
+
+@_DELETER
+def _dl_deleter(p):
+    _LIVE.pop(int(p.contents.manager_ctx or 0), None)
+
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_CODES = {"i": 0, "u": 1, "f": 2}
+
+
+def _dlpack_capsule(arr: DeviceArray):
+    dt = arr.dtype
+    code = 4 if dt.name == "bfloat16" else _CODES.get(dt.kind)
+    if code is None:
+        raise BufferError(f"DLPack has no type for {dt}")
+    n = arr.ndim
+    shape = (ctypes.c_int64 * max(n, 1))(*arr.shape)
+    m = _DLManagedTensor()
+    m.dl_tensor.data = arr._buf.address
+    m.dl_tensor.device = _DLDevice(2, arr.__dlpack_device__()[1])
+    m.dl_tensor.ndim = n
+    m.dl_tensor.dtype = _DLDataType(code, dt.itemsize * 8, 1)
+    m.dl_tensor.shape = shape
+    m.dl_tensor.strides = None  # C order
+    m.dl_tensor.byte_offset = 0
+    key = id(m)
+    m.manager_ctx = key
+    m.deleter = _dl_deleter
+    _LIVE[key] = (arr, m, shape)
+    # No capsule destructor: a consumer calls the deleter; an unconsumed capsule keeps the array
+    # (a leak of one small record, never a dangling pointer).
+    return _PyCapsule_New(ctypes.addressof(m), b"dltensor", None)
