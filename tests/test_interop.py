@@ -114,10 +114,12 @@ def test_packed_matrix_takes_the_matmul_operator(rng):
 def test_jax_arrays_in(rng):
     # JAX arrays reach coopjit through DLPack (no copy on the CPU), bfloat16 included; the result is
     # a NumPy array, checked against NumPy in float64 on the same values.
-    import jax.numpy as jnp  # installed by scripts/setup.sh
+    import jax  # installed by scripts/setup.sh
+    import jax.numpy as jnp
 
+    cpu = jax.devices("cpu")[0]  # (JAX arrays on a GPU are device arrays: tests/test_cuda_arrays.py)
     a32, b32 = rng.standard_normal((33, 20)).astype(np.float32), rng.standard_normal((20, 17)).astype(np.float32)
-    a, b = jnp.asarray(a32), jnp.asarray(b32)
+    a, b = jax.device_put(jnp.asarray(a32), cpu), jax.device_put(jnp.asarray(b32), cpu)
     c = coopjit.matmul(a, b)
     assert type(c) is np.ndarray
     np.testing.assert_allclose(c, a32.astype(np.float64) @ b32, rtol=1e-5, atol=1e-5)
