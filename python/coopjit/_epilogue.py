@@ -186,10 +186,4 @@ def requested(kwargs: dict) -> bool:
     return any(v is not None and v is not False for v in kwargs.values())
 
 
-def reject_device(where: str, device: str) -> None:
-    raise NotImplementedError(f"{where}: fused epilogues (bias=, activation=, residual=, scale=, row_scale=, "
-                              f"epilogue=, out_dtype=) of batched products run on the CPU in this version, not on "
-                              f"{device}; 2-D products take them there, or apply the epilogue after the product")
-
-
-__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested", "reject_device"]
+__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested"]

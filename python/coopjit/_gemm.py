@@ -12,7 +12,7 @@ from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm
                       overlaps)
 from ._display import KernelDisplay
 from . import _cuda_arrays
-from ._epilogue import Epilogue, reject_device, requested
+from ._epilogue import Epilogue, requested
 from ._log import logger
 from ._plan import Plan, from_core
 
@@ -371,8 +371,9 @@ def _matmul_fused(a, b, out, device, plan, kw):
             raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
                              f"on {device}")
         if batch:
-            reject_device(f"{where} (a batched product)", device)
-        _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan, fused=ep)
+            _batched_fused(a2, b2, out_full, plan, types, ep, device)
+        else:
+            _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan, fused=ep)
     elif packed:
         pb = b._for_a(a.dtype)
         _run_fused(a2, np.broadcast_to(pb._dummy, pb.shape), out_full, 1.0, 0.0, _overrides(pb._plan(plan)), types, ep,
@@ -386,10 +387,12 @@ def _matmul_fused(a, b, out, device, plan, kw):
     return out
 
 
-def _batched_fused(a, b, out, plan, types, ep: Epilogue):
+def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
     """out[...] = epilogue(a @ b) over broadcast batch dims, one launch; the residual is laid out
     like the (C-contiguous) output so that the kernel reads it with C's strides."""
     batch = out.shape[:-2]
+    if device != "cpu":  # device copies first, then zero-stride broadcasts of them (as _batched)
+        a, b = _gpu.to_device(a, device), _gpu.to_device(b, device)
     A = kernel_readable(np.broadcast_to(a, batch + a.shape[-2:]))
     B = kernel_readable(np.broadcast_to(b, batch + b.shape[-2:]))
     if out.size == 0:
@@ -413,7 +416,12 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue):
         views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
     if R is not None:
         d["residual"] = views[3]
-    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types, None, d)
+    if device != "cpu":
+        if R is not None:
+            ep.bound["residual"] = views[3]  # the launch lays it out like its (C-contiguous) output
+        _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan, fused=ep)
+    else:
+        _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types, None, d)
     if C is not out:
         out[...] = C
 
