@@ -184,3 +184,20 @@ def test_sizes_follow_the_machine():
     assert 4096 in big.gemm_sizes and set(bench.FULL.gemm_sizes) <= set(big.gemm_sizes)
     w = min(16, coopjit.get_num_threads())
     assert big.streamk == ((12 * (w + 1), 32, 8192), (12 * (3 * w // 2), 32, 8192))
+
+
+def test_device_bench_takes_cuda_devices_only(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "opencl:0"])
+    assert "--device takes cuda:N" in capsys.readouterr().err
+
+
+@pytest.mark.skipif("cuda:0" not in coopjit.devices(), reason="no NVIDIA GPU (cuda:0) on this machine")
+def test_device_bench_runs_against_torch(tmp_path):
+    from coopjit import _bench_cuda
+
+    res = _bench_cuda.run("cuda:0", quick=True, out_dir=tmp_path)
+    assert res["copy_gbs"] > 0 and len(res["rows"]) >= 5
+    for r in res["rows"]:
+        assert r["coopjit_s"] > 0 and r["torch_s"] > 0 and r["error"] < 2e-2, r
+    assert (tmp_path / "coopjit-bench-cuda.json").exists()

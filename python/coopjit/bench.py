@@ -1,6 +1,7 @@
 """The benchmark of `python -m coopjit bench`: coopjit against NumPy and PyTorch (CPU) side by side.
 
     python -m coopjit bench [--quick] [--out DIR] [--only SECTION ...]
+    python -m coopjit bench --device cuda:0 [--quick] [--out DIR]   # the GPU against torch (cuBLAS)
 
 Each cell is the median of repeated timed calls after a warm-up call; short calls are timed in
 batches. Ratios are speed ratios (time of the other library / time of coopjit: above 1 coopjit
@@ -679,7 +680,21 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples: under a minute")
     p.add_argument("--out", default="benchmarks/results", help="directory of the JSON, table and PNG files")
     p.add_argument("--only", nargs="+", choices=Config().sections, help="run only these sections")
+    p.add_argument("--device", default=None,
+                   help="cuda:N: the GPU benchmark (GEMM per dtype, int8, a fused epilogue, the memory) against torch")
     args = p.parse_args(argv)
+    if args.device is not None:
+        if not str(args.device).startswith("cuda:"):
+            p.error(f"--device takes cuda:N (an NVIDIA GPU); the CPU benchmark runs without it; got {args.device!r}")
+        if args.device not in coopjit.devices():
+            p.error(f"{args.device} is not here (devices: {', '.join(coopjit.devices())})")
+        from . import _bench_cuda
+
+        res = _bench_cuda.run(args.device, args.quick, args.out)
+        print(_bench_cuda.format_table(res))
+        for kind, path in res.get("files", {}).items():
+            print(f"{kind}: {path}")
+        return
     cfg = for_machine(QUICK if args.quick else FULL)
     if args.only:
         cfg = dataclasses.replace(cfg, sections=tuple(args.only))
