@@ -3,6 +3,8 @@
 // or softmax around it. Each function takes a float (f32 or f64) scalar or vector value.
 #pragma once
 
+#include <functional>
+
 #include <llvm/IR/IRBuilder.h>
 
 namespace coopjit::lower {
@@ -17,9 +19,11 @@ llvm::Value* tanh_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 
 /// erf x for f32: a Taylor polynomial below |x| = 0.5, else 1 - erfc |x| (sign restored), erfc z = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2),
 /// P a degree-9 polynomial (fractional error of erfc below 1.2e-7 for every z >= 0).
-llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x);
+/// `exp`: the e^x to use (a target's own; default exp_f32).
+using ExpFn = std::function<llvm::Value*(llvm::IRBuilder<>&, llvm::Value*)>;
+llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr);
 /// erfc |x| as above (for GELU, whose negative tail is x erfc(|x| / sqrt 2) / 2: no cancellation).
-llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr);
 
 /// erf x for f64: the C library's erf, lane by lane (the module declares `erf`; the CPU JIT
 /// resolves it in the process).
