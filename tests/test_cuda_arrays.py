@@ -144,3 +144,18 @@ def test_compiled_kernels_take_device_arrays():
     out = torch.empty(96, 64, device="cuda")
     assert k(a, b, out) is out
     np.testing.assert_allclose(out.cpu().numpy(), c.cpu().numpy())
+
+
+@needs_cuda
+def test_reductions_of_device_arrays():
+    import torch
+
+    x = torch.randn(300, 257, device="cuda")
+    ref = x.cpu().double().numpy()
+    for axis in (0, 1):
+        for op, f in (("sum", np.sum), ("max", np.max)):
+            got = coopjit.reduce(x, axis=axis, op=op)
+            assert isinstance(got, torch.Tensor) and got.is_cuda and got.shape == (ref.shape[1 - axis],)
+            np.testing.assert_allclose(got.cpu().numpy(), f(ref, axis=axis), rtol=1e-5, atol=1e-4)
+    with pytest.raises(NotImplementedError, match="axis 0 or 1"):
+        coopjit.reduce(x)

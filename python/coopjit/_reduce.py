@@ -77,9 +77,15 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     raise ValueError. Float sums accumulate in float32 for float16, bfloat16 and float32 inputs
     (in lanes of partial sums, so the error grows like a blocked sum's), in float64 for float64.
     """
-    device = check_device(device)
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
+    if type(a) is not np.ndarray:
+        from ._cuda_arrays import device_view
+
+        dv = device_view(a)
+        if dv is not None:  # a CUDA device array: reduced where it is, the result a device array
+            return _reduce_device_array(dv, axis, op, out, device)
+    device = check_device(device)
     if out is not None and type(out) is not np.ndarray:  # a tensor / DLPack / buffer out: filled in its memory
         reduce(a, axis, op, out=as_array(out, "out", writable=True), device=device)
         return out
@@ -175,6 +181,34 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     if not np.shares_memory(y, result):  # computed into a temporary: out was not contiguous
         result[...] = y.reshape(out_shape)
     return result if out is not None or out_shape else result[()]
+
+
+def _reduce_device_array(x, axis, op, out, device):
+    """reduce of a 2-D CUDA device array along axis 0 or 1 (a CudaView), in place on the device;
+    the result is a device array of the input's framework (or `out`, a device array)."""
+    from ._cuda_arrays import device_view
+    from ._gemm import _device_result
+
+    if device is not None and check_device(device) != x.device:
+        raise ValueError(f"reduce: device={device!r}, but the array is on {x.device}")
+    check_device(x.device)
+    if x.ndim != 2 or isinstance(axis, bool) or axis not in (0, 1, -1, -2):
+        raise NotImplementedError(f"reduce: a device array is reduced along axis 0 or 1 of a 2-D array in this "
+                                  f"version; got shape {x.shape}, axis {axis!r}")
+    axis = axis % 2
+    src, acc, dst, out_dtype = _types(x.dtype, op)
+    rows, cols = x.shape
+    n_out = rows if axis == 1 else cols
+    if (cols if axis == 1 else rows) == 0:
+        raise ValueError(f"reduce: an empty reduction of a device array (shape {x.shape}, axis {axis})")
+    if out is None:
+        out = _device_result(x, (n_out,), np.dtype(out_dtype), x.device)
+    y = device_view(out)
+    if y is None or tuple(y.shape) != (n_out,) or np.dtype(y.dtype) != np.dtype(out_dtype):
+        raise ValueError(f"reduce: out must be a device array of {out_dtype} and shape {(n_out,)}")
+    # axis 1: each row reduced (the row form); axis 0: each column (the column form over rows x cols)
+    _run(op, "row" if axis == 1 else "column", x, y, (src, acc, dst), x.device)
+    return out
 
 
 def _bool_bytes(a: np.ndarray) -> np.ndarray:
