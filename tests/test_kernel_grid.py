@@ -4,7 +4,7 @@ given; and the row softmax of issue 17 against NumPy in float64."""
 import numpy as np
 import pytest
 
-import coopjit
+from coopjit.bench import softmax_kernel
 from coopjit.ir import KernelBuilder
 
 
@@ -88,43 +88,10 @@ def test_lane_ids_are_refused_on_the_cpu():
         b.compile()
 
 
-def softmax_kernel(cols, rows_per_group=4, width=64):
-    """The row softmax of the README: each work-group takes 4 rows, three passes over them in
-    64-column chunks (running max, sum of exponentials, the result)."""
-    b = KernelBuilder("row_softmax")
-    X, Y, R = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>"), b.param("rows", "index")
-    t = mat("f32", rows_per_group, width)
-    r0 = b.mul(b.work_id("group"), rows_per_group)
-
-    def chunk(q, c):
-        return q.load(t, X, r0, c, strides=(cols, 1), bounds=(R, cols), checked=True)
-
-    def masked(q, c, m, value):  # the columns past the row's end (a checked load reads zeros there)
-        return q.per_element(m, lambda e, r, cc, v, c0: e.select(e.lt(e.add(c0, cc), cols), v, value), [c])
-
-    (mx,) = b.for_range(0, cols, width, [b.splat(t, -np.inf)],
-                        lambda q, c, m: q.matrix_binary("max", m, masked(q, c, chunk(q, c), -np.inf)))
-    mx = b.reduce(mx, "row", t, "max")
-
-    def add_exp(q, c, s):
-        e = q.per_element(chunk(q, c), lambda e, r, cc, v, m: e.exp(e.sub(v, m)), [mx])
-        return q.matrix_binary("add", s, masked(q, c, e, 0.0))
-
-    (s,) = b.for_range(0, cols, width, [b.splat(t, 0.0)], add_exp)
-    inv = b.per_element(b.reduce(s, "row", t, "add"), lambda e, r, c, v: e.div(1.0, v))
-
-    def write(q, c):
-        y = q.per_element(chunk(q, c), lambda e, r, cc, v, m, i: e.mul(e.exp(e.sub(v, m)), i), [mx, inv])
-        q.store(y, Y, r0, c, strides=(cols, 1), bounds=(R, cols), checked=True)
-
-    b.for_range(0, cols, width, body=write)
-    return b.compile()
-
-
 @pytest.mark.parametrize("shape", [(8192, 1024), (37, 200), (5, 64)], ids=str)
 def test_row_softmax_on_the_grid(shape):
     rows, cols = shape
-    k = softmax_kernel(cols)
+    k = softmax_kernel(cols)  # the README's and the benchmark's
     x = (np.random.default_rng(rows).standard_normal(shape) * 4).astype(np.float32)
     x[0, :3] = [80.0, -80.0, 0.0]  # exp's range edges after the max is subtracted
     y = np.full_like(x, np.nan)

@@ -177,6 +177,24 @@ class DeviceArray:
         return f"DeviceArray({self.dtype} {self.shape} on {self.device})"
 
 
+_TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32")
+
+
+def result_like(like: CudaView, shape: tuple, dtype: np.dtype, device: str):
+    """A new device array for a result: of the framework of `like` (a CudaView of an input): a
+    torch CUDA tensor, a CuPy array, else a coopjit DeviceArray."""
+    if like.framework == "torch" and dtype.name in _TORCH_DTYPES:
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, dtype.name), device=like.owner.device)
+    if like.framework == "cupy" and dtype.kind in "biuf":
+        import cupy
+
+        with cupy.cuda.Device(int(device.partition(":")[2] or 0)):
+            return cupy.empty(shape, dtype)
+    return DeviceArray(shape, dtype, device)
+
+
 # ---- DLPack export (the unversioned DLManagedTensor of dlpack.h, v0.8) ------------------------------
 class _DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]

@@ -268,11 +268,18 @@ class GpuKernel:
             return c
         # Copied as given, then transposed: the device operands keep the strides the kernel was
         # planned for (a copy of a.T would be C-ordered, another plan).
-        A, B = to_device(a, self.device), to_device(b, self.device)
-        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         target = c
         if self._fused is not None and not c.flags.c_contiguous:  # the residual shares the output's strides
             target = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
+        self._launch(a, b, target, alpha, beta, given)
+        if target is not c:
+            c[...] = target
+        return c
+
+    def _launch(self, a, b, target, alpha, beta, given):
+        """One launch on checked operands (host arrays or CudaViews) into `target`."""
+        A, B = to_device(a, self.device), to_device(b, self.device)
+        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(target, self.device, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
         st = _Staging(self.device)
@@ -281,16 +288,12 @@ class GpuKernel:
                        alpha, beta, epi)
         st.finish()
         out.finish()
-        if target is not c:
-            c[...] = target
-        return c
 
     def _call_device_arrays(self, a, b, c, alpha, beta, given):
         """A call with CUDA device arrays (read and written in place; host operands copied in); the
         result a device array of the inputs' framework."""
         from ._arrays import as_array, check_scalar, native_order
-        from ._cuda_arrays import device_view
-        from ._gemm import _device_result
+        from ._cuda_arrays import device_view, result_like
 
         alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
         ops = []
@@ -307,22 +310,13 @@ class GpuKernel:
             raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
         first = next(v for v in ops + [device_view(c) if c is not None else None] if isinstance(v, CudaView))
         if c is None:
-            c, beta = _device_result(first, (self.m, self.n), np.dtype(self.out_dtype), self.device), 0.0
+            c, beta = result_like(first, (self.m, self.n), np.dtype(self.out_dtype), self.device), 0.0
         vc = device_view(c)
         target = vc if vc is not None else as_array(c, "c", writable=True)
         if tuple(target.shape) != (self.m, self.n) or np.dtype(target.dtype) != np.dtype(self.out_dtype):
             raise ValueError(f"c must be a {np.dtype(self.out_dtype)} array of shape {(self.m, self.n)}, got "
                              f"{target.dtype} {tuple(target.shape)}")
-        A, B = (to_device(x, self.device) for x in ops)
-        A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
-        out = _Output(target, self.device, beta != 0.0, *ops)
-        shape, strides = _gemm_operands(A, B, out.dev)
-        st = _Staging(self.device)
-        epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self.device, given)
-        self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
-                       alpha, beta, epi)
-        st.finish()
-        out.finish()
+        self._launch(ops[0], ops[1], target, alpha, beta, given)
         return c
 
     def __repr__(self):

@@ -186,8 +186,7 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
 def _reduce_device_array(x, axis, op, out, device):
     """reduce of a 2-D CUDA device array along axis 0 or 1 (a CudaView), in place on the device;
     the result is a device array of the input's framework (or `out`, a device array)."""
-    from ._cuda_arrays import device_view
-    from ._gemm import _device_result
+    from ._cuda_arrays import device_view, result_like
 
     if device is not None and check_device(device) != x.device:
         raise ValueError(f"reduce: device={device!r}, but the array is on {x.device}")
@@ -202,7 +201,7 @@ def _reduce_device_array(x, axis, op, out, device):
     if (cols if axis == 1 else rows) == 0:
         raise ValueError(f"reduce: an empty reduction of a device array (shape {x.shape}, axis {axis})")
     if out is None:
-        out = _device_result(x, (n_out,), np.dtype(out_dtype), x.device)
+        out = result_like(x, (n_out,), np.dtype(out_dtype), x.device)
     y = device_view(out)
     if y is None or tuple(y.shape) != (n_out,) or np.dtype(y.dtype) != np.dtype(out_dtype):
         raise ValueError(f"reduce: out must be a device array of {out_dtype} and shape {(n_out,)}")

@@ -1,0 +1,252 @@
+"""matmul / gemm with a fused epilogue (coopjit._epilogue) or with CUDA device arrays among the
+operands (coopjit._cuda_arrays): the paths _gemm.matmul / gemm take when either is asked for."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core, _cuda_arrays, _gpu
+from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order, overlaps
+from ._epilogue import Epilogue, requested
+from ._gemm import PackedMatrix, _collapse_batch, _overrides, promote
+
+
+def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepacked=None, **given):
+    """c2 = epilogue(alpha * a2 @ b2 (+ beta * c2)) for operands already checked (2-D, or 3-/4-D
+    views with batch dims the kernel walks): through a C-contiguous target the residual can share
+    strides with, copied back when c2 is not one."""
+    a2 = kernel_readable(a2)
+    b2 = kernel_readable(b2)
+    target = c2
+    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2 or not c2.flags.c_contiguous:
+        nd = native_dtype(c2.dtype)
+        target = np.array(c2, dtype=nd, order="C") if beta != 0.0 else np.empty(c2.shape, nd)
+    if target.size:
+        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, ep.core(target, **given))
+    if target is not c2:
+        c2[...] = target
+
+
+def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan, kw):
+    """matmul / gemm with CUDA device arrays among the operands: read and written where they are
+    (host operands are copied in for the launch), the result a device array of the inputs'
+    framework. 2-D operands."""
+    va, vb = _cuda_arrays.device_view(a), _cuda_arrays.device_view(b)
+    vc = None if c is None else _cuda_arrays.device_view(c)
+    first = next(v for v in (va, vb, vc) if v is not None)
+    dev = first.device
+    if device is not None and check_device(device) != dev:
+        raise ValueError(f"{where}: device={device!r}, but the device arrays are on {dev}")
+    check_device(dev)
+    A = va if va is not None else native_order(as_array(a, "a"))
+    B = vb if vb is not None else native_order(as_array(b, "b"))
+    for name, x in (("a", A), ("b", B)):
+        if x.ndim != 2:
+            raise NotImplementedError(f"{where}: products of device arrays take 2-D operands in this version; {name} "
+                                      f"has shape {x.shape}")
+    opa, opb = (A.T if trans_a else A), (B.T if trans_b else B)
+    if opa.shape[1] != opb.shape[0]:
+        raise ValueError(f"{where}: a has shape {A.shape} and b has shape {B.shape}: inner dimensions differ")
+    m, n = opa.shape[0], opb.shape[1]
+    out_dtype = kw.pop("out_dtype", None)
+    bias_axis = kw.pop("bias_axis", 1)
+    if c is not None:
+        cdt = vc.dtype if vc is not None else native_dtype(as_array(c, "c").dtype)
+        out_dtype = cdt if out_dtype is None else out_dtype
+    ep = None
+    if requested({**kw, "out_dtype": out_dtype if c is None else None}) or (
+            out_dtype is not None and _fused_out_needed(A.dtype, B.dtype, out_dtype)):
+        ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+        (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
+        types, dtype = ep.types(ta, tb), ep.out_dtype
+    else:
+        types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
+    if c is None:
+        c, beta = _cuda_arrays.result_like(first, (m, n), np.dtype(dtype), dev), 0.0
+        vc = _cuda_arrays.device_view(c)
+    target = vc if vc is not None else as_array(c, "c", writable=True)
+    if tuple(target.shape) != (m, n):
+        raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {(m, n)}")
+    if np.dtype(target.dtype) != np.dtype(dtype):
+        raise TypeError(f"{where}: the output has dtype {target.dtype}, the product writes {np.dtype(dtype)}")
+    _gpu.gemm(opa, opb, target, alpha, beta, types, dev, plan, fused=ep)
+    return c
+
+
+def _fused_out_needed(a_dtype, b_dtype, out_dtype) -> bool:
+    """Whether out_dtype needs the epilogue's conversion (a plain product cannot write it)."""
+    try:
+        gemm_types(a_dtype, b_dtype, out_dtype)
+        return False
+    except TypeError:
+        return True
+
+
+def _matmul_fused(a, b, out, device, plan, kw):
+    """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b."""
+    where = "matmul"
+    if out is not None and type(out) is not np.ndarray:
+        _matmul_fused(a, b, as_array(out, "out", writable=True), device, plan, kw)
+        return out
+    packed = isinstance(b, PackedMatrix)
+    a = native_order(as_array(a, "a"))
+    if not packed:
+        b = native_order(as_array(b, "b"))
+        a, b = promote(a, b)
+    (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
+    for name, x in (("a", a), ("b", b)):
+        if len(x.shape) == 0:
+            raise ValueError(f"{where}: {name} is 0-d; matmul needs operands of 1 or more dims")
+    a2 = a[np.newaxis, :] if a.ndim == 1 else a
+    b_shape = b.shape
+    b2 = None if packed else (b[:, np.newaxis] if b.ndim == 1 else b)
+    k_b, n = (b_shape[0], b_shape[1]) if packed else b2.shape[-2:]
+    if a2.shape[-1] != k_b:
+        raise ValueError(f"{where}: a has shape {a.shape} and b has shape {b_shape}: inner dimensions differ "
+                         f"({a2.shape[-1]} != {k_b})")
+    if packed and a.ndim != 2:
+        raise ValueError(f"{where}: with a prepacked b, a must be 2-D, got shape {a.shape}")
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], () if packed else b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{where}: batch dims of a {a.shape} and b {b_shape} do not broadcast") from None
+    m = a2.shape[-2]
+    out_dtype = kw.pop("out_dtype")
+    if out is not None:
+        if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(out.dtype):
+            raise ValueError(f"{where}: out has dtype {out.dtype} but out_dtype={np.dtype(out_dtype)}")
+        out_dtype = native_dtype(out.dtype)
+    bias_axis = kw.pop("bias_axis")
+    ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+    result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
+    if ep.has["residual"] and _cuda_arrays.device_view(ep.bound["residual"]) is None:
+        # broadcast against the result as the user sees it (1-D operands' dims removed)
+        r = as_array(ep.bound["residual"], "residual")
+        try:
+            ep.bound["residual"] = np.broadcast_to(r, result_shape).reshape(batch + (m, n))
+        except ValueError:
+            raise ValueError(f"{where}: residual has shape {r.shape}, which does not broadcast to the result's shape "
+                             f"{result_shape}") from None
+    if out is None:
+        out = np.empty(result_shape, ep.out_dtype)
+    else:
+        if out.shape != result_shape:
+            raise ValueError(f"{where}: out has shape {out.shape} but a @ b has shape {result_shape}")
+        if not out.flags.writeable:
+            raise ValueError(f"{where}: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+    out_full = out.reshape(batch + (m, n)) if out.flags.c_contiguous else out
+    if out_full is out and out.shape != batch + (m, n):
+        out_full = np.empty(batch + (m, n), out.dtype)
+    types = ep.types(ta, tb)
+    if device != "cpu":
+        if packed:
+            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        if batch:
+            _batched_fused(a2, b2, out_full, plan, types, ep, device)
+        else:
+            _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan, fused=ep)
+    elif packed:
+        pb = b._for_a(a.dtype)
+        _run_fused(a2, np.broadcast_to(pb._dummy, pb.shape), out_full, 1.0, 0.0, _overrides(pb._plan(plan)), types, ep,
+                   pb.buffer)
+    elif batch:
+        _batched_fused(a2, b2, out_full, plan, types, ep)
+    else:
+        _run_fused(a2, b2, out_full, 1.0, 0.0, _overrides(plan), types, ep)
+    if out_full is not out and not np.shares_memory(out_full, out):
+        out[...] = out_full.reshape(out.shape)
+    return out
+
+
+def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
+    """out[...] = epilogue(a @ b) over broadcast batch dims, one launch; the residual is laid out
+    like the (C-contiguous) output so that the kernel reads it with C's strides."""
+    batch = out.shape[:-2]
+    if device != "cpu":  # device copies first, then zero-stride broadcasts of them (as _batched)
+        a, b = _gpu.to_device(a, device), _gpu.to_device(b, device)
+    A = kernel_readable(np.broadcast_to(a, batch + a.shape[-2:]))
+    B = kernel_readable(np.broadcast_to(b, batch + b.shape[-2:]))
+    if out.size == 0:
+        return
+    C = out
+    if overlaps(out, a, b) or kernel_readable(out) is not out or not out.flags.c_contiguous:
+        C = np.empty(out.shape, native_dtype(out.dtype))
+    d = ep.core(C)
+    R = d.get("residual")
+    arrays = [A, B, C] + ([R] if R is not None else [])
+    dims = _collapse_batch(arrays, batch)
+    if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
+        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        arrays = [A, B, C] + ([R] if R is not None else [])
+        dims = _collapse_batch(arrays, batch)
+    views = []
+    for j, x in enumerate(arrays):
+        shape = tuple(n for n, _ in dims) + x.shape[-2:]
+        strides = tuple(st[j] for _, st in dims) + x.strides[-2:]
+        raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+        views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
+    if R is not None:
+        d["residual"] = views[3]
+    if device != "cpu":
+        if R is not None:
+            ep.bound["residual"] = views[3]  # the launch lays it out like its (C-contiguous) output
+        _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan, fused=ep)
+    else:
+        _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types, None, d)
+    if C is not out:
+        out[...] = C
+
+
+def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device="cpu"):
+    """gemm with an epilogue (2-D operands or a prepacked b)."""
+    where = "gemm"
+    if c is not None and type(c) is not np.ndarray:
+        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device)
+        return c
+    alpha = check_scalar(alpha, "alpha")
+    beta = check_scalar(beta, "beta")
+    packed = isinstance(b, PackedMatrix)
+    a = native_order(as_array(a, "a"))
+    if not packed:
+        b = native_order(as_array(b, "b"))
+    if packed and trans_b:
+        raise ValueError(f"{where}: a prepacked b is packed as given; trans_b must be False")
+    for name, x in (("a", a), ("b", b)):
+        if len(x.shape) != 2:
+            raise ValueError(f"{where}: {name} must be 2-D, got shape {x.shape}")
+    (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
+    opa = a.T if trans_a else a
+    opb = None if packed else (b.T if trans_b else b)
+    k_b, n = b.shape if packed else opb.shape
+    if opa.shape[1] != k_b:
+        raise ValueError(f"{where}: op(a) has shape {opa.shape} and op(b) has shape {(k_b, n)}: inner dimensions differ")
+    m = opa.shape[0]
+    out_dtype = kw.pop("out_dtype")
+    if c is not None:
+        if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(c.dtype):
+            raise ValueError(f"{where}: c has dtype {c.dtype} but out_dtype={np.dtype(out_dtype)}")
+        out_dtype = native_dtype(c.dtype)
+    ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+    if ep.etype != np.float64 and a.dtype.name in ("int8", "uint8") and beta != 0.0:
+        raise ValueError(f"{where}: an int8 product with an epilogue does not take beta (got beta={beta}); add c "
+                         f"through residual=")
+    if c is None:
+        c, beta = np.empty((m, n), ep.out_dtype), 0.0
+    else:
+        if c.shape != (m, n):
+            raise ValueError(f"{where}: c has shape {c.shape} but op(a) @ op(b) has shape {(m, n)}")
+        if not c.flags.writeable:
+            raise ValueError(f"{where}: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+    types = ep.types(ta, tb)
+    if device != "cpu":
+        if packed:
+            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
+                             f"on {device}")
+        _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan, fused=ep)
+    elif packed:
+        pb = b._for_a(a.dtype)
+        _run_fused(opa, np.broadcast_to(pb._dummy, pb.shape), c, alpha, beta, _overrides(pb._plan(plan)), types, ep,
+                   pb.buffer)
+    else:
+        _run_fused(opa, opb, c, alpha, beta, _overrides(plan), types, ep)
+    return c
