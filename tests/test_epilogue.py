@@ -352,6 +352,8 @@ class TestErrors:
             coopjit.matmul(self.a, self.b, epilogue=lambda kb, r, c, v: 3.0)
         with pytest.raises(TypeError, match="must return a f32 value"):
             coopjit.matmul(self.a, self.b, epilogue=lambda kb, r, c, v: r)
+        with pytest.raises(ValueError, match="added kernel parameters"):
+            coopjit.matmul(self.a, self.b, epilogue=lambda kb, r, c, v: kb.add(v, kb.param("x", "f32")))
         with pytest.raises(Exception, match="boom"):
             coopjit.matmul(self.a, self.b, epilogue=lambda kb, r, c, v: (_ for _ in ()).throw(RuntimeError("boom")))
 

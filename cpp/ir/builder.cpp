@@ -20,6 +20,40 @@ Op* Builder::append(OpKind kind, std::vector<Value*> operands, const std::vector
   return block_->ops.back().get();
 }
 
+void Builder::clone(const Block& src, std::map<const Value*, Value*>& map) {
+  auto mapped = [&](const Value* v) {
+    auto it = map.find(v);
+    COOPJIT_INTERNAL_ASSERT(it != map.end(), "clone: a value defined outside the cloned block");
+    return it->second;
+  };
+  for (const auto& op : src.ops) {
+    std::vector<Value*> operands;
+    for (const Value* v : op->operands) operands.push_back(mapped(v));
+    std::vector<Type> types;
+    std::vector<std::string> hints;
+    for (const Value* r : op->results) {
+      types.push_back(r->type);
+      hints.push_back(r->hint);
+    }
+    Op* n = append(op->kind, std::move(operands), types, std::move(hints));
+    n->sub = op->sub;
+    n->attrs = op->attrs;
+    for (size_t i = 0; i < op->results.size(); ++i) map[op->results[i]] = n->results[i];
+    for (const auto& region : op->regions) {
+      auto blk = std::make_unique<Block>();
+      blk->parent = n;
+      for (const Value* a : region->args) {
+        Value* na = f_.new_value(a->type, a->hint);
+        blk->args.push_back(na);
+        map[a] = na;
+      }
+      Builder inner(f_, blk.get());
+      inner.clone(*region, map);
+      n->regions.push_back(std::move(blk));
+    }
+  }
+}
+
 Value* Builder::index(int64_t v, std::string hint) {
   Op* op = append(OpKind::constant, {}, {Type::index()}, {std::move(hint)});
   op->attrs["value"] = v;

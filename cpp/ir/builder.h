@@ -119,6 +119,11 @@ class Builder {
   Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,
              std::vector<std::string> hints = {});
 
+  /// Appends copies of the operations of `src` (of another function, or this one), regions and
+  /// all. `map` takes each value `src` uses from outside it to the value the copy uses; the
+  /// copies' results are added to it.
+  void clone(const Block& src, std::map<const Value*, Value*>& map);
+
  private:
   void yield(const std::vector<Value*>& values);
   Function& f_;

@@ -347,47 +347,45 @@ void run_custom(const PyFunction& pf, const py::args& args, const py::object& gr
 
 }  // namespace
 
-// A Python function (builder, row, col, value) -> value as a GEMM epilogue step (bind_gemm.cpp):
-// called while the recipe builds each kernel, with a KernelBuilder positioned in the recipe's
-// per-element region. `key` gets a hash of the IR it builds (the kernel cache's key), from a probe
-// call on a function of its own. The Python object is released under the GIL whatever thread drops
-// the last copy.
+// A Python function (builder, row, col, value) -> value as a GEMM epilogue step (bind_gemm.cpp).
+// It is called once, here, with a KernelBuilder on a function of its own (row, col, value
+// parameters); the recipe then copies that IR into its per-element region (Builder::clone), so
+// no Python runs while kernels are built (under the kernel cache's compile lock, where taking the
+// GIL could deadlock with a thread that holds it and waits for that lock). `key` gets a hash of
+// the IR (the kernel cache's key).
 GemmEpilogue::ElementFn python_element_fn(const py::function& fn, ScalarType type, std::string& key) {
-  std::shared_ptr<py::function> held(new py::function(fn), [](py::function* p) {
-    py::gil_scoped_acquire gil;
-    delete p;
-  });
-  GemmEpilogue::ElementFn call = [held, type](Builder& in, Value* r, Value* c, Value* v) -> Value* {
-    py::gil_scoped_acquire gil;
-    try {
-      auto shell = std::make_shared<PyFunction>();
-      PyBuilder ib{shell, in};
-      py::object kb = py::module_::import("coopjit.ir").attr("KernelBuilder")(py::arg("_inner") = py::make_tuple(ib, py::none()));
-      py::object out = (*held)(kb, ib.wrap(r), ib.wrap(c), ib.wrap(v));
-      if (!py::isinstance<PyValue>(out))
-        throw UserTypeError(cat("the epilogue function must return an IR value (the new element, ", name(type), "), got ",
-                                std::string(py::repr(out))));
-      Value* res = ib.unwrap(py::cast<PyValue>(out));
-      if (!(res->type == Type::of(type)))
-        throw UserTypeError(cat("the epilogue function must return a ", name(type), " value, got ", res->type.str()));
-      return res;
-    } catch (py::error_already_set& e) {
-      throw UserError(cat("the epilogue function raised ", e.what()));
-    }
-  };
-  Function probe;
+  auto shell = std::make_shared<PyFunction>();
+  Function& probe = *shell->f;
   probe.name = "epilogue";
   Value* r = probe.add_param(Type::index(), "row");
   Value* c = probe.add_param(Type::index(), "col");
   Value* v = probe.add_param(Type::of(type), "value");
-  Builder b(probe);
-  Value* out;
-  {
-    py::gil_scoped_release nogil;  // call() takes the GIL itself
-    out = call(b, r, c, v);
+  PyBuilder ib{shell, Builder(probe)};
+  py::object out;
+  try {
+    py::object kb = py::module_::import("coopjit.ir").attr("KernelBuilder")(py::arg("_inner") = py::make_tuple(ib, py::none()));
+    out = fn(kb, ib.wrap(r), ib.wrap(c), ib.wrap(v));
+  } catch (py::error_already_set& e) {
+    throw UserError(cat("the epilogue function raised ", e.what()));
   }
-  key = xxh64_hex(cat(print(probe), " -> ", out->id));
-  return call;
+  if (!py::isinstance<PyValue>(out))
+    throw UserTypeError(cat("the epilogue function must return an IR value (the new element, ", name(type), "), got ",
+                            std::string(py::repr(out))));
+  Value* res = ib.unwrap(py::cast<PyValue>(out));
+  if (!(res->type == Type::of(type)))
+    throw UserTypeError(cat("the epilogue function must return a ", name(type), " value, got ", res->type.str()));
+  if (probe.params.size() != 3)
+    throw UserError("the epilogue function added kernel parameters: it can only use its row, col and value (and "
+                    "constants)");
+  key = xxh64_hex(cat(print(probe), " -> ", res->id));
+  std::shared_ptr<const Function> body(shell, shell->f.get());  // the probe, kept by the returned function
+  return [body, r, c, v, res](Builder& in, Value* row, Value* col, Value* value) -> Value* {
+    std::map<const Value*, Value*> map{{r, row}, {c, col}, {v, value}};
+    in.clone(body->body, map);
+    auto it = map.find(res);
+    COOPJIT_INTERNAL_ASSERT(it != map.end(), "the epilogue function's result");
+    return it->second;
+  };
 }
 
 void bind_ir(py::module_& m) {
