@@ -452,6 +452,12 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     KernelBuilder.per_element takes; `out_dtype`: float32, bfloat16, float16 (float64 for a
     float64 product). Computed in float32 (float64 for float64 operands); an int8 product with an
     epilogue returns float32 unless out_dtype says otherwise."""
+    plain = (bias is None and activation is None and residual is None and scale is None and row_scale is None
+             and epilogue is None and out_dtype is None)
+    if plain and device is None and plan is None:
+        c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
+        if c is not None:
+            return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
@@ -460,15 +466,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
             from . import _gemm_fused
 
             return _gemm_fused._device_product("matmul", a, b, out, 1.0, 0.0, False, False, device, plan, fused_kw)
-    if requested(fused_kw):
+    if not plain and requested(fused_kw):
         fused_kw["bias_axis"] = bias_axis
         from . import _gemm_fused
 
         return _gemm_fused._matmul_fused(a, b, out, check_device(device), plan, fused_kw)
-    if device is None and plan is None:
-        c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
-        if c is not None:
-            return c
     device = check_device(device)
     if out is not None and type(out) is not np.ndarray:
         # A PyTorch tensor, DLPack or buffer object (or an ndarray subclass): the product goes into
