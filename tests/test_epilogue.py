@@ -400,3 +400,38 @@ def test_epilogues_on_devices(device):
     got = coopjit.matmul(a3, b3, device=device, bias=bias[:18], activation="relu", residual=res3)
     for i in range(3):
         check(got[i], reference(a3[i], b3, bias=bias[:18], activation="relu", residual=res3), a3[i], b3)
+
+
+def test_threads_building_fused_kernels_while_others_multiply():
+    # Threads compiling fused kernels with their own functions while others run small products
+    # (the fast path, which holds the GIL) and new shapes: every result right, nothing hangs.
+    import threading
+
+    results, errors = {}, []
+
+    def fused(i):
+        try:
+            a, b = rnd(20 + i, 30), rnd(30, 10 + i)
+            got = coopjit.matmul(a, b, activation="relu",
+                                 epilogue=lambda q, r, c, v, k=i: q.add(v, q.const(float(k), "f32")))
+            results[i] = np.abs(got - (np.maximum(a.astype(np.float64) @ b, 0) + i)).max()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def small(i):
+        try:
+            for n in range(2, 12):
+                x = np.ones((n, n + i), np.float32)
+                assert coopjit.matmul(x, x.T)[0, 0] == n + i
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=fused, args=(i,)) for i in range(4)]
+    threads += [threading.Thread(target=small, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not errors, errors
+    assert all(results[i] < 1e-4 for i in range(4)), results
