@@ -442,7 +442,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     coopjit does not register itself as a backend of numpy.matmul: NumPy dispatches
     (__array_function__) on the arguments' types, and coopjit owns none of them.
 
-    Fused epilogue (CPU), applied in the kernel before the result is written once, in this order:
+    CUDA device arrays (torch CUDA tensors, CuPy arrays, objects with __cuda_array_interface__,
+    coopjit.DeviceArray; 2-D) are read and written on their GPU without copies, and the result is a
+    device array of the inputs' framework (see coopjit.DeviceArray).
+
+    Fused epilogue (CPU and devices), applied in the kernel before the result is written once, in this order:
     ``y = (a @ b) * scale[n] * row_scale[m] + bias``, ``y = activation(y)``, ``y += residual``,
     ``y = epilogue(builder, m, n, y)``, then the conversion to `out_dtype`. `bias`: N values (one
     per column; `bias_axis=0`: M values, one per row); `activation`: "relu", "gelu" (erf form),

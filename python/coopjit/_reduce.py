@@ -76,6 +76,11 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     int64); NaN propagates; an empty sum is 0, an empty product 1, and min/max of an empty array
     raise ValueError. Float sums accumulate in float32 for float16, bfloat16 and float32 inputs
     (in lanes of partial sums, so the error grows like a blocked sum's), in float64 for float64.
+
+    `a` may be a NumPy array, a PyTorch CPU tensor, a DLPack or buffer object, or a CUDA device
+    array (a torch CUDA tensor, a CuPy array, an object with `__cuda_array_interface__`): a 2-D
+    device array is reduced along axis 0 or 1 on its GPU, and the result is a device array of its
+    framework. `device=` runs a NumPy array's reduction on a device (copied in and out).
     """
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
