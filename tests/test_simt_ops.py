@@ -197,3 +197,16 @@ def test_convert_to_fp8_rounds_and_saturates_like_ml_dtypes(dst):
     with np.errstate(over="ignore", invalid="ignore"):
         want = vals.astype(npd)
     np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
+
+
+def test_splat_of_a_lane_varying_value_reads_the_first_lane():
+    # HLSL 0035's Splat of a value that differs between lanes takes the first lane's
+    # (WaveReadLaneFirst): every element is the same, lane 0's value (here 5 + 0).
+    b = KernelBuilder("splat_first", 16)
+    OUT = b.param("OUT", "ptr<f32>")
+    v = b.add(b.convert(b.work_id("lane"), "f32"), 5.0)
+    b.store(b.splat(mat("f32", 16, 16), v), OUT, strides=(16, 1))
+    k = build(b)
+    out = np.full((16, 16), -1.0, np.float32)
+    k(out, groups=1)
+    np.testing.assert_array_equal(out, np.full((16, 16), 5.0, np.float32))

@@ -36,10 +36,32 @@ static llvm::Value* either(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateOr(x, y);
 }
 
+namespace {
+// Whether a scalar is known to differ between the lanes of a subgroup: a lane id, an element of
+// this lane's part of a matrix or its coordinates, and arithmetic on them. (Scalars are uniform
+// otherwise in this lowering.)
+bool lane_varying(const Value* v, int depth = 0) {
+  if (!v->def || depth > 64) return false;
+  const Op& o = *v->def;
+  switch (o.kind) {
+    case OpKind::work_id: return static_cast<WorkId>(o.sub) == WorkId::lane;
+    case OpKind::mat_get: case OpKind::mat_coord: return true;
+    case OpKind::binary: case OpKind::cmp: case OpKind::select: case OpKind::unary: case OpKind::convert:
+      for (const Value* x : o.operands)
+        if (lane_varying(x, depth + 1)) return true;
+      return false;
+    default: return false;
+  }
+}
+}  // namespace
+
 std::vector<llvm::Value*> SimtLowering::splat(const Op& o) {
   const Type& t = o.result()->type;
   const LaneMap m = lanes_of(t);
   llvm::Value* s = scalar(o.operands[0]);
+  // A value that may differ between lanes is read from the first lane (HLSL's Splat:
+  // WaveReadLaneFirst), so that every element of the matrix is the same.
+  if (lane_varying(o.operands[0])) s = broadcast(s, 0);
   std::vector<llvm::Value*> out;
   for (int64_t n = 0; n < m.comps(); ++n) out.push_back(sel(b_, inside(m, n), s, zero(t.scalar)));  // padding: zero
   return out;
