@@ -32,6 +32,10 @@ def test_the_interface_is_read_as_the_memory_it_describes():
     c = device_view(FakeCAI(np.zeros((3, 4), np.int8), strides=False))
     assert c.strides == (4, 1) and c.c_contiguous
     assert device_view(np.zeros(3)) is None and device_view([1, 2]) is None
+    # a product on the CPU refuses a device array among its epilogue's operands, by name
+    x = np.ones((4, 5), np.float32)
+    with pytest.raises(TypeError, match="bias is a CUDA device array"):
+        coopjit.matmul(x, x.T.copy(), bias=FakeCAI(np.ones(4, np.float32)))
 
 
 @needs_cuda

@@ -10,6 +10,16 @@ from ._epilogue import Epilogue, requested
 from ._gemm import PackedMatrix, _collapse_batch, _overrides, promote
 
 
+def _host_operands(ep: Epilogue, d: dict) -> dict:
+    """d, when none of the epilogue's operands is a CUDA device array (a product on the CPU reads
+    them from host memory); TypeError naming the one that is."""
+    for name, v in d.items():
+        if isinstance(v, _cuda_arrays.CudaView):
+            raise TypeError(f"{ep.where}: {name} is a CUDA device array ({v.framework}, {v.device}), but the product "
+                            f"runs on the CPU: pass a host array, or device arrays for the operands too")
+    return d
+
+
 def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepacked=None, **given):
     """c2 = epilogue(alpha * a2 @ b2 (+ beta * c2)) for operands already checked (2-D, or 3-/4-D
     views with batch dims the kernel walks): through a C-contiguous target the residual can share
@@ -21,7 +31,7 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
         nd = native_dtype(c2.dtype)
         target = np.array(c2, dtype=nd, order="C") if beta != 0.0 else np.empty(c2.shape, nd)
     if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, ep.core(target, **given))
+        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, _host_operands(ep, ep.core(target, **given)))
     if target is not c2:
         c2[...] = target
 
@@ -172,6 +182,8 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
     if overlaps(out, a, b) or kernel_readable(out) is not out or not out.flags.c_contiguous:
         C = np.empty(out.shape, native_dtype(out.dtype))
     d = ep.core(C)
+    if device == "cpu":
+        _host_operands(ep, d)
     R = d.get("residual")
     arrays = [A, B, C] + ([R] if R is not None else [])
     dims = _collapse_batch(arrays, batch)
