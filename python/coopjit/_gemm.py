@@ -567,6 +567,15 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     return out[()] if scalar else out
 
 
+def kernel_types(dtype, out_dtype, fused: Epilogue | None):
+    """(IR types of a, b, c; the output dtype) of a compiled kernel of one dtype (CPU and device
+    kernels alike): the epilogue's output type when it has one."""
+    if fused is None:
+        return gemm_types(dtype, dtype, out_dtype)
+    (ta, tb, _), _ = gemm_types(dtype, dtype)
+    return fused.types(ta, tb), fused.out_dtype
+
+
 def check_kernel_call(kern, a, b, c, alpha, beta):
     """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
     for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
@@ -606,11 +615,7 @@ class Kernel(KernelDisplay):
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
         self._fused = fused
-        if fused is not None:
-            (ta, tb, _), _ = gemm_types(dtype, dtype)
-            self._types, self.out_dtype = fused.types(ta, tb), fused.out_dtype
-        else:
-            self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
+        self._types, self.out_dtype = kernel_types(dtype, out_dtype, fused)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
         sa = (1, m) if trans_a else (k, 1)
@@ -640,11 +645,14 @@ class Kernel(KernelDisplay):
         """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
         given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
-        if self._fused is not None or any(v is not None for v in given.values()):
-            return self._call_fused(a, b, c, alpha, beta, given)
+        if self._fused is None and any(v is not None for v in given.values()):
+            names = ", ".join(k for k, v in given.items() if v is not None)
+            raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
+                             f"{names.split(',')[0]}=...)")
         # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
         # that the core does not check itself (strides, plan).
-        if (type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a and not self.trans_b
+        if (self._fused is None and type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a
+                and not self.trans_b
                 and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
                 and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
                 and a.flags.aligned and b.flags.aligned
@@ -663,32 +671,16 @@ class Kernel(KernelDisplay):
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
         target = c
-        if overlaps(c, a, b) or kernel_readable(c) is not c:  # a native, aligned, apart copy
+        # A native, aligned copy apart from the inputs; C-contiguous with an epilogue (its
+        # residual shares the output's strides).
+        if (overlaps(c, a, b) or kernel_readable(c) is not c
+                or (self._fused is not None and not c.flags.c_contiguous)):
             nd = native_dtype(c.dtype)
-            target = np.array(c, dtype=nd) if beta != 0.0 else np.empty(c.shape, nd)
+            order = "K" if self._fused is None else "C"
+            target = np.array(c, dtype=nd, order=order) if beta != 0.0 else np.empty(c.shape, nd)
         if target.size:
-            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta)
-        if target is not c:
-            c[...] = target
-        return c
-
-    def _call_fused(self, a, b, c, alpha, beta, given):
-        if self._fused is None:
-            names = ", ".join(k for k, v in given.items() if v is not None)
-            raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
-                             f"{names.split(',')[0]}=...)")
-        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
-        if not c.flags.writeable:
-            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
-        opa = a.T if self.trans_a else a
-        opb = b.T if self.trans_b else b
-        target = c
-        if overlaps(c, a, b) or kernel_readable(c) is not c or not c.flags.c_contiguous:
-            nd = native_dtype(c.dtype)
-            target = np.array(c, dtype=nd, order="C") if beta != 0.0 else np.empty(c.shape, nd)
-        if target.size:
-            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta,
-                           self._fused.core(target, **given))
+            epi = None if self._fused is None else self._fused.core(target, **given)
+            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
         if target is not c:
             c[...] = target
         return c

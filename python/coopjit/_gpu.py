@@ -211,18 +211,13 @@ class GpuKernel:
     """A compiled GEMM kernel for one problem on a SPIR-V device (see coopjit.compile_gemm)."""
 
     def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, device, fused=None):
-        from ._arrays import gemm_types
-        from ._gemm import _gpu_overrides
+        from ._gemm import _gpu_overrides, kernel_types
 
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
         self.device = device
         self._fused = fused
-        if fused is not None:
-            (ta, tb, _), _ = gemm_types(dtype, dtype)
-            self._types, self.out_dtype = fused.types(ta, tb), fused.out_dtype
-        else:
-            self._types, self.out_dtype = gemm_types(dtype, dtype, out_dtype)
+        self._types, self.out_dtype = kernel_types(dtype, out_dtype, fused)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
