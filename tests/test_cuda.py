@@ -195,8 +195,33 @@ def test_kernelbuilder_log_tanh_sqrt(rng):
 
 def test_ptx_jit_error_log():
     bad = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { not_an_instruction; ret; }\n"
-    with pytest.raises(_core.DeviceError, match="cuModuleLoadDataEx"):
+    with pytest.raises(_core.DeviceError, match="(?s)the driver's PTX JIT.*not_an_instruction"):
         _core.load_ptx(DEV, bad)
+
+
+def test_machine_code_disk_cache(tmp_path):
+    """The driver's machine code for a module is kept in coopjit's disk cache: a second process
+    loads the image instead of running the driver's PTX JIT, and computes the same product."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, coopjit, json; from coopjit import _core; "
+            "rng = np.random.default_rng(5); a = rng.standard_normal((70, 50)); b = rng.standard_normal((50, 30)); "
+            "c = coopjit.matmul(a, b, device='cuda:0'); "
+            "err = float(np.abs(c - a @ b).max()); "
+            "print(json.dumps([_core.cuda_image_cache_stats(), _core.ptx_cache_stats(), err]))")
+    env = dict(os.environ, COOPJIT_CACHE_DIR=str(tmp_path))
+    env.pop("COOPJIT_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    (img1, ptx1, err1), (img2, ptx2, err2) = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert img1["compiles"] >= 1 and img1["disk_loads"] == 0, img1
+    assert img2 == {"compiles": 0, "disk_loads": img1["compiles"]}, img2
+    assert ptx2["compiles"] == 0, ptx2
+    assert err1 < 1e-9 and err2 < 1e-9, (err1, err2)
+    assert len(list(tmp_path.rglob("*.cubin"))) == img1["compiles"], sorted(p.name for p in tmp_path.rglob("*"))
 
 
 def test_device_pointers_without_copies(rng):

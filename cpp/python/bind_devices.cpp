@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "runtime/cuda.h"
 #include "runtime/devices.h"
 #include "runtime/spirv_cache.h"
 #include "target/spirv_target.h"
@@ -213,4 +214,11 @@ void bind_devices(py::module_& m) {
     py::gil_scoped_release unlocked;
     return PyModule{dev->load_ptx(ptx)};
   }, py::arg("device"), py::arg("ptx"), "Loads a PTX module on a CUDA device (DeviceError with the driver's JIT log).");
+  m.def("cuda_image_cache_stats", [] {
+    auto s = coopjit::cuda::image_cache_stats();
+    py::dict d;
+    d["compiles"] = s.compiles;
+    d["disk_loads"] = s.disk_loads;
+    return d;
+  }, "CUDA machine code images compiled by the driver from PTX and loaded from coopjit's disk cache in this process.");
 }

@@ -10,6 +10,8 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/xxh64.h"
+#include "runtime/disk_cache.h"
 #include "target/ptx_target.h"
 
 namespace coopjit::cuda {
@@ -26,6 +28,8 @@ using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
 using CUstream = CUstream_st*;
+struct CUlinkState_st;
+using CUlinkState = CUlinkState_st*;
 
 // CUdevice_attribute values (cuda.h)
 enum : int {
@@ -34,6 +38,8 @@ enum : int {
 };
 // CUjit_option values
 enum : int { kJitInfoLog = 3, kJitInfoLogSize = 4, kJitErrorLog = 5, kJitErrorLogSize = 6 };
+// CUjitInputType: PTX source
+enum : int { kJitInputPtx = 1 };
 
 struct Api {
   void* lib = nullptr;
@@ -48,6 +54,10 @@ struct Api {
   CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
   CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**) = nullptr;
+  CUresult (*LinkCreate)(unsigned, int*, void**, CUlinkState*) = nullptr;
+  CUresult (*LinkAddData)(CUlinkState, int, void*, size_t, const char*, unsigned, int*, void**) = nullptr;
+  CUresult (*LinkComplete)(CUlinkState, void**, size_t*) = nullptr;
+  CUresult (*LinkDestroy)(CUlinkState) = nullptr;
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*FuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
@@ -87,6 +97,10 @@ std::string load(Api& a) {
   sym(a.CtxPushCurrent, "cuCtxPushCurrent_v2");
   sym(a.CtxPopCurrent, "cuCtxPopCurrent_v2");
   sym(a.ModuleLoadDataEx, "cuModuleLoadDataEx");
+  sym(a.LinkCreate, "cuLinkCreate_v2");
+  sym(a.LinkAddData, "cuLinkAddData_v2");
+  sym(a.LinkComplete, "cuLinkComplete");
+  sym(a.LinkDestroy, "cuLinkDestroy");
   sym(a.ModuleGetFunction, "cuModuleGetFunction");
   sym(a.FuncSetAttribute, "cuFuncSetAttribute");
   sym(a.LaunchKernel, "cuLaunchKernel");
@@ -142,6 +156,13 @@ class Current {
     api().CtxPopCurrent(&c);
   }
 };
+
+std::mutex image_mu;
+ImageCacheStats image_stats;
+void count_image(bool from_disk) {
+  std::lock_guard<std::mutex> g(image_mu);
+  ++(from_disk ? image_stats.disk_loads : image_stats.compiles);
+}
 
 class CudaKernel : public DeviceKernel {
  public:
@@ -255,17 +276,43 @@ class CudaDevice : public Device {
   std::shared_ptr<DeviceModule> load_spirv(const std::string&) override {
     throw UserError(cat(info_.name, " is an NVIDIA GPU: it takes PTX, not SPIR-V"));
   }
+  // The machine code the driver compiles from a PTX module goes to coopjit's disk cache (kind
+  // "cubin"), keyed by the PTX text, the device's architecture and the driver's version, so that
+  // a second process loads the image instead of running the driver's JIT again (the driver's own
+  // cache may be off, full, shared or elsewhere).
   std::shared_ptr<DeviceModule> load_ptx(const std::string& ptx) override {
+    const std::string key = cat("cubin ", info_.arch, " driver ", discover().driver_version, " ptx ",
+                                xxh64_hex(ptx, 0), xxh64_hex(ptx, 1), ":", ptx.size());
+    Current cur(ctx_);
+    if (auto m = load_cached_image(key)) return m;
+    disk_cache::CompileLock lock("cubin", key, disk_cache::lock_timeout());
+    if (lock.held())
+      if (auto m = load_cached_image(key)) return m;
     std::vector<char> info_log(1 << 14, 0), error_log(1 << 14, 0);
     int opts[] = {kJitInfoLog, kJitInfoLogSize, kJitErrorLog, kJitErrorLogSize};
     void* vals[] = {info_log.data(), reinterpret_cast<void*>(uintptr_t(info_log.size())), error_log.data(),
                     reinterpret_cast<void*>(uintptr_t(error_log.size()))};
-    CUmodule m = nullptr;
-    Current cur(ctx_);
-    const CUresult r = api().ModuleLoadDataEx(&m, ptx.c_str(), 4, opts, vals);
+    CUlinkState link = nullptr;
+    CUresult r = api().LinkCreate(4, opts, vals, &link);
+    if (r == 0)
+      r = api().LinkAddData(link, kJitInputPtx, const_cast<char*>(ptx.c_str()), ptx.size() + 1, "coopjit.ptx", 0, nullptr,
+                            nullptr);
+    void* image = nullptr;
+    size_t image_size = 0;
+    if (r == 0) r = api().LinkComplete(link, &image, &image_size);
+    std::string cubin;
+    if (r == 0) cubin.assign(static_cast<const char*>(image), image_size);  // owned by the link state
+    if (link) api().LinkDestroy(link);
     if (r != 0)
-      throw DeviceError(cat("CUDA: the driver's PTX JIT (cuModuleLoadDataEx) failed on ", info_.name, ": ", error_text(r),
-                            "\n", error_log.data(), info_log.data()));
+      throw DeviceError(cat("CUDA: the driver's PTX JIT (cuLinkAddData / cuLinkComplete) failed on ", info_.name, ": ",
+                            error_text(r), "\n", error_log.data(), info_log.data()));
+    CUmodule m = nullptr;
+    cu_check(api().ModuleLoadDataEx(&m, cubin.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx (the compiled image)");
+    disk_cache::store("cubin", key,
+                      {{{"kind", "CUDA machine code"}, {"target", info_.arch},
+                        {"driver", std::to_string(discover().driver_version)}},
+                       {{"cubin", cubin}, {"log", std::string(info_log.data())}}});
+    count_image(false);
     return std::make_shared<CudaModule>(ctx_, stream_, m, info_log.data());
   }
   void synchronize() override {
@@ -274,12 +321,28 @@ class CudaDevice : public Device {
   }
 
  private:
+  // The module of a cached image (the current context is ours), or null when there is none or
+  // the driver refuses it (then it is compiled again and the entry rewritten).
+  std::shared_ptr<DeviceModule> load_cached_image(const std::string& key) {
+    auto e = disk_cache::load("cubin", key);
+    if (!e || !e->blobs.count("cubin")) return nullptr;
+    CUmodule m = nullptr;
+    if (api().ModuleLoadDataEx(&m, e->blobs["cubin"].data(), 0, nullptr, nullptr) != 0) return nullptr;
+    count_image(true);
+    return std::make_shared<CudaModule>(ctx_, stream_, m, e->blobs["log"]);
+  }
+
   DeviceInfo info_;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
 };
 
 }  // namespace
+
+ImageCacheStats image_cache_stats() {
+  std::lock_guard<std::mutex> g(image_mu);
+  return image_stats;
+}
 
 const Discovery& discover() {
   static const Discovery d = [] {

@@ -1,7 +1,8 @@
 // The CUDA driver, loaded with dlopen("libcuda.so.1") so that coopjit imports without it:
 // device discovery and properties, and for each device a Device (devices.h) on its primary
 // context (the one PyTorch and CuPy use): device memory (cuMemAlloc, explicit copies; never
-// managed memory), modules from PTX (cuModuleLoadDataEx, the JIT log on failure), kernels
+// managed memory), modules from PTX (compiled by the driver's JIT through cuLink*, the JIT log on failure; the
+// machine code kept in coopjit's disk cache), kernels
 // launched on one stream per device and waited for. No CUDA type crosses this header.
 #pragma once
 
@@ -36,5 +37,12 @@ const Discovery& discover();
 
 /// The Device of CUDA device `ordinal` (info: its DeviceInfo). DeviceError when the driver fails.
 std::shared_ptr<Device> open(const DeviceInfo& info, int ordinal);
+
+/// Machine code images compiled from PTX by the driver (cuLink*) and loaded from coopjit's disk
+/// cache (kind "cubin") in this process.
+struct ImageCacheStats {
+  int64_t compiles = 0, disk_loads = 0;
+};
+ImageCacheStats image_cache_stats();
 
 }  // namespace coopjit::cuda

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
+__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
 class VerifyError(ValueError):
     pass
 class GemmKernel:
@@ -449,6 +449,10 @@ def peak_names() -> list[str]:
 def prepack_format(types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], K: typing.SupportsInt | typing.SupportsIndex, N: typing.SupportsInt | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> dict:
     """
     How coopjit.prepack lays out a K x N B for products of these types: nr, kb, vnni, element type, bytes.
+    """
+def cuda_image_cache_stats() -> dict:
+    """
+    CUDA machine code images compiled by the driver from PTX and loaded from coopjit's disk cache in this process.
     """
 def ptx_cache_stats() -> dict:
     """
