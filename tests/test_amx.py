@@ -180,6 +180,52 @@ def test_cross_compiled_tiles(ta, tb, instruction, cpu):
     assert not re.search(r"\bcoopjit_amx_tile_dp\b", asm)
 
 
+@pytest.mark.parametrize("dtype,kt", [(BF16, 64), (BF16, 96), (np.float16, 32), (np.int8, 128), (np.uint8, 64)])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 256), (100, 70, 333), (33, 129, 700)])
+def test_emulated_tiles_continue_partial_sums(rng, dtype, kt, m, n, k):
+    """Several K tiles: the partial sums go to the scratch matrix and each K tile continues them
+    in the tiles; the last applies alpha, beta, the conversion and an epilogue once."""
+    plan = {**EMU, "kt": kt}
+    if np.issubdtype(dtype, np.integer):
+        a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
+        ref = a.astype(np.int64) @ b.astype(np.int64)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), ref)
+        c0 = ints(rng, np.int32, (m, n)) // 4
+        c = c0.copy()
+        coopjit.gemm(a, b, c, alpha=3, beta=-2, plan=plan)
+        np.testing.assert_array_equal(c, (3 * ref - 2 * c0.astype(np.int64)).astype(np.int32))
+        return
+    a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = f32_bound(a, b)
+    assert plan_of(a, b, np.float32, plan)["kt"] == kt
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - ref) <= bound)
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), c.astype(dtype))
+    c0 = floats(rng, np.float32, (m, n))
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=0.5, beta=-1.5, plan=plan)
+    assert np.all(np.abs(c - (0.5 * ref - 1.5 * c0.astype(np.float64))) <= 0.5 * bound + 1e-6 * np.abs(c0))
+    bias = floats(rng, np.float32, (n,))
+    e = coopjit.matmul(a, b, bias=bias, activation="relu", out_dtype=np.float32, plan=plan)
+    assert np.all(np.abs(e - np.maximum(ref + bias, 0)) <= bound + 1e-6)
+
+
+def test_cross_compiled_tiles_move_partial_sums_whole():
+    """With several K tiles, a partial sum goes between the scratch matrix and the tile registers
+    by tileloadd / tilestored (4 tiles of 16 x 64 bytes), with no trip through vectors: the block
+    that continues a sum starts with 4 tile loads before its K loop."""
+    a = np.ones((2048, 2048), BF16)
+    r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"kt": 256})
+    assert r["config"]["amx"] == "yes" and r["config"]["kt"] == 256
+    asm = r["asm"]
+    # 4 accumulator tile loads (tmm0-3) right before the 2 A + 2 B loads of a K loop
+    acc = r"\s+tileloadd\s+\([^)]*\), %tmm[0-3]\n(?:[^\n]*\n){0,4}?"
+    assert re.search("(?:" + acc + "){4}", asm), "no K loop continues a partial sum loaded into tiles"
+    # and stores of the 4 accumulator tiles straight to memory, one after the other
+    assert re.search(r"(\s+tilestored\s+%tmm[0-3], \([^)]*\)\n){4}", asm)
+
+
 def test_cross_compile_for_a_cpu_without_amx():
     a = np.ones((512, 512), BF16)
     r = coopjit.cross_compile(a, a, cpu="znver4")

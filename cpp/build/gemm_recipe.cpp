@@ -318,14 +318,15 @@ class GemmRecipe {
     return {panel, k, zero_, b.mul(NR_, VW_), one_, Kp_, NR_, p_.vnni};
   }
 
-  Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
+  // `init`: the partial sum to continue (AMX: loaded into the tiles), else zeros.
+  Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr) {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
     Value* pa = b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
     Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
     const Type a_t = Type::matrix(packed_a_type(p_), p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_t = Type::matrix(packed_b_type(p_), p_.kb, p_.nr, Use::b, Scope::subgroup);
-    Value* acc = b.splat(acc_t_, fzero_, "acc");
+    Value* acc = init ? init : b.splat(acc_t_, fzero_, "acc");
     return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
       Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
@@ -497,8 +498,32 @@ class GemmRecipe {
         mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
           nx.for_(mb, mend, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
             Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
-            Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
             Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
+            if (p_.amx && p_.pack) {
+              // AMX: the partial sums stay in the accumulator type in the scratch matrix and
+              // each K tile continues them in the tiles (tileloadd / tilestored of whole tiles,
+              // no trip through vectors), so a short K tile whose B slice stays in L1 costs
+              // little per tile; the last K tile applies the epilogue once.
+              Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
+              Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
+              auto finish = [&](Builder& e, Value* acc) {
+                e.if_(last, {}, [&](Builder& f) {
+                  epilogue(f, t, acc);
+                  return std::vector<Value*>{};
+                }, [&](Builder& f) {
+                  f.store(acc, part, false);
+                  return std::vector<Value*>{};
+                });
+                return std::vector<Value*>{};
+              };
+              tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_))); },
+                     [&](Builder& e) {
+                       Value* sum = e.load(acc_t_, part, false, "partial");
+                       return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum));
+                     });
+              return std::vector<Value*>{};
+            }
+            Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
             if (p_.c_type == T && !p_.epilogue.any()) {
               tx.if_(first, {}, [&](Builder& e) {
                 epilogue(e, t, acc);

@@ -67,6 +67,23 @@ void SimdLowering::find_tile_loads() {
       tile_loads_.insert(b);
     }
   }
+  // An accumulator a tile loop starts from, loaded unchecked from unit-column memory and used by
+  // nothing else (a partial sum continued), loads straight into its tiles.
+  std::function<void(const Block&)> inits = [&](const Block& blk) {
+    for (const auto& op : blk.ops) {
+      for (const auto& r : op->regions) inits(*r);
+      if (op->kind != OpKind::for_) continue;
+      const std::vector<bool> carried = tile_carried(*op);
+      for (size_t i = 0; i < carried.size(); ++i) {
+        const Value* v = op->operands[3 + i];
+        const Op* d = v->def;
+        if (carried[i] && d && d->kind == OpKind::mat_load && !d->int_attr("checked") && d->int_attr("vnni", 1) == 1 &&
+            is_const(d->operands[4], 1) && tile_form(v->type) && uses[v] == 1)
+          tile_loads_.insert(v);
+      }
+    }
+  };
+  inits(f_.body);
 }
 
 std::vector<bool> SimdLowering::tile_carried(const Op& o) const {
@@ -100,6 +117,43 @@ llvm::Value* SimdLowering::tile_load(llvm::Value* ptr, llvm::Value* stride_bytes
     rows.push_back(b_.CreateAlignedLoad(
         row_t, b_.CreateGEP(b_.getInt8Ty(), ptr, b_.CreateMul(stride_bytes, b_.getInt64(r))), llvm::Align(1)));
   return concat_vectors(b_, rows);
+}
+
+void SimdLowering::tile_store(llvm::Value* ptr, llvm::Value* stride_bytes, llvm::Value* tile) {
+  if (amx_ == 1) {
+    auto* vt = llvm::FixedVectorType::get(b_.getInt32Ty(), 256);
+    llvm::Value* t = b_.CreateIntrinsic(llvm::Intrinsic::x86_cast_vector_to_tile, {vt}, {tile});
+    b_.CreateIntrinsic(llvm::Intrinsic::x86_tilestored64_internal, {},
+                       {b_.getInt16(kTileRows), b_.getInt16(kTileBytes), ptr, stride_bytes, t});
+    return;
+  }
+  // tilestored's definition: row r of the tile goes to the 64 bytes at ptr + r * stride.
+  for (int r = 0; r < kTileRows; ++r) {
+    std::vector<int> sel;
+    for (int l = 0; l < 16; ++l) sel.push_back(r * 16 + l);
+    b_.CreateAlignedStore(b_.CreateShuffleVector(tile, sel),
+                          b_.CreateGEP(b_.getInt8Ty(), ptr, b_.CreateMul(stride_bytes, b_.getInt64(r))), llvm::Align(1));
+  }
+}
+
+bool SimdLowering::store_tiles(const Op& o) {
+  const Value* v = o.operands[0];
+  const Type& t = v->type;
+  auto it = tiles_.find(v);
+  if (!amx_ || it == tiles_.end() || !tile_form(t) || o.int_attr("checked") || o.int_attr("vnni", 1) != 1 ||
+      !is_const(o.operands[5], 1))
+    return false;
+  Addr a = addr(o, 1);
+  llvm::Type* et = scalar_ty(t.scalar);
+  llvm::Value* stride = b_.CreateMul(a.sr, b_.getInt64(size_in_bytes(t.scalar)));
+  const int64_t J = t.cols / 16;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    const int64_t ti = static_cast<int64_t>(i) / J, j = static_cast<int64_t>(i) % J;
+    llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(ti * kTileRows));
+    llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(j * 16));
+    tile_store(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride, it->second[i]);
+  }
+  return true;
 }
 
 llvm::Value* SimdLowering::scratch_tile(int i) {
@@ -143,7 +197,14 @@ void SimdLowering::load_tiles(const Op& o) {
   llvm::Value* stride = b_.CreateMul(a.sr, b_.getInt64(e));
   llvm::Type* et = scalar_ty(t.scalar);
   std::vector<llvm::Value*> out;
-  if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
+  if (t.use == Use::acc) {  // tile (i, j): rows 16i.., columns 16j.. (a partial sum continued)
+    for (int64_t i = 0; i < t.rows / kTileRows; ++i)
+      for (int64_t j = 0; j < t.cols / 16; ++j) {
+        llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));
+        llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(j * 16));
+        out.push_back(tile_load(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride));
+      }
+  } else if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
     for (int64_t i = 0; i < t.rows / kTileRows; ++i)
       for (int64_t kk = 0; kk < t.cols * e / kTileBytes; ++kk) {
         llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));

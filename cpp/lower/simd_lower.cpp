@@ -310,7 +310,10 @@ void SimdLowering::op(const Op& o) {
       if (is_tile_load(o)) return load_tiles(o);
       load(o);
       return;
-    case OpKind::mat_store: store(o); return;
+    case OpKind::mat_store:
+      if (store_tiles(o)) return;
+      store(o);
+      return;
     case OpKind::mat_splat:
       if (splat_tiles(o)) return;
       mats_[o.result()] = splat(o);

@@ -128,7 +128,9 @@ class SimdLowering {
   // needs them). LLVM's phi folding fails on webs of phis that reach past the K loop, and a tile
   // then goes through memory at each step. A matrix_a / matrix_b load whose only uses are tile
   // mul_adds (find_tile_loads) loads tiles: tileloadd rows of 64 bytes, A's rows (K contiguous)
-  // and B's VNNI rows (pairs / quads of K per column).
+  // and B's VNNI rows (pairs / quads of K per column); an accumulator a tile loop continues
+  // (a partial sum loaded whole from unit-column memory) loads tiles too, and a matrix held in
+  // tiles stored whole to unit-column memory is stored by tilestored.
   int amx_ = 0;
   // The launch grid of a KernelBuilder kernel on the CPU: the ints slot after the parameters'
   // holds the work-group id (dimension 0), the next one the number of work-groups.
@@ -148,6 +150,9 @@ class SimdLowering {
   void mul_add_tiles(const Op& o);
   bool splat_tiles(const Op& o);
   llvm::Value* tile_load(llvm::Value* ptr, llvm::Value* stride_bytes);
+  void tile_store(llvm::Value* ptr, llvm::Value* stride_bytes, llvm::Value* tile);
+  // A store of a matrix held in tiles to unit-column memory, unchecked: tilestored (false: not one).
+  bool store_tiles(const Op& o);
   llvm::Value* tile_dp(int kind, llvm::Value* c, llvm::Value* a, llvm::Value* b);
   llvm::Value* scratch_tile(int i);  // a 1 KiB, 64-byte aligned stack slot (entry block)
   std::unordered_set<const Value*> tile_loads_;

@@ -381,8 +381,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // (1024 f32, 2048 bf16, 4096 int8 in K; a 256 KiB slice of a 64-column panel, in L2 with the
   // A block; f64 1024 as well), in equal tiles. Measured on Zen 5, one thread, 2048^3: f32 212 ->
   // 233 GFLOP/s (kt 256 -> 1024), bf16 344 -> 462, int8 719 -> 898, f64 102 -> 109 (512 -> 1024).
+  // AMX plans continue their partial sums in the tiles (tile loads and stores of the scratch
+  // matrix, no vector work per K tile), so their K tile is sized for L1 instead: a 16 KiB slice
+  // of the 32-column B panel (256 bf16 / f16, 512 int8 in K) that stays in L1 while the block's A
+  // panels stream past it from L2.
   if (p.pack && !overrides.count("kt")) {
-    const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
+    const int64_t cap = p.amx ? 16384 / (32 * ir::size_in_bytes(p.b_type))
+                              : 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
     const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
     p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
   }

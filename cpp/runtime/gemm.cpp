@@ -202,7 +202,9 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
     // The blocked nest's partial sums when C's type is not the accumulator's (gemm_recipe.cpp).
     // So do those of a fused epilogue, which applies once, to the whole sum.
-    const bool scratch = n_sk == 0 && (k.plan.c_type != k.plan.dtype || k.plan.epilogue.any()) && tiles_k > 1;
+    // AMX plans keep them there always (tile loads and stores of the partial sums).
+    const bool scratch =
+        n_sk == 0 && (k.plan.c_type != k.plan.dtype || k.plan.epilogue.any() || k.plan.amx) && tiles_k > 1;
     const size_t s_bytes = scratch ? size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                                          ir::size_in_bytes(k.plan.dtype)
                                    : 0;
