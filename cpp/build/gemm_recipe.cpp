@@ -329,6 +329,9 @@ class GemmRecipe {
     Value* acc = init ? init : b.splat(acc_t_, fzero_, "acc");
     return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
       Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
+      // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
+      // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss).
+      if (p_.amx) a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];

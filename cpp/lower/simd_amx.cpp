@@ -205,11 +205,20 @@ void SimdLowering::load_tiles(const Op& o) {
         out.push_back(tile_load(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride));
       }
   } else if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
+    // attr prefetch: the rows `prefetch` bytes past each tile row go to L1 (prefetcht0).
+    const int64_t ahead = o.int_attr("prefetch", 0);
     for (int64_t i = 0; i < t.rows / kTileRows; ++i)
       for (int64_t kk = 0; kk < t.cols * e / kTileBytes; ++kk) {
         llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));
         llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(kk * kTileBytes / e));
-        out.push_back(tile_load(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride));
+        llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c));
+        if (ahead > 0)
+          for (int row = 0; row < kTileRows; ++row)
+            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                               {b_.CreateGEP(b_.getInt8Ty(), p, b_.CreateAdd(b_.getInt64(ahead),
+                                                                             b_.CreateMul(stride, b_.getInt64(row)))),
+                                b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        out.push_back(tile_load(p, stride));
       }
   } else {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
     const int group = 4 / e;

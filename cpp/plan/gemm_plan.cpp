@@ -380,15 +380,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // (1024 f32, 2048 bf16, 4096 int8 in K; a 256 KiB slice of a 64-column panel, in L2 with the
   // A block; f64 1024 as well), in equal tiles. Measured on Zen 5, one thread, 2048^3: f32 212 ->
   // 233 GFLOP/s (kt 256 -> 1024), bf16 344 -> 462, int8 719 -> 898, f64 102 -> 109 (512 -> 1024).
-  // AMX plans continue their partial sums in the tiles (tile loads and stores of the scratch
-  // matrix, no vector work per K tile), so their K tile is sized for L1 instead: a 32 KiB slice
-  // of the 32-column B panel (512 bf16 / f16, 1024 int8 in K) that stays in L1 while the block's
-  // A panels stream past it from L2. Measured on the 16-core Emerald Rapids host, 4096^3, 16
-  // threads: bf16 2.70 / 3.35 / 3.56 TFLOP/s with kt 256 / 512 / 2048 and int8 4.65 / 6.42 / 6.81
-  // / 5.49 TOP/s with kt 256 / 512 / 1024 / 4096 (before A's panels were packed by vector rows).
+  // (AMX plans too: measured on the 16-core Emerald Rapids host, 4096^3, 16 threads, with their
+  // partial sums continued in the tiles: bf16 3.66 / 3.96 / 3.86 TFLOP/s with kt 256 / 512 / 2048,
+  // int8 3.80 / 6.23 / 8.50 TOP/s with kt 512 / 1024 / 4096.)
   if (p.pack && !overrides.count("kt")) {
-    const int64_t cap = p.amx ? 32768 / (32 * ir::size_in_bytes(p.b_type))
-                              : 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
+    const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
     const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
     p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
   }
