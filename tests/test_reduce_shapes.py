@@ -108,3 +108,38 @@ def test_one_value_from_many_split_into_rows(rng, threads, op):
             np.testing.assert_array_equal(np.float64(got), getattr(np, op)(arr.astype(np.float64), axis=axis))
     finally:
         coopjit.set_num_threads(old)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(37, 600), (16, 4096 + 129), (203, 8193), (1000, 517)])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_down_long_rows_split_among_workers(rng, threads, shape, op):
+    """Down the columns of long rows (the rows split among the workers, each reducing its share
+    into a row of partials, 4 rows at a time and then one by one, in blocks of columns; then the
+    partials reduced): every op, rows and columns that leave tails, against NumPy in float64."""
+    before = coopjit.get_num_threads()
+    coopjit.set_num_threads(threads)
+    try:
+        if op == "prod":
+            x = np.ones(shape, np.float32)
+            x[rng.random(shape) < 0.01] = 2.0
+            x[rng.random(shape) < 0.005] = 0.5
+        else:
+            x = rng.integers(-2, 3, shape).astype(np.float32)
+        got = coopjit.reduce(x, 0, op)
+    finally:
+        coopjit.set_num_threads(before)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), getattr(np, op)(x.astype(np.float64), axis=0))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float16, np.float64, np.bool_])
+def test_down_long_rows_other_types_and_views(rng, dtype):
+    base = rng.integers(0, 3, (300, 3000)).astype(dtype)
+    for x in (base, base[7:290:3, 5:2900]):  # rows of another stride, an unaligned start
+        acc = np.float64 if np.issubdtype(dtype, np.floating) else np.int64
+        got = coopjit.reduce(x, 0)
+        np.testing.assert_array_equal(np.asarray(got, np.float64), x.astype(acc).sum(axis=0).astype(np.float64))
+        np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 0, "max"), np.float64), x.max(axis=0).astype(np.float64))
+        x0 = x.copy()
+        coopjit.reduce(x, 0, "min")
+        np.testing.assert_array_equal(x, x0)  # the input is not modified

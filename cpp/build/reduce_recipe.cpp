@@ -63,6 +63,46 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
       x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);
       return std::vector<Value*>{};
     }, "ct");
+  } else if (s.form == "column_rows") {
+    // Y: the workers x cols partials (row stride sy_r). Worker w walks its share of X's rows, a
+    // block of CB columns at a time: row w's block of partials stays in L1 while each row's run
+    // of CB elements streams past (runs of whole pages, which the prefetchers follow; tiles of
+    // a column walk read 2 KiB per row).
+    auto [lo, hi] = share(b, rows);
+    Value* CB = b.index(p.block_cols, "CB");
+    Value* c_main = b.sub(cols, b.rem(cols, TC), "c_main");
+    auto part_at = [&](Value* c0) { return Builder::Access{Y, worker, c0, sy_r, one, workers, cols}; };
+    b.for_(zero, cols, CB, {}, [&](Builder& x, Value* cb, const std::vector<Value*>&) {
+      Value* cend = x.min(x.add(cb, CB), cols, "c_end");
+      Value* mend = x.min(cend, c_main, "m_end");
+      x.for_(cb, cend, TC, {}, [&](Builder& y, Value* c0, const std::vector<Value*>&) {
+        y.store(y.splat(acc_t(1, CW), id), part_at(c0), true);
+        return std::vector<Value*>{};
+      }, "c");
+      // R rows at a time (R streams in flight, one update of the partials), then the rest one
+      // by one.
+      auto rows_pass = [&](Builder& y, Value* r, int nr) {
+        auto step = [&](Builder& z, Value* c0, bool checked) {
+          Value* t = widen(z, z.load(in_t(nr, CW), {X, r, c0, sx_r, sx_c, rows, cols}, checked, "x"), nr, CW);
+          if (nr > 1) t = z.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows");
+          Value* part = z.load(acc_t(1, CW), part_at(c0), checked, "part");
+          z.store(z.mat_bin(comb, part, t, "part"), part_at(c0), checked);
+        };
+        y.for_(cb, mend, TC, {}, [&](Builder& z, Value* c0, const std::vector<Value*>&) {
+          step(z, c0, false);
+          return std::vector<Value*>{};
+        }, "c");
+        y.if_(y.cmp(CmpPred::lt, mend, cend, "tail"), {}, [&](Builder& z) {
+          step(z, mend, true);
+          return std::vector<Value*>{};
+        }, [&](Builder&) { return std::vector<Value*>{}; });
+        return std::vector<Value*>{};
+      };
+      Value* r_main = x.sub(hi, x.rem(x.sub(hi, lo), TR), "r_main");
+      x.for_(lo, r_main, TR, {}, [&](Builder& y, Value* r, const std::vector<Value*>&) { return rows_pass(y, r, R); }, "r");
+      x.for_(r_main, hi, one, {}, [&](Builder& y, Value* r, const std::vector<Value*>&) { return rows_pass(y, r, 1); }, "r");
+      return std::vector<Value*>{};
+    }, "cb");
   } else {  // 2x2: each R x CW tile of X gives an R/2 x CW/2 tile of Y
     Value* tiles_c = ceil_div(b, cols, TC);
     auto [lo, hi] = share(b, b.mul(ceil_div(b, rows, TR), tiles_c));

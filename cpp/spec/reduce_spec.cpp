@@ -10,14 +10,15 @@ namespace coopjit {
 void ReduceSpec::validate() const {
   if (op != "sum" && op != "prod" && op != "min" && op != "max")
     throw UserError(cat("unknown reduction '", op, "' (known: sum, prod, min, max)"));
-  if (form != "row" && form != "column" && form != "2x2")
+  if (form != "row" && form != "column" && form != "2x2" && form != "column_rows")
     throw InternalError(cat("unknown reduction form '", form, "'"));
   if (rows < 0 || cols < 0) throw UserError(cat("negative reduction size ", rows, " x ", cols));
 }
 
 std::string ReducePlan::key(const ReduceSpec& s) const {
   return cat("reduce.", s.op, ".", s.form, ".", ir::name(s.in), ".", ir::name(s.acc), ".", ir::name(s.out), ".s",
-             simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g");
+             simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g",
+             block_cols ? cat(".cb", block_cols) : std::string());
 }
 
 ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
@@ -42,6 +43,11 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     p.tile_cols = p.simd_width * static_cast<int>(nvec);
   }
   if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
+  if (s.form == "column_rows") {  // 4 rows x 8 vectors; blocks of 16 KiB of partials
+    p.tile_rows = 4;
+    p.tile_cols = p.simd_width * 8;
+    p.block_cols = std::max(p.tile_cols, 16384 / ir::size_in_bytes(s.acc) / p.tile_cols * p.tile_cols);
+  }
   p.unit = s.sx_c == 1;  // the tile's columns run along X's columns in every form
   return p;
 }

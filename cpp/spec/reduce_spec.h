@@ -1,6 +1,9 @@
 // ReduceSpec: a reduction of a 2-D strided view X (rows x cols) to a vector Y: over each row
 // ("row": Y[i] = op_j X[i, j]) or over each column ("column": Y[j] = op_i X[i, j]); or the
 // 2x2 reduction of SPV_NV_cooperative_matrix2 ("2x2": Y[i, j] = op of X[2i..2i+1, 2j..2j+1]).
+// "column_rows" is the first pass of a column reduction over rows split among the workers: Y is
+// a workers x cols matrix of partials in the accumulator type (row stride sy_r), row w the op
+// over worker w's share of X's rows; the column form then reduces it.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ struct ReducePlan {
   int tile_rows = 4, tile_cols = 64;  // the accumulator tile
   bool unit = true;  // X's stride along the tile's columns is 1 (vector loads)
   int threads = 1;
+  int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
   std::string key(const ReduceSpec& s) const;  // everything that changes the code
 };
 
