@@ -83,8 +83,18 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
       // by one.
       auto rows_pass = [&](Builder& y, Value* r, int nr) {
         auto step = [&](Builder& z, Value* c0, bool checked) {
-          Value* t = widen(z, z.load(in_t(nr, CW), {X, r, c0, sx_r, sx_c, rows, cols}, checked, "x"), nr, CW);
-          if (nr > 1) t = z.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows");
+          // The rows' tiles combined pairwise (element-wise ops stay vector ops for every op).
+          std::vector<Value*> ts;
+          for (int i = 0; i < nr; ++i)
+            ts.push_back(widen(z, z.load(in_t(1, CW), {X, z.add(r, z.index(i)), c0, sx_r, sx_c, rows, cols}, checked, "x"),
+                               1, CW));
+          while (ts.size() > 1) {
+            std::vector<Value*> next;
+            for (size_t i = 0; i + 1 < ts.size(); i += 2) next.push_back(z.mat_bin(comb, ts[i], ts[i + 1], "rows"));
+            if (ts.size() % 2) next.push_back(ts.back());
+            ts = next;
+          }
+          Value* t = ts[0];
           Value* part = z.load(acc_t(1, CW), part_at(c0), checked, "part");
           z.store(z.mat_bin(comb, part, t, "part"), part_at(c0), checked);
         };
