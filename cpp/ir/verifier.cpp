@@ -457,10 +457,6 @@ class Verifier {
       case OpKind::mat_accumulate:
         access(o, 1, v[0]->type);
         require(v[0]->type.use == Use::acc, o, cat("accumulate needs an accumulator matrix, got ", v[0]->type.str()));
-        require(!is_int8(v[0]->type.scalar) && v[0]->type.scalar != ScalarType::f8_e4m3 &&
-                    v[0]->type.scalar != ScalarType::f8_e5m2,
-                o, cat("accumulate adds in the component type: 8-bit types cannot be added atomically, got ",
-                       v[0]->type.str()));
         break;
       case OpKind::vec_matrix_mul: {
         const Type &x = v[0]->type, &m = v[1]->type, &r = o.result()->type;
