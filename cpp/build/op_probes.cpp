@@ -63,12 +63,13 @@ std::unique_ptr<Function> reduce_probe(int S, ReduceMode mode) {
   return std::move(p.f);
 }
 
-std::unique_ptr<Function> mul_add_probe(int S, ScalarType in, ScalarType out, Scope scope = Scope::subgroup) {
+std::unique_ptr<Function> mul_add_probe(int S, ScalarType in, ScalarType out, Scope scope = Scope::subgroup,
+                                        ScalarType in_b = ScalarType::i1, int64_t K = kN) {
   Probe p(S);
   if (scope == Scope::workgroup) p.f->attrs["subgroups_per_group"] = int64_t(2);
-  const int64_t M = scope == Scope::workgroup ? 2 * kN : kN;
-  Value* a = p.load(in, Use::a, scope, M, kN);
-  Value* b = p.load(in, Use::b, scope);
+  const int64_t M = scope == Scope::workgroup ? 2 * kN : K > kN ? 1 : kN;
+  Value* a = p.load(in, Use::a, scope, M, K);
+  Value* b = p.load(in_b == ScalarType::i1 ? in : in_b, Use::b, scope, K, kN);
   Value* c = p.load(out, Use::acc, scope, M, kN);
   p.store(p.b.mul_add(a, b, c));
   return std::move(p.f);
@@ -164,6 +165,13 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
       {"mul_add_f16_f32", [](int S) { return mul_add_probe(S, ScalarType::f16, ScalarType::f32); }},
       {"mul_add_i8_i32", [](int S) { return mul_add_probe(S, ScalarType::i8, ScalarType::i32); }},
       {"mul_add_fp8_f32", [](int S) { return mul_add_probe(S, ScalarType::f8_e4m3, ScalarType::f32); }},
+      {"mul_add_f32_f64", [](int S) { return mul_add_probe(S, ScalarType::f32, ScalarType::f64); }},
+      {"mul_add_mixed_float", [](int S) {
+         return mul_add_probe(S, ScalarType::f16, ScalarType::f32, Scope::subgroup, ScalarType::f8_e4m3);
+       }},
+      {"mul_add_i8_k512", [](int S) {
+         return mul_add_probe(S, ScalarType::i8, ScalarType::i32, Scope::subgroup, ScalarType::i8, 512);
+       }},
       {"sum_accumulate", [](int S) {
          Probe p(S);
          Value* a = p.load(ScalarType::f32, Use::a);
