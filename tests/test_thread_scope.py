@@ -160,3 +160,25 @@ def test_thread_scope_assembles_for_nvidia(target):
     text = b._fn.compile_device("target:" + target).source("ptx")
     assert "fma.rn.f32" in text and ("red.global.add.f32" in text or "atom.global.add.f32" in text)
     assert "registers" in ptx.ptxas(text, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_thread_scope_matrices_through_if_and_loops(rng, target):
+    """A thread-scope matrix chosen per item by an if (odd items W1, even W0: divergent on a
+    subgroup) and carried by a loop that adds v @ W to a vector three times."""
+    M, K, items = 4, 6, S
+    b = KernelBuilder("tflow", S)
+    V, W0, W1, OUT = b.param("V", "ptr<f64>"), b.param("W0", "ptr<f64>"), b.param("W1", "ptr<f64>"), b.param("OUT", "ptr<f64>")
+    i = item_of(b, target)
+    t = mat("f64", M, K, "b")
+    (w,) = b.if_(b.eq(b.rem(i, 2), 1), lambda x: [x.load(t, W1, strides=(K, 1))], lambda x: [x.load(t, W0, strides=(K, 1))],
+                 types=[t])
+    v = b.vector_load(f"vector<f64, {M}>", V, b.mul(i, M))
+    acc = b.vector_load(f"vector<f64, {K}>", OUT, b.mul(i, K))
+    (acc, w) = b.for_range(0, 3, 1, [acc, w], lambda x, k, a, m: [x.vector_multiply(v, m, f"vector<f64, {K}>", a), m])
+    b.vector_store(acc, OUT, b.mul(i, K))
+    vv, w0, w1 = rng.standard_normal((items, M)), rng.standard_normal((M, K)), rng.standard_normal((M, K))
+    out = rng.standard_normal((items, K))
+    want = out + 3 * np.stack([vv[p] @ (w1 if p % 2 else w0) for p in range(items)])
+    run(b, target, vv, w0, w1, out, items=items)
+    np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)
