@@ -44,17 +44,26 @@ std::string scope_list(unsigned mask) {
 }
 
 bool is_int8(ScalarType t) { return t == ScalarType::i8 || t == ScalarType::u8; }
-bool is_low_float(ScalarType t) {
-  return t == ScalarType::f16 || t == ScalarType::bf16 || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2;
+// Whether float accumulator type c holds every value of float type x exactly: f64 every float,
+// f32 itself and the 16- and 8-bit floats.
+bool float_holds(ScalarType c, ScalarType x) {
+  if (!is_float(x)) return false;
+  if (c == ScalarType::f64) return true;
+  return c == ScalarType::f32 && x != ScalarType::f64;
 }
-// A x B + C component types (HLSL 0035 Multiply with OutTy; SPV_KHR_cooperative_matrix): one type
-// throughout, or low-precision inputs into a wider accumulator.
+// A x B + C component types (HLSL 0035 Multiply<OutTy>, whose A and B "potentially mismatched
+// element types"; SPV_KHR_cooperative_matrix): one type throughout; i8 / u8 into i32; or float
+// inputs, of one type or two, into an f32 or f64 accumulator that holds them exactly (f16 x fp8
+// -> f32, f32 x f32 -> f64): the inputs are converted to the accumulator's type, exactly, and
+// multiplied and added there.
 bool products_allowed(ScalarType a, ScalarType b, ScalarType c) {
   if (is_int8(a) && is_int8(b)) return c == ScalarType::i32;
-  if (a != b) return false;
-  if (a == c) return true;
-  return is_low_float(a) && c == ScalarType::f32;
+  if (a == b && a == c) return true;
+  return float_holds(c, a) && float_holds(c, b);
 }
+// HLSL 0035's 8-bit component types (I8, U8, F8_E4M3, F8_E5M2: ComponentTypeTraits'
+// ElementsPerScalar 4), whose matrices may be "4 times the valid size for a scalar element".
+bool is_packed_8bit(ScalarType t) { return is_int8(t) || t == ScalarType::f8_e4m3 || t == ScalarType::f8_e5m2; }
 
 class Verifier {
  public:
@@ -457,10 +466,6 @@ class Verifier {
       case OpKind::mat_accumulate:
         access(o, 1, v[0]->type);
         require(v[0]->type.use == Use::acc, o, cat("accumulate needs an accumulator matrix, got ", v[0]->type.str()));
-        require(!is_int8(v[0]->type.scalar) && v[0]->type.scalar != ScalarType::f8_e4m3 &&
-                    v[0]->type.scalar != ScalarType::f8_e5m2,
-                o, cat("accumulate adds in the component type: 8-bit types cannot be added atomically, got ",
-                       v[0]->type.str()));
         break;
       case OpKind::vec_matrix_mul: {
         const Type &x = v[0]->type, &m = v[1]->type, &r = o.result()->type;
@@ -501,16 +506,24 @@ class Verifier {
                 cat("mul_add needs one scope for A, B and acc, got ", name(a.scope), ", ", name(b.scope),
                     ", ", name(c.scope)));
         // HLSL 0035 "Restrictions on Dimensions": K is a power of two in [4, 128] for thread and
-        // wave (subgroup) scope, and in [1, 1024] for thread group (workgroup) scope.
+        // wave (subgroup) scope, and in [1, 1024] for thread group (workgroup) scope; "sizes for
+        // matrices of packed data types are 4 times the valid size for a scalar element": for
+        // 8-bit A and B, K counts 8-bit elements up to 4 x 128 = 512 (4 x 1024 = 4096). The
+        // smallest K stays 4 (0035's 8-bit lower bound is 4 x 4 = 16): coopjit takes the smaller
+        // 8-bit K steps too, as its own GEMM plans use them (VNNI quads, K steps of 4 and 8).
+        const int64_t x4 = is_packed_8bit(a.scalar) && is_packed_8bit(b.scalar) ? 4 : 1;
         if (a.scope == Scope::workgroup)
-          require(a.cols >= 1 && a.cols <= 1024, o,
-                  cat("K = ", a.cols, " must be in [1, 1024] for workgroup scope"));
+          require(a.cols >= 1 && a.cols <= 1024 * x4, o,
+                  cat("K = ", a.cols, " must be in [1, ", 1024 * x4, "] for workgroup scope",
+                      x4 > 1 ? " (8-bit A and B: 4 x 1024)" : ""));
         else
-          require(a.cols >= 4 && a.cols <= 128 && (a.cols & (a.cols - 1)) == 0, o,
-                  cat("K = ", a.cols, " must be a power of two in [4, 128] for ", name(a.scope), " scope"));
+          require(a.cols >= 4 && a.cols <= 128 * x4 && (a.cols & (a.cols - 1)) == 0, o,
+                  cat("K = ", a.cols, " must be a power of two in [4, ", 128 * x4, "] for ", name(a.scope), " scope",
+                      x4 > 1 ? " (8-bit A and B: up to 4 x 128)" : ""));
         require(products_allowed(a.scalar, b.scalar, c.scalar), o,
-                cat("mul_add component types: A and B of one type (or i8/u8 mixed) accumulating into the same type, ",
-                    "i8/u8 into i32, or f16/bf16/f8 into f32; got ", types(v)));
+                cat("mul_add component types: A and B of one type accumulating into the same type, ",
+                    "i8/u8 into i32, or floats into an f32 / f64 accumulator that holds them (f16/bf16/f8/f32 into f32, ",
+                    "any float into f64); got ", types(v)));
         require(o.result()->type == c, o, "the result has the accumulator's type");
         break;
       }

@@ -181,6 +181,7 @@ class SimdLowering {
   // The operation set beyond GEMM (simd_matrix.cpp): reduce, per-element, convert, transpose,
   // get/set, sum_accumulate, outer_product, accumulate, vector x matrix, vector load/store.
   void matrix_op(const Op& o);
+  void fp8_atomic_add(ScalarType t, llvm::Value* p, llvm::Value* v);  // accumulate of fp8 (simd_matrix.cpp)
   std::vector<llvm::Value*> elems(const Value* v);  // rows * cols scalars, row-major
   std::vector<llvm::Value*> from_elems(const Type& t, const std::vector<llvm::Value*>& e);
   llvm::Value* convert_value(llvm::Value* x, ScalarType from, ScalarType to);

@@ -385,8 +385,11 @@ void SimdLowering::matrix_op(const Op& o) {
           auto* cont = llvm::BasicBlock::Create(ctx_, "acc.cont", fn_);
           b_.CreateCondBr(inb, yes, cont);
           b_.SetInsertPoint(yes);
-          b_.CreateAtomicRMW(is_float(m.scalar) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, p,
-                             e[i * m.cols + c], align(m.scalar), llvm::AtomicOrdering::Monotonic);
+          if (m.scalar == ScalarType::f8_e4m3 || m.scalar == ScalarType::f8_e5m2)
+            fp8_atomic_add(m.scalar, p, e[i * m.cols + c]);
+          else
+            b_.CreateAtomicRMW(is_float(m.scalar) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, p,
+                               e[i * m.cols + c], align(m.scalar), llvm::AtomicOrdering::Monotonic);
           b_.CreateBr(cont);
           b_.SetInsertPoint(cont);
         }
@@ -426,6 +429,25 @@ void SimdLowering::matrix_op(const Op& o) {
     default:
       throw InternalError(cat("matrix_op does not handle ", mnemonic(o)));
   }
+}
+
+// *p += v for fp8 bits (i8), added in fp8 (rounded once, as HLSL 0035 adds in the component type):
+// a compare-exchange loop on the byte, since no processor adds fp8 atomically.
+void SimdLowering::fp8_atomic_add(ScalarType t, llvm::Value* p, llvm::Value* v) {
+  llvm::Type* i8 = b_.getInt8Ty();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::Value* first = b_.CreateAlignedLoad(i8, p, llvm::Align(1));
+  auto* loop = llvm::BasicBlock::Create(ctx_, "acc.cas", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "acc.done", fn_);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  llvm::PHINode* old = b_.CreatePHI(i8, 2);
+  old->addIncoming(first, pre);
+  llvm::Value* pair = b_.CreateAtomicCmpXchg(p, old, scalar_bin(BinOp::add, t, old, v), llvm::Align(1),
+                                             llvm::AtomicOrdering::Monotonic, llvm::AtomicOrdering::Monotonic);
+  old->addIncoming(b_.CreateExtractValue(pair, 0), b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, loop);
+  b_.SetInsertPoint(done);
 }
 
 }  // namespace coopjit

@@ -103,10 +103,13 @@ LaneMap SimtLowering::lanes_of(const Type& t) {
   return it->second;
 }
 
+// Thread-scope matrices (each work-item its own copy, all rows * cols elements row-major) come
+// only from and go only to the operations the verifier allows them: load, accumulate,
+// outer_product and vector x matrix.
 void SimtLowering::require_subgroup(const Op& o, const Type& t) {
-  if (t.is_matrix() && t.scope != Scope::subgroup)
+  if (t.is_matrix() && t.scope != Scope::subgroup && t.scope != Scope::thread)
     throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", t.str(),
-                        ": only subgroup-scope matrices are supported on GPUs so far"));
+                        ": only subgroup- and thread-scope matrices are supported on GPUs so far"));
 }
 
 // ---- values ------------------------------------------------------------------------------------
@@ -123,7 +126,7 @@ const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
 }
 
 size_t SimtLowering::parts(const Type& t) {
-  if (t.is_matrix()) return static_cast<size_t>(lanes_of(t).comps());
+  if (t.is_matrix()) return t.scope == Scope::thread ? static_cast<size_t>(t.rows * t.cols) : static_cast<size_t>(lanes_of(t).comps());
   if (t.is_vector()) return static_cast<size_t>(t.cols);
   throw UserError(cat("SIMT lowering: values of type ", t.str(), " are not supported"));
 }

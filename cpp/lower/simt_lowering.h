@@ -128,6 +128,7 @@ class SimtLowering {
   };
   Access access(const Op& o, size_t base);
   void load(const Op& o);
+  std::vector<llvm::Value*> thread_load(const Type& t, const Access& a, bool checked);
   void store(const Op& o);
   /// Runs body() only where cond holds (cond a constant: no branch).
   void guarded(llvm::Value* cond, const std::function<void()>& body);
@@ -140,6 +141,9 @@ class SimtLowering {
   void lane_stores(const Type& t, const LaneMap& m, const Access& a, bool checked, const std::vector<llvm::Value*>& vals);
   void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);
   void accumulate(const Op& o);
+  /// *ptr += v atomically in component type t (any type; simt_memory.cpp says how).
+  void atomic_add(ScalarType t, llvm::Value* ptr, llvm::Value* v);
+  void cas_loop(llvm::Value* ptr, llvm::Type* ity, const std::function<llvm::Value*(llvm::Value*)>& update);
   void vector_access(const Op& o);
 
   // ---- 2-D block I/O (simt_block2d.cpp) --------------------------------------------------------

@@ -345,15 +345,40 @@ void SimtLowering::matrix_op(const Op& o) {
     }
     case OpKind::mat_outer_product: {  // element (r, c) = x[r] * y[c], x and y held by every lane
       const Type& r = o.result()->type;
-      const LaneMap m = lanes_of(r);
       std::vector<llvm::Value*> xs = mat(v[0]), ys = mat(v[1]);
       for (auto& e : xs) e = convert_value(e, v[0]->type.scalar, r.scalar);
       for (auto& e : ys) e = convert_value(e, v[1]->type.scalar, r.scalar);
       std::vector<llvm::Value*> out;
+      if (r.scope == Scope::thread) {  // each work-item the whole product of its own vectors
+        for (auto* x : xs)
+          for (auto* y : ys) out.push_back(scalar_bin(BinOp::mul, r.scalar, x, y));
+        mats_[o.result()] = out;
+        return;
+      }
+      const LaneMap m = lanes_of(r);
       for (int64_t n = 0; n < m.comps(); ++n) {
         llvm::Value* prod = scalar_bin(BinOp::mul, r.scalar, select_component(xs, row_of(m, n)),
                                        select_component(ys, col_of(m, n)));
         out.push_back(sel(b_, inside(m, n), prod, zero(r.scalar)));
+      }
+      mats_[o.result()] = out;
+      return;
+    }
+    case OpKind::vec_matrix_mul: {  // HLSL 0035 Multiply / MultiplyAdd: r[k] = sum_i x[i] B[i][k] (+ bias[k])
+      const Type &m = v[1]->type, &r = o.result()->type;
+      const auto &x = mat(v[0]), &bm = mat(v[1]);
+      const bool fp = is_float(r.scalar) && r.scalar != ScalarType::bf16 && r.scalar != ScalarType::f8_e4m3 &&
+                      r.scalar != ScalarType::f8_e5m2;
+      std::vector<llvm::Value*> out;
+      for (int64_t k = 0; k < m.cols; ++k) {
+        llvm::Value* acc = v.size() > 2 ? convert_value(mat(v[2])[k], v[2]->type.scalar, r.scalar) : zero(r.scalar);
+        for (int64_t i = 0; i < m.rows; ++i) {
+          llvm::Value* a = convert_value(x[i], v[0]->type.scalar, r.scalar);
+          llvm::Value* w = convert_value(bm[i * m.cols + k], m.scalar, r.scalar);
+          acc = fp ? b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, w, acc})
+                   : scalar_bin(BinOp::add, r.scalar, scalar_bin(BinOp::mul, r.scalar, a, w), acc);
+        }
+        out.push_back(acc);
       }
       mats_[o.result()] = out;
       return;

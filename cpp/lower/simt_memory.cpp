@@ -140,9 +140,13 @@ void SimtLowering::store_blocks(const Type& t, const LaneMap& m, const Access& a
 
 void SimtLowering::load(const Op& o) {
   const Type& t = o.result()->type;
-  const LaneMap m = lanes_of(t);
   const Access a = access(o, 0);
   const bool checked = o.int_attr("checked");
+  if (t.scope == Scope::thread) {
+    mats_[o.result()] = thread_load(t, a, checked);
+    return;
+  }
+  const LaneMap m = lanes_of(t);
   if (auto blocks = block2d_plan(t, m, a, false)) {
     const Region2d r = region2d(t, a);
     mats_[o.result()] = either_path(r.ok, [&] { return block2d_load(t, m, r, *blocks, o); },
@@ -150,6 +154,24 @@ void SimtLowering::load(const Op& o) {
     return;
   }
   mats_[o.result()] = lane_loads(t, m, a, checked);
+}
+
+// A thread-scope matrix (HLSL 0035: each work-item its own copy): every work-item reads all the
+// elements, row-major, at its own position; a checked load reads zero outside the bounds.
+std::vector<llvm::Value*> SimtLowering::thread_load(const Type& t, const Access& a, bool checked) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  std::vector<llvm::Value*> out;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    llvm::Value* row = b_.CreateAdd(a.row, b_.getInt64(r));
+    llvm::Value* r_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
+    for (int64_t c = 0; c < t.cols; ++c) {
+      llvm::Value* col = b_.CreateAdd(a.col, b_.getInt64(c));
+      llvm::Value* ok = checked ? b_.CreateAnd(r_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
+      llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
+      out.push_back(guarded_load(ok, ty, ptr, align(t.scalar)));
+    }
+  }
+  return out;
 }
 
 // The seeds' SIMT pseudo-code, or 1-D block reads, or 32-bit channel loads.
@@ -253,45 +275,86 @@ void SimtLowering::lane_stores(const Type& t, const LaneMap& m, const Access& a,
   }
 }
 
-// coopmatrix.accumulate: an atomic add of each component inside the matrix and the bounds, as a
-// compare-exchange loop on the bits (float atomic adds would need SPV_EXT_shader_atomic_float_add).
+// coopmatrix.accumulate: an atomic add of each component inside the matrix and the bounds, in
+// the component type (HLSL 0035: "the data is added in the component type of the matrix").
 void SimtLowering::accumulate(const Op& o) {
   const Type& t = o.operands[0]->type;
-  const LaneMap m = lanes_of(t);
   const Access a = access(o, 1);
   const auto& vals = mat(o.operands[0]);
   llvm::Type* ty = scalar_ty(t.scalar);
-  const unsigned bits = ty->getPrimitiveSizeInBits();
-  if (bits != 32 && bits != 64)
-    throw UserError(cat("SIMT lowering: coopmatrix.accumulate of ", t.str(), " needs 32- or 64-bit components"));
-  llvm::Type* ity = b_.getIntNTy(bits);
-  for (int64_t n = 0; n < m.comps(); ++n) {
-    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
-    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
-    llvm::Value* ok = b_.CreateAnd(inside(m, n), b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols)));
+  auto add_at = [&](llvm::Value* row, llvm::Value* col, llvm::Value* inside, llvm::Value* v) {
+    llvm::Value* ok = b_.CreateAnd(inside, b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols)));
     guarded(ok, [&] {
-      llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
-      if (!is_float(t.scalar)) {
-        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, vals[n], llvm::Align(bits / 8), llvm::AtomicOrdering::Monotonic);
-        return;
-      }
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      llvm::Value* first = b_.CreateAlignedLoad(ity, ptr, llvm::Align(bits / 8));
-      auto* loop = llvm::BasicBlock::Create(ctx_, "acc.cas", fn_);
-      auto* done = llvm::BasicBlock::Create(ctx_, "acc.done", fn_);
-      b_.CreateBr(loop);
-      b_.SetInsertPoint(loop);
-      llvm::PHINode* old = b_.CreatePHI(ity, 2);
-      old->addIncoming(first, pre);
-      llvm::Value* sum = b_.CreateFAdd(b_.CreateBitCast(old, ty), vals[n]);
-      llvm::Value* pair = b_.CreateAtomicCmpXchg(ptr, old, b_.CreateBitCast(sum, ity), llvm::Align(bits / 8),
-                                                 llvm::AtomicOrdering::Monotonic, llvm::AtomicOrdering::Monotonic);
-      llvm::Value* seen = b_.CreateExtractValue(pair, 0);
-      old->addIncoming(seen, loop);
-      b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, loop);
-      b_.SetInsertPoint(done);
+      atomic_add(t.scalar, b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc))), v);
     });
+  };
+  if (t.scope == Scope::thread) {  // every work-item adds its own copy of the whole matrix
+    for (int64_t r = 0; r < t.rows; ++r)
+      for (int64_t c = 0; c < t.cols; ++c)
+        add_at(b_.CreateAdd(a.row, b_.getInt64(r)), b_.CreateAdd(a.col, b_.getInt64(c)), b_.getTrue(),
+               vals[r * t.cols + c]);
+    return;
   }
+  const LaneMap m = lanes_of(t);
+  for (int64_t n = 0; n < m.comps(); ++n)
+    add_at(b_.CreateAdd(a.row, row_of(m, n)), b_.CreateAdd(a.col, col_of(m, n)), inside(m, n), vals[n]);
+}
+
+// Repeats new = update(old) and a compare-exchange of `ptr` (an integer of type ity) from old to
+// new until no other work-item wrote in between.
+void SimtLowering::cas_loop(llvm::Value* ptr, llvm::Type* ity, const std::function<llvm::Value*(llvm::Value*)>& update) {
+  const llvm::Align al(ity->getPrimitiveSizeInBits() / 8);
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::Value* first = b_.CreateAlignedLoad(ity, ptr, al);  // a guess: a torn or stale value only costs a retry
+  auto* loop = llvm::BasicBlock::Create(ctx_, "acc.cas", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "acc.done", fn_);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  llvm::PHINode* old = b_.CreatePHI(ity, 2);
+  old->addIncoming(first, pre);
+  llvm::Value* pair = b_.CreateAtomicCmpXchg(ptr, old, update(old), al, llvm::AtomicOrdering::Monotonic,
+                                             llvm::AtomicOrdering::Monotonic);
+  old->addIncoming(b_.CreateExtractValue(pair, 0), b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateExtractValue(pair, 1), done, loop);
+  b_.SetInsertPoint(done);
+}
+
+// *ptr += v in component type t, atomically: an atomic integer add for 32- and 64-bit integers, a
+// float atomic add where the target has one (NVPTX f32 / f64), otherwise a compare-exchange loop:
+// on the value's bits (32- and 64-bit floats), or, for 8- and 16-bit components (which neither
+// OpenCL nor PTX adds atomically), on the aligned 32-bit word holding the element, replacing only
+// its bits. The word's other bytes are rewritten with the value they had (a neighbour's
+// concurrent add makes the exchange fail and retry, so no update is lost); they lie in the same
+// 4-byte-aligned word as an element of the buffer, inside the device allocation's granularity.
+void SimtLowering::atomic_add(ScalarType t, llvm::Value* ptr, llvm::Value* v) {
+  llvm::Type* ty = scalar_ty(t);
+  const unsigned bits = ty->getPrimitiveSizeInBits();
+  if (bits >= 32) {
+    if (!is_float(t)) {
+      b_.CreateAtomicRMW(llvm::AtomicRMWInst::Add, ptr, v, llvm::Align(bits / 8), llvm::AtomicOrdering::Monotonic);
+    } else if (target_.float_atomic_add(t)) {
+      b_.CreateAtomicRMW(llvm::AtomicRMWInst::FAdd, ptr, v, llvm::Align(bits / 8), llvm::AtomicOrdering::Monotonic);
+    } else {
+      llvm::Type* ity = b_.getIntNTy(bits);
+      cas_loop(ptr, ity, [&](llvm::Value* old) {
+        return b_.CreateBitCast(scalar_bin(BinOp::add, t, b_.CreateBitCast(old, ty), v), ity);
+      });
+    }
+    return;
+  }
+  llvm::Type *i32 = b_.getInt32Ty(), *i64 = b_.getInt64Ty(), *ity = b_.getIntNTy(bits);
+  llvm::Value* addr = b_.CreatePtrToInt(ptr, i64);
+  llvm::Value* word = b_.CreateIntToPtr(b_.CreateAnd(addr, b_.getInt64(~uint64_t(3))), ptr->getType());
+  // The element's bit offset in the word (little-endian: SPIR-V devices and NVIDIA GPUs).
+  llvm::Value* shift = b_.CreateShl(b_.CreateTrunc(b_.CreateAnd(addr, b_.getInt64(3)), i32), 3);
+  llvm::Value* mask = b_.CreateShl(b_.getInt32((1u << bits) - 1), shift);
+  cas_loop(word, i32, [&](llvm::Value* old) {
+    llvm::Value* e = b_.CreateTrunc(b_.CreateLShr(old, shift), ity);
+    if (ty != ity) e = b_.CreateBitCast(e, ty);  // f16
+    llvm::Value* sum = scalar_bin(BinOp::add, t, e, v);
+    if (ty != ity) sum = b_.CreateBitCast(sum, ity);
+    return b_.CreateOr(b_.CreateAnd(old, b_.CreateNot(mask)), b_.CreateShl(b_.CreateZExt(sum, i32), shift));
+  });
 }
 
 // vector.load / vector.store: per-thread vectors, one element per component.

@@ -54,6 +54,9 @@ class SimtTarget {
   virtual llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
   /// The bf16 bits (i16) of x (f32), rounded to nearest even.
   virtual llvm::Value* f32_to_bf16(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
+  /// Whether the target adds floats of type t to global memory atomically (atomicrmw fadd);
+  /// otherwise accumulate uses a compare-exchange loop.
+  virtual bool float_atomic_add(ir::ScalarType) const { return false; }
   /// SPV_INTEL_subgroups' block reads / writes, DPAS and 2-D block I/O are available.
   virtual bool intel_subgroups() const { return false; }
   /// mma.sync m16n8k16 (NVIDIA tensor cores, sm_80 and newer).

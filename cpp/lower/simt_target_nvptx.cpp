@@ -23,6 +23,8 @@ class NvptxSimtTarget : public SimtTarget {
   bool subgroup_ok(int S) const override { return S == 32; }
   unsigned constant_addrspace() const override { return 4; }
   bool tensor_cores() const override { return true; }
+  // red.global.add.f32 / .f64 (sm_60 and newer; the target is sm_80 or newer).
+  bool float_atomic_add(ir::ScalarType t) const override { return t == ir::ScalarType::f32 || t == ir::ScalarType::f64; }
 
   void mark_kernel(llvm::Function& f, int subgroup_size, int work_group_size) const override {
     if (subgroup_size != 32)

@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "build/op_probes.h"
+#include "runtime/op_support.h"
 #include "core/error.h"
 #include "ir/builder.h"
 #include "ir/extent.h"
@@ -453,6 +455,15 @@ void bind_ir(py::module_& m) {
         py::gil_scoped_release nogil;
         return std::const_pointer_cast<DeviceProgram>(device_program(device, *f.f));
       }, py::arg("device"), "Verifies, lowers (SIMT) and builds the kernel for a SPIR-V device (bind_gpu.cpp).");
+
+  m.def("op_probe_names", [] { return op_probe_names(); },
+        "The operation probes of SPV_NV_cooperative_matrix2 and HLSL 0035 (build/op_probes.h).");
+  m.def("op_support", [](const std::string& probe, const std::string& target) {
+    py::gil_scoped_release nogil;
+    return op_support(probe, target);
+  }, py::arg("probe"), py::arg("target"), "'' when the target (cpu, spirv, ptx) builds the probe, else why not.");
+  m.def("op_probe_ir", [](const std::string& name, int subgroup_size) { return print(*build_op_probe(name, subgroup_size)); },
+        py::arg("name"), py::arg("subgroup_size"), "The printed IR of one operation probe.");
 
   py::class_<PyBuilder>(m, "IRBuilder")
       .def_static("create", [](const std::string& name, int64_t subgroup_size) {

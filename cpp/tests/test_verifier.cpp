@@ -142,10 +142,27 @@ int main() {
     Value* bb = b.load(mat(2048, 8, Use::b, Scope::workgroup), at(f, b), true);
     b.mul_add(a, bb, b.splat(mat(8, 8, Use::acc, Scope::workgroup), zero_f32(b)));
   }, {"K = 2048", "[1, 1024]", "workgroup"});
-  rejects("mul_add component types", [](Function& f, Builder& b) {
+  // HLSL 0035: 8-bit matrices are "4 times the valid size"; Multiply<OutTy> with mixed float inputs.
+  auto splat = [](Builder& b, int64_t r, int64_t c, Use u, ScalarType t) {
+    return b.splat(mat(r, c, u, Scope::subgroup, t), is_float(t) ? b.constant(0, t) : b.constant_int(0, t));
+  };
+  accepts("8-bit mul_add with K = 512", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 4, 512, Use::a, ScalarType::i8), splat(b, 512, 16, Use::b, ScalarType::u8),
+              splat(b, 4, 16, Use::acc, ScalarType::i32));
+  });
+  rejects("8-bit mul_add with K = 1024", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 4, 1024, Use::a, ScalarType::i8), splat(b, 1024, 16, Use::b, ScalarType::i8),
+              splat(b, 4, 16, Use::acc, ScalarType::i32));
+  }, {"K = 1024", "power of two in [4, 512]"});
+  accepts("f32 x f32 into f64, f16 x f8_e4m3 into f32", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 4, 8, Use::a, ScalarType::f32), splat(b, 8, 16, Use::b, ScalarType::f32),
+              b.splat(mat(4, 16, Use::acc, Scope::subgroup, ScalarType::f64), b.constant(0, ScalarType::f64)));
+    b.mul_add(splat(b, 4, 8, Use::a, ScalarType::f16), splat(b, 8, 16, Use::b, ScalarType::f8_e4m3), splat(b, 4, 16, Use::acc, ScalarType::f32));
+  });
+  rejects("mul_add component types", [](Function& f, Builder& b) {  // f32 x f16 into f16: narrowing
     Value* a = b.load(mat(8, 4, Use::a), at(f, b), true);
     Value* bb = b.load(mat(4, 16, Use::b, Scope::subgroup, ScalarType::f16), at(f, b, 1), true);
-    b.mul_add(a, bb, b.splat(mat(8, 16, Use::acc), zero_f32(b)));
+    b.mul_add(a, bb, b.splat(mat(8, 16, Use::acc, Scope::subgroup, ScalarType::f16), b.constant(0, ScalarType::f16)));
   }, {"component types", "coopmatrix<f16, 4, 16, b, subgroup>"});
 
   // ---- HLSL 0035's scope table: thread-scope matrices are read-only

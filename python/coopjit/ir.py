@@ -173,7 +173,9 @@ class KernelBuilder:
         self._b.store(m, self._access(m.type, ptr, row, col, strides, bounds), checked)
 
     def accumulate(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None):
-        """Atomically adds the accumulator matrix into memory (row or column major by strides)."""
+        """Atomically adds the accumulator matrix into memory (row or column major by strides), in
+        its component type (any: 8- and 16-bit ones by compare-and-swap on GPUs), only the elements
+        inside `bounds`. A thread-scope matrix: each work-item adds its own."""
         self._b.accumulate(m, self._access(m.type, ptr, row, col, strides, bounds))
 
     def splat(self, type: str, value):
