@@ -80,7 +80,7 @@ def main():
     ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
     ap.add_argument("--hopper", action="store_true",
                     help="bf16 / f16 2048-8192: the wgmma pipeline (plan wgmma=yes), mma.sync (wgmma=no) and torch")
-    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans at 4096^3, as JSON list of dicts")
+    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.hopper:
@@ -187,9 +187,9 @@ def hopper(args):
                      f"{wg[3]['macro_tile']} s{wg[3]['stages']} {wg[3]['split']} |")
         print(lines[-1], flush=True)
     for plan in json.loads(args.variants or "[]"):
-        s = 4096
+        s = plan.pop("s", 4096)
         v = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=dict(plan, wgmma="yes"), reps=20)
-        lines.append(f"| bf16 4096^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | {v[1]:.2f} | {v[2]:.1e} | "
+        lines.append(f"| bf16 {s}^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | {v[1]:.2f} | {v[2]:.1e} | "
                      f"{v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines)
