@@ -109,7 +109,8 @@ def test_tensor_core_gemm(rng, dtype, mma, trans_b):
     m, n, k = 200, 130, 96
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_b=trans_b, plan={"mma": mma})
     assert kern.config["mma"] == mma
-    assert ("mma.sync.aligned.m16n8k16.row.col.f32" in kern.source("ptx")) == (mma == "yes")
+    insn = "wgmma.mma_async" if kern.config["wgmma"] != "no" else "mma.sync.aligned.m16n8k16.row.col.f32"  # sm_90: wgmma
+    assert (insn in kern.source("ptx")) == (mma == "yes")
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
     c = kern(a, b)

@@ -313,8 +313,8 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   }
   if (p.wgmma) {
     const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * 2 * p.stages + 1024;
-    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != 64 || p.stages < 3 || bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
-      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=64 and 3..8 stages "
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != 64 || p.stages < 2 || bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=64 and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
                           ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }
