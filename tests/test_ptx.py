@@ -143,8 +143,10 @@ def test_ptx_disk_cache(tmp_path):
 def test_pipeline_kernels_assemble(ptxas, target, dtype, trans, shape):
     """The tensor-core pipeline the planner chooses for 16-bit operands whose strides and
     contiguous extents are whole 16-byte chunks: cp.async into 3 stages of shared memory,
-    ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills."""
-    k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
+    ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills. (On sm_90 the
+    default is the wgmma pipeline, test_wgmma_kernels_assemble; wgmma=no keeps this one.)"""
+    k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1],
+                         plan={"wgmma": "no"})
     cfg = k.config
     assert cfg["stages"] == 4 and cfg["mma"] == "yes"  # 4 stages: the opt-in shared memory allows
     text = k.source("ptx")

@@ -259,7 +259,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (wo != overrides.end() && wo->second == 1 && (!wg_ok || (so != overrides.end() && so->second == 0)))
       throw UserError(cat("plan override wgmma=1: wgmma needs an sm_90 target (", target.device,
                           ") and bf16 or f16 inputs with f32 accumulators whose strides allow the pipeline (stages)"));
-    const bool on = wo != overrides.end() ? wo->second == 1 : wg_ok && kWgmmaDefault && (so == overrides.end() || so->second != 0);
+    // By default where the matrix fills a warpgroup's 64 x 64 at least (mma.sync's smaller tiles
+    // waste less on smaller ones).
+    const bool on = wo != overrides.end() ? wo->second == 1
+                                          : wg_ok && kWgmmaDefault && M >= 64 && N >= 64 && (so == overrides.end() || so->second != 0);
     if (on) {
       p.wgmma = 1;
       p.mr = 16, p.sg_m = M > 64 ? 8 : 4;
