@@ -752,6 +752,7 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
-  stages; 0: none); split, kt, workers (Stream-K)."""
+  stages; 0: none); wgmma 'no' | 'yes' (Hopper sm_90: the warpgroup pipeline, default where it
+  applies); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
