@@ -109,7 +109,8 @@ def test_tensor_core_gemm(rng, dtype, mma, trans_b):
     m, n, k = 200, 130, 96
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_b=trans_b, plan={"mma": mma})
     assert kern.config["mma"] == mma
-    assert ("mma.sync.aligned.m16n8k16.row.col.f32" in kern.source("ptx")) == (mma == "yes")
+    insn = "wgmma.mma_async" if kern.config["wgmma"] != "no" else "mma.sync.aligned.m16n8k16.row.col.f32"  # sm_90: wgmma
+    assert (insn in kern.source("ptx")) == (mma == "yes")
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
     c = kern(a, b)
@@ -263,7 +264,10 @@ def test_pipeline_gemm(rng, dtype, shape, trans):
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
     assert int(kern.config["stages"]) >= 3 and kern.config["mma"] == "yes"
     text = kern.source("ptx")
-    assert "ldmatrix.sync.aligned.m8n8.x4" in text and "cp.async.cg.shared.global" in text
+    if kern.config["wgmma"] == "no":
+        assert "ldmatrix.sync.aligned.m8n8.x4" in text and "cp.async.cg.shared.global" in text
+    else:  # Hopper: the warpgroup pipeline (test_wgmma_gemm)
+        assert "wgmma.mma_async" in text and "cp.async.cg.shared.global" in text
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
@@ -368,3 +372,57 @@ def test_pipeline_fma_gemm(rng, dtype, shape, trans):
     c = c0.copy()
     coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, trans_a=trans[0], trans_b=trans[1], device=DEV)
     assert_gemm_close(c, a.T if trans[0] else a, b.T if trans[1] else b, c0, -1.5, 0.5)
+
+
+def _hopper():
+    if coopjit.device_info(DEV)["arch"] != "sm_90":
+        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): no wgmma")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shape", [(200, 136, 72), (64, 64, 64), (136, 104, 1000), (1000, 264, 136)])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_wgmma_gemm(rng, dtype, shape, trans):
+    """Hopper's warpgroup pipeline (simt_wgmma.cpp): every operand orientation (K-major and
+    M- / N-major shared-memory layouts), blocks of 1 and 2 warpgroups and N tiles of 64 / 128 / 256,
+    edge tiles (zero-filled chunks past M, N, K), one to many K steps; against NumPy in float64."""
+    _hopper()
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1],
+                                plan={"wgmma": "yes"})
+    assert kern.config["wgmma"].startswith("yes") and kern.config["kb"] == 64
+    assert "wgmma.mma_async.sync.aligned.m64n" in kern.source("ptx")
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
+    _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+
+
+@pytest.mark.parametrize("split", ["sk", "sk+dp"])
+def test_wgmma_stream_k_alpha_beta(rng, split):
+    """Stream-K over the warpgroup pipeline (K ranges of a tile in several workers), and alpha / beta."""
+    _hopper()
+    m, n, k = 520, 264, 2056
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32,
+                                plan={"split": split, "workers": 7, "wgmma": "yes"})
+    assert kern.config["split"] == split and kern.config["wgmma"].startswith("yes")
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    _tc_check(kern(a, b), a, b)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a[:, :136], b[:136], c, alpha=-1.5, beta=0.5, device=DEV, plan={"wgmma": "yes"})
+    _tc_check(c, a[:, :136], b[:136], c0, -1.5, 0.5)
+
+
+def test_wgmma_bias_gelu_bf16_out(rng):
+    """The fused epilogue on the warpgroup pipeline's accumulators (their D-fragment layout), bf16 out."""
+    _hopper()
+    m, n, k = 192, 320, 256
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    got = coopjit.matmul(a, b, bias=bias, activation="relu", device=DEV, plan={"wgmma": "yes"})
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+    assert got.dtype == ml_dtypes.bfloat16
+    assert (np.abs(got.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + (k + 4) * 2.0**-23 * mag + 1e-6).all()

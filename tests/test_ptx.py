@@ -143,8 +143,10 @@ def test_ptx_disk_cache(tmp_path):
 def test_pipeline_kernels_assemble(ptxas, target, dtype, trans, shape):
     """The tensor-core pipeline the planner chooses for 16-bit operands whose strides and
     contiguous extents are whole 16-byte chunks: cp.async into 3 stages of shared memory,
-    ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills."""
-    k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1])
+    ldmatrix (.trans for the operands contiguous along M or N), mma.sync; no spills. (On sm_90 the
+    default is the wgmma pipeline, test_wgmma_kernels_assemble; wgmma=no keeps this one.)"""
+    k = ptx.compile_gemm(*shape, dtype, target=target, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1],
+                         plan={"wgmma": "no"})
     cfg = k.config
     assert cfg["stages"] == 4 and cfg["mma"] == "yes"  # 4 stages: the opt-in shared memory allows
     text = k.source("ptx")
@@ -193,3 +195,55 @@ def test_pipeline_fma_kernels_assemble(ptxas, target, dtype, trans):
     text = k.source("ptx")
     assert "cp.async.cg.shared.global" in text and "ld.shared.v" in text and "fma.rn.f" in text
     assembled(ptxas, text, target)
+
+
+# ---- Hopper's warpgroup pipeline (sm_90a: wgmma.mma_async) ---------------------------------------
+# Every block shape the planner chooses for sm_90 (1 or 2 warpgroups; N tiles of 64, 128, 256),
+# each operand orientation (K-major and M- / N-major shared-memory layouts), f16 and bf16, the
+# Stream-K kernels and the fused epilogue.
+@pytest.mark.parametrize("shape,tile", [((64, 64, 64), "64x64"), ((128, 128, 72), "128x128"), ((4096, 4096, 4096), "128x256"),
+                                        ((520, 64, 136), "64x256")])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_wgmma_kernels_assemble(ptxas, shape, tile, trans):
+    m, n, k = shape
+    dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
+    kern = ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32)
+    cfg = kern.config
+    assert cfg["wgmma"].startswith("yes") and cfg["kb"] == 64 and cfg["mma"] == "yes"
+    # C row-major: the kernel computes C^T = B^T A^T (layout col), so its M runs along N.
+    assert cfg["layout"] == "col" and cfg["macro_tile"] == tile
+    text = kern.source("ptx")
+    assert ".target sm_90a" in text and ".version 8." in text
+    insn = f"wgmma.mma_async.sync.aligned.m64n{cfg['nr']}k16.f32." + ("bf16.bf16" if dtype == ml_dtypes.bfloat16 else "f16.f16")
+    assert text.count(insn) == 4  # 64 K a step: 4 instructions of K 16
+    for s in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+              "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", ".align 1024"):
+        assert s in text, s
+    assert "ldmatrix" not in text and "mma.sync" not in text
+    report = ptxas(text, "sm_90")
+    assert "for 'sm_90a'" in report and "Used" in report, report
+    # N tiles of 256 hold 128 f32 accumulators a work-item: ptxas reports a few spilled words.
+    assert "Potential Performance Loss" not in report, report  # no wgmma serialization
+    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
+
+
+def test_wgmma_stream_k_and_epilogue_assemble(ptxas):
+    kern = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
+    assert kern.config["wgmma"].startswith("yes") and kern.config["split"] == "sk+dp"
+    for text in (kern.source("ptx"), kern._core.fixup_ptx):
+        assert "Used" in ptxas(text, "sm_90")
+
+
+def test_wgmma_plan_field():
+    """wgmma=no keeps the mma.sync pipeline on sm_90; other targets and types refuse wgmma=yes."""
+    k = ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "no"})
+    assert k.config["wgmma"] == "no" and "mma.sync.aligned.m16n8k16" in k.source("ptx") and ".target sm_90\n" in k.source("ptx")
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_80").config["wgmma"] == "no"
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"stages": 0}).config["wgmma"] == "no"
+    for target, dtype, plan in (("sm_80", ml_dtypes.bfloat16, {"wgmma": "yes"}), ("sm_90", np.float32, {"wgmma": "yes"}),
+                                ("sm_90", ml_dtypes.bfloat16, {"wgmma": "yes", "stages": 0})):
+        with pytest.raises(ValueError, match="wgmma"):
+            ptx.compile_gemm(256, 256, 256, dtype, target=target, plan=plan)
+    with pytest.raises(ValueError, match="plan wgmma: mr=16"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 96})

@@ -18,9 +18,11 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   if (p.mma) f.attrs["mma"] = int64_t(p.mma);
   if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
-    const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages;
+    const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
+                          (p.wgmma ? 1024 : 0);  // wgmma: the slots aligned to 1024 bytes
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
+  if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -138,6 +140,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       }, "k")[0];
       r->def->attrs["mma_pipeline"] = int64_t(p.stages);
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
+      if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
       return r;
     }
     Value* k_end = x.min(k_hi, k_main, "k_end");

@@ -187,6 +187,9 @@ class SimtLowering {
   /// A K loop of load A, load B, mul_add with attribute mma_pipeline as the work-group's
   /// cp.async / ldmatrix / mma.sync pipeline (simt_mma_pipeline.cpp); false: not that loop.
   bool mma_pipeline(const Op& o);
+  /// The same loop with attribute wgmma as a Hopper warpgroup pipeline (simt_wgmma.cpp): cp.async
+  /// staging into the 128-byte swizzled layout of wgmma's matrix descriptors, wgmma.mma_async.
+  bool wgmma_pipeline(const Op& o);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
 
   // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------

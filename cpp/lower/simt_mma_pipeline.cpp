@@ -51,6 +51,11 @@ struct Panel {
 }  // namespace
 
 bool SimtLowering::mma_pipeline(const Op& o) {
+  if (o.int_attr("wgmma", 0)) {  // the plan asked for Hopper's warpgroup pipeline (simt_wgmma.cpp)
+    if (!wgmma_pipeline(o))
+      throw InternalError(cat("SIMT lowering for ", target_.name(), ": the K loop planned for wgmma does not match its pipeline"));
+    return true;
+  }
   if (!target_.async_copies() || S_ != 32) return false;
   const Block& body = *o.regions[0];
   if (o.operands.size() != 4 || body.args.size() != 2 || body.ops.size() != 4) return false;

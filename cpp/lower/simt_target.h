@@ -78,6 +78,25 @@ class SimtTarget {
   /// address of row l % 8 of matrix l / 8 (16 contiguous bytes); lane p receives, in word j,
   /// row p / 4, elements 2 (p % 4) and 2 (p % 4) + 1 of matrix j (of its transpose: `trans`).
   virtual std::vector<llvm::Value*> load_matrix_x4(llvm::IRBuilder<>& b, llvm::Value* row, bool trans) const;
+
+  // ---- Hopper warpgroup matrices (simt_wgmma.cpp; NVIDIA sm_90a) ----------------------------------
+  /// wgmma.mma_async and its fences: a warpgroup (4 consecutive warps) multiplies operands in
+  /// shared memory named by matrix descriptors. SPIR-V and NVIDIA targets other than sm_90a have
+  /// none: the defaults refuse with a UserError.
+  virtual bool warpgroup_mma() const { return false; }
+  /// D (n / 2 f32 per work-item, the instruction's D fragment) += A (64 x 16) B (16 x n), A and B
+  /// bf16 (`bf16`) or f16 in shared memory described by desc_a / desc_b (i64); trans_a / trans_b:
+  /// the operand is M- / N-major rather than K-major. Returns the new D; asynchronous until
+  /// wgmma_wait.
+  virtual std::vector<llvm::Value*> wgmma(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
+                                          llvm::Value* desc_b, int n, bool bf16, bool trans_a, bool trans_b) const;
+  /// wgmma.fence (before the first wgmma of a group), commit_group, wait_group(pending).
+  virtual void wgmma_fence(llvm::IRBuilder<>& b) const;
+  virtual void wgmma_commit(llvm::IRBuilder<>& b) const;
+  virtual void wgmma_wait(llvm::IRBuilder<>& b, int pending) const;
+  /// fence.proxy.async.shared::cta: this work-item's completed shared-memory writes become visible
+  /// to the asynchronous proxy (the tensor cores' reads of wgmma).
+  virtual void async_proxy_fence(llvm::IRBuilder<>& b) const;
 };
 
 /// The SPIR-V target (OpenCL kernels for spirv64, Intel's subgroup built-ins).

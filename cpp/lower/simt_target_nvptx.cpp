@@ -6,6 +6,7 @@
 // ex2.approx / lg2.approx (2 ulp) with a correction step, since no libdevice is linked.
 #include "lower/simt_target.h"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
@@ -192,6 +193,41 @@ class NvptxSimtTarget : public SimtTarget {
     for (unsigned j = 0; j < 4; ++j) words.push_back(b.CreateExtractValue(r, {j}));
     return words;
   }
+
+  // Hopper (sm_90a): wgmma through inline PTX (LLVM has no wgmma.mma_async intrinsic), its
+  // fences through LLVM's intrinsics.
+  bool warpgroup_mma() const override { return sm_.size() > 5 && sm_.back() == 'a' && std::stoi(sm_.substr(3)) >= 90; }
+  std::vector<llvm::Value*> wgmma(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
+                                  llvm::Value* desc_b, int n, bool bf16, bool trans_a, bool trans_b) const override {
+    const int nd = n / 2;
+    if (!warpgroup_mma() || n < 8 || n > 256 || n % 8 || static_cast<int>(d.size()) != nd)
+      throw InternalError(cat("wgmma m64n", n, "k16 with ", d.size(), " accumulators on ", sm_));
+    // D's registers are tied to the inputs; scale-d (operand 2 nd + 2) is 1: D += A B.
+    std::string text = cat("{\n.reg .pred p;\nsetp.ne.b32 p, $", 2 * nd + 2, ", 0;\nwgmma.mma_async.sync.aligned.m64n", n,
+                           "k16.f32.", bf16 ? "bf16.bf16" : "f16.f16", " {");
+    std::string cons;
+    for (int i = 0; i < nd; ++i) text += cat(i ? ", $" : "$", i), cons += cat(i ? "," : "", "=f");
+    text += cat("}, $", 2 * nd, ", $", 2 * nd + 1, ", p, 1, 1, ", trans_a ? 1 : 0, ", ", trans_b ? 1 : 0, ";\n}");
+    for (int i = 0; i < nd; ++i) cons += cat(",", i);
+    cons += ",l,l,r";
+    std::vector<llvm::Type*> outs(static_cast<size_t>(nd), b.getFloatTy()), ins(outs);
+    ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt32Ty());
+    auto* fty = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), outs), ins, false);
+    auto* asm_fn = llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true);
+    std::vector<llvm::Value*> args(d);
+    args.push_back(desc_a), args.push_back(desc_b), args.push_back(b.getInt32(1));
+    llvm::CallInst* r = b.CreateCall(fty, asm_fn, args);
+    r->addFnAttr(llvm::Attribute::Convergent);
+    std::vector<llvm::Value*> out;
+    for (unsigned i = 0; i < static_cast<unsigned>(nd); ++i) out.push_back(b.CreateExtractValue(r, {i}));
+    return out;
+  }
+  void wgmma_fence(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}); }
+  void wgmma_commit(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}); }
+  void wgmma_wait(llvm::IRBuilder<>& b, int pending) const override {
+    call(b, llvm::Intrinsic::nvvm_wgmma_wait_group_sync_aligned, {b.getInt64(pending)});
+  }
+  void async_proxy_fence(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_fence_proxy_async_shared_cta, {}); }
 
  private:
   std::string sm_;

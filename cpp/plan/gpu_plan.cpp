@@ -25,6 +25,7 @@ GpuTargetInfo gpu_target(const std::string& device) {
   t.block2d = d.block2d == 1 && sg16;
   t.mma = d.backend == "cuda";  // cuda devices are sm_80 or newer (runtime/cuda.h)
   if (t.mma && d.local_memory_bytes > 0) t.shared_bytes = d.local_memory_bytes;  // the opt-in limit
+  t.wgmma = t.mma && d.arch == "sm_90";  // Hopper (compute capability 9.0)
   return t;
 }
 
@@ -42,6 +43,7 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
     t.compute_units = name == "sm_80" ? 108 : 132;
     t.mma = true;
     t.shared_bytes = name == "sm_80" ? 166912 : 232448;  // A100 163 KiB, H100 227 KiB a block (opt-in)
+    t.wgmma = name == "sm_90";
   } else if (name == "generic") {
     t.subgroup_sizes = {16};
   } else {
@@ -51,6 +53,8 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
 }
 
 namespace {
+// Whether sm_90 plans take the wgmma pipeline by default (the plan field wgmma chooses either way).
+constexpr bool kWgmmaDefault = true;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -67,6 +71,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
+             wgmma ? ".wgmma" : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -101,6 +106,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
           {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
+          {"wgmma", wgmma ? "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)" : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
                              : "no: low-precision inputs are widened on load"},
@@ -240,6 +246,32 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       if (fma && p.dtype == ir::ScalarType::f64) p.stages = 3;
     }
   }
+  // Hopper (gpu_plan.h): bf16 / f16 pipelines on warpgroups, 128 x 256 blocks of 2 warpgroups
+  // (64 x 256 each, 128 f32 accumulators a work-item), K steps of 64, 4 stages of 48 KiB; smaller
+  // blocks where the matrix is smaller.
+  {
+    const bool wg_ok = target.wgmma && p.mma && p.stages && S == 32 && p.a_type == p.b_type && p.dtype == ir::ScalarType::f32 &&
+                       (p.a_type == ir::ScalarType::bf16 || p.a_type == ir::ScalarType::f16);
+    auto wo = overrides.find("wgmma");
+    auto so = overrides.find("stages");
+    if (wo != overrides.end() && wo->second != 0 && wo->second != 1)
+      throw UserError(cat("plan override wgmma=", wo->second, " must be 0 or 1"));
+    if (wo != overrides.end() && wo->second == 1 && (!wg_ok || (so != overrides.end() && so->second == 0)))
+      throw UserError(cat("plan override wgmma=1: wgmma needs an sm_90 target (", target.device,
+                          ") and bf16 or f16 inputs with f32 accumulators whose strides allow the pipeline (stages)"));
+    // By default where the matrix fills a warpgroup's 64 x 64 at least (mma.sync's smaller tiles
+    // waste less on smaller ones).
+    const bool on = wo != overrides.end() ? wo->second == 1
+                                          : wg_ok && kWgmmaDefault && M >= 64 && N >= 64 && (so == overrides.end() || so->second != 0);
+    if (on) {
+      p.wgmma = 1;
+      p.mr = 16, p.sg_m = M > 64 ? 8 : 4;
+      p.nr = N > 128 ? 256 : N > 64 ? 128 : 64, p.sg_n = 1;
+      p.kb = 64;
+      const int64_t stage = (16 * int64_t(p.sg_m) + p.nr) * p.kb * 2;
+      p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
+    }
+  }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
     if (it->second != 0 && (it->second < 2 || it->second > 8))
       throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
@@ -250,11 +282,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   }
 
   for (const auto& [k, v] : overrides) {
-    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma") continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -282,6 +314,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
   }
+  if (p.wgmma) {
+    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * 2 * p.stages + 1024;
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != 64 || p.stages < 2 || bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=64 and 2..8 stages "
+                          "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
+                          ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
+  }
   if (!overrides.count("kt")) p.kt = 8 * p.kb;
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (a K tile is whole K steps)"));
@@ -290,6 +329,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // NVIDIA: a persistent grid of the blocks resident at once; the pipeline's 48 KiB of shared
   // memory and ~230 registers a thread leave room for 2 blocks of 4 warps an SM (65536 registers).
   if (p.stages) p.workers = target.compute_units * std::max(1, 8 / (p.sg_m * p.sg_n));
+  if (p.wgmma) p.workers = target.compute_units;  // 97-193 KiB of shared memory: one block an SM
   if (auto it = overrides.find("workers"); it != overrides.end()) {
     if (it->second < 1 || it->second > (int64_t(1) << 20))
       throw UserError(cat("plan override workers=", it->second, " is out of range [1, 2^20]"));

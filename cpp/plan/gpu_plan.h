@@ -60,6 +60,7 @@ struct GpuTargetInfo {
   int64_t compute_units = 1;  // Xe-cores (OpenCL: CL_DEVICE_MAX_COMPUTE_UNITS); SMs on NVIDIA GPUs
   bool mma = false;      // NVIDIA tensor cores: mma.sync m16n8k16 (sm_80 and newer)
   int64_t shared_bytes = 48 * 1024;  // shared memory a work-group may have (NVIDIA: the opt-in limit)
+  bool wgmma = false;    // NVIDIA sm_90 (Hopper): wgmma.mma_async, compiled for sm_90a
 };
 
 /// From the device's properties (DeviceError when there is no such device); "target:<name>"
@@ -96,6 +97,11 @@ struct GpuGemmPlan {
   // without it when a pointer is not 16-byte aligned.
   int stages = 0;
   bool unit_bn = false;  // the kernel's B has column stride 1 (the pipeline reads it with ldmatrix.trans)
+  // Hopper's warpgroup pipeline (simt_wgmma.cpp; sm_90 devices, bf16 / f16 -> f32, the same
+  // operand conditions as `stages`): warps of 16 x nr tiles, sg_m a multiple of 4 (warpgroups of
+  // 64 rows), nr 64 / 128 / 256, kb 64, wgmma.mma_async on 128-byte swizzled shared memory.
+  // 0 off, 1 on. The module is compiled for sm_90a.
+  int wgmma = 0;
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
@@ -113,7 +119,7 @@ struct GpuGemmPlan {
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
 /// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
-/// 2 sk+dp), kt, workers.
+/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 

@@ -83,6 +83,12 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   std::shared_ptr<Device> dev;
   if (named) p->target = device.rfind("target:sm_", 0) == 0 ? "nvptx64:" + device.substr(7) : "spirv64";
   else p->target = (dev = open_device(device))->simt_target();
+  // Hopper's wgmma (simt_wgmma.cpp) is in sm_90a, the architecture-specific variant of sm_90.
+  if (f->attrs.count("wgmma")) {
+    if (p->target != "nvptx64:sm_90")
+      throw UserError(cat("a wgmma plan needs an NVIDIA sm_90 (Hopper) target, not ", device, " (", p->target, ")"));
+    p->target += "a";
+  }
   llvm::LLVMContext ctx;
   auto mod = lower_simt(*f, ctx, p->target);
   if (p->target.rfind("nvptx64:", 0) == 0) {

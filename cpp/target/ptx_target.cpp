@@ -50,7 +50,7 @@ int min_ptx_version_for_sm(const std::string& sm) {
   const int n = sm.size() > 3 ? std::atoi(sm.c_str() + 3) : 0;
   if (n >= 120) return 87;
   if (n >= 100) return 86;
-  if (n >= 90) return 78;
+  if (n >= 90) return sm.back() == 'a' ? 80 : 78;  // sm_90a (wgmma, setmaxnreg): PTX ISA 8.0
   if (n >= 89) return 78;
   if (n >= 87) return 74;
   if (n >= 86) return 71;

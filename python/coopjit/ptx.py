@@ -75,8 +75,11 @@ def ptxas_path() -> str | None:
 
 def ptxas(ptx: str, target: str = "sm_90") -> str:
     """Assembles `ptx` for `target` with ptxas (-v: registers, spills, shared memory); returns its
-    report. ValueError with ptxas's message when it rejects the module; RuntimeError when there is
-    no ptxas."""
+    report. A module for sm_90a (`.target sm_90a`: Hopper's wgmma kernels) is assembled for
+    sm_90a when `target` is sm_90. ValueError with ptxas's message when it rejects the module;
+    RuntimeError when there is no ptxas."""
+    if target == "sm_90" and ".target sm_90a" in ptx:
+        target = "sm_90a"
     exe = ptxas_path()
     if exe is None:
         raise RuntimeError("no ptxas: pip install nvidia-cuda-nvcc (or set COOPJIT_PTXAS)")

@@ -1,0 +1,281 @@
+// The Hopper warpgroup pipeline of the SIMT lowering (NVIDIA sm_90a): the K loop of the GEMM
+// recipes that simt_mma_pipeline.cpp lowers with mma.sync,
+//   for k in [lo, hi) step 64  {mma_pipeline = stages, sg_m = warps along M, wgmma = 1}
+//     a = coopmatrix.load A (16 x 64), b = coopmatrix.load B (64 x nr), acc = mul_add(a, b, acc)
+// here on wgmma.mma_async. Warp s of the work-group holds rows (s % sg_m) 16.. of the work-group's
+// tile and columns (s / sg_m) nr..; four consecutive warps (sg_m a multiple of 4) are one
+// warpgroup and hold a 64 x nr block, which one wgmma m64n{nr}k16 per 16 K computes. Its D
+// fragment is, on each warp, that of nr / 8 mma.sync m16n8 C fragments side by side (PTX ISA,
+// "wgmma D matrix fragment": row 16 (warp % 4) + lane / 4 (+ 8), columns 8 j + 2 (lane % 4) (+ 1)),
+// so the accumulators move into the coopmatrix layout as in the mma.sync pipeline.
+//   - Each K step's A (sg_m 16 x 64) and B (64 x sg_n nr) panels are copied global -> shared
+//     memory by all work-items with cp.async (16-byte chunks, zero fill outside the matrix), in
+//     `stages` slots, stages - 1 steps ahead;
+//   - the panels are stored in the canonical layouts of wgmma's 128-byte swizzle (PTX ISA, "Shared
+//     Memory Matrix Layout"): rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8),
+//     8 rows a 1024-byte atom (the slots 1024-byte aligned). K-major operands (contiguous along K):
+//     a row is one M / N index's 64 K values; matrix descriptor SBO = 1024 (8 rows on), the K
+//     step j of 16 at +32 j bytes. M- / N-major operands (contiguous along M / N): a row is one
+//     K index's 64 M / N values, atoms of 64 columns 8192 bytes apart (LBO), 8 K rows 1024
+//     bytes apart (SBO), the K step j at +2048 j bytes; the instruction's transpose bit set;
+//   - a step: wait for this work-item's copies of step i, fence.proxy.async (cp.async writes
+//     through the generic proxy; wgmma reads through the async proxy), a barrier, wgmma.fence,
+//     4 wgmmas, commit; wgmma.wait_group 1 (step i - 1's wgmmas are done) and a second barrier
+//     (in every warpgroup), then the copies of step i + stages - 1 into step i - 1's slot while
+//     step i's wgmmas run. (Measured on the H100, bf16 4096^3: 3 stages 276 TFLOP/s, 4 stages
+//     470, with the copies stages - 2 steps ahead and one barrier a step.)
+// The recipe plans it only with 16-byte aligned bases, non-unit strides that are multiples of 8
+// elements and contiguous extents that are multiples of 8 (as the mma.sync pipeline).
+#include <llvm/IR/InlineAsm.h>
+
+#include "lower/ir_to_llvm.h"
+#include "lower/simt_lowering.h"
+
+namespace coopjit {
+
+std::vector<llvm::Value*> SimtTarget::wgmma(llvm::IRBuilder<>&, const std::vector<llvm::Value*>&, llvm::Value*, llvm::Value*,
+                                            int, bool, bool, bool) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": wgmma (warpgroup matrices) needs an NVIDIA sm_90a target"));
+}
+void SimtTarget::wgmma_fence(llvm::IRBuilder<>&) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": wgmma.fence needs an NVIDIA sm_90a target"));
+}
+void SimtTarget::wgmma_commit(llvm::IRBuilder<>&) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": wgmma.commit_group needs an NVIDIA sm_90a target"));
+}
+void SimtTarget::wgmma_wait(llvm::IRBuilder<>&, int) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": wgmma.wait_group needs an NVIDIA sm_90a target"));
+}
+void SimtTarget::async_proxy_fence(llvm::IRBuilder<>&) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": fence.proxy.async needs an NVIDIA sm_90 target"));
+}
+
+bool SimtLowering::wgmma_pipeline(const Op& o) {
+  if (!target_.warpgroup_mma() || !target_.async_copies() || S_ != 32) return false;
+  const Block& body = *o.regions[0];
+  if (o.operands.size() != 4 || body.args.size() != 2 || body.ops.size() != 4) return false;
+  const Op &la = *body.ops[0], &lb = *body.ops[1], &ma = *body.ops[2], &yo = *body.ops[3];
+  if (la.kind != OpKind::mat_load || lb.kind != OpKind::mat_load || ma.kind != OpKind::mat_mul_add ||
+      yo.kind != OpKind::yield)
+    return false;
+  if (ma.operands[0] != la.result() || ma.operands[1] != lb.result() || ma.operands[2] != body.args[1] ||
+      yo.operands.size() != 1 || yo.operands[0] != ma.result())
+    return false;
+  if (la.operands[2] != body.args[0] || lb.operands[1] != body.args[0]) return false;
+  for (const Op* l : {&la, &lb})
+    for (size_t i = 0; i < l->operands.size(); ++i)
+      if (l->operands[i] != body.args[0] && !scalars_.count(l->operands[i])) return false;  // loop-invariant
+  const Type &ta = la.result()->type, &tb = lb.result()->type, &tc = ma.result()->type;
+  const bool bf = ta.scalar == ScalarType::bf16;
+  if (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32) return false;
+  const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
+  if (MR != 16 || NR % 64 || NR > 256 || KB != 64 || !is_index_const(o.operands[2], KB)) return false;
+  const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
+  if (sg_m < 4 || sg_m % 4 || sgs_ % sg_m || stages < 2) return false;
+  const int sg_n = sgs_ / sg_m, threads = 32 * sgs_;
+  const int64_t MT = MR * sg_m, NT = NR * sg_n, esz = 2, EPC = 8;  // 16-bit elements, 8 a chunk
+  const bool a_k = is_index_const(la.operands[4], 1), a_m = is_index_const(la.operands[3], 1);
+  const bool b_k = is_index_const(lb.operands[3], 1), b_n = is_index_const(lb.operands[4], 1);
+  if (!(a_k || a_m) || !(b_k || b_n)) return false;
+  // Panels: `outer` rows of cpr chunks in global memory (rows along the strided dimension).
+  struct Panel {
+    int64_t outer, cpr, offset;
+    bool k_inner;
+  };
+  Panel pa{a_k ? MT : KB, (a_k ? KB : MT) / EPC, 0, a_k};
+  Panel pb{b_k ? NT : KB, (b_k ? KB : NT) / EPC, MT * KB * esz, b_k};
+  for (const Panel* p : {&pa, &pb})
+    if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
+  const int64_t stage_bytes = (MT + NT) * KB * esz, total = stage_bytes * stages + 1024;  // + alignment to 1024
+  const auto dyn_it = f_.attrs.find("dynamic_shared");
+  const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
+  if (total > std::max<int64_t>(dyn, 48 * 1024)) return false;
+
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* i8t = b_.getInt8Ty();
+  if (!stage_mem_ && dyn) {
+    auto* ty = llvm::ArrayType::get(i8t, 0);
+    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                          "coopjit_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal,
+                                          target_.shared_addrspace());
+    stage_mem_->setAlignment(llvm::Align(1024));
+  } else if (!stage_mem_) {
+    auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
+    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
+                                          "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
+                                          target_.shared_addrspace());
+    stage_mem_->setAlignment(llvm::Align(1024));
+  } else if (!dyn && static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
+    return false;
+  }
+
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  auto i64v = [&](int64_t v) { return b_.getInt64(v); };
+  // The slots start at the first 1024-byte boundary of the stage memory (the swizzle repeats every
+  // 1024 bytes and the descriptors' base offset is 0): `base` in the shared window, `pad` bytes on.
+  llvm::Value* mem_addr = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32, "smem_addr");
+  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem_addr, c32(1023)), c32(~int64_t(1023)), "smem_base");
+  llvm::Value* pad = b_.CreateSub(base, mem_addr, "smem_pad");
+  auto smem_at = [&](llvm::Value* byte_off) { return b_.CreateGEP(i8t, stage_mem_, {b_.CreateAdd(pad, byte_off)}, "smem"); };
+  // Chunk c of row r of a panel: K-major rows are 128 bytes (8 chunks); M- / N-major rows are
+  // split into 64-element atoms of KB rows (8192 bytes a column of atoms).
+  auto place = [&](const Panel& p, llvm::Value* r, llvm::Value* c) -> llvm::Value* {
+    llvm::Value* r7 = b_.CreateAnd(r, c32(7));
+    if (p.k_inner) return b_.CreateAdd(b_.CreateMul(r, c32(128)), b_.CreateMul(b_.CreateXor(c, r7), c32(16)));
+    llvm::Value* atom = b_.CreateMul(b_.CreateLShr(c, c32(3)), c32(KB * 128));
+    return b_.CreateAdd(b_.CreateAdd(atom, b_.CreateMul(r, c32(128))), b_.CreateMul(b_.CreateXor(b_.CreateAnd(c, c32(7)), r7), c32(16)));
+  };
+
+  llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "sg");
+  llvm::Value* ln = lane();
+  llvm::Value* tid = b_.CreateAdd(ln, b_.CreateMul(sg, c32(32)), "tid");
+  llvm::Value* wm = b_.CreateURem(sg, c32(sg_m), "wm");
+  llvm::Value* wn = b_.CreateUDiv(sg, c32(sg_m), "wn");
+  llvm::Value* m_wg = b_.CreateSub(scalar(la.operands[1]), b_.CreateMul(b_.CreateZExt(wm, i64), i64v(MR)), "m_wg");
+  llvm::Value* n_wg = b_.CreateSub(scalar(lb.operands[2]), b_.CreateMul(b_.CreateZExt(wn, i64), i64v(NR)), "n_wg");
+  const bool a_checked = la.int_attr("checked", 0) != 0, b_checked = lb.int_attr("checked", 0) != 0;
+  llvm::Value *A = scalar(la.operands[0]), *Bp = scalar(lb.operands[0]);
+  llvm::Value* sa = scalar(la.operands[a_k ? 3 : 4]);  // the strided dimension's stride
+  llvm::Value* sb = scalar(lb.operands[b_k ? 4 : 3]);
+  llvm::Value *M = scalar(la.operands[5]), *Ka = scalar(la.operands[6]), *Kb = scalar(lb.operands[5]), *N = scalar(lb.operands[6]);
+  llvm::Value *lo = scalar(o.operands[0]), *hi = scalar(o.operands[1]);
+  llvm::Value* nk = b_.CreateSelect(b_.CreateICmpSLT(lo, hi), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi, lo), i64v(KB - 1)), i64v(KB)),
+                                    i64v(0), "nk");
+
+  // Starts the copies of K step t (i64) into slot `slot` (i32).
+  auto issue = [&](llvm::Value* t, llvm::Value* slot) {
+    llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
+    llvm::Value* stage = b_.CreateMul(slot, c32(stage_bytes));
+    struct Src { const Panel& p; llvm::Value *base, *stride, *origin, *outer_lim, *inner_lim; bool checked; };
+    const Src srcs[2] = {{pa, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
+                         {pb, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
+    for (const Src& s : srcs) {
+      const Panel& p = s.p;
+      for (int64_t it = 0; it < p.outer * p.cpr / threads; ++it) {
+        llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
+        llvm::Value* r = b_.CreateUDiv(q, c32(p.cpr));
+        llvm::Value* c = b_.CreateURem(q, c32(p.cpr));
+        llvm::Value* r64 = b_.CreateZExt(r, i64);
+        llvm::Value* c64 = b_.CreateMul(b_.CreateZExt(c, i64), i64v(EPC));
+        llvm::Value* outer = b_.CreateAdd(p.k_inner ? s.origin : k0, r64);
+        llvm::Value* inner = b_.CreateAdd(p.k_inner ? k0 : s.origin, c64);
+        llvm::Value* elem = b_.CreateAdd(b_.CreateMul(outer, s.stride), inner);
+        llvm::Value* src = b_.CreateGEP(i8t, s.base, {b_.CreateMul(elem, i64v(esz))});
+        llvm::Value* valid = b_.getTrue();
+        if (s.checked) {
+          valid = b_.CreateAnd(b_.CreateICmpSLT(outer, s.outer_lim), b_.CreateICmpSLT(inner, s.inner_lim));
+          src = b_.CreateSelect(valid, src, s.base);
+        }
+        target_.async_copy16(b_, smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p.offset)), place(p, r, c))), src, valid);
+      }
+    }
+  };
+
+  // The accumulators: D[ni 4 + i] is c_i of the m16n8 block ni (element (g + 8 (i / 2),
+  // ni 8 + 2 t + i % 2) on lane 4 g + t), which is also the order of wgmma's D registers.
+  const LaneMap Lc = lanes_of(tc);
+  const int64_t NT8 = NR / 8;
+  auto frag_owner = [&](int64_t r, int64_t c) -> std::pair<int, int> {
+    return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>((c / 8) * 4 + 2 * (r / 8) + c % 2)};
+  };
+  std::vector<llvm::Value*> D;
+  {
+    const auto& C = mat(o.operands[3]);
+    bool uniform = !C.empty() && llvm::isa<llvm::Constant>(C[0]);
+    for (llvm::Value* v : C) uniform = uniform && v == C[0];
+    for (int64_t ni = 0; ni < NT8; ++ni)
+      for (int i = 0; i < 4; ++i) {
+        if (uniform) {
+          D.push_back(C[0]);
+          continue;
+        }
+        std::vector<int> src(S_), slot(S_);
+        for (int p = 0; p < S_; ++p) {
+          auto [q, n] = Lc.owner(p / 4 + 8 * (i / 2), ni * 8 + 2 * (p % 4) + i % 2);
+          src[p] = static_cast<int>(q), slot[p] = static_cast<int>(n);
+        }
+        D.push_back(gather(C, src, slot));
+      }
+  }
+
+  // Matrix descriptors (PTX ISA, "Matrix Descriptor Format"): start address >> 4 (bits 0-13),
+  // LBO >> 4 (16-29), SBO >> 4 (32-45), base offset 0, swizzle mode 1 = 128 bytes (62-63).
+  auto desc = [&](llvm::Value* addr, int64_t lbo, int64_t sbo) {
+    llvm::Value* a = b_.CreateZExt(b_.CreateAnd(b_.CreateLShr(addr, c32(4)), c32(0x3FFF)), i64);
+    const uint64_t fixed = (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+    return b_.CreateOr(a, b_.getInt64(fixed));
+  };
+  llvm::Value* wg_row = b_.CreateMul(b_.CreateUDiv(wm, c32(4)), c32(64));  // the warpgroup's first row
+  llvm::Value* wg_col = b_.CreateMul(wn, c32(NR));                          // and column
+  // The panel's address of K step j (16 K) for the warpgroup's rows / columns starting at `first`.
+  auto operand_addr = [&](llvm::Value* panel, const Panel& p, llvm::Value* first, int64_t j) {
+    if (p.k_inner) return b_.CreateAdd(panel, b_.CreateAdd(b_.CreateMul(first, c32(128)), c32(32 * j)));
+    return b_.CreateAdd(panel, b_.CreateAdd(b_.CreateMul(b_.CreateLShr(first, c32(6)), c32(KB * 128)), c32(2048 * j)));
+  };
+
+  // Prologue: the slots may still be read by a previous loop's last steps.
+  target_.barrier(b_);
+  for (int s = 0; s + 1 < stages; ++s) {
+    emit_if(b_, fn_, b_.CreateICmpSLT(i64v(s), nk), [&] {
+      issue(i64v(s), c32(s));
+      return std::vector<llvm::Value*>{};
+    }, [&] { return std::vector<llvm::Value*>{}; });
+    target_.async_commit(b_);
+  }
+  D = emit_for(b_, fn_, i64v(0), nk, i64v(1), D, [&](llvm::Value* i, const std::vector<llvm::Value*>& acc) {
+    target_.async_wait(b_, stages - 2);  // this work-item's copies of step i have landed ...
+    target_.async_proxy_fence(b_);       // ... are visible to the tensor cores ...
+    target_.barrier(b_);                 // ... everyone's
+    llvm::Value* stage = b_.CreateAdd(base, b_.CreateMul(b_.CreateTrunc(b_.CreateURem(i, i64v(stages)), i32), c32(stage_bytes)));
+    llvm::Value* a_panel = stage;
+    llvm::Value* b_panel = b_.CreateAdd(stage, c32(pb.offset));
+    std::vector<llvm::Value*> out(acc);
+    target_.wgmma_fence(b_);
+    for (int64_t j = 0; j < KB / 16; ++j) {
+      llvm::Value* da = desc(operand_addr(a_panel, pa, wg_row, j), pa.k_inner ? 16 : KB * 128, 1024);
+      llvm::Value* db = desc(operand_addr(b_panel, pb, wg_col, j), pb.k_inner ? 16 : KB * 128, 1024);
+      out = target_.wgmma(b_, out, da, db, static_cast<int>(NR), bf, !pa.k_inner, !pb.k_inner);
+    }
+    target_.wgmma_commit(b_);
+    // Step i - 1's wgmmas done in this warpgroup, then in every warpgroup (the barrier): its slot
+    // takes step i + stages - 1 while step i's wgmmas run.
+    target_.wgmma_wait(b_, 1);
+    target_.barrier(b_);
+    llvm::Value* next = b_.CreateAdd(i, i64v(stages - 1));
+    emit_if(b_, fn_, b_.CreateICmpSLT(next, nk), [&] {
+      issue(next, b_.CreateTrunc(b_.CreateURem(next, i64v(stages)), i32));
+      return std::vector<llvm::Value*>{};
+    }, [&] { return std::vector<llvm::Value*>{}; });
+    target_.async_commit(b_);
+    return out;
+  });
+  target_.wgmma_wait(b_, 0);
+  target_.async_wait(b_, 0);
+  // The accumulators are read only after the wait: each passes through an empty asm statement
+  // with side effects, which the compiler keeps after wgmma.wait_group.
+  {
+    auto* fty = llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false);
+    auto* keep = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
+    for (llvm::Value*& v : D) v = b_.CreateCall(fty, keep, {v});
+  }
+
+  std::vector<llvm::Value*> C(static_cast<size_t>(Lc.comps()));
+  for (int64_t n = 0; n < Lc.comps(); ++n) {
+    if (Lc.inside(n) == 0) {
+      C[n] = zero(tc.scalar);
+      continue;
+    }
+    std::vector<int> src(S_, -1), slot(S_, -1);
+    for (int p = 0; p < S_; ++p) {
+      auto [r, c] = Lc.at(p, n);
+      if (r < 0) continue;
+      std::tie(src[p], slot[p]) = frag_owner(r, c);
+    }
+    C[n] = gather(D, src, slot);
+  }
+  bind(o.results, C);
+  return true;
+}
+
+}  // namespace coopjit
