@@ -11,7 +11,6 @@ for the launch, and those it writes are copied back after it (_Staging).
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -42,10 +41,18 @@ class RuntimeDevice(Device):
     def info(self) -> dict:
         return _core.device_info(self.name)
 
-    @functools.cached_property
+    @property
     def host_visible(self) -> bool:
-        """Whether the host reads this device's kernel memory directly (SPIR-V devices; not CUDA)."""
-        return _core.device_info(self.name)["memory"] != "device"
+        """Whether the host reads this device's kernel memory directly (SPIR-V devices; not CUDA):
+        asked of the runtime once (kept without a lock, which a fork() could leave held)."""
+        v = self.__dict__.get("_host_visible")
+        if v is None:
+            v = self.__dict__["_host_visible"] = _core.device_info(self.name)["memory"] != "device"
+        return v
+
+    @host_visible.setter
+    def host_visible(self, value: bool) -> None:  # tests take a SPIR-V device as one the host cannot touch
+        self.__dict__["_host_visible"] = bool(value)
 
     def empty(self, shape, dtype: np.dtype, order: str) -> np.ndarray:
         """USM shared (or fine-grain SVM) memory on a SPIR-V device: the host and the device's
