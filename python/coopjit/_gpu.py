@@ -36,7 +36,7 @@ class RuntimeDevice(Device):
 
     @classmethod
     def names(cls, prefix: str) -> list[str]:
-        return [d["name"] for d in _core.gpu_devices() if d["backend"] == prefix]
+        return [name for backend, name in _listing() if backend == prefix]
 
     def info(self) -> dict:
         return _core.device_info(self.name)
@@ -147,6 +147,19 @@ class TargetDevice(RuntimeDevice):
     @property
     def default_source(self) -> str:
         return self.sources[-1]
+
+
+_LISTED: dict[str, list] = {}
+
+
+def _listing() -> list[tuple[str, str]]:
+    """(backend, name) of every usable GPU device, in coopjit.devices()'s order. The runtime
+    discovers its devices once per process (cpp/runtime/devices.cpp), so the list is read once:
+    device= is checked against it on every call."""
+    out = _LISTED.get("devices")
+    if out is None:
+        out = _LISTED.setdefault("devices", [(d["backend"], d["name"]) for d in _core.gpu_devices()])
+    return out
 
 
 def shared_buffer(a) -> _core.SharedBuffer | None:
