@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coopjit
-from coopjit import _core, _gpu
+from coopjit import _core
 from conftest import assert_gemm_close
 from device_support import needs_device
 
@@ -15,9 +15,10 @@ from device_support import needs_device
 @pytest.fixture
 def dev(monkeypatch):
     d = needs_device()
-    if not _gpu.host_visible(d):
+    device = coopjit.devices.get(d)  # the device object every call on d goes through
+    if not device.host_visible:
         return d  # a CUDA device: the copy path already
-    monkeypatch.setitem(_gpu._HOST_VISIBLE, d, False)
+    monkeypatch.setattr(device, "host_visible", False)
     return d
 
 

@@ -91,6 +91,12 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   }
   llvm::LLVMContext ctx;
   auto mod = lower_simt(*f, ctx, p->target);
+  std::string text;  // the lowered module, handed to the NVPTX or the SPIR-V backend
+  {
+    llvm::raw_string_ostream os(text);
+    mod->print(os, nullptr);
+    os.flush();
+  }
   if (p->target.rfind("nvptx64:", 0) == 0) {
     PtxOptions po;
     po.sm = p->target.substr(8);
@@ -102,10 +108,6 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
         throw DeviceError(cat(device, ": its CUDA driver ", dv, " takes PTX ISA up to ", have / 10, ".", have % 10, "; ",
                               po.sm, " code needs ", need / 10, ".", need % 10, " (update the driver)"));
     }
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    mod->print(os, nullptr);
-    os.flush();
     if (debug_enabled("lower")) std::cerr << "[coopjit] NVPTX lowering:\n" << text;
     PtxResult r = cached_ptx(text, po);  // through the disk cache (kind "ptx")
     p->ptx = std::move(r.ptx);
@@ -116,27 +118,19 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
       p->kernel = p->module->kernel(p->name);
       if (p->dynamic_shared) p->kernel->set_dynamic_shared(static_cast<size_t>(p->dynamic_shared));
     }
-    p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::lock_guard<std::mutex> g(c.mu);
-    c.entries[key] = p;
-    c.stats.entries = static_cast<int64_t>(c.entries.size());
-    return p;
-  }
-  // LLVM IR -> SPIR-V through the disk cache (kind "spirv": the module does not depend on the
-  // device); the driver's build below is per process.
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  mod->print(os, nullptr);
-  os.flush();
-  SpirvResult r = cached_spirv(text);
-  p->spirv = std::move(r.binary);
-  p->llvm_ir = std::move(r.optimized_ir);
-  if (device.rfind("target:", 0) == 0) {  // a named target (gpu_plan.h) has no device: generated and validated only
-    const SpirvValidation v = spirv_validate(p->spirv);
-    if (!v.ok) throw InternalError(cat("spirv-val rejects the module for ", device, " (", v.command, "):\n", v.message));
   } else {
-    p->module = dev->load_spirv(p->spirv);
-    p->kernel = p->module->kernel(p->name);
+    // LLVM IR -> SPIR-V through the disk cache (kind "spirv": the module does not depend on the
+    // device); the driver's build below is per process.
+    SpirvResult r = cached_spirv(text);
+    p->spirv = std::move(r.binary);
+    p->llvm_ir = std::move(r.optimized_ir);
+    if (named) {  // a named target (gpu_plan.h) has no device: generated and validated only
+      const SpirvValidation v = spirv_validate(p->spirv);
+      if (!v.ok) throw InternalError(cat("spirv-val rejects the module for ", device, " (", v.command, "):\n", v.message));
+    } else {
+      p->module = dev->load_spirv(p->spirv);
+      p->kernel = p->module->kernel(p->name);
+    }
   }
   p->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> g(c.mu);

@@ -1,11 +1,13 @@
-// The device layer (devices.h): discovery over OpenCL and Level Zero, device names, and one
-// adapter template that puts either runtime's Context / Program / Kernel behind Device.
+// The device layer (devices.h): one table of runtimes (OpenCL, Level Zero, CUDA) that discovers,
+// names and opens their devices, and one adapter template that puts either SPIR-V runtime's
+// Context / Program / Kernel behind Device (CUDA's Device is cuda.cpp's).
 #include "runtime/devices.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -22,12 +24,46 @@ namespace {
 
 std::atomic<int64_t> g_live_allocations{0};
 
+class DeviceRuntime;
+
+// ---- the runtimes behind Device: one table ------------------------------------------------------
+// Each kind of GPU device is a runtime here: the prefix of its devices' names, what messages call
+// it, and its discovery, which gives a DeviceRuntime (below) holding the devices found and opening
+// them. Adding a kind of device is a DeviceRuntime and a line in kRuntimes; names, lookups,
+// messages and open_device follow the table.
+struct RuntimeKind {
+  const char* backend;  // "opencl": devices "opencl:0", ...
+  const char* display;  // "OpenCL"
+  bool spirv;           // its devices take SPIR-V (spirv_devices() lists them)
+  std::unique_ptr<DeviceRuntime> (*discover)(const RuntimeKind&);
+};
+std::unique_ptr<DeviceRuntime> discover_opencl(const RuntimeKind& kind);
+std::unique_ptr<DeviceRuntime> discover_level_zero(const RuntimeKind& kind);
+std::unique_ptr<DeviceRuntime> discover_cuda(const RuntimeKind& kind);
+// In the order coopjit.devices() lists their devices: SPIR-V ones first, then CUDA's.
+constexpr RuntimeKind kRuntimes[] = {
+    {"opencl", "OpenCL", true, discover_opencl},
+    {"level_zero", "Level Zero", true, discover_level_zero},
+    {"cuda", "CUDA", false, discover_cuda},
+};
+
+const RuntimeKind* find_runtime(const std::string& backend) {
+  for (const RuntimeKind& k : kRuntimes)
+    if (backend == k.backend) return &k;
+  return nullptr;
+}
+
+std::string runtime_display(const std::string& backend) {
+  const RuntimeKind* k = find_runtime(backend);
+  return k ? k->display : backend;
+}
+
 // A device (and what was made on it) used in a child of fork(): the runtime's threads and the
 // driver's state stay in the parent, so the context cannot work here (Intel's OpenCL runtime
 // would wait forever for its worker threads).
 void check_process(const std::string& device, const std::string& backend, long owner) {
   if (::getpid() == owner) return;
-  throw DeviceError(cat(device, ": its ", backend == "opencl" ? "OpenCL" : "Level Zero",
+  throw DeviceError(cat(device, ": its ", runtime_display(backend),
                         " context was created before fork() (in process ", owner, "), and this forked child (process ",
                         static_cast<long>(::getpid()), ") cannot use it. Open devices in the child only (before it, the parent may "
                         "only list them), or start worker processes with multiprocessing's 'spawn' or 'forkserver' method"));
@@ -114,88 +150,6 @@ DeviceInfo from_cuda(const cuda::DeviceProps& p, int driver, int index) {
   return d;
 }
 
-struct Registry {
-  std::vector<DeviceInfo> infos;
-  std::vector<DeviceInfo> cuda_infos;
-  std::vector<opencl::DeviceRef> cl;
-  std::vector<level_zero::DeviceRef> ze;
-  std::vector<int> cuda_ordinals;
-  std::vector<BackendStatus> status;
-};
-
-Registry discover_devices() {
-  Registry reg;
-  BackendStatus cls{"opencl", 0, "", {}};
-  opencl::available(&cls.status);
-  for (auto& d : opencl::all_devices()) {
-    std::string why = opencl::unusable_reason(d.props);
-    if (!why.empty()) {
-      cls.rejected.push_back(d.props.name + " (" + d.props.platform + "): " + why);
-      continue;
-    }
-    reg.infos.push_back(from_opencl(d.props, static_cast<int>(reg.cl.size())));
-    reg.cl.push_back(d);
-  }
-  if (cls.status.empty() && reg.cl.empty() && cls.rejected.empty())
-    cls.status = "the OpenCL ICD loader lists no platform (no ICD registered in /etc/OpenCL/vendors or $OCL_ICD_VENDORS)";
-  cls.usable = static_cast<int>(reg.cl.size());
-  const level_zero::Discovery& z = level_zero::discover();
-  for (auto& d : z.devices) {
-    reg.infos.push_back(from_level_zero(d.props, static_cast<int>(reg.ze.size())));
-    reg.ze.push_back(d);
-  }
-  reg.status = {cls, BackendStatus{"level_zero", static_cast<int>(reg.ze.size()), z.status, {}}};
-  const cuda::Discovery& cu = cuda::discover();
-  for (const auto& p : cu.devices) {
-    reg.cuda_infos.push_back(from_cuda(p, cu.driver_version, static_cast<int>(reg.cuda_infos.size())));
-    reg.cuda_ordinals.push_back(p.ordinal);
-  }
-  reg.status.push_back(BackendStatus{"cuda", static_cast<int>(reg.cuda_infos.size()), cu.status, {}});
-  return reg;
-}
-
-// Discovery runs once, under this lock rather than a function-local static's guard, so that
-// fork() can wait for a discovery under way in another thread (devices_fork) instead of leaving
-// the child a guard that never opens.
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::atomic<const Registry*> g_registry{nullptr};
-
-const Registry& registry() {
-  if (const Registry* r = g_registry.load(std::memory_order_acquire)) return *r;
-  std::lock_guard<std::mutex> g(registry_mutex());
-  if (!g_registry.load(std::memory_order_relaxed)) g_registry.store(new Registry(discover_devices()), std::memory_order_release);
-  return *g_registry.load(std::memory_order_relaxed);
-}
-
-/// Parses "opencl:N" / "level_zero:N" / "cuda:N" into the backend and N.
-std::pair<std::string, size_t> parse_name(const std::string& name) {
-  auto colon = name.find(':');
-  std::string backend = name.substr(0, colon);
-  std::string index = colon == std::string::npos ? "" : name.substr(colon + 1);
-  bool digits = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
-  if (name == "cpu")
-    throw UserError("device 'cpu' runs kernels through the ORC JIT, not SPIR-V: it has no SPIR-V device object");
-  if ((backend != "opencl" && backend != "level_zero" && backend != "cuda") || !digits)
-    throw UserError(cat("unknown device '", name, "': expected 'cpu', 'opencl:N', 'level_zero:N' or 'cuda:N'"));
-  return {backend, std::stoul(index)};
-}
-
-std::string missing_device(const std::string& name, const std::string& backend, size_t count) {
-  for (const auto& s : registry().status) {
-    if (s.backend != backend) continue;
-    std::string msg = cat("no device '", name, "': ", count, " usable ",
-                          backend == "opencl" ? "OpenCL" : backend == "cuda" ? "CUDA" : "Level Zero",
-                          " device(s)");
-    if (!s.status.empty()) msg += "; " + s.status;
-    for (const auto& r : s.rejected) msg += "; rejected " + r;
-    return msg;
-  }
-  return cat("no device '", name, "'");
-}
-
 // ---- one adapter for both runtimes ----------------------------------------------------------
 
 const char* backend_of(const opencl::Context&) { return "opencl"; }
@@ -280,13 +234,146 @@ class DeviceAdapter : public Device {
   std::shared_ptr<Ctx> ctx_;
 };
 
+// ---- the runtimes -------------------------------------------------------------------------------
+
+/// One runtime's devices, as discovered (once per process): their DeviceInfos ("<backend>:N" in
+/// order), why there are not more (status), and how to open the N-th.
+class DeviceRuntime {
+ public:
+  explicit DeviceRuntime(const RuntimeKind& kind) : status{kind.backend, 0, "", {}} {}
+  virtual ~DeviceRuntime() = default;
+  virtual std::shared_ptr<Device> open(size_t index) const = 0;
+  std::vector<DeviceInfo> infos;
+  BackendStatus status;
+};
+
+/// The runtimes whose devices share the adapters above (a Context per device).
+template <class Ctx, class Ref>
+class AdaptedRuntime : public DeviceRuntime {
+ public:
+  using DeviceRuntime::DeviceRuntime;
+  std::shared_ptr<Device> open(size_t index) const override {
+    return std::make_shared<DeviceAdapter<Ctx>>(infos.at(index), Ctx::create(refs.at(index)));
+  }
+  std::vector<Ref> refs;  // the runtime's handle of each device, in the order of infos
+};
+
+std::unique_ptr<DeviceRuntime> discover_opencl(const RuntimeKind& kind) {
+  auto rt = std::make_unique<AdaptedRuntime<opencl::Context, opencl::DeviceRef>>(kind);
+  BackendStatus& cls = rt->status;
+  opencl::available(&cls.status);
+  for (auto& d : opencl::all_devices()) {
+    std::string why = opencl::unusable_reason(d.props);
+    if (!why.empty()) {
+      cls.rejected.push_back(d.props.name + " (" + d.props.platform + "): " + why);
+      continue;
+    }
+    rt->infos.push_back(from_opencl(d.props, static_cast<int>(rt->refs.size())));
+    rt->refs.push_back(d);
+  }
+  if (cls.status.empty() && rt->refs.empty() && cls.rejected.empty())
+    cls.status = "the OpenCL ICD loader lists no platform (no ICD registered in /etc/OpenCL/vendors or $OCL_ICD_VENDORS)";
+  return rt;
+}
+
+std::unique_ptr<DeviceRuntime> discover_level_zero(const RuntimeKind& kind) {
+  auto rt = std::make_unique<AdaptedRuntime<level_zero::Context, level_zero::DeviceRef>>(kind);
+  const level_zero::Discovery& z = level_zero::discover();
+  for (auto& d : z.devices) {
+    rt->infos.push_back(from_level_zero(d.props, static_cast<int>(rt->refs.size())));
+    rt->refs.push_back(d);
+  }
+  rt->status.status = z.status;
+  return rt;
+}
+
+class CudaRuntime : public DeviceRuntime {
+ public:
+  using DeviceRuntime::DeviceRuntime;
+  std::shared_ptr<Device> open(size_t index) const override { return cuda::open(infos.at(index), ordinals.at(index)); }
+  std::vector<int> ordinals;  // the driver's ordinal of each device (devices older than sm_80 are left out)
+};
+
+std::unique_ptr<DeviceRuntime> discover_cuda(const RuntimeKind& kind) {
+  auto rt = std::make_unique<CudaRuntime>(kind);
+  const cuda::Discovery& cu = cuda::discover();
+  for (const auto& p : cu.devices) {
+    rt->infos.push_back(from_cuda(p, cu.driver_version, static_cast<int>(rt->infos.size())));
+    rt->ordinals.push_back(p.ordinal);
+  }
+  rt->status.status = cu.status;
+  return rt;
+}
+
+struct Registry {
+  std::vector<std::unique_ptr<DeviceRuntime>> runtimes;  // as kRuntimes
+  std::vector<DeviceInfo> spirv_infos;                    // the SPIR-V runtimes' devices
+};
+
+Registry discover_devices() {
+  Registry reg;
+  for (const RuntimeKind& k : kRuntimes) {
+    reg.runtimes.push_back(k.discover(k));
+    DeviceRuntime& rt = *reg.runtimes.back();
+    rt.status.usable = static_cast<int>(rt.infos.size());
+    if (k.spirv) reg.spirv_infos.insert(reg.spirv_infos.end(), rt.infos.begin(), rt.infos.end());
+  }
+  return reg;
+}
+
+// Discovery runs once, under this lock rather than a function-local static's guard, so that
+// fork() can wait for a discovery under way in another thread (devices_fork) instead of leaving
+// the child a guard that never opens.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::atomic<const Registry*> g_registry{nullptr};
+
+const Registry& registry() {
+  if (const Registry* r = g_registry.load(std::memory_order_acquire)) return *r;
+  std::lock_guard<std::mutex> g(registry_mutex());
+  if (!g_registry.load(std::memory_order_relaxed)) g_registry.store(new Registry(discover_devices()), std::memory_order_release);
+  return *g_registry.load(std::memory_order_relaxed);
+}
+
+/// Parses "<backend>:N" ("opencl:0", "level_zero:1", "cuda:0") into its runtime and N.
+std::pair<const RuntimeKind*, size_t> parse_name(const std::string& name) {
+  auto colon = name.find(':');
+  std::string backend = name.substr(0, colon);
+  std::string index = colon == std::string::npos ? "" : name.substr(colon + 1);
+  bool digits = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
+  if (name == "cpu")
+    throw UserError("device 'cpu' runs kernels through the ORC JIT, not SPIR-V: it has no SPIR-V device object");
+  const RuntimeKind* kind = find_runtime(backend);
+  if (!kind || !digits) {
+    std::string expected = "'cpu'";
+    const size_t n = std::size(kRuntimes);
+    for (size_t i = 0; i < n; ++i) expected += cat(i + 1 < n ? ", '" : " or '", kRuntimes[i].backend, ":N'");
+    throw UserError(cat("unknown device '", name, "': expected ", expected));
+  }
+  return {kind, std::stoul(index)};
+}
+
+const DeviceRuntime& runtime_of(const RuntimeKind* kind) {
+  return *registry().runtimes.at(static_cast<size_t>(kind - kRuntimes));
+}
+
+std::string missing_device(const std::string& name, const RuntimeKind& kind, const DeviceRuntime& rt) {
+  const BackendStatus& s = rt.status;
+  std::string msg = cat("no device '", name, "': ", rt.infos.size(), " usable ", kind.display, " device(s)");
+  if (!s.status.empty()) msg += "; " + s.status;
+  for (const auto& r : s.rejected) msg += "; rejected " + r;
+  return msg;
+}
+
 }  // namespace
 
-const std::vector<DeviceInfo>& spirv_devices() { return registry().infos; }
+const std::vector<DeviceInfo>& spirv_devices() { return registry().spirv_infos; }
 
 std::vector<DeviceInfo> gpu_devices() {
-  std::vector<DeviceInfo> out = registry().infos;
-  out.insert(out.end(), registry().cuda_infos.begin(), registry().cuda_infos.end());
+  std::vector<DeviceInfo> out;
+  for (const auto& rt : registry().runtimes) out.insert(out.end(), rt->infos.begin(), rt->infos.end());
   return out;
 }
 
@@ -300,16 +387,18 @@ std::shared_ptr<DeviceModule> Device::load_ptx(const std::string&) {
   throw UserError(cat(info().name, " takes SPIR-V, not PTX"));
 }
 
-std::vector<BackendStatus> backend_status() { return registry().status; }
+std::vector<BackendStatus> backend_status() {
+  std::vector<BackendStatus> out;
+  for (const auto& rt : registry().runtimes) out.push_back(rt->status);
+  return out;
+}
 
 const DeviceInfo& device_info(const std::string& name) {
-  auto [backend, index] = parse_name(name);
-  for (const auto& d : registry().infos)
+  auto [kind, index] = parse_name(name);
+  const DeviceRuntime& rt = runtime_of(kind);
+  for (const auto& d : rt.infos)
     if (d.name == name) return d;
-  for (const auto& d : registry().cuda_infos)
-    if (d.name == name) return d;
-  size_t count = backend == "opencl" ? registry().cl.size() : backend == "cuda" ? registry().cuda_infos.size() : registry().ze.size();
-  throw DeviceError(missing_device(name, backend, count));
+  throw DeviceError(missing_device(name, *kind, rt));
 }
 
 namespace {
@@ -342,13 +431,8 @@ std::shared_ptr<Device> open_device(const std::string& name) {
     slot->check();  // opened before a fork(): DeviceError in the child
     return slot;
   }
-  size_t index = parse_name(name).second;
-  if (info.backend == "cuda")
-    slot = cuda::open(info, registry().cuda_ordinals.at(index));
-  else if (info.backend == "opencl")
-    slot = std::make_shared<DeviceAdapter<opencl::Context>>(info, opencl::Context::create(registry().cl.at(index)));
-  else
-    slot = std::make_shared<DeviceAdapter<level_zero::Context>>(info, level_zero::Context::create(registry().ze.at(index)));
+  auto [kind, index] = parse_name(info.name);
+  slot = runtime_of(kind).open(index);
   return slot;
 }
 

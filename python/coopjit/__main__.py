@@ -149,7 +149,6 @@ COMMANDS = {
     "tune": "tune GEMM problems and store the winners in the tuning database (options: tune --help)",
     "dump": "the plan, kernel IR, LLVM IR, assembly, PTX or SPIR-V of one GEMM problem",
 }
-_SOURCES = {"cpu": ("plan", "ir", "llvm", "asm"), "ptx": ("plan", "ir", "llvm", "ptx"), "spirv": ("plan", "ir", "llvm", "spirv")}
 
 
 def dump(argv) -> None:
@@ -178,13 +177,12 @@ def dump(argv) -> None:
     target = args.target
     try:
         if target.startswith("sm_"):
-            kern, family = coopjit.ptx.compile_gemm(m, n, k, dtype, target=target, **kw), "ptx"
+            kern, dev = coopjit.ptx.compile_gemm(m, n, k, dtype, target=target, **kw), "target:" + target
         else:
-            kern = coopjit.compile_gemm(m, n, k, dtype, device=target, **kw)
-            family = "cpu" if target == "cpu" else ("ptx" if target.startswith("cuda") else "spirv")
+            kern, dev = coopjit.compile_gemm(m, n, k, dtype, device=target, **kw), target
     except (TypeError, ValueError, coopjit.DeviceError) as e:
         p.error(str(e))
-    kinds = _SOURCES[family]
+    kinds = ("plan",) + tuple(coopjit.devices.get(dev).sources)  # what the device's kernels show
     what = kinds if args.what == "all" else (args.what,)
     for w in what:
         if w not in kinds:

@@ -1,4 +1,4 @@
-"""Argument checking shared by the public functions: dtypes, shapes, strides, devices."""
+"""Argument checking shared by the public functions: dtypes, shapes, strides (devices: coopjit.devices)."""
 from __future__ import annotations
 
 import functools
@@ -138,33 +138,6 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
     return arr
 
 
-def check_device(device) -> str:
-    """"cpu" for None or "cpu"; a SPIR-V device's name ("opencl:0", "level_zero:0") when it is one
-    of coopjit.devices(); ValueError naming the available devices otherwise."""
-    if device is None or device == "cpu":
-        return "cpu"
-    from .devices import devices
-
-    available = devices()
-    if isinstance(device, str) and device in available:
-        return device
-    backend = device.partition(":")[0] if isinstance(device, str) else None
-    if backend in _BACKENDS and device.partition(":")[2].isdigit():
-        # A device of a runtime coopjit knows, absent: when the runtime has no device at all (no
-        # loader, no driver), that is what the error says, as a DeviceError (a RuntimeError).
-        from . import _core
-
-        for st in _core.backend_status():
-            if st["backend"] == backend and not st["usable"]:
-                raise _core.DeviceError(
-                    f"device {device!r} is not available: {_BACKENDS[backend]} has no usable device: "
-                    f"{st['status'] or 'no devices found'} (available devices: {available})")
-    raise ValueError(f"unknown device {device!r}; available devices: {available}")
-
-
-_BACKENDS = {"opencl": "the OpenCL runtime", "level_zero": "the Level Zero loader"}
-
-
 def check_scalar(x, name: str) -> float:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {x!r} ({type(x).__name__})")
@@ -188,3 +161,43 @@ def kernel_readable(x: np.ndarray) -> np.ndarray:
 
 def overlaps(out: np.ndarray, *inputs: np.ndarray) -> bool:
     return any(np.may_share_memory(out, x) for x in inputs)
+
+
+def _collapse_batch(arrays, batch_shape):
+    """Merges batch dims that every array steps through evenly; returns [(size, [strides])]."""
+    merged = []
+    for i, n in enumerate(batch_shape):
+        if n == 1:
+            continue
+        st = [x.strides[i] for x in arrays]
+        if merged and all(ps == s * n for ps, s in zip(merged[-1][1], st)):
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    return merged
+
+
+_FLOAT_RESULTS = ("float32", "float64")
+_LOW_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # ml_dtypes' types (their kind is 'V')
+
+
+def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """numpy.matmul's type rules for operands of different dtypes: both converted to
+    numpy.promote_types of the pair when that is float32 or float64 (float32 x float64,
+    bfloat16 x float32, int8 x float32, int32 x float32 -> float64, ...); pairs coopjit computes in
+    their own types (one dtype, int8 / uint8 pairs) are left as they are. A pair whose promoted
+    type coopjit has no kernel for (int8 x int16 -> int16) raises TypeError naming it."""
+    da, db = a.dtype, b.dtype
+    if da == db or (da.name in ("int8", "uint8") and db.name in ("int8", "uint8")):
+        return a, b
+    if da.kind not in "biuf" and da.name not in _LOW_NAMES or db.kind not in "biuf" and db.name not in _LOW_NAMES:
+        return a, b  # strings, objects, dates: gemm_types names the operand and what is supported
+    try:
+        t = np.promote_types(da, db)
+    except TypeError:
+        raise TypeError(f"mixed dtypes: a is {da}, b is {db}, and NumPy has no common type for them; cast the "
+                        f"operands to one dtype (supported: {GEMM_SUPPORTED})") from None
+    if t.name not in _FLOAT_RESULTS:
+        raise TypeError(f"mixed dtypes: a is {da}, b is {db}; numpy.matmul would compute in {t}, which coopjit has no "
+                        f"kernel for; cast the operands to one dtype (supported: {GEMM_SUPPORTED})")
+    return (a if da == t else a.astype(t)), (b if db == t else b.astype(t))

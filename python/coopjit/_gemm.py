@@ -1,95 +1,19 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import _core, _gpu
-from ._arrays import (GEMM_SUPPORTED, as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
-                      overlaps)
-from ._display import KernelDisplay
-from . import _cuda_arrays
+from . import _core, _cuda_arrays, _gemm_fused
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype,
+                      native_order, overlaps, promote)
+from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
-from ._log import logger
+from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
 from ._plan import Plan, from_core
-
-_LAYOUTS = {"row": 0, "col": 1}
-_SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
-_ORDERS = {"m_inner": 0, "k_outer": 1, "dot": 2}  # the tile walk (plan field order)
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "mc_tiles", "fixed",
-               "order", "grid_m")
-
-
-def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tuple = (), where: str = "") -> dict:
-    """Plan overrides as the core takes them: layout and split by name, `flags` as 0/1, `modes` by
-    name ('no' / 'yes' / 'emulated') or number, the other `known` fields as ints."""
-    out = {}
-    if plan is None:
-        return out
-    if isinstance(plan, Plan):  # a kernel's config: its choices, not the facts of its problem
-        plan = plan.overrides()
-    if not isinstance(plan, Mapping):
-        raise TypeError(f"plan must be a dict of plan fields (for example {{'mr': 6, 'split': 'dp'}}) or a kernel's "
-                        f".config; known fields: {', '.join(known)}; got {type(plan).__name__} {plan!r}")
-    for key, value in plan.items():
-        if not isinstance(key, str):
-            raise TypeError(f"plan field names are strings, got {key!r}; known: {', '.join(known)}")
-        if key not in known:
-            raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
-        if key in ("layout", "split") or (key == "order" and "order" in known):
-            names = {"layout": _LAYOUTS, "split": _SPLITS, "order": _ORDERS}[key]
-            allowed = "'row' or 'col'" if key == "layout" else f"one of {', '.join(names)}"
-            if not isinstance(value, str):
-                raise TypeError(f"plan {key} must be {allowed} (a str), got {value!r}")
-            if value not in names:
-                raise ValueError(f"plan {key} must be {allowed}, got {value!r}")
-            out[key] = names[value]
-        elif key in modes and isinstance(value, str):
-            if value not in _GPU_MODES:
-                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
-            out[key] = _GPU_MODES[value]
-        elif key in flags:
-            if not isinstance(value, (bool, np.bool_, int, np.integer)):
-                raise TypeError(f"plan {key} must be True or False, got {value!r}")
-            if value not in (0, 1):
-                raise ValueError(f"plan {key} must be True or False (or 0 / 1), got {value!r}")
-            out[key] = int(value)
-        else:
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"plan {key} must be an int, got {value!r} ({type(value).__name__})")
-            if not -2**63 <= int(value) < 2**63:
-                raise ValueError(f"plan {key}={value} is out of range")
-            out[key] = int(value)
-    return out
-
-
-def _overrides(plan: dict | None) -> dict:
-    """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
-    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'amx': 'no'|'yes'|'emulated',
-    'mc_tiles': 8, 'pack': bool}."""
-    if isinstance(plan, Plan) and plan.target != "cpu":
-        raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
-    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"), modes=("amx",))
-
-
-_GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
-               "workers", "stages", "wgmma")
-_GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
-
-
-def _gpu_overrides(plan: dict | None) -> dict:
-    """Plan overrides for SPIR-V devices: {'layout': 'row'|'col', 'subgroup_size': 16, 'mr': 32,
-    'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2, 'dpas': 'no'|'yes'|'emulated', 'block2d': the same,
-    'mma': 'no'|'yes' (NVIDIA tensor cores), 'stages': 0 (no) or 2..8 (the tensor-core pipeline's K steps in flight),
-    'wgmma': 'no'|'yes' (Hopper's warpgroup pipeline, sm_90), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
-    ('emulated': the instructions' operands as on hardware, the instructions computed from their
-    specification, so that the kernel runs on devices without them)."""
-    if isinstance(plan, Plan) and plan.target != "gpu":
-        raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
-    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma"), where=" for a GPU device")
+from .devices import check_device, get
 
 
 class PackedMatrix:
@@ -207,20 +131,6 @@ def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
         c[...] = target
 
 
-def _run(a2, b2, c2, alpha, beta, plan, types):
-    """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
-    a2 = kernel_readable(a2)
-    b2 = kernel_readable(b2)
-    target = c2
-    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:  # a native, aligned, apart copy
-        nd = native_dtype(c2.dtype)
-        target = np.array(c2, dtype=nd) if beta != 0.0 else np.empty(c2.shape, nd)
-    if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
-    if target is not c2:
-        c2[...] = target
-
-
 def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None, *, alpha: float = 1.0,
          beta: float = 0.0, trans_a: bool = False, trans_b: bool = False, device: str | None = None,
          plan: dict | None = None, bias: ArrayLike | None = None, bias_axis: int = 1, activation: str | None = None,
@@ -246,15 +156,12 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
         fused_kw["bias_axis"] = bias_axis
-        from . import _gemm_fused
-
         return _gemm_fused._device_product("gemm", a, b, c, check_scalar(alpha, "alpha"), check_scalar(beta, "beta"), trans_a,
                                trans_b, device, plan, fused_kw)
     device = check_device(device)
     if requested(fused_kw):
-        from . import _gemm_fused
-
-        return _gemm_fused._gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw, device)
+        return _gemm_fused._gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw, device,
+                                       isinstance(b, PackedMatrix))
     if c is not None and type(c) is not np.ndarray:  # a tensor / DLPack / buffer c: updated in its memory
         gemm(a, b, as_array(c, "c", writable=True), alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
              device=device, plan=plan)
@@ -272,9 +179,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         c[...] = tmp
         return c
     if isinstance(b, PackedMatrix):
-        if device != "cpu":
-            raise ValueError(f"gemm: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
-                             f"on {device}")
+        get(device).check_prepacked("gemm")
         if trans_b:
             raise ValueError("gemm: a prepacked b is packed as given; trans_b must be False")
         opa = a.T if trans_a else a
@@ -317,31 +222,14 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
             raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {shape}")
         if not c.flags.writeable:
             raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
-    if device != "cpu":
-        return _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan)
-    _run(opa, opb, c, alpha, beta, plan, types)
-    return c
-
-
-def _collapse_batch(arrays, batch_shape):
-    """Merges batch dims that every array steps through evenly; returns [(size, [strides])]."""
-    merged = []
-    for i, n in enumerate(batch_shape):
-        if n == 1:
-            continue
-        st = [x.strides[i] for x in arrays]
-        if merged and all(ps == s * n for ps, s in zip(merged[-1][1], st)):
-            merged[-1] = (merged[-1][0] * n, st)
-        else:
-            merged.append((n, st))
-    return merged
+    return get(device).gemm(opa, opb, c, alpha, beta, types, plan)
 
 
 def _batched(a, b, out, plan, types, device="cpu"):
     """out[...] = a @ b over broadcast batch dims, as one kernel launch (at most 2 batch levels)."""
     batch = out.shape[:-2]
-    if device != "cpu":  # device copies first, then zero-stride broadcasts of them
-        a, b = _gpu.to_device(a, device), _gpu.to_device(b, device)
+    dev = get(device)
+    a, b = dev.resident(a), dev.resident(b)  # device copies first, then zero-stride broadcasts of them
     A = np.broadcast_to(a, batch + a.shape[-2:])
     B = np.broadcast_to(b, batch + b.shape[-2:])
     if out.size == 0:
@@ -364,12 +252,7 @@ def _batched(a, b, out, plan, types, device="cpu"):
         # ('<f1' of float8_e5m2) do not survive: stride the bytes as unsigned ints, view back.
         raw = x.view(np.dtype(f"u{x.dtype.itemsize}"))
         views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
-    if device != "cpu":
-        _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan)
-        if C is not out:
-            out[...] = C
-        return
-    _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types)
+    dev.gemm_views(views[0], views[1], views[2], types, plan)
     if C is not out:
         out[...] = C
 
@@ -397,32 +280,6 @@ def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = N
     out = _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
     out["config"] = from_core(out["config"], "cpu")
     return out
-
-
-_FLOAT_RESULTS = ("float32", "float64")
-_LOW_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # ml_dtypes' types (their kind is 'V')
-
-
-def promote(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """numpy.matmul's type rules for operands of different dtypes: both converted to
-    numpy.promote_types of the pair when that is float32 or float64 (float32 x float64,
-    bfloat16 x float32, int8 x float32, int32 x float32 -> float64, ...); pairs coopjit computes in
-    their own types (one dtype, int8 / uint8 pairs) are left as they are. A pair whose promoted
-    type coopjit has no kernel for (int8 x int16 -> int16) raises TypeError naming it."""
-    da, db = a.dtype, b.dtype
-    if da == db or (da.name in ("int8", "uint8") and db.name in ("int8", "uint8")):
-        return a, b
-    if da.kind not in "biuf" and da.name not in _LOW_NAMES or db.kind not in "biuf" and db.name not in _LOW_NAMES:
-        return a, b  # strings, objects, dates: gemm_types names the operand and what is supported
-    try:
-        t = np.promote_types(da, db)
-    except TypeError:
-        raise TypeError(f"mixed dtypes: a is {da}, b is {db}, and NumPy has no common type for them; cast the "
-                        f"operands to one dtype (supported: {GEMM_SUPPORTED})") from None
-    if t.name not in _FLOAT_RESULTS:
-        raise TypeError(f"mixed dtypes: a is {da}, b is {db}; numpy.matmul would compute in {t}, which coopjit has no "
-                        f"kernel for; cast the operands to one dtype (supported: {GEMM_SUPPORTED})")
-    return (a if da == t else a.astype(t)), (b if db == t else b.astype(t))
 
 
 def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None, device: str | None = None,
@@ -467,14 +324,10 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
         if any(_cuda_arrays.is_device_array(x) for x in (a, b, out) if x is not None):
             fused_kw["bias_axis"] = bias_axis
-            from . import _gemm_fused
-
             return _gemm_fused._device_product("matmul", a, b, out, 1.0, 0.0, False, False, device, plan, fused_kw)
     if not plain and requested(fused_kw):
         fused_kw["bias_axis"] = bias_axis
-        from . import _gemm_fused
-
-        return _gemm_fused._matmul_fused(a, b, out, check_device(device), plan, fused_kw)
+        return _gemm_fused._matmul_fused(a, b, out, check_device(device), plan, fused_kw, isinstance(b, PackedMatrix))
     device = check_device(device)
     if out is not None and type(out) is not np.ndarray:
         # A PyTorch tensor, DLPack or buffer object (or an ndarray subclass): the product goes into
@@ -490,9 +343,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         out[...] = tmp
         return out
     if isinstance(b, PackedMatrix):
-        if device != "cpu":
-            raise ValueError(f"matmul: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
-                             f"on {device}")
+        get(device).check_prepacked("matmul")
         a = native_order(as_array(a, "a"))
         _, dtype = gemm_types(a.dtype, b.dtype, None if out is None else out.dtype)
         if a.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -560,138 +411,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         out_full = np.expand_dims(out_full, -1)
     if batch:
         _batched(a2, b2, out_full, plan, types, device)
-    elif device != "cpu":
-        _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan)
     else:
-        _run(a2, b2, out_full, 1.0, 0.0, plan, types)
+        get(device).gemm(a2, b2, out_full, 1.0, 0.0, types, plan)
     return out[()] if scalar else out
-
-
-def kernel_types(dtype, out_dtype, fused: Epilogue | None):
-    """(IR types of a, b, c; the output dtype) of a compiled kernel of one dtype (CPU and device
-    kernels alike): the epilogue's output type when it has one."""
-    if fused is None:
-        return gemm_types(dtype, dtype, out_dtype)
-    (ta, tb, _), _ = gemm_types(dtype, dtype)
-    return fused.types(ta, tb), fused.out_dtype
-
-
-def check_kernel_call(kern, a, b, c, alpha, beta):
-    """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
-    for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
-    a = native_order(as_array(a, "a"))
-    b = native_order(as_array(b, "b"))
-    alpha = check_scalar(alpha, "alpha")
-    beta = check_scalar(beta, "beta")
-    ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
-    bshape = (kern.n, kern.k) if kern.trans_b else (kern.k, kern.n)
-    for name, x, want in (("a", a, ashape), ("b", b, bshape)):
-        if x.dtype != kern.dtype:
-            raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {kern.dtype}")
-        if x.shape != want:
-            raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
-    if beta != 0.0 and not kern.accumulate:
-        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
-    if c is None:
-        c = np.empty((kern.m, kern.n), kern.out_dtype)
-        beta = 0.0
-    elif not isinstance(c, np.ndarray) or native_dtype(c.dtype) != kern.out_dtype or c.shape != (kern.m, kern.n):
-        raise ValueError(
-            f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
-            f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
-        )
-    return a, b, c, alpha, beta
-
-
-class Kernel(KernelDisplay):
-    """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
-
-    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code; print
-    it (or show it in Jupyter) for its plan.
-    """
-
-    def __init__(self, m: int, n: int, k: int, dtype: DTypeLike, trans_a: bool, trans_b: bool, accumulate: bool,
-                 plan: dict | None, out_dtype: DTypeLike | None = None, fused: Epilogue | None = None) -> None:
-        self.m, self.n, self.k = m, n, k
-        self.dtype = dtype
-        self._fused = fused
-        self._types, self.out_dtype = kernel_types(dtype, out_dtype, fused)
-        self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
-        # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
-        sa = (1, m) if trans_a else (k, 1)
-        sb = (1, k) if trans_b else (n, 1)
-        self._plan = plan
-        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
-                                        None if fused is None else fused.steps())
-        if logger.isEnabledFor(logging.DEBUG):
-            cfg = self.config
-            logger.debug("gemm %s M=%d N=%d K=%d: %s %dx%d %s x%d%s, %s in %.1f ms", np.dtype(dtype).name, m, n, k,
-                         cfg["layout"], cfg["mr"], cfg["nr"], cfg["split"], cfg["threads"], " packed" if cfg["pack"] else "",
-                         self._core.origin, self._core.compile_seconds * 1e3)
-
-    @property
-    def config(self) -> Plan:
-        """The plan as a value (a dict of typed fields, see coopjit.Plan) that plan= takes back:
-        compile_gemm(..., plan=kernel.config) plans the same kernel."""
-        return from_core(self._core.config, "cpu")
-
-    def source(self, kind: str = "ir") -> str:
-        """The kernel as kernel IR ("ir"), optimized LLVM IR ("llvm") or host assembly ("asm")."""
-        return self._core.source(kind)
-
-    def __call__(self, a: ArrayLike, b: ArrayLike, c: np.ndarray | None = None, *, alpha: float = 1.0,
-                 beta: float = 0.0, bias: ArrayLike | None = None, residual: ArrayLike | None = None,
-                 scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
-        """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
-        row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
-        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
-        if self._fused is None and any(v is not None for v in given.values()):
-            names = ", ".join(k for k, v in given.items() if v is not None)
-            raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
-                             f"{names.split(',')[0]}=...)")
-        # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
-        # that the core does not check itself (strides, plan).
-        if (self._fused is None and type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a
-                and not self.trans_b
-                and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
-                and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
-                and a.flags.aligned and b.flags.aligned
-                and (c is None or (type(c) is np.ndarray and c.dtype == self.out_dtype
-                                   and c.shape == (self.m, self.n) and c.flags.writeable and c.flags.aligned
-                                   and not np.may_share_memory(c, a) and not np.may_share_memory(c, b)))
-                and (type(alpha) is float or type(alpha) is int)):
-            if c is None:
-                c = np.empty((self.m, self.n), self.out_dtype)
-            if c.size:
-                self._core.run(a, b, c, float(alpha), 0.0)
-            return c
-        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
-        if not c.flags.writeable:
-            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
-        opa = a.T if self.trans_a else a
-        opb = b.T if self.trans_b else b
-        target = c
-        # A native, aligned copy apart from the inputs; C-contiguous with an epilogue (its
-        # residual shares the output's strides).
-        if (overlaps(c, a, b) or kernel_readable(c) is not c
-                or (self._fused is not None and not c.flags.c_contiguous)):
-            nd = native_dtype(c.dtype)
-            order = "K" if self._fused is None else "C"
-            target = np.array(c, dtype=nd, order=order) if beta != 0.0 else np.empty(c.shape, nd)
-        if target.size:
-            epi = None if self._fused is None else self._fused.core(target, **given)
-            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
-        if target is not c:
-            c[...] = target
-        return c
-
-    def __repr__(self):
-        cfg = self.config
-        return (
-            f"Kernel(gemm {self.dtype} M={self.m} N={self.n} K={self.k} trans_a={self.trans_a} "
-            f"trans_b={self.trans_b} accumulate={self.accumulate}; plan layout={cfg['layout']} "
-            f"tile={cfg['mr']}x{cfg['nr']} kb={cfg['kb']} simd={cfg['simd_width']})"
-        )
 
 
 def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans_a: bool = False,
@@ -730,14 +452,8 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
         if accumulate and dtype.name in ("int8", "uint8"):
             raise ValueError("compile_gemm: an int8 product with an epilogue does not take accumulate=True; add c "
                              "through residual=")
-        if device != "cpu":
-            return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
-                                  out_dtype, device, fused)
-        return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype, fused)
-    if device != "cpu":
-        return _gpu.GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
-                              out_dtype, device)
-    return Kernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype)
+    return get(device).compile_gemm(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan,
+                                    out_dtype, fused)
 
 
 #: Every field plan= takes (the CPU's; then the devices'), appended to the docstrings that take a plan.

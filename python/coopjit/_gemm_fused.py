@@ -4,36 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _core, _cuda_arrays, _gpu
-from ._arrays import as_array, check_device, check_scalar, gemm_types, kernel_readable, native_dtype, native_order, overlaps
+from . import _cuda_arrays
+from ._arrays import (_collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
+                      overlaps, promote)
+from ._cpu import _run_fused
 from ._epilogue import Epilogue, requested
-from ._gemm import PackedMatrix, _collapse_batch, _overrides, promote
-
-
-def _host_operands(ep: Epilogue, d: dict) -> dict:
-    """d, when none of the epilogue's operands is a CUDA device array (a product on the CPU reads
-    them from host memory); TypeError naming the one that is."""
-    for name, v in d.items():
-        if isinstance(v, _cuda_arrays.CudaView):
-            raise TypeError(f"{ep.where}: {name} is a CUDA device array ({v.framework}, {v.device}), but the product "
-                            f"runs on the CPU: pass a host array, or device arrays for the operands too")
-    return d
-
-
-def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepacked=None, **given):
-    """c2 = epilogue(alpha * a2 @ b2 (+ beta * c2)) for operands already checked (2-D, or 3-/4-D
-    views with batch dims the kernel walks): through a C-contiguous target the residual can share
-    strides with, copied back when c2 is not one."""
-    a2 = kernel_readable(a2)
-    b2 = kernel_readable(b2)
-    target = c2
-    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2 or not c2.flags.c_contiguous:
-        nd = native_dtype(c2.dtype)
-        target = np.array(c2, dtype=nd, order="C") if beta != 0.0 else np.empty(c2.shape, nd)
-    if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, _host_operands(ep, ep.core(target, **given)))
-    if target is not c2:
-        c2[...] = target
+from ._kernel_args import _overrides
+from .devices import check_device, get
 
 
 def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan, kw):
@@ -78,7 +55,7 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {(m, n)}")
     if np.dtype(target.dtype) != np.dtype(dtype):
         raise TypeError(f"{where}: the output has dtype {target.dtype}, the product writes {np.dtype(dtype)}")
-    _gpu.gemm(opa, opb, target, alpha, beta, types, dev, plan, fused=ep)
+    get(dev).gemm(opa, opb, target, alpha, beta, types, plan, fused=ep)
     return c
 
 
@@ -91,13 +68,13 @@ def _fused_out_needed(a_dtype, b_dtype, out_dtype) -> bool:
         return True
 
 
-def _matmul_fused(a, b, out, device, plan, kw):
-    """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b."""
+def _matmul_fused(a, b, out, device, plan, kw, packed=False):
+    """matmul with an epilogue (see coopjit._epilogue): 2-D or batched operands, a prepacked b
+    (`packed`: b is a coopjit.PackedMatrix)."""
     where = "matmul"
     if out is not None and type(out) is not np.ndarray:
-        _matmul_fused(a, b, as_array(out, "out", writable=True), device, plan, kw)
+        _matmul_fused(a, b, as_array(out, "out", writable=True), device, plan, kw, packed)
         return out
-    packed = isinstance(b, PackedMatrix)
     a = native_order(as_array(a, "a"))
     if not packed:
         b = native_order(as_array(b, "b"))
@@ -147,22 +124,16 @@ def _matmul_fused(a, b, out, device, plan, kw):
     if out_full is out and out.shape != batch + (m, n):
         out_full = np.empty(batch + (m, n), out.dtype)
     types = ep.types(ta, tb)
-    if device != "cpu":
-        if packed:
-            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
-                             f"on {device}")
-        if batch:
-            _batched_fused(a2, b2, out_full, plan, types, ep, device)
-        else:
-            _gpu.gemm(a2, b2, out_full, 1.0, 0.0, types, device, plan, fused=ep)
-    elif packed:
+    dev = get(device)
+    if packed:
+        dev.check_prepacked(where)  # the CPU's: the product runs on its packed panels
         pb = b._for_a(a.dtype)
         _run_fused(a2, np.broadcast_to(pb._dummy, pb.shape), out_full, 1.0, 0.0, _overrides(pb._plan(plan)), types, ep,
                    pb.buffer)
     elif batch:
-        _batched_fused(a2, b2, out_full, plan, types, ep)
+        _batched_fused(a2, b2, out_full, plan, types, ep, device)
     else:
-        _run_fused(a2, b2, out_full, 1.0, 0.0, _overrides(plan), types, ep)
+        dev.gemm(a2, b2, out_full, 1.0, 0.0, types, plan, fused=ep)
     if out_full is not out and not np.shares_memory(out_full, out):
         out[...] = out_full.reshape(out.shape)
     return out
@@ -172,8 +143,8 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
     """out[...] = epilogue(a @ b) over broadcast batch dims, one launch; the residual is laid out
     like the (C-contiguous) output so that the kernel reads it with C's strides."""
     batch = out.shape[:-2]
-    if device != "cpu":  # device copies first, then zero-stride broadcasts of them (as _batched)
-        a, b = _gpu.to_device(a, device), _gpu.to_device(b, device)
+    dev = get(device)
+    a, b = dev.resident(a), dev.resident(b)  # device copies first, then zero-stride broadcasts of them (as _batched)
     A = kernel_readable(np.broadcast_to(a, batch + a.shape[-2:]))
     B = kernel_readable(np.broadcast_to(b, batch + b.shape[-2:]))
     if out.size == 0:
@@ -181,9 +152,7 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
     C = out
     if overlaps(out, a, b) or kernel_readable(out) is not out or not out.flags.c_contiguous:
         C = np.empty(out.shape, native_dtype(out.dtype))
-    d = ep.core(C)
-    if device == "cpu":
-        _host_operands(ep, d)
+    d = dev.epilogue_operands(ep, ep.core(C))
     R = d.get("residual")
     arrays = [A, B, C] + ([R] if R is not None else [])
     dims = _collapse_batch(arrays, batch)
@@ -199,25 +168,20 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
         views.append(np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=x is C).view(x.dtype))
     if R is not None:
         d["residual"] = views[3]
-    if device != "cpu":
-        if R is not None:
-            ep.bound["residual"] = views[3]  # the launch lays it out like its (C-contiguous) output
-        _gpu.gemm(views[0], views[1], views[2], 1.0, 0.0, types, device, plan, fused=ep)
-    else:
-        _core.gemm(views[0], views[1], views[2], 1.0, 0.0, _overrides(plan), types, None, d)
+    dev.gemm_views(views[0], views[1], views[2], types, plan, ep, d)
     if C is not out:
         out[...] = C
 
 
-def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device="cpu"):
-    """gemm with an epilogue (2-D operands or a prepacked b)."""
+def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device="cpu", packed=False):
+    """gemm with an epilogue (2-D operands or a prepacked b: `packed`)."""
     where = "gemm"
     if c is not None and type(c) is not np.ndarray:
-        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device)
+        _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device,
+                    packed)
         return c
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
-    packed = isinstance(b, PackedMatrix)
     a = native_order(as_array(a, "a"))
     if not packed:
         b = native_order(as_array(b, "b"))
@@ -250,15 +214,12 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
         if not c.flags.writeable:
             raise ValueError(f"{where}: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
     types = ep.types(ta, tb)
-    if device != "cpu":
-        if packed:
-            raise ValueError(f"{where}: a prepacked b (coopjit.prepack) is packed for the CPU; pass the array itself "
-                             f"on {device}")
-        _gpu.gemm(opa, opb, c, alpha, beta, types, device, plan, fused=ep)
-    elif packed:
+    dev = get(device)
+    if packed:
+        dev.check_prepacked(where)  # the CPU's: the product runs on its packed panels
         pb = b._for_a(a.dtype)
         _run_fused(opa, np.broadcast_to(pb._dummy, pb.shape), c, alpha, beta, _overrides(pb._plan(plan)), types, ep,
                    pb.buffer)
     else:
-        _run_fused(opa, opb, c, alpha, beta, _overrides(plan), types, ep)
+        dev.gemm(opa, opb, c, alpha, beta, types, plan, fused=ep)
     return c

@@ -1,4 +1,6 @@
-"""GEMM, reductions and user kernels on GPU devices ("opencl:N", "level_zero:N", "cuda:N").
+"""The SPIR-V runtimes and CUDA behind the device interface (_device.Device): GEMM, reductions and
+user kernels on GPU devices ("opencl:N", "level_zero:N", "cuda:N"), and named GPUs that are not
+here ("target:xe-hpc", "target:sm_90": code generated and checked, not run).
 
 On SPIR-V devices the kernels read and write device-visible memory (USM shared / fine-grain SVM).
 Arrays made by coopjit.empty(..., device=...) are used in place; other NumPy arrays are copied
@@ -9,21 +11,164 @@ for the launch, and those it writes are copied back after it (_Staging).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _core
-from ._cuda_arrays import CudaView
-from .devices import empty, shared_buffer
+from ._arrays import as_array, check_scalar, native_order
+from ._cuda_arrays import CudaView, device_view, result_like
+from ._device import Device
+from ._kernel_args import _gpu_overrides, check_kernel_call, kernel_types
+from ._plan import from_core
 
 
-_HOST_VISIBLE: dict[str, bool] = {}
+class RuntimeDevice(Device):
+    """A device of the C++ runtime (cpp/runtime/devices.h): memory from it, kernels lowered per
+    work-item (SIMT) and launched on it. Names the Python layer does not know go to this class
+    too, so that the runtime reports them (coopjit.empty / device_info with a bad name)."""
+
+    kind = "runtime"
+    sources = ("ir", "llvm", "spirv")
+    default_source = "spirv"
+    #: whether kernels launch here (a named target only generates them)
+    launches = True
+
+    @classmethod
+    def names(cls, prefix: str) -> list[str]:
+        return [name for backend, name in _listing() if backend == prefix]
+
+    def info(self) -> dict:
+        return _core.device_info(self.name)
+
+    @property
+    def host_visible(self) -> bool:
+        """Whether the host reads this device's kernel memory directly (SPIR-V devices; not CUDA):
+        asked of the runtime once (kept without a lock, which a fork() could leave held)."""
+        v = self.__dict__.get("_host_visible")
+        if v is None:
+            v = self.__dict__["_host_visible"] = _core.device_info(self.name)["memory"] != "device"
+        return v
+
+    @host_visible.setter
+    def host_visible(self, value: bool) -> None:  # tests take a SPIR-V device as one the host cannot touch
+        self.__dict__["_host_visible"] = bool(value)
+
+    def empty(self, shape, dtype: np.dtype, order: str) -> np.ndarray:
+        """USM shared (or fine-grain SVM) memory on a SPIR-V device: the host and the device's
+        kernels use it in place, without copies; freed after the array and its views."""
+        dtype = np.dtype(dtype)
+        if dtype.hasobject:
+            raise TypeError(f"coopjit.empty: dtype {dtype} holds Python objects; device memory holds plain values")
+        shape = (shape,) if np.isscalar(shape) else tuple(shape)
+        if any(int(s) < 0 for s in shape):
+            raise ValueError(f"coopjit.empty: negative dimension in shape {shape}")
+        nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
+        buf = _core.alloc_shared(self.name, nbytes)
+        return np.ndarray(shape, dtype, buffer=buf, order=order)
+
+    def resident(self, x):
+        return to_device(x, self)
+
+    def plan_overrides(self, plan) -> dict:
+        return _gpu_overrides(plan)
+
+    def compile_gemm(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, fused=None):
+        return GpuKernel(m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, self, fused)
+
+    def compile_kernel(self, fn):
+        program = fn.compile_device(self.name)
+        check = fn.device_check(program.subgroup_size, program.work_group_size)
+        return DeviceCustomKernel(program, self, check, fn.reads_groups())
+
+    def compile_reduce(self, op, form, types, shape, strides):
+        return _core.gpu_reduce_program(self.name, op, form, list(types), list(shape), list(strides))
+
+    def gemm(self, a, b, c, alpha, beta, types, plan, fused=None):
+        return gemm(a, b, c, alpha, beta, types, self, plan, fused)
+
+    def gemm_views(self, a, b, c, types, plan, fused=None, operands=None) -> None:
+        if fused is not None and operands and operands.get("residual") is not None:
+            fused.bound["residual"] = operands["residual"]  # the launch lays it out like its (C-contiguous) output
+        gemm(a, b, c, 1.0, 0.0, types, self, plan, fused=fused)
+
+    def reduce2d(self, op, form, x2d, y, types) -> None:
+        reduce2d(op, form, x2d, y, types, self)
 
 
-def host_visible(device: str) -> bool:
-    """Whether the host reads `device`'s kernel memory directly (SPIR-V devices; not CUDA)."""
-    if device not in _HOST_VISIBLE:
-        _HOST_VISIBLE[device] = device.startswith("target:") or _core.device_info(device)["memory"] != "device"
-    return _HOST_VISIBLE[device]
+class SpirvDevice(RuntimeDevice):
+    """A SPIR-V device: kernels lowered to SPIR-V and built by the runtime's driver, memory the
+    host and the device share."""
+
+    kind = "spirv"
+
+
+class OpenclDevice(SpirvDevice):
+    """"opencl:N": an OpenCL device (Intel's CPU runtime from the intel-opencl-rt wheel, GPUs)."""
+
+    runtime = "the OpenCL runtime"
+
+
+class LevelZeroDevice(SpirvDevice):
+    """"level_zero:N": an Intel GPU through the Level Zero loader."""
+
+    runtime = "the Level Zero loader"
+
+
+class CudaDevice(RuntimeDevice):
+    """"cuda:N": an NVIDIA GPU through the CUDA driver: PTX modules, device memory the host
+    reaches through copies (_Staging), CUDA device arrays read and written where they are."""
+
+    kind = "cuda"
+    sources = ("ir", "llvm", "ptx")
+    default_source = "ptx"
+
+
+class TargetDevice(RuntimeDevice):
+    """"target:<name>": a GPU named, not present ("xe-hpc", "xe2", "generic" for SPIR-V; "sm_80",
+    "sm_90" for PTX): kernels are generated and checked (spirv-val; PTX for ptxas), never run."""
+
+    kind = "target"
+    host_visible = True
+    launches = False
+
+    @classmethod
+    def names(cls, prefix: str) -> list[str]:
+        return []  # named targets are not devices coopjit.devices() lists
+
+    @property
+    def target(self) -> str:
+        return self.name[len("target:"):]
+
+    @property
+    def sources(self) -> tuple:
+        return ("ir", "llvm", "ptx") if self.target.startswith("sm_") else ("ir", "llvm", "spirv")
+
+    @property
+    def default_source(self) -> str:
+        return self.sources[-1]
+
+
+_LISTED: dict[str, list] = {}
+
+
+def _listing() -> list[tuple[str, str]]:
+    """(backend, name) of every usable GPU device, in coopjit.devices()'s order. The runtime
+    discovers its devices once per process (cpp/runtime/devices.cpp), so the list is read once:
+    device= is checked against it on every call."""
+    out = _LISTED.get("devices")
+    if out is None:
+        out = _LISTED.setdefault("devices", [(d["backend"], d["name"]) for d in _core.gpu_devices()])
+    return out
+
+
+def shared_buffer(a) -> _core.SharedBuffer | None:
+    """The shared allocation an array (or a view of it) lives in, or None for host memory."""
+    while a is not None:
+        if isinstance(a, _core.SharedBuffer):
+            return a
+        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+    return None
 
 
 def _whole(x: np.ndarray) -> bool:
@@ -47,9 +192,9 @@ class _Staging:
     element there (strides unchanged); finish() copies those written back. On host-visible
     devices address() is the array's own address."""
 
-    def __init__(self, device: str):
-        self.device = device
-        self.copies = not host_visible(device)
+    def __init__(self, dev: RuntimeDevice):
+        self.device = dev.name
+        self.copies = not dev.host_visible
         self._keep, self._back = [], []
 
     def address(self, x: np.ndarray, write: bool = False) -> int:
@@ -77,30 +222,30 @@ class _Staging:
         self._keep, self._back = [], []
 
 
-def _on_device(x: np.ndarray, device: str) -> bool:
+def _on_device(x: np.ndarray, dev: RuntimeDevice) -> bool:
     buf = shared_buffer(x)
-    return buf is not None and buf.device == device
+    return buf is not None and buf.device == dev.name
 
 
 def _address(x: np.ndarray) -> int:
     return x.__array_interface__["data"][0]
 
 
-def to_device(x: np.ndarray, device: str) -> np.ndarray:
+def to_device(x: np.ndarray, dev: RuntimeDevice) -> np.ndarray:
     """`x` itself when it lives in `device`'s shared memory with whole-element strides, else a
     copy there (C order). On devices the host cannot touch (CUDA): x itself in host memory (copied
     at launch by _Staging), or a C-order copy when its strides are not whole elements."""
     if isinstance(x, CudaView):
-        if x.device != device:
-            raise ValueError(f"a device array on {x.device} cannot be an operand of a kernel on {device}")
+        if x.device != dev.name:
+            raise ValueError(f"a device array on {x.device} cannot be an operand of a kernel on {dev.name}")
         if not _whole(x):
             raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} elements")
         return x
-    if not host_visible(device):
+    if not dev.host_visible:
         return x if _whole(x) else np.ascontiguousarray(x)
-    if _on_device(x, device) and _whole(x):
+    if _on_device(x, dev) and _whole(x):
         return x
-    d = empty(x.shape, x.dtype, device=device)
+    d = dev.empty(x.shape, x.dtype, "C")
     if x.size:
         d[...] = x
     return d
@@ -110,23 +255,22 @@ class _Output:
     """The array a kernel writes: `out` itself when it is device memory, else a device copy
     (holding out's values when `read`) written back by finish()."""
 
-    def __init__(self, out: np.ndarray, device: str, read: bool, *others):
+    def __init__(self, out: np.ndarray, dev: RuntimeDevice, read: bool, *others):
         self.out = out
         if isinstance(out, CudaView):  # a device array: written in place
-            self.dev = to_device(out, device)
+            self.dev = to_device(out, dev)
             return
         aliased = any(np.may_share_memory(out, o) for o in others if not isinstance(o, CudaView))
-        if not host_visible(device):  # written into a device copy by _Staging, back to out's memory
+        if not dev.host_visible:  # written into a device copy by _Staging, back to out's memory
             if _whole(out) and out.dtype.isnative:
                 self.dev = out
             else:  # in the machine's byte order: finish() swaps the bytes of a big-endian out
                 native = out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype
                 self.dev = np.array(out, dtype=native) if read else np.empty(out.shape, native)
-        elif _on_device(out, device) and not aliased and out.dtype.isnative and _whole(out):
+        elif _on_device(out, dev) and not aliased and out.dtype.isnative and _whole(out):
             self.dev = out
         else:  # in the machine's byte order: finish() swaps the bytes of a big-endian out
-            self.dev = empty(out.shape, out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype,
-                             device=device)
+            self.dev = dev.empty(out.shape, out.dtype.newbyteorder("=") if not out.dtype.isnative else out.dtype, "C")
             if read and out.size:
                 self.dev[...] = out
 
@@ -138,10 +282,6 @@ class _Output:
 
 def _strides(x: np.ndarray) -> list[int]:
     return [s // x.itemsize for s in x.strides]
-
-
-def _default_source(device: str) -> str:
-    return "ptx" if device.startswith(("cuda:", "target:sm_")) else "spirv"
 
 
 # ---- GEMM -------------------------------------------------------------------------------------------
@@ -163,7 +303,7 @@ def _gemm_operands(a, b, c):
     return [M, N, K, batch1, batch2], strides
 
 
-def _epilogue_addresses(fused, target, st: "_Staging", device: str, given: dict | None = None) -> list[int]:
+def _epilogue_addresses(fused, target, st: "_Staging", dev: RuntimeDevice, given: dict | None = None) -> list[int]:
     """The device addresses of a fused epilogue's operands for one launch (0 where a step is
     absent): its vectors and residual (with target's element strides) put where the device reads."""
     d = fused.core(target, **(given or {}))
@@ -173,70 +313,65 @@ def _epilogue_addresses(fused, target, st: "_Staging", device: str, given: dict 
         if x is None:
             out.append(0)
             continue
-        xd = to_device(x, device)
+        xd = to_device(x, dev)
         st.keep(xd)  # alive until the launch is over (a shared-memory copy is freed with its array)
         out.append(st.address(xd))
     return out
 
 
-def gemm(a, b, c, alpha, beta, types, device, plan=None, fused=None):
-    """c = alpha * a @ b + beta * c on `device` for checked operands (a: [batch..] M x K, b: K x N,
+def gemm(a, b, c, alpha, beta, types, dev: RuntimeDevice, plan=None, fused=None):
+    """c = alpha * a @ b + beta * c on `dev` for checked operands (a: [batch..] M x K, b: K x N,
     c: M x N, 0 to 2 batch dims, broadcasting by zero strides); returns c. `fused`: the product's
     epilogue (coopjit._epilogue.Epilogue), applied in the kernel."""
-    from ._gemm import _gpu_overrides
-
     if c.size == 0:
         return c
     if fused is not None and isinstance(c, CudaView) and not c.c_contiguous:
         raise ValueError("a fused epilogue's device output must be C-contiguous (the residual shares its strides)")
     if fused is not None and not isinstance(c, CudaView) and not c.flags.c_contiguous:  # the residual shares its strides
         tmp = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
-        gemm(a, b, tmp, alpha, beta, types, device, plan, fused)
+        gemm(a, b, tmp, alpha, beta, types, dev, plan, fused)
         c[...] = tmp
         return c
-    A = to_device(a, device)
-    B = to_device(b, device)
-    out = _Output(c, device, beta != 0.0, a, b)
+    A = to_device(a, dev)
+    B = to_device(b, dev)
+    out = _Output(c, dev, beta != 0.0, a, b)
     shape, strides = _gemm_operands(A, B, out.dev)
-    k = _core.gpu_gemm_kernel(device, list(types), shape, strides, beta != 0.0, _gpu_overrides(plan),
+    k = _core.gpu_gemm_kernel(dev.name, list(types), shape, strides, beta != 0.0, dev.plan_overrides(plan),
                               None if fused is None else fused.steps())
-    st = _Staging(device)
-    epi = [] if fused is None else _epilogue_addresses(fused, out.dev, st, device)
+    st = _Staging(dev)
+    epi = [] if fused is None else _epilogue_addresses(fused, out.dev, st, dev)
     k.run(list(types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True), alpha, beta, epi)
     st.finish()
     return out.finish()
 
 
 class GpuKernel:
-    """A compiled GEMM kernel for one problem on a SPIR-V device (see coopjit.compile_gemm)."""
+    """A compiled GEMM kernel for one problem on a GPU device (see coopjit.compile_gemm)."""
 
-    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, device, fused=None):
-        from ._gemm import _gpu_overrides, kernel_types
-
+    def __init__(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, dev: RuntimeDevice, fused=None):
         self.m, self.n, self.k = m, n, k
         self.dtype = dtype
-        self.device = device
+        self._dev = dev
+        self.device = dev.name
         self._fused = fused
         self._types, self.out_dtype = kernel_types(dtype, out_dtype, fused)
         self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._shape = [m, n, k, 1, 1]
-        self._core = _core.gpu_gemm_kernel(device, list(self._types), self._shape, [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0],
-                                           accumulate, _gpu_overrides(plan), None if fused is None else fused.steps())
+        self._core = _core.gpu_gemm_kernel(dev.name, list(self._types), self._shape, [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0],
+                                           accumulate, dev.plan_overrides(plan), None if fused is None else fused.steps())
 
     @property
     def config(self):
         """The plan as a value (coopjit.Plan: layout, tile, subgroup size, work-group shape, ...) that
         plan= takes back."""
-        from ._plan import from_core
-
-        return from_core(self._core.config, "gpu")
+        return from_core(self._core.config, self._dev.plan_target)
 
     def source(self, kind: str | None = None) -> str:
         """"spirv" (the disassembly) or "ptx" (NVIDIA devices; the default there), "ir" (the
         kernel IR) or "llvm" (what the SPIR-V / NVPTX backend got)."""
-        return self._core.source(kind or _default_source(self.device))
+        return self._core.source(kind or self._dev.default_source)
 
     @property
     def spirv(self) -> bytes:
@@ -244,19 +379,15 @@ class GpuKernel:
         return self._core.spirv
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, bias=None, residual=None, scale=None, row_scale=None):
-        from ._gemm import check_kernel_call
-
         given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
-        from ._cuda_arrays import device_view
-
         views = [device_view(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray]
         if any(v is not None for v in views):
             return self._call_device_arrays(a, b, c, alpha, beta, given)
         if self._fused is None and any(v is not None for v in given.values()):
             raise ValueError("this kernel was compiled without an epilogue; pass bias= / residual= / scale= / "
                              "row_scale= to compile_gemm")
-        if self.device.startswith("target:"):
-            raise RuntimeError(f"this kernel was generated for {self.device[7:]} and validated with spirv-val, "
+        if not self._dev.launches:
+            raise RuntimeError(f"this kernel was generated for {self._dev.target} and validated with spirv-val, "
                                "but there is no such device here to run it on")
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
@@ -273,12 +404,12 @@ class GpuKernel:
 
     def _launch(self, a, b, target, alpha, beta, given):
         """One launch on checked operands (host arrays or CudaViews) into `target`."""
-        A, B = to_device(a, self.device), to_device(b, self.device)
+        A, B = to_device(a, self._dev), to_device(b, self._dev)
         A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
-        out = _Output(target, self.device, beta != 0.0, a, b)
+        out = _Output(target, self._dev, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
-        st = _Staging(self.device)
-        epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self.device, given)
+        st = _Staging(self._dev)
+        epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self._dev, given)
         self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
                        alpha, beta, epi)
         st.finish()
@@ -287,9 +418,6 @@ class GpuKernel:
     def _call_device_arrays(self, a, b, c, alpha, beta, given):
         """A call with CUDA device arrays (read and written in place; host operands copied in); the
         result a device array of the inputs' framework."""
-        from ._arrays import as_array, check_scalar, native_order
-        from ._cuda_arrays import device_view, result_like
-
         alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
         ops = []
         for name, x, want in (("a", a, (self.k, self.m) if self.trans_a else (self.m, self.k)),
@@ -323,17 +451,17 @@ class GpuKernel:
 
 
 # ---- reductions -------------------------------------------------------------------------------------
-def reduce2d(op, form, x2d, y, types, device):
+def reduce2d(op, form, x2d, y, types, dev: RuntimeDevice):
     """The CPU path's reduce2d on a device: y = op over the rows / columns / 2x2 blocks of x2d."""
-    X = to_device(x2d, device)
-    out = _Output(y, device, False, x2d)
+    X = to_device(x2d, dev)
+    out = _Output(y, dev, False, x2d)
     Y = out.dev
     if form == "2x2":
         sy = _strides(Y)
     else:
         sy = [0, _strides(Y)[0]]
-    st = _Staging(device)
-    prog = _core.gpu_reduce(device, op, form, list(types), list(X.shape), [*_strides(X), *sy], st.address(X),
+    st = _Staging(dev)
+    prog = _core.gpu_reduce(dev.name, op, form, list(types), list(X.shape), [*_strides(X), *sy], st.address(X),
                             st.address(Y, True))
     st.finish()
     out.finish()
@@ -346,10 +474,11 @@ class DeviceCustomKernel:
     pointers, numbers for scalars) and groups= the number of work-groups, required when the
     kernel reads work-group ids (no default could know how much of the data it covers; 1 else)."""
 
-    def __init__(self, program, device: str, check, reads_groups: bool = True):
+    def __init__(self, program, dev: RuntimeDevice, check, reads_groups: bool = True):
         self._p = program
         self._check = check
-        self.device = device
+        self._dev = dev
+        self.device = dev.name
         self.reads_groups = reads_groups
 
     def __call__(self, *args, groups: int | None = None):
@@ -370,7 +499,7 @@ class DeviceCustomKernel:
         # device memory, or on CUDA a C-contiguous host array staged into device memory), else a
         # C-order copy written back when the kernel writes it. The same array passed twice is
         # staged once, and written back when either parameter writes it.
-        st = _Staging(self.device)
+        st = _Staging(self._dev)
         writes = {}
         for i, (a, t) in enumerate(zip(args, params)):
             if t.startswith("ptr<"):
@@ -383,7 +512,7 @@ class DeviceCustomKernel:
             if id(a) in addresses:
                 values.append(addresses[id(a)])
                 continue
-            if a.flags.c_contiguous and (st.copies or _on_device(a, self.device)):
+            if a.flags.c_contiguous and (st.copies or _on_device(a, self._dev)):
                 d = a
             else:
                 for j, b in enumerate(args):
@@ -395,7 +524,7 @@ class DeviceCustomKernel:
                 if st.copies:
                     d = np.ascontiguousarray(a)
                 else:
-                    d = empty(a.shape, a.dtype, device=self.device)
+                    d = self._dev.empty(a.shape, a.dtype, "C")
                     if a.size:
                         d[...] = a
                 if writes[id(a)]:
@@ -418,7 +547,7 @@ class DeviceCustomKernel:
         return self._p.work_group_size
 
     def source(self, kind: str | None = None) -> str:
-        return self._p.source(kind or _default_source(self.device))
+        return self._p.source(kind or self._dev.default_source)
 
     @property
     def spirv(self) -> bytes:

@@ -7,8 +7,9 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _core
-from ._arrays import as_array, check_device, native_dtype, native_order
+from ._arrays import as_array, native_dtype, native_order
+from ._cuda_arrays import device_view, result_like
+from .devices import check_device, get
 
 OPS = ("sum", "prod", "min", "max")
 _IR = {"int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32",
@@ -55,13 +56,7 @@ def _collapse(x: np.ndarray, dims: list[int]):
 
 
 def _run(op, form, x2d, y, types, device="cpu"):
-    src, acc, out = types
-    if device != "cpu":
-        from . import _gpu
-
-        _gpu.reduce2d(op, form, x2d, y, types, device)
-        return
-    _core.reduce2d(op, form, x2d, y, src, acc, out)
+    get(device).reduce2d(op, form, x2d, y, types)
 
 
 _ONE_VALUE_MIN_ROW = 4096  # elements per row of the one-value split (else the column view below)
@@ -85,8 +80,6 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
     if type(a) is not np.ndarray:
-        from ._cuda_arrays import device_view
-
         dv = device_view(a)
         if dv is not None:  # a CUDA device array: reduced where it is, the result a device array
             return _reduce_device_array(dv, axis, op, out, device)
@@ -143,10 +136,10 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     # whole 4-row tiles, so 3 rows of 4e6 ran on one worker at 1.4 GB/s. Instead each row's body
     # is reduced as the columns of a (n // W) x W view (every worker, vector loads), then the W
     # partials of every row and the rows' tails in one row reduction.
-    few_rows = K == 1 or (device == "cpu" and sr == item and K < 4 * _core.get_num_threads()
-                          and n * item >= _LONG_ROW_BYTES)
-    split = 4 * _core.get_num_threads()  # one 4-row tile per worker
-    if few_rows and device == "cpu" and n >= split * _ONE_VALUE_MIN_ROW:
+    workers = get(device).pool_workers()  # the CPU pool's (0: a device schedules its own work)
+    few_rows = K == 1 or (workers > 0 and sr == item and K < 4 * workers and n * item >= _LONG_ROW_BYTES)
+    split = 4 * workers  # one 4-row tile per worker
+    if few_rows and workers > 0 and n >= split * _ONE_VALUE_MIN_ROW:
         # One value from many (a 1-D array, axis None) or a few long rows: each row's body as
         # `split` contiguous pieces, one 4-piece tile per worker, each piece read front to back
         # (the row form's long runs), then the pieces' partials and the rows' tails. The
@@ -191,8 +184,6 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
 def _reduce_device_array(x, axis, op, out, device):
     """reduce of a 2-D CUDA device array along axis 0 or 1 (a CudaView), in place on the device;
     the result is a device array of the input's framework (or `out`, a device array)."""
-    from ._cuda_arrays import device_view, result_like
-
     if device is not None and check_device(device) != x.device:
         raise ValueError(f"reduce: device={device!r}, but the array is on {x.device}")
     check_device(x.device)

@@ -4,7 +4,7 @@ The candidates come from KNOBS, one row per knob of the plan: the search starts 
 plan and sweeps one knob at a time (coordinate descent), keeping the best value of each, and
 repeats while that helps, within a time and a candidate budget. To add a knob (the K1 and VNNI
 packing choices of low-precision types, a GPU's workgroup shape), add a row whose values the
-planner accepts as overrides (PlanOverrides in cpp/plan/gemm_plan.h, _overrides in _gemm.py).
+planner accepts as overrides (PlanOverrides in cpp/plan/gemm_plan.h, _overrides in _kernel_args.py).
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from . import _core, _tunedb
-from ._arrays import as_array, check_device, gemm_types, kernel_readable
+from ._arrays import as_array, gemm_types, kernel_readable
+from .devices import check_device
 from ._tune_report import TuneReport
 
 #: The fields of a complete plan as the tuner stores it (every knob the planner takes but
@@ -261,7 +262,7 @@ class _Search:
         tag = tuple(sorted(plan.items()))
         if tag in self.seen:
             return self.seen[tag]
-        from ._gemm import _overrides
+        from ._kernel_args import _overrides
 
         ov = _overrides(plan)
         rec = {"plan": dict(plan), "median_s": None, "min_s": None, "status": "ok", "error": None}
@@ -317,7 +318,7 @@ class _Search:
         """Times the default and the best four again, interleaved, and picks the winner on the
         best median each reached (noise on a shared machine only ever adds time): a plan must
         beat the default on a second look to replace it."""
-        from ._gemm import _overrides
+        from ._kernel_args import _overrides
 
         report = self.report
         ok = sorted((c for c in report.candidates if c["status"] == "ok"), key=lambda c: c["median_s"])

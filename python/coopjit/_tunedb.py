@@ -134,7 +134,7 @@ def _locked(p: str | None):
 
 def _apply(entries: dict) -> None:
     """Hands this machine's CPU plans to the core (replacing the ones it had)."""
-    from ._gemm import _overrides
+    from ._kernel_args import _overrides
 
     _core.clear_tuned_plans()
     me = machine()
@@ -170,7 +170,7 @@ def store(signature: str, device: str, plan: dict, record: dict) -> str | None:
     """Stores the tuned plan of a problem (merged with the file's other entries) and uses it in
     this process from now on; returns the database file (None when the caches are disabled)."""
     global _entries
-    from ._gemm import _overrides
+    from ._kernel_args import _overrides
 
     rec = {**record, "signature": signature, "device": device, "machine": machine(), "plan": dict(plan)}
     p = path()

@@ -573,7 +573,7 @@ def tune(problems, client, *, dtype=None, trans_a: bool = False, trans_b: bool =
     worker's candidates as they are timed. Returns the TuneReports in the order of `problems`,
     each with .worker, .host, .machine and .threads set.
     """
-    from ._arrays import check_device
+    from .devices import check_device
 
     device = check_device(device)
     if budget is None or budget <= 0:

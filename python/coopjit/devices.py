@@ -1,28 +1,101 @@
-"""Devices from Python: the names coopjit can run on ("cpu", "opencl:N", "level_zero:N"), their
-properties, NumPy arrays backed by device-visible memory (empty), and SPIR-V modules whose kernels
-read and write those arrays in place.
+"""Devices from Python: the names coopjit can run on ("cpu", "opencl:N", "level_zero:N",
+"cuda:N"), their properties, NumPy arrays backed by device-visible memory (empty), SPIR-V modules
+whose kernels read and write those arrays in place, and the table of kinds of device behind the
+device interface (_device.Device): `get(name)` is the object the public functions plan, allocate,
+copy and launch through.
 
 Importing this module registers Intel's CPU OpenCL runtime from the intel-opencl-rt wheel with the
 OpenCL ICD loader (see _opencl_icd), before the loader first runs.
 """
 from __future__ import annotations
 
-import math
+import types
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from . import _core, _opencl_icd, spirv
+from ._cpu import CpuDevice
+from ._device import Device
+from ._gpu import CudaDevice, LevelZeroDevice, OpenclDevice, RuntimeDevice, TargetDevice, shared_buffer
 
 ICD_VENDORS_DIR = _opencl_icd.register()
 
 DeviceError = _core.DeviceError
 
+#: The kinds of device, by the prefix of their names ("cpu", "opencl" of "opencl:0"), in the order
+#: devices() lists them. A new kind of device is a Device subclass and a line here.
+KINDS: dict[str, type[Device]] = {
+    "cpu": CpuDevice,
+    "opencl": OpenclDevice,
+    "level_zero": LevelZeroDevice,
+    "cuda": CudaDevice,
+    "target": TargetDevice,  # a GPU named, not present (coopjit.spirv / coopjit.ptx compile_gemm)
+}
+_OPEN: dict[str, Device] = {}  # one object per device name (dict operations are atomic: no lock to hold across fork)
+
+
+def register(prefix: str, kind: type[Device]) -> None:
+    """Adds (or replaces) the kind of device whose names start with `prefix` ("<prefix>:N")."""
+    if not (isinstance(kind, type) and issubclass(kind, Device)):
+        raise TypeError(f"register: {kind!r} is not a coopjit device class (a subclass of _device.Device)")
+    KINDS[prefix] = kind
+    for name in [n for n in list(_OPEN) if n.partition(":")[0] == prefix]:
+        _OPEN.pop(name, None)
+
+
+def unregister(prefix: str) -> None:
+    """Removes a kind added by register (and the objects of its devices)."""
+    KINDS.pop(prefix, None)
+    for name in [n for n in list(_OPEN) if n.partition(":")[0] == prefix]:
+        _OPEN.pop(name, None)
+
+
+def get(name: str) -> Device:
+    """The device object of `name` (one per name and process). A name of no known kind gets the
+    C++ runtime's device class, which reports it (unknown device, missing runtime) when used."""
+    if not isinstance(name, str):
+        return RuntimeDevice(name)
+    dev = _OPEN.get(name)
+    if dev is not None:
+        return dev
+    kind = KINDS.get(name.partition(":")[0])
+    if kind is None:
+        return RuntimeDevice(name)
+    return _OPEN.setdefault(name, kind(name))
+
+
+def resolve(device: str | None) -> Device:
+    """The device object of a device= argument (None: the CPU), checked as check_device does."""
+    return get(check_device(device))
+
 
 def devices() -> list[str]:
     """Names of the devices coopjit can run on: "cpu" first, then the usable SPIR-V devices, then
     NVIDIA GPUs ("cuda:0", ...) when the CUDA driver is there."""
-    return ["cpu"] + [d["name"] for d in _core.gpu_devices()]
+    return [name for prefix, kind in list(KINDS.items()) for name in kind.names(prefix)]
+
+
+def check_device(device) -> str:
+    """"cpu" for None or "cpu"; a device's name ("opencl:0", "level_zero:0", "cuda:0") when it is
+    one of devices(); ValueError naming the available devices otherwise (DeviceError when the
+    device's runtime has no usable device at all)."""
+    if device is None or device == "cpu":
+        return "cpu"
+    available = devices()
+    if isinstance(device, str) and device in available:
+        return device
+    backend = device.partition(":")[0] if isinstance(device, str) else None
+    runtime = getattr(KINDS.get(backend), "runtime", None) if backend is not None else None
+    if runtime is not None and device.partition(":")[2].isdigit():
+        # A device of a runtime coopjit knows, absent: when the runtime has no device at all (no
+        # loader, no driver), that is what the error says, as a DeviceError (a RuntimeError).
+        for st in _core.backend_status():
+            if st["backend"] == backend and not st["usable"]:
+                raise _core.DeviceError(
+                    f"device {device!r} is not available: {runtime} has no usable device: "
+                    f"{st['status'] or 'no devices found'} (available devices: {available})")
+    raise ValueError(f"unknown device {device!r}; available devices: {available}")
 
 
 def device_info(name: str = "cpu") -> dict:
@@ -35,11 +108,7 @@ def device_info(name: str = "cpu") -> dict:
     shared_memory_per_sm_bytes, global_memory_bytes, registers_per_block, l2_bytes, clock_khz,
     memory_clock_khz, memory_bus_bits, memory_bandwidth_gbs.
     Raises DeviceError (naming the missing runtime or driver) for an absent device."""
-    if name == "cpu":
-        cpu = _core.cpu_info()
-        return {"name": "cpu", "backend": "cpu", "device_name": cpu["name"], "type": "cpu",
-                "triple": cpu["triple"], "vector_bytes": cpu["vector_bytes"]}
-    return _core.device_info(name)
+    return get(name).info()
 
 
 def status() -> list[dict]:
@@ -59,26 +128,7 @@ def empty(shape: int | tuple[int, ...], dtype: DTypeLike = np.float64, *, device
     """An uninitialized array like numpy.empty. On a SPIR-V device its memory is USM shared (or
     fine-grain SVM): the host and the device's kernels use it in place, without copies. The
     allocation lives as long as the array (its base) and views of it, and is freed after."""
-    dtype = np.dtype(dtype)
-    if device == "cpu":
-        return np.empty(shape, dtype, order=order)
-    if dtype.hasobject:
-        raise TypeError(f"coopjit.empty: dtype {dtype} holds Python objects; device memory holds plain values")
-    shape = (shape,) if np.isscalar(shape) else tuple(shape)
-    if any(int(s) < 0 for s in shape):
-        raise ValueError(f"coopjit.empty: negative dimension in shape {shape}")
-    nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
-    buf = _core.alloc_shared(device, nbytes)
-    return np.ndarray(shape, dtype, buffer=buf, order=order)
-
-
-def shared_buffer(a) -> _core.SharedBuffer | None:
-    """The shared allocation an array (or a view of it) lives in, or None for host memory."""
-    while a is not None:
-        if isinstance(a, _core.SharedBuffer):
-            return a
-        a = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
-    return None
+    return get(device).empty(shape, np.dtype(dtype), order)
 
 
 def _kernel_arg(i: int, a, device: str):
@@ -147,7 +197,7 @@ class Module:
         raise ValueError(f"no {kind!r} source: a SPIR-V module has 'spirv'" + (" and 'llvm'" if self.llvm_ir else ""))
 
 
-class _DevicesModule(type(math)):
+class _DevicesModule(types.ModuleType):
     """`coopjit.devices` is this module, and calling it lists the devices: `coopjit.devices()` as
     before, and `coopjit.devices.device_info`, `coopjit.devices.Module`, ... (a function of the
     same name would hide the module: `import coopjit.devices as d` would give the function)."""

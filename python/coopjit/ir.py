@@ -32,6 +32,8 @@ from __future__ import annotations
 import numbers
 
 from . import _core
+from ._cpu import CustomKernel
+from .devices import resolve
 
 __all__ = ["KernelBuilder", "CustomKernel"]
 
@@ -226,16 +228,7 @@ class KernelBuilder:
         """Verifies, lowers and JIT-compiles the kernel (or takes it from the cache); with a SPIR-V
         device ("opencl:0"), lowers it per work-item (SIMT) to SPIR-V for that device instead
         (call the result with groups=<work-groups>)."""
-        if device is not None and device != "cpu":
-            from ._arrays import check_device
-            from ._gpu import DeviceCustomKernel
-
-            device = check_device(device)
-            program = self._fn.compile_device(device)
-            check = self._fn.device_check(program.subgroup_size, program.work_group_size)
-            return DeviceCustomKernel(program, device, check, self._fn.reads_groups())
-        self._fn.compile()
-        return CustomKernel(self._fn)
+        return resolve(device).compile_kernel(self._fn)
 
 
 def _component(type_text: str) -> str:
@@ -246,28 +239,3 @@ def _as_list(x):
     if x is None:
         return []
     return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-class CustomKernel:
-    """A compiled user kernel on the CPU: call it with its parameters in order (arrays for
-    pointers). A kernel that reads work_id("group") / work_id("groups") runs on a launch grid:
-    groups=G (required) work-groups, spread over the worker pool's threads (each work-group one
-    invocation, a subgroup whose lanes are its vectors; subgroup is 0 and subgroups 1 there)."""
-
-    def __init__(self, fn):
-        self._fn = fn
-
-    @property
-    def reads_groups(self) -> bool:
-        """Whether calls need groups= (the kernel reads work-group ids)."""
-        return self._fn.reads_groups()
-
-    def __call__(self, *args, groups: int | None = None):
-        self._fn.run(*args, groups=groups)
-
-    def source(self, kind: str = "ir") -> str:
-        return self._fn.source(kind)
-
-    def __repr__(self):
-        first = self._fn.text().splitlines()[0]
-        return f"CustomKernel({first.rstrip(' {')})"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _core
 
 TARGETS = ("sm_80", "sm_90")
 
@@ -28,15 +27,15 @@ def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "sm_90", t
                  trans_b: bool = False, accumulate: bool = False, plan: dict | None = None, out_dtype=None):
     """The GEMM kernel coopjit would run on an NVIDIA GPU of architecture `target`: .config,
     .source("ptx" | "ir" | "llvm"); calling it raises RuntimeError (nothing here runs it)."""
-    from ._gpu import GpuKernel
+    from ._gpu import TargetDevice
 
     _check_target(target)
     dtype = np.dtype(np.float32 if dtype is None else dtype)
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-    return GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype,
-                     "target:" + target)
+    return TargetDevice("target:" + target).compile_gemm(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b),
+                                                         bool(accumulate), plan, out_dtype)
 
 
 def compile_reduce(rows: int, cols: int, dtype=np.float32, *, op: str = "sum", form: str = "row",
@@ -44,13 +43,14 @@ def compile_reduce(rows: int, cols: int, dtype=np.float32, *, op: str = "sum", f
     """The reduction program for `target` (a DeviceProgram: .source("ptx"), .ptx): op over the
     columns of each row (form "row"), the rows of each column ("column") or 2x2 blocks ("2x2") of
     a rows x cols matrix, its columns contiguous when `unit`, else its rows."""
+    from ._gpu import TargetDevice
     from ._reduce import _types
 
     _check_target(target)
     src, acc, out, _ = _types(np.dtype(dtype), op)
     sx = [cols, 1] if unit else [1, rows]
     sy = [cols // 2, 1] if form == "2x2" else [0, 1]
-    return _core.gpu_reduce_program("target:" + target, op, form, [src, acc, out], [int(rows), int(cols)], sx + sy)
+    return TargetDevice("target:" + target).compile_reduce(op, form, [src, acc, out], [int(rows), int(cols)], sx + sy)
 
 
 def ptxas_path() -> str | None:

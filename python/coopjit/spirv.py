@@ -87,7 +87,7 @@ def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "xe-hpc", 
     calling it raises RuntimeError (nothing here can run it)."""
     import numpy as np
 
-    from ._gpu import GpuKernel
+    from ._gpu import TargetDevice
 
     if target not in TARGETS:
         raise ValueError(f"unknown GPU target {target!r}; known: {', '.join(TARGETS)}")
@@ -95,6 +95,6 @@ def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "xe-hpc", 
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-    return GpuKernel(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b), bool(accumulate), plan, out_dtype,
-                     "target:" + target)
+    return TargetDevice("target:" + target).compile_gemm(int(m), int(n), int(k), dtype, bool(trans_a), bool(trans_b),
+                                                         bool(accumulate), plan, out_dtype)
 

@@ -1,0 +1,231 @@
+"""The CPU behind the device interface (_device.Device): GEMM kernels JIT-compiled through the ORC
+JIT and run on the worker pool (the core's gemm / compile_gemm), reductions, and KernelBuilder
+kernels compiled for the host."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from . import _core
+from ._arrays import kernel_readable, native_dtype, overlaps
+from ._cuda_arrays import CudaView
+from ._device import Device
+from ._display import KernelDisplay
+from ._epilogue import Epilogue
+from ._kernel_args import _overrides, check_kernel_call, kernel_types
+from ._log import logger
+from ._plan import Plan, from_core
+
+
+class CpuDevice(Device):
+    """"cpu": kernels JIT-compiled for the host and run on its worker pool, on host memory."""
+
+    kind = "cpu"
+    plan_target = "cpu"
+    sources = ("ir", "llvm", "asm")
+
+    @classmethod
+    def names(cls, prefix: str) -> list[str]:
+        return ["cpu"]
+
+    def info(self) -> dict:
+        cpu = _core.cpu_info()
+        return {"name": "cpu", "backend": "cpu", "device_name": cpu["name"], "type": "cpu",
+                "triple": cpu["triple"], "vector_bytes": cpu["vector_bytes"]}
+
+    def empty(self, shape, dtype: np.dtype, order: str) -> np.ndarray:
+        return np.empty(shape, dtype, order=order)
+
+    def plan_overrides(self, plan) -> dict:
+        return _overrides(plan)
+
+    def check_prepacked(self, where: str) -> None:
+        return None
+
+    def compile_gemm(self, m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, fused=None):
+        return Kernel(m, n, k, dtype, trans_a, trans_b, accumulate, plan, out_dtype, fused)
+
+    def compile_kernel(self, fn):
+        fn.compile()
+        return CustomKernel(fn)
+
+    def gemm(self, a, b, c, alpha, beta, types, plan, fused=None):
+        if fused is None:
+            _run(a, b, c, alpha, beta, plan, types)
+        else:
+            _run_fused(a, b, c, alpha, beta, _overrides(plan), types, fused)
+        return c
+
+    def gemm_views(self, a, b, c, types, plan, fused=None, operands=None) -> None:
+        if fused is None:
+            _core.gemm(a, b, c, 1.0, 0.0, _overrides(plan), types)
+        else:
+            _core.gemm(a, b, c, 1.0, 0.0, _overrides(plan), types, None, operands)
+
+    def epilogue_operands(self, fused, operands: dict) -> dict:
+        return _host_operands(fused, operands)
+
+    def reduce2d(self, op, form, x2d, y, types) -> None:
+        src, acc, out = types
+        _core.reduce2d(op, form, x2d, y, src, acc, out)
+
+    def pool_workers(self) -> int:
+        return _core.get_num_threads()
+
+
+def _run(a2, b2, c2, alpha, beta, plan, types):
+    """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
+    a2 = kernel_readable(a2)
+    b2 = kernel_readable(b2)
+    target = c2
+    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2:  # a native, aligned, apart copy
+        nd = native_dtype(c2.dtype)
+        target = np.array(c2, dtype=nd) if beta != 0.0 else np.empty(c2.shape, nd)
+    if target.size:
+        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
+    if target is not c2:
+        c2[...] = target
+
+
+def _host_operands(ep: Epilogue, d: dict) -> dict:
+    """d, when none of the epilogue's operands is a CUDA device array (a product on the CPU reads
+    them from host memory); TypeError naming the one that is."""
+    for name, v in d.items():
+        if isinstance(v, CudaView):
+            raise TypeError(f"{ep.where}: {name} is a CUDA device array ({v.framework}, {v.device}), but the product "
+                            f"runs on the CPU: pass a host array, or device arrays for the operands too")
+    return d
+
+
+def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepacked=None, **given):
+    """c2 = epilogue(alpha * a2 @ b2 (+ beta * c2)) for operands already checked (2-D, or 3-/4-D
+    views with batch dims the kernel walks): through a C-contiguous target the residual can share
+    strides with, copied back when c2 is not one."""
+    a2 = kernel_readable(a2)
+    b2 = kernel_readable(b2)
+    target = c2
+    if overlaps(c2, a2, b2) or kernel_readable(c2) is not c2 or not c2.flags.c_contiguous:
+        nd = native_dtype(c2.dtype)
+        target = np.array(c2, dtype=nd, order="C") if beta != 0.0 else np.empty(c2.shape, nd)
+    if target.size:
+        _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, _host_operands(ep, ep.core(target, **given)))
+    if target is not c2:
+        c2[...] = target
+
+
+class Kernel(KernelDisplay):
+    """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
+
+    `config` is the plan as a dict; `source("ir" | "llvm" | "asm")` the generated code; print
+    it (or show it in Jupyter) for its plan.
+    """
+
+    def __init__(self, m: int, n: int, k: int, dtype: DTypeLike, trans_a: bool, trans_b: bool, accumulate: bool,
+                 plan: dict | None, out_dtype: DTypeLike | None = None, fused: Epilogue | None = None) -> None:
+        self.m, self.n, self.k = m, n, k
+        self.dtype = dtype
+        self._fused = fused
+        self._types, self.out_dtype = kernel_types(dtype, out_dtype, fused)
+        self.trans_a, self.trans_b, self.accumulate = trans_a, trans_b, accumulate
+        # The strides the kernel is planned for: contiguous a, b and c (transposes as views).
+        sa = (1, m) if trans_a else (k, 1)
+        sb = (1, k) if trans_b else (n, 1)
+        self._plan = plan
+        self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
+                                        None if fused is None else fused.steps())
+        if logger.isEnabledFor(logging.DEBUG):
+            cfg = self.config
+            logger.debug("gemm %s M=%d N=%d K=%d: %s %dx%d %s x%d%s, %s in %.1f ms", np.dtype(dtype).name, m, n, k,
+                         cfg["layout"], cfg["mr"], cfg["nr"], cfg["split"], cfg["threads"], " packed" if cfg["pack"] else "",
+                         self._core.origin, self._core.compile_seconds * 1e3)
+
+    @property
+    def config(self) -> Plan:
+        """The plan as a value (a dict of typed fields, see coopjit.Plan) that plan= takes back:
+        compile_gemm(..., plan=kernel.config) plans the same kernel."""
+        return from_core(self._core.config, "cpu")
+
+    def source(self, kind: str = "ir") -> str:
+        """The kernel as kernel IR ("ir"), optimized LLVM IR ("llvm") or host assembly ("asm")."""
+        return self._core.source(kind)
+
+    def __call__(self, a: ArrayLike, b: ArrayLike, c: np.ndarray | None = None, *, alpha: float = 1.0,
+                 beta: float = 0.0, bias: ArrayLike | None = None, residual: ArrayLike | None = None,
+                 scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
+        """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
+        row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
+        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
+        if self._fused is None and any(v is not None for v in given.values()):
+            names = ", ".join(k for k, v in given.items() if v is not None)
+            raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
+                             f"{names.split(',')[0]}=...)")
+        # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
+        # that the core does not check itself (strides, plan).
+        if (self._fused is None and type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a
+                and not self.trans_b
+                and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
+                and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
+                and a.flags.aligned and b.flags.aligned
+                and (c is None or (type(c) is np.ndarray and c.dtype == self.out_dtype
+                                   and c.shape == (self.m, self.n) and c.flags.writeable and c.flags.aligned
+                                   and not np.may_share_memory(c, a) and not np.may_share_memory(c, b)))
+                and (type(alpha) is float or type(alpha) is int)):
+            if c is None:
+                c = np.empty((self.m, self.n), self.out_dtype)
+            if c.size:
+                self._core.run(a, b, c, float(alpha), 0.0)
+            return c
+        a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if not c.flags.writeable:
+            raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+        opa = a.T if self.trans_a else a
+        opb = b.T if self.trans_b else b
+        target = c
+        # A native, aligned copy apart from the inputs; C-contiguous with an epilogue (its
+        # residual shares the output's strides).
+        if (overlaps(c, a, b) or kernel_readable(c) is not c
+                or (self._fused is not None and not c.flags.c_contiguous)):
+            nd = native_dtype(c.dtype)
+            order = "K" if self._fused is None else "C"
+            target = np.array(c, dtype=nd, order=order) if beta != 0.0 else np.empty(c.shape, nd)
+        if target.size:
+            epi = None if self._fused is None else self._fused.core(target, **given)
+            self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
+        if target is not c:
+            c[...] = target
+        return c
+
+    def __repr__(self):
+        cfg = self.config
+        return (
+            f"Kernel(gemm {self.dtype} M={self.m} N={self.n} K={self.k} trans_a={self.trans_a} "
+            f"trans_b={self.trans_b} accumulate={self.accumulate}; plan layout={cfg['layout']} "
+            f"tile={cfg['mr']}x{cfg['nr']} kb={cfg['kb']} simd={cfg['simd_width']})"
+        )
+
+
+class CustomKernel:
+    """A compiled user kernel on the CPU: call it with its parameters in order (arrays for
+    pointers). A kernel that reads work_id("group") / work_id("groups") runs on a launch grid:
+    groups=G (required) work-groups, spread over the worker pool's threads (each work-group one
+    invocation, a subgroup whose lanes are its vectors; subgroup is 0 and subgroups 1 there)."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    @property
+    def reads_groups(self) -> bool:
+        """Whether calls need groups= (the kernel reads work-group ids)."""
+        return self._fn.reads_groups()
+
+    def __call__(self, *args, groups: int | None = None):
+        self._fn.run(*args, groups=groups)
+
+    def source(self, kind: str = "ir") -> str:
+        return self._fn.source(kind)
+
+    def __repr__(self):
+        first = self._fn.text().splitlines()[0]
+        return f"CustomKernel({first.rstrip(' {')})"

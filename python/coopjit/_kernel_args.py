@@ -1,0 +1,124 @@
+"""What every device's GEMM kernels share: plan= overrides as the core takes them (the CPU's
+fields and the devices'), and the checks of a compiled kernel's call arguments. Below the device
+implementations (_cpu, _gpu) and the public functions (_gemm); imports nothing of either."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ._arrays import as_array, check_scalar, gemm_types, native_dtype, native_order
+from ._plan import Plan
+
+_LAYOUTS = {"row": 0, "col": 1}
+_SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2}
+_ORDERS = {"m_inner": 0, "k_outer": 1, "dot": 2}  # the tile walk (plan field order)
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "mc_tiles", "fixed",
+               "order", "grid_m")
+
+
+def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tuple = (), where: str = "") -> dict:
+    """Plan overrides as the core takes them: layout and split by name, `flags` as 0/1, `modes` by
+    name ('no' / 'yes' / 'emulated') or number, the other `known` fields as ints."""
+    out = {}
+    if plan is None:
+        return out
+    if isinstance(plan, Plan):  # a kernel's config: its choices, not the facts of its problem
+        plan = plan.overrides()
+    if not isinstance(plan, Mapping):
+        raise TypeError(f"plan must be a dict of plan fields (for example {{'mr': 6, 'split': 'dp'}}) or a kernel's "
+                        f".config; known fields: {', '.join(known)}; got {type(plan).__name__} {plan!r}")
+    for key, value in plan.items():
+        if not isinstance(key, str):
+            raise TypeError(f"plan field names are strings, got {key!r}; known: {', '.join(known)}")
+        if key not in known:
+            raise ValueError(f"unknown plan field {key!r}{where}; known: {', '.join(known)}")
+        if key in ("layout", "split") or (key == "order" and "order" in known):
+            names = {"layout": _LAYOUTS, "split": _SPLITS, "order": _ORDERS}[key]
+            allowed = "'row' or 'col'" if key == "layout" else f"one of {', '.join(names)}"
+            if not isinstance(value, str):
+                raise TypeError(f"plan {key} must be {allowed} (a str), got {value!r}")
+            if value not in names:
+                raise ValueError(f"plan {key} must be {allowed}, got {value!r}")
+            out[key] = names[value]
+        elif key in modes and isinstance(value, str):
+            if value not in _GPU_MODES:
+                raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
+            out[key] = _GPU_MODES[value]
+        elif key in flags:
+            if not isinstance(value, (bool, np.bool_, int, np.integer)):
+                raise TypeError(f"plan {key} must be True or False, got {value!r}")
+            if value not in (0, 1):
+                raise ValueError(f"plan {key} must be True or False (or 0 / 1), got {value!r}")
+            out[key] = int(value)
+        else:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"plan {key} must be an int, got {value!r} ({type(value).__name__})")
+            if not -2**63 <= int(value) < 2**63:
+                raise ValueError(f"plan {key}={value} is out of range")
+            out[key] = int(value)
+    return out
+
+
+def _overrides(plan: dict | None) -> dict:
+    """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
+    'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'amx': 'no'|'yes'|'emulated',
+    'mc_tiles': 8, 'pack': bool}."""
+    if isinstance(plan, Plan) and plan.target != "cpu":
+        raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
+    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"), modes=("amx",))
+
+
+_GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
+               "workers", "stages", "wgmma")
+_GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
+
+
+def _gpu_overrides(plan: dict | None) -> dict:
+    """Plan overrides for SPIR-V devices: {'layout': 'row'|'col', 'subgroup_size': 16, 'mr': 32,
+    'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2, 'dpas': 'no'|'yes'|'emulated', 'block2d': the same,
+    'mma': 'no'|'yes' (NVIDIA tensor cores), 'stages': 0 (no) or 2..8 (the tensor-core pipeline's K steps in flight),
+    'wgmma': 'no'|'yes' (Hopper's warpgroup pipeline, sm_90), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
+    ('emulated': the instructions' operands as on hardware, the instructions computed from their
+    specification, so that the kernel runs on devices without them)."""
+    if isinstance(plan, Plan) and plan.target != "gpu":
+        raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
+    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma"), where=" for a GPU device")
+
+
+
+def kernel_types(dtype, out_dtype, fused):
+    """(IR types of a, b, c; the output dtype) of a compiled kernel of one dtype (CPU and device
+    kernels alike): the epilogue's (`fused`, a coopjit._epilogue.Epilogue, or None) output type
+    when it has one."""
+    if fused is None:
+        return gemm_types(dtype, dtype, out_dtype)
+    (ta, tb, _), _ = gemm_types(dtype, dtype)
+    return fused.types(ta, tb), fused.out_dtype
+
+
+def check_kernel_call(kern, a, b, c, alpha, beta):
+    """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
+    for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
+    a = native_order(as_array(a, "a"))
+    b = native_order(as_array(b, "b"))
+    alpha = check_scalar(alpha, "alpha")
+    beta = check_scalar(beta, "beta")
+    ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
+    bshape = (kern.n, kern.k) if kern.trans_b else (kern.k, kern.n)
+    for name, x, want in (("a", a, ashape), ("b", b, bshape)):
+        if x.dtype != kern.dtype:
+            raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {kern.dtype}")
+        if x.shape != want:
+            raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
+    if beta != 0.0 and not kern.accumulate:
+        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    if c is None:
+        c = np.empty((kern.m, kern.n), kern.out_dtype)
+        beta = 0.0
+    elif not isinstance(c, np.ndarray) or native_dtype(c.dtype) != kern.out_dtype or c.shape != (kern.m, kern.n):
+        raise ValueError(
+            f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
+            f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
+        )
+    return a, b, c, alpha, beta
