@@ -123,6 +123,7 @@ const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
 }
 
 size_t SimtLowering::parts(const Type& t) {
+  if (t.is_tensor_layout() || t.is_tensor_view()) return tensor_parts(t);
   if (t.is_matrix()) return static_cast<size_t>(lanes_of(t).comps());
   if (t.is_vector()) return static_cast<size_t>(t.cols);
   throw UserError(cat("SIMT lowering: values of type ", t.str(), " are not supported"));
@@ -283,8 +284,8 @@ void SimtLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul:
       matrix_op(o);
       return;
-    case OpKind::tensor_layout: case OpKind::tensor_view: case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
-      break;
+    case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
+    case OpKind::mat_load_tensor: case OpKind::mat_store_tensor: tensor_access(o); return;
   }
   throw UserError(cat("the SIMT lowering (SPIR-V devices) does not support ", mnemonic(o), " yet"));
 }

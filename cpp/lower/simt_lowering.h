@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "lower/simt_lower.h"
 #include "lower/simt_target.h"
+#include "lower/tensor_addressing.h"
 
 namespace coopjit {
 
@@ -141,6 +142,9 @@ class SimtLowering {
   void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);
   void accumulate(const Op& o);
   void vector_access(const Op& o);
+  /// coopmatrix.load_tensor / store_tensor: each component's element through the layout and view
+  /// (tensor_addressing.h, on scalars), its decode function (if any) where the access is kept.
+  void tensor_access(const Op& o);
 
   // ---- 2-D block I/O (simt_block2d.cpp) --------------------------------------------------------
   struct Block2d {       // one block: matrix rows row..row+15 (the region's columns), columns col..col+rows-1
