@@ -59,6 +59,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   b_.SetInsertPoint(entry);
   lane_ = target_.lane_id(b_);
   lane64_ = b_.CreateZExt(lane_, b_.getInt64Ty(), "lane");
+  wg_setup();
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const Value* p = f_.params[i];
     llvm::Value* a = fn_->getArg(static_cast<unsigned>(i));
@@ -104,9 +105,9 @@ LaneMap SimtLowering::lanes_of(const Type& t) {
 }
 
 void SimtLowering::require_subgroup(const Op& o, const Type& t) {
-  if (t.is_matrix() && t.scope != Scope::subgroup)
+  if (t.is_matrix() && t.scope == Scope::thread)
     throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", t.str(),
-                        ": only subgroup-scope matrices are supported on GPUs so far"));
+                        ": only subgroup-scope matrices (and workgroup-scope ones) are supported on GPUs so far"));
 }
 
 // ---- values ------------------------------------------------------------------------------------
@@ -123,6 +124,7 @@ const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
 }
 
 size_t SimtLowering::parts(const Type& t) {
+  if (is_workgroup_matrix(t)) return 1;  // its buffer in shared memory (simt_workgroup.cpp)
   if (t.is_tensor_layout() || t.is_tensor_view()) return tensor_parts(t);
   if (t.is_matrix()) return static_cast<size_t>(lanes_of(t).comps());
   if (t.is_vector()) return static_cast<size_t>(t.cols);
@@ -169,17 +171,27 @@ std::vector<llvm::Value*> SimtLowering::block(const Block& blk) {
 void SimtLowering::for_loop(const Op& o) {
   if (o.attrs.count("mma_pipeline") && mma_pipeline(o)) return;  // simt_mma_pipeline.cpp
   const Block& region = *o.regions[0];
+  // Workgroup-scope matrices are carried in buffers of their own (simt_workgroup.cpp).
+  std::vector<llvm::Value*> carriers;
+  std::vector<llvm::Value*> init = flat_all(o.operands, 3);
+  if (wg_tid_) init = wg_carry(o.results, init, carriers);
   bind(o.results, emit_for(b_, fn_, scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]),
-                           flat_all(o.operands, 3), [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
+                           init, [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
                              scalars_[region.args[0]] = iv;
                              bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()), carried);
-                             return block(region);
+                             std::vector<llvm::Value*> next = block(region);
+                             return wg_tid_ ? wg_carry(o.results, next, carriers) : next;
                            }));
 }
 
 void SimtLowering::if_op(const Op& o) {
-  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return block(*o.regions[0]); },
-                          [&] { return block(*o.regions[1]); }));
+  std::vector<llvm::Value*> carriers;
+  auto arm = [&](const Block& region) {
+    std::vector<llvm::Value*> out = block(region);
+    return wg_tid_ ? wg_carry(o.results, out, carriers) : out;
+  };
+  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return arm(*o.regions[0]); },
+                          [&] { return arm(*o.regions[1]); }));
 }
 
 llvm::Value* SimtLowering::lower_region(const Block& region, const std::vector<llvm::Value*>& args) {
@@ -223,6 +235,12 @@ void SimtLowering::flag_op(const Op& o) {
 void SimtLowering::op(const Op& o) {
   for (const Value* v : o.operands) require_subgroup(o, v->type);
   for (const Value* v : o.results) require_subgroup(o, v->type);
+  if (wg_tid_ && o.kind != OpKind::for_ && o.kind != OpKind::if_ && o.kind != OpKind::yield) {
+    bool wg = false;
+    for (const Value* v : o.operands) wg = wg || is_workgroup_matrix(v->type);
+    for (const Value* v : o.results) wg = wg || is_workgroup_matrix(v->type);
+    if (wg) return workgroup_op(o);  // simt_workgroup.cpp
+  }
   switch (o.kind) {
     case OpKind::constant: {
       const Type& t = o.result()->type;

@@ -53,6 +53,10 @@ struct LaneMap {
 
 /// Whether v is an IR constant equal to c.
 bool is_index_const(const Value* v, int64_t c);
+/// Whether a scalar is known to differ between the lanes of a subgroup (simt_matrix.cpp).
+bool lane_varying(const Value* v, int depth = 0);
+/// A coopmatrix of workgroup scope (simt_workgroup.cpp).
+bool is_workgroup_matrix(const Type& t);
 
 class SimtLowering {
  public:
@@ -170,6 +174,23 @@ class SimtLowering {
   /// fast() where cond holds, else slow(); their values merged (one uniform branch).
   std::vector<llvm::Value*> either_path(llvm::Value* cond, const std::function<std::vector<llvm::Value*>()>& fast,
                                         const std::function<std::vector<llvm::Value*>()>& slow, const char* name);
+
+  // ---- workgroup-scope matrices (simt_workgroup.cpp) -----------------------------------------
+  // A workgroup-scope matrix value is one pointer (mats_: a single part): its row-major buffer
+  // in work-group shared memory.
+  void wg_setup();                                   // wg_tid_, when the kernel has such matrices
+  llvm::Value* wg_buffer(const Type& t);             // a new buffer for a matrix of type t
+  /// body(e) for the elements e = wg_tid_, wg_tid_ + W, ... below count (W: work-items a group).
+  void wg_each(int64_t count, const std::function<void(llvm::Value*)>& body);
+  llvm::Value* wg_get(llvm::Value* buf, ScalarType t, llvm::Value* e);
+  void wg_set(llvm::Value* buf, ScalarType t, llvm::Value* e, llvm::Value* v);
+  /// The values `vals` (flat, of `results`) with each workgroup-scope matrix copied into its own
+  /// buffer in `carriers` (made on the first call): what loops and branches carry.
+  std::vector<llvm::Value*> wg_carry(const std::vector<Value*>& results, const std::vector<llvm::Value*>& vals,
+                                     std::vector<llvm::Value*>& carriers);
+  void workgroup_op(const Op& o);
+  llvm::Value* wg_tid_ = nullptr;  // the work-item in the work-group (i64)
+  int64_t wg_bytes_ = 0;           // shared memory the buffers take
 
   // ---- DPAS (simt_dpas.cpp) ---------------------------------------------------------------------
   struct DpasShape {

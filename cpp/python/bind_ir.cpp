@@ -487,13 +487,17 @@ void bind_ir(py::module_& m) {
       "fields, clamp_value, the view's fields) for compile_device.");
 
   py::class_<PyBuilder>(m, "IRBuilder")
-      .def_static("create", [](const std::string& name, int64_t subgroup_size) {
+      .def_static("create", [](const std::string& name, int64_t subgroup_size, int64_t subgroups) {
         if (subgroup_size < 1 || subgroup_size > 64 || (subgroup_size & (subgroup_size - 1)))
           throw UserError(cat("subgroup_size ", subgroup_size, " must be a power of two in [1, 64]"));
+        if (subgroups < 1 || subgroups * subgroup_size > 1024)
+          throw UserError(cat("subgroups ", subgroups, " must be >= 1 with at most 1024 work-items a work-group (subgroup_size ",
+                              subgroup_size, ")"));
         auto fn = std::make_shared<PyFunction>();
         fn->f->name = name;
         fn->name = name;
         fn->f->attrs["subgroup_size"] = subgroup_size;
+        if (subgroups > 1) fn->f->attrs["subgroups_per_group"] = subgroups;
         return std::make_pair(PyBuilder{fn, Builder(*fn->f)}, fn);
       })
       .def("param", [](PyBuilder& b, const std::string& name, const std::string& type) {
