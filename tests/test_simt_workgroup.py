@@ -199,3 +199,31 @@ def test_workgroup_kernels_assemble_for_nvidia(target):
     b.store(b.convert_matrix(b.transpose(y), wg("bf16", 32, 32, "b")), T, strides=(32, 1))
     report = ptx.ptxas(b._fn.compile_device("target:" + target).source("ptx"), target)
     assert "Used" in report, report
+
+
+def test_element_access_and_sum_accumulate(rng):
+    # HLSL's Length / Get / Set / GetCoordinate at ThreadGroup scope: component i of work-item t
+    # is element i W + t (W = 32 work-items here), padding beyond the matrix.
+    b = KernelBuilder("wg_elems", subgroups=2)
+    X, Y, L, A, B, C = (b.param(n, "ptr<f32>") for n in "XYLABC")
+    t = wg("f32", 6, 10)  # 60 elements: 2 a work-item, the second one padding from work-item 28 on
+    x = b.load(t, X, strides=(10, 1))
+    r, c = b.get_coordinate(x, 0)
+    y = b.set(x, 0, b.add(b.get(x, 0), b.convert(b.add(b.mul(r, 100), c), "f32")))
+    y = b.set(y, 1, b.mul(b.get(x, 1), -2.0))
+    b.store(y, Y, strides=(10, 1))
+    b.store(b.scale(b.splat(t, 1.0), b.convert(b.length(x), "f32")), L, strides=(10, 1))
+    s = b.sum_accumulate(b.load(wg("f32", 6, 10, "a"), A, strides=(10, 1)), b.load(wg("f32", 6, 10, "b"), B, strides=(10, 1)),
+                         b.load(t, C, strides=(10, 1)))
+    b.store(s, C, strides=(10, 1))
+    k = build(b)
+    xv, av, bv, cv = (rng.standard_normal((6, 10)).astype(np.float32) for _ in range(4))
+    yv, lv, out = np.zeros((6, 10), np.float32), np.zeros((6, 10), np.float32), cv.copy()
+    k(xv, yv, lv, av, bv, out)
+    want = xv.astype(np.float64).copy().reshape(-1)
+    e = np.arange(60)
+    want[:32] += (e[:32] // 10) * 100 + e[:32] % 10  # component 0: elements 0..31
+    want[32:] *= -2                                   # component 1: elements 32..59
+    np.testing.assert_allclose(yv.reshape(-1), want, rtol=1e-6)
+    assert (lv == 2).all()
+    np.testing.assert_allclose(out, cv.astype(np.float64) + av + bv, rtol=1e-6, atol=1e-6)

@@ -34,8 +34,9 @@ PAD = 24
 
 # Section 2 runs on every target: the CPU and, through the SIMT lowering, opencl:0 (Intel's CPU
 # OpenCL runtime; $COOPJIT_TEST_DEVICE names another device). DEV is the device of the running
-# test (None: the CPU).
+# test (None: the CPU); SUBGROUPS > 1 makes the device's matrix workgroup-scope (test_workgroup_scope).
 DEV = None
+SUBGROUPS = 1
 
 
 @pytest.fixture(params=["cpu", DEVICE])
@@ -53,10 +54,14 @@ def cases(n):
 
 
 def load_matrix(*args, **kw):
+    if DEV is not None:
+        kw["subgroups"] = SUBGROUPS
     return coopjit.load_matrix(*args, device=DEV, **kw)
 
 
 def store_matrix(*args, **kw):
+    if DEV is not None:
+        kw["subgroups"] = SUBGROUPS
     return coopjit.store_matrix(*args, device=DEV, **kw)
 
 
@@ -536,6 +541,31 @@ def test_random_view_stores(mode, target):
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
+def test_workgroup_scope(mode):
+    """The matrix at workgroup scope on the device (spread over the 3 subgroups of a work-group,
+    simt_workgroup.cpp; any number of rows): random loads, stores, view loads and view stores as
+    above, against the same reference."""
+    global DEV, SUBGROUPS
+    DEV, SUBGROUPS = needs_device(), 3
+    try:
+        rng = np.random.default_rng(9000 + CLAMP_MODES.index(mode))
+        for i in range(3):
+            lspec, size = random_layout_spec(rng, mode, block_ok=True, in_range=(mode == "undefined"))
+            rows, cols = random_rows_cols(rng, lspec)
+            run_load(lspec, None, rows, cols, pick_dtype(rng), rng, size=size, case_extra=f", workgroup, case {i}")
+            lspec["block"] = None
+            run_store(lspec, None, rows, cols, pick_dtype(rng), rng, size=size, case_extra=f", workgroup, case {i}")
+        for i in range(2):
+            lspec, vspec, rows, cols, size = random_view_case(rng, mode, "store")
+            init = rng.integers(100, 120, (rows, cols)).astype(np.float32)
+            run_load(lspec, vspec, rows, cols, np.float32, rng, size=size, init=init,
+                     case_extra=f", workgroup, view case {i}")
+            run_store(lspec, vspec, rows, cols, np.float64, rng, size=size, case_extra=f", workgroup, view case {i}")
+    finally:
+        DEV, SUBGROUPS = None, 1
+
+
+@pytest.mark.parametrize("mode", CLAMP_MODES)
 def test_nothing_outside_the_buffer_is_touched(mode, target):
     """Buffers smaller than the layout, offsets far out of range (Undefined too): no crash, the
     sentinels around the buffer intact; defined elements as the reference (out of the buffer: 0)."""
@@ -981,6 +1011,13 @@ def test_matrix_does_not_fit_the_layout():
         coopjit.load_matrix(BUF, 4, 5, coopjit.TensorLayout((8, 8), spans=(2, 8)))
     with pytest.raises(ValueError, match=r"20|4 ?x ?5|\(4, 5\)"):
         coopjit.store_matrix(np.zeros((4, 5), np.float32), BUF, coopjit.TensorLayout((4, 4)))
+
+
+def test_subgroups_needs_a_device():
+    with pytest.raises(ValueError, match="subgroups=4 .*device="):
+        coopjit.load_matrix(BUF, 4, 4, coopjit.TensorLayout((8, 8)), subgroups=4)
+    with pytest.raises(ValueError, match=r"subgroups must be an int in \[1, 16\], got 0"):
+        coopjit.store_matrix(np.zeros((2, 2), np.float32), BUF, coopjit.TensorLayout((8, 8)), subgroups=0)
 
 
 def test_wrong_types():

@@ -109,6 +109,23 @@ def test_decode_never_reads_outside_the_buffer(rng, device):
     assert not (got == 12345.0).any(), "read a sentinel outside the buffer"
 
 
+@pytest.mark.parametrize("subgroups", [2, 4])
+def test_blocked_at_workgroup_scope(rng, subgroups):
+    """The decode function on a workgroup-scope matrix (spread over the subgroups of a work-group
+    of the device; 24 rows, no power of two), with a view and Constant clamping."""
+    device = needs_device()
+    t = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    blocked = t.reshape(4, 3, 2, 2, 4).transpose(0, 1, 3, 2, 4).reshape(-1).copy()
+    lay = coopjit.TensorLayout(t.shape, block=(1, 2, 4))
+    got = coopjit.load_matrix(blocked, 24, 8, lay, decode="blocked", device=device, subgroups=subgroups)
+    np.testing.assert_array_equal(got, t.reshape(24, 8))
+    lay = coopjit.TensorLayout(t.shape, block=(1, 2, 4), offsets=(1, -2, 3), spans=(3, 4, 8), clamp="constant",
+                               clamp_value=9)
+    view = coopjit.TensorView(dims=(3, 4, 8), permutation=(1, 0, 2), clip=(2, 15, 1, 6))
+    got = coopjit.load_matrix(blocked, 12, 8, lay, view, decode="blocked", device=device, subgroups=subgroups)
+    np.testing.assert_array_equal(got, ref_blocked_load(blocked, 12, 8, lay, view, clamp_value=9))
+
+
 def test_decode_is_in_the_ir_and_load_only():
     ir = coopjit._core.tensor_access_ir(False, "f32", 4, 4, "undefined", 2, 0, [], "blocked")
     assert "decode(%index" in ir and "load %buf[" in ir and "yield %decoded" in ir

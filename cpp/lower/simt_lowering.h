@@ -149,6 +149,18 @@ class SimtLowering {
   /// coopmatrix.load_tensor / store_tensor: each component's element through the layout and view
   /// (tensor_addressing.h, on scalars), its decode function (if any) where the access is kept.
   void tensor_access(const Op& o);
+  struct TensorOp {  // the operands of a load_tensor / store_tensor, lowered
+    bool load = false, has_view = false;
+    const Value* matrix = nullptr;  // the object (load) or the stored matrix
+    llvm::Value *ptr = nullptr, *extent = nullptr, *clamp = nullptr;  // clamp: the clamp value (loads)
+    LayoutParts layout;
+    ViewParts view;
+  };
+  TensorOp tensor_op(const Op& o);
+  /// Matrix element (row, col), where `in` holds: a load's new value (old: the object's), or the
+  /// store of `old` (nullptr returned).
+  llvm::Value* tensor_element_access(const Op& o, const TensorOp& t, llvm::Value* row, llvm::Value* col,
+                                     llvm::Value* in, llvm::Value* old);
 
   // ---- 2-D block I/O (simt_block2d.cpp) --------------------------------------------------------
   struct Block2d {       // one block: matrix rows row..row+15 (the region's columns), columns col..col+rows-1
@@ -184,6 +196,8 @@ class SimtLowering {
   void wg_each(int64_t count, const std::function<void(llvm::Value*)>& body);
   llvm::Value* wg_get(llvm::Value* buf, ScalarType t, llvm::Value* e);
   void wg_set(llvm::Value* buf, ScalarType t, llvm::Value* e, llvm::Value* v);
+  /// The elements each work-item holds of a matrix of type t (HLSL's Length): ceil(M N / W).
+  int64_t wg_slots(const Type& t) const;
   /// The values `vals` (flat, of `results`) with each workgroup-scope matrix copied into its own
   /// buffer in `carriers` (made on the first call): what loops and branches carry.
   std::vector<llvm::Value*> wg_carry(const std::vector<Value*>& results, const std::vector<llvm::Value*>& vals,

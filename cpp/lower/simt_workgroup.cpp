@@ -85,6 +85,11 @@ llvm::Value* SimtLowering::wg_get(llvm::Value* buf, ScalarType t, llvm::Value* e
   return b_.CreateAlignedLoad(scalar_ty(t), b_.CreateGEP(scalar_ty(t), buf, e), align(t));
 }
 
+int64_t SimtLowering::wg_slots(const Type& t) const {
+  const int64_t W = int64_t(S_) * sgs_;
+  return (t.rows * t.cols + W - 1) / W;
+}
+
 void SimtLowering::wg_set(llvm::Value* buf, ScalarType t, llvm::Value* e, llvm::Value* v) {
   b_.CreateAlignedStore(v, b_.CreateGEP(scalar_ty(t), buf, e), align(t));
 }
@@ -279,6 +284,64 @@ void SimtLowering::workgroup_op(const Op& o) {
       done(buf);
       return;
     }
+    case OpKind::mat_load_tensor: case OpKind::mat_store_tensor: {
+      // Element by element through the layout and view, as a subgroup's (simt_memory.cpp).
+      const TensorOp t = tensor_op(o);
+      const Type& mt = t.matrix->type;
+      llvm::Value* src = buf_of(t.matrix);
+      llvm::Value* buf = t.load ? wg_buffer(mt) : nullptr;
+      wg_each(mt.rows * mt.cols, [&](llvm::Value* e) {
+        llvm::Value* r = tensor_element_access(o, t, b_.CreateUDiv(e, b_.getInt64(mt.cols)),
+                                               b_.CreateURem(e, b_.getInt64(mt.cols)), b_.getTrue(),
+                                               wg_get(src, mt.scalar, e));
+        if (t.load) wg_set(buf, mt.scalar, e, r);
+      });
+      done(buf);
+      return;
+    }
+    case OpKind::mat_sum_accumulate: {  // C + (A + B), one shape (the verifier's rule)
+      const Type& tc = v[2]->type;
+      llvm::Value* buf = wg_buffer(tc);
+      wg_each(tc.rows * tc.cols, [&](llvm::Value* e) {
+        auto at = [&](const Value* x) { return convert_value(wg_get(buf_of(x), x->type.scalar, e), x->type.scalar, tc.scalar); };
+        llvm::Value* sum = scalar_bin(BinOp::add, tc.scalar, at(v[0]), at(v[1]));
+        wg_set(buf, tc.scalar, e, scalar_bin(BinOp::add, tc.scalar, wg_get(buf_of(v[2]), tc.scalar, e), sum));
+      });
+      done(buf);
+      return;
+    }
+    case OpKind::mat_length:  // HLSL's Length: the elements each work-item holds, padding included
+      scalars_[o.result()] = b_.getInt64(wg_slots(v[0]->type));
+      return;
+    case OpKind::mat_get: case OpKind::mat_coord: {
+      // Component i of work-item t: element i W + t (padding beyond the matrix: get reads 0,
+      // get_coordinate gives UINT32_MAX as on subgroups).
+      const Type& t = v[0]->type;
+      llvm::Value* i = scalar(v[1]);
+      llvm::Value* e = b_.CreateAdd(b_.CreateMul(i, b_.getInt64(int64_t(S_) * sgs_)), wg_tid_);
+      llvm::Value* ok = b_.CreateAnd(b_.CreateICmpULT(i, b_.getInt64(wg_slots(t))), b_.CreateICmpULT(e, b_.getInt64(t.rows * t.cols)));
+      if (o.kind == OpKind::mat_get) {
+        llvm::Value* idx = b_.CreateSelect(ok, e, b_.getInt64(0));
+        scalars_[o.result()] = b_.CreateSelect(ok, wg_get(buf_of(v[0]), t.scalar, idx), zero(t.scalar));
+        return;
+      }
+      llvm::Value* bad = b_.getInt64(0xFFFFFFFFu);
+      scalars_[o.results[0]] = b_.CreateSelect(ok, b_.CreateUDiv(e, b_.getInt64(t.cols)), bad);
+      scalars_[o.results[1]] = b_.CreateSelect(ok, b_.CreateURem(e, b_.getInt64(t.cols)), bad);
+      return;
+    }
+    case OpKind::mat_set: {  // a copy with this work-item's component i replaced
+      const Type& t = v[0]->type;
+      llvm::Value* buf = wg_buffer(t);
+      llvm::Value* x = buf_of(v[0]);
+      wg_each(t.rows * t.cols, [&](llvm::Value* e) { wg_set(buf, t.scalar, e, wg_get(x, t.scalar, e)); });
+      llvm::Value* i = scalar(v[1]);
+      llvm::Value* e = b_.CreateAdd(b_.CreateMul(i, b_.getInt64(int64_t(S_) * sgs_)), wg_tid_);
+      llvm::Value* ok = b_.CreateAnd(b_.CreateICmpULT(i, b_.getInt64(wg_slots(t))), b_.CreateICmpULT(e, b_.getInt64(t.rows * t.cols)));
+      guarded(ok, [&] { wg_set(buf, t.scalar, e, scalar(v[2])); });  // e is this work-item's: no race
+      done(buf);
+      return;
+    }
     default:
       break;
   }
@@ -288,8 +351,9 @@ void SimtLowering::workgroup_op(const Op& o) {
   for (const Value* x : o.results)
     if (is_workgroup_matrix(x->type)) type = x->type.str();
   throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", type,
-                      ": workgroup-scope matrices support load, store, splat, scale, element-wise arithmetic, "
-                      "per_element, mul_add, reduce, convert, cast and transpose on GPUs so far"));
+                      ": workgroup-scope matrices support load, store, load_tensor, store_tensor, splat, scale, "
+                      "element-wise arithmetic, per_element, mul_add, reduce, convert, cast, transpose, "
+                      "sum_accumulate, length, get, set and get_coordinate on GPUs so far"));
 }
 
 }  // namespace coopjit

@@ -461,7 +461,7 @@ void bind_ir(py::module_& m) {
   m.def(
       "tensor_access_function",
       [](bool store, const std::string& dtype, int64_t rows, int64_t cols, const std::string& clamp, int rank,
-         int view_kind, const std::vector<int>& perm, const std::string& decode, int subgroup_size) {
+         int view_kind, const std::vector<int>& perm, const std::string& decode, int subgroup_size, int subgroups) {
         TensorAccessSpec s;
         if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
         else if (!decode.empty()) throw UserError(cat("unknown decode '", decode, "' (known: blocked)"));
@@ -478,11 +478,12 @@ void bind_ir(py::module_& m) {
         s.validate();
         auto fn = std::make_shared<PyFunction>();
         fn->name = "tensor_access";
-        fn->f = build_tensor_access(s, subgroup_size, cat("tensor_access_", xxh64_hex(s.key())));
+        if (subgroups < 1 || subgroups > 64) throw UserError(cat("subgroups ", subgroups, " must be in [1, 64]"));
+        fn->f = build_tensor_access(s, subgroup_size, cat("tensor_access_", xxh64_hex(s.key()), "_", subgroups), subgroups);
         return fn;
       },
       py::arg("store"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("clamp"), py::arg("rank"),
-      py::arg("view_kind"), py::arg("perm"), py::arg("decode"), py::arg("subgroup_size"),
+      py::arg("view_kind"), py::arg("perm"), py::arg("decode"), py::arg("subgroup_size"), py::arg("subgroups") = 1,
       "The tensor-access kernel's IR function (parameters: buf, mat, extent, mat strides, the layout's "
       "fields, clamp_value, the view's fields) for compile_device.");
 
