@@ -1,8 +1,8 @@
 """Workgroup-scope matrices (SPV_NV_cooperative_matrix2's workgroup scope, HLSL 0035's ThreadGroup)
 in the SIMT lowering: a matrix spread over the subgroups of a work-group (simt_workgroup.cpp: a
 row-major buffer in work-group shared memory, each work-item computing every W-th element). Kernels
-written with coopjit.ir run on opencl:0 with 1 to 4 subgroups a work-group and are checked against
-NumPy in float64: load / store (checked and not, any strides), mul_add (mixed precision too, inside
+written with coopjit.ir run on opencl:0 with 1 to 4 subgroups a work-group, and the same kernels on
+the CPU (a work-group is one invocation there), and are checked against NumPy in float64: load / store (checked and not, any strides), mul_add (mixed precision too, inside
 a K loop that carries the accumulator), the four reduce modes (built-in and user combines),
 per-element functions with extra matrices and coordinates, component-type and use conversions,
 transposes, element-wise arithmetic, splat, branches; the same kernels for NVIDIA pass ptxas.
@@ -14,14 +14,23 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
 
 
 def wg(t, r, c, use="acc"):
     return f"coopmatrix<{t}, {r}, {c}, {use}, workgroup>"
 
 
-def build(b):
+@pytest.fixture(params=["cpu", DEVICE])
+def target(request):
+    """The CPU (a work-group is one invocation there: workgroup scope is its subgroup) or the
+    device (the SIMT lowering; skips only where it is absent)."""
+    return "cpu" if request.param == "cpu" else needs_device()
+
+
+def build(b, target=None):
+    if target == "cpu":
+        return b.compile()
     k = b.compile(device=needs_device())
     validated(k.spirv)
     return k
@@ -45,9 +54,10 @@ def gemm_kernel(M, N, K, kb, subgroups, S=16, t_in="f32", t_acc="f32"):
 
 @pytest.mark.parametrize("M, N, K, kb, subgroups", [(16, 16, 32, 8, 4), (8, 24, 16, 16, 2), (32, 8, 24, 8, 3),
                                                    (4, 5, 7, 7, 1), (13, 11, 6, 3, 4)])
-def test_mul_add_in_a_k_loop(rng, M, N, K, kb, subgroups):
-    k = build(gemm_kernel(M, N, K, kb, subgroups))
-    assert k.work_group_size == 16 * subgroups
+def test_mul_add_in_a_k_loop(rng, M, N, K, kb, subgroups, target):
+    k = build(gemm_kernel(M, N, K, kb, subgroups), target)
+    if target != "cpu":
+        assert k.work_group_size == 16 * subgroups
     a, x, c = (rng.standard_normal(s).astype(np.float32) for s in ((M, K), (K, N), (M, N)))
     out = c.copy()
     k(a, x, out)
@@ -59,9 +69,9 @@ def test_mul_add_in_a_k_loop(rng, M, N, K, kb, subgroups):
                                                      ("bf16", "f32", ml_dtypes.bfloat16, np.float32),
                                                      ("i8", "i32", np.int8, np.int32),
                                                      ("f64", "f64", np.float64, np.float64)])
-def test_mul_add_mixed_precision(rng, t_in, t_acc, npin, npacc):
+def test_mul_add_mixed_precision(rng, t_in, t_acc, npin, npacc, target):
     M, N, K = 16, 8, 32
-    k = build(gemm_kernel(M, N, K, 16, 2, t_in=t_in, t_acc=t_acc))
+    k = build(gemm_kernel(M, N, K, 16, 2, t_in=t_in, t_acc=t_acc), target)
     if np.dtype(npin).kind == "i":
         a, x = rng.integers(-100, 100, (M, K)).astype(npin), rng.integers(-100, 100, (K, N)).astype(npin)
         c = rng.integers(-1000, 1000, (M, N)).astype(npacc)
@@ -80,14 +90,14 @@ def test_mul_add_mixed_precision(rng, t_in, t_acc, npin, npacc):
 @pytest.mark.parametrize("R, C, mode", [(r, c, m) for r, c in [(8, 20), (32, 8), (6, 10), (16, 16)]
                                          for m in ("row", "column", "both", "2x2")])
 @pytest.mark.parametrize("combine", ["add", "max", "user"])
-def test_reduce_modes(rng, R, C, mode, combine):
+def test_reduce_modes(rng, R, C, mode, combine, target):
     rt = {"row": (R, 3), "column": (2, C), "both": (2, 2), "2x2": (R // 2, C // 2)}[mode]
     b = KernelBuilder("wg_reduce", subgroups=4)
     X, Y = b.param("X", "ptr<f64>"), b.param("Y", "ptr<f64>")
     x = b.load(wg("f64", R, C), X, strides=(C, 1))
     fn = (lambda b, p, q: b.add(b.mul(p, 1.0), q)) if combine == "user" else combine
     b.store(b.reduce(x, mode, wg("f64", *rt), fn), Y, strides=(rt[1], 1))
-    k = build(b)
+    k = build(b, target)
     xv = rng.uniform(0.5, 1.5, (R, C))
     y = np.zeros(rt)
     k(xv, y)
@@ -103,7 +113,7 @@ def test_reduce_modes(rng, R, C, mode, combine):
     np.testing.assert_allclose(y, want, rtol=1e-14)
 
 
-def test_per_element_conversions_transpose_and_arithmetic(rng):
+def test_per_element_conversions_transpose_and_arithmetic(rng, target):
     b = KernelBuilder("wg_misc", subgroups=2)
     X, B, Y, H, T, Z = (b.param(n, t) for n, t in (("X", "ptr<f32>"), ("B", "ptr<f32>"), ("Y", "ptr<f32>"),
                                                   ("H", "ptr<f16>"), ("T", "ptr<f32>"), ("Z", "ptr<f32>")))
@@ -120,7 +130,7 @@ def test_per_element_conversions_transpose_and_arithmetic(rng):
     z = b.mul_add(xa, b.transpose(bias), b.splat(wg("f32", 12, 12), 1.5))
     z = b.matrix_binary("sub", b.scale(z, 2.0), b.splat(wg("f32", 12, 12), 3.0))
     b.store(z, Z, strides=(12, 1))
-    k = build(b)
+    k = build(b, target)
     xv, bv = rng.standard_normal((12, 20)).astype(np.float32), rng.standard_normal(20).astype(np.float32)
     out, half, tr, zz = (np.zeros(sh, dt) for sh, dt in (((12, 20), np.float32), ((12, 20), np.float16),
                                                         ((20, 12), np.float32), ((12, 12), np.float32)))
@@ -133,7 +143,7 @@ def test_per_element_conversions_transpose_and_arithmetic(rng):
     np.testing.assert_allclose(zz, 2 * (xv.astype(np.float64) @ bias_mat.T + 1.5) - 3, rtol=1e-5, atol=1e-4)
 
 
-def test_checked_access_branches_and_the_first_lanes_splat(rng):
+def test_checked_access_branches_and_the_first_lanes_splat(rng, target):
     # A 16 x 16 window hanging off a 10 x 9 matrix (checked: zeros in, nothing out); a branch on a
     # scalar picks one of two matrices; a splat of the lane id reads work-item 0's (0).
     b = KernelBuilder("wg_edges", subgroups=4)
@@ -142,11 +152,12 @@ def test_checked_access_branches_and_the_first_lanes_splat(rng):
     t = wg("f32", 16, 16)
     x = b.load(t, X, row=r, col=c, strides=(9, 1), bounds=(10, 9), checked=True)
     y = b.if_(b.gt(flag, 0), lambda b: [b.scale(x, 2.0)], lambda b: [b.scale(x, -1.0)], types=[t])[0]
-    lane = b.convert(b.work_id("lane"), "f32")
+    # (the CPU has no lane id: a subgroup is one invocation there)
+    lane = b.convert(b.work_id("lane"), "f32") if target != "cpu" else b.const(0.0, "f32")
     y = b.matrix_binary("add", y, b.splat(t, lane))
     b.store(y, Y, row=r, col=c, strides=(9, 1), bounds=(10, 9), checked=True)
     b.store(y, Z, strides=(16, 1))
-    k = build(b)
+    k = build(b, target)
     for rr, cc, fl in ((0, 0, 1), (-3, 2, 0), (4, -6, 1)):
         xv = rng.standard_normal((10, 9)).astype(np.float32)
         yv = np.full((10, 9), 7.0, np.float32)
@@ -216,7 +227,7 @@ def test_element_access_and_sum_accumulate(rng):
     s = b.sum_accumulate(b.load(wg("f32", 6, 10, "a"), A, strides=(10, 1)), b.load(wg("f32", 6, 10, "b"), B, strides=(10, 1)),
                          b.load(t, C, strides=(10, 1)))
     b.store(s, C, strides=(10, 1))
-    k = build(b)
+    k = build(b)  # the device's distribution of elements over work-items (the CPU's differs)
     xv, av, bv, cv = (rng.standard_normal((6, 10)).astype(np.float32) for _ in range(4))
     yv, lv, out = np.zeros((6, 10), np.float32), np.zeros((6, 10), np.float32), cv.copy()
     k(xv, yv, lv, av, bv, out)
