@@ -247,3 +247,18 @@ def test_wgmma_plan_field():
             ptx.compile_gemm(256, 256, 256, dtype, target=target, plan=plan)
     with pytest.raises(ValueError, match="plan wgmma: mr=16"):
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 96})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("store,clamp,view,decode", [(False, "constant", 0, ""), (False, "mirror_repeat", 2, "blocked"),
+                                                    (True, "repeat", 1, ""), (True, "undefined", 0, "")])
+@pytest.mark.parametrize("subgroups", [1, 4])
+def test_tensor_access_kernels_assemble(ptxas, target, store, clamp, view, decode, subgroups):
+    """load_tensor / store_tensor through a layout (and a view, and the blocked decode function)
+    in the SIMT lowering for NVIDIA, of a warp's matrix or a workgroup-scope one over 4 warps: the
+    kernels load_matrix / store_matrix run with device= (and subgroups=)."""
+    perm = {0: [], 1: [1, 2, 0], 2: [0, 2, 1]}[view]
+    fn = coopjit._core.tensor_access_function(store, "f32", 16, 12, clamp, 3, view, perm, decode, 32, subgroups)
+    prog = fn.compile_device("target:" + target)
+    assert prog.subgroup_size == 32
+    assembled(ptxas, prog.source("ptx"), target)

@@ -3,7 +3,7 @@ coopjit.TensorLayout / TensorView / load_matrix / store_matrix against the indep
 tensor_reference.py.
 
 1. The reference alone, against cases worked out by hand from the document.
-2. coopjit against the reference: every clamp mode for loads and stores, 1 to 5 dimensions, block
+2. coopjit against the reference, on the CPU and on opencl:0 (the SIMT lowering): every clamp mode for loads and stores, 1 to 5 dimensions, block
    sizes, strides with gaps, spans, offsets out of range (negative too), views (permutations, with
    and without dimensions, clips), load with out=, the GEMM's 2-D strided case (also against NumPy
    slicing), HLSL 0035's bounds behaviour, inputs not modified; seeded random cases and hand-picked.
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from device_support import DEVICE, every_module_passes_spirv_val, needs_device  # noqa: F401 - the fixture
 from tensor_reference import (ADDR, CLAMP_MODES, CONST, SKIP, UNDEF, default_layout_strides,
                               linear_to_view_coord, matrix_index, normalize_layout, normalize_view,
                               ref_addresses, ref_load, ref_store, ref_store_writes,
@@ -30,6 +31,39 @@ PAD = 24
 # =================================================================================================
 # Helpers
 # =================================================================================================
+
+# Section 2 runs on every target: the CPU and, through the SIMT lowering, opencl:0 (Intel's CPU
+# OpenCL runtime; $COOPJIT_TEST_DEVICE names another device). DEV is the device of the running
+# test (None: the CPU); SUBGROUPS > 1 makes the device's matrix workgroup-scope (test_workgroup_scope).
+DEV = None
+SUBGROUPS = 1
+
+
+@pytest.fixture(params=["cpu", DEVICE])
+def target(request):
+    global DEV
+    DEV = None if request.param == "cpu" else needs_device()
+    yield request.param
+    DEV = None
+
+
+def cases(n):
+    """How many random cases a test runs: n on the CPU; on a device, where each new shape is a
+    new program for the device's compiler, the first quarter of them (the same cases)."""
+    return n if DEV is None else max(2, n // 4)
+
+
+def load_matrix(*args, **kw):
+    if DEV is not None:
+        kw["subgroups"] = SUBGROUPS
+    return coopjit.load_matrix(*args, device=DEV, **kw)
+
+
+def store_matrix(*args, **kw):
+    if DEV is not None:
+        kw["subgroups"] = SUBGROUPS
+    return coopjit.store_matrix(*args, device=DEV, **kw)
+
 
 def guarded(size, dtype, rng=None, shape=None, values=None):
     """(big, buf): buf is a contiguous slice of `big`, a sentinel-filled array PAD larger on each
@@ -127,7 +161,7 @@ def run_load(lspec, vspec, rows, cols, dtype, rng, *, size, shape=None, init=Non
     before = buf.copy()
     kw = {} if init is None else {"out": init.copy()}
     try:
-        got = coopjit.load_matrix(buf, rows, cols, make_layout(lspec), make_view(vspec), **kw)
+        got = load_matrix(buf, rows, cols, make_layout(lspec), make_view(vspec), **kw)
     except Exception as e:  # name the case
         pytest.fail(f"{case}: load_matrix raised {type(e).__name__}: {e}")
     assert_sentinels(big, size, case)
@@ -153,7 +187,7 @@ def run_store(lspec, vspec, rows, cols, dtype, rng, *, size, shape=None, only_se
     matrix = rng.integers(1, 100, (rows, cols)).astype(dtype)
     mcopy = matrix.copy()
     try:
-        res = coopjit.store_matrix(matrix, buf, make_layout(lspec), make_view(vspec))
+        res = store_matrix(matrix, buf, make_layout(lspec), make_view(vspec))
     except Exception as e:  # name the case
         pytest.fail(f"{case}: store_matrix raised {type(e).__name__}: {e}")
     assert res is None, f"{case}: store_matrix returned {res!r}"
@@ -465,9 +499,9 @@ def test_object_attributes_and_defaults():
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_random_loads(mode):
+def test_random_loads(mode, target):
     rng = np.random.default_rng(1000 + CLAMP_MODES.index(mode))
-    for i in range(25):
+    for i in range(cases(25)):
         lspec, size = random_layout_spec(rng, mode, block_ok=True, in_range=(mode == "undefined"))
         rows, cols = random_rows_cols(rng, lspec)
         size, shape = random_shape(rng, size)
@@ -476,9 +510,9 @@ def test_random_loads(mode):
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_random_stores(mode):
+def test_random_stores(mode, target):
     rng = np.random.default_rng(2000 + CLAMP_MODES.index(mode))
-    for i in range(20):
+    for i in range(cases(20)):
         lspec, size = random_layout_spec(rng, mode, block_ok=False, in_range=(mode == "undefined"))
         rows, cols = random_rows_cols(rng, lspec)
         size, shape = random_shape(rng, size)
@@ -487,9 +521,9 @@ def test_random_stores(mode):
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_random_view_loads(mode):
+def test_random_view_loads(mode, target):
     rng = np.random.default_rng(3000 + CLAMP_MODES.index(mode))
-    for i in range(12):
+    for i in range(cases(12)):
         lspec, vspec, rows, cols, size = random_view_case(rng, mode, "load")
         init = rng.integers(100, 120, (rows, cols)) if rng.random() < 0.5 else None
         dtype = pick_dtype(rng)
@@ -498,20 +532,45 @@ def test_random_view_loads(mode):
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_random_view_stores(mode):
+def test_random_view_stores(mode, target):
     rng = np.random.default_rng(4000 + CLAMP_MODES.index(mode))
-    for i in range(8):
+    for i in range(cases(8)):
         lspec, vspec, rows, cols, size = random_view_case(rng, mode, "store")
         run_store(lspec, vspec, rows, cols, pick_dtype(rng), rng, size=size,
                   case_extra=f", case {i}")
 
 
 @pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_nothing_outside_the_buffer_is_touched(mode):
+def test_workgroup_scope(mode):
+    """The matrix at workgroup scope on the device (spread over the 3 subgroups of a work-group,
+    simt_workgroup.cpp; any number of rows): random loads, stores, view loads and view stores as
+    above, against the same reference."""
+    global DEV, SUBGROUPS
+    DEV, SUBGROUPS = needs_device(), 3
+    try:
+        rng = np.random.default_rng(9000 + CLAMP_MODES.index(mode))
+        for i in range(3):
+            lspec, size = random_layout_spec(rng, mode, block_ok=True, in_range=(mode == "undefined"))
+            rows, cols = random_rows_cols(rng, lspec)
+            run_load(lspec, None, rows, cols, pick_dtype(rng), rng, size=size, case_extra=f", workgroup, case {i}")
+            lspec["block"] = None
+            run_store(lspec, None, rows, cols, pick_dtype(rng), rng, size=size, case_extra=f", workgroup, case {i}")
+        for i in range(2):
+            lspec, vspec, rows, cols, size = random_view_case(rng, mode, "store")
+            init = rng.integers(100, 120, (rows, cols)).astype(np.float32)
+            run_load(lspec, vspec, rows, cols, np.float32, rng, size=size, init=init,
+                     case_extra=f", workgroup, view case {i}")
+            run_store(lspec, vspec, rows, cols, np.float64, rng, size=size, case_extra=f", workgroup, view case {i}")
+    finally:
+        DEV, SUBGROUPS = None, 1
+
+
+@pytest.mark.parametrize("mode", CLAMP_MODES)
+def test_nothing_outside_the_buffer_is_touched(mode, target):
     """Buffers smaller than the layout, offsets far out of range (Undefined too): no crash, the
     sentinels around the buffer intact; defined elements as the reference (out of the buffer: 0)."""
     rng = np.random.default_rng(5000 + CLAMP_MODES.index(mode))
-    for i in range(8):
+    for i in range(cases(8)):
         lspec, size = random_layout_spec(rng, mode, block_ok=True, in_range=False)
         if rng.random() < 0.5 and lspec["offsets"] is not None:
             lspec["offsets"] = [o + int(rng.integers(-60, 60)) for o in lspec["offsets"]]
@@ -536,13 +595,13 @@ def test_nothing_outside_the_buffer_is_touched(mode):
 
 @pytest.mark.parametrize("with_dims", [False, True])
 @pytest.mark.parametrize("perm", list(itertools.permutations(range(3))))
-def test_view_permutations_of_3_dims(perm, with_dims):
+def test_view_permutations_of_3_dims(perm, with_dims, target):
     rng = np.random.default_rng(6000 + 7 * sum(p * 3 ** k for k, p in enumerate(perm)) + with_dims)
     t = np.arange(24).reshape(2, 3, 4) + 1
     lspec = dict(dims=(2, 3, 4))
     vspec = dict(dims=(2, 3, 4) if with_dims else None, permutation=perm)
     case = describe(lspec, vspec, 6, 4, np.int32)
-    got = coopjit.load_matrix(t.astype(np.int32), 6, 4, make_layout(lspec), make_view(vspec))
+    got = load_matrix(t.astype(np.int32), 6, 4, make_layout(lspec), make_view(vspec))
     assert_matrix_equal(got, t.transpose(perm).reshape(6, 4).astype(np.int32), case + " (numpy)")
     assert_matrix_equal(got, ref_load(t.astype(np.int32), 6, 4, lspec, vspec), case)
     run_store(lspec, vspec, 6, 4, np.int32, rng, size=24)
@@ -560,13 +619,13 @@ def test_view_permutations_of_3_dims(perm, with_dims):
     run_store(lspec, vspec, 4, 6, np.float64, rng, size=120)
 
 
-def test_view_without_dims_uses_the_spans():
+def test_view_without_dims_uses_the_spans(target):
     rng = np.random.default_rng(7)
     t = np.arange(24).reshape(4, 6).astype(np.float32) + 1
     lspec = dict(dims=(4, 6), offsets=(1, 2), spans=(2, 3))
-    got = coopjit.load_matrix(t, 3, 2, make_layout(lspec), coopjit.TensorView(permutation=(1, 0)))
+    got = load_matrix(t, 3, 2, make_layout(lspec), coopjit.TensorView(permutation=(1, 0)))
     assert_matrix_equal(got, t[1:3, 2:5].T.copy(), "transpose of the span (numpy)")
-    got = coopjit.load_matrix(t, 2, 3, make_layout(lspec), coopjit.TensorView())
+    got = load_matrix(t, 2, 3, make_layout(lspec), coopjit.TensorView())
     assert_matrix_equal(got, t[1:3, 2:5].copy(), "span (numpy)")
     # rank 5, no view dims, every clamp mode, the span hanging out of the tensor
     for mode in CLAMP_MODES:
@@ -581,12 +640,12 @@ def test_view_without_dims_uses_the_spans():
             run_store(lspec, vspec, 4, 2, np.int64, rng, size=144)
 
 
-def test_view_index_wraps_as_document():
+def test_view_index_wraps_as_document(target):
     """A matrix larger than the view: linearToViewCoord takes the index modulo the view dims."""
     rng = np.random.default_rng(8)
     buf = np.arange(6).astype(np.int32) + 1
     lspec, vspec = dict(dims=(6,)), dict(dims=(2, 3))
-    got = coopjit.load_matrix(buf, 4, 3, make_layout(lspec), make_view(vspec))
+    got = load_matrix(buf, 4, 3, make_layout(lspec), make_view(vspec))
     want = ref_load(buf, 4, 3, lspec, vspec)
     assert np.array_equal(want, np.vstack([buf.reshape(2, 3)] * 2))
     assert_matrix_equal(got, want, describe(lspec, vspec, 4, 3, np.int32))
@@ -596,7 +655,7 @@ def test_view_index_wraps_as_document():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_clip_regions(dtype):
+def test_clip_regions(dtype, target):
     rng = np.random.default_rng(9)
     lspec = dict(dims=(6, 8), offsets=(1, 1), spans=(5, 6), strides=(9, 1), clamp="repeat")
     out = rng.integers(100, 120, (4, 5)).astype(dtype)
@@ -616,16 +675,16 @@ def test_clip_regions(dtype):
     for clip in ((0, 0, 0, 5), (1, 3, 2, 0)):
         big, buf = guarded(60, dtype, rng)
         before = buf.copy()
-        coopjit.store_matrix(rng.integers(1, 100, (4, 5)).astype(dtype), buf, make_layout(lspec),
+        store_matrix(rng.integers(1, 100, (4, 5)).astype(dtype), buf, make_layout(lspec),
                              coopjit.TensorView(clip=clip))
         assert np.array_equal(buf, before), f"empty clip {clip}: store wrote"
-        got = coopjit.load_matrix(buf, 4, 5, make_layout(lspec), coopjit.TensorView(clip=clip),
+        got = load_matrix(buf, 4, 5, make_layout(lspec), coopjit.TensorView(clip=clip),
                                   out=out.copy())
         assert_matrix_equal(got, out, f"empty clip {clip}: load with out=")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8], ids=lambda d: np.dtype(d).name)
-def test_gemm_strided_2d_case(dtype):
+def test_gemm_strided_2d_case(dtype, target):
     """A row-major M x N tile inside a larger row-major R x C matrix whose rows are ld apart."""
     rng = np.random.default_rng(10)
     R, C, M, N = 10, 12, 4, 5
@@ -637,13 +696,13 @@ def test_gemm_strided_2d_case(dtype):
                 lspec = dict(dims=(R, C), strides=(ld, 1), offsets=(r0, c0), spans=(M, N),
                              clamp=clamp)
                 lay = make_layout(lspec)
-                got = coopjit.load_matrix(buf, M, N, lay)
+                got = load_matrix(buf, M, N, lay)
                 case = describe(lspec, None, M, N, dtype)
                 assert_matrix_equal(got, buf[r0:r0 + M, c0:c0 + N].copy(), case + " (numpy)")
                 assert_matrix_equal(got, ref_load(buf, M, N, lspec), case)
                 assert np.array_equal(buf, before)
             m = rng.integers(1, 100, (M, N)).astype(dtype)
-            coopjit.store_matrix(m, buf, make_layout(dict(dims=(R, C), strides=(ld, 1),
+            store_matrix(m, buf, make_layout(dict(dims=(R, C), strides=(ld, 1),
                                                           offsets=(r0, c0), spans=(M, N))))
             want = before.copy()
             want[r0:r0 + M, c0:c0 + N] = m
@@ -652,7 +711,7 @@ def test_gemm_strided_2d_case(dtype):
 
 
 @pytest.mark.parametrize("clamp_value", [0, 7])
-def test_edge_tiles_constant_reads_clamp_value(clamp_value):
+def test_edge_tiles_constant_reads_clamp_value(clamp_value, target):
     """HLSL 0035: out-of-range elements read zero (clamp value 0) or the clamp value; the padding
     between rows (ld > C) is never read."""
     rng = np.random.default_rng(11)
@@ -663,7 +722,7 @@ def test_edge_tiles_constant_reads_clamp_value(clamp_value):
     for r0, c0 in ((-2, -3), (-4, 0), (7, 8), (0, 9), (8, -5), (-4, -6), (9, 11), (20, 3)):
         lspec = dict(dims=(R, C), strides=(ld, 1), offsets=(r0, c0), spans=(M, N),
                      clamp="constant", clamp_value=clamp_value)
-        got = coopjit.load_matrix(buf, M, N, make_layout(lspec))
+        got = load_matrix(buf, M, N, make_layout(lspec))
         case = describe(lspec, None, M, N, np.float32)
         want = ref_load(buf, M, N, lspec)
         assert_matrix_equal(got, want, case)
@@ -674,7 +733,7 @@ def test_edge_tiles_constant_reads_clamp_value(clamp_value):
 
 
 @pytest.mark.parametrize("mode", DEFINED_MODES)
-def test_out_of_range_stores_dropped(mode):
+def test_out_of_range_stores_dropped(mode, target):
     rng = np.random.default_rng(12)
     R, C, ld, M, N = 9, 11, 14, 4, 6
     for r0, c0 in ((-2, -3), (7, 8), (0, 9), (8, -5), (-4, -6), (9, 11), (-1, 5)):
@@ -682,7 +741,7 @@ def test_out_of_range_stores_dropped(mode):
         before = buf.copy()
         m = rng.integers(1, 100, (M, N)).astype(np.int32)
         lspec = dict(dims=(R, C), strides=(ld, 1), offsets=(r0, c0), spans=(M, N), clamp=mode)
-        coopjit.store_matrix(m, buf, make_layout(lspec))
+        store_matrix(m, buf, make_layout(lspec))
         case = describe(lspec, None, M, N, np.int32)
         assert_sentinels(big, R * ld, case)
         want = before.copy()
@@ -694,12 +753,12 @@ def test_out_of_range_stores_dropped(mode):
         assert_store_equal(buf, before, m, lspec, None, case)
 
 
-def test_block_loads_share_addresses():
+def test_block_loads_share_addresses(target):
     rng = np.random.default_rng(13)
     buf = (np.arange(8) + 10).astype(np.int16)
-    got = coopjit.load_matrix(buf, 1, 8, coopjit.TensorLayout((8,), block=(2,)))
+    got = load_matrix(buf, 1, 8, coopjit.TensorLayout((8,), block=(2,)))
     assert_matrix_equal(got, np.array([[10, 10, 11, 11, 12, 12, 13, 13]], np.int16), "1-D blocks of 2")
-    got = coopjit.load_matrix(buf, 4, 6, coopjit.TensorLayout((4, 6), block=(2, 3)))
+    got = load_matrix(buf, 4, 6, coopjit.TensorLayout((4, 6), block=(2, 3)))
     want = np.array([[10 + (r // 2) * 2 + c // 3 for c in range(6)] for r in range(4)], np.int16)
     assert_matrix_equal(got, want, "2-D blocks of 2 x 3")
     # blocks with offsets, clamping and explicit strides, 3-D
@@ -711,12 +770,12 @@ def test_block_loads_share_addresses():
         run_load(lspec, dict(permutation=(2, 0, 1)), 8, 6, np.float32, rng, size=120)
 
 
-def test_strides_zero_and_gaps():
+def test_strides_zero_and_gaps(target):
     rng = np.random.default_rng(14)
     # stride 0: every row reads the same elements (broadcast); a store races (any value accepted)
     lspec = dict(dims=(3, 4), strides=(0, 1))
     buf = (np.arange(4) + 1).astype(np.float64)
-    got = coopjit.load_matrix(buf, 3, 4, make_layout(lspec))
+    got = load_matrix(buf, 3, 4, make_layout(lspec))
     assert_matrix_equal(got, np.tile(buf, (3, 1)), "stride 0")
     run_store(lspec, None, 3, 4, np.float64, rng, size=4)
     # gaps: rows 7 apart, columns 2 apart; a store leaves the gaps untouched
@@ -726,9 +785,16 @@ def test_strides_zero_and_gaps():
     run_store(lspec, None, 1, 9, np.uint8, rng, size=21)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("mode", CLAMP_MODES)
-def test_every_dtype(dtype, mode):
+# Every dtype under every clamp mode on the CPU; on the device (a new program per dtype and mode)
+# every dtype under two modes and every mode with float32 and int8.
+EVERY_DTYPE = ([("cpu", d, m) for d in DTYPES for m in CLAMP_MODES]
+               + [(DEVICE, d, m) for d in DTYPES for m in CLAMP_MODES
+                  if m in ("constant", "mirror_repeat") or d in (np.float32, np.int8)])
+
+
+@pytest.mark.parametrize("target,dtype,mode", EVERY_DTYPE, indirect=["target"],
+                         ids=[f"{t}-{m}-{np.dtype(d).name}" for t, d, m in EVERY_DTYPE])
+def test_every_dtype(dtype, mode, target):
     rng = np.random.default_rng(15)
     offsets = (1, 0, 2) if mode == "undefined" else (-1, 2, -3)
     spans = (2, 3, 3) if mode == "undefined" else (4, 3, 5)
@@ -741,39 +807,39 @@ def test_every_dtype(dtype, mode):
              size=90, init=np.full((rows, cols), 50, dtype))
 
 
-def test_constant_float_clamp_value():
+def test_constant_float_clamp_value(target):
     lspec = dict(dims=(2, 2), offsets=(-1, 0), clamp="constant", clamp_value=2.5)
     buf = np.array([1, 2, 3, 4], np.float32)
-    got = coopjit.load_matrix(buf, 2, 2, make_layout(lspec))
+    got = load_matrix(buf, 2, 2, make_layout(lspec))
     assert_matrix_equal(got, np.array([[2.5, 2.5], [1, 2]], np.float32), "clamp_value 2.5")
 
 
-def test_inputs_not_modified():
+def test_inputs_not_modified(target):
     rng = np.random.default_rng(16)
     buf = rng.integers(1, 100, 64).astype(np.float32)
     before = buf.copy()
     lay = coopjit.TensorLayout((8, 8), offsets=(2, -1), clamp="repeat")
-    got = coopjit.load_matrix(buf, 4, 8, lay)
+    got = load_matrix(buf, 4, 8, lay)
     assert np.array_equal(buf, before), "load_matrix modified its buffer"
     assert not np.shares_memory(got, buf), "load_matrix returned a view of the buffer"
     m = rng.integers(1, 100, (4, 8)).astype(np.float32)
     mcopy = m.copy()
-    coopjit.store_matrix(m, buf, coopjit.TensorLayout((8, 8), offsets=(2, 0)))
+    store_matrix(m, buf, coopjit.TensorLayout((8, 8), offsets=(2, 0)))
     assert np.array_equal(m, mcopy), "store_matrix modified the matrix"
     assert np.array_equal(buf.reshape(8, 8)[2:6], m)
     # and the layout / view objects keep their state
     assert lay.offsets == (2, -1) and lay.clamp == "repeat"
 
 
-def test_load_from_read_only_buffer():
+def test_load_from_read_only_buffer(target):
     buf = np.arange(16, dtype=np.int32)
     buf.flags.writeable = False
     lspec = dict(dims=(4, 4), offsets=(1, 1), clamp="mirror_repeat")
-    got = coopjit.load_matrix(buf, 4, 4, make_layout(lspec))
+    got = load_matrix(buf, 4, 4, make_layout(lspec))
     assert_matrix_equal(got, ref_load(buf, 4, 4, lspec), "read-only buffer")
 
 
-def test_largest_rows_and_cols():
+def test_largest_rows_and_cols(target):
     """256 rows or 256 columns (the largest allowed), against NumPy slicing (the reference is slow
     at that size).  Tall and wide rather than 256 x 256, to keep the JIT compile time short."""
     rng = np.random.default_rng(17)
@@ -781,10 +847,10 @@ def test_largest_rows_and_cols():
         big, buf = guarded(260 * 300, np.float32, rng, shape=(260, 300))
         before = buf.copy()
         lay = coopjit.TensorLayout((260, 300), offsets=(r0, c0), spans=(rows, cols))
-        got = coopjit.load_matrix(buf, rows, cols, lay)
+        got = load_matrix(buf, rows, cols, lay)
         assert_matrix_equal(got, before[r0:r0 + rows, c0:c0 + cols].copy(), f"{rows} x {cols} load")
         m = rng.integers(1, 100, (rows, cols)).astype(np.float32)
-        coopjit.store_matrix(m, buf, lay)
+        store_matrix(m, buf, lay)
         want = before.copy()
         want[r0:r0 + rows, c0:c0 + cols] = m
         assert np.array_equal(buf, want), f"{rows} x {cols} store"
@@ -792,7 +858,7 @@ def test_largest_rows_and_cols():
         # Constant: the same window shifted 20 columns right hangs out of the tensor
         lay = coopjit.TensorLayout((260, 300), offsets=(r0, c0 + 20), spans=(rows, cols),
                                    clamp="constant")
-        got = coopjit.load_matrix(buf, rows, cols, lay)
+        got = load_matrix(buf, rows, cols, lay)
         padded = np.zeros((260, 600), np.float32)
         padded[:, :300] = buf
         assert_matrix_equal(got, padded[r0:r0 + rows, c0 + 20:c0 + 20 + cols].copy(),
@@ -945,6 +1011,13 @@ def test_matrix_does_not_fit_the_layout():
         coopjit.load_matrix(BUF, 4, 5, coopjit.TensorLayout((8, 8), spans=(2, 8)))
     with pytest.raises(ValueError, match=r"20|4 ?x ?5|\(4, 5\)"):
         coopjit.store_matrix(np.zeros((4, 5), np.float32), BUF, coopjit.TensorLayout((4, 4)))
+
+
+def test_subgroups_needs_a_device():
+    with pytest.raises(ValueError, match="subgroups=4 .*device="):
+        coopjit.load_matrix(BUF, 4, 4, coopjit.TensorLayout((8, 8)), subgroups=4)
+    with pytest.raises(ValueError, match=r"subgroups must be an int in \[1, 16\], got 0"):
+        coopjit.store_matrix(np.zeros((2, 2), np.float32), BUF, coopjit.TensorLayout((8, 8)), subgroups=0)
 
 
 def test_wrong_types():

@@ -1,6 +1,7 @@
 """The decode hook of coopmatrix.load_tensor (SPV_NV_cooperative_matrix2 DecodeFunc), exercised
 through load_matrix(..., decode="blocked"): blocked (tiled) storage, where the decode function
-gets blockCoord and coordInBlock and reads the element inside its block."""
+gets blockCoord and coordInBlock and reads the element inside its block. Every test of a load runs
+on the CPU and on opencl:0 (the SIMT lowering; $COOPJIT_TEST_DEVICE names another device)."""
 import math
 
 import numpy as np
@@ -8,6 +9,13 @@ import pytest
 
 import coopjit
 import tensor_reference as ref
+from device_support import DEVICE, every_module_passes_spirv_val, needs_device  # noqa: F401 - the fixture
+
+
+@pytest.fixture(params=["cpu", DEVICE])
+def device(request):
+    """None (the CPU) or the device the load runs on; skips only when that device is absent."""
+    return None if request.param == "cpu" else needs_device()
 
 
 def ref_blocked_load(buffer, rows, cols, layout, view=None, clamp_value=0):
@@ -51,23 +59,23 @@ def to_blocked(m, block):
 
 
 @pytest.mark.parametrize("block", [(1, 1), (2, 2), (4, 2), (1, 8), (3, 5)])
-def test_blocked_storage_reads_back_the_matrix(rng, block):
+def test_blocked_storage_reads_back_the_matrix(rng, block, device):
     m = rng.standard_normal((13, 19)).astype(np.float32)
     buf = to_blocked(m, block)
     lay = coopjit.TensorLayout(m.shape, block=block)
-    got = coopjit.load_matrix(buf, 13, 19, lay, decode="blocked")
+    got = coopjit.load_matrix(buf, 13, 19, lay, decode="blocked", device=device)
     np.testing.assert_array_equal(got, m)
     np.testing.assert_array_equal(got, ref_blocked_load(buf, 13, 19, lay))
 
 
 @pytest.mark.parametrize("clamp", ["undefined", "constant", "clamp_to_edge", "repeat", "mirror_repeat"])
-def test_blocked_with_offsets_and_clamps(rng, clamp):
+def test_blocked_with_offsets_and_clamps(rng, clamp, device):
     m = rng.integers(-100, 100, (12, 10)).astype(np.int32)
     buf = to_blocked(m, (4, 2))
     for offsets in [(0, 0), (3, 1), (-2, 5), (9, -3)]:
         lay = coopjit.TensorLayout((12, 10), block=(4, 2), offsets=offsets, spans=(6, 7), clamp=clamp,
                                    clamp_value=-7)
-        got = coopjit.load_matrix(buf, 6, 7, lay, decode="blocked")
+        got = coopjit.load_matrix(buf, 6, 7, lay, decode="blocked", device=device)
         want = ref_blocked_load(buf, 6, 7, lay, clamp_value=-7)
         if clamp == "undefined":  # out-of-range coordinates are undefined behaviour: compare the rest
             kinds, _ = ref.ref_addresses(6, 7, lay)
@@ -77,28 +85,45 @@ def test_blocked_with_offsets_and_clamps(rng, clamp):
             np.testing.assert_array_equal(got, want, err_msg=f"offsets {offsets}")
 
 
-def test_blocked_3d_with_a_view(rng):
+def test_blocked_3d_with_a_view(rng, device):
     t = rng.standard_normal((4, 6, 8)).astype(np.float64)
     block = (1, 2, 4)
     blocked = t.reshape(4, 3, 2, 2, 4).transpose(0, 1, 3, 2, 4).reshape(-1).copy()
     lay = coopjit.TensorLayout(t.shape, block=block)
     # rows = the 4*6 (dim0, dim1) pairs, cols = dim2
-    got = coopjit.load_matrix(blocked, 24, 8, lay, decode="blocked")
+    got = coopjit.load_matrix(blocked, 24, 8, lay, decode="blocked", device=device)
     np.testing.assert_array_equal(got, t.reshape(24, 8))
     view = coopjit.TensorView(dims=(4, 6, 8), permutation=(1, 0, 2), clip=(2, 15, 1, 6))
-    got = coopjit.load_matrix(blocked, 24, 8, lay, view, decode="blocked")
+    got = coopjit.load_matrix(blocked, 24, 8, lay, view, decode="blocked", device=device)
     np.testing.assert_array_equal(got, ref_blocked_load(blocked, 24, 8, lay, view))
 
 
-def test_decode_never_reads_outside_the_buffer(rng):
+def test_decode_never_reads_outside_the_buffer(rng, device):
     big = np.full(100, 12345.0, np.float32)
     buf = big[10:30]  # 20 elements; blocks of 8 reach far beyond
     buf[:] = np.arange(20)
     lay = coopjit.TensorLayout((16, 16), block=(2, 4), strides=(50, 3))
-    got = coopjit.load_matrix(buf, 8, 8, lay, decode="blocked")
+    got = coopjit.load_matrix(buf, 8, 8, lay, decode="blocked", device=device)
     want = ref_blocked_load(buf, 8, 8, lay)
     np.testing.assert_array_equal(got, want)
     assert not (got == 12345.0).any(), "read a sentinel outside the buffer"
+
+
+@pytest.mark.parametrize("subgroups", [2, 4])
+def test_blocked_at_workgroup_scope(rng, subgroups):
+    """The decode function on a workgroup-scope matrix (spread over the subgroups of a work-group
+    of the device; 24 rows, no power of two), with a view and Constant clamping."""
+    device = needs_device()
+    t = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    blocked = t.reshape(4, 3, 2, 2, 4).transpose(0, 1, 3, 2, 4).reshape(-1).copy()
+    lay = coopjit.TensorLayout(t.shape, block=(1, 2, 4))
+    got = coopjit.load_matrix(blocked, 24, 8, lay, decode="blocked", device=device, subgroups=subgroups)
+    np.testing.assert_array_equal(got, t.reshape(24, 8))
+    lay = coopjit.TensorLayout(t.shape, block=(1, 2, 4), offsets=(1, -2, 3), spans=(3, 4, 8), clamp="constant",
+                               clamp_value=9)
+    view = coopjit.TensorView(dims=(3, 4, 8), permutation=(1, 0, 2), clip=(2, 15, 1, 6))
+    got = coopjit.load_matrix(blocked, 12, 8, lay, view, decode="blocked", device=device, subgroups=subgroups)
+    np.testing.assert_array_equal(got, ref_blocked_load(blocked, 12, 8, lay, view, clamp_value=9))
 
 
 def test_decode_is_in_the_ir_and_load_only():

@@ -8,10 +8,12 @@ namespace coopjit {
 
 using namespace ir;
 
-std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int simd_width, const std::string& name) {
+std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int simd_width, const std::string& name,
+                                              int subgroups) {
   auto f = std::make_unique<Function>();
   f->name = name;
   f->attrs["subgroup_size"] = int64_t(simd_width);
+  if (subgroups > 1) f->attrs["subgroups_per_group"] = int64_t(subgroups);
   const ScalarType T = s.dtype;
   Value* buf = f->add_param(Type::pointer(T), "buf");
   Value* mat = f->add_param(Type::pointer(T), "mat");
@@ -36,7 +38,7 @@ std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int sim
   }
 
   Builder b(*f);
-  const Type mt = Type::matrix(T, s.rows, s.cols, Use::acc, Scope::subgroup);
+  const Type mt = Type::matrix(T, s.rows, s.cols, Use::acc, subgroups > 1 ? Scope::workgroup : Scope::subgroup);
   Value* zero = b.index(0, "c0");
   Builder::Access at{mat, zero, zero, msr, msc, b.index(s.rows, "rows"), b.index(s.cols, "cols")};
   Value* layout = b.tensor_layout(s.clamp, lf, "layout");

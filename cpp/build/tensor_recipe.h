@@ -12,8 +12,9 @@ namespace coopjit {
 
 /// Parameters, in order: buf, mat (pointers); extent, mat_row_stride, mat_col_stride; the
 /// layout's block[r], dims[r], strides[r], offsets[r], spans[r]; clamp_value (f64); the view's
-/// dims[v] and strides[v] (when it has dims) and clip[4] (when there is a view).
+/// dims[v] and strides[v] (when it has dims) and clip[4] (when there is a view). With subgroups > 1
+/// (devices) the matrix is workgroup-scope, spread over that many subgroups of simd_width.
 std::unique_ptr<ir::Function> build_tensor_access(const TensorAccessSpec& spec, int simd_width,
-                                                  const std::string& name);
+                                                  const std::string& name, int subgroups = 1);
 
 }  // namespace coopjit

@@ -119,6 +119,30 @@ class Analysis {
     auto it = ptrs_.find(v);
     return it == ptrs_.end() ? Ptr{} : it->second;
   }
+  // select(lo <= x && x < hi, x, y) (the comparisons in either order, signed): x in [lo, hi - 1]
+  // where it is chosen, whatever x depends on; so the result is derivable when lo, hi and y are.
+  // A decode function reads its element this way (build/tensor_recipe.cpp).
+  AV guarded_select(const Value* cond, const Value* x, const Value* y) const {
+    AV plain = unite(val(x), val(y));
+    const Op* a = cond->def;
+    if (plain.derivable || !a || a->kind != OpKind::binary || static_cast<BinOp>(a->sub) != BinOp::and_) return plain;
+    const Value *lo = nullptr, *hi = nullptr;
+    for (const Value* c : a->operands) {
+      const Op* k = c->def;
+      if (!k || k->kind != OpKind::cmp || k->operands[0] != x || !x->type.is_scalar() ||
+          !(x->type.scalar == ScalarType::index || x->type.scalar == ScalarType::i64))
+        continue;
+      if (static_cast<CmpPred>(k->sub) == CmpPred::ge) lo = k->operands[1];
+      if (static_cast<CmpPred>(k->sub) == CmpPred::lt) hi = k->operands[1];
+    }
+    if (!lo || !hi) return plain;
+    AV l = val(lo), h = val(hi);
+    if (!l.derivable || !h.derivable) return plain;
+    AV in = h.bounded ? add(h, AV::point(-1)) : h;
+    in = l.bounded && in.bounded ? AV::range(l.lo, std::max(l.lo, in.hi)) : AV::call();
+    return unite(in, val(y));
+  }
+
   void set(const Value* v, AV a) {
     if (is_int_type(v->type)) vals_[v] = fit(a, v->type.scalar);
   }
@@ -257,7 +281,7 @@ class Analysis {
           if (a.param >= 0 && a.param == b.param) ptrs_[o.result()] = Ptr{a.param, unite(a.offset, b.offset)};
           return;
         }
-        set(o.result(), unite(val(v[1]), val(v[2])));
+        set(o.result(), guarded_select(v[0], v[1], v[2]));
         return;
       case OpKind::unary: {
         if (!is_int_type(o.result()->type)) return;

@@ -41,8 +41,7 @@ llvm::Type* SimdLowering::scalar_ty(ScalarType t) {
 }
 
 size_t SimdLowering::parts(const Type& t) const {
-  if (t.is_tensor_layout()) return static_cast<size_t>(5 * t.rank + 1);
-  if (t.is_tensor_view()) return static_cast<size_t>((t.has_dims ? 2 * t.rank : 0) + 4);
+  if (t.is_tensor_layout() || t.is_tensor_view()) return tensor_parts(t);
   if (t.is_vector()) return static_cast<size_t>(t.cols);  // per-thread vectors: one scalar per component
   return vector_layout(t) ? static_cast<size_t>(t.rows * chunks(t)) : static_cast<size_t>(t.rows * t.cols);
 }

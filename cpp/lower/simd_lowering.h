@@ -205,8 +205,6 @@ class SimdLowering {
   std::vector<llvm::Value*> as_vectors(const Type& t, const std::vector<llvm::Value*>& p);
   std::vector<llvm::Value*> from_vectors(const Type& t, const std::vector<llvm::Value*>& v);
 
-  LayoutParts layout_parts(const Value* v);
-  ViewParts view_parts(const Value* v);
   llvm::Value* convert_clamp_value(llvm::Value* d, ScalarType t);
 
   // coopmatrix.load_tensor / store_tensor: a runtime loop over the matrix rows (the address

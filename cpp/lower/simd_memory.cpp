@@ -203,38 +203,6 @@ void SimdLowering::row_loop(int64_t rows, const std::function<void(llvm::Value*)
   b_.SetInsertPoint(exit);
 }
 
-LayoutParts SimdLowering::layout_parts(const Value* v) {
-  const auto& p = mat(v);
-  LayoutParts l;
-  l.rank = v->type.rank;
-  l.clamp = v->type.clamp;
-  for (int d = 0; d < l.rank; ++d) {
-    l.block[d] = p[d];
-    l.dim[d] = p[l.rank + d];
-    l.stride[d] = p[2 * l.rank + d];
-    l.offset[d] = p[3 * l.rank + d];
-    l.span[d] = p[4 * l.rank + d];
-  }
-  l.clamp_value = p[5 * l.rank];
-  return l;
-}
-
-ViewParts SimdLowering::view_parts(const Value* v) {
-  const auto& p = mat(v);
-  ViewParts w;
-  w.rank = v->type.rank;
-  w.has_dims = v->type.has_dims;
-  w.perm = v->type.perm;
-  size_t at = 0;
-  if (w.has_dims) {
-    for (int d = 0; d < w.rank; ++d) w.dims[d] = p[d];
-    for (int d = 0; d < w.rank; ++d) w.strides[d] = p[w.rank + d];
-    at = 2 * w.rank;
-  }
-  for (int k = 0; k < 4; ++k) w.clip[k] = p[at + k];
-  return w;
-}
-
 llvm::Value* SimdLowering::convert_clamp_value(llvm::Value* d, ScalarType t) {
   llvm::Type* ty = scalar_ty(t);
   if (t == ScalarType::f64) return d;
@@ -250,11 +218,11 @@ void SimdLowering::tensor_access(const Op& o) {
   const Value* m = o.operands[load ? 1 : 0];
   const Type& t = m->type;
   llvm::Value* ptr = scalar(o.operands[load ? 0 : 1]);
-  LayoutParts lay = layout_parts(o.operands[2]);
+  LayoutParts lay = layout_parts(o.operands[2]->type, mat(o.operands[2]));
   llvm::Value* extent = scalar(o.operands[3]);
   ViewParts view;
   const bool has_view = o.operands.size() > 4;
-  if (has_view) view = view_parts(o.operands[4]);
+  if (has_view) view = view_parts(o.operands[4]->type, mat(o.operands[4]));
   auto* vt = vec_ty(t.scalar);
   llvm::Value* slots = mem_of(m);
   if (load) {  // the result starts as a copy of the object: skipped elements keep its values

@@ -59,6 +59,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   b_.SetInsertPoint(entry);
   lane_ = target_.lane_id(b_);
   lane64_ = b_.CreateZExt(lane_, b_.getInt64Ty(), "lane");
+  wg_setup();
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const Value* p = f_.params[i];
     llvm::Value* a = fn_->getArg(static_cast<unsigned>(i));
@@ -107,9 +108,9 @@ LaneMap SimtLowering::lanes_of(const Type& t) {
 // only from and go only to the operations the verifier allows them: load, accumulate,
 // outer_product and vector x matrix.
 void SimtLowering::require_subgroup(const Op& o, const Type& t) {
-  if (t.is_matrix() && t.scope != Scope::subgroup && t.scope != Scope::thread)
+  if (t.is_matrix() && t.scope != Scope::subgroup && t.scope != Scope::thread && !is_workgroup_matrix(t))
     throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", t.str(),
-                        ": only subgroup- and thread-scope matrices are supported on GPUs so far"));
+                        ": only subgroup-, thread- and workgroup-scope matrices are supported on GPUs so far"));
 }
 
 // ---- values ------------------------------------------------------------------------------------
@@ -126,6 +127,8 @@ const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
 }
 
 size_t SimtLowering::parts(const Type& t) {
+  if (is_workgroup_matrix(t)) return 1;  // its buffer in shared memory (simt_workgroup.cpp)
+  if (t.is_tensor_layout() || t.is_tensor_view()) return tensor_parts(t);
   if (t.is_matrix()) return t.scope == Scope::thread ? static_cast<size_t>(t.rows * t.cols) : static_cast<size_t>(lanes_of(t).comps());
   if (t.is_vector()) return static_cast<size_t>(t.cols);
   throw UserError(cat("SIMT lowering: values of type ", t.str(), " are not supported"));
@@ -171,17 +174,27 @@ std::vector<llvm::Value*> SimtLowering::block(const Block& blk) {
 void SimtLowering::for_loop(const Op& o) {
   if (o.attrs.count("mma_pipeline") && mma_pipeline(o)) return;  // simt_mma_pipeline.cpp
   const Block& region = *o.regions[0];
+  // Workgroup-scope matrices are carried in buffers of their own (simt_workgroup.cpp).
+  std::vector<llvm::Value*> carriers;
+  std::vector<llvm::Value*> init = flat_all(o.operands, 3);
+  if (wg_tid_) init = wg_carry(o.results, init, carriers);
   bind(o.results, emit_for(b_, fn_, scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]),
-                           flat_all(o.operands, 3), [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
+                           init, [&](llvm::Value* iv, const std::vector<llvm::Value*>& carried) {
                              scalars_[region.args[0]] = iv;
                              bind(std::vector<Value*>(region.args.begin() + 1, region.args.end()), carried);
-                             return block(region);
+                             std::vector<llvm::Value*> next = block(region);
+                             return wg_tid_ ? wg_carry(o.results, next, carriers) : next;
                            }));
 }
 
 void SimtLowering::if_op(const Op& o) {
-  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return block(*o.regions[0]); },
-                          [&] { return block(*o.regions[1]); }));
+  std::vector<llvm::Value*> carriers;
+  auto arm = [&](const Block& region) {
+    std::vector<llvm::Value*> out = block(region);
+    return wg_tid_ ? wg_carry(o.results, out, carriers) : out;
+  };
+  bind(o.results, emit_if(b_, fn_, scalar(o.operands[0]), [&] { return arm(*o.regions[0]); },
+                          [&] { return arm(*o.regions[1]); }));
 }
 
 llvm::Value* SimtLowering::lower_region(const Block& region, const std::vector<llvm::Value*>& args) {
@@ -225,6 +238,12 @@ void SimtLowering::flag_op(const Op& o) {
 void SimtLowering::op(const Op& o) {
   for (const Value* v : o.operands) require_subgroup(o, v->type);
   for (const Value* v : o.results) require_subgroup(o, v->type);
+  if (wg_tid_ && o.kind != OpKind::for_ && o.kind != OpKind::if_ && o.kind != OpKind::yield) {
+    bool wg = false;
+    for (const Value* v : o.operands) wg = wg || is_workgroup_matrix(v->type);
+    for (const Value* v : o.results) wg = wg || is_workgroup_matrix(v->type);
+    if (wg) return workgroup_op(o);  // simt_workgroup.cpp
+  }
   switch (o.kind) {
     case OpKind::constant: {
       const Type& t = o.result()->type;
@@ -286,8 +305,8 @@ void SimtLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul:
       matrix_op(o);
       return;
-    case OpKind::tensor_layout: case OpKind::tensor_view: case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
-      break;
+    case OpKind::tensor_layout: case OpKind::tensor_view: mats_[o.result()] = flat_all(o.operands); return;
+    case OpKind::mat_load_tensor: case OpKind::mat_store_tensor: tensor_access(o); return;
   }
   throw UserError(cat("the SIMT lowering (SPIR-V devices) does not support ", mnemonic(o), " yet"));
 }

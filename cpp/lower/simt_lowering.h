@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "lower/simt_lower.h"
 #include "lower/simt_target.h"
+#include "lower/tensor_addressing.h"
 
 namespace coopjit {
 
@@ -52,6 +53,10 @@ struct LaneMap {
 
 /// Whether v is an IR constant equal to c.
 bool is_index_const(const Value* v, int64_t c);
+/// Whether a scalar is known to differ between the lanes of a subgroup (simt_matrix.cpp).
+bool lane_varying(const Value* v, int depth = 0);
+/// A coopmatrix of workgroup scope (simt_workgroup.cpp).
+bool is_workgroup_matrix(const Type& t);
 
 class SimtLowering {
  public:
@@ -145,6 +150,21 @@ class SimtLowering {
   void atomic_add(ScalarType t, llvm::Value* ptr, llvm::Value* v);
   void cas_loop(llvm::Value* ptr, llvm::Type* ity, const std::function<llvm::Value*(llvm::Value*)>& update);
   void vector_access(const Op& o);
+  /// coopmatrix.load_tensor / store_tensor: each component's element through the layout and view
+  /// (tensor_addressing.h, on scalars), its decode function (if any) where the access is kept.
+  void tensor_access(const Op& o);
+  struct TensorOp {  // the operands of a load_tensor / store_tensor, lowered
+    bool load = false, has_view = false;
+    const Value* matrix = nullptr;  // the object (load) or the stored matrix
+    llvm::Value *ptr = nullptr, *extent = nullptr, *clamp = nullptr;  // clamp: the clamp value (loads)
+    LayoutParts layout;
+    ViewParts view;
+  };
+  TensorOp tensor_op(const Op& o);
+  /// Matrix element (row, col), where `in` holds: a load's new value (old: the object's), or the
+  /// store of `old` (nullptr returned).
+  llvm::Value* tensor_element_access(const Op& o, const TensorOp& t, llvm::Value* row, llvm::Value* col,
+                                     llvm::Value* in, llvm::Value* old);
 
   // ---- 2-D block I/O (simt_block2d.cpp) --------------------------------------------------------
   struct Block2d {       // one block: matrix rows row..row+15 (the region's columns), columns col..col+rows-1
@@ -170,6 +190,25 @@ class SimtLowering {
   /// fast() where cond holds, else slow(); their values merged (one uniform branch).
   std::vector<llvm::Value*> either_path(llvm::Value* cond, const std::function<std::vector<llvm::Value*>()>& fast,
                                         const std::function<std::vector<llvm::Value*>()>& slow, const char* name);
+
+  // ---- workgroup-scope matrices (simt_workgroup.cpp) -----------------------------------------
+  // A workgroup-scope matrix value is one pointer (mats_: a single part): its row-major buffer
+  // in work-group shared memory.
+  void wg_setup();                                   // wg_tid_, when the kernel has such matrices
+  llvm::Value* wg_buffer(const Type& t);             // a new buffer for a matrix of type t
+  /// body(e) for the elements e = wg_tid_, wg_tid_ + W, ... below count (W: work-items a group).
+  void wg_each(int64_t count, const std::function<void(llvm::Value*)>& body);
+  llvm::Value* wg_get(llvm::Value* buf, ScalarType t, llvm::Value* e);
+  void wg_set(llvm::Value* buf, ScalarType t, llvm::Value* e, llvm::Value* v);
+  /// The elements each work-item holds of a matrix of type t (HLSL's Length): ceil(M N / W).
+  int64_t wg_slots(const Type& t) const;
+  /// The values `vals` (flat, of `results`) with each workgroup-scope matrix copied into its own
+  /// buffer in `carriers` (made on the first call): what loops and branches carry.
+  std::vector<llvm::Value*> wg_carry(const std::vector<Value*>& results, const std::vector<llvm::Value*>& vals,
+                                     std::vector<llvm::Value*>& carriers);
+  void workgroup_op(const Op& o);
+  llvm::Value* wg_tid_ = nullptr;  // the work-item in the work-group (i64)
+  int64_t wg_bytes_ = 0;           // shared memory the buffers take
 
   // ---- DPAS (simt_dpas.cpp) ---------------------------------------------------------------------
   struct DpasShape {

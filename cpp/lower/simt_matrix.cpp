@@ -36,11 +36,10 @@ static llvm::Value* either(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y)
   return b.CreateOr(x, y);
 }
 
-namespace {
 // Whether a scalar is known to differ between the lanes of a subgroup: a lane id, an element of
 // this lane's part of a matrix or its coordinates, and arithmetic on them. (Scalars are uniform
 // otherwise in this lowering.)
-bool lane_varying(const Value* v, int depth = 0) {
+bool lane_varying(const Value* v, int depth) {
   if (!v->def || depth > 64) return false;
   const Op& o = *v->def;
   switch (o.kind) {
@@ -53,7 +52,6 @@ bool lane_varying(const Value* v, int depth = 0) {
     default: return false;
   }
 }
-}  // namespace
 
 std::vector<llvm::Value*> SimtLowering::splat(const Op& o) {
   const Type& t = o.result()->type;

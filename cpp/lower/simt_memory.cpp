@@ -376,3 +376,90 @@ void SimtLowering::vector_access(const Op& o) {
 }
 
 }  // namespace coopjit
+
+namespace coopjit {
+
+// coopmatrix.load_tensor / store_tensor (SPV_NV_cooperative_matrix2): each component of each
+// lane is one matrix element (row_of, col_of); its buffer element comes from the pseudo-code's
+// address calculation (tensor_addressing.cpp, the one the CPU lowering uses, here on scalars).
+// An access happens only where the component is inside the matrix and the view's clip, the
+// clamp mode keeps it (Constant: a load reads the clamp value, a store is dropped) and the index
+// is inside ptr[0, extent): nothing outside the buffer is touched whatever the layout says.
+// Loads start from the object operand: what the clip skips keeps its value.
+SimtLowering::TensorOp SimtLowering::tensor_op(const Op& o) {
+  TensorOp t;
+  t.load = o.kind == OpKind::mat_load_tensor;
+  t.matrix = o.operands[t.load ? 1 : 0];
+  t.ptr = scalar(o.operands[t.load ? 0 : 1]);
+  t.layout = layout_parts(o.operands[2]->type, mat(o.operands[2]));
+  t.extent = scalar(o.operands[3]);
+  t.has_view = o.operands.size() > 4;
+  if (t.has_view) t.view = view_parts(o.operands[4]->type, mat(o.operands[4]));
+  // The clamp value arrives as f64; fp8 matrices take its raw bits (0..255), as on the CPU.
+  const ScalarType T = t.matrix->type.scalar;
+  if (t.load) {
+    const bool fp8 = T == ScalarType::f8_e4m3 || T == ScalarType::f8_e5m2;
+    t.clamp = fp8 ? b_.CreateFPToUI(t.layout.clamp_value, scalar_ty(T)) : convert_value(t.layout.clamp_value, ScalarType::f64, T);
+  }
+  return t;
+}
+
+// Element (row, col) where `in` (inside the matrix) holds: a load's new value (old: the object's),
+// or the store of old.
+llvm::Value* SimtLowering::tensor_element_access(const Op& o, const TensorOp& t, llvm::Value* row, llvm::Value* col,
+                                                 llvm::Value* in, llvm::Value* old) {
+  const ScalarType T = t.matrix->type.scalar;
+  llvm::Type* ty = scalar_ty(T);
+  TensorElement el = tensor_element(b_, 0, t.layout, t.has_view ? &t.view : nullptr, row, col, t.matrix->type.cols, !t.load);
+  llvm::Value* in_buf = b_.CreateAnd(b_.CreateICmpSGE(el.index, b_.getInt64(0)), b_.CreateICmpSLT(el.index, t.extent));
+  llvm::Value* kept = b_.CreateAnd(in, el.in_clip);
+  llvm::Value* access = b_.CreateAnd(kept, b_.CreateAnd(b_.CreateNot(el.discard), in_buf));
+  if (!t.load) {
+    guarded(access, [&] { b_.CreateAlignedStore(old, b_.CreateGEP(ty, t.ptr, el.index), align(T)); });
+    return nullptr;
+  }
+  llvm::Value* got;
+  if (o.regions.empty()) {
+    got = guarded_load(access, ty, b_.CreateGEP(ty, t.ptr, el.index), align(T));
+  } else {
+    // The decode function, run only where the access is kept (its loads may read anywhere the
+    // extent analysis allowed; elsewhere the element is 0, as a load outside the buffer).
+    const Block& dec = *o.regions[0];
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* yes = llvm::BasicBlock::Create(ctx_, "decode", fn_);
+    auto* cont = llvm::BasicBlock::Create(ctx_, "decode.cont", fn_);
+    b_.CreateCondBr(access, yes, cont);
+    b_.SetInsertPoint(yes);
+    std::vector<llvm::Value*> args{el.index};
+    args.insert(args.end(), el.block_coord.begin(), el.block_coord.end());
+    args.insert(args.end(), el.coord_in_block.begin(), el.coord_in_block.end());
+    llvm::Value* v = lower_region(dec, args);
+    llvm::BasicBlock* yes_end = b_.GetInsertBlock();
+    b_.CreateBr(cont);
+    b_.SetInsertPoint(cont);
+    llvm::PHINode* phi = b_.CreatePHI(ty, 2);
+    phi->addIncoming(v, yes_end);
+    phi->addIncoming(llvm::Constant::getNullValue(ty), from);
+    got = phi;
+  }
+  got = b_.CreateSelect(el.discard, t.clamp, got);
+  return b_.CreateSelect(kept, got, old);
+}
+
+void SimtLowering::tensor_access(const Op& o) {
+  const TensorOp t = tensor_op(o);
+  const LaneMap m = lanes_of(t.matrix->type);
+  const std::vector<llvm::Value*> old = mat(t.matrix);
+  std::vector<llvm::Value*> out;
+  for (int64_t n = 0; n < m.comps(); ++n) {
+    llvm::Value* in = inside(m, n);
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(in); c && c->isZero()) {  // padding on every lane
+      out.push_back(old[n]);
+      continue;
+    }
+    out.push_back(tensor_element_access(o, t, row_of(m, n), col_of(m, n), in, old[n]));
+  }
+  if (t.load) mats_[o.result()] = std::move(out);
+}
+
+}  // namespace coopjit

@@ -3,6 +3,8 @@
 // divisors are kept >= 1 so that no input can make the generated code trap.
 #include "lower/tensor_addressing.h"
 
+#include "core/error.h"
+
 namespace coopjit {
 namespace {
 
@@ -10,8 +12,9 @@ struct Emitter {
   llvm::IRBuilder<>& b;
   int S;
 
-  llvm::Value* splat(llvm::Value* x) { return x->getType()->isVectorTy() ? x : b.CreateVectorSplat(S, x); }
-  llvm::Value* c(int64_t x) { return b.CreateVectorSplat(S, b.getInt64(x)); }
+  // S == 0: scalars (the SIMT lowering, one element per work-item); else vectors of S lanes.
+  llvm::Value* splat(llvm::Value* x) { return S == 0 || x->getType()->isVectorTy() ? x : b.CreateVectorSplat(S, x); }
+  llvm::Value* c(int64_t x) { return S == 0 ? b.getInt64(x) : b.CreateVectorSplat(S, b.getInt64(x)); }
   llvm::Value* at_least_1(llvm::Value* x) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, splat(x), c(1)); }
   // Remainder as OpSMod: the sign of the divisor (y >= 1 here), so the result is in [0, y).
   llvm::Value* smod(llvm::Value* x, llvm::Value* y) {
@@ -22,11 +25,49 @@ struct Emitter {
 
 }  // namespace
 
+size_t tensor_parts(const ir::Type& t) {
+  if (t.is_tensor_layout()) return static_cast<size_t>(5 * t.rank + 1);
+  COOPJIT_INTERNAL_ASSERT(t.is_tensor_view());
+  return static_cast<size_t>((t.has_dims ? 2 * t.rank : 0) + 4);
+}
+
+LayoutParts layout_parts(const ir::Type& t, const std::vector<llvm::Value*>& p) {
+  COOPJIT_INTERNAL_ASSERT(t.is_tensor_layout() && p.size() == tensor_parts(t));
+  LayoutParts l;
+  l.rank = t.rank;
+  l.clamp = t.clamp;
+  for (int d = 0; d < l.rank; ++d) {
+    l.block[d] = p[d];
+    l.dim[d] = p[l.rank + d];
+    l.stride[d] = p[2 * l.rank + d];
+    l.offset[d] = p[3 * l.rank + d];
+    l.span[d] = p[4 * l.rank + d];
+  }
+  l.clamp_value = p[5 * l.rank];
+  return l;
+}
+
+ViewParts view_parts(const ir::Type& t, const std::vector<llvm::Value*>& p) {
+  COOPJIT_INTERNAL_ASSERT(t.is_tensor_view() && p.size() == tensor_parts(t));
+  ViewParts w;
+  w.rank = t.rank;
+  w.has_dims = t.has_dims;
+  w.perm = t.perm;
+  size_t at = 0;
+  if (w.has_dims) {
+    for (int d = 0; d < w.rank; ++d) w.dims[d] = p[d];
+    for (int d = 0; d < w.rank; ++d) w.strides[d] = p[w.rank + d];
+    at = 2 * w.rank;
+  }
+  for (int k = 0; k < 4; ++k) w.clip[k] = p[at + k];
+  return w;
+}
+
 TensorElement tensor_element(llvm::IRBuilder<>& b, int S, const LayoutParts& t, const ViewParts* v,
                              llvm::Value* row, llvm::Value* col, int64_t N, bool store) {
   Emitter e{b, S};
   TensorElement out{};
-  llvm::Value* all = llvm::ConstantInt::getTrue(llvm::FixedVectorType::get(b.getInt1Ty(), S));
+  llvm::Value* all = S == 0 ? b.getTrue() : llvm::ConstantInt::getTrue(llvm::FixedVectorType::get(b.getInt1Ty(), S));
   out.in_clip = all;
   llvm::Value* index;
   if (v) {

@@ -16,6 +16,8 @@
 #include "ir/verifier.h"
 #include "core/xxh64.h"
 #include "spec/gemm_spec.h"
+#include "spec/tensor_spec.h"
+#include "build/tensor_recipe.h"
 #include "runtime/device_program.h"
 #include "runtime/kernel.h"
 #include "runtime/thread_pool.h"
@@ -464,15 +466,49 @@ void bind_ir(py::module_& m) {
   }, py::arg("probe"), py::arg("target"), "'' when the target (cpu, spirv, ptx) builds the probe, else why not.");
   m.def("op_probe_ir", [](const std::string& name, int subgroup_size) { return print(*build_op_probe(name, subgroup_size)); },
         py::arg("name"), py::arg("subgroup_size"), "The printed IR of one operation probe.");
+  // The tensor-access recipe (build/tensor_recipe.h) as a kernel for a device: coopjit.tensor's
+  // load_matrix / store_matrix with device= compile and launch it as any user kernel.
+  m.def(
+      "tensor_access_function",
+      [](bool store, const std::string& dtype, int64_t rows, int64_t cols, const std::string& clamp, int rank,
+         int view_kind, const std::vector<int>& perm, const std::string& decode, int subgroup_size, int subgroups) {
+        TensorAccessSpec s;
+        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
+        else if (!decode.empty()) throw UserError(cat("unknown decode '", decode, "' (known: blocked)"));
+        s.store = store;
+        s.dtype = parse_scalar(dtype);
+        s.rows = rows;
+        s.cols = cols;
+        s.clamp = parse_clamp(clamp);
+        s.rank = rank;
+        if (view_kind < 0 || view_kind > 2) throw UserError(cat("view_kind ", view_kind, " must be 0, 1 or 2"));
+        s.view = static_cast<TensorAccessSpec::View>(view_kind);
+        s.view_rank = static_cast<int>(perm.size());
+        for (size_t i = 0; i < perm.size() && i < 5; ++i) s.perm[i] = static_cast<int8_t>(perm[i]);
+        s.validate();
+        auto fn = std::make_shared<PyFunction>();
+        fn->name = "tensor_access";
+        if (subgroups < 1 || subgroups > 64) throw UserError(cat("subgroups ", subgroups, " must be in [1, 64]"));
+        fn->f = build_tensor_access(s, subgroup_size, cat("tensor_access_", xxh64_hex(s.key()), "_", subgroups), subgroups);
+        return fn;
+      },
+      py::arg("store"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("clamp"), py::arg("rank"),
+      py::arg("view_kind"), py::arg("perm"), py::arg("decode"), py::arg("subgroup_size"), py::arg("subgroups") = 1,
+      "The tensor-access kernel's IR function (parameters: buf, mat, extent, mat strides, the layout's "
+      "fields, clamp_value, the view's fields) for compile_device.");
 
   py::class_<PyBuilder>(m, "IRBuilder")
-      .def_static("create", [](const std::string& name, int64_t subgroup_size) {
+      .def_static("create", [](const std::string& name, int64_t subgroup_size, int64_t subgroups) {
         if (subgroup_size < 1 || subgroup_size > 64 || (subgroup_size & (subgroup_size - 1)))
           throw UserError(cat("subgroup_size ", subgroup_size, " must be a power of two in [1, 64]"));
+        if (subgroups < 1 || subgroups * subgroup_size > 1024)
+          throw UserError(cat("subgroups ", subgroups, " must be >= 1 with at most 1024 work-items a work-group (subgroup_size ",
+                              subgroup_size, ")"));
         auto fn = std::make_shared<PyFunction>();
         fn->f->name = name;
         fn->name = name;
         fn->f->attrs["subgroup_size"] = subgroup_size;
+        if (subgroups > 1) fn->f->attrs["subgroups_per_group"] = subgroups;
         return std::make_pair(PyBuilder{fn, Builder(*fn->f)}, fn);
       })
       .def("param", [](PyBuilder& b, const std::string& name, const std::string& type) {

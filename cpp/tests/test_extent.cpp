@@ -167,6 +167,36 @@ int main() {
     });
     expect("checked at a data-dependent row", analyze_extents(*f, {})[1], 0, 127, true, false);
   }
+  // A position from data, kept inside [lo, hi) by a select on lo <= x && x < hi (a decode
+  // function's guard): the range [lo, hi - 1] and the other choice, whatever x is.
+  auto guarded = [](Value* lo, Value* hi, int64_t other, CmpPred first) {
+    return make([=](Function& f, Builder& b) {
+      Value* m = b.load(Type::matrix(ScalarType::i32, 1, 16, Use::acc, Scope::subgroup),
+                        {f.params[0], b.index(0), b.index(0), b.index(16), b.index(1), b.index(1), b.index(16)}, false);
+      Value* x = b.convert(b.get(m, b.index(0)), ScalarType::index);
+      Value* ge = b.cmp(CmpPred::ge, x, lo ? lo : b.index(3));
+      Value* lt = b.cmp(CmpPred::lt, x, hi ? hi : b.index(40));
+      Value* in = first == CmpPred::ge ? b.bin(BinOp::and_, ge, lt) : b.bin(BinOp::and_, lt, ge);
+      b.load_scalar(f.params[1], b.select(in, x, b.index(other)));
+    });
+  };
+  expect("a guarded data position", analyze_extents(*guarded(nullptr, nullptr, 0, CmpPred::ge), {})[1], 0, 39, true, false);
+  expect("a guarded data position, the tests swapped", analyze_extents(*guarded(nullptr, nullptr, 50, CmpPred::lt), {})[1], 3, 50,
+         true, false);
+  refused("a data position guarded on one side", [](Function& f, Builder& b) {
+    Value* m = b.load(Type::matrix(ScalarType::i32, 1, 16, Use::acc, Scope::subgroup),
+                      {f.params[0], b.index(0), b.index(0), b.index(16), b.index(1), b.index(1), b.index(16)}, false);
+    Value* x = b.convert(b.get(m, b.index(0)), ScalarType::index);
+    b.load_scalar(f.params[1], b.select(b.cmp(CmpPred::lt, x, b.index(40)), x, b.index(0)));
+  }, "depends on data");
+  refused("a data position guarded by data", [](Function& f, Builder& b) {
+    Value* m = b.load(Type::matrix(ScalarType::i32, 1, 16, Use::acc, Scope::subgroup),
+                      {f.params[0], b.index(0), b.index(0), b.index(16), b.index(1), b.index(1), b.index(16)}, false);
+    Value* x = b.convert(b.get(m, b.index(0)), ScalarType::index);
+    Value* y = b.convert(b.get(m, b.index(1)), ScalarType::index);
+    Value* in = b.bin(BinOp::and_, b.cmp(CmpPred::ge, x, b.index(0)), b.cmp(CmpPred::lt, x, y));
+    b.load_scalar(f.params[1], b.select(in, x, b.index(0)));
+  }, "depends on data");
 
   std::cout << g_passed << " passed, " << g_failed << " failed\n";
   return g_failed == 0 ? 0 : 1;

@@ -7,11 +7,11 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
+__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
 class VerifyError(ValueError):
     pass
 class GemmKernel:
-    def run(self, a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    def run(self, a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, epilogue: typing.Any = None) -> None:
         ...
     def source(self, kind: str = 'ir') -> str:
         ...
@@ -64,7 +64,11 @@ class IRFunction:
         """
         The compile-time extents by parameter (bounded False: evaluated at each call).
         """
-    def run(self, *args) -> None:
+    def reads_groups(self) -> bool:
+        """
+        Whether the kernel reads work-group ids (its calls need groups=).
+        """
+    def run(self, *args, groups: typing.Any = None) -> None:
         ...
     def source(self, arg0: str) -> str:
         ...
@@ -74,7 +78,7 @@ class IRFunction:
         ...
 class IRBuilder:
     @staticmethod
-    def create(arg0: str, arg1: typing.SupportsInt | typing.SupportsIndex) -> tuple[IRBuilder, IRFunction]:
+    def create(arg0: str, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> tuple[IRBuilder, IRFunction]:
         ...
     def accumulate(self, arg0: IRValue, arg1: collections.abc.Sequence[IRValue]) -> None:
         ...
@@ -293,7 +297,7 @@ class DeviceProgram:
     def work_group_size(self) -> int:
         ...
 class GpuGemmKernel:
-    def run(self, arg0: collections.abc.Sequence[str], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex, arg6: typing.SupportsFloat | typing.SupportsIndex, arg7: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    def run(self, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, epilogue: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> None:
         ...
     def source(self, kind: str = 'spirv') -> str:
         ...
@@ -332,7 +336,7 @@ def backend_status() -> list:
     """
 def cache_clear() -> None:
     """
-    Forgets the in-memory cache (compiled code stays mapped).
+    Forgets the in-memory caches: compiled kernels and the per-problem plans (compiled code stays mapped).
     """
 def cache_dir() -> str:
     """
@@ -350,7 +354,7 @@ def clear_tuned_plans() -> None:
     """
     Forgets every tuned plan of this process.
     """
-def compile_gemm(types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], M: typing.SupportsInt | typing.SupportsIndex, N: typing.SupportsInt | typing.SupportsIndex, K: typing.SupportsInt | typing.SupportsIndex, strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], accumulate: bool, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> GemmKernel:
+def compile_gemm(types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], M: typing.SupportsInt | typing.SupportsIndex, N: typing.SupportsInt | typing.SupportsIndex, K: typing.SupportsInt | typing.SupportsIndex, strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], accumulate: bool, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, epilogue: typing.Any = None) -> GemmKernel:
     ...
 def cpu_info() -> dict:
     """
@@ -384,9 +388,9 @@ def disk_cache_path(kind: str, key: str) -> str:
     """
     The file of one entry (kind 'x86-obj' and a kernel's key).
     """
-def gemm(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"] = ['f32', 'f32', 'f32'], prepacked: typing.Any = None) -> None:
+def gemm(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"] = ['f32', 'f32', 'f32'], prepacked: typing.Any = None, epilogue: typing.Any = None) -> None:
     """
-    C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views).
+    C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views); `epilogue`: a fused epilogue's steps and operands (coopjit._epilogue).
     """
 def gemm_plan(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, accumulate: bool, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> dict[str, str]:
     """
@@ -404,7 +408,7 @@ def gpu_devices() -> list:
     """
     Every usable GPU device (SPIR-V ones, then cuda:N) with its properties.
     """
-def gpu_gemm_kernel(device: str, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], accumulate: bool, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> GpuGemmKernel:
+def gpu_gemm_kernel(device: str, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], accumulate: bool, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, epilogue: typing.Any = None) -> GpuGemmKernel:
     """
     Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.
     """
@@ -529,6 +533,10 @@ def stream_k_tiles(split: str, tiles_mn: typing.SupportsInt | typing.SupportsInd
     """
 def tensor_access(store: bool, buffer: numpy.ndarray, matrix: numpy.ndarray, dtype: str, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, layout: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], clamp_value: typing.SupportsFloat | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], view_fields: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str = '') -> None:
     ...
+def tensor_access_function(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str, subgroup_size: typing.SupportsInt | typing.SupportsIndex, subgroups: typing.SupportsInt | typing.SupportsIndex = 1) -> IRFunction:
+    """
+    The tensor-access kernel's IR function (parameters: buf, mat, extent, mat strides, the layout's fields, clamp_value, the view's fields) for compile_device.
+    """
 def tensor_access_ir(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str = '') -> str:
     """
     The kernel IR of a tensor access kernel (for tests and debugging).

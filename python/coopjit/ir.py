@@ -48,11 +48,15 @@ def _matrix_dims(type_text: str) -> tuple[int, int]:
 class KernelBuilder:
     """Builds one kernel; see the module docstring."""
 
-    def __init__(self, name: str = "kernel", subgroup_size: int = 16, *, _inner=None):
+    def __init__(self, name: str = "kernel", subgroup_size: int = 16, *, subgroups: int = 1, _inner=None):
+        """subgroups: subgroups per work-group on a device (a workgroup-scope matrix is spread over
+        them); the CPU runs a work-group as one invocation whatever it is."""
         if _inner is not None:
             self._b, self._fn = _inner
         else:
-            self._b, self._fn = _core.IRBuilder.create(name, subgroup_size)
+            if isinstance(subgroups, bool) or not isinstance(subgroups, int):
+                raise TypeError(f"subgroups must be an int, got {subgroups!r}")
+            self._b, self._fn = _core.IRBuilder.create(name, subgroup_size, subgroups)
         self._params = [] if _inner is None else None
 
     def _region(self, core_builder) -> "KernelBuilder":

@@ -8,6 +8,10 @@ clips the region. ``load_matrix`` / ``store_matrix`` move a (rows, cols) matrix 
 array and the buffer, element (row, col) going where the document's
 matrixCoordToTensorElement[WithView] says.
 
+Both run on the CPU or, with ``device=`` ("opencl:0", "level_zero:0", "cuda:0"), as a kernel of
+the SIMT lowering on that device: one subgroup holds the matrix, each work-item its components,
+through the same address calculation.
+
 Bounds: under "constant" an out-of-range load reads the clamp value; every clamp mode but
 "undefined" drops out-of-range stores; "undefined" is undefined behaviour in the document, and
 here only guarantees that nothing outside the buffer is ever read (reads 0) or written.
@@ -185,8 +189,63 @@ def _check(buffer, layout, view, rows, cols, what):
     return view._resolve(layout) if view is not None else (0, [], [])
 
 
+_device_kernels: dict = {}
+
+
+def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndarray, dtype: str,
+                   layout: TensorLayout, kind: int, perm: list, vfields: list, decode: str, subgroups: int) -> None:
+    """The tensor-access kernel on a device (compiled once per spec and device), on `matrix` in
+    place. The SIMT lowering's subgroup matrices have a power-of-two number of rows (seeds/001's
+    layout), so the kernel moves the matrix padded with rows below it: the address calculation
+    of element (row, col) does not depend on the number of rows, a load's padding rows are
+    dropped, and a store's are clipped away by the view (one with no dims and the identity
+    permutation addresses exactly as no view; the clip's row span is cut to the matrix).
+    subgroups > 1: a workgroup-scope matrix over that many subgroups (any number of rows)."""
+    from ._gpu import DeviceCustomKernel
+
+    rows, cols = matrix.shape
+    padded = 1 << (rows - 1).bit_length() if subgroups == 1 else rows
+    if store and padded != rows:
+        if kind == 0:
+            kind, perm, vfields = 1, list(range(layout.rank)), [0, _NO_CLIP, 0, _NO_CLIP]
+        vfields = list(vfields)
+        ro, rs = vfields[-4], vfields[-3]
+        vfields[-3] = min(rs, max(0, rows - ro))
+    key = (device, store, dtype, padded, cols, layout.clamp, layout.rank, kind, tuple(perm), decode, subgroups)
+    k = _device_kernels.get(key)
+    if k is None:
+        sg = 32 if device.startswith("cuda") else 16
+        fn = _core.tensor_access_function(store, dtype, padded, cols, layout.clamp, layout.rank, kind, perm,
+                                          decode, sg, subgroups)
+        program = fn.compile_device(device)
+        k = DeviceCustomKernel(program, device, fn.device_check(program.subgroup_size, program.work_group_size),
+                               False)
+        _device_kernels[key] = k
+    staged = matrix
+    if padded != rows:
+        staged = np.zeros((padded, cols), matrix.dtype)
+        staged[:rows] = matrix
+    k(buffer.reshape(-1), staged, buffer.size, cols, 1, *layout._fields(),
+      _clamp_value(layout.clamp_value, buffer.dtype, dtype), *vfields)
+    if staged is not matrix and not store:
+        matrix[...] = staged[:rows]
+
+
+def _device(device, subgroups):
+    if isinstance(subgroups, bool) or not isinstance(subgroups, numbers.Integral) or not 1 <= subgroups <= 16:
+        raise ValueError(f"subgroups must be an int in [1, 16], got {subgroups!r}")
+    if device is None or device == "cpu":
+        if subgroups != 1:
+            raise ValueError(f"subgroups={subgroups} spreads the matrix over a device's work-group: give device= too")
+        return None
+    from ._arrays import check_device
+
+    return check_device(device)
+
+
 def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, view: TensorView | None = None, *,
-                out: np.ndarray | None = None, decode: Callable | None = None) -> np.ndarray:
+                out: np.ndarray | None = None, decode: Callable | None = None, device: str | None = None,
+                subgroups: int = 1) -> np.ndarray:
     """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
 
     Elements the view's clip skips keep their value in `out` (0 without `out`).
@@ -194,6 +253,9 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
     ``layout.block`` elements is stored contiguously (row-major inside the block) and the
     layout's strides count blocks; the element with blockCoord b and coordInBlock c is at
     ``index(b) * prod(block) + rowmajor(c)`` (0 when that is outside the buffer).
+    device: None or "cpu" (the CPU), or a device of coopjit.devices() (the SIMT lowering there);
+    subgroups (devices): 1, the matrix in one subgroup, or more, a workgroup-scope matrix spread
+    over that many subgroups of a work-group.
     """
     if decode not in (None, "blocked"):
         raise ValueError(f"load_matrix: unknown decode {decode!r}; known: None, 'blocked'")
@@ -207,6 +269,13 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
                          f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
     elif not out.flags.writeable:
         raise ValueError("load_matrix: out is read-only")
+    dev = _device(device, subgroups)
+    if dev is not None:
+        target = out if out.flags.c_contiguous and not np.may_share_memory(out, buffer) else out.copy(order="C")
+        _device_access(dev, False, buffer, target, dtype, layout, kind, perm, vfields, decode or "", subgroups)
+        if target is not out:
+            out[...] = target
+        return out
     target = out if (out.strides[0] % out.itemsize == 0 and out.strides[1] % out.itemsize == 0
                      and not np.may_share_memory(out, buffer)) else out.copy()
     _core.tensor_access(False, buffer, target, dtype, layout.clamp, layout.rank, layout._fields(),
@@ -216,8 +285,10 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
     return out
 
 
-def store_matrix(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout, view: TensorView | None = None) -> None:
-    """Stores the 2-D `matrix` into `buffer` (in place) through `layout` (and `view`)."""
+def store_matrix(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout, view: TensorView | None = None, *,
+                 device: str | None = None, subgroups: int = 1) -> None:
+    """Stores the 2-D `matrix` into `buffer` (in place) through `layout` (and `view`); device and
+    subgroups as for load_matrix."""
     if not isinstance(matrix, np.ndarray):
         raise TypeError(f"store_matrix: matrix must be a NumPy array, got {type(matrix).__name__}")
     if matrix.ndim != 2:
@@ -235,5 +306,9 @@ def store_matrix(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout, v
     src = matrix
     if np.may_share_memory(matrix, buffer) or any(s % matrix.itemsize for s in matrix.strides):
         src = matrix.copy()
+    dev = _device(device, subgroups)
+    if dev is not None:
+        _device_access(dev, True, buffer, np.ascontiguousarray(src), dtype, layout, kind, perm, vfields, "", subgroups)
+        return
     _core.tensor_access(True, buffer, src, dtype, layout.clamp, layout.rank, layout._fields(),
                         _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields)
