@@ -230,6 +230,10 @@ class SimtLowering {
   /// staging into the 128-byte swizzled layout of wgmma's matrix descriptors, wgmma.mma_async.
   bool wgmma_pipeline(const Op& o);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
+  // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
+  // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute
+  // dynamic_shared asks the launch for. False when the kernel cannot have it.
+  bool stage_memory(int64_t total, unsigned align);
 
   // ---- matrices (simt_matrix.cpp) -------------------------------------------------------------
   std::vector<llvm::Value*> splat(const Op& o);

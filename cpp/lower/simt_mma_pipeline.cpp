@@ -50,6 +50,29 @@ struct Panel {
 
 }  // namespace
 
+bool SimtLowering::stage_memory(int64_t total, unsigned align) {
+  const auto dyn_it = f_.attrs.find("dynamic_shared");
+  const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
+  if (total > std::max<int64_t>(dyn, 48 * 1024)) return false;
+  llvm::Type* i8t = b_.getInt8Ty();
+  if (!stage_mem_ && dyn) {
+    auto* ty = llvm::ArrayType::get(i8t, 0);
+    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                          "coopjit_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal,
+                                          target_.shared_addrspace());
+    stage_mem_->setAlignment(llvm::Align(align));
+  } else if (!stage_mem_) {
+    auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
+    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
+                                          "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
+                                          target_.shared_addrspace());
+    stage_mem_->setAlignment(llvm::Align(align));
+  } else if (!dyn && static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
+    return false;
+  }
+  return true;
+}
+
 bool SimtLowering::mma_pipeline(const Op& o) {
   if (o.int_attr("wgmma", 0)) {  // the plan asked for Hopper's warpgroup pipeline (simt_wgmma.cpp)
     if (!wgmma_pipeline(o))
@@ -104,29 +127,9 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   }
   pb.offset = pa.outer * pa.inner * esz;
   const int64_t stage_bytes = pb.offset + pb.outer * pb.inner * esz, total = stage_bytes * stages;
-  // Static shared memory up to 48 KiB; beyond, the kernel's dynamic shared memory (function
-  // attribute dynamic_shared: the launch gives that many bytes).
-  const auto dyn_it = f_.attrs.find("dynamic_shared");
-  const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
-  if (total > std::max<int64_t>(dyn, 48 * 1024)) return false;
-
+  if (!stage_memory(total, 128)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i8t = b_.getInt8Ty();
-  if (!stage_mem_ && dyn) {
-    auto* ty = llvm::ArrayType::get(i8t, 0);
-    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
-                                          "coopjit_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal,
-                                          target_.shared_addrspace());
-    stage_mem_->setAlignment(llvm::Align(128));
-  } else if (!stage_mem_) {
-    auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
-    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
-                                          "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
-                                          target_.shared_addrspace());
-    stage_mem_->setAlignment(llvm::Align(128));
-  } else if (!dyn && static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
-    return false;
-  }
 
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   auto i64v = [&](int64_t v) { return b_.getInt64(v); };

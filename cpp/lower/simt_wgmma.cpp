@@ -87,28 +87,10 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   for (const Panel* p : {&pa, &pb})
     if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
   const int64_t stage_bytes = (MT + NT) * KB * esz, total = stage_bytes * stages + 1024;  // + alignment to 1024
-  const auto dyn_it = f_.attrs.find("dynamic_shared");
-  const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
-  if (total > std::max<int64_t>(dyn, 48 * 1024)) return false;
-
+  if (!stage_memory(total, 1024)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Type* i8t = b_.getInt8Ty();
-  if (!stage_mem_ && dyn) {
-    auto* ty = llvm::ArrayType::get(i8t, 0);
-    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
-                                          "coopjit_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal,
-                                          target_.shared_addrspace());
-    stage_mem_->setAlignment(llvm::Align(1024));
-  } else if (!stage_mem_) {
-    auto* ty = llvm::ArrayType::get(i8t, static_cast<uint64_t>(total));
-    stage_mem_ = new llvm::GlobalVariable(*mod_, ty, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(ty),
-                                          "mma_stages", nullptr, llvm::GlobalValue::NotThreadLocal,
-                                          target_.shared_addrspace());
-    stage_mem_->setAlignment(llvm::Align(1024));
-  } else if (!dyn && static_cast<int64_t>(stage_mem_->getValueType()->getArrayNumElements()) < total) {
-    return false;
-  }
 
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   auto i64v = [&](int64_t v) { return b_.getInt64(v); };
