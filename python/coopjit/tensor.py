@@ -201,6 +201,7 @@ def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndar
     dropped, and a store's are clipped away by the view (one with no dims and the identity
     permutation addresses exactly as no view; the clip's row span is cut to the matrix).
     subgroups > 1: a workgroup-scope matrix over that many subgroups (any number of rows)."""
+    from . import devices
     from ._gpu import DeviceCustomKernel
 
     rows, cols = matrix.shape
@@ -218,8 +219,8 @@ def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndar
         fn = _core.tensor_access_function(store, dtype, padded, cols, layout.clamp, layout.rank, kind, perm,
                                           decode, sg, subgroups)
         program = fn.compile_device(device)
-        k = DeviceCustomKernel(program, device, fn.device_check(program.subgroup_size, program.work_group_size),
-                               False)
+        k = DeviceCustomKernel(program, devices.get(device),
+                               fn.device_check(program.subgroup_size, program.work_group_size), False)
         _device_kernels[key] = k
     staged = matrix
     if padded != rows:
@@ -238,7 +239,7 @@ def _device(device, subgroups):
         if subgroups != 1:
             raise ValueError(f"subgroups={subgroups} spreads the matrix over a device's work-group: give device= too")
         return None
-    from ._arrays import check_device
+    from .devices import check_device
 
     return check_device(device)
 
