@@ -68,7 +68,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     // block of CB columns at a time: row w's block of partials stays in L1 while each row's run
     // of CB elements streams past (runs of whole pages, which the prefetchers follow; tiles of
     // a column walk read 2 KiB per row).
-    auto [lo, hi] = share(b, rows);
+    const auto rows_share = share(b, rows);  // (not a structured binding: the lambdas below capture them)
+    Value *lo = rows_share.first, *hi = rows_share.second;
     Value* CB = b.index(p.block_cols, "CB");
     Value* c_main = b.sub(cols, b.rem(cols, TC), "c_main");
     auto part_at = [&](Value* c0) { return Builder::Access{Y, worker, c0, sy_r, one, workers, cols}; };
