@@ -13,21 +13,7 @@ import ml_dtypes
 import numpy as np
 
 import coopjit
-
-
-def timed(f, seconds=0.3, blocks=5):
-    f()
-    t = time.perf_counter()
-    f()
-    one = max(time.perf_counter() - t, 1e-6)
-    inner = max(1, int(seconds / blocks / one))
-    out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner):
-            f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
+from plan_sweep import timed  # this folder: the same blocks-after-a-pause timer
 
 
 def operands(rng, dt, m, n, k):
