@@ -12,7 +12,8 @@ from test_gemm_correctness import SHAPES as CPU_SHAPES
 from test_gemm_correctness import views as host_views
 
 import device_support
-from device_support import DEVICE, every_module_passes_spirv_val, is_spirv, needs_device, subgroup_sizes, validated  # noqa: F401 - the fixture
+from device_support import (DEVICE, every_module_passes_spirv_val, is_spirv, needs_device,  # noqa: F401 - the fixture
+                            subgroup_sizes, validated)
 
 DTYPES = [np.float32, np.float64]
 

@@ -60,7 +60,8 @@ def test_the_cases_exercise_every_split():
     dev = needs_device()
     mixed = 0
     for m, n, k, workers, kt in CASES:
-        cfg = coopjit.compile_gemm(m, n, k, np.float32, device=dev, plan={"split": "sk+dp", "workers": workers, "kt": kt, **TILE}).config
+        plan = {"split": "sk+dp", "workers": workers, "kt": kt, **TILE}
+        cfg = coopjit.compile_gemm(m, n, k, np.float32, device=dev, plan=plan).config
         tmn, tk = tiles(m, n, k, cfg)
         sk = seed_sk_tiles("sk+dp", tmn, tk, workers)
         assert seed_sk_tiles("sk", tmn, tk, workers) == tmn * tk and sk % tk == 0

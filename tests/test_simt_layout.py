@@ -10,7 +10,8 @@ import coopjit
 from coopjit.ir import KernelBuilder
 from coopjit.layout import coopmatrix
 
-from device_support import every_module_passes_spirv_val, lanes, lanes_cases, needs_device, subgroup_sizes, validated  # noqa: F401 - the fixture
+from device_support import (every_module_passes_spirv_val, lanes, lanes_cases, needs_device,  # noqa: F401 - the fixture
+                            subgroup_sizes, validated)
 
 NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "u8": np.uint8, "i16": np.int16,
       "i32": np.int32, "bf16": np.uint16}

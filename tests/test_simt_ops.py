@@ -8,7 +8,8 @@ import pytest
 
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, is_spirv, lanes, lanes_cases, needs_device, validated  # noqa: F401 - the fixture
+from device_support import (every_module_passes_spirv_val, is_spirv, lanes, lanes_cases,  # noqa: F401 - the fixture
+                            needs_device, validated)
 
 S = lanes(16)  # the subgroup size of the kernels that name none: 16, or the device's (NVIDIA: 32)
 
