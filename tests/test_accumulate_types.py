@@ -13,9 +13,9 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
 
-TARGETS = ["cpu", "opencl:0"]
+TARGETS = ["cpu", DEVICE]
 NP = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32, "u32": np.uint32,
       "i64": np.int64, "u64": np.uint64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
       "f8_e4m3": ml_dtypes.float8_e4m3fn, "f8_e5m2": ml_dtypes.float8_e5m2, "f32": np.float32, "f64": np.float64}
@@ -69,7 +69,7 @@ def test_work_groups_accumulate_into_the_same_elements(rng, target, t):
     column 1 (8- and 16-bit elements not word-aligned) with bounds that leave the window's last
     column out: that column and the one before the window keep their values."""
     G, M, N, W = 8, 8, 6, 9
-    S = 16
+    S = lanes(16)
     b = KernelBuilder("acc_groups", S)
     X, OUT = b.param("X", f"ptr<{t}>"), b.param("OUT", f"ptr<{t}>")
     g = b.work_id("group")
@@ -91,8 +91,8 @@ def test_every_lane_adds_into_every_element(rng, t):
     """Thread scope (each work-item its own matrix): every lane of every work-group adds the outer
     product of its own vectors into the same 4 x 5 elements, 16 x 4 adds per element at once.
     (opencl:0 only: the CPU target has no lane ids; its thread scope is in test_thread_scope.py.)"""
-    target = "opencl:0"
-    G, S, M, N = 4, 16, 4, 5
+    target = DEVICE
+    G, S, M, N = 4, lanes(16), 4, 5
     b = KernelBuilder("acc_lanes", S)
     U, V, OUT = b.param("U", f"ptr<{t}>"), b.param("V", f"ptr<{t}>"), b.param("OUT", f"ptr<{t}>")
     item = b.add(b.mul(b.work_id("group"), S), b.work_id("lane"))
@@ -101,7 +101,7 @@ def test_every_lane_adds_into_every_element(rng, t):
     b.accumulate(b.outer_product(u, v, mat(t, M, N, scope="thread")), OUT, strides=(N, 1))
     k = compiled(b, target)
     items = G * S
-    if t.startswith("f8") or t in ("f16", "bf16"):  # products of {-1, 0, 1}: 64 terms, exact sums
+    if t.startswith("f8") or t in ("f16", "bf16"):  # products of {-1, 0, 1}: 64 (S = 32: 128) terms, exact sums
         u = rng.integers(-1, 2, (items, M)).astype(NP[t])
         v = rng.integers(-1, 2, (items, N)).astype(NP[t])
         if t.startswith("f8"):  # at most 4 items nonzero: |sums| <= 4, exact in e5m2 too

@@ -9,7 +9,7 @@ import pytest
 import coopjit
 from coopjit.ir import KernelBuilder
 
-from device_support import DEVICE, needs_device
+from device_support import DEVICE, lanes, needs_device
 
 BF16, E4M3, E5M2 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
 NP = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": BF16, "f8_e4m3": E4M3, "f8_e5m2": E5M2,
@@ -176,7 +176,7 @@ def test_fp8_matrix_elementwise_and_reduce(rng):
 
 
 def _i1_kernel(device=None):
-    b = KernelBuilder("bools")
+    b = KernelBuilder("bools", lanes(16) if device else 16)
     X, Y = b.param("X", "ptr<i1>"), b.param("Y", "ptr<i1>")
     m = b.load(mat("i1", 1, 16), X, strides=(16, 1))
     b.store(m, Y, strides=(16, 1))

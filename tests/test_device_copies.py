@@ -65,3 +65,13 @@ def test_staging_kernelbuilder(dev, rng):
     ys = np.zeros_like(xs)
     k(xs, ys)
     np.testing.assert_array_equal(ys, 2 * xs)
+
+
+def test_staging_compiled_kernel_with_empty_k(dev):
+    # K = 0: NumPy gives the empty operands strides of 0; staged, they take the C-order strides
+    # the kernel was planned for (not another plan: a ValueError before), and C = beta C.
+    k = coopjit.compile_gemm(33, 17, 0, np.float32, device=dev, accumulate=True)
+    c0 = np.arange(33 * 17, dtype=np.float32).reshape(33, 17)
+    c = c0.copy()
+    k(np.zeros((33, 0), np.float32), np.zeros((0, 17), np.float32), c, alpha=1.5, beta=-0.5)
+    np.testing.assert_array_equal(c, -0.5 * c0.astype(np.float64))

@@ -10,9 +10,10 @@ import pytest
 import coopjit
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
 
-TARGETS = ["cpu", "opencl:0"]
+TARGETS = ["cpu", DEVICE]
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 NP = {"i8": np.int8, "u8": np.uint8, "i32": np.int32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
       "f8_e4m3": ml_dtypes.float8_e4m3fn, "f8_e5m2": ml_dtypes.float8_e5m2, "f32": np.float32, "f64": np.float64}
 
@@ -29,8 +30,8 @@ def compiled(b, target):
     return k
 
 
-def product_kernel(M, N, K, at, bt, ct):
-    b = KernelBuilder("product")
+def product_kernel(M, N, K, at, bt, ct, S=S):
+    b = KernelBuilder("product", S)
     A, B, C = b.param("A", f"ptr<{at}>"), b.param("B", f"ptr<{bt}>"), b.param("C", f"ptr<{ct}>")
     a = b.load(mat(at, M, K, "a"), A, strides=(K, 1))
     x = b.load(mat(bt, K, N, "b"), B, strides=(N, 1))
@@ -39,7 +40,7 @@ def product_kernel(M, N, K, at, bt, ct):
 
 
 @pytest.mark.parametrize("target, M, K, at, bt", [("cpu", 4, 256, "i8", "i8"), ("cpu", 4, 512, "u8", "i8"),
-                                                   ("opencl:0", 1, 256, "i8", "i8")])
+                                                   (DEVICE, 1, 256, "i8", "i8")])
 def test_8bit_k_is_four_times_the_scalar_limit(rng, target, M, K, at, bt):
     """0035: "Sizes for matrices of packed data types are 4 times the valid size for a scalar
     element": 8-bit A and B take K up to 4 x 128 = 512. (On opencl:0 one row and K = 256: the
@@ -61,7 +62,7 @@ def test_8bit_k_512_is_generated_for_gpus():
 
     if "error" in spirv.tools()["spirv-val"]:
         pytest.skip("no spirv-val (SPIRV-Tools)")
-    prog = product_kernel(1, 16, 512, "u8", "i8", "i32")._fn.compile_device("target:generic")
+    prog = product_kernel(1, 16, 512, "u8", "i8", "i32", S=16)._fn.compile_device("target:generic")
     spirv.validate(prog.spirv)
 
 
@@ -112,7 +113,7 @@ def test_length_get_set_count_one_8bit_element_per_component(rng, target, t):
     coordinates."""
     R = 16 if t.startswith("f8") else 64
     M, N = 8, 20
-    b = KernelBuilder("elements")
+    b = KernelBuilder("elements", S)
     X, Y = b.param("X", f"ptr<{t}>"), b.param("Y", f"ptr<{t}>")
     m = b.load(mat(t, M, N), X, strides=(N, 1))
 

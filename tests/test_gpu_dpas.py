@@ -19,7 +19,7 @@ import coopjit
 from coopjit import spirv
 from conftest import assert_gemm_close
 
-from device_support import every_module_passes_spirv_val, needs_device  # noqa: F401 - the fixture
+from device_support import every_module_passes_spirv_val, needs_device, spirv_only  # noqa: F401 - the fixture
 
 DPAS_EXT, BLOCK2D_EXT = "SPV_INTEL_subgroup_matrix_multiply_accumulate", "SPV_INTEL_2d_block_io"
 CL_DPAS, CL_BLOCK2D = "cl_intel_subgroup_matrix_multiply_accumulate", "cl_intel_subgroup_2d_block_io"
@@ -30,6 +30,14 @@ FLAGS = {  # the instruction's A is the kernel's B: its flags come from B's type
     "int8": "MatrixASignedComponentsINTEL|MatrixBSignedComponentsINTEL|MatrixAPackedInt8INTEL|MatrixBPackedInt8INTEL",
     "uint8": "MatrixAPackedInt8INTEL|MatrixBPackedInt8INTEL",
 }
+
+
+def dpas_device():
+    """The device the DPAS / 2-D block I/O tests run on: a SPIR-V one (the instructions, emulated
+    too, are Intel's: subgroups of 16); skips on a device that runs PTX."""
+    dev = needs_device()
+    spirv_only("DPAS and 2-D block I/O (SPV_INTEL_subgroup_matrix_multiply_accumulate, SPV_INTEL_2d_block_io)")
+    return dev
 
 
 def is_int(dtype):
@@ -54,7 +62,7 @@ def check(c, a, b, alpha=1.0, beta=0.0, c0=None):
 
 def runs_like_numpy(rng, dtype, shapes, trans_b=False, **options):
     """Compiles and runs each m x n x k GEMM on opencl:0, checks it; the kernels' configs."""
-    dev = needs_device()
+    dev = dpas_device()
     out = np.float32 if not is_int(dtype) else None
     configs = []
     for m, n, k in shapes:
@@ -75,14 +83,14 @@ def advertises(info, cl_ext, spv_ext):
 
 
 def test_device_info_says_what_the_runtime_advertises():
-    info = coopjit.device_info(needs_device())
+    info = coopjit.device_info(dpas_device())
     assert isinstance(info["spirv_extensions"], list) and "SPV_INTEL_subgroups" in info["spirv_extensions"]
     assert info["dpas"] == advertises(info, CL_DPAS, DPAS_EXT) or (info["dpas"] is None and info["type"] == "gpu")
     assert info["block2d"] == advertises(info, CL_BLOCK2D, BLOCK2D_EXT) or (info["block2d"] is None and info["type"] == "gpu")
 
 
 def test_default_plan_follows_the_device():
-    dev = needs_device()
+    dev = dpas_device()
     info = coopjit.device_info(dev)
     k = coopjit.compile_gemm(64, 64, 64, np.float16, device=dev)
     assert k.config["dpas"] == ("yes" if info["dpas"] else "no")
@@ -183,7 +191,7 @@ def test_dpas_and_block2d_emulated_match_numpy(rng, dtype):
 
 @pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
 def test_dpas_emulated_transposes_and_alpha_beta(rng, trans_a, trans_b):
-    dev = needs_device()
+    dev = dpas_device()
     m, n, k = 48, 80, 64
     a, b = operands(rng, np.float16, (k, m) if trans_a else (m, k), (n, k) if trans_b else (k, n))
     c0 = rng.standard_normal((m, n)).astype(np.float32)
@@ -196,7 +204,7 @@ def test_dpas_emulated_transposes_and_alpha_beta(rng, trans_a, trans_b):
 @pytest.mark.parametrize("a_type,b_type", [(np.int8, np.uint8), (np.uint8, np.int8)])
 def test_dpas_emulated_mixed_signedness(rng, a_type, b_type):
     """The signed-components flags follow each operand (the instruction's A is the kernel's B)."""
-    dev = needs_device()
+    dev = dpas_device()
     a = operands(rng, a_type, (64, 64), (1, 1))[0]
     b = operands(rng, b_type, (64, 64), (1, 1))[0]
     c = coopjit.matmul(a, b, device=dev, plan={"dpas": "emulated", "block2d": "emulated"})
@@ -228,7 +236,7 @@ def test_vnni_channel_loads_match_numpy(rng, dtype):
 
 @pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
 def test_compiled_kernel_with_transposes_on_host_arrays(rng, trans_a, trans_b):
-    dev = needs_device()
+    dev = dpas_device()
     m, n, k = 40, 24, 56
     a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
@@ -238,7 +246,7 @@ def test_compiled_kernel_with_transposes_on_host_arrays(rng, trans_a, trans_b):
 
 # ---- errors ---------------------------------------------------------------------------------------
 def test_errors():
-    dev = needs_device()
+    dev = dpas_device()
     if not coopjit.device_info(dev)["dpas"]:
         with pytest.raises(ValueError, match="does not report DPAS"):
             coopjit.compile_gemm(64, 64, 64, np.float16, device=dev, plan={"dpas": "yes"})

@@ -11,7 +11,9 @@ from conftest import assert_gemm_close
 from test_gemm_correctness import SHAPES as CPU_SHAPES
 from test_gemm_correctness import views as host_views
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+import device_support
+from device_support import (DEVICE, every_module_passes_spirv_val, is_spirv, needs_device,  # noqa: F401 - the fixture
+                            subgroup_sizes, validated)
 
 DTYPES = [np.float32, np.float64]
 
@@ -21,10 +23,10 @@ def rand(rng, shape, dtype):
 
 
 def on_device(x):
-    """A copy of x in the device's shared memory (coopjit.empty)."""
-    d = coopjit.empty(x.shape, x.dtype, device=needs_device())
-    d[...] = x
-    return d
+    """A copy of x in the device's shared memory (coopjit.empty); on a device the host cannot
+    reach (CUDA), in host memory, copied in and out at each launch (device_support.on_device)."""
+    needs_device()
+    return device_support.on_device(x)
 
 
 # The CPU path's sweep (tests/test_gemm_correctness.py) and a few more non-multiples of the tiles.
@@ -117,7 +119,7 @@ def test_column_major_and_strided_output_in_device_memory(rng, dtype):
     a = on_device(np.asfortranarray(rand(rng, (45, 23), dtype)))
     b = on_device(np.asfortranarray(rand(rng, (23, 38), dtype)))
     a, b = np.asfortranarray(a), np.asfortranarray(b)
-    frame = coopjit.empty((90, 80), dtype, device=dev)
+    frame = device_support.device_empty((90, 80), dtype)
     frame[...] = 7
     out = frame[::2, 1::2][:45, :38]
     got = coopjit.matmul(a, b, out=out, device=dev)
@@ -144,29 +146,44 @@ def test_the_gpu_plan_runs_and_validates(rng):
     dev = needs_device()
     k = coopjit.compile_gemm(200, 150, 64, np.float32, device=dev, accumulate=True)
     cfg = k.config
-    # Xe-HPC figures (gpu_plan.h): subgroup 16, a 32 x 32 f32 tile, K step 8, 2 x 2 subgroups.
-    assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == (16, 32, 32, 8, 2, 2)
-    assert cfg["work_group_size"] == 64 and cfg["layout"] == "col" and cfg["split"] == "dp"
-    text = k.source("spirv")
-    assert "OpExecutionMode" in text and "SubgroupSize 16" in text and "LocalSize 64 1 1" in text
-    assert "OpSubgroupBlockReadINTEL" in text and "OpSubgroupBlockWriteINTEL" in text  # A and C in blocks
-    assert "OpGroupBroadcast" in text  # B's elements broadcast for the FMAs
-    assert "coopmatrix.mul_add" in k.source("ir") and "spir_kernel" in k.source("llvm")
+    if is_spirv():
+        # Xe-HPC figures (gpu_plan.h): subgroup 16, a 32 x 32 f32 tile, K step 8, 2 x 2 subgroups.
+        assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == (16, 32, 32, 8, 2, 2)
+        assert cfg["work_group_size"] == 64 and cfg["layout"] == "col" and cfg["split"] == "dp"
+        text = k.source("spirv")
+        assert "OpExecutionMode" in text and "SubgroupSize 16" in text and "LocalSize 64 1 1" in text
+        assert "OpSubgroupBlockReadINTEL" in text and "OpSubgroupBlockWriteINTEL" in text  # A and C in blocks
+        assert "OpGroupBroadcast" in text  # B's elements broadcast for the FMAs
+        assert "coopmatrix.mul_add" in k.source("ir") and "spir_kernel" in k.source("llvm")
+    else:
+        # NVIDIA (gpu_plan.cpp): warps of 32, the SIMT tile 2S x 32 (64 x 32 f32), K step 8, 2 x 2
+        # warps; FMAs (no tensor cores for f32).
+        assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == (32, 64, 32, 8, 2, 2)
+        assert cfg["work_group_size"] == 128 and cfg["layout"] == "col" and cfg["split"] == "dp"
+        assert cfg["mma"] == "no"
+        text = k.source("ptx")
+        assert ".entry" in text and "fma.rn.f32" in text
+        assert "coopmatrix.mul_add" in k.source("ir") and "ptx_kernel" in k.source("llvm")
     validated(k.spirv)
     a, b, c0 = rand(rng, (200, 64), np.float32), rand(rng, (64, 150), np.float32), rand(rng, (200, 150), np.float32)
     c = c0.copy()
     k(a, b, c, alpha=0.5, beta=2.0)
     assert_gemm_close(c, a, b, c0, 0.5, 2.0)
     f64 = coopjit.compile_gemm(200, 150, 64, np.float64, device=dev)
-    assert (f64.config["mr"], f64.config["nr"], f64.config["kb"]) == (32, 16, 4)
+    if is_spirv():
+        assert (f64.config["mr"], f64.config["nr"], f64.config["kb"]) == (32, 16, 4)
+    else:  # warps of 32: a 32 x 32 f64 tile, K step 16
+        assert (f64.config["mr"], f64.config["nr"], f64.config["kb"]) == (32, 32, 16)
     validated(f64.spirv)
 
 
 def test_plan_overrides_and_small_tiles(rng):
     dev = needs_device()
     a, b = rand(rng, (50, 19), np.float32), rand(rng, (19, 70), np.float32)
-    for plan in ({"mr": 16, "nr": 8, "kb": 4, "sg_m": 1, "sg_n": 4}, {"layout": "row", "mr": 64, "nr": 16},
-                 {"subgroup_size": 8, "mr": 8, "nr": 8}, {"subgroup_size": 32, "mr": 32, "nr": 8, "sg_m": 1, "sg_n": 1}):
+    plans = [{"mr": 16, "nr": 8, "kb": 4, "sg_m": 1, "sg_n": 4}, {"layout": "row", "mr": 64, "nr": 16},
+             {"subgroup_size": 8, "mr": 8, "nr": 8}, {"subgroup_size": 32, "mr": 32, "nr": 8, "sg_m": 1, "sg_n": 1}]
+    # (the plans of subgroup sizes the device runs: NVIDIA only 32, which it refuses others with)
+    for plan in [p for p in plans if p.get("subgroup_size", 0) in (0, *subgroup_sizes())]:
         c = coopjit.gemm(a, b, device=dev, plan=plan)
         assert_gemm_close(c, a, b)
     with pytest.raises(ValueError, match="power of two"):
@@ -178,17 +195,18 @@ def test_plan_overrides_and_small_tiles(rng):
 def test_device_arrays_are_used_in_place(rng):
     dev = needs_device()
     a, b = on_device(rand(rng, (33, 20), np.float64)), on_device(rand(rng, (20, 17), np.float64))
-    c = coopjit.empty((33, 17), np.float64, device=dev)
+    c = device_support.device_empty((33, 17), np.float64)
     got = coopjit.matmul(a, b, out=c, device=dev)
     assert got is c
     assert_gemm_close(c, a, b)
 
 
 def test_unknown_device_lists_the_devices():
-    needs_device()  # with OpenCL devices present, a name past them is unknown (without any, a DeviceError)
+    needs_device()  # with devices of its runtime present, a name past them is unknown (without any, a DeviceError)
     a = np.ones((2, 2), np.float32)
-    with pytest.raises(ValueError, match=r"unknown device 'opencl:9'; available devices: \['cpu'"):
-        coopjit.matmul(a, a, device="opencl:9")
+    past = DEVICE.partition(":")[0] + ":9"  # opencl:9, cuda:9
+    with pytest.raises(ValueError, match=rf"unknown device '{past}'; available devices: \['cpu'"):
+        coopjit.matmul(a, a, device=past)
 
 
 # ---- low precision: f16, bf16 (SPV_INTEL_bfloat16_conversion), fp8 in f32; i8 / u8 in i32 ----

@@ -8,7 +8,8 @@ import pytest
 import coopjit
 from coopjit import _core
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import (device_empty, every_module_passes_spirv_val, host_visible, is_spirv, lanes,  # noqa: F401 - the fixture
+                            needs_device, validated)
 from test_reduce import NP, OPS, check, data
 
 
@@ -44,7 +45,7 @@ def test_long_rows_and_one_value(rng, op):
 
 def test_device_views_and_out(rng):
     dev = needs_device()
-    base = coopjit.empty((40, 60), np.float64, device=dev)
+    base = device_empty((40, 60), np.float64)  # (host memory, copied, where the host cannot reach the device's)
     base[...] = rng.standard_normal((40, 60))
     for x in (base[::-2, 3:50:3], base.T[5:, ::-1], base[:, 7], np.broadcast_to(base[0], (9, 60))):
         for axis in (None, 0, -1):
@@ -84,19 +85,28 @@ def test_reduce2x2(rng, op, dtype):
 @pytest.mark.parametrize("form, shape", [("row", (37, 100)), ("column", (100, 37)), ("2x2", (18, 40))])
 def test_kernels_validate_and_use_subgroups(rng, form, shape):
     dev = needs_device()
-    x = coopjit.empty(shape, np.float32, device=dev)
-    x[...] = rng.standard_normal(shape)
+    host = rng.standard_normal(shape).astype(np.float32)
     yshape = (shape[0] // 2, shape[1] // 2) if form == "2x2" else (shape[0] if form == "row" else shape[1],)
-    y = coopjit.empty(yshape, np.float32, device=dev)
-    sy = [s // 4 for s in y.strides] if form == "2x2" else [0, y.strides[0] // 4]
-    prog = _core.gpu_reduce(dev, "sum", form, ["f32", "f32", "f32"], list(shape), [shape[1], 1, *sy],
-                            x.ctypes.data, y.ctypes.data)
+    if host_visible():
+        x = coopjit.empty(shape, np.float32, device=dev)
+        x[...] = host
+        y = coopjit.empty(yshape, np.float32, device=dev)
+        xp, yp = x.ctypes.data, y.ctypes.data
+    else:  # device memory the host cannot reach (CUDA): coopjit.DeviceArray, read back by copies
+        x, y = coopjit.DeviceArray.from_host(host, dev), coopjit.DeviceArray(yshape, np.float32, dev)
+        xp, yp = (d.__cuda_array_interface__["data"][0] for d in (x, y))
+    sy = [yshape[1], 1] if form == "2x2" else [0, 1]  # y in C order
+    prog = _core.gpu_reduce(dev, "sum", form, ["f32", "f32", "f32"], list(shape), [shape[1], 1, *sy], xp, yp)
+    y = np.asarray(y)
     validated(prog.spirv)
-    assert prog.subgroup_size == 16 and prog.work_group_size == 64
-    text = prog.source("spirv")
-    assert "SubgroupSize 16" in text and "coopmatrix.reduce" in prog.source("ir")
-    if form == "row":
-        assert "OpSubgroupShuffleXorINTEL" in text  # the lanes of a row combine by xor butterflies
+    S = lanes(16)
+    assert prog.subgroup_size == S and prog.work_group_size == 4 * S
+    assert "coopmatrix.reduce" in prog.source("ir")
+    text = prog.source("spirv" if is_spirv() else "ptx")
+    if is_spirv():
+        assert "SubgroupSize 16" in text
+    if form == "row":  # the lanes of a row combine by xor butterflies
+        assert ("OpSubgroupShuffleXorINTEL" if is_spirv() else "shfl.sync.bfly") in text
         np.testing.assert_allclose(y, np.asarray(x, np.float64).sum(1), rtol=1e-5)
     elif form == "column":
         np.testing.assert_allclose(y, np.asarray(x, np.float64).sum(0), rtol=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import coopjit
 from conftest import assert_gemm_close
 
-from device_support import every_module_passes_spirv_val, needs_device  # noqa: F401 - the fixture
+from device_support import every_module_passes_spirv_val, needs_device, subgroup_sizes  # noqa: F401 - the fixture
 
 
 def seed_sk_tiles(split, tiles_mn, tiles_k, workers):
@@ -31,7 +31,9 @@ def tiles(m, n, k, cfg):
     return -(-m // mt) * -(-n // nt), max(1, -(-k // int(cfg["kt"])))
 
 
-# (m, n, k, workers, kt): 1 to 13 x 4 output tiles of 64 x 64, 1 to 19 K tiles.
+# (m, n, k, workers, kt): 1 to 13 x 4 output tiles of 64 x 64 (2 x 2 subgroups of 32 x 32: the plan
+# Intel GPUs get by default, named so that every device splits the same tiles), 1 to 19 K tiles.
+TILE = {"mr": 32, "nr": 32, "sg_m": 2, "sg_n": 2}
 CASES = [(100, 130, 300, 4, 16), (200, 70, 1000, 7, 64), (64, 64, 640, 5, 32), (1, 1, 500, 3, 16),
          (830, 240, 96, 7, 16), (500, 200, 128, 5, 32), (33, 17, 0, 3, 16)]
 
@@ -43,7 +45,7 @@ def test_splits_match_numpy(rng, split, m, n, k, workers, kt):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
-    plan = {"split": split, "workers": workers, "kt": kt}
+    plan = {"split": split, "workers": workers, "kt": kt, **TILE}
     kern = coopjit.compile_gemm(m, n, k, np.float32, device=dev, plan=plan, accumulate=True)
     cfg = kern.config
     assert cfg["split"] == split and cfg["workers"] == workers and cfg["kt"] == kt
@@ -58,7 +60,8 @@ def test_the_cases_exercise_every_split():
     dev = needs_device()
     mixed = 0
     for m, n, k, workers, kt in CASES:
-        cfg = coopjit.compile_gemm(m, n, k, np.float32, device=dev, plan={"split": "sk+dp", "workers": workers, "kt": kt}).config
+        plan = {"split": "sk+dp", "workers": workers, "kt": kt, **TILE}
+        cfg = coopjit.compile_gemm(m, n, k, np.float32, device=dev, plan=plan).config
         tmn, tk = tiles(m, n, k, cfg)
         sk = seed_sk_tiles("sk+dp", tmn, tk, workers)
         assert seed_sk_tiles("sk", tmn, tk, workers) == tmn * tk and sk % tk == 0
@@ -94,6 +97,8 @@ def test_stream_k_other_types(rng, dtype):
 
 def test_stream_k_with_emulated_dpas(rng):
     dev = needs_device()
+    if 16 not in subgroup_sizes():
+        pytest.skip(f"DPAS (emulated too) is Intel's: subgroups of 16, and {dev} runs {subgroup_sizes()}")
     a = rng.standard_normal((96, 256)).astype(np.float16)
     b = rng.standard_normal((256, 64)).astype(np.float16)
     kern = coopjit.compile_gemm(96, 64, 256, np.float16, device=dev, out_dtype=np.float32,

@@ -27,8 +27,10 @@ def expect(exc, fn, *needles):
         return msg
     raise AssertionError(f"no {exc.__name__} raised")
 
+S = 16  # the subgroup size of device kernels (device_code sets the device's)
+
 def softmax_kernel(device=None):
-    b = KernelBuilder("softmax")
+    b = KernelBuilder("softmax", S if device else 16)
     X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
     t = "coopmatrix<f32, 8, 24, acc, subgroup>"
     x = b.load(t, X, strides=(24, 1))
@@ -62,6 +64,19 @@ def device_or_skip():
     from device_support import needs_device
 
     return needs_device()
+
+
+def device_code(code: str) -> str:
+    """A device scenario: DEVICE ($COOPJIT_TEST_DEVICE, opencl:0 by default), S (its subgroup size
+    for kernels written for 16: device_support.lanes) and device_empty (shared memory the kernel
+    uses in place where the host reaches the device's memory, else host memory copied in and out,
+    CUDA) set before the code."""
+    from device_support import DEVICE, host_visible, lanes
+
+    return (f"DEVICE = {DEVICE!r}\nS = {lanes(16)}\nHOST_VISIBLE = {host_visible()}\n"
+            "def device_empty(shape, dtype):\n"
+            "    return coopjit.empty(shape, dtype, device=DEVICE) if HOST_VISIBLE else np.empty(shape, dtype)\n"
+            + textwrap.dedent(code))
 
 
 # ---- item 1: array sizes, writeability, contiguity (CPU) -------------------------------------------
@@ -255,14 +270,14 @@ def checked_ref(x, row, col, rows, cols, R, C, sr):
     return out
 
 def load_kernel(row, col, device=None):
-    b = KernelBuilder("n", 16)
+    b = KernelBuilder("n", S if device else 16)
     X, O = b.param("X", "ptr<f32>"), b.param("O", "ptr<f32>")
     m = b.load("coopmatrix<f32, 4, 16, acc, subgroup>", X, row=row, col=col, strides=(16, 1), bounds=(4, 16), checked=True)
     b.store(m, O, strides=(16, 1))
     return b.compile(device)
 
 def store_kernel(row, col, device=None):
-    b = KernelBuilder("s", 16)
+    b = KernelBuilder("s", S if device else 16)
     X, O = b.param("X", "ptr<f32>"), b.param("O", "ptr<f32>")
     m = b.load("coopmatrix<f32, 4, 16, acc, subgroup>", X, strides=(16, 1))
     b.store(m, O, row=row, col=col, strides=(16, 1), bounds=(4, 16), checked=True)
@@ -440,16 +455,16 @@ def test_huge_register_matrix_functions_are_refused_quickly():
     """, timeout=120)
 
 
-# ---- devices (opencl:0) --------------------------------------------------------------------------------------------
+# ---- devices (opencl:0, or $COOPJIT_TEST_DEVICE) ---------------------------------------------------------------------
 def test_device_output_too_small_and_read_only():
     device_or_skip()
-    run("""
-        k = softmax_kernel("opencl:0")
+    run(device_code("""
+        k = softmax_kernel(DEVICE)
         x = np.random.default_rng(3).standard_normal((8, 24)).astype(np.float32)
         for shape in [(8, 8), (1,), (0,)]:
             y = np.zeros(shape, np.float32)
             expect(ValueError, lambda: k(x, y), "argument 1 (Y)", "too small", "192 elements", f"got shape {shape}")
-        y = coopjit.empty((4, 24), np.float32, device="opencl:0")   # device memory, too small
+        y = device_empty((4, 24), np.float32)   # device memory, too small
         expect(ValueError, lambda: k(x, y), "argument 1 (Y)", "got shape (4, 24)")
         ro = np.zeros((8, 24), np.float32)
         ro.flags.writeable = False
@@ -458,24 +473,24 @@ def test_device_output_too_small_and_read_only():
         k(x, y)
         assert np.allclose(y, softmax_ref(x), rtol=1e-5, atol=1e-6)
         # device memory, not contiguous: read and written through a C-order copy
-        yd = coopjit.empty((8, 48), np.float32, device="opencl:0")
+        yd = device_empty((8, 48), np.float32)
         yd[...] = 3.0
         k(x, yd[:, ::2])
         assert np.allclose(yd[:, ::2], softmax_ref(x), rtol=1e-5, atol=1e-6) and (yd[:, 1::2] == 3.0).all()
         print("OK")
-    """, timeout=300)
+    """), timeout=300)
 
 
 def test_device_extents_follow_groups():
     device_or_skip()
-    run("""
+    run(device_code("""
         # each work-group copies its own 16-row slab: the rows touched follow groups
-        b = KernelBuilder("slabs", 16)
+        b = KernelBuilder("slabs", S)
         X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
         g = b.mul(b.work_id("group"), 16)
         t = "coopmatrix<f32, 16, 16, acc, subgroup>"
         b.store(b.scale(b.load(t, X, row=g, strides=(16, 1)), 3.0), Y, row=g, strides=(16, 1))
-        k = b.compile("opencl:0")
+        k = b.compile(DEVICE)
         x = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
         y = np.zeros((64, 16), np.float32)
         k(x, y, groups=4)
@@ -484,18 +499,18 @@ def test_device_extents_follow_groups():
         expect(ValueError, lambda: k(x, y[:32], groups=4), "argument 1 (Y)", "got shape (32, 16)")
         expect(ValueError, lambda: k(x, y, groups=-1), "groups=-1")
         print("OK")
-    """, timeout=300)
+    """), timeout=300)
 
 
 def test_device_huge_launch_is_refused_quickly():
     device_or_skip()
-    run("""
+    run(device_code("""
         import time
-        b = KernelBuilder("tiny", 16)
+        b = KernelBuilder("tiny", S)
         X = b.param("X", "ptr<f32>")
         t = "coopmatrix<f32, 1, 16, acc, subgroup>"
         b.store(b.splat(t, 1.0), X, strides=(16, 1))
-        k = b.compile("opencl:0")
+        k = b.compile(DEVICE)
         x = np.zeros(16, np.float32)
         t0 = time.time()
         expect(ValueError, lambda: k(x, groups=2**40), "groups=1099511627776", "launch limit", "4294967295")
@@ -503,15 +518,15 @@ def test_device_huge_launch_is_refused_quickly():
         k(x, groups=3)
         assert (x == 1).all()
         print("OK")
-    """, timeout=300)
+    """), timeout=300)
 
 
 def test_checked_access_at_negative_positions_device():
     device_or_skip()
-    run(CHECKED_NEGATIVE + """
-check_all("opencl:0")
+    run(device_code(CHECKED_NEGATIVE + """
+check_all(DEVICE)
 print("OK")
-""", timeout=400)
+"""), timeout=400)
 
 
 def test_extents_of_accumulate_vectors_and_branches():
@@ -573,15 +588,15 @@ def test_constant_extents_are_computed_once():
 
 def test_device_non_contiguous_and_aliased_arrays():
     device_or_skip()
-    run("""
-        k = softmax_kernel("opencl:0")
+    run(device_code("""
+        k = softmax_kernel(DEVICE)
         rng = np.random.default_rng(7)
         big = rng.standard_normal((8, 48)).astype(np.float32)
         x = big[:, ::2]
         y = np.zeros((16, 24), np.float32)[::2]
         k(x, y)
         assert np.allclose(y, softmax_ref(x), rtol=1e-5, atol=1e-6)
-        z = coopjit.empty((8, 24), np.float32, device="opencl:0")
+        z = device_empty((8, 24), np.float32)
         z[...] = x
         k(z, z)                  # in place, one array for both
         assert np.allclose(z, softmax_ref(x), rtol=1e-5, atol=1e-6)
@@ -590,7 +605,7 @@ def test_device_non_contiguous_and_aliased_arrays():
         k(w, w)                  # one copy for both, written back
         assert np.allclose(w, softmax_ref(x), rtol=1e-5, atol=1e-6)
         print("OK")
-    """, timeout=300)
+    """), timeout=300)
 
 
 def test_loop_step_below_one_is_refused():

@@ -8,30 +8,33 @@ import pytest
 
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import (every_module_passes_spirv_val, is_spirv, lanes, lanes_cases,  # noqa: F401 - the fixture
+                            needs_device, validated)
+
+S = lanes(16)  # the subgroup size of the kernels that name none: 16, or the device's (NVIDIA: 32)
 
 
 def mat(t, r, c, use="acc", scope="subgroup"):
     return f"coopmatrix<{t}, {r}, {c}, {use}, {scope}>"
 
 
-def build(b, S=16):
+def build(b, sg=S):
     k = b.compile(device=needs_device())
     validated(k.spirv)
-    assert k.subgroup_size == S
+    assert k.subgroup_size == sg
     return k
 
 
-@pytest.mark.parametrize("M, N, K, S", [(8, 32, 8, 16), (4, 7, 4, 16), (64, 3, 16, 16), (16, 16, 32, 8), (2, 40, 4, 32),
-                                        (32, 5, 8, 16)])
-def test_mul_add_in_every_layout(rng, M, N, K, S):
-    b = KernelBuilder("mma", S)
+@pytest.mark.parametrize("M, N, K, sg", lanes_cases([(8, 32, 8, 16), (4, 7, 4, 16), (64, 3, 16, 16), (16, 16, 32, 8),
+                                                     (2, 40, 4, 32), (32, 5, 8, 16)]))
+def test_mul_add_in_every_layout(rng, M, N, K, sg):
+    b = KernelBuilder("mma", sg)
     A, B, C = (b.param(n, "ptr<f64>") for n in "ABC")
     a = b.load(mat("f64", M, K, "a"), A, strides=(K, 1))
     x = b.load(mat("f64", K, N, "b"), B, strides=(1, K))  # B stored transposed: any strides
     c = b.load(mat("f64", M, N), C, strides=(N, 1))
     b.store(b.mul_add(a, x, c), C, strides=(N, 1))
-    k = build(b, S)
+    k = build(b, sg)
     av, bv, cv = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
     out = cv.copy()
     k(av, np.ascontiguousarray(bv.T), out)
@@ -43,7 +46,7 @@ def test_mul_add_in_every_layout(rng, M, N, K, S):
 @pytest.mark.parametrize("combine", ["add", "max", "user"])
 def test_reduce_modes(rng, R, C, mode, combine):
     rt = {"row": (R, 3), "column": (2, C), "both": (2, 2), "2x2": (R // 2, C // 2)}[mode]
-    b = KernelBuilder("reduce")
+    b = KernelBuilder("reduce", S)
     X, Y = b.param("X", "ptr<f64>"), b.param("Y", "ptr<f64>")
     x = b.load(mat("f64", R, C), X, strides=(C, 1))
     fn = (lambda b, p, q: b.add(b.mul(p, 1.0), q)) if combine == "user" else combine  # a user region
@@ -67,7 +70,7 @@ def test_reduce_modes(rng, R, C, mode, combine):
 
 def test_use_conversions_and_transpose_feed_mul_add(rng):
     # acc -> a and acc -> b (SPV_NV_cooperative_matrix2 use conversion), acc -> b transposed.
-    b = KernelBuilder("uses")
+    b = KernelBuilder("uses", S)
     X, Y, Z, OUT1, OUT2 = (b.param(n, "ptr<f32>") for n in ("X", "Y", "Z", "OUT1", "OUT2"))
     x = b.load(mat("f32", 16, 8), X, strides=(8, 1))
     y = b.load(mat("f32", 8, 12), Y, strides=(12, 1))
@@ -86,7 +89,7 @@ def test_use_conversions_and_transpose_feed_mul_add(rng):
 
 
 def test_per_element_with_extras_and_component_types(rng):
-    b = KernelBuilder("pe")
+    b = KernelBuilder("pe", S)
     X, B, Y, H = b.param("X", "ptr<f32>"), b.param("B", "ptr<f32>"), b.param("Y", "ptr<f32>"), b.param("H", "ptr<f16>")
     s = b.param("s", "f32")
     t = mat("f32", 4, 24)
@@ -106,7 +109,7 @@ def test_per_element_with_extras_and_component_types(rng):
 
 
 def test_sum_accumulate_outer_product_and_atomic_accumulate(rng):
-    b = KernelBuilder("misc")
+    b = KernelBuilder("misc", S)
     A, B, C, U, V, OUT = (b.param(n, "ptr<f32>") for n in ("A", "B", "C", "U", "V", "OUT"))
     a = b.load(mat("f32", 16, 8, "a"), A, strides=(8, 1))
     x = b.load(mat("f32", 16, 8, "b"), B, strides=(8, 1))
@@ -128,7 +131,7 @@ def test_sum_accumulate_outer_product_and_atomic_accumulate(rng):
 
 def test_checked_access_at_any_position(rng):
     # A 16 x 8 window at (-3, 5) of a 10 x 9 matrix: what falls outside reads zero and is not written.
-    b = KernelBuilder("edges")
+    b = KernelBuilder("edges", S)
     X, Y = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
     r0, c0 = b.param("r0", "index"), b.param("c0", "index")
     m = b.load(mat("f32", 16, 8), X, r0, c0, strides=(9, 1), bounds=(10, 9), checked=True)
@@ -146,7 +149,7 @@ def test_checked_access_at_any_position(rng):
 
 def test_unsupported_operations_name_themselves():
     needs_device()
-    b = KernelBuilder("odd_rows")
+    b = KernelBuilder("odd_rows", S)
     X = b.param("X", "ptr<f32>")
     b.store(b.load(mat("f32", 6, 4), X, strides=(4, 1)), X, strides=(4, 1))
     with pytest.raises(ValueError, match="rows 6 is not a power of two"):
@@ -156,14 +159,18 @@ def test_unsupported_operations_name_themselves():
 def test_flags_are_global_atomics(rng):
     # Stream-K's flags (flag.set: release store, flag.wait: acquire spin) in one work-group: set,
     # then wait for what is set, then publish a tile; the plan for GPUs is data-parallel (no flags).
-    b = KernelBuilder("flags")
+    b = KernelBuilder("flags", S)
     F, X, Y = b.param("F", "ptr<i32>"), b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>")
     b.flag_set(F, 3)
     b.flag_wait(F, 3)
     b.store(b.load(mat("f32", 16, 4), X, strides=(4, 1)), Y, strides=(4, 1))
     k = build(b)
-    text = k.source("spirv")
-    assert "OpAtomicExchange" in text and "OpAtomicOr" in text  # (LLVM 22 writes atomic store / load as plain ones)
+    if is_spirv():
+        text = k.source("spirv")
+        assert "OpAtomicExchange" in text and "OpAtomicOr" in text  # (LLVM 22 writes atomic store / load as plain ones)
+    else:  # NVPTX: the same two atomics, of the global space
+        text = k.source("ptx")
+        assert "atom.global.exch" in text and "atom.global.or" in text
     flags = np.zeros(5, np.int32)
     x, y = rng.standard_normal((16, 4)).astype(np.float32), np.zeros((16, 4), np.float32)
     k(flags, x, y)
@@ -181,7 +188,7 @@ def test_convert_to_fp8_rounds_and_saturates_like_ml_dtypes(dst):
     vals = np.array([0, 1, -1, 0.5, 3.14159, -2.71828, 1e-3, 1e-6, 448, 460, 464, 470, 500, 57344, 61440, 1e5,
                      -1e5, 65504, 70000, np.inf, -np.inf, np.nan, 2**-9, 2**-10, 3 * 2**-11, 2**-16, 2**-17,
                      1.00390625, 1.01171875, 255.5, 256.7, -3.5] * 2, np.float32)[:64].reshape(4, 16)
-    b = KernelBuilder("to_fp8")
+    b = KernelBuilder("to_fp8", S)
     X, Y = b.param("X", "ptr<f32>"), b.param("Y", f"ptr<{dst}>")
     x = b.load(mat("f32", 4, 16), X, strides=(16, 1))
     b.store(b.convert_matrix(x, mat(dst, 4, 16)), Y, strides=(16, 1))
@@ -196,7 +203,7 @@ def test_convert_to_fp8_rounds_and_saturates_like_ml_dtypes(dst):
 def test_splat_of_a_lane_varying_value_reads_the_first_lane():
     # HLSL 0035's Splat of a value that differs between lanes takes the first lane's
     # (WaveReadLaneFirst): every element is the same, lane 0's value (here 5 + 0).
-    b = KernelBuilder("splat_first", 16)
+    b = KernelBuilder("splat_first", S)
     OUT = b.param("OUT", "ptr<f32>")
     v = b.add(b.convert(b.work_id("lane"), "f32"), 5.0)
     b.store(b.splat(mat("f32", 16, 16), v), OUT, strides=(16, 1))

@@ -14,7 +14,9 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import DEVICE, every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
+
+S = lanes(16)  # the subgroup size of the kernels here: 16, or the device's (NVIDIA: 32)
 
 
 def wg(t, r, c, use="acc"):
@@ -36,7 +38,7 @@ def build(b, target=None):
     return k
 
 
-def gemm_kernel(M, N, K, kb, subgroups, S=16, t_in="f32", t_acc="f32"):
+def gemm_kernel(M, N, K, kb, subgroups, S=S, t_in="f32", t_acc="f32"):
     """C = A @ B + C over K in steps of kb: a K loop carrying the workgroup-scope accumulator."""
     b = KernelBuilder("wg_gemm", S, subgroups=subgroups)
     A, B, C = b.param("A", f"ptr<{t_in}>"), b.param("B", f"ptr<{t_in}>"), b.param("C", f"ptr<{t_acc}>")
@@ -57,7 +59,7 @@ def gemm_kernel(M, N, K, kb, subgroups, S=16, t_in="f32", t_acc="f32"):
 def test_mul_add_in_a_k_loop(rng, M, N, K, kb, subgroups, target):
     k = build(gemm_kernel(M, N, K, kb, subgroups), target)
     if target != "cpu":
-        assert k.work_group_size == 16 * subgroups
+        assert k.work_group_size == S * subgroups
     a, x, c = (rng.standard_normal(s).astype(np.float32) for s in ((M, K), (K, N), (M, N)))
     out = c.copy()
     k(a, x, out)
@@ -92,7 +94,7 @@ def test_mul_add_mixed_precision(rng, t_in, t_acc, npin, npacc, target):
 @pytest.mark.parametrize("combine", ["add", "max", "user"])
 def test_reduce_modes(rng, R, C, mode, combine, target):
     rt = {"row": (R, 3), "column": (2, C), "both": (2, 2), "2x2": (R // 2, C // 2)}[mode]
-    b = KernelBuilder("wg_reduce", subgroups=4)
+    b = KernelBuilder("wg_reduce", S, subgroups=4)
     X, Y = b.param("X", "ptr<f64>"), b.param("Y", "ptr<f64>")
     x = b.load(wg("f64", R, C), X, strides=(C, 1))
     fn = (lambda b, p, q: b.add(b.mul(p, 1.0), q)) if combine == "user" else combine
@@ -114,7 +116,7 @@ def test_reduce_modes(rng, R, C, mode, combine, target):
 
 
 def test_per_element_conversions_transpose_and_arithmetic(rng, target):
-    b = KernelBuilder("wg_misc", subgroups=2)
+    b = KernelBuilder("wg_misc", S, subgroups=2)
     X, B, Y, H, T, Z = (b.param(n, t) for n, t in (("X", "ptr<f32>"), ("B", "ptr<f32>"), ("Y", "ptr<f32>"),
                                                   ("H", "ptr<f16>"), ("T", "ptr<f32>"), ("Z", "ptr<f32>")))
     s = b.param("s", "f32")
@@ -146,7 +148,7 @@ def test_per_element_conversions_transpose_and_arithmetic(rng, target):
 def test_checked_access_branches_and_the_first_lanes_splat(rng, target):
     # A 16 x 16 window hanging off a 10 x 9 matrix (checked: zeros in, nothing out); a branch on a
     # scalar picks one of two matrices; a splat of the lane id reads work-item 0's (0).
-    b = KernelBuilder("wg_edges", subgroups=4)
+    b = KernelBuilder("wg_edges", S, subgroups=4)
     X, Y, Z = b.param("X", "ptr<f32>"), b.param("Y", "ptr<f32>"), b.param("Z", "ptr<f32>")
     r, c, flag = b.param("r", "index"), b.param("c", "index"), b.param("flag", "index")
     t = wg("f32", 16, 16)
@@ -177,13 +179,13 @@ def test_checked_access_branches_and_the_first_lanes_splat(rng, target):
 
 
 def test_unsupported_operations_name_themselves():
-    b = KernelBuilder("wg_get", subgroups=2)
+    b = KernelBuilder("wg_get", S, subgroups=2)
     X = b.param("X", "ptr<f32>")
     m = b.load(wg("f32", 8, 8), X, strides=(8, 1))
     b.accumulate(m, X, strides=(8, 1), bounds=(8, 8))
     with pytest.raises(ValueError, match="accumulate on coopmatrix<f32, 8, 8, acc, workgroup>: workgroup-scope"):
         b.compile(device=needs_device())
-    b = KernelBuilder("wg_big", subgroups=2)
+    b = KernelBuilder("wg_big", S, subgroups=2)
     X = b.param("X", "ptr<f64>")
     b.store(b.scale(b.load(wg("f64", 64, 64), X, strides=(64, 1)), 2.0), X, strides=(64, 1))
     with pytest.raises(ValueError, match="more than 32768 bytes of work-group shared memory"):
@@ -214,8 +216,8 @@ def test_workgroup_kernels_assemble_for_nvidia(target):
 
 def test_element_access_and_sum_accumulate(rng):
     # HLSL's Length / Get / Set / GetCoordinate at ThreadGroup scope: component i of work-item t
-    # is element i W + t (W = 32 work-items here), padding beyond the matrix.
-    b = KernelBuilder("wg_elems", subgroups=2)
+    # is element i W + t (W = 32 work-items here: 32 / S subgroups), padding beyond the matrix.
+    b = KernelBuilder("wg_elems", S, subgroups=32 // S)
     X, Y, L, A, B, C = (b.param(n, "ptr<f32>") for n in "XYLABC")
     t = wg("f32", 6, 10)  # 60 elements: 2 a work-item, the second one padding from work-item 28 on
     x = b.load(t, X, strides=(10, 1))

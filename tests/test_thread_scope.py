@@ -12,10 +12,10 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
 
-TARGETS = ["cpu", "opencl:0"]
-S = 16
+TARGETS = ["cpu", DEVICE]
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 NP = {"i8": np.int8, "u8": np.uint8, "i32": np.int32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
       "f8_e4m3": ml_dtypes.float8_e4m3fn, "f8_e5m2": ml_dtypes.float8_e5m2, "f32": np.float32, "f64": np.float64}
 

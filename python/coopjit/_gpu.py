@@ -242,6 +242,8 @@ def to_device(x: np.ndarray, dev: RuntimeDevice) -> np.ndarray:
             raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} elements")
         return x
     if not dev.host_visible:
+        if x.size == 0:  # NumPy's empty arrays may have strides 0: the C-order ones the kernel was planned for
+            return np.lib.stride_tricks.as_strided(x, x.shape, _c_strides(x.shape, x.itemsize))
         return x if _whole(x) else np.ascontiguousarray(x)
     if _on_device(x, dev) and _whole(x):
         return x
@@ -278,6 +280,15 @@ class _Output:
         if self.dev is not self.out and self.out.size:
             self.out[...] = self.dev
         return self.out
+
+
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The byte strides of a C-order array of `shape`."""
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= int(n)
+    return tuple(reversed(out))
 
 
 def _strides(x: np.ndarray) -> list[int]:
