@@ -198,6 +198,15 @@ class CudaKernel : public DeviceKernel {
           "cuLaunchKernel");
     cu_check(api().StreamSynchronize(stream_), "the kernel (cuStreamSynchronize)");
   }
+  void launch_on_stream(void** params, size_t groups, size_t local, uintptr_t stream) override {
+    if (groups == 0) return;
+    if (groups > 0x7fffffffu || local == 0 || local > 1024)
+      throw UserError(cat("a CUDA launch of ", groups, " blocks of ", local, " threads is out of range"));
+    Current cur(ctx_);
+    cu_check(api().LaunchKernel(f_, static_cast<unsigned>(groups), 1, 1, static_cast<unsigned>(local), 1, 1, shared_,
+                                reinterpret_cast<CUstream>(stream), params, nullptr),
+             "cuLaunchKernel");
+  }
   void set_dynamic_shared(size_t bytes) override {
     if (bytes > 48 * 1024) {  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8): the opt-in above 48 KiB
       Current cur(ctx_);
