@@ -51,6 +51,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--profile", action="store_true", help="also print where a 16x16 coopjit.matmul's time goes")
     args = ap.parse_args()
     g = torch.Generator(device="cuda").manual_seed(0)
     rows = []
@@ -97,6 +98,17 @@ def main():
     table = head + "".join(f"| {c} | {o:.1f} | {t:.1f} | {og:.1f} | {tg:.1f} | {ratio:.2f} | {gr:.2f} | {e:.1e} |\n"
                            for c, o, t, og, tg, ratio, gr, e in rows)
     print(table)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        a = torch.randn(16, 16, device="cuda")
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(1000):
+            coopjit.matmul(a, a)
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
     if args.out:
         with open(args.out, "w") as f:
             f.write(table)
