@@ -180,10 +180,14 @@ def _ref(x):
     return x.cpu().double().numpy()
 
 
-def _lowp_close(got, want, k):
-    """A 16-bit float result against float64: f32 accumulation, one rounding to 8 (bf16) / 11 bits."""
-    tol = (2.0 ** -7 if got.dtype.itemsize == 2 else 2.0 ** -20) * (1 + np.abs(want)) * max(1, k) ** 0.5
-    assert np.all(np.abs(got.astype(np.float64) - want) <= tol), np.max(np.abs(got.astype(np.float64) - want) - tol)
+def _lowp_close(c, want, k):
+    """A result (torch tensor) against float64: f32 accumulation, then for a bfloat16 result one
+    rounding to 8 significant bits."""
+    import torch
+
+    tol = (2.0 ** -7 if c.dtype == torch.bfloat16 else 2.0 ** -20) * (1 + np.abs(want)) * max(1, k) ** 0.5
+    got = c.double().cpu().numpy()
+    assert np.all(np.abs(got - want) <= tol), np.max(np.abs(got - want) - tol)
 
 
 @needs_cuda
@@ -200,7 +204,7 @@ def test_stacked_products_of_device_arrays():
         a0, b0 = a.clone(), b.clone()
         c = coopjit.matmul(a, b)
         assert isinstance(c, torch.Tensor) and c.is_cuda and c.dtype == torch.bfloat16 and c.shape == (512, 16, 16)
-        _lowp_close(c.float().cpu().numpy(), _ref(a) @ _ref(b), 16)
+        _lowp_close(c, _ref(a) @ _ref(b), 16)
         assert torch.equal(a, a0) and torch.equal(b, b0)
     # broadcasting: (3, 1, 24, 40) @ (2, 40, 16) -> (3, 2, 24, 16); a 3-D a with a 2-D b
     a = torch.randn(3, 1, 24, 40, device="cuda", generator=g)
@@ -247,7 +251,7 @@ def test_the_fast_path_repeats_calls_exactly():
             b = torch.randn(16, 16, device="cuda", generator=g).to(dt)
             c = coopjit.matmul(a, b)
             assert c.dtype == dt
-            _lowp_close(c.float().cpu().numpy(), _ref(a) @ _ref(b), 16)
+            _lowp_close(c, _ref(a) @ _ref(b), 16)
     for alpha, beta in ((1.0, 0.0), (2.0, -0.5), (-1.0, 3)):
         a = torch.randn(40, 24, device="cuda", generator=g)
         b = torch.randn(32, 40, device="cuda", generator=g)
@@ -260,7 +264,7 @@ def test_the_fast_path_repeats_calls_exactly():
         a = big[:, off:off + 64]
         b = torch.randn(64, 72, device="cuda", generator=g).bfloat16()
         c = coopjit.matmul(a, b, out=torch.empty(64, 72, device="cuda", dtype=torch.bfloat16))
-        _lowp_close(c.float().cpu().numpy(), _ref(a) @ _ref(b), 64)
+        _lowp_close(c, _ref(a) @ _ref(b), 64)
     k = coopjit.compile_gemm(48, 40, 56, np.float32, device="cuda:0", accumulate=True)
     for beta in (0.0, 0.5, 0.5):
         a = torch.randn(48, 56, device="cuda", generator=g)
