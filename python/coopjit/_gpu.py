@@ -379,11 +379,12 @@ class GpuKernel:
         return self._core.spirv
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, bias=None, residual=None, scale=None, row_scale=None):
-        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
-        if self._fused is None and type(a) is not np.ndarray and all(v is None for v in given.values()):
+        if (self._fused is None and type(a) is not np.ndarray and bias is None and residual is None and scale is None
+                and row_scale is None):
             got = _cuda_fast.kernel_call(self, a, b, c, alpha, beta)
             if got is not None:
                 return got
+        given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
         views = [device_view(x, False) for x in (a, b, c) if x is not None and type(x) is not np.ndarray]
         if any(v is not None for v in views):
             return self._call_device_arrays(a, b, c, alpha, beta, given)
