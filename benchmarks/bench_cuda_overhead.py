@@ -1,6 +1,7 @@
 """Per-call cost of coopjit's products of CUDA device arrays against torch's, in one run on one GPU:
 tiny products (16 x 16, where the time is the call path and the launch), the same through out=,
-gemm and a compiled kernel, and 4096 stacked 16^3 bf16 products in one call against torch.bmm.
+gemm and a compiled kernel, and 4096 stacked 16^3 bf16 products in one call against torch.bmm;
+CuPy arrays (16 x 16) against cupy.matmul when CuPy is installed.
 
     python benchmarks/bench_cuda_overhead.py [--out table.md]
 
@@ -90,6 +91,16 @@ def main():
         out = torch.empty(batch, 16, 16, device="cuda", dtype=torch.bfloat16)
         add(f"bf16 {batch} x 16^3 stacked out=", timed(lambda: coopjit.matmul(a, b, out=out), r),
             timed(lambda: torch.bmm(a, b, out=out), r), err)
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:  # the __cuda_array_interface__ path (no per-call cache): against cupy.matmul
+        ca = cupy.asarray(np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32))
+        cb = cupy.asarray(np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32))
+        got = torch.as_tensor(coopjit.matmul(ca, cb), device="cuda")
+        err = check(got, torch.as_tensor(ca, device="cuda"), torch.as_tensor(cb, device="cuda"), 1e-5)
+        add("cupy matmul f32 16x16", timed(lambda: coopjit.matmul(ca, cb), r), timed(lambda: cupy.matmul(ca, cb), r), err)
     cfg = coopjit.compile_gemm(16, 16, 16, np.float32, device="cuda:0").config
     head = (f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, coopjit {coopjit.__version__}; "
             f"16^3 f32 plan {cfg['mr']}x{cfg['nr']} sg {cfg['sg_m']}x{cfg['sg_n']}\n\n"

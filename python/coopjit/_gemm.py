@@ -306,8 +306,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     (__array_function__) on the arguments' types, and coopjit owns none of them.
 
     CUDA device arrays (torch CUDA tensors, CuPy arrays, objects with __cuda_array_interface__,
-    coopjit.DeviceArray; 2-D) are read and written on their GPU without copies, and the result is a
-    device array of the inputs' framework (see coopjit.DeviceArray).
+    coopjit.DeviceArray; 2-D or stacks) are read and written on their GPU without copies, and the
+    result is a device array of the inputs' framework (see coopjit.DeviceArray); when every operand
+    is one, the product is queued on their stream (torch's current stream) without waiting.
 
     Fused epilogue (CPU and devices), applied in the kernel before the result is written once, in this order:
     ``y = (a @ b) * scale[n] * row_scale[m] + bias``, ``y = activation(y)``, ``y += residual``,
