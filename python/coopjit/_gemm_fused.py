@@ -68,6 +68,8 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         c, beta = _cuda_arrays.result_like(first, shape, np.dtype(dtype), dev), 0.0
         vc = _cuda_arrays.device_view(c, False)
     target = vc if vc is not None else as_array(c, "c", writable=True)
+    if vc is not None and vc.device != dev:
+        raise ValueError(f"{where}: the output is on {vc.device}, the operands on {dev}")
     if tuple(target.shape) != shape:
         raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {shape}")
     if np.dtype(target.dtype) != np.dtype(dtype):
