@@ -297,3 +297,15 @@ def test_cupy_stacks_on_their_stream():
     s.synchronize()
     assert isinstance(cz, cupy.ndarray) and cz.shape == (8, 12, 10)
     np.testing.assert_allclose(cupy.asnumpy(cz), 2 * x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4)
+    # repeated calls of one shape (the cached launch), into a new array and into out=
+    out = cupy.full((12, 10), np.nan, np.float32)
+    for i in range(3):
+        p = rng.standard_normal((12, 20)).astype(np.float32)
+        want = p.astype(np.float64) @ y
+        np.testing.assert_allclose(cupy.asnumpy(coopjit.matmul(cupy.asarray(p), cy)), want, rtol=1e-4, atol=1e-4)
+        assert coopjit.matmul(cupy.asarray(p), cy, out=out) is out
+        np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=1e-4, atol=1e-4)
+    sq = cupy.ones((8, 8), np.float32)
+    coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=cupy.empty((8, 8), np.float32))
+    with pytest.raises(ValueError, match="overlaps a's memory"):
+        coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=sq)

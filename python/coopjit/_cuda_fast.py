@@ -68,7 +68,7 @@ def matmul(a, b, out, full):
     (_gemm_fused._device_product; passed in, so that this module imports none of the device layer)."""
     T = _tensor_type()
     if T is None or type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
-        return None
+        return _matmul_cupy(a, b, out, full)
     ia = a.get_device()
     if ia < 0 or b.get_device() != ia:
         return None
@@ -83,6 +83,43 @@ def matmul(a, b, out, full):
     rec = {}
     got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None,
                           {**_KW, "out_dtype": None, "bias_axis": 1}, record=rec)
+    _store(_CACHE, key, rec)
+    return got
+
+
+_cupy = None
+
+
+def _matmul_cupy(a, b, out, full):
+    """coopjit.matmul of CuPy arrays on the current device: as matmul, the result a CuPy array,
+    queued on CuPy's current stream (what their __cuda_array_interface__ names)."""
+    global _cupy
+    if _cupy is None:
+        _cupy = sys.modules.get("cupy")
+        if _cupy is None:
+            return None
+    T = _cupy.ndarray
+    if type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
+        return None
+    dev = _cupy.cuda.runtime.getDevice()
+    if a.device.id != dev or b.device.id != dev:
+        return None
+    pa, pb = a.data.ptr, b.data.ptr
+    stream = _cupy.cuda.get_current_stream().ptr
+    key = ("cupy", a.dtype, b.dtype, a.shape, b.shape, a.strides, b.strides, dev,
+           None if out is None else (out.dtype, out.shape, out.strides, out.device.id), (pa | pb) & 15 == 0)
+    e = _CACHE.get(key)
+    if e is not None:
+        launch, shape, dtype, _, (alo, ahi), (blo, bhi), (clo, chi) = e
+        c = _cupy.empty(shape, dtype) if out is None else out
+        pc = c.data.ptr
+        overlap = (pc + clo < pa + ahi and pa + alo < pc + chi) or (pc + clo < pb + bhi and pb + blo < pc + chi)
+        if out is None or not overlap:
+            launch.launch(pa, pb, pc, 1.0, 0.0, stream)
+            return c
+    rec = {}
+    got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None, {**_KW, "out_dtype": None, "bias_axis": 1},
+               record=rec)
     _store(_CACHE, key, rec)
     return got
 

@@ -103,7 +103,8 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         launch = _launcher(dev, types, opa, opb, target, beta != 0.0, plan)
         if launch is not None:
             launch.launch(opa.ptr, opb.ptr, target.ptr, alpha, beta, stream)
-            if record is not None and all(v.framework == "torch" for v in views):
+            if record is not None and views[0].framework in ("torch", "cupy") and all(
+                    v.framework == views[0].framework for v in views):
                 record["entry"] = (launch, shape, getattr(c, "dtype", None), getattr(c, "device", None),
                                    _rel_span(opa), _rel_span(opb), _rel_span(target))
             return c
