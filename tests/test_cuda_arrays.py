@@ -122,8 +122,19 @@ def test_other_device_arrays_and_coopjit_device_arrays():
 def test_device_array_errors_are_clear():
     import torch
 
-    with pytest.raises(NotImplementedError, match="2-D operands"):
-        coopjit.matmul(torch.ones(2, 3, 4, device="cuda"), torch.ones(4, 5, device="cuda"))
+    with pytest.raises(NotImplementedError, match="2 or more dims; a has shape"):
+        coopjit.matmul(torch.ones(4, device="cuda"), torch.ones(4, 5, device="cuda"))
+    with pytest.raises(ValueError, match=r"batch dims of a \(2, 3, 4\) and b \(3, 4, 5\) do not broadcast"):
+        coopjit.matmul(torch.ones(2, 3, 4, device="cuda"), torch.ones(3, 4, 5, device="cuda"))
+    with pytest.raises(ValueError, match="gemm: a must be 2-D"):
+        coopjit.gemm(torch.ones(2, 3, 4, device="cuda"), torch.ones(4, 5, device="cuda"))
+    with pytest.raises(NotImplementedError, match="epilogue on stacked device arrays"):
+        coopjit.matmul(torch.ones(2, 3, 4, device="cuda"), torch.ones(4, 5, device="cuda"), activation="relu")
+    sq = torch.ones(8, 8, device="cuda")
+    with pytest.raises(ValueError, match="overlaps a's memory"):
+        coopjit.matmul(sq, torch.ones(8, 8, device="cuda"), out=sq)
+    with pytest.raises(ValueError, match="overlaps b's memory"):
+        coopjit.gemm(torch.ones(8, 8, device="cuda"), sq, sq, beta=1.0)
     with pytest.raises(TypeError, match="int64"):
         coopjit.matmul(torch.ones(3, 4, device="cuda", dtype=torch.int64), torch.ones(4, 5, device="cuda",
                                                                                        dtype=torch.int64))
@@ -163,3 +174,138 @@ def test_reductions_of_device_arrays():
             np.testing.assert_allclose(got.cpu().numpy(), f(ref, axis=axis), rtol=1e-5, atol=1e-4)
     with pytest.raises(NotImplementedError, match="axis 0 or 1"):
         coopjit.reduce(x)
+
+
+def _ref(x):
+    return x.cpu().double().numpy()
+
+
+def _lowp_close(c, want, k):
+    """A result (torch tensor) against float64: f32 accumulation, then for a bfloat16 result one
+    rounding to 8 significant bits."""
+    import torch
+
+    tol = (2.0 ** -7 if c.dtype == torch.bfloat16 else 2.0 ** -20) * (1 + np.abs(want)) * max(1, k) ** 0.5
+    got = c.double().cpu().numpy()
+    assert np.all(np.abs(got - want) <= tol), np.max(np.abs(got - want) - tol)
+
+
+@needs_cuda
+def test_stacked_products_of_device_arrays():
+    """3-D / 4-D device operands broadcast over their batch dims (numpy.matmul's rules), strided batch
+    views, out= stacks, the results device arrays; the inputs are left as they were."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    # 512 stacked 16^3 bf16 products (the batched tensor-core case), twice: the second call takes the cache
+    for _ in range(2):
+        a = torch.randn(512, 16, 16, device="cuda", generator=g).bfloat16()
+        b = torch.randn(512, 16, 16, device="cuda", generator=g).bfloat16()
+        a0, b0 = a.clone(), b.clone()
+        c = coopjit.matmul(a, b)
+        assert isinstance(c, torch.Tensor) and c.is_cuda and c.dtype == torch.bfloat16 and c.shape == (512, 16, 16)
+        _lowp_close(c, _ref(a) @ _ref(b), 16)
+        assert torch.equal(a, a0) and torch.equal(b, b0)
+    # broadcasting: (3, 1, 24, 40) @ (2, 40, 16) -> (3, 2, 24, 16); a 3-D a with a 2-D b
+    a = torch.randn(3, 1, 24, 40, device="cuda", generator=g)
+    b = torch.randn(2, 40, 16, device="cuda", generator=g)
+    c = coopjit.matmul(a, b)
+    assert c.shape == (3, 2, 24, 16)
+    np.testing.assert_allclose(c.cpu().numpy(), _ref(a) @ _ref(b), rtol=1e-4, atol=1e-4)
+    b2 = torch.randn(40, 16, device="cuda", generator=g)
+    np.testing.assert_allclose(coopjit.matmul(a[:, 0], b2).cpu().numpy(), _ref(a[:, 0]) @ _ref(b2), rtol=1e-4, atol=1e-4)
+    # strided batch views (a permuted: row stride 1, batch stride 24) into a permuted out
+    ap = torch.randn(40, 5, 24, device="cuda", generator=g).permute(1, 2, 0)
+    bp = torch.randn(5, 40, 16, device="cuda", generator=g)
+    out = torch.full((16, 5, 24), float("nan"), device="cuda").permute(1, 2, 0)
+    assert coopjit.matmul(ap, bp, out=out) is out
+    np.testing.assert_allclose(out.cpu().numpy(), _ref(ap) @ _ref(bp), rtol=1e-4, atol=1e-4)
+    # batch dims whose strides no two levels describe: an error naming them, nothing written
+    x = torch.randn(2, 3, 4, 8, 8, device="cuda", generator=g).permute(0, 2, 1, 3, 4)
+    with pytest.raises(ValueError, match=r"byte strides a \(3072, 256, 1024, 32, 4\).*do not merge into two levels"):
+        coopjit.matmul(x, torch.randn(8, 8, device="cuda"))
+    np.testing.assert_allclose(coopjit.matmul(x.contiguous(), b2[:8, :8]).cpu().numpy(), _ref(x) @ _ref(b2[:8, :8]),
+                               rtol=1e-4, atol=1e-4)
+    # a host operand with a device stack (copied in), and coopjit's own DeviceArray stacks
+    h = np.random.default_rng(4).standard_normal((40, 16)).astype(np.float32)
+    np.testing.assert_allclose(coopjit.matmul(a, h).cpu().numpy(), _ref(a) @ h, rtol=1e-4, atol=1e-4)
+    xa = np.random.default_rng(5).standard_normal((6, 9, 7)).astype(np.float32)
+    xb = np.random.default_rng(6).standard_normal((6, 7, 5)).astype(np.float32)
+    z = coopjit.matmul(coopjit.DeviceArray.from_host(xa), coopjit.DeviceArray.from_host(xb))
+    assert isinstance(z, coopjit.DeviceArray) and z.shape == (6, 9, 5)
+    np.testing.assert_allclose(z.numpy(), xa.astype(np.float64) @ xb, rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+def test_the_fast_path_repeats_calls_exactly():
+    """The cached launches (coopjit._cuda_fast): calls with the same shapes and new data, gemm's alpha /
+    beta changing between calls, transposes, an unaligned view (the plan without cp.async), a
+    compiled kernel, each against float64; a call on a side stream is queued there, after the work
+    that made its operands."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(6)
+    for dt in (torch.float32, torch.bfloat16):
+        for _ in range(3):
+            a = torch.randn(16, 16, device="cuda", generator=g).to(dt)
+            b = torch.randn(16, 16, device="cuda", generator=g).to(dt)
+            c = coopjit.matmul(a, b)
+            assert c.dtype == dt
+            _lowp_close(c, _ref(a) @ _ref(b), 16)
+    for alpha, beta in ((1.0, 0.0), (2.0, -0.5), (-1.0, 3)):
+        a = torch.randn(40, 24, device="cuda", generator=g)
+        b = torch.randn(32, 40, device="cuda", generator=g)
+        c = torch.randn(24, 32, device="cuda", generator=g)
+        want = alpha * _ref(a).T @ _ref(b).T + beta * _ref(c)
+        assert coopjit.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=True, trans_b=True) is c
+        np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-4, atol=1e-3)
+    big = torch.randn(64, 80, device="cuda", generator=g).bfloat16()
+    for off in (0, 1, 3):  # a view starting 2 and 6 bytes past 16-byte alignment
+        a = big[:, off:off + 64]
+        b = torch.randn(64, 72, device="cuda", generator=g).bfloat16()
+        c = coopjit.matmul(a, b, out=torch.empty(64, 72, device="cuda", dtype=torch.bfloat16))
+        _lowp_close(c, _ref(a) @ _ref(b), 64)
+    k = coopjit.compile_gemm(48, 40, 56, np.float32, device="cuda:0", accumulate=True)
+    for beta in (0.0, 0.5, 0.5):
+        a = torch.randn(48, 56, device="cuda", generator=g)
+        b = torch.randn(56, 40, device="cuda", generator=g)
+        c = torch.randn(48, 40, device="cuda", generator=g)
+        want = 1.5 * _ref(a) @ _ref(b) + beta * _ref(c)
+        assert k(a, b, c, alpha=1.5, beta=beta) is c
+        np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-4, atol=1e-3)
+    side = torch.cuda.Stream()
+    x = torch.randn(2048, 2048, device="cuda", generator=g)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        y = x @ x  # long enough to be running when the product below is queued
+        a, b = y[:16, :16] * 1e-3, y[16:32, :16] * 1e-3
+        c = coopjit.matmul(a, b)
+    side.synchronize()
+    np.testing.assert_allclose(c.cpu().numpy(), _ref(a) @ _ref(b), rtol=1e-4, atol=1e-2)
+
+
+@needs_cuda
+def test_cupy_stacks_on_their_stream():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 12, 20)).astype(np.float32)
+    y = rng.standard_normal((20, 10)).astype(np.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        cx, cy = cupy.asarray(x) * 2, cupy.asarray(y)
+        cz = coopjit.matmul(cx, cy)
+    s.synchronize()
+    assert isinstance(cz, cupy.ndarray) and cz.shape == (8, 12, 10)
+    np.testing.assert_allclose(cupy.asnumpy(cz), 2 * x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4)
+    # repeated calls of one shape (the cached launch), into a new array and into out=
+    out = cupy.full((12, 10), np.nan, np.float32)
+    for i in range(3):
+        p = rng.standard_normal((12, 20)).astype(np.float32)
+        want = p.astype(np.float64) @ y
+        np.testing.assert_allclose(cupy.asnumpy(coopjit.matmul(cupy.asarray(p), cy)), want, rtol=1e-4, atol=1e-4)
+        assert coopjit.matmul(cupy.asarray(p), cy, out=out) is out
+        np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=1e-4, atol=1e-4)
+    sq = cupy.ones((8, 8), np.float32)
+    coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=cupy.empty((8, 8), np.float32))
+    with pytest.raises(ValueError, match="overlaps a's memory"):
+        coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=sq)

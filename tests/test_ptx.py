@@ -110,6 +110,31 @@ def test_tensor_cores_can_be_turned_off(ptxas, target):
         ptx.compile_gemm(64, 64, 64, np.float32, target=target, plan={"mma": "yes"})
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_stacked_tiny_products_run_on_fmas(ptxas, target, dtype):
+    """Products of one 16 x 16 x 16 step at most (4096 stacked bf16 16^3 products: the batched
+    case of issue 15) take the FMA kernel, whose whole product is shorter than the tensor-core
+    pipeline's set-up; one step more (K = 32, M = 17) keeps the tensor cores; mma='yes' forces them."""
+    from coopjit import _core
+
+    ty = "bf16" if dtype == ml_dtypes.bfloat16 else "f16"
+    for shape, tensor in (((16, 16, 16), False), ((8, 16, 12), False), ((16, 16, 32), True), ((17, 16, 16), True)):
+        m, n, k = shape
+        strides = [k, 1, n, 1, n, 1, 0, 0, 0, m * k, k * n, m * n]
+        core = _core.gpu_gemm_kernel(f"target:{target}", [ty, ty, ty], [m, n, k, 1, 4096], strides, False, {}, None)
+        assert core.config["mma"].startswith("yes") == tensor, (shape, core.plan_key)
+        assert ("mma.sync" in core.ptx) == tensor
+        launch = core.launcher([ty, ty, ty], [m, n, k, 1, 4096], strides, True)
+        tile_m, tile_n = (int(v) for v in core.config["macro_tile"].split("x"))
+        rows, cols = (n, m) if core.config["layout"] == "col" else (m, n)
+        assert launch.groups == 4096 * -(-rows // tile_m) * -(-cols // tile_n)
+        if not tensor:
+            assembled(ptxas, core.ptx, target)
+    forced = ptx.compile_gemm(16, 16, 16, dtype, target=target, plan={"mma": "yes"})
+    assert forced.config["mma"] == "yes" and "mma.sync" in forced.source("ptx")
+
+
 def test_unknown_target():
     with pytest.raises(ValueError, match="sm_80"):
         ptx.compile_gemm(8, 8, 8, target="sm_70")

@@ -194,7 +194,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   const bool mma_types = p.a_type == p.b_type && (p.a_type == ir::ScalarType::f16 || p.a_type == ir::ScalarType::bf16) &&
                          p.dtype == ir::ScalarType::f32;
   p.nvidia = target.mma;
-  p.mma = target.mma && mma_types && S == 32 ? 1 : 0;
+  // A product of one 16 x 16 x 16 step at most (stacks of tiny matrices): FMAs on CUDA cores, whose
+  // kernel is shorter than the tensor-core path's (measured on the H200, 4096 stacked bf16 16^3
+  // products: 22.2 us with mma.sync and the pipeline, 65 us with mma.sync alone, 10.4 us on FMAs;
+  // torch.bmm 16.6 us; benchmarks/recorded/issue15-h200-device-arrays.md).
+  const bool tiny = M <= 16 && N <= 16 && spec.K <= 16;
+  p.mma = target.mma && mma_types && S == 32 && !tiny ? 1 : 0;
   if (auto it = overrides.find("mma"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1) throw UserError(cat("plan override mma=", it->second, " must be 0 or 1"));
     if (it->second == 1 && !(target.mma && mma_types))

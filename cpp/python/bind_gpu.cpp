@@ -156,7 +156,41 @@ void bind_gpu(py::module_& m) {
         run_gpu_gemm(k.k, s, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
                      alpha, beta, s.epilogue.any() ? &ea : nullptr);
       }, py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"),
-         py::arg("beta"), py::arg("epilogue") = std::vector<uintptr_t>{});
+         py::arg("beta"), py::arg("epilogue") = std::vector<uintptr_t>{})
+      .def("launcher", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
+                          const std::vector<int64_t>& strides, bool aligned) -> py::object {
+        if (k.k.spec.epilogue.any()) return py::none();
+        // as run(): a C of another type than the accumulator's is the epilogue's conversion
+        const bool converts = k.k.spec.c_type != k.k.spec.dtype;
+        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate, py::none(), converts ? &k.k.spec.epilogue : nullptr);
+        GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
+        if (p.key() != k.k.plan.key())
+          throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(),
+                              " (", s.str(), ")"));
+        std::shared_ptr<const GpuGemmLaunch> l;
+        {
+          py::gil_scoped_release nogil;
+          l = prepare_gpu_gemm_launch(k.k, s, aligned);
+        }
+        if (!l) return py::none();
+        return py::cast(std::const_pointer_cast<GpuGemmLaunch>(l));
+      }, py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("aligned"),
+         "The launch of this kernel for operands of these shapes and strides (GpuGemmLaunch), or None when its plan "
+         "needs more than one launch (Stream-K) or has an epilogue. `aligned`: op(A) and op(B) start on 16 bytes.");
+
+  py::class_<GpuGemmLaunch, std::shared_ptr<GpuGemmLaunch>>(m, "GpuGemmLaunch",
+      "A product's launch prepared once (CUDA): launch() queues it on a stream and returns.")
+      .def_property_readonly("groups", [](const GpuGemmLaunch& l) { return l.groups; })
+      .def_property_readonly("config", [](const GpuGemmLaunch& l) { return l.k.plan.fields(); })
+      .def_property_readonly("plan_key", [](const GpuGemmLaunch& l) { return l.k.plan.key(); })
+      .def("launch", [](const GpuGemmLaunch& l, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta,
+                        uintptr_t stream) {
+        py::gil_scoped_release nogil;
+        launch_gpu_gemm(l, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
+                        alpha, beta, stream);
+      }, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"), py::arg("stream"),
+         "Queues the product on `stream` (a CUstream handle; 0: the legacy default stream) without waiting: a, b, "
+         "c are the device addresses of element [0, 0] of op(A), op(B) and C.");
 
   m.def("gpu_gemm_kernel", [](const std::string& device, const std::vector<std::string>& types,
                               const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,

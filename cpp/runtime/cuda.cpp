@@ -53,6 +53,7 @@ struct Api {
   CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**) = nullptr;
   CUresult (*LinkCreate)(unsigned, int*, void**, CUlinkState*) = nullptr;
   CUresult (*LinkAddData)(CUlinkState, int, void*, size_t, const char*, unsigned, int*, void**) = nullptr;
@@ -96,6 +97,7 @@ std::string load(Api& a) {
   sym(a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   sym(a.CtxPushCurrent, "cuCtxPushCurrent_v2");
   sym(a.CtxPopCurrent, "cuCtxPopCurrent_v2");
+  sym(a.CtxGetCurrent, "cuCtxGetCurrent");
   sym(a.ModuleLoadDataEx, "cuModuleLoadDataEx");
   sym(a.LinkCreate, "cuLinkCreate_v2");
   sym(a.LinkAddData, "cuLinkAddData_v2");
@@ -149,12 +151,21 @@ class Current {
  public:
   explicit Current(CUcontext c) {
     check_not_forked();
+    CUcontext now = nullptr;  // already current (PyTorch's thread, a launch after another): nothing to push
+    if (api().CtxGetCurrent(&now) == 0 && now == c) return;
     cu_check(api().CtxPushCurrent(c), "cuCtxPushCurrent");
+    pushed_ = true;
   }
   ~Current() {
+    if (!pushed_) return;
     CUcontext c;
     api().CtxPopCurrent(&c);
   }
+  Current(const Current&) = delete;
+  Current& operator=(const Current&) = delete;
+
+ private:
+  bool pushed_ = false;
 };
 
 std::mutex image_mu;
@@ -197,6 +208,15 @@ class CudaKernel : public DeviceKernel {
                              nullptr),
           "cuLaunchKernel");
     cu_check(api().StreamSynchronize(stream_), "the kernel (cuStreamSynchronize)");
+  }
+  void launch_on_stream(void** params, size_t groups, size_t local, uintptr_t stream) override {
+    if (groups == 0) return;
+    if (groups > 0x7fffffffu || local == 0 || local > 1024)
+      throw UserError(cat("a CUDA launch of ", groups, " blocks of ", local, " threads is out of range"));
+    Current cur(ctx_);
+    cu_check(api().LaunchKernel(f_, static_cast<unsigned>(groups), 1, 1, static_cast<unsigned>(local), 1, 1, shared_,
+                                reinterpret_cast<CUstream>(stream), params, nullptr),
+             "cuLaunchKernel");
   }
   void set_dynamic_shared(size_t bytes) override {
     if (bytes > 48 * 1024) {  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8): the opt-in above 48 KiB

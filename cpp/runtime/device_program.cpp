@@ -171,6 +171,14 @@ void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) c
   kernel->launch(args, 1, {static_cast<size_t>(groups) * wg, 1, 1}, {wg, 1, 1});
 }
 
+void DeviceProgram::launch_on_stream(void** params, int64_t groups, uintptr_t stream) const {
+  if (!kernel)
+    throw UserError(cat("kernel ", name, " was generated for ", device.substr(7), ", but there is no such device here to run it on"));
+  if (groups < 0) throw UserError(cat("kernel ", name, ": groups=", groups, " must not be negative"));
+  // No launch lock: cuLaunchKernel takes the arguments by value and is thread-safe.
+  kernel->launch_on_stream(params, static_cast<size_t>(groups), static_cast<size_t>(work_group_size), stream);
+}
+
 std::shared_ptr<const DeviceProgram> device_program(
     const std::string& device, const std::string& key,
     const std::function<std::unique_ptr<ir::Function>(const std::string& symbol)>& build) {

@@ -36,6 +36,9 @@ struct DeviceProgram {
   std::string source(const std::string& kind) const;
   /// Launches `groups` work-groups (of work_group_size work-items) and waits.
   void launch(const std::vector<KernelArg>& args, int64_t groups) const;
+  /// CUDA: launches `groups` work-groups on `stream` (see DeviceKernel::launch_on_stream) and
+  /// returns without waiting; `params` point at each argument's bytes, in parameter order.
+  void launch_on_stream(void** params, int64_t groups, uintptr_t stream) const;
 };
 
 /// The program cached under (device, key), built from `build` (which names the function with

@@ -68,6 +68,13 @@ class DeviceKernel {
                       const std::array<size_t, 3>& local) = 0;
   /// Bytes of dynamic shared memory each work-group of the later launches gets (CUDA: the
   /// launch's sharedMemBytes, above 48 KiB after cuFuncSetAttribute); other devices take none.
+  /// CUDA: launches `groups` blocks of `local` threads on `stream` (a CUstream handle: 0 the
+  /// legacy default stream, as the CUDA array interface names it 1; another framework's stream)
+  /// without waiting; `params` point at each argument's bytes. Other devices have no streams.
+  virtual void launch_on_stream(void** params, size_t groups, size_t local, uintptr_t stream) {
+    (void)params, (void)groups, (void)local, (void)stream;
+    throw UserError("launches on a stream are a CUDA feature");
+  }
   virtual void set_dynamic_shared(size_t bytes) {
     if (bytes) throw UserError(cat("dynamic shared memory (", bytes, " bytes) is a CUDA launch attribute"));
   }

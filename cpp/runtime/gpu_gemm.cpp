@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
@@ -77,6 +79,65 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
   k.code->launch(args, workers + tiles - sk_iters / tiles_k);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
+}
+
+std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& kernel, const GemmSpec& spec,
+                                                              bool aligned) {
+  if (kernel.plan.split != "dp" || kernel.plan.epilogue.any()) return nullptr;
+  auto l = std::make_shared<GpuGemmLaunch>();
+  l->k = kernel;
+  if (!aligned && kernel.plan.stages) {  // as run_gpu_gemm: the plan without the 16-byte cp.async copies
+    PlanOverrides o = kernel.overrides;
+    o["stages"] = 0;
+    o["wgmma"] = 0;
+    l->k = gpu_gemm_kernel(spec, kernel.device, o);
+    if (l->k.plan.split != "dp") return nullptr;
+  }
+  const GpuGemmPlan& p = l->k.plan;
+  const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
+  l->swap_ab = g.swap_ab;
+  const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
+  l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  l->acc = p.dtype;
+  l->int_scalars = !ir::is_float(p.dtype);
+  const ir::Type idx = ir::Type::index();
+  l->slots.assign(3, 0);  // a, b, c
+  for (int64_t v : {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c, g.batch1, g.batch2, g.sa_b1, g.sb_b1,
+                    g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2}) {
+    const KernelArg a = scalar_arg(idx, v, 0.0);
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, a.value.data(), std::min<size_t>(8, a.value.size()));
+    l->slots.push_back(bytes);
+  }
+  l->slots.push_back(0);  // alpha
+  l->slots.push_back(0);  // beta
+  if (l->slots.size() != l->k.code->params.size())
+    throw InternalError(cat("the GEMM kernel takes ", l->k.code->params.size(), " parameters, not ", l->slots.size()));
+  return l;
+}
+
+void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void* c, double alpha, double beta,
+                     uintptr_t stream) {
+  constexpr size_t kMax = 32;
+  const size_t n = l.slots.size();
+  if (n > kMax) throw InternalError("a GEMM kernel with more than 32 parameters");
+  uint64_t slots[kMax];
+  void* params[kMax];
+  std::memcpy(slots, l.slots.data(), n * sizeof(uint64_t));
+  const void* ka = l.swap_ab ? b : a;
+  const void* kb = l.swap_ab ? a : b;
+  slots[0] = reinterpret_cast<uintptr_t>(ka);
+  slots[1] = reinterpret_cast<uintptr_t>(kb);
+  slots[2] = reinterpret_cast<uintptr_t>(c);
+  const ir::Type acc = ir::Type::of(l.acc);
+  for (size_t j = 0; j < 2; ++j) {
+    const double v = j ? beta : alpha;
+    const KernelArg s = scalar_arg(acc, l.int_scalars ? integer_scalar(v, j ? "beta" : "alpha") : 0, v);
+    slots[n - 2 + j] = 0;
+    std::memcpy(&slots[n - 2 + j], s.value.data(), std::min<size_t>(8, s.value.size()));
+  }
+  for (size_t i = 0; i < n; ++i) params[i] = &slots[i];
+  l.k.code->launch_on_stream(params, l.groups, stream);
 }
 
 }  // namespace coopjit

@@ -31,4 +31,25 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
                   double beta, const EpilogueArgs* epilogue = nullptr);
 
+/// One product's launch prepared once (CUDA device arrays, data-parallel plans without an
+/// epilogue): the kernel, its grid and its argument bytes, of which each launch sets the three
+/// pointers and alpha, beta. Made by prepare_gpu_gemm_launch; shared by threads (launch copies).
+struct GpuGemmLaunch {
+  GpuGemmKernel k;
+  bool swap_ab = false;
+  bool int_scalars = false;
+  int64_t groups = 0;
+  ir::ScalarType acc{};
+  std::vector<uint64_t> slots;  // each parameter's bytes (at most 8), in parameter order
+};
+
+/// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they
+/// need k's plan); `aligned`: whether op(A) and op(B) start on 16 bytes (else the plan without
+/// the cp.async pipeline). Null when the plan needs more than one launch (Stream-K) or has an epilogue.
+std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& k, const GemmSpec& spec, bool aligned);
+
+/// Queues the product on `stream` (a CUstream handle) and returns without waiting.
+void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void* c, double alpha, double beta,
+                     uintptr_t stream);
+
 }  // namespace coopjit

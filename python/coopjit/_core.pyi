@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
+__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'GpuGemmLaunch', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
 class VerifyError(ValueError):
     pass
 class GemmKernel:
@@ -297,6 +297,10 @@ class DeviceProgram:
     def work_group_size(self) -> int:
         ...
 class GpuGemmKernel:
+    def launcher(self, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], aligned: bool) -> typing.Any:
+        """
+        The launch of this kernel for operands of these shapes and strides (GpuGemmLaunch), or None when its plan needs more than one launch (Stream-K) or has an epilogue. `aligned`: op(A) and op(B) start on 16 bytes.
+        """
     def run(self, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, epilogue: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> None:
         ...
     def source(self, kind: str = 'spirv') -> str:
@@ -321,6 +325,23 @@ class GpuGemmKernel:
         ...
     @property
     def spirv(self) -> bytes:
+        ...
+class GpuGemmLaunch:
+    """
+    A product's launch prepared once (CUDA): launch() queues it on a stream and returns.
+    """
+    def launch(self, a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, stream: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Queues the product on `stream` (a CUstream handle; 0: the legacy default stream) without waiting: a, b, c are the device addresses of element [0, 0] of op(A), op(B) and C.
+        """
+    @property
+    def config(self) -> dict[str, str]:
+        ...
+    @property
+    def groups(self) -> int:
+        ...
+    @property
+    def plan_key(self) -> str:
         ...
 def alloc_device(device: str, nbytes: typing.SupportsInt | typing.SupportsIndex) -> DeviceBuffer:
     """
@@ -363,6 +384,10 @@ def cpu_info() -> dict:
 def cross_compile(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex], types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], cpu: str, threads: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """
     The plan and code coopjit makes for c = a @ b on another x86 CPU (not run).
+    """
+def cuda_image_cache_stats() -> dict:
+    """
+    CUDA machine code images compiled by the driver from PTX and loaded from coopjit's disk cache in this process.
     """
 def device_cache_stats() -> dict:
     """
@@ -465,10 +490,6 @@ def peak_names() -> list[str]:
 def prepack_format(types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], K: typing.SupportsInt | typing.SupportsIndex, N: typing.SupportsInt | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> dict:
     """
     How coopjit.prepack lays out a K x N B for products of these types: nr, kb, vnni, element type, bytes.
-    """
-def cuda_image_cache_stats() -> dict:
-    """
-    CUDA machine code images compiled by the driver from PTX and loaded from coopjit's disk cache in this process.
     """
 def ptx_cache_stats() -> dict:
     """

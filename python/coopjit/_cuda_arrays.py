@@ -4,9 +4,12 @@ device arrays are device arrays of the inputs' framework (a torch tensor for tor
 array for CuPy inputs, else a coopjit.DeviceArray, which PyTorch and CuPy take without copies
 through `__cuda_array_interface__` and DLPack).
 
-The kernels run on coopjit's CUDA stream, which is ordered with the legacy default stream (the one
-PyTorch and CuPy use unless told otherwise); a torch tensor's current stream is synchronized
-first, and every launch is complete when the call returns.
+Products whose operands are all device arrays are queued on the arrays' stream and the call
+returns without waiting (as a torch or CuPy operation does): torch's current stream for torch
+tensors, the stream `__cuda_array_interface__` names (version 3's "stream") for others, the
+legacy default stream when none is named. Other calls (host operands mixed in, Stream-K plans,
+reductions, fused epilogues) synchronize a torch tensor's current stream first, run on coopjit's
+stream (ordered with the legacy default stream) and are complete when the call returns.
 """
 from __future__ import annotations
 
@@ -35,9 +38,11 @@ class CudaView:
     byte strides, dtype and device; `owner` keeps the memory alive. Quacks like an ndarray where
     the device path looks (shape, strides, itemsize, ndim, size, T, dtype)."""
 
-    def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: np.dtype, device: str, owner, framework: str):
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, dtype: np.dtype, device: str, owner, framework: str,
+                 stream: int | None = None):
         self.ptr, self.shape, self.strides, self.dtype = int(ptr), tuple(shape), tuple(strides), np.dtype(dtype)
         self.device, self.owner, self.framework = device, owner, framework
+        self.stream = stream  # the stream __cuda_array_interface__ names (1: legacy default, 2: per-thread), or None
 
     itemsize = property(lambda self: self.dtype.itemsize)
     ndim = property(lambda self: len(self.shape))
@@ -46,7 +51,19 @@ class CudaView:
     @property
     def T(self) -> "CudaView":
         return CudaView(self.ptr, self.shape[::-1], self.strides[::-1], self.dtype, self.device, self.owner,
-                        self.framework)
+                        self.framework, self.stream)
+
+    def span(self) -> tuple[int, int]:
+        """[lo, hi): the device bytes the elements lie in (empty views: (ptr, ptr))."""
+        if any(n == 0 for n in self.shape):
+            return self.ptr, self.ptr
+        lo = hi = self.ptr
+        for n, st in zip(self.shape, self.strides):
+            if st < 0:
+                lo += (n - 1) * st
+            else:
+                hi += (n - 1) * st
+        return lo, hi + self.itemsize
 
     @property
     def c_contiguous(self) -> bool:
@@ -61,31 +78,74 @@ class CudaView:
         return f"CudaView({self.framework} {self.dtype} {self.shape} on {self.device})"
 
 
-def _torch_view(x) -> CudaView | None:
+_TORCH_DT: dict = {}  # torch dtype -> NumPy dtype
+
+
+def _torch_view(x, sync: bool = True) -> CudaView | None:
     if not getattr(x, "is_cuda", False):
         return None
-    import torch
-
+    dt = _TORCH_DT.get(x.dtype)
+    if dt is None:
+        name = str(x.dtype).replace("torch.", "")
+        if name not in _TORCH_NP:
+            raise TypeError(f"a torch CUDA tensor of dtype {x.dtype} is not supported (supported: "
+                            f"{', '.join(_TORCH_NP)})")
+        dt = _TORCH_DT[x.dtype] = _np_dtype(_TORCH_NP[name])
     if x.requires_grad:
         x = x.detach()
-    name = str(x.dtype).replace("torch.", "")
-    if name not in _TORCH_NP:
-        raise TypeError(f"a torch CUDA tensor of dtype {x.dtype} is not supported (supported: {', '.join(_TORCH_NP)})")
-    dt = _np_dtype(_TORCH_NP[name])
-    torch.cuda.current_stream(x.device).synchronize()  # what torch queued on its stream has run
+    index = x.get_device()
+    if sync:
+        import torch
+
+        torch.cuda.current_stream(index).synchronize()  # what torch queued on its stream has run
     return CudaView(x.data_ptr(), tuple(x.shape), tuple(s * dt.itemsize for s in x.stride()), dt,
-                    f"cuda:{x.device.index or 0}", x, "torch")
+                    f"cuda:{index}", x, "torch")
 
 
-def device_view(x) -> CudaView | None:
+def torch_stream(index: int) -> int:
+    """The handle of torch's current stream on CUDA device `index` (0: the legacy default stream)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return int(raw(index)) if raw is not None else int(torch.cuda.current_stream(index).cuda_stream)
+
+
+def launch_stream(views) -> int | None:
+    """The stream a product of these device arrays is queued on: torch's current stream for torch
+    tensors, the stream the interface names for others, the legacy default stream (0) when none
+    is named; None when they name different streams (the caller synchronizes instead)."""
+    streams = set()
+    for v in views:
+        if v.framework == "torch":
+            streams.add(torch_stream(int(v.device.partition(":")[2] or 0)))
+        elif v.stream is not None:
+            streams.add(0 if v.stream == 1 else int(v.stream))
+    if len(streams) > 1:
+        return None
+    return streams.pop() if streams else 0
+
+
+def wait_for(views) -> None:
+    """Before a launch on coopjit's own stream: what torch queued on its current stream has run."""
+    done = set()
+    for v in views:
+        if v is not None and v.framework == "torch" and v.device not in done:
+            import torch
+
+            done.add(v.device)
+            torch.cuda.current_stream(int(v.device.partition(":")[2] or 0)).synchronize()
+
+
+def device_view(x, sync: bool = True) -> CudaView | None:
     """x as a CudaView when it is a CUDA device array (torch CUDA tensor, CuPy array, an object with
-    __cuda_array_interface__, a CudaView or DeviceArray), else None."""
+    __cuda_array_interface__, a CudaView or DeviceArray), else None. `sync`: a torch tensor's current
+    stream is synchronized first (sync=False: the caller orders its launch, launch_stream / wait_for)."""
     if isinstance(x, CudaView):
         return x
     if isinstance(x, DeviceArray):
         return x._view
     if type(x).__module__.partition(".")[0] == "torch":
-        return _torch_view(x)
+        return _torch_view(x, sync)
     if isinstance(x, np.ndarray):
         return None
     try:
@@ -107,12 +167,14 @@ def device_view(x) -> CudaView | None:
         raise TypeError("a masked device array: coopjit does not apply masks")
     dev = getattr(getattr(x, "device", None), "id", 0)
     fw = "cupy" if type(x).__module__.partition(".")[0] == "cupy" else "cai"
-    return CudaView(d["data"][0], shape, tuple(strides), dt, f"cuda:{int(dev) if isinstance(dev, int) else 0}", x, fw)
+    stream = d.get("stream") if d.get("version", 0) >= 3 else None
+    return CudaView(d["data"][0], shape, tuple(strides), dt, f"cuda:{int(dev) if isinstance(dev, int) else 0}", x, fw,
+                    None if stream is None else int(stream))
 
 
 def is_device_array(x) -> bool:
     try:
-        return device_view(x) is not None
+        return device_view(x, False) is not None
     except TypeError:
         return True  # a device array coopjit cannot read: the caller reports it
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import _core, _cuda_arrays, _gemm_fused
+from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
 from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype,
                       native_order, overlaps, promote)
 from ._cpu import Kernel
@@ -152,6 +152,12 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
     residual, the function and the conversion to c's dtype (float products only take beta then).
     """
+    if (type(a) is not np.ndarray and device is None and plan is None and bias is None and activation is None
+            and residual is None and scale is None and row_scale is None and epilogue is None and out_dtype is None):
+        # torch CUDA tensors' fast path
+        got = _cuda_fast.gemm(a, b, c, alpha, beta, trans_a, trans_b, _gemm_fused._device_product)
+        if got is not None:
+            return got
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
@@ -300,8 +306,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     (__array_function__) on the arguments' types, and coopjit owns none of them.
 
     CUDA device arrays (torch CUDA tensors, CuPy arrays, objects with __cuda_array_interface__,
-    coopjit.DeviceArray; 2-D) are read and written on their GPU without copies, and the result is a
-    device array of the inputs' framework (see coopjit.DeviceArray).
+    coopjit.DeviceArray; 2-D or stacks) are read and written on their GPU without copies, and the
+    result is a device array of the inputs' framework (see coopjit.DeviceArray); when every operand
+    is one, the product is queued on their stream (torch's current stream) without waiting.
 
     Fused epilogue (CPU and devices), applied in the kernel before the result is written once, in this order:
     ``y = (a @ b) * scale[n] * row_scale[m] + bias``, ``y = activation(y)``, ``y += residual``,
@@ -319,6 +326,10 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
         if c is not None:
             return c
+        if type(a) is not np.ndarray:
+            c = _cuda_fast.matmul(a, b, out, _gemm_fused._device_product)  # torch CUDA tensors' fast path
+            if c is not None:
+                return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _cuda_arrays
+from . import _core, _cuda_arrays
 from ._arrays import (_collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps, promote)
 from ._cpu import _run_fused
@@ -13,12 +13,15 @@ from ._kernel_args import _overrides
 from .devices import check_device, get
 
 
-def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan, kw):
+def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan, kw, record=None):
     """matmul / gemm with CUDA device arrays among the operands: read and written where they are
     (host operands are copied in for the launch), the result a device array of the inputs'
-    framework. 2-D operands."""
-    va, vb = _cuda_arrays.device_view(a), _cuda_arrays.device_view(b)
-    vc = None if c is None else _cuda_arrays.device_view(c)
+    framework. matmul takes stacks (N-D operands broadcast over their leading dims, as
+    numpy.matmul); gemm 2-D operands. When every operand is a device array the product is queued
+    on their stream (_cuda_arrays.launch_stream) without waiting; `record`: a dict that gets the
+    launch ("entry") for _cuda_fast's cache when the call was one it can repeat."""
+    va, vb = _cuda_arrays.device_view(a, False), _cuda_arrays.device_view(b, False)
+    vc = None if c is None else _cuda_arrays.device_view(c, False)
     first = next(v for v in (va, vb, vc) if v is not None)
     dev = first.device
     if device is not None and check_device(device) != dev:
@@ -27,13 +30,22 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
     A = va if va is not None else native_order(as_array(a, "a"))
     B = vb if vb is not None else native_order(as_array(b, "b"))
     for name, x in (("a", A), ("b", B)):
-        if x.ndim != 2:
-            raise NotImplementedError(f"{where}: products of device arrays take 2-D operands in this version; {name} "
-                                      f"has shape {x.shape}")
+        if isinstance(x, _cuda_arrays.CudaView) and x.device != dev:
+            raise ValueError(f"{where}: {name} is on {x.device}, the other device arrays on {dev}")
+        if where == "gemm" and x.ndim != 2:
+            raise ValueError(f"{where}: {name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+        if x.ndim < 2:
+            raise NotImplementedError(f"{where}: products of device arrays take operands of 2 or more dims; {name} "
+                                      f"has shape {x.shape} (reshape it to a row or a column)")
     opa, opb = (A.T if trans_a else A), (B.T if trans_b else B)
-    if opa.shape[1] != opb.shape[0]:
-        raise ValueError(f"{where}: a has shape {A.shape} and b has shape {B.shape}: inner dimensions differ")
-    m, n = opa.shape[0], opb.shape[1]
+    if opa.shape[-1] != opb.shape[-2]:
+        raise ValueError(f"{where}: a has shape {A.shape} and b has shape {B.shape}: inner dimensions differ "
+                         f"({opa.shape[-1]} != {opb.shape[-2]})")
+    try:
+        batch = tuple(np.broadcast_shapes(opa.shape[:-2], opb.shape[:-2]))
+    except ValueError:
+        raise ValueError(f"{where}: batch dims of a {A.shape} and b {B.shape} do not broadcast") from None
+    m, n = opa.shape[-2], opb.shape[-1]
     out_dtype = kw.pop("out_dtype", None)
     bias_axis = kw.pop("bias_axis", 1)
     if c is not None:
@@ -42,21 +54,130 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
     ep = None
     if requested({**kw, "out_dtype": out_dtype if c is None else None}) or (
             out_dtype is not None and _fused_out_needed(A.dtype, B.dtype, out_dtype)):
+        if batch:
+            raise NotImplementedError(f"{where}: a fused epilogue on stacked device arrays (a {A.shape}, b {B.shape}) "
+                                      "is not supported in this version; 2-D operands take one")
         ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
         (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
         types, dtype = ep.types(ta, tb), ep.out_dtype
     else:
         types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
+    shape = batch + (m, n)
+    given = c is not None
     if c is None:
-        c, beta = _cuda_arrays.result_like(first, (m, n), np.dtype(dtype), dev), 0.0
-        vc = _cuda_arrays.device_view(c)
+        c, beta = _cuda_arrays.result_like(first, shape, np.dtype(dtype), dev), 0.0
+        vc = _cuda_arrays.device_view(c, False)
     target = vc if vc is not None else as_array(c, "c", writable=True)
-    if tuple(target.shape) != (m, n):
-        raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {(m, n)}")
+    if vc is not None and vc.device != dev:
+        raise ValueError(f"{where}: the output is on {vc.device}, the operands on {dev}")
+    if tuple(target.shape) != shape:
+        raise ValueError(f"{where}: the output has shape {tuple(target.shape)} but the product has shape {shape}")
     if np.dtype(target.dtype) != np.dtype(dtype):
         raise TypeError(f"{where}: the output has dtype {target.dtype}, the product writes {np.dtype(dtype)}")
+    if given and vc is not None:
+        lo, hi = vc.span()
+        for name, x in (("a", va), ("b", vb)):
+            if x is not None and hi > lo and x.span()[0] < hi and lo < x.span()[1]:
+                raise ValueError(f"{where}: the output ({vc.framework} {vc.dtype} {vc.shape}) overlaps {name}'s memory: "
+                                 "pass a separate output array")
+    if 0 in shape:
+        return c
+    views = [x for x in (opa, opb, target) if isinstance(x, _cuda_arrays.CudaView)]
+    host = len(views) < 3
+    keep = []
+    if batch and host:  # host operands of a stack: copied to device memory first (complete before the launch)
+        if not isinstance(target, _cuda_arrays.CudaView):
+            raise NotImplementedError(f"{where}: stacked products of device arrays need a device output, got "
+                                      f"{type(c).__name__}")
+        ops = []
+        for x in (opa, opb):
+            if not isinstance(x, _cuda_arrays.CudaView):
+                keep.append(_cuda_arrays.DeviceArray.from_host(x, dev))
+                x = keep[-1]._view
+            ops.append(x)
+        opa, opb = ops
+    if batch:
+        opa, opb, target = _collapse_device_batch(where, opa, opb, target, batch)
+    stream = None if host or ep is not None else _cuda_arrays.launch_stream(views)
+    if stream is not None:
+        launch = _launcher(dev, types, opa, opb, target, beta != 0.0, plan)
+        if launch is not None:
+            launch.launch(opa.ptr, opb.ptr, target.ptr, alpha, beta, stream)
+            if record is not None and views[0].framework in ("torch", "cupy") and all(
+                    v.framework == views[0].framework for v in views):
+                record["entry"] = (launch, shape, getattr(c, "dtype", None), getattr(c, "device", None),
+                                   _rel_span(opa), _rel_span(opb), _rel_span(target))
+            return c
+    _cuda_arrays.wait_for(views)
     get(dev).gemm(opa, opb, target, alpha, beta, types, plan, fused=ep)
+    del keep
     return c
+
+
+def _rel_span(v) -> tuple[int, int]:
+    lo, hi = v.span()
+    return lo - v.ptr, hi - v.ptr
+
+
+_LAUNCHERS: dict = {}  # (device, types, shape, strides, accumulate, plan, aligned) -> GpuGemmLaunch or None
+
+
+def _launcher(dev, types, a, b, c, accumulate, plan):
+    """The prepared launch (C++ GpuGemmLaunch) of a product of these device views, or None when
+    its plan takes more than one launch (Stream-K): made once per shapes, strides, types and plan."""
+    from ._gpu import _gemm_operands
+
+    shape, strides = _gemm_operands(a, b, c)
+    aligned = (a.ptr | b.ptr) & 15 == 0
+    d = get(dev)
+    overrides = d.plan_overrides(plan)
+    key = (dev, tuple(types), tuple(shape), tuple(strides), accumulate, tuple(sorted(overrides.items())), aligned)
+    try:
+        return _LAUNCHERS[key]
+    except KeyError:
+        pass
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if any(st % x.itemsize for st in x.strides):
+            raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} elements "
+                             f"({name})")
+    k = _core.gpu_gemm_kernel(dev, list(types), shape, strides, accumulate, overrides, None)
+    launch = k.launcher(list(types), shape, strides, aligned)
+    if len(_LAUNCHERS) > 4096:
+        _LAUNCHERS.clear()
+    _LAUNCHERS[key] = launch
+    return launch
+
+
+def _collapse_device_batch(where, a, b, c, batch):
+    """Views of a, b, c (CudaViews, broadcast to `batch`) with their batch dims merged into at most
+    two levels (the kernel's batch1 x batch2); ValueError naming the strides when they cannot be."""
+    CudaView = _cuda_arrays.CudaView
+
+    def full(x):  # batch strides right-aligned, 0 where x is broadcast
+        nb = x.ndim - 2
+        st = [0] * (len(batch) - nb) + [0 if x.shape[i] == 1 else x.strides[i] for i in range(nb)]
+        return st
+
+    strides = [full(x) for x in (a, b, c)]
+    merged = []
+    for i, n in enumerate(batch):
+        if n == 1:
+            continue
+        st = [s[i] for s in strides]
+        if merged and all(ps == q * n for ps, q in zip(merged[-1][1], st)):
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    if len(merged) > 2:
+        raise ValueError(f"{where}: the batch dims {batch} of the device arrays (byte strides a {a.strides}, b "
+                         f"{b.strides}, out {c.strides}) do not merge into two levels; a copy would be needed: make "
+                         "them contiguous (e.g. .contiguous())")
+    out = []
+    for j, x in enumerate((a, b, c)):
+        shape = tuple(nn for nn, _ in merged) + tuple(x.shape[-2:])
+        st = tuple(s[j] for _, s in merged) + tuple(x.strides[-2:])
+        out.append(CudaView(x.ptr, shape, st, x.dtype, x.device, x.owner, x.framework, x.stream))
+    return out
 
 
 def _fused_out_needed(a_dtype, b_dtype, out_dtype) -> bool:

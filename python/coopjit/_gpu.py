@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from . import _core
+from . import _core, _cuda_fast
 from ._arrays import as_array, check_scalar, native_order
-from ._cuda_arrays import CudaView, device_view, result_like
+from ._cuda_arrays import CudaView, device_view, launch_stream, result_like, wait_for
 from ._device import Device
 from ._kernel_args import _gpu_overrides, check_kernel_call, kernel_types
 from ._plan import from_core
@@ -390,8 +390,13 @@ class GpuKernel:
         return self._core.spirv
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, bias=None, residual=None, scale=None, row_scale=None):
+        if (self._fused is None and type(a) is not np.ndarray and bias is None and residual is None and scale is None
+                and row_scale is None):
+            got = _cuda_fast.kernel_call(self, a, b, c, alpha, beta)
+            if got is not None:
+                return got
         given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
-        views = [device_view(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray]
+        views = [device_view(x, False) for x in (a, b, c) if x is not None and type(x) is not np.ndarray]
         if any(v is not None for v in views):
             return self._call_device_arrays(a, b, c, alpha, beta, given)
         if self._fused is None and any(v is not None for v in given.values()):
@@ -426,32 +431,73 @@ class GpuKernel:
         st.finish()
         out.finish()
 
-    def _call_device_arrays(self, a, b, c, alpha, beta, given):
+    def _call_device_arrays(self, a, b, c, alpha, beta, given, record=None):
         """A call with CUDA device arrays (read and written in place; host operands copied in); the
-        result a device array of the inputs' framework."""
+        result a device array of the inputs' framework. All operands on the device: queued on their
+        stream without waiting (see coopjit._cuda_arrays); `record` as _gemm_fused._device_product's."""
         alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
         ops = []
         for name, x, want in (("a", a, (self.k, self.m) if self.trans_a else (self.m, self.k)),
                               ("b", b, (self.n, self.k) if self.trans_b else (self.k, self.n))):
-            v = device_view(x)
+            v = device_view(x, False)
             v = v if v is not None else native_order(as_array(x, name))
             if np.dtype(v.dtype) != np.dtype(self.dtype):
                 raise TypeError(f"{name} has dtype {v.dtype}; this kernel was compiled for {self.dtype}")
             if tuple(v.shape) != want:
                 raise ValueError(f"{name} has shape {tuple(v.shape)}; this kernel was compiled for {want}")
+            if isinstance(v, CudaView) and v.device != self.device:
+                raise ValueError(f"{name} is on {v.device}; this kernel was compiled for {self.device}")
             ops.append(v)
         if beta != 0.0 and not self.accumulate:
             raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
-        first = next(v for v in ops + [device_view(c) if c is not None else None] if isinstance(v, CudaView))
+        first = next(v for v in ops + [device_view(c, False) if c is not None else None] if isinstance(v, CudaView))
+        given_c = c is not None
         if c is None:
             c, beta = result_like(first, (self.m, self.n), np.dtype(self.out_dtype), self.device), 0.0
-        vc = device_view(c)
+        vc = device_view(c, False)
         target = vc if vc is not None else as_array(c, "c", writable=True)
         if tuple(target.shape) != (self.m, self.n) or np.dtype(target.dtype) != np.dtype(self.out_dtype):
             raise ValueError(f"c must be a {np.dtype(self.out_dtype)} array of shape {(self.m, self.n)}, got "
                              f"{target.dtype} {tuple(target.shape)}")
+        if vc is not None and vc.device != self.device:
+            raise ValueError(f"c is on {vc.device}; this kernel was compiled for {self.device}")
+        if given_c and vc is not None:
+            lo, hi = vc.span()
+            for name, x in zip("ab", ops):
+                if isinstance(x, CudaView) and hi > lo and x.span()[0] < hi and lo < x.span()[1]:
+                    raise ValueError(f"c ({vc.framework} {vc.dtype} {vc.shape}) overlaps {name}'s memory: pass a "
+                                     "separate output array")
+        views = [v for v in (*ops, target) if isinstance(v, CudaView)]
+        if len(views) == 3 and self._fused is None and self.m and self.n:
+            stream = launch_stream(views)
+            if stream is not None:
+                A, B = (ops[0].T if self.trans_a else ops[0]), (ops[1].T if self.trans_b else ops[1])
+                launch = self._launcher(A, B, target)
+                if launch is not None:
+                    launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream)
+                    if record is not None and all(v.framework == "torch" for v in views):
+                        record["entry"] = (launch, (self.m, self.n), getattr(c, "dtype", None), getattr(c, "device", None),
+                                           *[(x.span()[0] - x.ptr, x.span()[1] - x.ptr) for x in (A, B, target)])
+                    return c
+        wait_for(views)
         self._launch(ops[0], ops[1], target, alpha, beta, given)
         return c
+
+    def _launcher(self, A, B, target):
+        """The prepared launch (C++ GpuGemmLaunch) for device views of these strides, made once."""
+        shape, strides = _gemm_operands(A, B, target)
+        aligned = (A.ptr | B.ptr) & 15 == 0
+        key = (tuple(strides), aligned)
+        cache = self.__dict__.setdefault("_launches", {})
+        if key not in cache:
+            for name, x in (("a", A), ("b", B), ("c", target)):
+                if any(st % x.itemsize for st in x.strides):
+                    raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} "
+                                     f"elements ({name})")
+            if len(cache) > 256:
+                cache.clear()
+            cache[key] = self._core.launcher(list(self._types), shape, strides, aligned)
+        return cache[key]
 
     def __repr__(self):
         cfg = self.config

@@ -1,0 +1,177 @@
+"""The per-call fast path of products of torch CUDA tensors (matmul, gemm, compiled kernels): a
+cache keyed by what decides the plan and the launch (dtypes, shapes, strides, devices, the 16-byte
+alignment of the operands, transposes, whether C is read, the output's layout) that holds the
+prepared launch (C++ GpuGemmLaunch) and the result's shape and dtype. A hit allocates the result
+(torch.empty on the operands' device), checks that a given output does not overlap the operands
+and queues the kernel on torch's current stream; a miss, or anything out of the ordinary, takes
+the full path (coopjit._gemm_fused._device_product / _gpu.GpuKernel._call_device_arrays), which
+checks everything, gives the errors and records the entry when the call is one this path can repeat.
+"""
+from __future__ import annotations
+
+import sys
+
+_CACHE: dict = {}
+_LIMIT = 4096
+_torch = None
+_raw_stream = None
+
+
+def _tensor_type():
+    global _torch, _raw_stream
+    if _torch is None:
+        _torch = sys.modules.get("torch")
+        if _torch is None:
+            return None
+        _raw_stream = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+    return _torch.Tensor
+
+
+def _stream(index: int) -> int:
+    if _raw_stream is not None:
+        return int(_raw_stream(index))
+    return int(_torch.cuda.current_stream(index).cuda_stream)
+
+
+def _plain(x) -> bool:
+    return type(x) is float or type(x) is int
+
+
+def _run(entry, pa, pb, out, alpha, beta, index):
+    """One launch of a cached entry; None when `out` overlaps an operand (the full path says so)."""
+    launch, shape, dtype, device, (alo, ahi), (blo, bhi), (clo, chi) = entry
+    if out is None:
+        out = _torch.empty(shape, dtype=dtype, device=device)
+        pc = out.data_ptr()
+    else:
+        pc = out.data_ptr()
+        if (pc + clo < pa + ahi and pa + alo < pc + chi) or (pc + clo < pb + bhi and pb + blo < pc + chi):
+            return None
+    launch.launch(pa, pb, pc, alpha, beta, _stream(index))
+    return out
+
+
+def _store(cache, key, rec):
+    entry = rec.get("entry")
+    if entry is not None:
+        if len(cache) >= _LIMIT:
+            cache.clear()
+        cache[key] = entry
+
+
+_KW = {"bias": None, "activation": None, "residual": None, "scale": None, "row_scale": None, "epilogue": None}
+
+
+def matmul(a, b, out, full):
+    """coopjit.matmul(a, b, out=out) of torch CUDA tensors without epilogue, device= or plan=; None
+    when this path does not apply (the caller takes its full path). `full`: the full path
+    (_gemm_fused._device_product; passed in, so that this module imports none of the device layer)."""
+    T = _tensor_type()
+    if T is None or type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
+        return _matmul_cupy(a, b, out, full)
+    ia = a.get_device()
+    if ia < 0 or b.get_device() != ia:
+        return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    key = ("mm", a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
+           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0)
+    e = _CACHE.get(key)
+    if e is not None:
+        got = _run(e, pa, pb, out, 1.0, 0.0, ia)
+        if got is not None:
+            return got
+    rec = {}
+    got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+                          {**_KW, "out_dtype": None, "bias_axis": 1}, record=rec)
+    _store(_CACHE, key, rec)
+    return got
+
+
+_cupy = None
+
+
+def _matmul_cupy(a, b, out, full):
+    """coopjit.matmul of CuPy arrays on the current device: as matmul, the result a CuPy array,
+    queued on CuPy's current stream (what their __cuda_array_interface__ names)."""
+    global _cupy
+    if _cupy is None:
+        _cupy = sys.modules.get("cupy")
+        if _cupy is None:
+            return None
+    T = _cupy.ndarray
+    if type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
+        return None
+    dev = _cupy.cuda.runtime.getDevice()
+    if a.device.id != dev or b.device.id != dev:
+        return None
+    pa, pb = a.data.ptr, b.data.ptr
+    stream = _cupy.cuda.get_current_stream().ptr
+    key = ("cupy", a.dtype, b.dtype, a.shape, b.shape, a.strides, b.strides, dev,
+           None if out is None else (out.dtype, out.shape, out.strides, out.device.id), (pa | pb) & 15 == 0)
+    e = _CACHE.get(key)
+    if e is not None:
+        launch, shape, dtype, _, (alo, ahi), (blo, bhi), (clo, chi) = e
+        c = _cupy.empty(shape, dtype) if out is None else out
+        pc = c.data.ptr
+        overlap = (pc + clo < pa + ahi and pa + alo < pc + chi) or (pc + clo < pb + bhi and pb + blo < pc + chi)
+        if out is None or not overlap:
+            launch.launch(pa, pb, pc, 1.0, 0.0, stream)
+            return c
+    rec = {}
+    got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None, {**_KW, "out_dtype": None, "bias_axis": 1},
+               record=rec)
+    _store(_CACHE, key, rec)
+    return got
+
+
+def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
+    """coopjit.gemm of torch CUDA tensors without epilogue, device= or plan= (see matmul)."""
+    T = _tensor_type()
+    if (T is None or type(a) is not T or type(b) is not T or (c is not None and type(c) is not T) or not _plain(alpha)
+            or not _plain(beta)):
+        return None
+    ia = a.get_device()
+    if ia < 0 or b.get_device() != ia:
+        return None
+    if c is None:
+        beta = 0.0
+    pa, pb = a.data_ptr(), b.data_ptr()
+    key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(),
+           ia, None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
+    e = _CACHE.get(key)
+    if e is not None:
+        got = _run(e, pa, pb, c, float(alpha), float(beta), ia)
+        if got is not None:
+            return got
+    rec = {}
+    got = full("gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
+                          {**_KW, "out_dtype": None, "bias_axis": 1}, record=rec)
+    _store(_CACHE, key, rec)
+    return got
+
+
+def kernel_call(kern, a, b, c, alpha, beta):
+    """A compiled kernel (coopjit._gpu.GpuKernel without epilogue) called with torch CUDA tensors."""
+    T = _tensor_type()
+    if (T is None or type(a) is not T or type(b) is not T or (c is not None and type(c) is not T) or not _plain(alpha)
+            or not _plain(beta)):
+        return None
+    ia = a.get_device()
+    if ia < 0 or b.get_device() != ia:
+        return None
+    if c is None:
+        beta = 0.0
+    pa, pb = a.data_ptr(), b.data_ptr()
+    key = (beta != 0, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
+           None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
+    cache = kern.__dict__.setdefault("_fast", {})
+    e = cache.get(key)
+    if e is not None:
+        got = _run(e, pa, pb, c, float(alpha), float(beta), ia)
+        if got is not None:
+            return got
+    rec = {}
+    got = kern._call_device_arrays(a, b, c, alpha, beta, {"bias": None, "residual": None, "scale": None,
+                                                          "row_scale": None}, record=rec)
+    _store(cache, key, rec)
+    return got
