@@ -169,6 +169,22 @@ void SimtLowering::workgroup_op(const Op& o) {
       done(nullptr);
       return;
     }
+    case OpKind::mat_outer_product: {
+      // Element (i, j) = x[i] * y[j] in the result's type, from the vectors of the work-item that
+      // owns it (HLSL's ThreadGroup scope: the vectors are the same on every work-item).
+      const Type& r = o.result()->type;
+      llvm::Value* buf = wg_buffer(r);
+      std::vector<llvm::Value*> xs = mat(v[0]), ys = mat(v[1]);
+      for (auto& x : xs) x = convert_value(x, v[0]->type.scalar, r.scalar);
+      for (auto& y : ys) y = convert_value(y, v[1]->type.scalar, r.scalar);
+      wg_each(r.rows * r.cols, [&](llvm::Value* e) {
+        llvm::Value* i = b_.CreateUDiv(e, b_.getInt64(r.cols));
+        llvm::Value* j = b_.CreateURem(e, b_.getInt64(r.cols));
+        wg_set(buf, r.scalar, e, scalar_bin(BinOp::mul, r.scalar, select_component(xs, i), select_component(ys, j)));
+      });
+      done(buf);
+      return;
+    }
     case OpKind::mat_splat: {
       const Type& t = o.result()->type;
       llvm::Value* buf = wg_buffer(t);
@@ -372,7 +388,7 @@ void SimtLowering::workgroup_op(const Op& o) {
   throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", type,
                       ": workgroup-scope matrices support load, store, accumulate, load_tensor, store_tensor, splat, "
                       "scale, element-wise arithmetic, per_element, mul_add, reduce, convert, cast, transpose, "
-                      "sum_accumulate, length, get, set and get_coordinate on GPUs so far"));
+                      "sum_accumulate, outer_product, length, get, set and get_coordinate on GPUs so far"));
 }
 
 }  // namespace coopjit
