@@ -202,6 +202,24 @@ def test_element_reads_and_writes(rng, target):
     np.testing.assert_array_equal(z.astype(np.float64), converted(x, "i16").reshape(-1))
 
 
+def test_splat_of_an_element_read_at_the_lane_reads_the_first_lane():
+    """Each work-item writes 2 * lane + 1 to its element of a groupshared array and reads it back
+    (load_element at the lane: a lane-varying value); a splat of it takes the first lane's, 1 (HLSL
+    0035: Splat(WaveReadLaneFirst(v))). (The device only: the CPU has no lane ids.)"""
+    target = needs_device()
+    b = KernelBuilder("gs_lanes", S)
+    Y = b.param("Y", "ptr<f32>")
+    g = b.groupshared("f32", S)
+    lane = b.work_id("lane")
+    b.store_element(g, lane, b.add(b.mul(b.convert(lane, "f32"), 2.0), 1.0))
+    b.barrier()
+    b.store(b.splat(mat("f32", 4, S), b.load_element(g, lane)), Y, strides=(S, 1))
+    k = build(b, target)
+    y = np.zeros((4, S), np.float32)
+    k(y)
+    np.testing.assert_array_equal(y, np.ones((4, S), np.float32))
+
+
 def test_accesses_must_stay_inside_the_array():
     b = KernelBuilder("gs_out")
     X = b.param("X", "ptr<f32>")
