@@ -99,6 +99,25 @@ std::unique_ptr<Function> vector_probe(int S, ScalarType vt, bool bias) {
   return std::move(p.f);
 }
 
+// HLSL 0035's groupshared Load / Store / Accumulate at both uniform scopes, each converting: an
+// f32 subgroup matrix and an f32 workgroup matrix stored to and accumulated into f16 groupshared
+// arrays, read back as f32 after a barrier.
+std::unique_ptr<Function> groupshared_probe(int S) {
+  Probe p(S);
+  p.f->attrs["subgroups_per_group"] = int64_t(2);
+  for (Scope s : {Scope::subgroup, Scope::workgroup}) {
+    Value* m = p.load(ScalarType::f32, Use::acc, s);
+    Value* g = p.b.groupshared(ScalarType::f16, kN * kN);
+    Builder::Access at{g, p.b.index(0), p.b.index(0), p.b.index(kN), p.b.index(1), p.b.index(kN), p.b.index(kN)};
+    p.b.store(m, at, false);
+    p.b.barrier();
+    p.b.accumulate(m, at);
+    p.b.barrier();
+    p.store(p.b.load(acc(ScalarType::f32, kN, kN, s), at, false));
+  }
+  return std::move(p.f);
+}
+
 using Maker = std::function<std::unique_ptr<Function>(int)>;
 
 const std::vector<std::pair<std::string, Maker>>& probes() {
@@ -193,6 +212,13 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
       {"outer_product", [](int S) { return outer_probe(S, Scope::subgroup); }},
       {"outer_product_thread", [](int S) { return outer_probe(S, Scope::thread); }},
       {"outer_product_workgroup", [](int S) { return outer_probe(S, Scope::workgroup); }},
+      {"accumulate_workgroup", [](int S) {  // a thread-group-scope matrix accumulated into a buffer
+         Probe p(S);
+         p.f->attrs["subgroups_per_group"] = int64_t(2);
+         p.accumulate(p.load(ScalarType::f32, Use::acc, Scope::workgroup));
+         return std::move(p.f);
+       }},
+      {"groupshared", [](int S) { return groupshared_probe(S); }},
   };
   return list;
 }

@@ -340,6 +340,14 @@ void Builder::vector_store(Value* v, Value* ptr, Value* offset, Value* stride) {
   append(OpKind::vec_store, {v, ptr, offset, stride}, {});
 }
 
+void Builder::store_scalar(Value* ptr, Value* index, Value* value) { append(OpKind::store, {ptr, index, value}, {}); }
+
+Value* Builder::groupshared(ScalarType elem, int64_t n, std::string hint) {
+  return append(OpKind::shared_alloc, {}, {Type::groupshared(elem, n)}, {std::move(hint)})->result();
+}
+
+void Builder::barrier() { append(OpKind::barrier, {}, {}); }
+
 Value* Builder::work_id(WorkId w, int dim, std::string hint) {
   Op* op = append(OpKind::work_id, {}, {Type::index()}, {std::move(hint)});
   op->sub = static_cast<int>(w);

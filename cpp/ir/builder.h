@@ -38,6 +38,13 @@ class Builder {
   /// ptr[index], unchecked: for decode functions, which the load calls only inside the buffer.
   Value* load_scalar(Value* ptr, Value* index, std::string hint = {});
 
+  /// ptr[index] = value (value of the pointee type): a plain scalar write.
+  void store_scalar(Value* ptr, Value* index, Value* value);
+  /// HLSL's groupshared T Arr[n]: work-group local memory, one array per work-group.
+  Value* groupshared(ScalarType elem, int64_t n, std::string hint = {});
+  /// A work-group barrier that orders the work-group's memory accesses (groupshared and buffers).
+  void barrier();
+
   // Structured control flow. The body callback receives a Builder positioned in the body, the
   // induction variable and the loop-carried values, and returns the values to yield.
   using ForBody = std::function<std::vector<Value*>(Builder&, Value* iv, const std::vector<Value*>& iters)>;

@@ -79,6 +79,7 @@ bool is_int_type(const Type& t) { return t.is_scalar() && (is_integer(t.scalar) 
 struct Ptr {
   int param = -1;  // the pointer parameter it points into; -1: not tracked
   AV offset = AV::point(0);
+  const Value* shared = nullptr;  // or the groupshared array (groupshared.alloc's result) it points into
 };
 
 class Analysis {
@@ -87,7 +88,7 @@ class Analysis {
     for (size_t i = 0; i < f.params.size(); ++i) {
       const Value* p = f.params[i];
       if (p->type.is_pointer()) {
-        ptrs_[p] = Ptr{static_cast<int>(i), AV::point(0)};
+        ptrs_[p] = Ptr{static_cast<int>(i), AV::point(0), nullptr};
       } else if (is_int_type(p->type)) {
         if (env.ints && i < env.ints->size()) vals_[p] = fit(AV::point((*env.ints)[i]), p->type.scalar);
         else vals_[p] = AV::call();
@@ -163,6 +164,7 @@ class Analysis {
   // `p` points into.
   void touch(const Op& o, const Value* pv, AV off, bool write, int64_t row_stride = 0) {
     Ptr p = ptr(pv);
+    if (p.shared) return touch_shared(o, p, off);
     if (p.param < 0) underivable(o, "the pointer does not come from a kernel parameter through ptr_offset");
     off = add(off, p.offset);
     ParamExtent& e = out_[static_cast<size_t>(p.param)];
@@ -185,6 +187,25 @@ class Analysis {
     e.touched = true;
   }
 
+  // An access to a groupshared array must stay inside it (HLSL: "the validator will ensure that
+  // the group shared target memory is large enough"): refused when it may leave it; checked at
+  // each call when its range depends on the call.
+  void touch_shared(const Op& o, const Ptr& p, AV off) {
+    off = add(off, p.offset);
+    const int64_t n = p.shared->type.cols;
+    if (!off.derivable) underivable(o, cat("the position in the groupshared array ", p.shared->type.str(), " depends on data"));
+    if (!off.bounded) {
+      if (env_.ints) underivable(o, cat("the positions in the groupshared array ", p.shared->type.str(), " overflow"));
+      call_dependent_ = true;  // known at the call
+      return;
+    }
+    if (off.lo > off.hi) return;
+    if (off.lo < 0 || off.hi >= n)
+      throw UserError(cat("the access reaches elements ", off.lo, " to ", off.hi, " of the groupshared array ",
+                          p.shared->type.str(), ", which has elements 0 to ", n - 1,
+                          ": give it positions, strides and bounds inside the array\n  in: ", print_op(f_, o)));
+  }
+
   // One dimension of a matrix access: the coordinates it reaches, positions p .. p + n - 1,
   // intersected with [0, bound) for checked accesses (empty: lo > hi).
   static AV coords(const AV& p, int64_t n, bool checked, const AV& bound) {
@@ -202,6 +223,7 @@ class Analysis {
     AV c = coords(val(v[base + 2]), m.cols, checked, val(v[base + 6]));
     if ((r.bounded && r.lo > r.hi) || (c.bounded && c.lo > c.hi)) {  // nothing inside the bounds
       Ptr p = ptr(v[base]);
+      if (p.shared) return;
       if (p.param >= 0) (write ? out_[p.param].written : out_[p.param].read) = true;
       return;
     }
@@ -278,7 +300,7 @@ class Analysis {
       case OpKind::select:
         if (o.result()->type.is_pointer()) {
           Ptr a = ptr(v[1]), b = ptr(v[2]);
-          if (a.param >= 0 && a.param == b.param) ptrs_[o.result()] = Ptr{a.param, unite(a.offset, b.offset)};
+          if (a.param >= 0 && a.param == b.param) ptrs_[o.result()] = Ptr{a.param, unite(a.offset, b.offset), nullptr};
           return;
         }
         set(o.result(), guarded_select(v[0], v[1], v[2]));
@@ -308,9 +330,12 @@ class Analysis {
         return;
       case OpKind::ptr_offset: {
         Ptr p = ptr(v[0]);
-        if (p.param >= 0) ptrs_[o.result()] = Ptr{p.param, add(p.offset, val(v[1]))};
+        if (p.param >= 0 || p.shared) ptrs_[o.result()] = Ptr{p.param, add(p.offset, val(v[1])), p.shared};
         return;
       }
+      case OpKind::shared_alloc: ptrs_[o.result()] = Ptr{-1, AV::point(0), o.result()}; return;
+      case OpKind::store: touch(o, v[0], val(v[1]), true); return;
+      case OpKind::barrier: return;
       case OpKind::flag_set: touch(o, v[0], val(v[1]), true); return;
       case OpKind::flag_wait: touch(o, v[0], val(v[1]), false); return;
       case OpKind::for_: {
@@ -348,7 +373,7 @@ class Analysis {
           const Value* r = o.results[i];
           if (r->type.is_pointer()) {
             Ptr a = ptr(y0.operands[i]), b = ptr(y1.operands[i]);
-            if (a.param >= 0 && a.param == b.param) ptrs_[r] = Ptr{a.param, unite(a.offset, b.offset)};
+            if (a.param >= 0 && a.param == b.param) ptrs_[r] = Ptr{a.param, unite(a.offset, b.offset), nullptr};
           } else {
             set(r, unite(val(y0.operands[i]), val(y1.operands[i])));
           }

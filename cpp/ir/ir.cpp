@@ -105,6 +105,9 @@ std::string mnemonic(const Op& op) {
     case OpKind::tensor_view: return "tensor.view";
     case OpKind::mat_load_tensor: return "coopmatrix.load_tensor";
     case OpKind::mat_store_tensor: return "coopmatrix.store_tensor";
+    case OpKind::shared_alloc: return "groupshared.alloc";
+    case OpKind::store: return "store";
+    case OpKind::barrier: return "barrier";
     case OpKind::work_id: return cat("id.", name(static_cast<WorkId>(op.sub)));
   }
   return "?";

@@ -69,6 +69,11 @@ enum class OpKind : uint8_t {
                      // region, the decode function, gets (index, blockCoord[r], coordInBlock[r])
                      // and yields the element
   mat_store_tensor,  // (matrix, ptr, layout, extent[, view])
+  // work-group local memory (HLSL groupshared)
+  shared_alloc,      // () -> groupshared<T, n>: an array of n T, one per work-group, uninitialized
+  store,             // (ptr, index, value): ptr[index] = value, a scalar write
+  barrier,           // a work-group barrier ordering the work-group's memory accesses (HLSL
+                     // GroupMemoryBarrierWithGroupSync)
   // work-item identity (SIMT targets; the SIMD lowering of one worker per call has none)
   work_id,           // sub = WorkId; attr dim for group / groups -> index
 };

@@ -239,6 +239,16 @@ class Printer {
         results(o);
         os_ << mnemonic(o) << " : index";
         break;
+      case OpKind::shared_alloc:
+        results(o);
+        os_ << mnemonic(o) << " : " << o.result()->type.str();
+        break;
+      case OpKind::store:
+        os_ << "store " << name_of(v[2]) << ", " << name_of(v[0]) << "[" << name_of(v[1]) << "] : " << v[0]->type.str();
+        break;
+      case OpKind::barrier:
+        os_ << mnemonic(o);
+        break;
       case OpKind::load:
         results(o);
         os_ << "load " << name_of(v[0]) << "[" << name_of(v[1]) << "] : " << o.result()->type.str();

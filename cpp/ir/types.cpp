@@ -105,7 +105,8 @@ bool Type::operator==(const Type& o) const {
   if (kind != o.kind) return false;
   switch (kind) {
     case Kind::void_: return true;
-    case Kind::scalar: case Kind::pointer: return scalar == o.scalar;
+    case Kind::scalar: return scalar == o.scalar;
+    case Kind::pointer: return scalar == o.scalar && shared == o.shared && (!shared || cols == o.cols);
     case Kind::matrix:
       return scalar == o.scalar && rows == o.rows && cols == o.cols && use == o.use &&
              scope == o.scope;
@@ -120,7 +121,8 @@ std::string Type::str() const {
   switch (kind) {
     case Kind::void_: return "void";
     case Kind::scalar: return std::string(name(scalar));
-    case Kind::pointer: return cat("ptr<", name(scalar), ">");
+    case Kind::pointer:
+      return shared ? cat("groupshared<", name(scalar), ", ", cols, ">") : cat("ptr<", name(scalar), ">");
     case Kind::matrix:
       return cat("coopmatrix<", name(scalar), ", ", rows, ", ", cols, ", ", name(use), ", ",
                  name(scope), ">");
@@ -162,6 +164,10 @@ Type parse_type(std::string_view text) {
   if (auto p = inner("ptr"); !p.empty()) {
     if (p.size() != 1) throw UserError(cat("type '", text, "': ptr<T> takes one type"));
     return Type::pointer(parse_scalar(p[0]));
+  }
+  if (auto p = inner("groupshared"); !p.empty()) {
+    if (p.size() != 2) throw UserError(cat("type '", text, "': groupshared<T, n>"));
+    return Type::groupshared(parse_scalar(p[0]), number(p[1]));
   }
   if (auto p = inner("vector"); !p.empty()) {
     if (p.size() != 2) throw UserError(cat("type '", text, "': vector<T, n>"));

@@ -34,7 +34,7 @@ ScalarType parse_scalar(std::string_view s);
 Use parse_use(std::string_view s);
 Scope parse_scope(std::string_view s);
 /// Parses a type as printed: f32, index, ptr<f16>, vector<f32, 16>,
-/// coopmatrix<f16, 8, 32, a, subgroup>. Throws UserError naming the text.
+/// coopmatrix<f16, 8, 32, a, subgroup>, groupshared<f32, 256>. Throws UserError naming the text.
 struct Type;
 Type parse_type(std::string_view s);
 
@@ -53,6 +53,7 @@ struct Type {
   int rank = 0;                           // tensor layout / view: number of dimensions (1..5)
   ClampMode clamp = ClampMode::undefined; // tensor layout only
   bool has_dims = false;                  // tensor view: has its own dimensions and strides
+  bool shared = false;                    // pointer: a groupshared array of `cols` elements
   std::array<int8_t, 5> perm{};           // tensor view: the permutation of its dimensions
 
   static Type void_type() { return Type{}; }
@@ -60,6 +61,11 @@ struct Type {
   static Type index() { return of(ScalarType::index); }
   static Type boolean() { return of(ScalarType::i1); }
   static Type pointer(ScalarType elem) { Type t; t.kind = Kind::pointer; t.scalar = elem; return t; }
+  /// HLSL's groupshared T Arr[n] (work-group local memory): a pointer to n elements one per
+  /// work-group, printed groupshared<T, n>.
+  static Type groupshared(ScalarType elem, int64_t n) {
+    Type t = pointer(elem); t.shared = true; t.rows = 1; t.cols = n; return t;
+  }
   static Type matrix(ScalarType c, int64_t rows, int64_t cols, Use use, Scope scope) {
     Type t; t.kind = Kind::matrix; t.scalar = c; t.rows = rows; t.cols = cols; t.use = use;
     t.scope = scope; return t;
@@ -79,6 +85,7 @@ struct Type {
   bool is_index() const { return kind == Kind::scalar && scalar == ScalarType::index; }
   bool is_bool() const { return kind == Kind::scalar && scalar == ScalarType::i1; }
   bool is_pointer() const { return kind == Kind::pointer; }
+  bool is_groupshared() const { return kind == Kind::pointer && shared; }
   bool is_matrix() const { return kind == Kind::matrix; }
   bool is_vector() const { return kind == Kind::vector; }
   bool is_tensor_layout() const { return kind == Kind::tensor_layout; }

@@ -70,7 +70,12 @@ class Verifier {
   explicit Verifier(const Function& f) : f_(f) {}
 
   void run() {
-    for (Value* p : f_.params) defined_.insert(p);
+    for (Value* p : f_.params) {
+      if (p->type.is_groupshared())
+        throw VerifyError(cat("IR verifier: parameter ", p->hint, " has type ", p->type.str(),
+                              ": a groupshared array is declared in the kernel (groupshared.alloc), not passed"));
+      defined_.insert(p);
+    }
     block(f_.body, /*is_region=*/false);
   }
 
@@ -122,9 +127,20 @@ class Verifier {
     require(v.size() == base + 7, o, "load/store takes ptr, row, col, stride_row, stride_col, rows, cols");
     require(v[base]->type.is_pointer(), o, cat("the address must be a pointer, not ", v[base]->type.str()));
     require(m.is_matrix(), o, cat("the value must be a coopmatrix, not ", m.str()));
-    require(v[base]->type.scalar == m.scalar, o,
-            cat("pointer element type ", name(v[base]->type.scalar), " differs from the matrix component type ",
-                name(m.scalar), " (", m.str(), ")"));
+    const Type& p = v[base]->type;
+    if (p.is_groupshared()) {
+      // HLSL 0035's groupshared Load / Store / Accumulate: Wave or ThreadGroup scope, row- or
+      // column-major (strides), the elements converted between the array's type and the
+      // matrix's component type where they differ.
+      require(m.scope != Scope::thread, o,
+              cat("a groupshared ", mnemonic(o) == "coopmatrix.accumulate" ? "accumulate" : "load or store",
+                  " needs a subgroup or workgroup scope matrix (HLSL 0035 scope table), got ", m.str()));
+      require(o.int_attr("vnni", 1) == 1, o, "a groupshared access is not vnni-packed");
+    } else {
+      require(p.scalar == m.scalar, o,
+              cat("pointer element type ", name(p.scalar), " differs from the matrix component type ", name(m.scalar),
+                  " (", m.str(), "); only a groupshared array converts"));
+    }
     for (size_t k = base + 1; k < base + 7; ++k)
       require(v[k]->type.is_index(), o, cat("position, strides and bounds must be index, operand ", k,
                                             " is ", v[k]->type.str()));
@@ -155,8 +171,13 @@ class Verifier {
   static constexpr int64_t kMaxRegionElements = int64_t(1) << 12;    // per-element / reduce functions
 
   void size_limits(const Op& o) {
+    const bool shared_access = (o.kind == OpKind::mat_load && !o.operands.empty() && o.operands[0]->type.is_groupshared()) ||
+                               (o.kind == OpKind::mat_store && o.operands.size() > 1 && o.operands[1]->type.is_groupshared());
     switch (o.kind) {
-      case OpKind::mat_load: case OpKind::mat_store: case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
+      case OpKind::mat_load: case OpKind::mat_store:
+        if (shared_access) break;  // element by element, with conversion: unrolled as the others
+        return;
+      case OpKind::mat_load_tensor: case OpKind::mat_store_tensor:
       case OpKind::mat_length: case OpKind::yield: case OpKind::for_: case OpKind::if_:
         return;
       default: break;
@@ -210,11 +231,55 @@ class Verifier {
               o, cat(what, " holds scalar operations only, not ", mnemonic(*inner)));
   }
 
+  // A groupshared array is used where it is declared: not carried by loops or branches, and
+  // only by the operations HLSL gives it (matrix load / store / accumulate, plain element reads
+  // and writes, offsets).
+  void groupshared_uses(const Op& o) {
+    for (size_t k = 0; k < o.operands.size(); ++k) {
+      if (!o.operands[k]->type.is_groupshared()) continue;
+      require(o.kind != OpKind::for_ && o.kind != OpKind::if_ && o.kind != OpKind::yield, o,
+              cat("a groupshared array (", o.operands[k]->type.str(), ") cannot be carried by ",
+                  o.kind == OpKind::yield ? "a loop or branch" : mnemonic(o), ": use it directly"));
+      const bool ok = o.kind == OpKind::load || o.kind == OpKind::store || o.kind == OpKind::ptr_offset ||
+                      (o.kind == OpKind::mat_load && k == 0) ||
+                      ((o.kind == OpKind::mat_store || o.kind == OpKind::mat_accumulate) && k == 1);
+      require(ok, o, cat(mnemonic(o), " does not take a groupshared array (", o.operands[k]->type.str(),
+                         "): matrix load / store / accumulate, load, store and ptr.offset do"));
+    }
+    if (o.kind == OpKind::for_ || o.kind == OpKind::if_)
+      for (const Value* r : o.results)
+        require(!r->type.is_groupshared(), o, cat("a groupshared array (", r->type.str(), ") cannot be carried by ",
+                                                  mnemonic(o), ": use it directly"));
+  }
+
+  // HLSL's groupshared limit (Direct3D: 32 KiB a thread group), also OpenCL's least local memory.
+  static constexpr int64_t kMaxGroupsharedBytes = 32 * 1024;
+
   void check(const Op& o) {
     const auto& v = o.operands;
     matrix_types(o);
     size_limits(o);
+    groupshared_uses(o);
     switch (o.kind) {
+      case OpKind::shared_alloc: {
+        require(v.empty() && o.results.size() == 1 && o.result()->type.is_groupshared(), o,
+                "groupshared.alloc takes nothing and gives a groupshared array");
+        const Type& t = o.result()->type;
+        require(t.scalar != ScalarType::i1 && t.scalar != ScalarType::index, o,
+                cat("a groupshared array holds an arithmetic type, not ", name(t.scalar)));
+        require(t.cols >= 1 && t.cols <= kMaxGroupsharedBytes / size_in_bytes(t.scalar), o,
+                cat(t.str(), ": a groupshared array has 1 to ", kMaxGroupsharedBytes / size_in_bytes(t.scalar),
+                    " elements of ", name(t.scalar), " (", kMaxGroupsharedBytes, " bytes a work-group)"));
+        break;
+      }
+      case OpKind::store:
+        require(v.size() == 3 && v[0]->type.is_pointer() && v[1]->type.is_index() &&
+                    v[2]->type == Type::of(v[0]->type.scalar), o,
+                cat("store takes (ptr<T>, index, T), got ", types(v)));
+        break;
+      case OpKind::barrier:
+        require(v.empty() && o.results.empty(), o, "barrier takes nothing");
+        break;
       case OpKind::constant:
         require(o.results.size() == 1 && o.result()->type.is_scalar() && o.has_attr("value"), o,
                 "a constant has a value and one scalar result");

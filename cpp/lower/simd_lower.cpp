@@ -305,11 +305,22 @@ void SimdLowering::op(const Op& o) {
     case OpKind::for_: for_loop(o); return;
     case OpKind::if_: if_op(o); return;
     case OpKind::yield: throw InternalError("yield outside a region");
+    case OpKind::shared_alloc: shared_alloc(o); return;
+    case OpKind::barrier: return;  // a work-group is this one invocation
+    case OpKind::store: {
+      const ScalarType t = o.operands[2]->type.scalar;
+      COOPJIT_INTERNAL_ASSERT(!lane_mask_, "a store in a per-lane region");
+      b_.CreateAlignedStore(scalar(o.operands[2]), b_.CreateGEP(scalar_ty(t), scalar(o.operands[0]), scalar(o.operands[1])),
+                            align(t));
+      return;
+    }
     case OpKind::mat_load:
+      if (converting_shared_access(o)) return;
       if (is_tile_load(o)) return load_tiles(o);
       load(o);
       return;
     case OpKind::mat_store:
+      if (converting_shared_access(o)) return;
       if (store_tiles(o)) return;
       store(o);
       return;

@@ -212,6 +212,12 @@ class SimdLowering {
   // unrolled, the matrix kept in a stack slot in between.
   void tensor_access(const Op& o);
 
+  // ---- groupshared arrays (simd_groupshared.cpp) --------------------------------------------------
+  void shared_alloc(const Op& o);
+  // A matrix load / store between a groupshared array and a matrix of another component type,
+  // converted element by element; false (nothing emitted) for any other op.
+  bool converting_shared_access(const Op& o);
+
   void op(const Op& o);
 
   const Function& f_;

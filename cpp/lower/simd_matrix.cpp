@@ -371,25 +371,29 @@ void SimdLowering::matrix_op(const Op& o) {
       return;
     }
     case OpKind::mat_accumulate: {  // atomic add of each in-bounds element
+      // A groupshared array of another element type: each element converted to it, then added
+      // in it (HLSL 0035).
       const Type& m = v[0]->type;
+      const ScalarType pt = v[1]->type.scalar;
       Addr a = addr(o, 1);
       auto e = elems(v[0]);
+      for (auto& x : e) x = convert_value(x, m.scalar, pt);
       for (int64_t i = 0; i < m.rows; ++i)
         for (int64_t c = 0; c < m.cols; ++c) {
           llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
           llvm::Value* col = b_.CreateAdd(a.col, b_.getInt64(c));
           llvm::Value* inb = b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSLT(r, a.rows), b_.CreateICmpSLT(col, a.cols)),
                                           b_.CreateAnd(b_.CreateICmpSGE(r, b_.getInt64(0)), b_.CreateICmpSGE(col, b_.getInt64(0))));
-          llvm::Value* p = b_.CreateGEP(scalar_ty(m.scalar), a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(col, a.sc)));
+          llvm::Value* p = b_.CreateGEP(scalar_ty(pt), a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), b_.CreateMul(col, a.sc)));
           auto* yes = llvm::BasicBlock::Create(ctx_, "acc.in", fn_);
           auto* cont = llvm::BasicBlock::Create(ctx_, "acc.cont", fn_);
           b_.CreateCondBr(inb, yes, cont);
           b_.SetInsertPoint(yes);
-          if (m.scalar == ScalarType::f8_e4m3 || m.scalar == ScalarType::f8_e5m2)
-            fp8_atomic_add(m.scalar, p, e[i * m.cols + c]);
+          if (pt == ScalarType::f8_e4m3 || pt == ScalarType::f8_e5m2)
+            fp8_atomic_add(pt, p, e[i * m.cols + c]);
           else
-            b_.CreateAtomicRMW(is_float(m.scalar) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, p,
-                               e[i * m.cols + c], align(m.scalar), llvm::AtomicOrdering::Monotonic);
+            b_.CreateAtomicRMW(is_float(pt) ? llvm::AtomicRMWInst::FAdd : llvm::AtomicRMWInst::Add, p,
+                               e[i * m.cols + c], align(pt), llvm::AtomicOrdering::Monotonic);
           b_.CreateBr(cont);
           b_.SetInsertPoint(cont);
         }

@@ -286,7 +286,16 @@ void SimtLowering::op(const Op& o) {
     case OpKind::for_: for_loop(o); return;
     case OpKind::if_: if_op(o); return;
     case OpKind::yield: throw InternalError("yield outside a region");
+    case OpKind::shared_alloc: shared_alloc(o); return;
+    case OpKind::barrier: target_.group_barrier(b_); return;
+    case OpKind::store: {
+      const ScalarType t = o.operands[2]->type.scalar;
+      b_.CreateAlignedStore(scalar(o.operands[2]), b_.CreateGEP(scalar_ty(t), scalar(o.operands[0]), scalar(o.operands[1])),
+                            align(t));
+      return;
+    }
     case OpKind::mat_load: case OpKind::mat_store:
+      if (o.operands[o.kind == OpKind::mat_load ? 0 : 1]->type.is_groupshared()) return shared_access(o);
       // VNNI-packed memory (builder.h) is the CPU recipes' panel format; device recipes keep
       // plain strided matrices (their VNNI is in registers: simt_dpas.cpp).
       if (o.int_attr("vnni", 1) != 1)

@@ -207,8 +207,16 @@ class SimtLowering {
   std::vector<llvm::Value*> wg_carry(const std::vector<Value*>& results, const std::vector<llvm::Value*>& vals,
                                      std::vector<llvm::Value*>& carriers);
   void workgroup_op(const Op& o);
+  // Shared memory the workgroup-scope matrices and groupshared arrays of one kernel may use:
+  // 32 KiB, OpenCL's least CL_DEVICE_LOCAL_MEM_SIZE and below CUDA's 48 KiB of static shared memory.
+  static constexpr int64_t kWorkgroupBytes = 32 * 1024;
   llvm::Value* wg_tid_ = nullptr;  // the work-item in the work-group (i64)
   int64_t wg_bytes_ = 0;           // shared memory the buffers take
+
+  // ---- groupshared arrays (simt_groupshared.cpp) --------------------------------------------------
+  void shared_alloc(const Op& o);
+  /// A subgroup-scope matrix load / store addressing a groupshared array, converting elements.
+  void shared_access(const Op& o);
 
   // ---- DPAS (simt_dpas.cpp) ---------------------------------------------------------------------
   struct DpasShape {

@@ -46,6 +46,7 @@ bool lane_varying(const Value* v, int depth) {
     case OpKind::work_id: return static_cast<WorkId>(o.sub) == WorkId::lane;
     case OpKind::mat_get: case OpKind::mat_coord: return true;
     case OpKind::binary: case OpKind::cmp: case OpKind::select: case OpKind::unary: case OpKind::convert:
+    case OpKind::load: case OpKind::ptr_offset:  // an element at a lane-varying position
       for (const Value* x : o.operands)
         if (lane_varying(x, depth + 1)) return true;
       return false;

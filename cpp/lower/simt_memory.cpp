@@ -277,15 +277,18 @@ void SimtLowering::lane_stores(const Type& t, const LaneMap& m, const Access& a,
 
 // coopmatrix.accumulate: an atomic add of each component inside the matrix and the bounds, in
 // the component type (HLSL 0035: "the data is added in the component type of the matrix").
+// A groupshared array of another element type: the component converted to it and added in it.
 void SimtLowering::accumulate(const Op& o) {
   const Type& t = o.operands[0]->type;
   const Access a = access(o, 1);
   const auto& vals = mat(o.operands[0]);
-  llvm::Type* ty = scalar_ty(t.scalar);
+  const ScalarType mt = o.operands[1]->type.scalar;
+  llvm::Type* ty = scalar_ty(mt);
   auto add_at = [&](llvm::Value* row, llvm::Value* col, llvm::Value* inside, llvm::Value* v) {
     llvm::Value* ok = b_.CreateAnd(inside, b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols)));
     guarded(ok, [&] {
-      atomic_add(t.scalar, b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc))), v);
+      atomic_add(mt, b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc))),
+                 convert_value(v, t.scalar, mt));
     });
   };
   if (t.scope == Scope::thread) {  // every work-item adds its own copy of the whole matrix

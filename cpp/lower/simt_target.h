@@ -42,6 +42,9 @@ class SimtTarget {
   virtual llvm::Value* broadcast(llvm::IRBuilder<>& b, llvm::Value* x, int src_lane) const = 0;
   /// A work-group barrier that also orders shared (work-group) memory.
   virtual void barrier(llvm::IRBuilder<>& b) const = 0;
+  /// The IR's barrier op (HLSL GroupMemoryBarrierWithGroupSync): a work-group barrier that orders
+  /// shared and global memory.
+  virtual void group_barrier(llvm::IRBuilder<>& b) const { barrier(b); }
   /// The address space of work-group shared memory (SPIR-V Workgroup, PTX .shared: both 3) and
   /// of global memory (both 1).
   virtual unsigned shared_addrspace() const { return 3; }

@@ -90,6 +90,9 @@ class SpirvSimtTarget : public SimtTarget {
   void barrier(llvm::IRBuilder<>& b) const override {
     spirv_builtin(b, "_Z7barrierj", b.getVoidTy(), {b.getInt32(1)}, true);  // CLK_LOCAL_MEM_FENCE
   }
+  void group_barrier(llvm::IRBuilder<>& b) const override {
+    spirv_builtin(b, "_Z7barrierj", b.getVoidTy(), {b.getInt32(3)}, true);  // CLK_LOCAL_ | CLK_GLOBAL_MEM_FENCE
+  }
 
   llvm::Value* math(llvm::IRBuilder<>& b, ir::UnOp u, ir::ScalarType t, llvm::Value* x) const override {
     // OpenCL built-ins, which LLVM's SPIR-V backend writes as OpenCL.std extended instructions.

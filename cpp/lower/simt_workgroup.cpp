@@ -26,10 +26,6 @@
 namespace coopjit {
 
 namespace {
-// Shared memory the workgroup-scope matrices of one kernel may use: 32 KiB, OpenCL's least
-// CL_DEVICE_LOCAL_MEM_SIZE and below CUDA's 48 KiB of static shared memory.
-constexpr int64_t kWorkgroupBytes = 32 * 1024;
-
 bool uses_workgroup(const Block& blk) {
   for (const auto& op : blk.ops) {
     for (const Value* v : op->operands)
@@ -133,21 +129,60 @@ void SimtLowering::workgroup_op(const Op& o) {
     case OpKind::mat_load: case OpKind::mat_store: {
       if (o.int_attr("vnni", 1) != 1)
         throw InternalError(cat("the SIMT lowering does not take vnni-packed memory: ", mnemonic(o)));
+      // The memory's element type differs from the component type only for a groupshared array
+      // (HLSL 0035: converted on the way).
       const bool load = o.kind == OpKind::mat_load;
       const Type& t = load ? o.result()->type : v[0]->type;
       const Access a = access(o, load ? 0 : 1);
       const bool checked = o.int_attr("checked");
-      llvm::Type* ty = scalar_ty(t.scalar);
+      const ScalarType mt = v[load ? 0 : 1]->type.scalar;
+      llvm::Type* ty = scalar_ty(mt);
       llvm::Value* buf = load ? wg_buffer(t) : buf_of(v[0]);
       wg_each(t.rows * t.cols, [&](llvm::Value* e) {
         llvm::Value* row = b_.CreateAdd(a.row, b_.CreateUDiv(e, b_.getInt64(t.cols)));
         llvm::Value* col = b_.CreateAdd(a.col, b_.CreateURem(e, b_.getInt64(t.cols)));
         llvm::Value* ok = checked ? b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
         llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
-        if (load) wg_set(buf, t.scalar, e, guarded_load(ok, ty, ptr, align(t.scalar)));
-        else guarded(ok, [&] { b_.CreateAlignedStore(wg_get(buf, t.scalar, e), ptr, align(t.scalar)); });
+        if (load) wg_set(buf, t.scalar, e, convert_value(guarded_load(ok, ty, ptr, align(mt)), mt, t.scalar));
+        else guarded(ok, [&] { b_.CreateAlignedStore(convert_value(wg_get(buf, t.scalar, e), t.scalar, mt), ptr, align(mt)); });
       });
       done(load ? buf : nullptr);
+      return;
+    }
+    case OpKind::mat_accumulate: {
+      // Each work-item adds the elements it owns, atomically (other work-groups, or other
+      // operations, may add to the same memory), in the memory's element type (HLSL 0035: the
+      // matrix's component type for a buffer; a groupshared array's own type, converted to).
+      const Type& t = v[0]->type;
+      const Access a = access(o, 1);
+      const ScalarType mt = v[1]->type.scalar;
+      llvm::Value* src = buf_of(v[0]);
+      wg_each(t.rows * t.cols, [&](llvm::Value* e) {
+        llvm::Value* row = b_.CreateAdd(a.row, b_.CreateUDiv(e, b_.getInt64(t.cols)));
+        llvm::Value* col = b_.CreateAdd(a.col, b_.CreateURem(e, b_.getInt64(t.cols)));
+        llvm::Value* ok = b_.CreateAnd(b_.CreateICmpULT(row, a.rows), b_.CreateICmpULT(col, a.cols));
+        guarded(ok, [&] {
+          llvm::Value* ptr = b_.CreateGEP(scalar_ty(mt), a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), b_.CreateMul(col, a.sc)));
+          atomic_add(mt, ptr, convert_value(wg_get(src, t.scalar, e), t.scalar, mt));
+        });
+      });
+      done(nullptr);
+      return;
+    }
+    case OpKind::mat_outer_product: {
+      // Element (i, j) = x[i] * y[j] in the result's type, from the vectors of the work-item that
+      // owns it (HLSL's ThreadGroup scope: the vectors are the same on every work-item).
+      const Type& r = o.result()->type;
+      llvm::Value* buf = wg_buffer(r);
+      std::vector<llvm::Value*> xs = mat(v[0]), ys = mat(v[1]);
+      for (auto& x : xs) x = convert_value(x, v[0]->type.scalar, r.scalar);
+      for (auto& y : ys) y = convert_value(y, v[1]->type.scalar, r.scalar);
+      wg_each(r.rows * r.cols, [&](llvm::Value* e) {
+        llvm::Value* i = b_.CreateUDiv(e, b_.getInt64(r.cols));
+        llvm::Value* j = b_.CreateURem(e, b_.getInt64(r.cols));
+        wg_set(buf, r.scalar, e, scalar_bin(BinOp::mul, r.scalar, select_component(xs, i), select_component(ys, j)));
+      });
+      done(buf);
       return;
     }
     case OpKind::mat_splat: {
@@ -351,9 +386,9 @@ void SimtLowering::workgroup_op(const Op& o) {
   for (const Value* x : o.results)
     if (is_workgroup_matrix(x->type)) type = x->type.str();
   throw UserError(cat("SIMT lowering: ", mnemonic(o), " on ", type,
-                      ": workgroup-scope matrices support load, store, load_tensor, store_tensor, splat, scale, "
-                      "element-wise arithmetic, per_element, mul_add, reduce, convert, cast, transpose, "
-                      "sum_accumulate, length, get, set and get_coordinate on GPUs so far"));
+                      ": workgroup-scope matrices support load, store, accumulate, load_tensor, store_tensor, splat, "
+                      "scale, element-wise arithmetic, per_element, mul_add, reduce, convert, cast, transpose, "
+                      "sum_accumulate, outer_product, length, get, set and get_coordinate on GPUs so far"));
 }
 
 }  // namespace coopjit

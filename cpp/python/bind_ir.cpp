@@ -571,6 +571,17 @@ void bind_ir(py::module_& m) {
         auto a = b.unwrap(access);
         b.b.store(b.unwrap(m), {a[0], a[1], a[2], a[3], a[4], a[5], a[6]}, checked);
       })
+      .def("groupshared", [](PyBuilder& b, const std::string& dtype, int64_t n) {
+        if (n < 1) throw UserError(cat("a groupshared array has at least one element, got ", n));
+        return b.wrap(b.b.groupshared(parse_scalar(dtype), n));
+      })
+      .def("barrier", [](PyBuilder& b) { b.b.barrier(); })
+      .def("load_element", [](PyBuilder& b, const PyValue& p, const PyValue& i) {
+        return b.wrap(b.b.load_scalar(b.unwrap(p), b.unwrap(i)));
+      })
+      .def("store_element", [](PyBuilder& b, const PyValue& p, const PyValue& i, const PyValue& v) {
+        b.b.store_scalar(b.unwrap(p), b.unwrap(i), b.unwrap(v));
+      })
       .def("accumulate", [](PyBuilder& b, const PyValue& m, const std::vector<PyValue>& access) {
         if (access.size() != 7) throw UserError("accumulate takes (ptr, row, col, stride_row, stride_col, rows, cols)");
         auto a = b.unwrap(access);

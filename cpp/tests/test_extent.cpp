@@ -198,6 +198,42 @@ int main() {
     b.load_scalar(f.params[1], b.select(in, x, b.index(0)));
   }, "depends on data");
 
+  // Groupshared arrays: an access must stay inside the array (elements [0, n)); the parameters'
+  // extents do not count it.
+  auto shared_store = [](int64_t n, int64_t row, bool by_param) {
+    return [=](Function& f, Builder& b) {
+      Value* g = b.groupshared(ScalarType::f16, n);
+      Value* m = b.load(acc(4, 16), at(f, b, 0, b.index(0), b.index(0), 16, 1), false);
+      b.store(m, {g, by_param ? f.params[2] : b.index(row), b.index(0), b.index(16), b.index(1), b.index(4), b.index(16)},
+              false);
+    };
+  };
+  {  // rows 2 .. 5 of 16: elements 32 .. 95 of 96
+    auto f = make(shared_store(96, 2, false));
+    auto e = analyze_extents(*f, {});
+    expect("the load feeding a groupshared store", e[0], 0, 63, true, false);
+    check(!e[1].touched && !extents_depend_on_call(e), "the groupshared store touches no parameter: " + text(e[1]));
+  }
+  refused("a groupshared store past the end", shared_store(95, 2, false), "reaches elements 32 to 95 of the groupshared array groupshared<f16, 95>");
+  refused("a groupshared store before the start", shared_store(96, -1, false), "reaches elements -16 to 47");
+  {  // at row n: known at the call; n = 2 fits 96 elements, n = 3 does not
+    auto f = make(shared_store(96, 0, true));
+    bool dynamic = false;
+    analyze_extents(*f, {}, -1, &dynamic);
+    check(dynamic, "a groupshared position from a parameter is checked at the call");
+    std::vector<int64_t> ints{0, 0, 2, 0};
+    ExtentEnv env;
+    env.ints = &ints;
+    analyze_extents(*f, env);
+    ints[2] = 3;
+    try {
+      analyze_extents(*f, env);
+      check(false, "a groupshared store at row 3 of 6 rows: accepted");
+    } catch (const UserError& e) {
+      check(std::string(e.what()).find("reaches elements 48 to 111") != std::string::npos, cat("row 3: ", e.what()));
+    }
+  }
+
   std::cout << g_passed << " passed, " << g_failed << " failed\n";
   return g_failed == 0 ? 0 : 1;
 }

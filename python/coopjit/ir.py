@@ -147,6 +147,34 @@ class KernelBuilder:
         """Spins until flags[i] != 0, an acquire load."""
         self._b.flag_wait(flags, self._val(i))
 
+    # ---- work-group local memory (HLSL groupshared) -------------------------------------------------
+    def groupshared(self, dtype: str, n: int):
+        """HLSL's groupshared T Arr[n]: an array of n elements of dtype in work-group local memory,
+        one per work-group, uninitialized (type groupshared<dtype, n>). load / store / accumulate
+        address it like an array (strides in elements; HLSL 0035: Wave and ThreadGroup scope
+        matrices), converting between dtype and the matrix's component type as convert_matrix
+        does; load_element / store_element read and write single elements. Every access must stay
+        inside the array (compile() or the call refuses one that may not). On the CPU a work-group
+        is one invocation, so the array is that invocation's own."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"a groupshared array's length must be an int, got {n!r}")
+        return self._b.groupshared(dtype, int(n))
+
+    def barrier(self):
+        """A work-group barrier (HLSL GroupMemoryBarrierWithGroupSync): every work-item of the
+        work-group waits here, and the groupshared and buffer writes before it are seen after it.
+        In control flow that is the same for the whole work-group only."""
+        self._b.barrier()
+
+    def load_element(self, ptr, i):
+        """ptr[i]: one element of an array parameter or a groupshared array."""
+        return self._b.load_element(ptr, self._val(i))
+
+    def store_element(self, ptr, i, value):
+        """ptr[i] = value (a number becomes the element type)."""
+        elem = ptr.type[ptr.type.index("<") + 1 :].split(",")[0].rstrip(">").strip()
+        self._b.store_element(ptr, self._val(i), self._val(value, elem))
+
     # ---- control flow ---------------------------------------------------------------------------
     def for_range(self, lb, ub, step=1, inits=(), body=None):
         """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
@@ -181,7 +209,8 @@ class KernelBuilder:
     def accumulate(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None):
         """Atomically adds the accumulator matrix into memory (row or column major by strides), in
         its component type (any: 8- and 16-bit ones by compare-and-swap on GPUs), only the elements
-        inside `bounds`. A thread-scope matrix: each work-item adds its own."""
+        inside `bounds`. A thread-scope matrix: each work-item adds its own. Into a groupshared
+        array of another type: each element converted to the array's type and added in it."""
         self._b.accumulate(m, self._access(m.type, ptr, row, col, strides, bounds))
 
     def splat(self, type: str, value):
