@@ -8,6 +8,7 @@
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
+#include "runtime/cuda.h"
 
 namespace coopjit {
 
@@ -38,6 +39,20 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
+  // The Tensor Memory Accelerator: 2-D tensor maps of the kernel's A and B (one matrix each).
+  // A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
+  const int64_t esz = ir::size_in_bytes(p.a_type);
+  const int64_t a_rows = p.unit_ak ? g.sa_r * esz : g.sa_c * esz, b_rows = p.unit_b ? g.sb_c * esz : g.sb_r * esz;
+  const int64_t lim = int64_t(1) << 32;
+  const bool maps_ok = g.batch1 * g.batch2 == 1 && a_rows > 0 && b_rows > 0 && a_rows % 16 == 0 && b_rows % 16 == 0 &&
+                       a_rows < (int64_t(1) << 40) && b_rows < (int64_t(1) << 40) && g.K >= 1 && g.K <= lim && g.M <= lim &&
+                       g.N <= lim;
+  if (p.tma && (!maps_ok || !cuda::tensor_maps_available())) {
+    PlanOverrides o = k.overrides;
+    o["tma"] = 0;
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
+    return;
+  }
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
   const ir::Type idx = ir::Type::index(), acc = ir::Type::of(p.dtype);
@@ -56,6 +71,16 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     // Absent steps' parameters get C (never read): a valid device pointer on every runtime.
     for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
       args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
+  }
+  if (p.tma) {  // after the IR's parameters (simt_lower.cpp), in the orientation the lowering takes from the plan
+    const int e = static_cast<int>(esz);
+    KernelArg map_a, map_b;
+    map_a.value = p.unit_ak ? cuda::tensor_map_2d(ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
+                            : cuda::tensor_map_2d(ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
+    map_b.value = p.unit_b ? cuda::tensor_map_2d(kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
+                           : cuda::tensor_map_2d(kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
+    args.push_back(std::move(map_a));
+    args.push_back(std::move(map_b));
   }
   if (p.split == "dp") {
     k.code->launch(args, tiles);
