@@ -36,6 +36,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     PlanOverrides o = k.overrides;
     o["stages"] = 0;
     o["wgmma"] = 0;
+    o["tma"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
