@@ -427,6 +427,19 @@ def test_wgmma_tma_strided_views(rng):
     _tc_check(coopjit.matmul(a, b, device=DEV, out_dtype=np.float32), a, b)
 
 
+@pytest.mark.parametrize("plan", [{"group_m": 3}, {"group_m": 3, "split": "sk+dp", "workers": 5}, {"group_m": 1, "tma": "no"}])
+def test_wgmma_grouped_tile_walk(rng, plan):
+    """Tiles walked in bands of group_m M tiles (8 M tiles in bands of 3, 3, 2; 3 N tiles), data
+    parallel and Stream-K: every output tile once, against NumPy in float64."""
+    _hopper()
+    m, n, k = 1000, 600, 264
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(plan, wgmma="yes"))
+    assert kern.config["group_m"] == plan["group_m"] and kern.config["macro_tile"] == "128x256"
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    _tc_check(kern(a, b), a, b)
+
+
 @pytest.mark.parametrize("split", ["sk", "sk+dp"])
 def test_wgmma_stream_k_alpha_beta(rng, split):
     """Stream-K over the warpgroup pipeline (K ranges of a tile in several workers), and alpha / beta."""

@@ -242,6 +242,16 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
 
 
+def test_grouped_tile_walk_assembles(ptxas):
+    """group_m: the band walk's index arithmetic in the data-parallel and Stream-K kernels."""
+    for plan in ({"group_m": 8}, {"group_m": 3, "split": "sk+dp", "workers": 7}):
+        kern = ptx.compile_gemm(1000, 600, 264, ml_dtypes.bfloat16, target="sm_90", plan=plan)
+        assert kern.config["group_m"] == plan["group_m"]
+        assert "Used" in ptxas(kern.source("ptx"), "sm_90")
+    with pytest.raises(ValueError, match="group_m=-1"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"group_m": -1})
+
+
 def test_wgmma_stream_k_and_epilogue_assemble(ptxas):
     kern = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
     assert kern.config["wgmma"].startswith("yes") and kern.config["split"] == "sk+dp" and kern.config["tma"].startswith("yes")

@@ -99,11 +99,27 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // The pipeline (p.stages) runs barriers: every subgroup of a work-group must take the same
   // branches around it, so a tile is live for all of them when the work-group's corner is inside.
   const bool pipe = p.stages > 0;
+  // group_m > 0: the tiles of each batch walk bands of group_m M tiles (the last band what is
+  // left), down M inside a band and across N band by band, so that the work-groups resident at
+  // once share A panels as well as B panels in L2.
   auto tile = [&](Builder& x, Value* t) {
-    Value* mt = x.rem(t, tiles_m, "mt");
-    Value* rest = x.div(t, tiles_m);
-    Value* nt = x.rem(rest, tiles_n, "nt");
-    Value* bi = x.div(rest, tiles_n, "bi");
+    Value *mt, *nt, *bi;
+    if (p.group_m > 0) {
+      Value* per = x.mul(tiles_m, tiles_n);
+      bi = x.div(t, per, "bi");
+      Value* r = x.rem(t, per);
+      Value* G = x.index(p.group_m);
+      Value* first = x.mul(x.div(r, x.mul(G, tiles_n)), G, "band_m");
+      Value* gm = x.min(G, x.sub(tiles_m, first), "band_rows");
+      Value* w = x.sub(r, x.mul(first, tiles_n));
+      mt = x.add(first, x.rem(w, gm), "mt");
+      nt = x.div(w, gm, "nt");
+    } else {
+      mt = x.rem(t, tiles_m, "mt");
+      Value* rest = x.div(t, tiles_m);
+      nt = x.rem(rest, tiles_n, "nt");
+      bi = x.div(rest, tiles_n, "bi");
+    }
     Value* b2 = x.rem(bi, batch2, "b2");
     Value* b1 = x.div(bi, batch2, "b1");
     auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {

@@ -73,7 +73,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -108,6 +108,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
           {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
+          {"group_m", std::to_string(group_m)},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"wgmma", wgmma ? "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)" : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
@@ -285,6 +286,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // Batched products keep cp.async (a 2-D tensor map describes one matrix).
     p.tma = p.wgmma && (to != overrides.end() ? to->second == 1 : kTmaDefault && spec.batch1 * spec.batch2 == 1);
   }
+  if (auto it = overrides.find("group_m"); it != overrides.end()) {
+    if (it->second < 0 || it->second > 256)
+      throw UserError(cat("plan override group_m=", it->second, " is out of range [0, 256] (0: the tiles walk down M)"));
+    p.group_m = static_cast<int>(it->second);
+  }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
     if (it->second != 0 && (it->second < 2 || it->second > 8))
       throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
@@ -296,12 +302,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma")
+        k == "tma" || k == "group_m")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, group_m, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }

@@ -108,6 +108,9 @@ struct GpuGemmPlan {
   // direction. 0 off, 1 on; the host runs the plan without it where a tensor map cannot describe
   // the operands (batched calls, bases not 16-byte aligned).
   int tma = 0;
+  // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
+  // inside a band, band by band across N (gemm_recipe_gpu.cpp).
+  int group_m = 0;
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
@@ -132,7 +135,7 @@ struct GpuGemmPlan {
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
 /// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
-/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans).
+/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 

@@ -76,10 +76,10 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (p.tma) {  // after the IR's parameters (simt_lower.cpp), in the orientation the lowering takes from the plan
     const int e = static_cast<int>(esz);
     KernelArg map_a, map_b;
-    map_a.value = p.unit_ak ? cuda::tensor_map_2d(ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
-                            : cuda::tensor_map_2d(ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
-    map_b.value = p.unit_b ? cuda::tensor_map_2d(kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
-                           : cuda::tensor_map_2d(kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
+    map_a.value = p.unit_ak ? cuda::tensor_map_2d(k.device, ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
+                            : cuda::tensor_map_2d(k.device, ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
+    map_b.value = p.unit_b ? cuda::tensor_map_2d(k.device, kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
+                           : cuda::tensor_map_2d(k.device, kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
     args.push_back(std::move(map_a));
     args.push_back(std::move(map_b));
   }
