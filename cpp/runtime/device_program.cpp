@@ -154,6 +154,9 @@ std::string DeviceProgram::source(const std::string& kind) const {
 void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) const {
   if (args.size() != params.size() + static_cast<size_t>(tensor_maps))
     throw InternalError(cat("kernel ", name, " takes ", params.size() + tensor_maps, " arguments, got ", args.size()));
+  for (size_t i = params.size(); i < args.size(); ++i)  // the tensor maps come last, 128 bytes by value each
+    if (args[i].is_pointer || args[i].value.size() != 128)
+      throw InternalError(cat("kernel ", name, ": argument ", i, " must be a 128-byte tensor map"));
   if (!kernel)
     throw UserError(cat("kernel ", name, " was generated for ", device.substr(7), ptx.empty() ? " and validated with spirv-val" : "",
                         ", but there is no such device here to run it on"));

@@ -73,17 +73,19 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
       args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
   }
-  if (p.tma) {  // after the IR's parameters (simt_lower.cpp), in the orientation the lowering takes from the plan
+  // The tensor maps come after all of the IR's parameters (simt_lower.cpp), Stream-K's too; in
+  // the orientation the lowering takes from the plan.
+  std::vector<KernelArg> maps;
+  if (p.tma) {
     const int e = static_cast<int>(esz);
-    KernelArg map_a, map_b;
-    map_a.value = p.unit_ak ? cuda::tensor_map_2d(k.device, ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
-                            : cuda::tensor_map_2d(k.device, ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
-    map_b.value = p.unit_b ? cuda::tensor_map_2d(k.device, kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
-                           : cuda::tensor_map_2d(k.device, kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
-    args.push_back(std::move(map_a));
-    args.push_back(std::move(map_b));
+    maps.resize(2);
+    maps[0].value = p.unit_ak ? cuda::tensor_map_2d(k.device, ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
+                              : cuda::tensor_map_2d(k.device, ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
+    maps[1].value = p.unit_b ? cuda::tensor_map_2d(k.device, kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
+                             : cuda::tensor_map_2d(k.device, kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
   }
   if (p.split == "dp") {
+    args.insert(args.end(), maps.begin(), maps.end());
     k.code->launch(args, tiles);
     return;
   }
@@ -101,6 +103,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(k.device), static_cast<size_t>(ws_bytes));
   args.push_back(pointer_arg(ws->data()));
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
+  args.insert(args.end(), maps.begin(), maps.end());
   k.code->launch(args, workers + tiles - sk_iters / tiles_k);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
 }
