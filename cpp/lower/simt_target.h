@@ -109,9 +109,6 @@ class SimtTarget {
   virtual void mbarrier_init_fence(llvm::IRBuilder<>& b) const;
   /// One arrival; one arrival that also expects `bytes` (i32) of transactions in this phase.
   virtual void mbarrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) const;
-  /// bar.warp.sync: the warp's lanes reconverge (after per-lane waits and one lane's work, before
-  /// the warp-wide .aligned instructions of wgmma).
-  virtual void warp_sync(llvm::IRBuilder<>& b) const;
   virtual void mbarrier_arrive_expect_tx(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* bytes) const;
   /// mbarrier.try_wait.parity: whether the phase of parity `parity` (i32, 0 / 1) has completed (i1).
   virtual llvm::Value* mbarrier_try_wait(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* parity) const;

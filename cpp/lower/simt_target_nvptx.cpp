@@ -248,7 +248,6 @@ class NvptxSimtTarget : public SimtTarget {
   void mbarrier_init_fence(llvm::IRBuilder<>& b) const override {
     ptx(b, b.getVoidTy(), "fence.mbarrier_init.release.cluster;", "~{memory}", {});
   }
-  void warp_sync(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_bar_warp_sync, {b.getInt32(0xFFFFFFFFu)}); }
   void mbarrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) const override {
     ptx(b, b.getVoidTy(), "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}", {bar});
   }

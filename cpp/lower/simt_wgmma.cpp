@@ -58,7 +58,6 @@ void SimtTarget::mbarrier_init(llvm::IRBuilder<>&, llvm::Value*, int) const { no
 void SimtTarget::mbarrier_inval(llvm::IRBuilder<>&, llvm::Value*) const { no_tma(*this, "mbarrier.inval"); }
 void SimtTarget::mbarrier_init_fence(llvm::IRBuilder<>&) const { no_tma(*this, "fence.mbarrier_init"); }
 void SimtTarget::mbarrier_arrive(llvm::IRBuilder<>&, llvm::Value*) const { no_tma(*this, "mbarrier.arrive"); }
-void SimtTarget::warp_sync(llvm::IRBuilder<>&) const { no_tma(*this, "bar.warp.sync"); }
 void SimtTarget::mbarrier_arrive_expect_tx(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*) const {
   no_tma(*this, "mbarrier.arrive.expect_tx");
 }
