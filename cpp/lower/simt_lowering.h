@@ -227,7 +227,8 @@ class SimtLowering {
   /// cp.async / ldmatrix / mma.sync pipeline (simt_mma_pipeline.cpp); false: not that loop.
   bool mma_pipeline(const Op& o);
   /// The same loop with attribute wgmma as a Hopper warpgroup pipeline (simt_wgmma.cpp): cp.async
-  /// staging into the 128-byte swizzled layout of wgmma's matrix descriptors, wgmma.mma_async.
+  /// (or, with attribute tma, TMA: simt_tma.cpp) staging into the 128-byte swizzled layout of
+  /// wgmma's matrix descriptors, wgmma.mma_async.
   bool wgmma_pipeline(const Op& o);
   /// The K loop of the wgmma pipeline fed by the Tensor Memory Accelerator (simt_tma.cpp).
   struct TmaLoop {

@@ -10,7 +10,8 @@
 // so the accumulators move into the coopmatrix layout as in the mma.sync pipeline.
 //   - Each K step's A (sg_m 16 x 64) and B (64 x sg_n nr) panels are copied global -> shared
 //     memory by all work-items with cp.async (16-byte chunks, zero fill outside the matrix), in
-//     `stages` slots, stages - 1 steps ahead;
+//     `stages` slots, stages - 1 steps ahead; with attribute tma by the Tensor Memory Accelerator
+//     into the same layouts instead, on mbarriers (simt_tma.cpp: its K loop, the rest shared);
 //   - the panels are stored in the canonical layouts of wgmma's 128-byte swizzle (PTX ISA, "Shared
 //     Memory Matrix Layout"): rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8),
 //     8 rows a 1024-byte atom (the slots 1024-byte aligned). K-major operands (contiguous along K):
