@@ -266,8 +266,9 @@ def test_pipeline_gemm(rng, dtype, shape, trans):
     text = kern.source("ptx")
     if kern.config["wgmma"] == "no":
         assert "ldmatrix.sync.aligned.m8n8.x4" in text and "cp.async.cg.shared.global" in text
-    else:  # Hopper: the warpgroup pipeline (test_wgmma_gemm)
-        assert "wgmma.mma_async" in text and "cp.async.cg.shared.global" in text
+    else:  # Hopper: the warpgroup pipeline (test_wgmma_gemm), its panels by TMA by default
+        copy = "cp.async.bulk.tensor.2d" if kern.config["tma"].startswith("yes") else "cp.async.cg.shared.global"
+        assert "wgmma.mma_async" in text and copy in text
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
@@ -395,6 +396,48 @@ def test_wgmma_gemm(rng, dtype, shape, trans):
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+
+
+@pytest.mark.parametrize("shape", [(200, 136, 72), (1000, 264, 136)])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+def test_wgmma_gemm_cp_async(rng, shape, trans):
+    """The warpgroup pipeline fed by cp.async (tma=no: the host's choice where a tensor map cannot
+    describe the operands); the TMA path (the default) against the same operands."""
+    _hopper()
+    m, n, k = shape
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(ml_dtypes.bfloat16)
+    for tma in ("no", "yes"):
+        kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, trans_a=trans[0],
+                                    trans_b=trans[1], plan={"wgmma": "yes", "tma": tma})
+        assert kern.config["tma"].startswith(tma)
+        assert ("cp.async.bulk.tensor.2d" in kern.source("ptx")) == (tma == "yes")
+        _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+
+
+def test_wgmma_tma_strided_views(rng):
+    """TMA on views: row strides larger than the rows (tensor-map strides), an offset base (16-byte
+    aligned), a column slice of B; K not a multiple of 64 (the copy engine's zero fill)."""
+    _hopper()
+    big_a = rng.standard_normal((300, 520)).astype(ml_dtypes.bfloat16)
+    big_b = rng.standard_normal((400, 336)).astype(ml_dtypes.bfloat16)
+    a, b = big_a[8:264, 16:216], big_b[:200, 64:328]  # 256 x 200, 200 x 264
+    kern = coopjit.compile_gemm(256, 264, 200, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32)
+    assert kern.config["tma"].startswith("yes")
+    _tc_check(coopjit.matmul(a, b, device=DEV, out_dtype=np.float32), a, b)
+
+
+@pytest.mark.parametrize("plan", [{"group_m": 3}, {"group_m": 3, "split": "sk+dp", "workers": 5}, {"group_m": 1, "tma": "no"}])
+def test_wgmma_grouped_tile_walk(rng, plan):
+    """Tiles walked in bands of group_m M tiles (8 M tiles in bands of 3, 3, 2; 3 N tiles), data
+    parallel and Stream-K: every output tile once, against NumPy in float64."""
+    _hopper()
+    m, n, k = 1000, 600, 264
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(plan, wgmma="yes"))
+    assert kern.config["group_m"] == plan["group_m"] and kern.config["macro_tile"] == "128x256"
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    _tc_check(kern(a, b), a, b)
 
 
 @pytest.mark.parametrize("split", ["sk", "sk+dp"])

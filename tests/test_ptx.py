@@ -229,22 +229,36 @@ def test_pipeline_fma_kernels_assemble(ptxas, target, dtype, trans):
 @pytest.mark.parametrize("shape,tile", [((64, 64, 64), "64x64"), ((128, 128, 72), "128x128"), ((4096, 4096, 4096), "128x256"),
                                         ((520, 64, 136), "64x256")])
 @pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
-def test_wgmma_kernels_assemble(ptxas, shape, tile, trans):
+@pytest.mark.parametrize("tma", ["yes", "no"])
+def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
+    """tma=yes (the default): the panels by cp.async.bulk.tensor from the two tensor-map parameters,
+    on mbarriers; tma=no: cp.async by every work-item."""
     m, n, k = shape
     dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
-    kern = ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32)
+    kern = ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32,
+                            plan=None if tma == "yes" else {"tma": "no"})
     cfg = kern.config
     assert cfg["wgmma"].startswith("yes") and cfg["kb"] == 64 and cfg["mma"] == "yes"
+    assert cfg["tma"].startswith(tma)
     # C row-major: the kernel computes C^T = B^T A^T (layout col), so its M runs along N.
     assert cfg["layout"] == "col" and cfg["macro_tile"] == tile
     text = kern.source("ptx")
     assert ".target sm_90a" in text and ".version 8." in text
     insn = f"wgmma.mma_async.sync.aligned.m64n{cfg['nr']}k16.f32." + ("bf16.bf16" if dtype == ml_dtypes.bfloat16 else "f16.f16")
     assert text.count(insn) == 4  # 64 K a step: 4 instructions of K 16
-    for s in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
-              "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", ".align 1024"):
+    for s in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned", ".align 1024"):
         assert s in text, s
     assert "ldmatrix" not in text and "mma.sync" not in text
+    bulk = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    if tma == "yes":
+        # Both maps by value (.param .align 64 .b8 [128]), their generic addresses in the copies.
+        assert text.count(".param .align 64 .b8") == 2 and "cvta.param" in text, text[:3000]
+        for s in (bulk, "mbarrier.init.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
+                  "mbarrier.arrive.expect_tx.shared::cta.b64", "fence.mbarrier_init.release.cluster"):
+            assert s in text, s
+        assert "cp.async.cg.shared.global" not in text
+    else:
+        assert "cp.async.cg.shared.global" in text and "fence.proxy.async.shared::cta" in text and bulk not in text
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Used" in report, report
     # N tiles of 256 hold 128 f32 accumulators a work-item: ptxas reports a few spilled words.
@@ -253,9 +267,20 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans):
     assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
 
 
+def test_grouped_tile_walk_assembles(ptxas):
+    """group_m: the band walk's index arithmetic in the data-parallel and Stream-K kernels."""
+    for plan in ({"group_m": 8}, {"group_m": 3, "split": "sk+dp", "workers": 7}):
+        kern = ptx.compile_gemm(1000, 600, 264, ml_dtypes.bfloat16, target="sm_90", plan=plan)
+        assert kern.config["group_m"] == plan["group_m"]
+        assert "Used" in ptxas(kern.source("ptx"), "sm_90")
+    with pytest.raises(ValueError, match="group_m=-1"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"group_m": -1})
+
+
 def test_wgmma_stream_k_and_epilogue_assemble(ptxas):
     kern = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
-    assert kern.config["wgmma"].startswith("yes") and kern.config["split"] == "sk+dp"
+    assert kern.config["wgmma"].startswith("yes") and kern.config["split"] == "sk+dp" and kern.config["tma"].startswith("yes")
+    assert "cp.async.bulk.tensor.2d" in kern.source("ptx")
     for text in (kern.source("ptx"), kern._core.fixup_ptx):
         assert "Used" in ptxas(text, "sm_90")
 
@@ -270,6 +295,12 @@ def test_wgmma_plan_field():
                                 ("sm_90", ml_dtypes.bfloat16, {"wgmma": "yes", "stages": 0})):
         with pytest.raises(ValueError, match="wgmma"):
             ptx.compile_gemm(256, 256, 256, dtype, target=target, plan=plan)
+    # tma: on wgmma plans only; batched products keep cp.async.
+    assert k.config["tma"] == "no"
+    with pytest.raises(ValueError, match="tma=1"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "no", "tma": "yes"})
+    with pytest.raises(ValueError, match="tma=2 must be 0 or 1"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"tma": 2})
     with pytest.raises(ValueError, match="plan wgmma: mr=16"):
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 96})
 

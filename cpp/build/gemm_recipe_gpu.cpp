@@ -19,10 +19,12 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.mma) f.attrs["mma"] = int64_t(p.mma);
   if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
-                          (p.wgmma ? 1024 : 0);  // wgmma: the slots aligned to 1024 bytes
+                          (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
+                          (p.tma ? 16 * p.stages : 0);  // tma: two mbarriers a stage
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
+  if (p.tma) f.attrs["tensor_maps"] = int64_t(2);  // A's and B's, kernel parameters after the IR's (simt_lower.cpp)
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -97,11 +99,27 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // The pipeline (p.stages) runs barriers: every subgroup of a work-group must take the same
   // branches around it, so a tile is live for all of them when the work-group's corner is inside.
   const bool pipe = p.stages > 0;
+  // group_m > 0: the tiles of each batch walk bands of group_m M tiles (the last band what is
+  // left), down M inside a band and across N band by band, so that the work-groups resident at
+  // once share A panels as well as B panels in L2.
   auto tile = [&](Builder& x, Value* t) {
-    Value* mt = x.rem(t, tiles_m, "mt");
-    Value* rest = x.div(t, tiles_m);
-    Value* nt = x.rem(rest, tiles_n, "nt");
-    Value* bi = x.div(rest, tiles_n, "bi");
+    Value *mt, *nt, *bi;
+    if (p.group_m > 0) {
+      Value* per = x.mul(tiles_m, tiles_n);
+      bi = x.div(t, per, "bi");
+      Value* r = x.rem(t, per);
+      Value* G = x.index(p.group_m);
+      Value* first = x.mul(x.div(r, x.mul(G, tiles_n)), G, "band_m");
+      Value* gm = x.min(G, x.sub(tiles_m, first), "band_rows");
+      Value* w = x.sub(r, x.mul(first, tiles_n));
+      mt = x.add(first, x.rem(w, gm), "mt");
+      nt = x.div(w, gm, "nt");
+    } else {
+      mt = x.rem(t, tiles_m, "mt");
+      Value* rest = x.div(t, tiles_m);
+      nt = x.rem(rest, tiles_n, "nt");
+      bi = x.div(rest, tiles_n, "bi");
+    }
     Value* b2 = x.rem(bi, batch2, "b2");
     Value* b1 = x.div(bi, batch2, "b1");
     auto at = [&](Value* base, Value* s1, Value* s2, const char* n) {
@@ -141,6 +159,11 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       r->def->attrs["mma_pipeline"] = int64_t(p.stages);
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
+      if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
+        r->def->attrs["tma"] = int64_t(1);
+        r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
+        r->def->attrs["tma_box_b"] = int64_t(p.tma_box_rows(false));
+      }
       return r;
     }
     Value* k_end = x.min(k_hi, k_main, "k_end");

@@ -50,8 +50,24 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   reject_i1_in_memory(f_, "GPU devices");
   std::vector<llvm::Type*> params;
   for (const Value* p : f_.params) params.push_back(param_ty(p->type));
+  // Function attribute tensor_maps = n: n CUDA tensor maps (128 bytes, 64-byte aligned) after the
+  // IR's parameters, passed by value and read in place (nvvm.grid_constant): the TMA copies of
+  // the wgmma pipeline (simt_wgmma.cpp) name them by their generic address.
+  const auto tm_it = f_.attrs.find("tensor_maps");
+  const int64_t tensor_maps = tm_it == f_.attrs.end() ? 0 : std::get<int64_t>(tm_it->second);
+  if (tensor_maps && !target_.async_bulk_copies())
+    throw UserError(cat("SIMT lowering for ", target_.name(), ": tensor maps (the Tensor Memory Accelerator) need an NVIDIA sm_90 target"));
+  for (int64_t i = 0; i < tensor_maps; ++i) params.push_back(llvm::PointerType::get(ctx_, 0));
   auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, mod_.get());
+  for (int64_t i = 0; i < tensor_maps; ++i) {
+    const unsigned n = static_cast<unsigned>(f_.params.size() + i);
+    auto* map_ty = llvm::ArrayType::get(b_.getInt8Ty(), 128);
+    fn_->addParamAttr(n, llvm::Attribute::getWithByValType(ctx_, map_ty));
+    fn_->addParamAttr(n, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+    fn_->addParamAttr(n, llvm::Attribute::get(ctx_, "nvvm.grid_constant"));
+    fn_->getArg(n)->setName(cat("tensor_map", i));
+  }
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addFnAttr(llvm::Attribute::Convergent);
   target_.mark_kernel(*fn_, S_, S_ * sgs_);

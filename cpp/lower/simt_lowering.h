@@ -235,8 +235,21 @@ class SimtLowering {
   /// cp.async / ldmatrix / mma.sync pipeline (simt_mma_pipeline.cpp); false: not that loop.
   bool mma_pipeline(const Op& o);
   /// The same loop with attribute wgmma as a Hopper warpgroup pipeline (simt_wgmma.cpp): cp.async
-  /// staging into the 128-byte swizzled layout of wgmma's matrix descriptors, wgmma.mma_async.
+  /// (or, with attribute tma, TMA: simt_tma.cpp) staging into the 128-byte swizzled layout of
+  /// wgmma's matrix descriptors, wgmma.mma_async.
   bool wgmma_pipeline(const Op& o);
+  /// The K loop of the wgmma pipeline fed by the Tensor Memory Accelerator (simt_tma.cpp).
+  struct TmaLoop {
+    llvm::Value *lo, *m_wg, *n_wg, *nk;  // K start, the work-group's first row / column, K steps (i64)
+    llvm::Value *base, *tid;             // the stages' shared-window address, the work-item (i32)
+    int64_t stage_bytes, stages, MT, NT, KB, b_offset, box_a, box_b;
+    bool a_k, b_k;                       // the operand is K-contiguous
+  };
+  using StepFn = std::function<std::vector<llvm::Value*>(llvm::Value* stage, std::vector<llvm::Value*> acc)>;
+  /// acc after the loop's K steps, each step's wgmmas issued by `multiply` on its stage.
+  std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);
+  /// Waits until the phase of parity `parity` (i32) of the mbarrier at `bar` has completed.
+  void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute

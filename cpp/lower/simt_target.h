@@ -100,6 +100,26 @@ class SimtTarget {
   /// fence.proxy.async.shared::cta: this work-item's completed shared-memory writes become visible
   /// to the asynchronous proxy (the tensor cores' reads of wgmma).
   virtual void async_proxy_fence(llvm::IRBuilder<>& b) const;
+
+  // ---- the Tensor Memory Accelerator and mbarriers (simt_wgmma.cpp; NVIDIA sm_90) ----------------
+  /// cp.async.bulk.tensor and mbarrier transaction counts; the defaults refuse with a UserError.
+  /// Barriers and destinations are addresses in the shared-memory window (i32).
+  virtual bool async_bulk_copies() const { return false; }
+  /// mbarrier.init with `count` arrivals a phase; mbarrier.inval; fence.mbarrier_init (the
+  /// inits visible to the other threads' and the copy engine's accesses, with a barrier after it).
+  virtual void mbarrier_init(llvm::IRBuilder<>& b, llvm::Value* bar, int count) const;
+  virtual void mbarrier_inval(llvm::IRBuilder<>& b, llvm::Value* bar) const;
+  virtual void mbarrier_init_fence(llvm::IRBuilder<>& b) const;
+  /// One arrival; one arrival that also expects `bytes` (i32) of transactions in this phase.
+  virtual void mbarrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) const;
+  virtual void mbarrier_arrive_expect_tx(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* bytes) const;
+  /// mbarrier.try_wait.parity: whether the phase of parity `parity` (i32, 0 / 1) has completed (i1).
+  virtual llvm::Value* mbarrier_try_wait(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* parity) const;
+  /// cp.async.bulk.tensor.2d: the box at coordinates (x, y) (i32, x the contiguous dimension)
+  /// of the tensor map at generic address `map` into shared memory at `dst`, its bytes counted
+  /// on the mbarrier `bar`.
+  virtual void tensor_load_2d(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* map, llvm::Value* x, llvm::Value* y,
+                              llvm::Value* bar) const;
 };
 
 /// The SPIR-V target (OpenCL kernels for spirv64, Intel's subgroup built-ins).

@@ -229,6 +229,46 @@ class NvptxSimtTarget : public SimtTarget {
   }
   void async_proxy_fence(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_fence_proxy_async_shared_cta, {}); }
 
+  // The Tensor Memory Accelerator and mbarriers (sm_90): inline PTX on shared-window addresses.
+  bool async_bulk_copies() const override { return std::stoi(sm_.substr(3)) >= 90; }
+  static llvm::CallInst* ptx(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text, const std::string& cons,
+                             const std::vector<llvm::Value*>& args) {
+    std::vector<llvm::Type*> tys;
+    for (llvm::Value* a : args) tys.push_back(a->getType());
+    auto* fty = llvm::FunctionType::get(ret, tys, false);
+    llvm::CallInst* r = b.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
+    return r;
+  }
+  void mbarrier_init(llvm::IRBuilder<>& b, llvm::Value* bar, int count) const override {
+    ptx(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", {bar, b.getInt32(static_cast<uint32_t>(count))});
+  }
+  void mbarrier_inval(llvm::IRBuilder<>& b, llvm::Value* bar) const override {
+    ptx(b, b.getVoidTy(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}", {bar});
+  }
+  void mbarrier_init_fence(llvm::IRBuilder<>& b) const override {
+    ptx(b, b.getVoidTy(), "fence.mbarrier_init.release.cluster;", "~{memory}", {});
+  }
+  void mbarrier_arrive(llvm::IRBuilder<>& b, llvm::Value* bar) const override {
+    ptx(b, b.getVoidTy(), "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}", {bar});
+  }
+  void mbarrier_arrive_expect_tx(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* bytes) const override {
+    ptx(b, b.getVoidTy(), "{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [$0], $1;\n}", "r,r,~{memory}",
+        {bar, bytes});
+  }
+  llvm::Value* mbarrier_try_wait(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* parity) const override {
+    llvm::Value* r = ptx(b, b.getInt32Ty(),
+                         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.b32 $0, 1, 0, p;\n}",
+                         "=r,r,r,~{memory}", {bar, parity});
+    return b.CreateICmpNE(r, b.getInt32(0));
+  }
+  void tensor_load_2d(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* map, llvm::Value* x, llvm::Value* y,
+                      llvm::Value* bar) const override {
+    llvm::Value* addr = b.CreatePtrToInt(map, b.getInt64Ty());
+    ptx(b, b.getVoidTy(),
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+        "r,l,r,r,r,~{memory}", {dst, addr, x, y, bar});
+  }
+
  private:
   std::string sm_;
 };

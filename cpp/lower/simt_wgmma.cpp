@@ -10,7 +10,8 @@
 // so the accumulators move into the coopmatrix layout as in the mma.sync pipeline.
 //   - Each K step's A (sg_m 16 x 64) and B (64 x sg_n nr) panels are copied global -> shared
 //     memory by all work-items with cp.async (16-byte chunks, zero fill outside the matrix), in
-//     `stages` slots, stages - 1 steps ahead;
+//     `stages` slots, stages - 1 steps ahead; with attribute tma by the Tensor Memory Accelerator
+//     into the same layouts instead, on mbarriers (simt_tma.cpp: its K loop, the rest shared);
 //   - the panels are stored in the canonical layouts of wgmma's 128-byte swizzle (PTX ISA, "Shared
 //     Memory Matrix Layout"): rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8),
 //     8 rows a 1024-byte atom (the slots 1024-byte aligned). K-major operands (contiguous along K):
@@ -49,6 +50,24 @@ void SimtTarget::wgmma_wait(llvm::IRBuilder<>&, int) const {
 void SimtTarget::async_proxy_fence(llvm::IRBuilder<>&) const {
   throw UserError(cat("SIMT lowering for ", name(), ": fence.proxy.async needs an NVIDIA sm_90 target"));
 }
+namespace {
+[[noreturn]] void no_tma(const SimtTarget& t, const char* what) {
+  throw UserError(cat("SIMT lowering for ", t.name(), ": ", what, " needs an NVIDIA sm_90 target"));
+}
+}  // namespace
+void SimtTarget::mbarrier_init(llvm::IRBuilder<>&, llvm::Value*, int) const { no_tma(*this, "mbarrier.init"); }
+void SimtTarget::mbarrier_inval(llvm::IRBuilder<>&, llvm::Value*) const { no_tma(*this, "mbarrier.inval"); }
+void SimtTarget::mbarrier_init_fence(llvm::IRBuilder<>&) const { no_tma(*this, "fence.mbarrier_init"); }
+void SimtTarget::mbarrier_arrive(llvm::IRBuilder<>&, llvm::Value*) const { no_tma(*this, "mbarrier.arrive"); }
+void SimtTarget::mbarrier_arrive_expect_tx(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*) const {
+  no_tma(*this, "mbarrier.arrive.expect_tx");
+}
+llvm::Value* SimtTarget::mbarrier_try_wait(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*) const {
+  no_tma(*this, "mbarrier.try_wait");
+}
+void SimtTarget::tensor_load_2d(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*) const {
+  no_tma(*this, "cp.async.bulk.tensor (the Tensor Memory Accelerator)");
+}
 
 bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (!target_.warpgroup_mma() || !target_.async_copies() || S_ != 32) return false;
@@ -86,7 +105,15 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   Panel pb{b_k ? NT : KB, (b_k ? KB : NT) / EPC, MT * KB * esz, b_k};
   for (const Panel* p : {&pa, &pb})
     if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
-  const int64_t stage_bytes = (MT + NT) * KB * esz, total = stage_bytes * stages + 1024;  // + alignment to 1024
+  // TMA (attribute tma): tensor maps 0 (A) and 1 (B) after the IR's parameters; K-contiguous
+  // panels in boxes of tma_box_* rows, M- / N-contiguous ones in boxes of 64 x KB (one atom column).
+  const bool tma = o.int_attr("tma", 0) != 0;
+  const int64_t box_a = o.int_attr("tma_box_a", 64), box_b = o.int_attr("tma_box_b", 64);
+  if (tma && (!target_.async_bulk_copies() || fn_->arg_size() != f_.params.size() + 2 || box_a < 64 || box_a > 256 ||
+              box_b < 64 || box_b > 256 || MT % box_a || NT % box_b || MT % 64 || NT % 64))
+    return false;
+  const int64_t stage_bytes = (MT + NT) * KB * esz;
+  const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0);  // + alignment to 1024, the mbarriers
   if (!stage_memory(total, 1024)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
@@ -196,23 +223,10 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     return b_.CreateAdd(panel, b_.CreateAdd(b_.CreateMul(b_.CreateLShr(first, c32(6)), c32(KB * 128)), c32(2048 * j)));
   };
 
-  // Prologue: the slots may still be read by a previous loop's last steps.
-  target_.barrier(b_);
-  for (int s = 0; s + 1 < stages; ++s) {
-    emit_if(b_, fn_, b_.CreateICmpSLT(i64v(s), nk), [&] {
-      issue(i64v(s), c32(s));
-      return std::vector<llvm::Value*>{};
-    }, [&] { return std::vector<llvm::Value*>{}; });
-    target_.async_commit(b_);
-  }
-  D = emit_for(b_, fn_, i64v(0), nk, i64v(1), D, [&](llvm::Value* i, const std::vector<llvm::Value*>& acc) {
-    target_.async_wait(b_, stages - 2);  // this work-item's copies of step i have landed ...
-    target_.async_proxy_fence(b_);       // ... are visible to the tensor cores ...
-    target_.barrier(b_);                 // ... everyone's
-    llvm::Value* stage = b_.CreateAdd(base, b_.CreateMul(b_.CreateTrunc(b_.CreateURem(i, i64v(stages)), i32), c32(stage_bytes)));
+  // One K step's wgmmas on the panels of the stage at `stage`.
+  auto multiply = [&](llvm::Value* stage, std::vector<llvm::Value*> out) {
     llvm::Value* a_panel = stage;
     llvm::Value* b_panel = b_.CreateAdd(stage, c32(pb.offset));
-    std::vector<llvm::Value*> out(acc);
     target_.wgmma_fence(b_);
     for (int64_t j = 0; j < KB / 16; ++j) {
       llvm::Value* da = desc(operand_addr(a_panel, pa, wg_row, j), pa.k_inner ? 16 : KB * 128, 1024);
@@ -220,20 +234,42 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
       out = target_.wgmma(b_, out, da, db, static_cast<int>(NR), bf, !pa.k_inner, !pb.k_inner);
     }
     target_.wgmma_commit(b_);
-    // Step i - 1's wgmmas done in this warpgroup, then in every warpgroup (the barrier): its slot
-    // takes step i + stages - 1 while step i's wgmmas run.
-    target_.wgmma_wait(b_, 1);
-    target_.barrier(b_);
-    llvm::Value* next = b_.CreateAdd(i, i64v(stages - 1));
-    emit_if(b_, fn_, b_.CreateICmpSLT(next, nk), [&] {
-      issue(next, b_.CreateTrunc(b_.CreateURem(next, i64v(stages)), i32));
-      return std::vector<llvm::Value*>{};
-    }, [&] { return std::vector<llvm::Value*>{}; });
-    target_.async_commit(b_);
     return out;
-  });
-  target_.wgmma_wait(b_, 0);
-  target_.async_wait(b_, 0);
+  };
+  if (tma) {
+    D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
+                                      pa.k_inner, pb.k_inner});
+  } else {
+    // Prologue: the slots may still be read by a previous loop's last steps.
+    target_.barrier(b_);
+    for (int s = 0; s + 1 < stages; ++s) {
+      emit_if(b_, fn_, b_.CreateICmpSLT(i64v(s), nk), [&] {
+        issue(i64v(s), c32(s));
+        return std::vector<llvm::Value*>{};
+      }, [&] { return std::vector<llvm::Value*>{}; });
+      target_.async_commit(b_);
+    }
+    D = emit_for(b_, fn_, i64v(0), nk, i64v(1), D, [&](llvm::Value* i, const std::vector<llvm::Value*>& acc) {
+      target_.async_wait(b_, stages - 2);  // this work-item's copies of step i have landed ...
+      target_.async_proxy_fence(b_);       // ... are visible to the tensor cores ...
+      target_.barrier(b_);                 // ... everyone's
+      llvm::Value* stage = b_.CreateAdd(base, b_.CreateMul(b_.CreateTrunc(b_.CreateURem(i, i64v(stages)), i32), c32(stage_bytes)));
+      std::vector<llvm::Value*> out = multiply(stage, acc);
+      // Step i - 1's wgmmas done in this warpgroup, then in every warpgroup (the barrier): its slot
+      // takes step i + stages - 1 while step i's wgmmas run.
+      target_.wgmma_wait(b_, 1);
+      target_.barrier(b_);
+      llvm::Value* next = b_.CreateAdd(i, i64v(stages - 1));
+      emit_if(b_, fn_, b_.CreateICmpSLT(next, nk), [&] {
+        issue(next, b_.CreateTrunc(b_.CreateURem(next, i64v(stages)), i32));
+        return std::vector<llvm::Value*>{};
+      }, [&] { return std::vector<llvm::Value*>{}; });
+      target_.async_commit(b_);
+      return out;
+    });
+    target_.wgmma_wait(b_, 0);
+    target_.async_wait(b_, 0);
+  }
   // The accumulators are read only after the wait: each passes through an empty asm statement
   // with side effects, which the compiler keeps after wgmma.wait_group.
   {

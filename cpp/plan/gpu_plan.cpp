@@ -55,6 +55,8 @@ GpuTargetInfo named_gpu_target(const std::string& name) {
 namespace {
 // Whether sm_90 plans take the wgmma pipeline by default (the plan field wgmma chooses either way).
 constexpr bool kWgmmaDefault = true;
+// Whether wgmma plans take the Tensor Memory Accelerator by default (the plan field tma chooses).
+constexpr bool kTmaDefault = true;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -71,7 +73,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -106,6 +108,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"block2d", block2d == 0 ? "no" : block2d == 1 ? "yes" : "emulated"},
           {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
+          {"group_m", std::to_string(group_m)},
+          {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"wgmma", wgmma ? "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)" : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
@@ -277,6 +281,21 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
   }
+  {
+    auto to = overrides.find("tma");
+    if (to != overrides.end() && to->second != 0 && to->second != 1)
+      throw UserError(cat("plan override tma=", to->second, " must be 0 or 1"));
+    if (to != overrides.end() && to->second == 1 && !p.wgmma)
+      throw UserError("plan override tma=1: the Tensor Memory Accelerator feeds the wgmma pipeline (an sm_90 target, bf16 / f16 "
+                      "inputs whose strides allow it, wgmma not turned off)");
+    // Batched products keep cp.async (a 2-D tensor map describes one matrix).
+    p.tma = p.wgmma && (to != overrides.end() ? to->second == 1 : kTmaDefault && spec.batch1 * spec.batch2 == 1);
+  }
+  if (auto it = overrides.find("group_m"); it != overrides.end()) {
+    if (it->second < 0 || it->second > 256)
+      throw UserError(cat("plan override group_m=", it->second, " is out of range [0, 256] (0: the tiles walk down M)"));
+    p.group_m = static_cast<int>(it->second);
+  }
   if (auto it = overrides.find("stages"); it != overrides.end()) {
     if (it->second != 0 && (it->second < 2 || it->second > 8))
       throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
@@ -287,11 +306,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   }
 
   for (const auto& [k, v] : overrides) {
-    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma") continue;
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
+        k == "tma" || k == "group_m")
+      continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, group_m, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -320,7 +341,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
   }
   if (p.wgmma) {
-    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * 2 * p.stages + 1024;
+    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * 2 * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
     if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != 64 || p.stages < 2 || bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=64 and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,

@@ -102,12 +102,28 @@ struct GpuGemmPlan {
   // 64 rows), nr 64 / 128 / 256, kb 64, wgmma.mma_async on 128-byte swizzled shared memory.
   // 0 off, 1 on. The module is compiled for sm_90a.
   int wgmma = 0;
+  // The Tensor Memory Accelerator on wgmma plans (simt_wgmma.cpp): the A / B panels come in by
+  // cp.async.bulk.tensor from tensor maps the host makes per call (cuTensorMapEncodeTiled, two
+  // 128-byte kernel parameters after the IR's), completing on mbarriers, one per stage and
+  // direction. 0 off, 1 on; the host runs the plan without it where a tensor map cannot describe
+  // the operands (batched calls, bases not 16-byte aligned).
+  int tma = 0;
+  // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
+  // inside a band, band by band across N (gemm_recipe_gpu.cpp).
+  int group_m = 0;
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
   GemmEpilogue epilogue;     // fused steps before the store (gemm_spec.h); part of the code key
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
+  /// tma plans: the rows (along M for A, N for B) of one tensor-map box of an operand whose
+  /// contiguous dimension is K: the largest of 256, 128, 64 that divides the block's rows (a
+  /// box has at most 256 rows). Operands contiguous along M / N take boxes of 64 x kb.
+  int tma_box_rows(bool a) const {
+    const int rows = a ? mr * sg_m : nr * sg_n;
+    return rows % 256 == 0 ? 256 : rows % 128 == 0 ? 128 : 64;
+  }
   std::string key() const;
   /// What the kernel's code depends on (key() less the Stream-K launch: sk or sk+dp, workers).
   std::string code_key() const;
@@ -119,7 +135,7 @@ struct GpuGemmPlan {
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
 /// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
-/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets).
+/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 

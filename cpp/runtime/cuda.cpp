@@ -71,6 +71,9 @@ struct Api {
   CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
   CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
+  // CUDA 12 and newer (the Tensor Memory Accelerator's tensor maps); optional: nullptr without it.
+  CUresult (*TensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const unsigned*,
+                                   const unsigned*, int, int, int, int) = nullptr;
 };
 
 // Loads the library and every entry point; "" on success, else why not.
@@ -115,6 +118,7 @@ std::string load(Api& a) {
   sym(a.GetErrorName, "cuGetErrorName");
   sym(a.GetErrorString, "cuGetErrorString");
   if (!missing.empty()) return cat("the CUDA driver ", path, " lacks ", missing);
+  a.TensorMapEncodeTiled = reinterpret_cast<decltype(a.TensorMapEncodeTiled)>(dlsym(a.lib, "cuTensorMapEncodeTiled"));
   return "";
 }
 
@@ -268,6 +272,7 @@ class CudaDevice : public Device {
   const DeviceInfo& info() const override { return info_; }
   void check() const override { check_not_forked(); }
   bool host_visible() const override { return false; }
+  CUcontext context() const { return ctx_; }
   std::string simt_target() const override { return "nvptx64:" + info_.arch; }
   void* alloc_shared(size_t bytes, size_t alignment) override {
     // cuMemAlloc aligns to at least 256 bytes.
@@ -425,5 +430,30 @@ const Discovery& discover() {
 }
 
 std::shared_ptr<Device> open(const DeviceInfo& info, int ordinal) { return std::make_shared<CudaDevice>(info, ordinal); }
+
+bool tensor_maps_available() { return discover().status.empty() && api().TensorMapEncodeTiled != nullptr; }
+
+std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, int elem_bytes, int64_t inner, int64_t outer,
+                                   int64_t outer_stride_bytes, int box_inner, int box_outer) {
+  if (!tensor_maps_available()) throw DeviceError("CUDA: this driver has no cuTensorMapEncodeTiled (CUDA 12 or newer)");
+  // CU_TENSOR_MAP_DATA_TYPE_UINT8 / UINT16 / UINT32 (the bits are copied as they are).
+  const int dtype = elem_bytes == 1 ? 0 : elem_bytes == 2 ? 1 : elem_bytes == 4 ? 2 : -1;
+  if (dtype < 0) throw InternalError(cat("a tensor map of ", elem_bytes, "-byte elements"));
+  // The driver makes the map in the device's context (CUDA_ERROR_INVALID_CONTEXT without one).
+  const std::shared_ptr<Device> dev = open_device(device);
+  const auto* cd = dynamic_cast<const CudaDevice*>(dev.get());
+  if (!cd) throw InternalError(cat("a tensor map for ", device, ", not a CUDA device"));
+  Current cur(cd->context());
+  alignas(64) uint8_t map[128] = {};
+  const uint64_t dims[2] = {static_cast<uint64_t>(inner), static_cast<uint64_t>(outer)};
+  const uint64_t strides[1] = {static_cast<uint64_t>(outer_stride_bytes)};
+  const unsigned box[2] = {static_cast<unsigned>(box_inner), static_cast<unsigned>(box_outer)};
+  const unsigned elem_strides[2] = {1, 1};
+  // Interleave none (0), swizzle 128 bytes (3), L2 promotion of 256 bytes (3), zero fill (0).
+  cu_check(api().TensorMapEncodeTiled(map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides, 0, 3, 3, 0),
+           cat("cuTensorMapEncodeTiled(", inner, " x ", outer, ", row stride ", outer_stride_bytes, " bytes, box ", box_inner,
+               " x ", box_outer, ")").c_str());
+  return std::vector<uint8_t>(map, map + 128);
+}
 
 }  // namespace coopjit::cuda

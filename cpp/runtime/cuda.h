@@ -38,6 +38,16 @@ const Discovery& discover();
 /// The Device of CUDA device `ordinal` (info: its DeviceInfo). DeviceError when the driver fails.
 std::shared_ptr<Device> open(const DeviceInfo& info, int ordinal);
 
+/// Whether the driver makes tensor maps (cuTensorMapEncodeTiled: CUDA 12 and newer).
+bool tensor_maps_available();
+/// A CUtensorMap (128 bytes) for the Tensor Memory Accelerator of CUDA device `device`: a 2-D matrix at `base` (16-byte
+/// aligned) of `outer` rows of `inner` contiguous elements of `elem_bytes` bytes, rows
+/// `outer_stride_bytes` apart (a multiple of 16), copied in boxes of box_inner x box_outer with
+/// the 128-byte swizzle (box_inner elem_bytes <= 128), zeros outside the matrix. DeviceError when
+/// the driver refuses it.
+std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, int elem_bytes, int64_t inner, int64_t outer,
+                                   int64_t outer_stride_bytes, int box_inner, int box_outer);
+
 /// Machine code images compiled from PTX by the driver (cuLink*) and loaded from coopjit's disk
 /// cache (kind "cubin") in this process.
 struct ImageCacheStats {

@@ -78,6 +78,7 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
   p->subgroup_size = shape.subgroup_size;
   p->work_group_size = shape.work_group_size;
   if (auto it = f->attrs.find("dynamic_shared"); it != f->attrs.end()) p->dynamic_shared = std::get<int64_t>(it->second);
+  if (auto it = f->attrs.find("tensor_maps"); it != f->attrs.end()) p->tensor_maps = std::get<int64_t>(it->second);
   // The SIMT target: named targets "target:sm_XX" and CUDA devices lower to NVPTX.
   const bool named = device.rfind("target:", 0) == 0;
   std::shared_ptr<Device> dev;
@@ -151,8 +152,11 @@ std::string DeviceProgram::source(const std::string& kind) const {
 }
 
 void DeviceProgram::launch(const std::vector<KernelArg>& args, int64_t groups) const {
-  if (args.size() != params.size())
-    throw InternalError(cat("kernel ", name, " takes ", params.size(), " arguments, got ", args.size()));
+  if (args.size() != params.size() + static_cast<size_t>(tensor_maps))
+    throw InternalError(cat("kernel ", name, " takes ", params.size() + tensor_maps, " arguments, got ", args.size()));
+  for (size_t i = params.size(); i < args.size(); ++i)  // the tensor maps come last, 128 bytes by value each
+    if (args[i].is_pointer || args[i].value.size() != 128)
+      throw InternalError(cat("kernel ", name, ": argument ", i, " must be a 128-byte tensor map"));
   if (!kernel)
     throw UserError(cat("kernel ", name, " was generated for ", device.substr(7), ptx.empty() ? " and validated with spirv-val" : "",
                         ", but there is no such device here to run it on"));

@@ -27,6 +27,7 @@ struct DeviceProgram {
   std::vector<ir::Type> params;  // the kernel's parameter types, in order
   int subgroup_size = 16, work_group_size = 16;
   int64_t dynamic_shared = 0;  // bytes of dynamic shared memory a work-group (function attribute dynamic_shared)
+  int64_t tensor_maps = 0;     // CUDA tensor maps (128-byte arguments) after `params` (function attribute tensor_maps)
   double compile_seconds = 0;
   std::shared_ptr<DeviceModule> module;
   std::shared_ptr<DeviceKernel> kernel;

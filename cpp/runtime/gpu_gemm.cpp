@@ -10,6 +10,7 @@
 
 #include "build/gemm_recipe_gpu.h"
 #include "core/error.h"
+#include "runtime/cuda.h"
 
 namespace coopjit {
 
@@ -37,6 +38,21 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     PlanOverrides o = k.overrides;
     o["stages"] = 0;
     o["wgmma"] = 0;
+    o["tma"] = 0;
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
+    return;
+  }
+  // The Tensor Memory Accelerator: 2-D tensor maps of the kernel's A and B (one matrix each).
+  // A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
+  const int64_t esz = ir::size_in_bytes(p.a_type);
+  const int64_t a_rows = p.unit_ak ? g.sa_r * esz : g.sa_c * esz, b_rows = p.unit_b ? g.sb_c * esz : g.sb_r * esz;
+  const int64_t lim = int64_t(1) << 32;
+  const bool maps_ok = g.batch1 * g.batch2 == 1 && a_rows > 0 && b_rows > 0 && a_rows % 16 == 0 && b_rows % 16 == 0 &&
+                       a_rows < (int64_t(1) << 40) && b_rows < (int64_t(1) << 40) && g.K >= 1 && g.K <= lim && g.M <= lim &&
+                       g.N <= lim;
+  if (p.tma && (!maps_ok || !cuda::tensor_maps_available())) {
+    PlanOverrides o = k.overrides;
+    o["tma"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -59,7 +75,19 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
       args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
   }
+  // The tensor maps come after all of the IR's parameters (simt_lower.cpp), Stream-K's too; in
+  // the orientation the lowering takes from the plan.
+  std::vector<KernelArg> maps;
+  if (p.tma) {
+    const int e = static_cast<int>(esz);
+    maps.resize(2);
+    maps[0].value = p.unit_ak ? cuda::tensor_map_2d(k.device, ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
+                              : cuda::tensor_map_2d(k.device, ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
+    maps[1].value = p.unit_b ? cuda::tensor_map_2d(k.device, kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
+                             : cuda::tensor_map_2d(k.device, kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
+  }
   if (p.split == "dp") {
+    args.insert(args.end(), maps.begin(), maps.end());
     k.code->launch(args, tiles);
     return;
   }
@@ -77,6 +105,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(k.device), static_cast<size_t>(ws_bytes));
   args.push_back(pointer_arg(ws->data()));
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
+  args.insert(args.end(), maps.begin(), maps.end());
   k.code->launch(args, workers + tiles - sk_iters / tiles_k);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
 }
