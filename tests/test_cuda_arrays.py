@@ -285,6 +285,34 @@ def test_the_fast_path_repeats_calls_exactly():
 
 
 @needs_cuda
+def test_the_fast_path_feeds_hopper_tensor_maps_each_call():
+    """Products big enough for the Hopper plan (wgmma fed by TMA on sm_90) through the cached
+    launch: the tensor maps describe each call's own operands (new tensors every call, a padded
+    row stride whose rows are 16-byte multiples apart, one whose rows are not: the plan without
+    TMA), transposed views, against float64."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(16)
+    for _ in range(3):
+        a = torch.randn(256, 128, device="cuda", generator=g).bfloat16()
+        b = torch.randn(128, 192, device="cuda", generator=g).bfloat16()
+        _lowp_close(coopjit.matmul(a, b), _ref(a) @ _ref(b), 128)
+    for pad in (8, 3):  # rows 272 bytes apart (a multiple of 16), then 262 bytes
+        wide = torch.randn(256, 128 + pad, device="cuda", generator=g).bfloat16()
+        b = torch.randn(128, 192, device="cuda", generator=g).bfloat16()
+        for _ in range(2):
+            a = wide[:, :128]
+            c = coopjit.matmul(a, b, out=torch.empty(256, 192, device="cuda", dtype=torch.float32))
+            _lowp_close(c, _ref(a) @ _ref(b), 128)
+            wide = torch.randn(256, 128 + pad, device="cuda", generator=g).bfloat16()
+    at = torch.randn(128, 256, device="cuda", generator=g).half()
+    bt = torch.randn(192, 128, device="cuda", generator=g).half()
+    c = coopjit.matmul(at.T, bt.T)
+    want = _ref(at).T @ _ref(bt).T
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-3, atol=2e-3 * np.sqrt(128))
+
+
+@needs_cuda
 def test_cupy_stacks_on_their_stream():
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
     rng = np.random.default_rng(7)

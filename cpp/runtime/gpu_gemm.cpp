@@ -25,6 +25,36 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
   return k;
 }
 
+namespace {
+
+// A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
+TmaGeometry tma_geometry(const GpuGemmPlan& p, const GemmArgs& g) {
+  TmaGeometry t;
+  t.esz = ir::size_in_bytes(p.a_type);
+  t.a_rows = p.unit_ak ? g.sa_r * t.esz : g.sa_c * t.esz;
+  t.b_rows = p.unit_b ? g.sb_c * t.esz : g.sb_r * t.esz;
+  const int64_t lim = int64_t(1) << 32;
+  t.ok = g.batch1 * g.batch2 == 1 && t.a_rows > 0 && t.b_rows > 0 && t.a_rows % 16 == 0 && t.b_rows % 16 == 0 &&
+         t.a_rows < (int64_t(1) << 40) && t.b_rows < (int64_t(1) << 40) && g.K >= 1 && g.K <= lim && g.M <= lim &&
+         g.N <= lim && cuda::tensor_maps_available();
+  return t;
+}
+
+// The two maps, in the orientation the lowering takes from the plan; they go after all of the
+// IR's parameters (simt_lower.cpp), Stream-K's too.
+std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const TmaGeometry& t, const std::string& device,
+                                const void* ka, const void* kb) {
+  const int e = static_cast<int>(t.esz);
+  std::vector<KernelArg> maps(2);
+  maps[0].value = p.unit_ak ? cuda::tensor_map_2d(device, ka, e, g.K, g.M, t.a_rows, 64, p.tma_box_rows(true))  // M rows of K
+                            : cuda::tensor_map_2d(device, ka, e, g.M, g.K, t.a_rows, 64, 64);                     // K rows of M
+  maps[1].value = p.unit_b ? cuda::tensor_map_2d(device, kb, e, g.K, g.N, t.b_rows, 64, p.tma_box_rows(false))  // N rows of K
+                           : cuda::tensor_map_2d(device, kb, e, g.N, g.K, t.b_rows, 64, 64);                      // K rows of N
+  return maps;
+}
+
+}  // namespace
+
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
                   double beta, const EpilogueArgs* epilogue) {
   const GpuGemmPlan& p = k.plan;
@@ -42,15 +72,8 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
-  // The Tensor Memory Accelerator: 2-D tensor maps of the kernel's A and B (one matrix each).
-  // A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
-  const int64_t esz = ir::size_in_bytes(p.a_type);
-  const int64_t a_rows = p.unit_ak ? g.sa_r * esz : g.sa_c * esz, b_rows = p.unit_b ? g.sb_c * esz : g.sb_r * esz;
-  const int64_t lim = int64_t(1) << 32;
-  const bool maps_ok = g.batch1 * g.batch2 == 1 && a_rows > 0 && b_rows > 0 && a_rows % 16 == 0 && b_rows % 16 == 0 &&
-                       a_rows < (int64_t(1) << 40) && b_rows < (int64_t(1) << 40) && g.K >= 1 && g.K <= lim && g.M <= lim &&
-                       g.N <= lim;
-  if (p.tma && (!maps_ok || !cuda::tensor_maps_available())) {
+  const TmaGeometry tma = p.tma ? tma_geometry(p, g) : TmaGeometry{};
+  if (p.tma && !tma.ok) {
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
@@ -75,17 +98,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
       args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
   }
-  // The tensor maps come after all of the IR's parameters (simt_lower.cpp), Stream-K's too; in
-  // the orientation the lowering takes from the plan.
-  std::vector<KernelArg> maps;
-  if (p.tma) {
-    const int e = static_cast<int>(esz);
-    maps.resize(2);
-    maps[0].value = p.unit_ak ? cuda::tensor_map_2d(k.device, ka, e, g.K, g.M, a_rows, 64, p.tma_box_rows(true))  // M rows of K
-                              : cuda::tensor_map_2d(k.device, ka, e, g.M, g.K, a_rows, 64, 64);                     // K rows of M
-    maps[1].value = p.unit_b ? cuda::tensor_map_2d(k.device, kb, e, g.K, g.N, b_rows, 64, p.tma_box_rows(false))  // N rows of K
-                             : cuda::tensor_map_2d(k.device, kb, e, g.N, g.K, b_rows, 64, 64);                      // K rows of N
-  }
+  const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
     k.code->launch(args, tiles);
@@ -119,11 +132,23 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     PlanOverrides o = kernel.overrides;
     o["stages"] = 0;
     o["wgmma"] = 0;
+    o["tma"] = 0;
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
     if (l->k.plan.split != "dp") return nullptr;
   }
+  if (l->k.plan.tma) {  // as run_gpu_gemm: strides a tensor map cannot describe take the plan without TMA
+    const TmaGeometry t = tma_geometry(l->k.plan, gemm_args(spec, l->k.plan.as_cpu_plan()));
+    if (!t.ok) {
+      PlanOverrides o = l->k.overrides;
+      o["tma"] = 0;
+      l->k = gpu_gemm_kernel(spec, kernel.device, o);
+      if (l->k.plan.split != "dp") return nullptr;
+    }
+  }
   const GpuGemmPlan& p = l->k.plan;
   const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
+  l->g = g;
+  if (p.tma) l->tma = tma_geometry(p, g);
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
@@ -140,8 +165,9 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   }
   l->slots.push_back(0);  // alpha
   l->slots.push_back(0);  // beta
-  if (l->slots.size() != l->k.code->params.size())
-    throw InternalError(cat("the GEMM kernel takes ", l->k.code->params.size(), " parameters, not ", l->slots.size()));
+  if (l->slots.size() != l->k.code->params.size() || l->k.code->tensor_maps != (p.tma ? 2 : 0))
+    throw InternalError(cat("the GEMM kernel takes ", l->k.code->params.size(), " parameters and ", l->k.code->tensor_maps,
+                            " tensor maps, not ", l->slots.size(), " and ", p.tma ? 2 : 0));
   return l;
 }
 
@@ -149,7 +175,7 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
                      uintptr_t stream) {
   constexpr size_t kMax = 32;
   const size_t n = l.slots.size();
-  if (n > kMax) throw InternalError("a GEMM kernel with more than 32 parameters");
+  if (n + 2 > kMax) throw InternalError("a GEMM kernel with more than 30 parameters");
   uint64_t slots[kMax];
   void* params[kMax];
   std::memcpy(slots, l.slots.data(), n * sizeof(uint64_t));
@@ -166,6 +192,14 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
     std::memcpy(&slots[n - 2 + j], s.value.data(), std::min<size_t>(8, s.value.size()));
   }
   for (size_t i = 0; i < n; ++i) params[i] = &slots[i];
+  // TMA plans: the tensor maps describe the operands' addresses, so they are made for each call
+  // (a host-side encoding), passed by value after the other parameters.
+  std::vector<KernelArg> maps;
+  if (l.k.plan.tma) {
+    maps = tma_maps(l.k.plan, l.g, l.tma, l.k.device, ka, kb);
+    params[n] = maps[0].value.data();
+    params[n + 1] = maps[1].value.data();
+  }
   l.k.code->launch_on_stream(params, l.groups, stream);
 }
 

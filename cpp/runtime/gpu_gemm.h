@@ -34,8 +34,18 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
 /// One product's launch prepared once (CUDA device arrays, data-parallel plans without an
 /// epilogue): the kernel, its grid and its argument bytes, of which each launch sets the three
 /// pointers and alpha, beta. Made by prepare_gpu_gemm_launch; shared by threads (launch copies).
+/// The Tensor Memory Accelerator's 2-D maps of a kernel's A and B (one matrix each): element
+/// size and row strides in bytes; `ok` is false where the operands' strides and extents cannot be
+/// described (the plan without TMA runs them).
+struct TmaGeometry {
+  bool ok = false;
+  int64_t esz = 0, a_rows = 0, b_rows = 0;
+};
+
 struct GpuGemmLaunch {
   GpuGemmKernel k;
+  GemmArgs g;                 // the kernel's view of the operands (TMA plans make their tensor maps from it)
+  TmaGeometry tma;            // TMA plans: the maps' geometry
   bool swap_ab = false;
   bool int_scalars = false;
   int64_t groups = 0;
