@@ -18,7 +18,6 @@ here only guarantees that nothing outside the buffer is ever read (reads 0) or w
 """
 from __future__ import annotations
 
-import math
 import numbers
 
 from typing import Callable, Sequence
@@ -183,9 +182,9 @@ def _check(buffer, layout, view, rows, cols, what):
     for name, v in (("rows", rows), ("cols", cols)):
         if not 1 <= v <= 256:
             raise ValueError(f"{what}: {name}={v} must be in [1, 256]")
-    if view is None and rows * cols > math.prod(layout.spans):
-        raise ValueError(f"{what}: a {rows}x{cols} matrix ({rows * cols} elements) does not fit the layout's spans "
-                         f"{layout.spans} ({math.prod(layout.spans)} elements)")
+    # A matrix with more elements than the span is the document's: linearToSpanCoord takes the
+    # row-major index modulo the spans, so the matrix repeats the span (a store writes several
+    # elements to one address, in no order the document gives).
     return view._resolve(layout) if view is not None else (0, [], [])
 
 
