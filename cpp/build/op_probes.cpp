@@ -55,6 +55,29 @@ std::unique_ptr<Function> tensor_probe(int S, bool store, ClampMode clamp, bool 
   return build_tensor_access(s, S, "probe");
 }
 
+// A decode function as a user writes one (coopjit.tensor's decode=fn): a u8 buffer read around
+// the element's index, converted and scaled by the block's coordinates into an f32 matrix.
+std::unique_ptr<Function> tensor_user_decode_probe(int S) {
+  TensorAccessSpec s;
+  s.rows = s.cols = kN;
+  s.rank = 2;
+  s.clamp = ClampMode::constant;
+  s.buffer_dtype = ScalarType::u8;
+  s.buffer_dtype_set = true;
+  s.decode = TensorAccessSpec::Decode::user;
+  s.user_decode_key = "probe";
+  s.user_decode = [](Builder& d, Value* buf, Value* extent, Value* index, const std::vector<Value*>& bc,
+                     const std::vector<Value*>& cib) {
+    Value* at = d.add(index, d.div(cib[1], d.index(2)));
+    Value* inside = d.bin(BinOp::and_, d.cmp(CmpPred::ge, at, d.index(0)), d.cmp(CmpPred::lt, at, extent));
+    Value* byte = d.load_scalar(buf, d.select(inside, at, d.index(0)));
+    Value* v = d.convert(d.select(inside, byte, d.constant(0, ScalarType::u8)), ScalarType::f32);
+    return d.mul(v, d.convert(d.add(bc[0], d.index(1)), ScalarType::f32));
+  };
+  s.validate();
+  return build_tensor_access(s, S, "probe");
+}
+
 std::unique_ptr<Function> reduce_probe(int S, ReduceMode mode) {
   Probe p(S);
   Value* x = p.load(ScalarType::f32);
@@ -109,6 +132,7 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
       {"tensor_clamp", [](int S) { return tensor_probe(S, false, ClampMode::mirror_repeat, false, false); }},
       {"tensor_view", [](int S) { return tensor_probe(S, false, ClampMode::constant, true, false); }},
       {"tensor_decode", [](int S) { return tensor_probe(S, false, ClampMode::undefined, false, true); }},
+      {"tensor_decode_user", [](int S) { return tensor_user_decode_probe(S); }},
       {"reduce_row", [](int S) { return reduce_probe(S, ReduceMode::row); }},
       {"reduce_column", [](int S) { return reduce_probe(S, ReduceMode::column); }},
       {"reduce_both", [](int S) { return reduce_probe(S, ReduceMode::both); }},
