@@ -217,6 +217,24 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
       {"outer_product", [](int S) { return outer_probe(S, Scope::subgroup); }},
       {"outer_product_thread", [](int S) { return outer_probe(S, Scope::thread); }},
       {"outer_product_workgroup", [](int S) { return outer_probe(S, Scope::workgroup); }},
+      {"accumulator_layout", [](int S) {  // linalg::AccumulatorLayout(): a constant (1, MatrixUse::B), as coopjit.ir emits it
+         Probe p(S);
+         p.store(p.b.splat(acc(ScalarType::i32), p.b.convert(p.b.index(1), ScalarType::i32)));
+         return std::move(p.f);
+       }},
+      {"optimal_layouts", [](int S) {  // MulOptimal (a thread-scope B, column by column) into vector x matrix;
+                                       // OuterProductOptimal (row by row) for Accumulate (coopjit.layout.optimal_strides)
+         Probe p(S);
+         Value* v = p.vec(ScalarType::f16, kN);
+         Value* w = p.b.load(Type::matrix(ScalarType::f16, kN, 8, Use::b, Scope::thread),
+                             {p.ptr(ScalarType::f16), p.b.index(0), p.b.index(0), p.b.index(1), p.b.index(kN),
+                              p.b.index(kN), p.b.index(8)}, false);
+         Value* y = p.b.vector_multiply(v, w, nullptr, Type::vector(ScalarType::f32, 8));
+         Value* m = p.b.outer_product(y, p.vec(ScalarType::f32, 4), acc(ScalarType::f32, 8, 4, Scope::thread));
+         p.b.accumulate(m, {p.ptr(ScalarType::f32), p.b.index(0), p.b.index(0), p.b.index(4), p.b.index(1),
+                            p.b.index(8), p.b.index(4)});
+         return std::move(p.f);
+       }},
   };
   return list;
 }
