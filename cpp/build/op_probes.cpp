@@ -222,6 +222,15 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
          p.store(p.b.splat(acc(ScalarType::i32), p.b.convert(p.b.index(1), ScalarType::i32)));
          return std::move(p.f);
        }},
+      {"norm_types", [](int S) {  // SNorm / UNorm components: a load into snorm_f32, a cast to unorm_f16
+         Probe p(S);
+         Type sn = acc(ScalarType::f32), un = acc(ScalarType::f16);
+         sn.norm = 1;
+         un.norm = 2;
+         Value* m = p.b.load(sn, p.at(p.ptr(ScalarType::f32)), false);
+         p.store(p.b.convert_matrix(m, un, true));
+         return std::move(p.f);
+       }},
       {"optimal_layouts", [](int S) {  // MulOptimal (a thread-scope B, column by column) into vector x matrix;
                                        // OuterProductOptimal (row by row) for Accumulate (coopjit.layout.optimal_strides)
          Probe p(S);

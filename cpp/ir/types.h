@@ -54,6 +54,10 @@ struct Type {
   ClampMode clamp = ClampMode::undefined; // tensor layout only
   bool has_dims = false;                  // tensor view: has its own dimensions and strides
   std::array<int8_t, 5> perm{};           // tensor view: the permutation of its dimensions
+  /// Matrix only: HLSL 0035's SNorm / UNorm float components (1: SNorm, values in [-1, 1]; 2:
+  /// UNorm, in [0, 1]), printed snorm_f32 / unorm_f16 ... Values of such a matrix are clamped
+  /// into the range where an operation produces them (ir/norm_types.h).
+  uint8_t norm = 0;
 
   static Type void_type() { return Type{}; }
   static Type of(ScalarType s) { Type t; t.kind = Kind::scalar; t.scalar = s; return t; }

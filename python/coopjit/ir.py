@@ -232,8 +232,7 @@ class KernelBuilder:
         return self._b.index({"a": 0, "b": 1}[accumulator_layout()])
 
     def splat(self, type: str, value):
-        component = type[type.index("<") + 1 : type.index(",")].strip()
-        return self._b.splat(type, self._val(value, component))
+        return self._b.splat(type, self._val(value, _component(type)))
 
     def mul_add(self, a, b, c): return self._b.mul_add(a, b, c)
     def scale(self, m, s): return self._b.scale(m, self._val(s, _component(m.type)))
@@ -283,7 +282,10 @@ class KernelBuilder:
 
 
 def _component(type_text: str) -> str:
-    return type_text[type_text.index("<") + 1 : type_text.index(",")].strip()
+    """The scalar type of a matrix's elements: f32 of coopmatrix<f32, ...> and of
+    coopmatrix<snorm_f32, ...> (HLSL 0035's SNorm / UNorm components hold floats)."""
+    c = type_text[type_text.index("<") + 1 : type_text.index(",")].strip()
+    return c[6:] if c.startswith(("snorm_", "unorm_")) else c
 
 
 def _as_list(x):
