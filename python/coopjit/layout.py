@@ -198,7 +198,7 @@ def optimal_strides(layout: str, rows: int, cols: int, use: str) -> tuple[int, i
     return (cols, 1)
 
 
-def to_optimal(matrix, layout: str, use: str) -> np.ndarray:
+def to_optimal(matrix: np.ndarray, layout: str, use: str) -> np.ndarray:
     """The 2-D array `matrix` packed in `layout` for a matrix of `use`: a new 1-D array of
     matrix.size elements of its dtype, what a thread-scope Load in that layout reads."""
     m = np.asarray(matrix)
@@ -211,7 +211,7 @@ def to_optimal(matrix, layout: str, use: str) -> np.ndarray:
     return out
 
 
-def from_optimal(buffer, rows: int, cols: int, layout: str, use: str) -> np.ndarray:
+def from_optimal(buffer: np.ndarray, rows: int, cols: int, layout: str, use: str) -> np.ndarray:
     """The rows x cols matrix held in `buffer` (its first rows * cols elements, in C order) in
     `layout` for a matrix of `use`: the inverse of :func:`to_optimal`."""
     flat = np.asarray(buffer).reshape(-1)
