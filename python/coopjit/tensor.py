@@ -288,8 +288,9 @@ def _device(device, subgroups):
 
 
 def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, view: TensorView | None = None, *,
-                out: np.ndarray | None = None, decode: Callable | str | None = None, dtype: np.dtype | type | str | None = None,
-                device: str | None = None, subgroups: int = 1) -> np.ndarray:
+                out: np.ndarray | None = None, decode: Callable | str | None = None,
+                dtype: np.dtype | type | str | None = None, device: str | None = None,
+                subgroups: int = 1) -> np.ndarray:
     """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
 
     Elements the view's clip skips keep their value in `out` (0 without `out`).
