@@ -55,6 +55,29 @@ std::unique_ptr<Function> tensor_probe(int S, bool store, ClampMode clamp, bool 
   return build_tensor_access(s, S, "probe");
 }
 
+// A decode function as a user writes one (coopjit.tensor's decode=fn): a u8 buffer read around
+// the element's index, converted and scaled by the block's coordinates into an f32 matrix.
+std::unique_ptr<Function> tensor_user_decode_probe(int S) {
+  TensorAccessSpec s;
+  s.rows = s.cols = kN;
+  s.rank = 2;
+  s.clamp = ClampMode::constant;
+  s.buffer_dtype = ScalarType::u8;
+  s.buffer_dtype_set = true;
+  s.decode = TensorAccessSpec::Decode::user;
+  s.user_decode_key = "probe";
+  s.user_decode = [](Builder& d, Value* buf, Value* extent, Value* index, const std::vector<Value*>& bc,
+                     const std::vector<Value*>& cib) {
+    Value* at = d.add(index, d.div(cib[1], d.index(2)));
+    Value* inside = d.bin(BinOp::and_, d.cmp(CmpPred::ge, at, d.index(0)), d.cmp(CmpPred::lt, at, extent));
+    Value* byte = d.load_scalar(buf, d.select(inside, at, d.index(0)));
+    Value* v = d.convert(d.select(inside, byte, d.constant(0, ScalarType::u8)), ScalarType::f32);
+    return d.mul(v, d.convert(d.add(bc[0], d.index(1)), ScalarType::f32));
+  };
+  s.validate();
+  return build_tensor_access(s, S, "probe");
+}
+
 std::unique_ptr<Function> reduce_probe(int S, ReduceMode mode) {
   Probe p(S);
   Value* x = p.load(ScalarType::f32);
@@ -128,6 +151,7 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
       {"tensor_clamp", [](int S) { return tensor_probe(S, false, ClampMode::mirror_repeat, false, false); }},
       {"tensor_view", [](int S) { return tensor_probe(S, false, ClampMode::constant, true, false); }},
       {"tensor_decode", [](int S) { return tensor_probe(S, false, ClampMode::undefined, false, true); }},
+      {"tensor_decode_user", [](int S) { return tensor_user_decode_probe(S); }},
       {"reduce_row", [](int S) { return reduce_probe(S, ReduceMode::row); }},
       {"reduce_column", [](int S) { return reduce_probe(S, ReduceMode::column); }},
       {"reduce_both", [](int S) { return reduce_probe(S, ReduceMode::both); }},
@@ -219,6 +243,33 @@ const std::vector<std::pair<std::string, Maker>>& probes() {
          return std::move(p.f);
        }},
       {"groupshared", [](int S) { return groupshared_probe(S); }},
+      {"accumulator_layout", [](int S) {  // linalg::AccumulatorLayout(): a constant (1, MatrixUse::B), as coopjit.ir emits it
+         Probe p(S);
+         p.store(p.b.splat(acc(ScalarType::i32), p.b.convert(p.b.index(1), ScalarType::i32)));
+         return std::move(p.f);
+       }},
+      {"norm_types", [](int S) {  // SNorm / UNorm components: a load into snorm_f32, a cast to unorm_f16
+         Probe p(S);
+         Type sn = acc(ScalarType::f32), un = acc(ScalarType::f16);
+         sn.norm = 1;
+         un.norm = 2;
+         Value* m = p.b.load(sn, p.at(p.ptr(ScalarType::f32)), false);
+         p.store(p.b.convert_matrix(m, un, true));
+         return std::move(p.f);
+       }},
+      {"optimal_layouts", [](int S) {  // MulOptimal (a thread-scope B, column by column) into vector x matrix;
+                                       // OuterProductOptimal (row by row) for Accumulate (coopjit.layout.optimal_strides)
+         Probe p(S);
+         Value* v = p.vec(ScalarType::f16, kN);
+         Value* w = p.b.load(Type::matrix(ScalarType::f16, kN, 8, Use::b, Scope::thread),
+                             {p.ptr(ScalarType::f16), p.b.index(0), p.b.index(0), p.b.index(1), p.b.index(kN),
+                              p.b.index(kN), p.b.index(8)}, false);
+         Value* y = p.b.vector_multiply(v, w, nullptr, Type::vector(ScalarType::f32, 8));
+         Value* m = p.b.outer_product(y, p.vec(ScalarType::f32, 4), acc(ScalarType::f32, 8, 4, Scope::thread));
+         p.b.accumulate(m, {p.ptr(ScalarType::f32), p.b.index(0), p.b.index(0), p.b.index(4), p.b.index(1),
+                            p.b.index(8), p.b.index(4)});
+         return std::move(p.f);
+       }},
   };
   return list;
 }

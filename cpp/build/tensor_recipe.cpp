@@ -15,7 +15,7 @@ std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int sim
   f->attrs["subgroup_size"] = int64_t(simd_width);
   if (subgroups > 1) f->attrs["subgroups_per_group"] = int64_t(subgroups);
   const ScalarType T = s.dtype;
-  Value* buf = f->add_param(Type::pointer(T), "buf");
+  Value* buf = f->add_param(Type::pointer(s.buffer_type()), "buf");
   Value* mat = f->add_param(Type::pointer(T), "mat");
   Value* extent = f->add_param(Type::index(), "extent");
   Value* msr = f->add_param(Type::index(), "mat_sr");
@@ -66,6 +66,11 @@ std::unique_ptr<Function> build_tensor_access(const TensorAccessSpec& s, int sim
                                                      d.cmp(CmpPred::lt, at, extent), "inside");
                                Value* v = d.load_scalar(buf, d.select(inside, at, d.index(0)), "v");
                                return d.select(inside, v, d.constant(0, T), "decoded");
+                             }, "loaded");
+    } else if (s.decode == TensorAccessSpec::Decode::user) {
+      loaded = b.load_tensor(buf, m, layout, view, extent,
+                             [&](Builder& d, Value* index, const std::vector<Value*>& bc, const std::vector<Value*>& cib) {
+                               return s.user_decode(d, buf, extent, index, bc, cib);
                              }, "loaded");
     } else {
       loaded = b.load_tensor(buf, m, layout, view, extent, "loaded");

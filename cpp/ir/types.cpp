@@ -109,7 +109,7 @@ bool Type::operator==(const Type& o) const {
     case Kind::pointer: return scalar == o.scalar && shared == o.shared && (!shared || cols == o.cols);
     case Kind::matrix:
       return scalar == o.scalar && rows == o.rows && cols == o.cols && use == o.use &&
-             scope == o.scope;
+             scope == o.scope && norm == o.norm;
     case Kind::vector: return scalar == o.scalar && cols == o.cols;
     case Kind::tensor_layout: return rank == o.rank && clamp == o.clamp;
     case Kind::tensor_view: return rank == o.rank && has_dims == o.has_dims && perm == o.perm;
@@ -124,7 +124,8 @@ std::string Type::str() const {
     case Kind::pointer:
       return shared ? cat("groupshared<", name(scalar), ", ", cols, ">") : cat("ptr<", name(scalar), ">");
     case Kind::matrix:
-      return cat("coopmatrix<", name(scalar), ", ", rows, ", ", cols, ", ", name(use), ", ",
+      return cat("coopmatrix<", norm == 1 ? "snorm_" : norm == 2 ? "unorm_" : "", name(scalar), ", ", rows, ", ", cols,
+                 ", ", name(use), ", ",
                  name(scope), ">");
     case Kind::vector: return cat("vector<", name(scalar), ", ", cols, ">");
     case Kind::tensor_layout: return cat("tensorlayout<", rank, ", ", name(clamp), ">");
@@ -175,7 +176,19 @@ Type parse_type(std::string_view text) {
   }
   if (auto p = inner("coopmatrix"); !p.empty()) {
     if (p.size() != 5) throw UserError(cat("type '", text, "': coopmatrix<component, rows, cols, use, scope>"));
-    return Type::matrix(parse_scalar(p[0]), number(p[1]), number(p[2]), parse_use(p[3]), parse_scope(p[4]));
+    uint8_t norm = 0;
+    std::string c = p[0];
+    if (c.rfind("snorm_", 0) == 0 || c.rfind("unorm_", 0) == 0) {
+      norm = c[0] == 's' ? 1 : 2;
+      c = c.substr(6);
+      const ScalarType f = parse_scalar(c);
+      if (f != ScalarType::f16 && f != ScalarType::f32 && f != ScalarType::f64)
+        throw UserError(cat("type '", text, "': SNorm / UNorm components are f16, f32 or f64 (HLSL 0035's SNormF16 .. "
+                            "UNormF64), not ", c));
+    }
+    Type t = Type::matrix(parse_scalar(c), number(p[1]), number(p[2]), parse_use(p[3]), parse_scope(p[4]));
+    t.norm = norm;
+    return t;
   }
   if (s == "index") return Type::index();
   if (s == "i1") return Type::boolean();

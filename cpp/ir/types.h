@@ -55,6 +55,10 @@ struct Type {
   bool has_dims = false;                  // tensor view: has its own dimensions and strides
   bool shared = false;                    // pointer: a groupshared array of `cols` elements
   std::array<int8_t, 5> perm{};           // tensor view: the permutation of its dimensions
+  /// Matrix only: HLSL 0035's SNorm / UNorm float components (1: SNorm, values in [-1, 1]; 2:
+  /// UNorm, in [0, 1]), printed snorm_f32 / unorm_f16 ... Values of such a matrix are clamped
+  /// into the range where an operation produces them (ir/norm_types.h).
+  uint8_t norm = 0;
 
   static Type void_type() { return Type{}; }
   static Type of(ScalarType s) { Type t; t.kind = Kind::scalar; t.scalar = s; return t; }

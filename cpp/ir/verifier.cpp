@@ -386,7 +386,9 @@ class Verifier {
         require(v.size() == 4 || v.size() == 5, o, "takes (matrix or ptr, ...), layout, extent and an optional view");
         require(m.is_matrix(), o, cat("the ", load ? "object" : "value", " must be a coopmatrix, got ", m.str()));
         const Type& ptr = v[load ? 0 : 1]->type;
-        require(ptr.is_pointer() && ptr.scalar == m.scalar, o,
+        // With a decode function the pointer may point to any type (002: DecodeFunc's first
+        // parameter is a pointer of its own type); the function returns the component type.
+        require(ptr.is_pointer() && (ptr.scalar == m.scalar || (load && !o.regions.empty())), o,
                 cat("the pointer must point to the component type ", name(m.scalar), ", got ", ptr.str()));
         const Type& lay = v[2]->type;
         require(lay.is_tensor_layout(), o, cat("operand 2 must be a tensor layout, got ", lay.str()));
@@ -411,7 +413,8 @@ class Verifier {
           for (const Value* a : dec.args) require(a->type.is_index(), o, "decode arguments are index");
           for (const auto& inner : dec.ops)
             require(inner->kind == OpKind::constant || inner->kind == OpKind::binary || inner->kind == OpKind::cmp ||
-                        inner->kind == OpKind::select || inner->kind == OpKind::load || inner->kind == OpKind::yield,
+                        inner->kind == OpKind::select || inner->kind == OpKind::load || inner->kind == OpKind::yield ||
+                        inner->kind == OpKind::unary || inner->kind == OpKind::convert,
                     o, cat("a decode function holds scalar operations only, not ", mnemonic(*inner)));
           const Op& y = *dec.ops.back();
           require(y.kind == OpKind::yield && y.operands.size() == 1 && y.operands[0]->type == Type::of(m.scalar), o,

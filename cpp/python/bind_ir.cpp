@@ -392,6 +392,84 @@ GemmEpilogue::ElementFn python_element_fn(const py::function& fn, ScalarType typ
   };
 }
 
+// A Python decode function (SPV_NV_cooperative_matrix2 DecodeFunc; coopjit.tensor.load_matrix's
+// decode=) as the tensor-access recipe's decode region, built as the epilogue's above: called once,
+// here, on a function of its own whose parameters are the buffer, its extent, the element index
+// and blockCoord / coordInBlock (rank each); coopjit.tensor._call_decode gives the user the
+// builder, the block (a checked reader of the buffer from the index on) and the coordinates. The
+// recipe copies the IR into its decode region; `key` gets a hash of it.
+TensorAccessSpec::DecodeFn python_decode_fn(const py::function& fn, ScalarType buffer, ScalarType result, int rank,
+                                            std::string& key) {
+  auto shell = std::make_shared<PyFunction>();
+  Function& probe = *shell->f;
+  probe.name = "decode";
+  Value* buf = probe.add_param(Type::pointer(buffer), "buf");
+  Value* extent = probe.add_param(Type::index(), "extent");
+  Value* index = probe.add_param(Type::index(), "index");
+  std::vector<Value*> bc, cib;
+  for (int d = 0; d < rank; ++d) bc.push_back(probe.add_param(Type::index(), cat("block", d)));
+  for (int d = 0; d < rank; ++d) cib.push_back(probe.add_param(Type::index(), cat("in_block", d)));
+  const size_t nparams = probe.params.size();
+  PyBuilder ib{shell, Builder(probe)};
+  py::object out;
+  try {
+    py::object kb = py::module_::import("coopjit.ir").attr("KernelBuilder")(py::arg("_inner") = py::make_tuple(ib, py::none()));
+    out = py::module_::import("coopjit.tensor").attr("_call_decode")(fn, kb, ib.wrap(buf), ib.wrap(extent), ib.wrap(index),
+                                                                     ib.wrap(bc), ib.wrap(cib), name(result));
+  } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_TypeError)) throw UserTypeError(cat("the decode function: ", e.what()));
+    throw UserError(cat("the decode function raised ", e.what()));
+  }
+  if (!py::isinstance<PyValue>(out))
+    throw UserTypeError(cat("the decode function must return an IR value (the element, ", name(result), "), got ",
+                            std::string(py::repr(out))));
+  Value* res = ib.unwrap(py::cast<PyValue>(out));
+  if (!(res->type == Type::of(result)))
+    throw UserTypeError(cat("the decode function must return a ", name(result), " value (the matrix's component type), got ",
+                            res->type.str(), ": convert it with b.convert(value, '", name(result), "')"));
+  if (probe.params.size() != nparams)
+    throw UserError("the decode function added kernel parameters: it can only use the block, the coordinates and constants");
+  key = xxh64_hex(cat(print(probe), " -> ", res->id));
+  std::shared_ptr<const Function> body(shell, shell->f.get());
+  std::vector<Value*> params = probe.params;
+  return [body, params, res](Builder& in, Value* b, Value* e, Value* i, const std::vector<Value*>& bcs,
+                             const std::vector<Value*>& cibs) -> Value* {
+    std::map<const Value*, Value*> map{{params[0], b}, {params[1], e}, {params[2], i}};
+    const size_t r = bcs.size();
+    COOPJIT_INTERNAL_ASSERT(params.size() == 3 + 2 * r && cibs.size() == r, "decode rank");
+    for (size_t d = 0; d < r; ++d) {
+      map[params[3 + d]] = bcs[d];
+      map[params[3 + r + d]] = cibs[d];
+    }
+    in.clone(body->body, map);
+    auto it = map.find(res);
+    if (it == map.end()) {  // the result is one of the parameters (e.g. an index returned as is)
+      for (size_t k = 0; k < params.size(); ++k)
+        if (params[k] == res) return map[params[k]];
+      COOPJIT_INTERNAL_ASSERT(false, "the decode function's result");
+    }
+    return it->second;
+  };
+}
+
+// The decode argument of the tensor-access bindings: "" (none), "blocked", or a Python function.
+void set_decode(TensorAccessSpec& s, const py::object& decode) {
+  if (decode.is_none()) return;
+  if (py::isinstance<py::str>(decode)) {
+    const std::string d = py::cast<std::string>(decode);
+    if (d == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
+    else if (!d.empty()) throw UserError(cat("unknown decode '", d, "' (known: blocked, or a function)"));
+    return;
+  }
+  if (!PyCallable_Check(decode.ptr()))
+    throw UserTypeError(cat("decode must be None, 'blocked' or a function (b, block, block_coord, coord_in_block) -> "
+                            "value, got ", std::string(py::repr(decode))));
+  if (s.rank < 1 || s.rank > 5) throw UserError(cat("tensor layout rank ", s.rank, " is not in [1, 5]"));
+  s.decode = TensorAccessSpec::Decode::user;
+  s.user_decode = python_decode_fn(py::reinterpret_borrow<py::function>(decode), s.buffer_type(), s.dtype, s.rank,
+                                   s.user_decode_key);
+}
+
 void bind_ir(py::module_& m) {
   py::class_<PyValue>(m, "IRValue")
       .def_property_readonly("type", &PyValue::type)
@@ -471,12 +549,15 @@ void bind_ir(py::module_& m) {
   m.def(
       "tensor_access_function",
       [](bool store, const std::string& dtype, int64_t rows, int64_t cols, const std::string& clamp, int rank,
-         int view_kind, const std::vector<int>& perm, const std::string& decode, int subgroup_size, int subgroups) {
+         int view_kind, const std::vector<int>& perm, const py::object& decode, int subgroup_size, int subgroups,
+         const std::string& buffer_dtype) {
         TensorAccessSpec s;
-        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
-        else if (!decode.empty()) throw UserError(cat("unknown decode '", decode, "' (known: blocked)"));
         s.store = store;
         s.dtype = parse_scalar(dtype);
+        if (!buffer_dtype.empty()) {
+          s.buffer_dtype = parse_scalar(buffer_dtype);
+          s.buffer_dtype_set = true;
+        }
         s.rows = rows;
         s.cols = cols;
         s.clamp = parse_clamp(clamp);
@@ -485,6 +566,7 @@ void bind_ir(py::module_& m) {
         s.view = static_cast<TensorAccessSpec::View>(view_kind);
         s.view_rank = static_cast<int>(perm.size());
         for (size_t i = 0; i < perm.size() && i < 5; ++i) s.perm[i] = static_cast<int8_t>(perm[i]);
+        set_decode(s, decode);
         s.validate();
         auto fn = std::make_shared<PyFunction>();
         fn->name = "tensor_access";
@@ -494,6 +576,7 @@ void bind_ir(py::module_& m) {
       },
       py::arg("store"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("clamp"), py::arg("rank"),
       py::arg("view_kind"), py::arg("perm"), py::arg("decode"), py::arg("subgroup_size"), py::arg("subgroups") = 1,
+      py::arg("buffer_dtype") = "",
       "The tensor-access kernel's IR function (parameters: buf, mat, extent, mat strides, the layout's "
       "fields, clamp_value, the view's fields) for compile_device.");
 
@@ -535,6 +618,10 @@ void bind_ir(py::module_& m) {
       })
       .def("unary", [](PyBuilder& b, const std::string& op, const PyValue& x) { return b.wrap(b.b.unary(parse_un(op), b.unwrap(x))); })
       .def("convert", [](PyBuilder& b, const PyValue& x, const std::string& t) { return b.wrap(b.b.convert(b.unwrap(x), parse_scalar(t))); })
+      .def("load_scalar", [](PyBuilder& b, const PyValue& p, const PyValue& i) {
+        // Unchecked: for coopjit.tensor's decode blocks, which guard the index themselves.
+        return b.wrap(b.b.load_scalar(b.unwrap(p), b.unwrap(i)));
+      })
       .def("ptr_offset", [](PyBuilder& b, const PyValue& p, const PyValue& n) { return b.wrap(b.b.ptr_offset(b.unwrap(p), b.unwrap(n))); })
       .def("flag_set", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_set(b.unwrap(p), b.unwrap(i)); })
       .def("flag_wait", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_wait(b.unwrap(p), b.unwrap(i)); })

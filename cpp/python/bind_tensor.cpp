@@ -11,25 +11,32 @@
 namespace py = pybind11;
 using namespace coopjit;
 
+void set_decode(TensorAccessSpec& s, const py::object& decode);  // bind_ir.cpp
+
 void bind_tensor(py::module_& m) {
   m.def(
       "tensor_access",
       [](bool store, py::array buffer, py::array matrix, const std::string& dtype, const std::string& clamp,
          int rank, const std::vector<int64_t>& layout, double clamp_value, int view_kind,
-         const std::vector<int>& perm, const std::vector<int64_t>& view_fields, const std::string& decode) {
+         const std::vector<int>& perm, const std::vector<int64_t>& view_fields, const py::object& decode,
+         const std::string& buffer_dtype) {
         TensorAccessSpec s;
-        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
-        else if (!decode.empty()) throw UserError(cat("unknown decode '", decode, "' (known: blocked)"));
         s.store = store;
         s.dtype = ir::parse_scalar(dtype);
+        if (!buffer_dtype.empty()) {
+          s.buffer_dtype = ir::parse_scalar(buffer_dtype);
+          s.buffer_dtype_set = true;
+        }
         s.clamp = ir::parse_clamp(clamp);
         s.rank = rank;
+        set_decode(s, decode);
         if (matrix.ndim() != 2) throw UserError(cat("the matrix must be 2-D, got ", matrix.ndim(), "-D"));
         s.rows = matrix.shape(0);
         s.cols = matrix.shape(1);
-        if (buffer.itemsize() != ir::size_in_bytes(s.dtype) || matrix.itemsize() != buffer.itemsize())
-          throw UserTypeError(cat("buffer and matrix must both have ", ir::size_in_bytes(s.dtype), "-byte elements (",
-                                  dtype, ")"));
+        if (buffer.itemsize() != ir::size_in_bytes(s.buffer_type()) || matrix.itemsize() != ir::size_in_bytes(s.dtype))
+          throw UserTypeError(cat("the buffer must have ", ir::size_in_bytes(s.buffer_type()), "-byte elements (",
+                                  ir::name(s.buffer_type()), ") and the matrix ", ir::size_in_bytes(s.dtype),
+                                  "-byte ones (", dtype, ")"));
         if (!(buffer.flags() & py::array::c_style))
           throw UserError("the buffer must be C-contiguous (it is addressed as a flat array)");
         if (layout.size() != size_t(5 * rank))
@@ -52,14 +59,13 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("store"), py::arg("buffer"), py::arg("matrix"), py::arg("dtype"), py::arg("clamp"), py::arg("rank"),
       py::arg("layout"), py::arg("clamp_value"), py::arg("view_kind"), py::arg("perm"), py::arg("view_fields"),
-      py::arg("decode") = "");
+      py::arg("decode") = py::none(), py::arg("buffer_dtype") = "");
 
   m.def(
       "tensor_access_ir",
       [](bool store, const std::string& dtype, int64_t rows, int64_t cols, const std::string& clamp, int rank,
-         int view_kind, const std::vector<int>& perm, const std::string& decode) {
+         int view_kind, const std::vector<int>& perm, const py::object& decode) {
         TensorAccessSpec s;
-        if (decode == "blocked") s.decode = TensorAccessSpec::Decode::blocked;
         s.store = store;
         s.dtype = ir::parse_scalar(dtype);
         s.rows = rows;
@@ -69,9 +75,10 @@ void bind_tensor(py::module_& m) {
         s.view = static_cast<TensorAccessSpec::View>(view_kind);
         s.view_rank = static_cast<int>(perm.size());
         for (size_t i = 0; i < perm.size() && i < 5; ++i) s.perm[i] = static_cast<int8_t>(perm[i]);
+        set_decode(s, decode);
         return tensor_access_kernel(s)->ir_text;
       },
       py::arg("store"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("clamp"), py::arg("rank"),
-      py::arg("view_kind"), py::arg("perm"), py::arg("decode") = "",
+      py::arg("view_kind"), py::arg("perm"), py::arg("decode") = py::none(),
       "The kernel IR of a tensor access kernel (for tests and debugging).");
 }

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "runtime/fork.h"
+#include "ir/norm_types.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/simt_lower.h"
@@ -91,7 +92,8 @@ std::shared_ptr<const DeviceProgram> lookup_or_build(const std::string& device, 
     p->target += "a";
   }
   llvm::LLVMContext ctx;
-  auto mod = lower_simt(*f, ctx, p->target);
+  auto normed = ir::lower_norm_types(*f);  // SNorm / UNorm matrices: float ones, clamped where produced
+  auto mod = lower_simt(normed ? *normed : *f, ctx, p->target);
   std::string text;  // the lowered module, handed to the NVPTX or the SPIR-V backend
   {
     llvm::raw_string_ostream os(text);

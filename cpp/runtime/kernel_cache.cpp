@@ -12,6 +12,7 @@
 #include "core/xxh64.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "ir/norm_types.h"
 #include "lower/simd_lower.h"
 #include "runtime/disk_cache.h"
 #include "runtime/fork.h"
@@ -76,8 +77,9 @@ void compile(const std::string& plan_key, CompiledKernel& k, const GetFunction& 
   k.origin = "compiled";
   print_stages(k, plan_key);
   ir::verify(*f);
+  auto normed = ir::lower_norm_types(*f);  // SNorm / UNorm matrices: float ones, clamped where produced
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto mod = lower_simd(*f, *ctx);
+  auto mod = lower_simd(normed ? *normed : *f, *ctx);
   if (debug_enabled("lower")) {
     std::cerr << "[coopjit] LLVM IR from the lowering (before O3):\n";
     mod->print(llvm::errs(), nullptr);

@@ -10,6 +10,11 @@ void TensorAccessSpec::validate() const {
   if (rows < 1 || rows > 256 || cols < 1 || cols > 256)
     throw UserError(cat(what, ": the matrix is ", rows, " x ", cols, "; rows and cols must be in [1, 256]"));
   if (store && decode != Decode::none) throw UserError("store_matrix: a decode function is only for loads");
+  if (decode == Decode::user && (!user_decode || user_decode_key.empty()))
+    throw InternalError("a user decode function without its body or key");
+  if (buffer_type() != dtype && decode != Decode::user)
+    throw UserTypeError(cat(what, ": the buffer holds ", ir::name(buffer_type()), " but the matrix is ", ir::name(dtype),
+                            "; only a decode function may read another type"));
   if (rank < 1 || rank > 5) throw UserError(cat(what, ": tensor layout rank ", rank, " is not in [1, 5]"));
   if (view != View::none) {
     if (view_rank < 1 || view_rank > 5) throw UserError(cat(what, ": tensor view rank ", view_rank, " is not in [1, 5]"));
@@ -27,6 +32,7 @@ std::string TensorAccessSpec::key() const {
     for (int i = 0; i < view_rank; ++i) k += cat(int(perm[i]));
   }
   if (decode == Decode::blocked) k += ".dblocked";
+  if (decode == Decode::user) k += cat(".duser", user_decode_key, ".", ir::name(buffer_type()));
   return k;
 }
 

@@ -5,9 +5,16 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "ir/types.h"
+
+namespace coopjit::ir {
+class Builder;
+struct Value;
+}  // namespace coopjit::ir
 
 namespace coopjit {
 
@@ -20,9 +27,24 @@ struct TensorAccessSpec {
   enum class View : uint8_t { none, no_dims, dims } view = View::none;
   int view_rank = 0;
   std::array<int8_t, 5> perm{};
-  /// A decode function for the load: none, or "blocked" storage (each block of the layout's
-  /// block size stored contiguously, row-major inside; the layout's strides count blocks).
-  enum class Decode : uint8_t { none, blocked } decode = Decode::none;
+  /// A decode function for the load: none, "blocked" storage (each block of the layout's
+  /// block size stored contiguously, row-major inside; the layout's strides count blocks), or a
+  /// user's function (user_decode, keyed by user_decode_key: a hash of its IR).
+  enum class Decode : uint8_t { none, blocked, user } decode = Decode::none;
+  /// The buffer's element type: the matrix's (dtype) unless a user's decode function reads
+  /// another (002: DecodeFunc's pointer may point to any type).
+  ir::ScalarType buffer_dtype = ir::ScalarType::f32;
+  bool buffer_dtype_set = false;
+  /// A user's decode function: the element from (buf, extent, index, blockCoord, coordInBlock),
+  /// built into the load's decode region.
+  using DecodeFn = std::function<ir::Value*(ir::Builder&, ir::Value* buf, ir::Value* extent, ir::Value* index,
+                                            const std::vector<ir::Value*>& block_coord,
+                                            const std::vector<ir::Value*>& coord_in_block)>;
+  DecodeFn user_decode;
+  std::string user_decode_key;
+
+  /// The buffer's element type.
+  ir::ScalarType buffer_type() const { return buffer_dtype_set ? buffer_dtype : dtype; }
 
   /// Throws UserError naming the values when the spec is not one coopjit can build.
   void validate() const;

@@ -128,6 +128,8 @@ class IRBuilder:
         ...
     def per_element(self, arg0: IRValue, arg1: collections.abc.Sequence[IRValue], arg2: collections.abc.Callable) -> IRValue:
         ...
+    def load_scalar(self, arg0: IRValue, arg1: IRValue) -> IRValue:
+        ...
     def ptr_offset(self, arg0: IRValue, arg1: IRValue) -> IRValue:
         ...
     def reduce(self, arg0: IRValue, arg1: str, arg2: str, arg3: typing.Any) -> IRValue:
@@ -560,13 +562,13 @@ def stream_k_tiles(split: str, tiles_mn: typing.SupportsInt | typing.SupportsInd
     """
     Global tiles in the Stream-K partition (seeds/004); the rest are data-parallel.
     """
-def tensor_access(store: bool, buffer: numpy.ndarray, matrix: numpy.ndarray, dtype: str, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, layout: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], clamp_value: typing.SupportsFloat | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], view_fields: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str = '') -> None:
+def tensor_access(store: bool, buffer: numpy.ndarray, matrix: numpy.ndarray, dtype: str, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, layout: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], clamp_value: typing.SupportsFloat | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], view_fields: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: typing.Any = None, buffer_dtype: str = '') -> None:
     ...
-def tensor_access_function(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str, subgroup_size: typing.SupportsInt | typing.SupportsIndex, subgroups: typing.SupportsInt | typing.SupportsIndex = 1) -> IRFunction:
+def tensor_access_function(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: typing.Any, subgroup_size: typing.SupportsInt | typing.SupportsIndex, subgroups: typing.SupportsInt | typing.SupportsIndex = 1, buffer_dtype: str = '') -> IRFunction:
     """
     The tensor-access kernel's IR function (parameters: buf, mat, extent, mat strides, the layout's fields, clamp_value, the view's fields) for compile_device.
     """
-def tensor_access_ir(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: str = '') -> str:
+def tensor_access_ir(store: bool, dtype: str, rows: typing.SupportsInt | typing.SupportsIndex, cols: typing.SupportsInt | typing.SupportsIndex, clamp: str, rank: typing.SupportsInt | typing.SupportsIndex, view_kind: typing.SupportsInt | typing.SupportsIndex, perm: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], decode: typing.Any = None) -> str:
     """
     The kernel IR of a tensor access kernel (for tests and debugging).
     """

@@ -199,23 +199,69 @@ class KernelBuilder:
         return [ptr, self._val(row), self._val(col), self._val(strides[0]), self._val(strides[1]),
                 self._val(bounds[0]), self._val(bounds[1])]
 
-    def load(self, type: str, ptr, row=0, col=0, strides=(1, 1), bounds=None, checked=False):
-        """The matrix at element (row, col) of a tensor with the given element strides."""
-        return self._b.load(type, self._access(type, ptr, row, col, strides, bounds), checked)
+    def _optimal(self, what, type_text, ptr, row, col, strides, layout):
+        """(ptr, row, col, strides) of an access in one of HLSL 0035's implementation-chosen
+        layouts (coopjit.layout.optimal_strides): thread-scope matrices only (0035's Load and
+        Accumulate layout tables); no strides (0035: Stride is 0); row is the element where the
+        packed matrix starts (0035's StartOffset), col 0."""
+        from .layout import OPTIMAL_LAYOUTS, optimal_strides
+
+        if layout not in OPTIMAL_LAYOUTS:
+            raise ValueError(f"{what}: unknown layout {layout!r} (known: None for strides=, "
+                             f"{', '.join(map(repr, OPTIMAL_LAYOUTS))})")
+        inner = type_text[type_text.index("<") + 1 : -1].split(",")
+        use, scope = inner[3].strip(), inner[4].strip()
+        if scope != "thread":
+            raise ValueError(f"{what}: layout {layout!r} is for thread-scope matrices (HLSL 0035: {scope} scope loads, "
+                             f"stores and accumulates take RowMajor or ColMajor), got {type_text}")
+        if strides is not None:
+            raise ValueError(f"{what}: layout {layout!r} chooses its own strides (HLSL 0035: Stride is 0), got "
+                             f"strides={strides}")
+        if not (isinstance(col, numbers.Integral) and not isinstance(col, bool) and col == 0):
+            raise ValueError(f"{what}: with layout {layout!r}, row is the element where the matrix starts and col "
+                             f"must be 0, got col={col!r}")
+        rows, cols = _matrix_dims(type_text)
+        start = ptr if (isinstance(row, numbers.Integral) and row == 0) else self._b.ptr_offset(ptr, self._val(row))
+        return start, optimal_strides(layout, rows, cols, use)
+
+    def load(self, type: str, ptr, row=0, col=0, strides=None, bounds=None, checked=False, layout=None):
+        """The matrix at element (row, col) of a tensor with the given element strides (default
+        (1, 1)); or, with layout="mul_optimal" / "outer_product_optimal" (HLSL 0035's MulOptimal /
+        OuterProductOptimal, thread-scope matrices), the matrix packed in the layout coopjit
+        chooses (coopjit.layout.optimal_strides), starting at element `row`."""
+        if layout is not None:
+            ptr, strides = self._optimal("load", type, ptr, row, col, strides, layout)
+            row = 0
+        return self._b.load(type, self._access(type, ptr, row, col, strides or (1, 1), bounds), checked)
 
     def store(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None, checked=False):
         self._b.store(m, self._access(m.type, ptr, row, col, strides, bounds), checked)
 
-    def accumulate(self, m, ptr, row=0, col=0, strides=(1, 1), bounds=None):
-        """Atomically adds the accumulator matrix into memory (row or column major by strides), in
-        its component type (any: 8- and 16-bit ones by compare-and-swap on GPUs), only the elements
-        inside `bounds`. A thread-scope matrix: each work-item adds its own. Into a groupshared
+    def accumulate(self, m, ptr, row=0, col=0, strides=None, bounds=None, layout=None):
+        """Atomically adds the accumulator matrix into memory (row or column major by strides, default
+        (1, 1)), in its component type (any: 8- and 16-bit ones by compare-and-swap on GPUs), only the
+        elements inside `bounds`. A thread-scope matrix: each work-item adds its own, also in
+        layout="outer_product_optimal" (HLSL 0035's OuterProductOptimal: the layout coopjit chooses,
+        starting at element `row`; a load in the same layout reads it back). Into a groupshared
         array of another type: each element converted to the array's type and added in it."""
-        self._b.accumulate(m, self._access(m.type, ptr, row, col, strides, bounds))
+        if layout is not None:
+            if layout != "outer_product_optimal":
+                raise ValueError(f"accumulate: layout {layout!r}: HLSL 0035 accumulates thread-scope matrices in "
+                                 "'outer_product_optimal' only (others: strides=)")
+            ptr, strides = self._optimal("accumulate", m.type, ptr, row, col, strides, layout)
+            row = 0
+        self._b.accumulate(m, self._access(m.type, ptr, row, col, strides or (1, 1), bounds))
+
+    def accumulator_layout(self):
+        """HLSL 0035's linalg::AccumulatorLayout() as an index constant: 1 (MatrixUse::B; 0 would be
+        A), the use whose layout coopjit's accumulators share on every target (see
+        coopjit.layout.accumulator_layout)."""
+        from .layout import accumulator_layout
+
+        return self._b.index({"a": 0, "b": 1}[accumulator_layout()])
 
     def splat(self, type: str, value):
-        component = type[type.index("<") + 1 : type.index(",")].strip()
-        return self._b.splat(type, self._val(value, component))
+        return self._b.splat(type, self._val(value, _component(type)))
 
     def mul_add(self, a, b, c): return self._b.mul_add(a, b, c)
     def scale(self, m, s): return self._b.scale(m, self._val(s, _component(m.type)))
@@ -265,7 +311,10 @@ class KernelBuilder:
 
 
 def _component(type_text: str) -> str:
-    return type_text[type_text.index("<") + 1 : type_text.index(",")].strip()
+    """The scalar type of a matrix's elements: f32 of coopmatrix<f32, ...> and of
+    coopmatrix<snorm_f32, ...> (HLSL 0035's SNorm / UNorm components hold floats)."""
+    c = type_text[type_text.index("<") + 1 : type_text.index(",")].strip()
+    return c[6:] if c.startswith(("snorm_", "unorm_")) else c
 
 
 def _as_list(x):

@@ -20,7 +20,8 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["DTYPES", "CoopMatrixLayout", "LayoutError", "coopmatrix", "dtype_name"]
+__all__ = ["DTYPES", "CoopMatrixLayout", "LayoutError", "coopmatrix", "dtype_name", "OPTIMAL_LAYOUTS",
+           "optimal_strides", "to_optimal", "from_optimal", "accumulator_layout"]
 
 #: Bad input to the layout (shape, use, dtype, index); a subclass of ValueError.
 LayoutError = _core.LayoutError
@@ -163,3 +164,70 @@ def coopmatrix(rows, cols, use, dtype, subgroup_size) -> CoopMatrixLayout:
     (LayoutError) naming the value, a wrongly typed argument TypeError.
     """
     return CoopMatrixLayout(rows, cols, use, dtype, subgroup_size)
+
+
+# ---- HLSL 0035's implementation-chosen layouts -------------------------------------------------
+
+#: MatrixLayout::MulOptimal and MatrixLayout::OuterProductOptimal (0035): memory layouts the
+#: implementation chooses, for thread-scope matrices (0035's Load / Accumulate layout tables).
+OPTIMAL_LAYOUTS = ("mul_optimal", "outer_product_optimal")
+
+
+def optimal_strides(layout: str, rows: int, cols: int, use: str) -> tuple[int, int]:
+    """The element strides (row, column) coopjit chooses for a rows x cols matrix of `use`
+    ('a', 'b' or 'acc') packed in `layout` (one of OPTIMAL_LAYOUTS): element (i, j) at
+    ``i * row_stride + j * col_stride`` from the matrix's start, rows * cols elements, no gaps.
+
+    - "mul_optimal": the order the multiplies read the operand along K: a B matrix (K x N, the
+      matrix of vector x matrix Multiply / MultiplyAdd) column by column (each output element is
+      the dot product of the vector with one column: K consecutive elements), A and accumulators
+      row by row.
+    - "outer_product_optimal": row by row (row i of u (x) v is u[i] times v).
+    Users need not know: a buffer is written in these layouts by Accumulate (thread scope) or by
+    :func:`to_optimal` (as D3D12's ConvertLinearAlgebraMatrix), and read back by a Load in the
+    same layout; the same layouts on every target."""
+    if layout not in OPTIMAL_LAYOUTS:
+        raise ValueError(f"unknown optimal layout {layout!r} (known: {', '.join(OPTIMAL_LAYOUTS)})")
+    if use not in ("a", "b", "acc"):
+        raise ValueError(f"use must be 'a', 'b' or 'acc', got {use!r}")
+    rows, cols = _as_int("rows", rows), _as_int("cols", cols)
+    if rows < 1 or cols < 1:
+        raise ValueError(f"a {rows} x {cols} matrix has no elements")
+    if layout == "mul_optimal" and use == "b":
+        return (1, rows)
+    return (cols, 1)
+
+
+def to_optimal(matrix: np.ndarray, layout: str, use: str) -> np.ndarray:
+    """The 2-D array `matrix` packed in `layout` for a matrix of `use`: a new 1-D array of
+    matrix.size elements of its dtype, what a thread-scope Load in that layout reads."""
+    m = np.asarray(matrix)
+    if m.ndim != 2:
+        raise ValueError(f"to_optimal: the matrix must be 2-D, got shape {m.shape}")
+    sr, sc = optimal_strides(layout, m.shape[0], m.shape[1], use)
+    out = np.empty(m.size, m.dtype)
+    i, j = np.indices(m.shape)
+    out[i * sr + j * sc] = m
+    return out
+
+
+def from_optimal(buffer: np.ndarray, rows: int, cols: int, layout: str, use: str) -> np.ndarray:
+    """The rows x cols matrix held in `buffer` (its first rows * cols elements, in C order) in
+    `layout` for a matrix of `use`: the inverse of :func:`to_optimal`."""
+    flat = np.asarray(buffer).reshape(-1)
+    sr, sc = optimal_strides(layout, rows, cols, use)
+    if flat.size < rows * cols:
+        raise ValueError(f"from_optimal: a {rows} x {cols} matrix needs {rows * cols} elements, the buffer has "
+                         f"{flat.size}")
+    i, j = np.indices((rows, cols))
+    return flat[i * sr + j * sc].copy()
+
+
+def accumulator_layout() -> str:
+    """HLSL 0035's linalg::AccumulatorLayout(): the use whose layout accumulator matrices share,
+    'b' on every coopjit target. The SIMT lowering spreads an accumulator over the lanes as
+    seeds/001 spreads a B matrix (K1 = 1 for both; only 8-bit B matrices of more than S rows differ,
+    by their VNNI K1, and 8-bit types are not accumulators of any multiply), and the CPU lowering
+    holds B and accumulator matrices alike in vectors of S lanes along the columns (A: one scalar
+    an element). KernelBuilder.accumulator_layout() is the same answer as an IR constant."""
+    return "b"

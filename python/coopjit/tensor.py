@@ -18,7 +18,6 @@ here only guarantees that nothing outside the buffer is ever read (reads 0) or w
 """
 from __future__ import annotations
 
-import math
 import numbers
 
 from typing import Callable, Sequence
@@ -183,17 +182,54 @@ def _check(buffer, layout, view, rows, cols, what):
     for name, v in (("rows", rows), ("cols", cols)):
         if not 1 <= v <= 256:
             raise ValueError(f"{what}: {name}={v} must be in [1, 256]")
-    if view is None and rows * cols > math.prod(layout.spans):
-        raise ValueError(f"{what}: a {rows}x{cols} matrix ({rows * cols} elements) does not fit the layout's spans "
-                         f"{layout.spans} ({math.prod(layout.spans)} elements)")
+    # A matrix with more elements than the span is the document's: linearToSpanCoord takes the
+    # row-major index modulo the spans, so the matrix repeats the span (a store writes several
+    # elements to one address, in no order the document gives).
     return view._resolve(layout) if view is not None else (0, [], [])
+
+
+class DecodeBlock:
+    """What a decode function gets as 002's DecodeFunc pointer: the buffer from the element index
+    the layout gives on (matrixCoordToTensorElement: the block's index times the strides).
+
+    ``index`` is that index (an IR index value); ``load(offset=0)`` reads ``buffer[index + offset]``
+    (offset an int or an IR index), 0 where that is outside the buffer (coopjit never reads outside
+    it); ``value`` is ``load(0)``. The reads are in the buffer's element type (``dtype``)."""
+
+    def __init__(self, b, buf, extent, index, dtype: str) -> None:
+        self._b, self._buf, self._extent = b, buf, extent
+        self.index = index
+        self.dtype = dtype
+
+    def load(self, offset=0):
+        b = self._b
+        at = self.index if (not isinstance(offset, _core.IRValue) and offset == 0) else b.add(self.index, offset)
+        inside = b.and_(b.ge(at, 0), b.lt(at, self._extent))
+        v = b._b.load_scalar(self._buf, b.select(inside, at, 0))
+        return b.select(inside, v, b.const(0, self.dtype))
+
+    @property
+    def value(self):
+        return self.load(0)
+
+    def __repr__(self):
+        return f"<DecodeBlock of {self.dtype} at {self.index!r}>"
+
+
+def _call_decode(fn, b, buf, extent, index, block_coord, coord_in_block, result: str):
+    """Called by the core while it builds a load's decode region (bind_ir.cpp, python_decode_fn)."""
+    block = DecodeBlock(b, buf, extent, index, buf.type[4:-1])
+    out = fn(b, block, list(block_coord), list(coord_in_block))
+    if isinstance(out, numbers.Real) and not isinstance(out, bool):
+        out = b.const(out, result)
+    return out
 
 
 _device_kernels: dict = {}
 
 
 def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndarray, dtype: str,
-                   layout: TensorLayout, kind: int, perm: list, vfields: list, decode: str, subgroups: int) -> None:
+                   layout: TensorLayout, kind: int, perm: list, vfields: list, decode, subgroups: int) -> None:
     """The tensor-access kernel on a device (compiled once per spec and device), on `matrix` in
     place. The SIMT lowering's subgroup matrices have a power-of-two number of rows (seeds/001's
     layout), so the kernel moves the matrix padded with rows below it: the address calculation
@@ -212,12 +248,19 @@ def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndar
         vfields = list(vfields)
         ro, rs = vfields[-4], vfields[-3]
         vfields[-3] = min(rs, max(0, rows - ro))
-    key = (device, store, dtype, padded, cols, layout.clamp, layout.rank, kind, tuple(perm), decode, subgroups)
+    bdtype = _dtype_name(buffer)
+    sg = 32 if device.startswith("cuda") else 16
+    fn = None
+    if callable(decode):  # a user's function: keyed by the IR it builds (the kernel's, printed)
+        fn = _core.tensor_access_function(store, dtype, padded, cols, layout.clamp, layout.rank, kind, perm,
+                                          decode, sg, subgroups, bdtype)
+        decode = fn.text()
+    key = (device, store, dtype, bdtype, padded, cols, layout.clamp, layout.rank, kind, tuple(perm), decode, subgroups)
     k = _device_kernels.get(key)
     if k is None:
-        sg = 32 if device.startswith("cuda") else 16
-        fn = _core.tensor_access_function(store, dtype, padded, cols, layout.clamp, layout.rank, kind, perm,
-                                          decode, sg, subgroups)
+        if fn is None:
+            fn = _core.tensor_access_function(store, dtype, padded, cols, layout.clamp, layout.rank, kind, perm,
+                                              decode, sg, subgroups, bdtype)
         program = fn.compile_device(device)
         k = DeviceCustomKernel(program, devices.get(device),
                                fn.device_check(program.subgroup_size, program.work_group_size), False)
@@ -227,7 +270,7 @@ def _device_access(device: str, store: bool, buffer: np.ndarray, matrix: np.ndar
         staged = np.zeros((padded, cols), matrix.dtype)
         staged[:rows] = matrix
     k(buffer.reshape(-1), staged, buffer.size, cols, 1, *layout._fields(),
-      _clamp_value(layout.clamp_value, buffer.dtype, dtype), *vfields)
+      _clamp_value(layout.clamp_value, matrix.dtype, dtype), *vfields)
     if staged is not matrix and not store:
         matrix[...] = staged[:rows]
 
@@ -245,7 +288,8 @@ def _device(device, subgroups):
 
 
 def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, view: TensorView | None = None, *,
-                out: np.ndarray | None = None, decode: Callable | None = None, device: str | None = None,
+                out: np.ndarray | None = None, decode: Callable | str | None = None,
+                dtype: np.dtype | type | str | None = None, device: str | None = None,
                 subgroups: int = 1) -> np.ndarray:
     """The (rows, cols) matrix loaded from `buffer` through `layout` (and `view`).
 
@@ -254,19 +298,44 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
     ``layout.block`` elements is stored contiguously (row-major inside the block) and the
     layout's strides count blocks; the element with blockCoord b and coordInBlock c is at
     ``index(b) * prod(block) + rowmajor(c)`` (0 when that is outside the buffer).
+    decode=fn, a function ``fn(b, block, block_coord, coord_in_block) -> value`` (002's
+    DecodeFunc): instead of reading the element, the load calls it for the element, with a
+    KernelBuilder ``b`` to build the value from, ``block`` a DecodeBlock (the buffer from the
+    element index the layout gives on: ``block.load(k)`` reads ``buffer[index + k]``, 0 outside the
+    buffer; ``block.value`` the element there), and the element's blockCoord and coordInBlock
+    (lists of ``layout.rank`` IR index values). It returns a value of the matrix's component type
+    (``dtype``, which may differ from the buffer's: a decode function may read any type) made of
+    the builder's scalar operations (arithmetic, comparisons, select, math functions, convert),
+    or a Python number. It is called while the kernel is built, not per element; the kernel is
+    cached by the IR it builds. Out-of-range (Constant) elements still read the clamp value, and
+    elements whose index falls outside the buffer read 0 without a call.
+    dtype: the matrix's element type (a NumPy dtype); the buffer's unless a decode function is given.
     device: None or "cpu" (the CPU), or a device of coopjit.devices() (the SIMT lowering there);
     subgroups (devices): 1, the matrix in one subgroup, or more, a workgroup-scope matrix spread
     over that many subgroups of a work-group.
     """
-    if decode not in (None, "blocked"):
-        raise ValueError(f"load_matrix: unknown decode {decode!r}; known: None, 'blocked'")
+    if not callable(decode) and decode not in (None, "blocked"):
+        raise ValueError(f"load_matrix: unknown decode {decode!r}; known: None, 'blocked', or a function "
+                         "(b, block, block_coord, coord_in_block) -> value")
     rows, cols = int(rows), int(cols)
     kind, perm, vfields = _check(buffer, layout, view, rows, cols, "load_matrix")
-    dtype = _dtype_name(buffer)
+    bdtype = _dtype_name(buffer)
+    mdtype = buffer.dtype
+    if dtype is not None:
+        try:
+            mdtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"load_matrix: dtype={dtype!r} is not a NumPy dtype") from None
+        if mdtype.name not in _DTYPES:
+            raise TypeError(f"load_matrix: dtype {mdtype} is not supported; supported: {', '.join(_DTYPES)}")
+        if mdtype != buffer.dtype and not callable(decode):
+            raise TypeError(f"load_matrix: dtype={mdtype} but the buffer holds {buffer.dtype}: only a decode function "
+                            "may read another type")
+    dtype = _DTYPES[mdtype.name]
     if out is None:
-        out = np.zeros((rows, cols), buffer.dtype)
-    elif not isinstance(out, np.ndarray) or out.shape != (rows, cols) or out.dtype != buffer.dtype:
-        raise ValueError(f"load_matrix: out must be a {buffer.dtype} array of shape {(rows, cols)}, got "
+        out = np.zeros((rows, cols), mdtype)
+    elif not isinstance(out, np.ndarray) or out.shape != (rows, cols) or out.dtype != mdtype:
+        raise ValueError(f"load_matrix: out must be a {mdtype} array of shape {(rows, cols)}, got "
                          f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
     elif not out.flags.writeable:
         raise ValueError("load_matrix: out is read-only")
@@ -280,7 +349,8 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
     target = out if (out.strides[0] % out.itemsize == 0 and out.strides[1] % out.itemsize == 0
                      and not np.may_share_memory(out, buffer)) else out.copy()
     _core.tensor_access(False, buffer, target, dtype, layout.clamp, layout.rank, layout._fields(),
-                        _clamp_value(layout.clamp_value, buffer.dtype, dtype), kind, perm, vfields, decode or "")
+                        _clamp_value(layout.clamp_value, mdtype, dtype), kind, perm, vfields, decode or "",
+                        bdtype if bdtype != dtype else "")
     if target is not out:
         out[...] = target
     return out
