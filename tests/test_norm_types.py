@@ -10,9 +10,10 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
 
-TARGETS = ["cpu", "opencl:0"]
+TARGETS = ["cpu", DEVICE]
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
 RANGE = {"snorm": (-1.0, 1.0), "unorm": (0.0, 1.0)}
 
@@ -40,7 +41,7 @@ def test_load_clamps_into_the_range(rng, target, norm, t):
     """A load into a norm matrix, stored back as the float type: the elements clamped, NaN 0."""
     x = (rng.standard_normal((16, 16)) * 2).astype(NP[t])
     x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
-    b = KernelBuilder("norm_load", 16)
+    b = KernelBuilder("norm_load", S)
     X, Y = b.param("X", f"ptr<{t}>"), b.param("Y", f"ptr<{t}>")
     m = b.load(f"coopmatrix<{norm}_{t}, 16, 16, acc, subgroup>", X, strides=(16, 1))
     assert m.type == f"coopmatrix<{norm}_{t}, 16, 16, acc, subgroup>"
@@ -60,7 +61,7 @@ def test_operations_producing_norm_matrices_clamp(rng, target, norm):
     bm = rng.standard_normal((16, 16)).astype(np.float16)
     c = (rng.standard_normal((16, 16)) * 2).astype(np.float32)
     acc = f"coopmatrix<{norm}_f32, 16, 16, acc, subgroup>"
-    b = KernelBuilder("norm_ops", 16)
+    b = KernelBuilder("norm_ops", S)
     A, B, C = b.param("A", "ptr<f16>"), b.param("B", "ptr<f16>"), b.param("C", "ptr<f32>")
     O1, O2, O3, O4, O5 = (b.param(f"O{i}", "ptr<f32>") for i in range(1, 6))
     O6 = b.param("O6", "ptr<f16>")
@@ -90,7 +91,7 @@ def test_operations_producing_norm_matrices_clamp(rng, target, norm):
 
 
 def test_norm_errors():
-    b = KernelBuilder("bad", 16)
+    b = KernelBuilder("bad", S)
     X = b.param("X", "ptr<f32>")
     with pytest.raises(ValueError, match="SNorm / UNorm components are f16, f32 or f64.*i32"):
         b.load("coopmatrix<snorm_i32, 16, 16, acc, subgroup>", X, strides=(16, 1))

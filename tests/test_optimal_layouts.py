@@ -9,10 +9,10 @@ import coopjit
 from coopjit import layout, ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import DEVICE, every_module_passes_spirv_val, lanes, needs_device, validated  # noqa: F401 - the fixture
 
-TARGETS = ["cpu", "opencl:0"]
-S = 16
+TARGETS = ["cpu", DEVICE]
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 
 
 def item_of(b, target):
