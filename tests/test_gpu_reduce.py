@@ -43,6 +43,29 @@ def test_long_rows_and_one_value(rng, op):
     check(coopjit.reduce(y, axis=0, op=op, device=dev), y, 0, op)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+@pytest.mark.parametrize("op", OPS)
+def test_few_tiles_split_the_reduced_dimension(rng, dtype, op):
+    """Few long rows, or columns of a long array: each tile's rows / columns are split among
+    workers (plan parts > 1: the kernel key ends in .split) whose partials a second pass reduces;
+    every op, tails of the parts, strided views and out=, against NumPy in float64."""
+    dev = needs_device()
+    for shape, axis in (((4, 60_001), 1), ((30_011, 40), 0), ((3, 9_000), 1), ((12_345, 70), 0)):
+        x = data(rng, shape, dtype, op)
+        if op == "prod":
+            x = (1 + (x.astype(np.float64) - 1) * 1e-4).astype(dtype) if dtype != np.int32 else np.ones(shape, dtype)
+        check(coopjit.reduce(x, axis=axis, op=op, device=dev), x, axis, op)
+        v = x[::-1, 1:] if axis == 1 else x[1::2, ::-1]
+        check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+    keys = [p.key for p in _core.device_programs() if p.key.startswith(dev + "|gpureduce")]
+    assert any(".row." in k and k.endswith(".split|" + k.split("|")[-1]) for k in keys), keys
+    assert any(".column." in k and ".split|" in k for k in keys), keys
+    out = np.full(40, 7.0)[::-1]
+    x = data(rng, (30_011, 40), np.float64, "sum")
+    assert coopjit.reduce(x, axis=0, out=out, device=dev) is out
+    check(out, x, 0, "sum")
+
+
 def test_device_views_and_out(rng):
     dev = needs_device()
     base = device_empty((40, 60), np.float64)  # (host memory, copied, where the host cannot reach the device's)

@@ -144,6 +144,11 @@ struct GpuReducePlan {
   int tile_rows = 1, tile_cols = 64;  // the accumulator tile of one subgroup
   int subgroups = 4;                   // per work-group
   bool unit = true;                    // X's column stride is 1
+  // Parts of the reduced dimension (row / column forms): with few tiles (few long rows, or the
+  // columns of a wide-enough array reduced down few tile columns) each tile's rows or columns are
+  // split among `parts` workers, whose partials (a workspace in the accumulator type) a second
+  // pass reduces. 1: one worker walks the whole dimension.
+  int64_t parts = 1;
   std::string key(const ReduceSpec& s) const;
 };
 
