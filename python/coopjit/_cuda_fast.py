@@ -124,8 +124,9 @@ def _matmul_cupy(a, b, out, full):
     return got
 
 
-def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
-    """coopjit.gemm of torch CUDA tensors without epilogue, device= or plan= (see matmul)."""
+def _torch_call(a, b, c, alpha, beta):
+    """(device, a's and b's data pointers, the key of what the operands decide) of a call whose
+    operands are torch CUDA tensors on one device and whose scalars are plain; None otherwise."""
     T = _tensor_type()
     if (T is None or type(a) is not T or type(b) is not T or (c is not None and type(c) is not T) or not _plain(alpha)
             or not _plain(beta)):
@@ -133,11 +134,20 @@ def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
     ia = a.get_device()
     if ia < 0 or b.get_device() != ia:
         return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    return ia, pa, pb, (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
+                        None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
+
+
+def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
+    """coopjit.gemm of torch CUDA tensors without epilogue, device= or plan= (see matmul)."""
+    t = _torch_call(a, b, c, alpha, beta)
+    if t is None:
+        return None
+    ia, pa, pb, operands = t
     if c is None:
         beta = 0.0
-    pa, pb = a.data_ptr(), b.data_ptr()
-    key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(),
-           ia, None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
+    key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, *operands)
     e = _CACHE.get(key)
     if e is not None:
         got = _run(e, pa, pb, c, float(alpha), float(beta), ia)
@@ -152,18 +162,13 @@ def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
 
 def kernel_call(kern, a, b, c, alpha, beta):
     """A compiled kernel (coopjit._gpu.GpuKernel without epilogue) called with torch CUDA tensors."""
-    T = _tensor_type()
-    if (T is None or type(a) is not T or type(b) is not T or (c is not None and type(c) is not T) or not _plain(alpha)
-            or not _plain(beta)):
+    t = _torch_call(a, b, c, alpha, beta)
+    if t is None:
         return None
-    ia = a.get_device()
-    if ia < 0 or b.get_device() != ia:
-        return None
+    ia, pa, pb, operands = t
     if c is None:
         beta = 0.0
-    pa, pb = a.data_ptr(), b.data_ptr()
-    key = (beta != 0, a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
-           None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
+    key = (beta != 0, *operands)
     cache = kern.__dict__.setdefault("_fast", {})
     e = cache.get(key)
     if e is not None:
