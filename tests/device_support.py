@@ -100,6 +100,21 @@ def validated(binary: bytes) -> bytes:
     return binary
 
 
+@pytest.fixture(params=["cpu", "device"])
+def target(request):
+    """A test run on both targets: "cpu", then DEVICE (skipped, saying why, where it is absent)."""
+    return "cpu" if request.param == "cpu" else needs_device()
+
+
+def build(b, target):
+    """KernelBuilder b compiled for `target` ("cpu" or a device); a device's module validated."""
+    if target == "cpu":
+        return b.compile()
+    k = b.compile(device=target)
+    validated(k.spirv)
+    return k
+
+
 _validated = set()
 
 

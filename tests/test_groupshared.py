@@ -14,9 +14,10 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import DEVICE, every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import (build, every_module_passes_spirv_val, lanes, needs_device,  # noqa: F401,F811 - fixtures
+                            target)
 
-S = 32 if DEVICE.startswith("cuda") else 16  # NVIDIA: warps of 32
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8_e4m3": ml_dtypes.float8_e4m3fn,
       "f8_e5m2": ml_dtypes.float8_e5m2, "f32": np.float32, "f64": np.float64, "i32": np.int32, "u8": np.uint8,
       "i16": np.int16}
@@ -25,19 +26,6 @@ NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8_e4m3": ml_dtypes.float8
 def mat(t, r, c, scope="subgroup", use="acc"):
     return f"coopmatrix<{t}, {r}, {c}, {use}, {scope}>"
 
-
-@pytest.fixture(params=["cpu", DEVICE])
-def target(request):
-    return "cpu" if request.param == "cpu" else needs_device()
-
-
-def build(b, target):
-    if target == "cpu":
-        return b.compile()
-    k = b.compile(device=target)
-    if not DEVICE.startswith("cuda"):
-        validated(k.spirv)
-    return k
 
 
 def converted(vals, t):

@@ -14,28 +14,16 @@ import pytest
 from coopjit import ptx
 from coopjit.ir import KernelBuilder
 
-from device_support import DEVICE, every_module_passes_spirv_val, needs_device, validated  # noqa: F401 - the fixture
+from device_support import (build, every_module_passes_spirv_val, lanes, needs_device,  # noqa: F401,F811 - fixtures
+                            target)
 from test_accumulate_types import NP, addends, check
 
-S = 32 if DEVICE.startswith("cuda") else 16  # NVIDIA: warps of 32
+S = lanes(16)  # 16, or the device's subgroup size (NVIDIA: 32)
 
 
 def wg(t, r, c, use="acc"):
     return f"coopmatrix<{t}, {r}, {c}, {use}, workgroup>"
 
-
-@pytest.fixture(params=["cpu", DEVICE])
-def target(request):
-    return "cpu" if request.param == "cpu" else needs_device()
-
-
-def build(b, target):
-    if target == "cpu":
-        return b.compile()
-    k = b.compile(device=target)
-    if not DEVICE.startswith("cuda"):
-        validated(k.spirv)
-    return k
 
 
 @pytest.mark.parametrize("it, rt", [("f32", "f32"), ("f16", "f32"), ("bf16", "f32"), ("f8_e4m3", "f32"),
