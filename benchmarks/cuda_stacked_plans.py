@@ -7,28 +7,18 @@ result checked against float64 first. The default plan takes the FMA kernel for 
     python benchmarks/cuda_stacked_plans.py
 """
 import re
-import statistics
 
 import torch
 
 from coopjit import _core
+from coopjit._bench_cuda import _timed
 from coopjit._kernel_args import _gpu_overrides
 
 
 def ev_time(fn, reps=300, blocks=5):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(blocks):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / reps * 1e3)
-    return statistics.median(out)
+    """Median microseconds per call over `blocks` blocks of `reps` calls (CUDA events; the GPU
+    benchmark's timer)."""
+    return _timed(fn, reps, blocks, 0.0) * 1e6
 
 
 def main():
