@@ -20,33 +20,19 @@ def device(request):
 
 def ref_blocked_load(buffer, rows, cols, layout, view=None, clamp_value=0):
     """The pseudo-code's addressing (tests/tensor_reference.py) up to blockCoord/coordInBlock,
-    then the blocked decode: index * prod(block) + row-major(coordInBlock), 0 outside the buffer."""
+    then the blocked decode: index * prod(block) + row-major(coordInBlock), 0 outside the buffer
+    (ref_user_decode with that decode function)."""
     lay = ref.normalize_layout(layout)
-    v = ref.normalize_view(view, lay)
-    flat = buffer.reshape(-1)
-    out = np.zeros((rows, cols), buffer.dtype)
     size = math.prod(lay.block)
-    for r in range(rows):
-        for c in range(cols):
-            index = ref.matrix_index(v, r, c, cols)
-            if index is None:
-                continue  # clipped: unmodified (0)
-            if v is not None:
-                index = ref.view_coord_to_linear(v, ref.linear_to_view_coord(v, index))
-            kind, bc, cib = ref.span_coord_to_tensor_coord(lay, ref.linear_to_span_coord(lay, index), "load")
-            if kind == ref.CONST:
-                out[r, c] = clamp_value
-                continue
-            block_index = ref.tensor_coord_to_linear(lay, bc)
-            if not 0 <= block_index < flat.size:
-                continue
-            inner = 0
-            for d in range(lay.rank):
-                inner = inner * lay.block[d] + cib[d]
-            at = block_index * size + inner
-            if 0 <= at < flat.size:
-                out[r, c] = flat[at]
-    return out
+
+    def blocked(flat, index, block_coord, coord_in_block):
+        inner = 0
+        for d in range(lay.rank):
+            inner = inner * lay.block[d] + coord_in_block[d]
+        at = index * size + inner
+        return flat[at] if 0 <= at < flat.size else 0
+
+    return ref_user_decode(buffer, rows, cols, layout, blocked, view, clamp_value, dtype=buffer.dtype)
 
 
 def to_blocked(m, block):
