@@ -25,6 +25,18 @@ _TORCH_NP = {"float32": "float32", "float64": "float64", "float16": "float16", "
              "float8_e5m2": "float8_e5m2"}
 
 
+def byte_span(ptr: int, shape, strides, itemsize: int) -> tuple[int, int]:
+    """[lo, hi): the bytes the elements of a strided view at `ptr` lie in (byte strides; a view
+    with elements)."""
+    lo = hi = ptr
+    for n, st in zip(shape, strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + itemsize
+
+
 def _np_dtype(name: str) -> np.dtype:
     if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
@@ -57,13 +69,7 @@ class CudaView:
         """[lo, hi): the device bytes the elements lie in (empty views: (ptr, ptr))."""
         if any(n == 0 for n in self.shape):
             return self.ptr, self.ptr
-        lo = hi = self.ptr
-        for n, st in zip(self.shape, self.strides):
-            if st < 0:
-                lo += (n - 1) * st
-            else:
-                hi += (n - 1) * st
-        return lo, hi + self.itemsize
+        return byte_span(self.ptr, self.shape, self.strides, self.itemsize)
 
     @property
     def c_contiguous(self) -> bool:

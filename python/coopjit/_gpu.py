@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _core, _cuda_fast
 from ._arrays import as_array, check_scalar, native_order
-from ._cuda_arrays import CudaView, device_view, launch_stream, result_like, wait_for
+from ._cuda_arrays import CudaView, byte_span, device_view, launch_stream, result_like, wait_for
 from ._device import Device
 from ._kernel_args import _gpu_overrides, check_kernel_call, kernel_types
 from ._plan import from_core
@@ -177,13 +177,7 @@ def _whole(x: np.ndarray) -> bool:
 
 def _byte_span(x: np.ndarray) -> tuple[int, int]:
     """[lo, hi): the host bytes the elements of view x lie in."""
-    lo = hi = _address(x)
-    for n, s in zip(x.shape, x.strides):
-        if s < 0:
-            lo += (n - 1) * s
-        else:
-            hi += (n - 1) * s
-    return lo, hi + x.itemsize
+    return byte_span(_address(x), x.shape, x.strides, x.itemsize)
 
 
 class _Staging:
