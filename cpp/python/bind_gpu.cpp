@@ -81,6 +81,14 @@ struct PyGpuGemm {
   GpuGemmKernel k;
 };
 
+// Operands whose plan differs from the compiled kernel's. The spec is checked as a CPU spec
+// (gemm_spec), so the message names the kernel's device itself.
+UserError plan_mismatch(const PyGpuGemm& k, const GpuGemmPlan& p, GemmSpec s) {
+  s.device = k.k.device;
+  return UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(), " (",
+                       s.str(), ")"));
+}
+
 }  // namespace
 
 void bind_gpu(py::module_& m) {
@@ -150,8 +158,7 @@ void bind_gpu(py::module_& m) {
         }
         GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
         if (p.key() != k.k.plan.key())
-          throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(),
-                              " (", s.str(), ")"));
+          throw plan_mismatch(k, p, s);
         py::gil_scoped_release nogil;
         run_gpu_gemm(k.k, s, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
                      alpha, beta, s.epilogue.any() ? &ea : nullptr);
@@ -165,8 +172,7 @@ void bind_gpu(py::module_& m) {
         GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate, py::none(), converts ? &k.k.spec.epilogue : nullptr);
         GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
         if (p.key() != k.k.plan.key())
-          throw UserError(cat("these operands need plan ", p.key(), " but the kernel was compiled for ", k.k.plan.key(),
-                              " (", s.str(), ")"));
+          throw plan_mismatch(k, p, s);
         std::shared_ptr<const GpuGemmLaunch> l;
         {
           py::gil_scoped_release nogil;
