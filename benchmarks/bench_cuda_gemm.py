@@ -236,6 +236,9 @@ def int8(args):
             th, ths = timed(lambda: torch._int_mm(a, b), reps)
             plans = [("default", None), ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
                      ("mma.sync (before)" if kcontig else "CUDA cores (before)", {"wgmma": "no"} if kcontig else {"kmajor": "no"})]
+            if s <= 2048:  # more blocks for the 132 SMs: 64 x 256 blocks, 128 x 128 of 4 warpgroups, 64 x 128
+                plans += [("64x256 blocks", {"sg_m": 4}), ("128x128, 4 warpgroups", {"nr": 64, "sg_n": 2}),
+                          ("64x128 blocks", {"sg_m": 4, "nr": 64, "sg_n": 2})]
             for pname, plan in plans:
                 run = lambda: coopjit.matmul(a, b, out=c, plan=plan)  # noqa: E731
                 c.zero_()

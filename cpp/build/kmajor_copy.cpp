@@ -25,11 +25,13 @@ std::unique_ptr<Function> build_kmajor_copy(const std::string& name) {
   Value* group = b.work_id(WorkId::group, 0, "group");
   Value* sg = b.work_id(WorkId::subgroup, 0, "sg");
   Value* lane = b.work_id(WorkId::lane, 0, "lane");
-  Value* t = b.add(b.mul(b.add(b.mul(group, b.index(kKmajorCopyGroup / 32)), sg), b.index(32)), lane, "t");
+  // Work-group g: a tile of 32 x 8 blocks (tile rows down R first); lane: the block row, subgroup:
+  // the block column.
   Value* R4 = b.div(b.add(R, b.index(3)), four, "R4");
-  Value* br = b.rem(t, R4, "br");
-  Value* bc = b.div(t, R4, "bc");
-  b.if_(b.cmp(CmpPred::lt, bc, C4), {}, [&](Builder& x) {
+  Value* tiles_r = b.div(b.add(R4, b.index(31)), b.index(32), "tiles_r");
+  Value* br = b.add(b.mul(b.rem(group, tiles_r), b.index(32)), lane, "br");
+  Value* bc = b.add(b.mul(b.div(group, tiles_r), b.index(kKmajorCopyGroup / 32)), sg, "bc");
+  b.if_(b.bin(BinOp::and_, b.cmp(CmpPred::lt, bc, C4), b.cmp(CmpPred::lt, br, R4)), {}, [&](Builder& x) {
     auto u32 = [&](int64_t v) { return x.constant_int(v, ScalarType::u32); };
     Value* w[4];
     for (int i = 0; i < 4; ++i) {

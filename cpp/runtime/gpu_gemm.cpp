@@ -72,7 +72,7 @@ std::pair<const void*, const void*> kmajor_copies(const DeviceProgram& copy, con
     if (!(km & (1 << x))) continue;
     const KmajorGeometry& g = geo[x];
     void* dst = ws + g.offset;
-    const int64_t c4 = g.cols / 4, groups = ((g.rows + 3) / 4 * c4 + kKmajorCopyGroup - 1) / kKmajorCopyGroup;
+    const int64_t c4 = g.cols / 4, groups = ((g.rows + 3) / 4 + 31) / 32 * ((c4 + kKmajorCopyGroup / 32 - 1) / (kKmajorCopyGroup / 32));
     std::vector<KernelArg> args{pointer_arg(const_cast<void*>(out[x])), pointer_arg(dst)};
     for (int64_t v : {g.rows, c4, g.ss / 4, kmajor_ld(spec.K) / 4}) args.push_back(scalar_arg(idx, v, 0.0));
     if (sync) {
