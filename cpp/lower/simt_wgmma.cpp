@@ -25,6 +25,10 @@
 //     (in every warpgroup), then the copies of step i + stages - 1 into step i - 1's slot while
 //     step i's wgmmas run. (Measured on the H100, bf16 4096^3: 3 stages 276 TFLOP/s, 4 stages
 //     470, with the copies stages - 2 steps ahead and one barrier a step.)
+// 8-bit operands (s8 / u8 -> s32, m64nNk32; SimtTarget::wgmma_int8) take the same path with K steps
+// of 128: a K-major row is again 128 bytes, a wgmma's K again 32 bytes, so every layout, descriptor
+// and copy above is the same in bytes. 8-bit wgmma has no transpose: both operands must be K-major
+// (the plan copies others K-major first: gpu_plan.h, kmajor).
 // The recipe plans it only with 16-byte aligned bases, non-unit strides that are multiples of 8
 // elements and contiguous extents that are multiples of 8 (as the mma.sync pipeline).
 #include <llvm/IR/InlineAsm.h>
