@@ -81,7 +81,7 @@ def main():
     ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
     ap.add_argument("--hopper", action="store_true",
                     help="bf16 / f16 2048-8192: the wgmma pipeline fed by TMA (plan tma=yes) and by cp.async (tma=no), and torch")
-    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts")
+    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts; with --int8: extra plans for every size")
     ap.add_argument("--int8", action="store_true",
                     help="int8 -> int32 on both B layouts against torch._int_mm: the default plan and the older paths")
     ap.add_argument("--sizes", default="1024,2048,4096,8192", help="with --int8: the square sizes")
@@ -227,7 +227,7 @@ def graph_timed(fn, reps):
 INT8_PEAK = 1979.0  # H100 SXM dense int8 tensor-core TOP/s (NVIDIA's H100 datasheet; H200 the same)
 
 
-def int8(args):
+def int8(args):  # noqa: C901
     """int8 x int8 -> int32 through coopjit.matmul on torch tensors (out=: the prepared launch on
     torch's stream, no copies) against torch._int_mm on the same tensors, B given K-contiguous (an
     N x K tensor's .t(): _int_mm's cuBLASLt layout) and N-contiguous (K x N). Plans: the default
@@ -235,6 +235,8 @@ def int8(args):
     128 x 128 blocks, cp.async instead of TMA, and the paths before wgmma (mma.sync for a
     K-contiguous B, CUDA cores for an N-contiguous one). Each result is compared with _int_mm's
     (exact int32)."""
+    import json
+
     hdr = ("| size | B layout | coopjit plan | coopjit TOP/s | % of int8 peak | torch._int_mm TOP/s | coopjit / _int_mm | "
            "spread coopjit / torch | exact |")
     lines = [hdr, "|" + "---|" * 9]
@@ -252,9 +254,10 @@ def int8(args):
             th, ths = timed(lambda: torch._int_mm(a, b), reps)
             plans = [("default", None), ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
                      ("mma.sync (before)" if kcontig else "CUDA cores (before)", {"wgmma": "no"} if kcontig else {"kmajor": "no"})]
-            if s <= 2048:  # more blocks for the 132 SMs: 64 x 256 blocks, 128 x 128 of 4 warpgroups, 64 x 128
+            if s <= 2048 and not args.variants:  # more blocks for the 132 SMs: 64 x 256, 128 x 128 of 4 warpgroups, 64 x 128
                 plans += [("64x256 blocks", {"sg_m": 4}), ("128x128, 4 warpgroups", {"nr": 64, "sg_n": 2}),
                           ("64x128 blocks", {"sg_m": 4, "nr": 64, "sg_n": 2})]
+            plans += [(f"variant {v}", v) for v in json.loads(args.variants or "[]")]
             # The default plan and _int_mm once more as CUDA graphs of `reps` calls: the GPU's time
             # without the host's per-call work (Python, the launch's preparation, the tensor maps).
             try:

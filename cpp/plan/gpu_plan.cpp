@@ -150,7 +150,7 @@ GemmSpec kmajor_spec(const GemmSpec& spec, int kmajor) {
 namespace {
 // Which 8-bit operands to copy K-major (GpuGemmPlan::kmajor; plan override kmajor): on sm_90, an
 // unbatched int8 / uint8 product whose op(A) is contiguous along M or op(B) along N, in 16-byte
-// rows (strides and contiguous extents multiples of 16, K too: the pipeline's conditions on the
+// rows (positive strides and contiguous extents multiples of 16, K too: the pipeline's conditions on the
 // copy), and the other operand K-major or copied too. By default where the wgmma pipeline would
 // be planned (M and N 64 or more); the product on the copies must then plan wgmma.
 int kmajor_choice(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides) {
@@ -162,8 +162,8 @@ int kmajor_choice(const GemmSpec& spec, const GpuTargetInfo& target, const PlanO
   const bool int8 = byte(spec.a_type) && byte(spec.b_type) && spec.dtype == ir::ScalarType::i32;
   const bool a_m = spec.sa_r == 1 && spec.sa_c != 1, b_n = spec.sb_c == 1 && spec.sb_r != 1;
   const int want = (a_m ? 1 : 0) | (b_n ? 2 : 0);
-  const bool a_ok = a_m ? spec.sa_c % 16 == 0 && spec.M % 16 == 0 : spec.sa_c == 1;
-  const bool b_ok = b_n ? spec.sb_r % 16 == 0 && spec.N % 16 == 0 : spec.sb_r == 1;
+  const bool a_ok = a_m ? spec.sa_c > 0 && spec.sa_c % 16 == 0 && spec.M % 16 == 0 : spec.sa_c == 1;
+  const bool b_ok = b_n ? spec.sb_r > 0 && spec.sb_r % 16 == 0 && spec.N % 16 == 0 : spec.sb_r == 1;
   const bool ok = target.wgmma && int8 && want && spec.batch1 * spec.batch2 == 1 && spec.K % 16 == 0 && a_ok && b_ok;
   if (it != overrides.end()) {
     if (!ok)
