@@ -302,6 +302,17 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
         assert kern._core.copy_ptx == ""
 
 
+@pytest.mark.parametrize("trans_b", [True, False])
+def test_wgmma_int8_stream_k_assembles(ptxas, trans_b):
+    """Stream-K's int32 partial tiles (the main kernel's two K loops and the fix-up) on 8-bit wgmma."""
+    kern = ptx.compile_gemm(528, 272, 2064, np.int8, target="sm_90", trans_b=trans_b, plan={"split": "sk+dp", "workers": 7})
+    assert "k32" in kern.config["wgmma"] and kern.config["split"] == "sk+dp"
+    assert kern.config["kmajor"].startswith("yes") != trans_b
+    for text in (kern.source("ptx"), kern._core.fixup_ptx):
+        report = ptxas(text, "sm_90")
+        assert "Used" in report and "Potential Performance Loss" not in report, report
+
+
 def test_wgmma_int8_plan_fields():
     """kmajor=no keeps an M- / N-contiguous 8-bit operand where it is (no tensor cores then);
     kmajor=yes is refused where there is nothing to copy or no wgmma; sm_80, batches and shapes
