@@ -4,6 +4,7 @@ pointers), a warm-up first, a pause before each library's blocks, medians of the
 
     python benchmarks/bench_cuda_gemm.py [--quick] [--out table.md]
     python benchmarks/bench_cuda_gemm.py --hopper [--out table.md]   # sm_90: wgmma (TMA / cp.async) vs cuBLAS
+    python benchmarks/bench_cuda_gemm.py --int8 [--sizes 1024,2048,4096,8192] [--out table.md]   # int8 vs torch._int_mm
 
 Rows: bf16 / f16 4096^3 and 8192^3 (tensor cores, mma.sync pipeline), f32 4096^3 (CUDA cores;
 torch with TF32 off), 4096 stacked 16^3 bf16 products (torch.bmm), a Stream-K shape whose 128 x 128
@@ -80,9 +81,15 @@ def main():
     ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
     ap.add_argument("--hopper", action="store_true",
                     help="bf16 / f16 2048-8192: the wgmma pipeline fed by TMA (plan tma=yes) and by cp.async (tma=no), and torch")
-    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts")
+    ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts; with --int8: extra plans for every size")
+    ap.add_argument("--int8", action="store_true",
+                    help="int8 -> int32 on both B layouts against torch._int_mm: the default plan and the older paths")
+    ap.add_argument("--sizes", default="1024,2048,4096,8192", help="with --int8: the square sizes")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.int8:
+        int8(args)
+        return
     if args.hopper:
         hopper(args)
         return
@@ -199,6 +206,86 @@ def hopper(args):
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n{text}\n")
+
+
+def graph_timed(fn, reps):
+    """(median seconds a call, spread) of `reps` calls captured in one CUDA graph, replayed (warmed
+    first on the capture stream, so that nothing is allocated or prepared while capturing)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()  # coopjit's per-call cache holds the prepared launch once a shape has been seen
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=side):
+        for _ in range(reps):
+            fn()
+    t, spread = timed(g.replay, 1)
+    return t / reps, spread
+
+
+INT8_PEAK = 1979.0  # H100 SXM dense int8 tensor-core TOP/s (NVIDIA's H100 datasheet; H200 the same)
+
+
+def int8(args):  # noqa: C901
+    """int8 x int8 -> int32 through coopjit.matmul on torch tensors (out=: the prepared launch on
+    torch's stream, no copies) against torch._int_mm on the same tensors, B given K-contiguous (an
+    N x K tensor's .t(): _int_mm's cuBLASLt layout) and N-contiguous (K x N). Plans: the default
+    (sm_90: 8-bit wgmma fed by TMA; an N-contiguous B copied K-major first, plan field kmajor),
+    128 x 128 blocks, cp.async instead of TMA, and the paths before wgmma (mma.sync for a
+    K-contiguous B, CUDA cores for an N-contiguous one). Each result is compared with _int_mm's
+    (exact int32)."""
+    import json
+
+    hdr = ("| size | B layout | coopjit plan | coopjit TOP/s | % of int8 peak | torch._int_mm TOP/s | coopjit / _int_mm | "
+           "spread coopjit / torch | exact |")
+    lines = [hdr, "|" + "---|" * 9]
+    reps_of = {1024: 200, 2048: 60, 4096: 15, 8192: 4}
+    for s in (int(x) for x in args.sizes.split(",")):
+        g = torch.Generator(device="cuda").manual_seed(s)
+        a = torch.randint(-128, 128, (s, s), device="cuda", dtype=torch.int8, generator=g)
+        layouts = (("N x K (K-contiguous)", torch.randint(-128, 128, (s, s), device="cuda", dtype=torch.int8, generator=g).t(), True),
+                   ("K x N (N-contiguous)", torch.randint(-128, 128, (s, s), device="cuda", dtype=torch.int8, generator=g), False))
+        c = torch.empty((s, s), device="cuda", dtype=torch.int32)
+        reps = reps_of.get(s, 10)
+        f = 2 * s**3
+        for name, b, kcontig in layouts:
+            ref = torch._int_mm(a, b)
+            th, ths = timed(lambda: torch._int_mm(a, b), reps)
+            plans = [("default", None), ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
+                     ("mma.sync (before)" if kcontig else "CUDA cores (before)", {"wgmma": "no"} if kcontig else {"kmajor": "no"})]
+            if s <= 2048 and not args.variants:  # more blocks for the 132 SMs: 64 x 256, 128 x 128 of 4 warpgroups, 64 x 128
+                plans += [("64x256 blocks", {"sg_m": 4}), ("128x128, 4 warpgroups", {"nr": 64, "sg_n": 2}),
+                          ("64x128 blocks", {"sg_m": 4, "nr": 64, "sg_n": 2})]
+            plans += [(f"variant {v}", v) for v in json.loads(args.variants or "[]")]
+            # The default plan and _int_mm once more as CUDA graphs of `reps` calls: the GPU's time
+            # without the host's per-call work (Python, the launch's preparation, the tensor maps).
+            try:
+                gr = graph_timed(lambda: coopjit.matmul(a, b, out=c), reps)
+                gth = graph_timed(lambda: torch._int_mm(a, b), reps)
+                lines.append(f"| {s}^3 | {name} | default, CUDA graph | {f / gr[0] / 1e12:.1f} | "
+                             f"{100 * f / gr[0] / 1e12 / INT8_PEAK:.1f}% | {f / gth[0] / 1e12:.1f} (graph) | {gth[0] / gr[0]:.2f} | "
+                             f"{gr[1]:.2f} / {gth[1]:.2f} | {torch.equal(c, ref)} |")
+            except Exception as e:  # noqa: BLE001 (recorded in the table)
+                lines.append(f"| {s}^3 | {name} | default, CUDA graph | - | - | - | - | - | capture failed: {e!r} |")
+            print(lines[-1], flush=True)
+            for pname, plan in plans:
+                run = lambda: coopjit.matmul(a, b, out=c, plan=plan)  # noqa: E731
+                c.zero_()
+                run()
+                torch.cuda.synchronize()
+                exact = torch.equal(c, ref)
+                slow = pname.startswith("CUDA cores")
+                t, sp = timed(run, max(1, reps // 20) if slow else reps)
+                lines.append(f"| {s}^3 | {name} | {pname} | {f / t / 1e12:.1f} | {100 * f / t / 1e12 / INT8_PEAK:.1f}% | "
+                             f"{f / th / 1e12:.1f} | {th / t:.2f} | {sp:.2f} / {ths:.2f} | {exact} |")
+                print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, int8 peak taken as {INT8_PEAK:.0f} TOP/s\n\n{text}\n")
 
 
 if __name__ == "__main__":

@@ -346,7 +346,7 @@ def test_pipeline_int8_exact(rng, dtype, shape):
     """mma.sync m16n8k32 (s8 / u8 -> s32) on the pipeline: both operands contiguous along K (B
     given as N x K); exact against int64."""
     m, n, k = shape
-    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=True)
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=True, plan={"wgmma": "no"})  # sm_90: wgmma by default
     assert int(kern.config["stages"]) >= 3 and "m16n8k32" in kern.config.notes["mma"]
     assert "mma.sync.aligned.m16n8k32.row.col" in kern.source("ptx")
     info = np.iinfo(dtype)
@@ -413,6 +413,80 @@ def test_wgmma_gemm_cp_async(rng, shape, trans):
         assert kern.config["tma"].startswith(tma)
         assert ("cp.async.bulk.tensor.2d" in kern.source("ptx")) == (tma == "yes")
         _tc_check(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
+
+
+def _int8(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", [(208, 144, 80), (64, 64, 128), (528, 64, 1008)])
+@pytest.mark.parametrize("trans", [(False, True), (False, False), (True, True), (True, False)])
+def test_wgmma_int8_exact(rng, dtype, shape, trans):
+    """8-bit wgmma (s8 / u8 -> s32, simt_wgmma.cpp) fed by TMA: K-major operands as they are, the
+    others copied K-major first (plan field kmajor); blocks of 1, 2 and 4 warpgroups, edge tiles,
+    K tails (80, 1008: not multiples of 128); exact against int64."""
+    _hopper()
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_a=trans[0], trans_b=trans[1])
+    assert "k32" in kern.config["wgmma"] and kern.config["tma"].startswith("yes")
+    assert kern.config["kmajor"].startswith("yes") == (trans[0] or not trans[1])
+    a = _int8(rng, dtype, (k, m) if trans[0] else (m, k))
+    b = _int8(rng, dtype, (n, k) if trans[1] else (k, n))
+    c = kern(a, b)
+    ref = (a.T if trans[0] else a).astype(np.int64) @ (b.T if trans[1] else b).astype(np.int64)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
+
+
+@pytest.mark.parametrize("trans", [(False, True), (False, False)])
+@pytest.mark.parametrize("plan", [{"tma": "no"}, {"nr": 128, "sg_n": 1}, {"split": "sk+dp", "workers": 5}])
+def test_wgmma_int8_plans_alpha_beta(rng, trans, plan):
+    """cp.async instead of TMA, 128 x 128 blocks, Stream-K's partial tiles in int32; C = alpha A B +
+    beta C with integer alpha / beta, exact."""
+    _hopper()
+    m, n, k = 272, 400, 528
+    a = _int8(rng, np.int8, (m, k))
+    b = _int8(rng, np.int8, (n, k) if trans[1] else (k, n))
+    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=trans[1], device=DEV, plan=dict(plan, wgmma="yes"))
+    ref = -2 * (a.astype(np.int64) @ (b.T if trans[1] else b).astype(np.int64)) + 3 * c0.astype(np.int64)
+    assert (c.astype(np.int64) == ref).all()
+
+
+def test_wgmma_int8_views_and_epilogue(rng):
+    """Strided views (row strides past the rows, a base 16 bytes on) with the K-major copy, and the
+    int8 dequantization epilogue (int32 sums scaled per column and row, float32 out)."""
+    _hopper()
+    big_a = rng.integers(-128, 128, (300, 544)).astype(np.int8)
+    big_b = rng.integers(-128, 128, (416, 352)).astype(np.int8)
+    a, b = big_a[8:264, 16:224], big_b[:208, 32:336]  # 256 x 208, 208 x 304 (B contiguous along N: copied)
+    kern = coopjit.compile_gemm(256, 304, 208, np.int8, device=DEV)
+    assert kern.config["kmajor"].startswith("yes: op(B)")
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    c = coopjit.matmul(a, b, device=DEV)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
+    sc = rng.uniform(0.5, 1.5, 304).astype(np.float32)
+    rs = rng.uniform(0.5, 1.5, 256).astype(np.float32)
+    got = coopjit.matmul(a, b, scale=sc, row_scale=rs, device=DEV)
+    want = ref.astype(np.float64) * sc.astype(np.float64)[None, :] * rs.astype(np.float64)[:, None]
+    assert got.dtype == np.float32 and np.allclose(got, want, rtol=1e-6, atol=1e-3)
+
+
+def test_wgmma_int8_torch_tensors():
+    """torch int8 CUDA tensors through the prepared launch (the copy queued on torch's stream
+    before the product), both B layouts, against torch on the CPU in int64."""
+    _hopper()
+    torch = pytest.importorskip("torch")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    a = torch.randint(-128, 128, (320, 384), device="cuda", dtype=torch.int8, generator=g)
+    for b in (torch.randint(-128, 128, (384, 256), device="cuda", dtype=torch.int8, generator=g),
+              torch.randint(-128, 128, (256, 384), device="cuda", dtype=torch.int8, generator=g).t()):
+        for _ in range(2):  # the second call: the cached launch
+            c = coopjit.matmul(a, b, device=DEV)
+            torch.cuda.synchronize()
+            assert c.dtype == torch.int32 and torch.equal(c.cpu().long(), a.cpu().long() @ b.cpu().long())
 
 
 def test_wgmma_tma_strided_views(rng):

@@ -201,8 +201,9 @@ def test_pipeline_stream_k_assembles(ptxas, target, split):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_pipeline_int8_assembles(ptxas, target, dtype):
-    """8-bit operands contiguous along K (B as N x K): the pipeline with mma.sync m16n8k32."""
-    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True)
+    """8-bit operands contiguous along K (B as N x K): the pipeline with mma.sync m16n8k32 (on
+    sm_90 the default is wgmma, test_wgmma_int8_kernels_assemble; wgmma=no keeps this one)."""
+    k = ptx.compile_gemm(4096, 4096, 4096, dtype, target=target, trans_b=True, plan={"wgmma": "no"} if target == "sm_90" else None)
     assert k.config["stages"] == 4 and k.config["kb"] == 64
     text = k.source("ptx")
     assert "mma.sync.aligned.m16n8k32.row.col" in text and "ldmatrix.sync.aligned.m8n8.x4" in text
@@ -265,6 +266,69 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert "Potential Performance Loss" not in report, report  # no wgmma serialization
     spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
     assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
+
+
+# 8-bit operands on wgmma (s8 / u8 -> s32, m64nNk32): K-major operands read as they are; an operand
+# contiguous along M or N is first copied K-major (plan field kmajor; 8-bit wgmma has no transpose).
+@pytest.mark.parametrize("shape,tile", [((4096, 4096, 4096), "128x256"), ((208, 144, 80), "128x256"), ((64, 64, 128), "64x64"),
+                                        ((528, 64, 144), "64x256")])
+@pytest.mark.parametrize("trans", [(False, True), (False, False), (True, True), (True, False)])
+@pytest.mark.parametrize("tma", ["yes", "no"])
+def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
+    m, n, k = shape
+    dtype = np.int8 if trans[0] == trans[1] else np.uint8
+    kern = ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1],
+                            plan=None if tma == "yes" else {"tma": "no"})
+    cfg = kern.config
+    assert cfg["wgmma"].startswith("yes") and "k32" in cfg["wgmma"] and cfg["kb"] == 128 and cfg["tma"].startswith(tma)
+    # The kernel computes C^T = B^T A^T (layout col): its A is op(B)^T, K-major when B is given as N x K.
+    copied = ("op(A)" if trans[0] else "") + (" and " if trans[0] and not trans[1] else "") + ("op(B)" if not trans[1] else "")
+    assert cfg["kmajor"] == "no" if not copied else cfg["kmajor"].startswith(f"yes: {copied} copied"), cfg["kmajor"]
+    assert cfg["layout"] == "col" and cfg["macro_tile"] == tile and cfg["unit_stride_b"] and cfg["unit_stride_a_k"]
+    text = kern.source("ptx")
+    s = "s8" if dtype == np.int8 else "u8"
+    nr = int(cfg["nr"])
+    assert text.count(f"wgmma.mma_async.sync.aligned.m64n{nr}k32.s32.{s}.{s} ") == 4  # 128 K a step: 4 of K 32
+    assert "ldmatrix" not in text and "mma.sync" not in text
+    assert ("cp.async.bulk.tensor.2d" in text) == (tma == "yes")
+    report = ptxas(text, "sm_90")
+    assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
+    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    # 4 warpgroups of 128 threads (N tiles of 2 x 128) have 128 registers a work-item: a few spilled words.
+    assert spills and max(spills) <= (64 if cfg["sg_n"] == 2 else 0), report
+    if copied:
+        assembled(ptxas, kern._core.copy_ptx, "sm_90")
+    else:
+        assert kern._core.copy_ptx == ""
+
+
+@pytest.mark.parametrize("trans_b", [True, False])
+def test_wgmma_int8_stream_k_assembles(ptxas, trans_b):
+    """Stream-K's int32 partial tiles (the main kernel's two K loops and the fix-up) on 8-bit wgmma."""
+    kern = ptx.compile_gemm(528, 272, 2064, np.int8, target="sm_90", trans_b=trans_b, plan={"split": "sk+dp", "workers": 7})
+    assert "k32" in kern.config["wgmma"] and kern.config["split"] == "sk+dp"
+    assert kern.config["kmajor"].startswith("yes") != trans_b
+    for text in (kern.source("ptx"), kern._core.fixup_ptx):
+        report = ptxas(text, "sm_90")
+        assert "Used" in report and "Potential Performance Loss" not in report, report
+
+
+def test_wgmma_int8_plan_fields():
+    """kmajor=no keeps an M- / N-contiguous 8-bit operand where it is (no tensor cores then);
+    kmajor=yes is refused where there is nothing to copy or no wgmma; sm_80, batches and shapes
+    off 16-element rows take no copies; wgmma=no keeps mma.sync on K-major operands."""
+    k = ptx.compile_gemm(256, 256, 256, np.int8, target="sm_90", plan={"kmajor": "no"})
+    assert k.config["kmajor"] == "no" and k.config["wgmma"] == "no" and "wgmma" not in k.source("ptx")
+    assert ptx.compile_gemm(256, 256, 256, np.int8, target="sm_80").config["kmajor"] == "no"
+    assert ptx.compile_gemm(256, 256, 200, np.int8, target="sm_90").config["kmajor"] == "no"  # K % 16
+    assert ptx.compile_gemm(48, 256, 256, np.int8, target="sm_90").config["kmajor"] == "no"  # M < 64: no wgmma by default
+    k = ptx.compile_gemm(256, 256, 256, np.int8, target="sm_90", trans_b=True, plan={"wgmma": "no"})
+    assert k.config["wgmma"] == "no" and "mma.sync.aligned.m16n8k32" in k.source("ptx")
+    for target, trans_b, plan, match in (("sm_90", True, {"kmajor": "yes"}, "kmajor=1"), ("sm_80", False, {"kmajor": "yes"}, "kmajor=1"),
+                                         ("sm_90", False, {"kmajor": 2}, "kmajor=2 must be 0 or 1"),
+                                         ("sm_90", False, {"kmajor": "yes", "wgmma": "no"}, "kmajor=1")):
+        with pytest.raises(ValueError, match=match):
+            ptx.compile_gemm(256, 256, 256, np.int8, target=target, trans_b=trans_b, plan=plan)
 
 
 def test_grouped_tile_walk_assembles(ptxas):

@@ -93,6 +93,11 @@ class SimtTarget {
   /// wgmma_wait.
   virtual std::vector<llvm::Value*> wgmma(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
                                           llvm::Value* desc_b, int n, bool bf16, bool trans_a, bool trans_b) const;
+  /// The 8-bit form: D (n / 2 s32 per work-item, the same fragment) += A (64 x 32) B (32 x n), A
+  /// s8 (`a_signed`) or u8, B s8 (`b_signed`) or u8, both K-major (PTX ISA: 8-bit wgmma has no
+  /// transpose). Exact (wrapping) s32 sums.
+  virtual std::vector<llvm::Value*> wgmma_int8(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
+                                               llvm::Value* desc_b, int n, bool a_signed, bool b_signed) const;
   /// wgmma.fence (before the first wgmma of a group), commit_group, wait_group(pending).
   virtual void wgmma_fence(llvm::IRBuilder<>& b) const;
   virtual void wgmma_commit(llvm::IRBuilder<>& b) const;

@@ -25,6 +25,10 @@
 //     (in every warpgroup), then the copies of step i + stages - 1 into step i - 1's slot while
 //     step i's wgmmas run. (Measured on the H100, bf16 4096^3: 3 stages 276 TFLOP/s, 4 stages
 //     470, with the copies stages - 2 steps ahead and one barrier a step.)
+// 8-bit operands (s8 / u8 -> s32, m64nNk32; SimtTarget::wgmma_int8) take the same path with K steps
+// of 128: a K-major row is again 128 bytes, a wgmma's K again 32 bytes, so every layout, descriptor
+// and copy above is the same in bytes. 8-bit wgmma has no transpose: both operands must be K-major
+// (the plan copies others K-major first: gpu_plan.h, kmajor).
 // The recipe plans it only with 16-byte aligned bases, non-unit strides that are multiples of 8
 // elements and contiguous extents that are multiples of 8 (as the mma.sync pipeline).
 #include <llvm/IR/InlineAsm.h>
@@ -36,6 +40,10 @@ namespace coopjit {
 
 std::vector<llvm::Value*> SimtTarget::wgmma(llvm::IRBuilder<>&, const std::vector<llvm::Value*>&, llvm::Value*, llvm::Value*,
                                             int, bool, bool, bool) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": wgmma (warpgroup matrices) needs an NVIDIA sm_90a target"));
+}
+std::vector<llvm::Value*> SimtTarget::wgmma_int8(llvm::IRBuilder<>&, const std::vector<llvm::Value*>&, llvm::Value*, llvm::Value*,
+                                                 int, bool, bool) const {
   throw UserError(cat("SIMT lowering for ", name(), ": wgmma (warpgroup matrices) needs an NVIDIA sm_90a target"));
 }
 void SimtTarget::wgmma_fence(llvm::IRBuilder<>&) const {
@@ -86,16 +94,23 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
       if (l->operands[i] != body.args[0] && !scalars_.count(l->operands[i])) return false;  // loop-invariant
   const Type &ta = la.result()->type, &tb = lb.result()->type, &tc = ma.result()->type;
   const bool bf = ta.scalar == ScalarType::bf16;
-  if (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32) return false;
+  // 8-bit operands (s8 / u8 -> s32; wgmma m64nNk32): K steps of 128, so that a K-major panel's
+  // rows are 128 bytes as the 16-bit ones' are, and the layouts, descriptors and copies below are
+  // the same in bytes (a wgmma's K of 32 bytes at +32 j bytes).
+  auto byte = [](ScalarType s) { return s == ScalarType::i8 || s == ScalarType::u8; };
+  const bool i8 = byte(ta.scalar) && byte(tb.scalar) && tc.scalar == ScalarType::i32;
+  if (!i8 && (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32)) return false;
+  const int64_t esz = i8 ? 1 : 2, EPC = 16 / esz;  // bytes an element, elements a 16-byte chunk
   const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
-  if (MR != 16 || NR % 64 || NR > 256 || KB != 64 || !is_index_const(o.operands[2], KB)) return false;
+  if (MR != 16 || NR % 64 || NR > 256 || KB * esz != 128 || !is_index_const(o.operands[2], KB)) return false;
   const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
   if (sg_m < 4 || sg_m % 4 || sgs_ % sg_m || stages < 2) return false;
   const int sg_n = sgs_ / sg_m, threads = 32 * sgs_;
-  const int64_t MT = MR * sg_m, NT = NR * sg_n, esz = 2, EPC = 8;  // 16-bit elements, 8 a chunk
+  const int64_t MT = MR * sg_m, NT = NR * sg_n;
   const bool a_k = is_index_const(la.operands[4], 1), a_m = is_index_const(la.operands[3], 1);
   const bool b_k = is_index_const(lb.operands[3], 1), b_n = is_index_const(lb.operands[4], 1);
   if (!(a_k || a_m) || !(b_k || b_n)) return false;
+  if (i8 && !(a_k && b_k)) return false;  // 8-bit wgmma reads K-major operands only
   // Panels: `outer` rows of cpr chunks in global memory (rows along the strided dimension).
   struct Panel {
     int64_t outer, cpr, offset;
@@ -228,10 +243,11 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     llvm::Value* a_panel = stage;
     llvm::Value* b_panel = b_.CreateAdd(stage, c32(pb.offset));
     target_.wgmma_fence(b_);
-    for (int64_t j = 0; j < KB / 16; ++j) {
+    for (int64_t j = 0; j < KB * esz / 32; ++j) {  // one wgmma per 32 bytes of K
       llvm::Value* da = desc(operand_addr(a_panel, pa, wg_row, j), pa.k_inner ? 16 : KB * 128, 1024);
       llvm::Value* db = desc(operand_addr(b_panel, pb, wg_col, j), pb.k_inner ? 16 : KB * 128, 1024);
-      out = target_.wgmma(b_, out, da, db, static_cast<int>(NR), bf, !pa.k_inner, !pb.k_inner);
+      out = i8 ? target_.wgmma_int8(b_, out, da, db, static_cast<int>(NR), ta.scalar == ScalarType::i8, tb.scalar == ScalarType::i8)
+               : target_.wgmma(b_, out, da, db, static_cast<int>(NR), bf, !pa.k_inner, !pb.k_inner);
     }
     target_.wgmma_commit(b_);
     return out;
@@ -273,8 +289,9 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // The accumulators are read only after the wait: each passes through an empty asm statement
   // with side effects, which the compiler keeps after wgmma.wait_group.
   {
-    auto* fty = llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false);
-    auto* keep = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
+    llvm::Type* dt = i8 ? b_.getInt32Ty() : b_.getFloatTy();
+    auto* fty = llvm::FunctionType::get(dt, {dt}, false);
+    auto* keep = llvm::InlineAsm::get(fty, "", i8 ? "=r,0" : "=f,0", /*hasSideEffects=*/true);
     for (llvm::Value*& v : D) v = b_.CreateCall(fty, keep, {v});
   }
 

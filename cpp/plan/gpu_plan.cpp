@@ -78,7 +78,8 @@ std::string GpuGemmPlan::code_key() const {
 }
 
 std::string GpuGemmPlan::key() const {
-  return split == "dp" ? code_key() : cat(code_key(), ".", split == "sk" ? "sk" : "skdp", ".w", workers);
+  const std::string k = kmajor ? cat(code_key(), ".kmajor", kmajor) : code_key();  // the copies: same code, another launch
+  return split == "dp" ? k : cat(k, ".", split == "sk" ? "sk" : "skdp", ".w", workers);
 }
 
 std::map<std::string, std::string> GpuGemmPlan::fields() const {
@@ -110,7 +111,12 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"stages", std::to_string(stages)},
           {"group_m", std::to_string(group_m)},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
-          {"wgmma", wgmma ? "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)" : "no"},
+          {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
+                                  " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
+                          : "no"},
+          {"wgmma", wgmma ? (ir::size_in_bytes(a_type) == 1 ? "yes: wgmma.mma_async m64nNk32 s8 / u8 -> s32 on warpgroups (sm_90a)"
+                                                             : "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)")
+                          : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
                    : unit_ak ? "loads: matrix_a's 32-bit channels read as words, widened for the FMAs"
                              : "no: low-precision inputs are widened on load"},
@@ -133,8 +139,56 @@ GemmPlan GpuGemmPlan::as_cpu_plan() const {
   return p;
 }
 
+GemmSpec kmajor_spec(const GemmSpec& spec, int kmajor) {
+  GemmSpec s = spec;
+  const int64_t ld = kmajor_ld(spec.K);
+  if (kmajor & 1) s.sa_r = ld, s.sa_c = 1;  // op(A): M rows of K
+  if (kmajor & 2) s.sb_r = 1, s.sb_c = ld;  // op(B): N columns of K
+  return s;
+}
+
+namespace {
+// Which 8-bit operands to copy K-major (GpuGemmPlan::kmajor; plan override kmajor): on sm_90, an
+// unbatched int8 / uint8 product whose op(A) is contiguous along M or op(B) along N, in 16-byte
+// rows (positive strides and contiguous extents multiples of 16, K too: the pipeline's conditions on the
+// copy), and the other operand K-major or copied too. By default where the wgmma pipeline would
+// be planned (M and N 64 or more); the product on the copies must then plan wgmma.
+int kmajor_choice(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides) {
+  auto it = overrides.find("kmajor");
+  if (it != overrides.end() && it->second != 0 && it->second != 1)
+    throw UserError(cat("plan override kmajor=", it->second, " must be 0 or 1"));
+  if (it != overrides.end() && it->second == 0) return 0;
+  auto byte = [](ir::ScalarType t) { return t == ir::ScalarType::i8 || t == ir::ScalarType::u8; };
+  const bool int8 = byte(spec.a_type) && byte(spec.b_type) && spec.dtype == ir::ScalarType::i32;
+  const bool a_m = spec.sa_r == 1 && spec.sa_c != 1, b_n = spec.sb_c == 1 && spec.sb_r != 1;
+  const int want = (a_m ? 1 : 0) | (b_n ? 2 : 0);
+  const bool a_ok = a_m ? spec.sa_c > 0 && spec.sa_c % 16 == 0 && spec.M % 16 == 0 : spec.sa_c == 1;
+  const bool b_ok = b_n ? spec.sb_r > 0 && spec.sb_r % 16 == 0 && spec.N % 16 == 0 : spec.sb_r == 1;
+  const bool ok = target.wgmma && int8 && want && spec.batch1 * spec.batch2 == 1 && spec.K % 16 == 0 && a_ok && b_ok;
+  if (it != overrides.end()) {
+    if (!ok)
+      throw UserError(cat("plan override kmajor=1: the K-major copies are for int8 / uint8 products on an sm_90 target (",
+                          target.device, ") whose op(A) is contiguous along M or op(B) along N, unbatched, with strides, M / N and K ",
+                          "multiples of 16 (", spec.str(), ")"));
+    return want;
+  }
+  return ok && spec.M >= 64 && spec.N >= 64 ? want : 0;
+}
+}  // namespace
+
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides) {
   spec.validate();
+  if (const int km = kmajor_choice(spec, target, overrides)) {
+    PlanOverrides o = overrides;
+    o.erase("kmajor");
+    GpuGemmPlan p = plan_gpu_gemm(kmajor_spec(spec, km), target, o);
+    if (p.wgmma) {
+      p.kmajor = km;
+      return p;
+    }
+    if (overrides.count("kmajor"))
+      throw UserError(cat("plan override kmajor=1: the product on the K-major copies does not plan the wgmma pipeline (", p.key(), ")"));
+  }
   GpuGemmPlan p;
   p.dtype = spec.dtype;
   p.accumulate = spec.accumulate;
@@ -259,15 +313,22 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // (64 x 256 each, 128 f32 accumulators a work-item), K steps of 64, 4 stages of 48 KiB; smaller
   // blocks where the matrix is smaller.
   {
-    const bool wg_ok = target.wgmma && p.mma && p.stages && S == 32 && p.a_type == p.b_type && p.dtype == ir::ScalarType::f32 &&
-                       (p.a_type == ir::ScalarType::bf16 || p.a_type == ir::ScalarType::f16);
+    // 8-bit operands (s8 / u8 -> s32, wgmma m64nNk32) where the pipeline is planned: both
+    // operands contiguous along K (the int8 pipeline's condition; 8-bit wgmma has no transpose).
+    const bool wg_int8 = (p.a_type == ir::ScalarType::i8 || p.a_type == ir::ScalarType::u8) &&
+                         (p.b_type == ir::ScalarType::i8 || p.b_type == ir::ScalarType::u8) && p.dtype == ir::ScalarType::i32;
+    const bool wg_ok = target.wgmma && p.mma && p.stages && S == 32 &&
+                       ((p.a_type == p.b_type && p.dtype == ir::ScalarType::f32 &&
+                         (p.a_type == ir::ScalarType::bf16 || p.a_type == ir::ScalarType::f16)) ||
+                        wg_int8);
     auto wo = overrides.find("wgmma");
     auto so = overrides.find("stages");
     if (wo != overrides.end() && wo->second != 0 && wo->second != 1)
       throw UserError(cat("plan override wgmma=", wo->second, " must be 0 or 1"));
     if (wo != overrides.end() && wo->second == 1 && (!wg_ok || (so != overrides.end() && so->second == 0)))
       throw UserError(cat("plan override wgmma=1: wgmma needs an sm_90 target (", target.device,
-                          ") and bf16 or f16 inputs with f32 accumulators whose strides allow the pipeline (stages)"));
+                          ") and bf16 or f16 inputs with f32 accumulators, or int8 / uint8 inputs with int32 accumulators, "
+                          "whose strides allow the pipeline (stages)"));
     // By default where the matrix fills a warpgroup's 64 x 64 at least (mma.sync's smaller tiles
     // waste less on smaller ones).
     const bool on = wo != overrides.end() ? wo->second == 1
@@ -276,8 +337,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       p.wgmma = 1;
       p.mr = 16, p.sg_m = M > 64 ? 8 : 4;
       p.nr = N > 128 ? 256 : N > 64 ? 128 : 64, p.sg_n = 1;
-      p.kb = 64;
-      const int64_t stage = (16 * int64_t(p.sg_m) + p.nr) * p.kb * 2;
+      p.kb = wg_int8 ? 128 : 64;  // K-major rows of 128 bytes either way
+      // 8-bit: a warp's B (128 x nr) within the IR's 2^14 elements a mul_add operand, so N tiles
+      // of 256 are two warpgroups' 128 side by side (4 warpgroups, 64 s32 accumulators a work-item).
+      if (wg_int8 && p.nr == 256) p.nr = 128, p.sg_n = 2;
+      const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
   }
@@ -307,12 +371,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m")
+        k == "tma" || k == "group_m" || k == "kmajor")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, group_m, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -341,9 +405,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
   }
   if (p.wgmma) {
-    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * 2 * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
-    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != 64 || p.stages < 2 || bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
-      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=64 and 2..8 stages "
+    const int64_t esz = ir::size_in_bytes(p.a_type), kb_want = 128 / esz;  // kb: 64 (16-bit), 128 (8-bit)
+    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
+        bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
                           ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }

@@ -108,6 +108,12 @@ struct GpuGemmPlan {
   // direction. 0 off, 1 on; the host runs the plan without it where a tensor map cannot describe
   // the operands (batched calls, bases not 16-byte aligned).
   int tma = 0;
+  // 8-bit products on sm_90 whose op(A) is contiguous along M or op(B) along N: those operands are
+  // first copied, transposed, into a workspace whose rows run along K (kmajor_copy.h), so that the
+  // wgmma pipeline (which reads 8-bit operands only K-major) takes them. Bit 1: op(A), bit 2:
+  // op(B) (the caller's operands); 0 none. The plan's other fields are those of the product on the
+  // copies (kmajor_spec), whose K-major rows are kmajor_ld(K) elements apart.
+  int kmajor = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;
@@ -133,9 +139,15 @@ struct GpuGemmPlan {
   GemmPlan as_cpu_plan() const;
 };
 
+/// The spec of the product on the K-major copies of the operands `kmajor` names (GpuGemmPlan::kmajor).
+GemmSpec kmajor_spec(const GemmSpec& spec, int kmajor);
+/// The copies' row stride in elements: K rounded up to 16 (16-byte rows for the tensor maps).
+inline int64_t kmajor_ld(int64_t K) { return (K + 15) / 16 * 16; }
+
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
 /// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
-/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256).
+/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256), kmajor (0, 1: int8
+/// operands copied K-major on sm_90).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
 

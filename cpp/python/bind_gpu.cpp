@@ -144,6 +144,7 @@ void bind_gpu(py::module_& m) {
       .def_property_readonly("spirv", [](const PyGpuGemm& k) { return py::bytes(k.k.code->spirv); })
       .def_property_readonly("ptx", [](const PyGpuGemm& k) { return k.k.code->ptx; })
       .def_property_readonly("fixup_ptx", [](const PyGpuGemm& k) { return k.k.fixup ? k.k.fixup->ptx : std::string(); })
+      .def_property_readonly("copy_ptx", [](const PyGpuGemm& k) { return k.k.copy ? k.k.copy->ptx : std::string(); })
       .def("source", [](const PyGpuGemm& k, const std::string& kind) { return k.k.code->source(kind); }, py::arg("kind") = "spirv")
       .def("run", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& strides, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta,

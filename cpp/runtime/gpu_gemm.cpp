@@ -6,26 +6,99 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "build/gemm_recipe_gpu.h"
+#include "build/kmajor_copy.h"
 #include "core/error.h"
 #include "runtime/cuda.h"
 
 namespace coopjit {
 
 GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, const PlanOverrides& overrides) {
-  GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr, nullptr};
+  GpuGemmKernel k{spec, plan_gpu_gemm(spec, gpu_target(device), overrides), overrides, device, nullptr, nullptr, nullptr};
   const GpuGemmPlan plan = k.plan;
   k.code = device_program(device, plan.code_key(), [plan](const std::string& symbol) { return build_gemm_gpu(plan, symbol); });
   if (plan.split != "dp")
     k.fixup = device_program(device, plan.code_key() + ".fixup", [plan](const std::string& symbol) {
       return build_gemm_gpu(plan, symbol, GpuGemmPart::fixup);
     });
+  if (plan.kmajor) k.copy = device_program(device, "kmajor_copy.u8", [](const std::string& symbol) { return build_kmajor_copy(symbol); });
   return k;
 }
 
 namespace {
+
+// The K-major copies of a kmajor plan (gpu_plan.h): operand x (0 op(A), 1 op(B)) is K rows of
+// M (N) contiguous bytes, its rows `ss` bytes apart; its copy M (N) rows of K, kmajor_ld(K) apart,
+// at a 256-byte aligned offset of the workspace.
+struct KmajorGeometry {
+  int64_t rows = 0, cols = 0, ss = 0, offset = 0;
+};
+std::vector<KmajorGeometry> kmajor_geometry(const GemmSpec& spec, int km, int64_t* bytes) {
+  std::vector<KmajorGeometry> g(2);
+  int64_t off = 0;
+  for (int x = 0; x < 2; ++x) {
+    if (!(km & (1 << x))) continue;
+    g[x] = x == 0 ? KmajorGeometry{spec.K, spec.M, spec.sa_c, off} : KmajorGeometry{spec.K, spec.N, spec.sb_r, off};
+    off += (g[x].cols * kmajor_ld(spec.K) + 255) / 256 * 256;
+  }
+  *bytes = std::max<int64_t>(off, 256);
+  return g;
+}
+
+// The copies' workspace, kept per thread, device and stream (a copy and the product reading it
+// are ordered on their stream), grown as needed.
+uint8_t* kmajor_workspace(const std::string& device, uintptr_t stream, int64_t bytes) {
+  thread_local std::map<std::pair<std::string, uintptr_t>, std::unique_ptr<SharedAllocation>> spaces;
+  auto& ws = spaces[{device, stream}];
+  if (!ws || ws->bytes() < static_cast<size_t>(bytes))
+    ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(device), static_cast<size_t>(bytes), 256);
+  return static_cast<uint8_t*>(ws->data());
+}
+
+// Launches the copies of the operands `km` names (a, b: op(A), op(B)); returns the pointers the
+// product reads. `sync`: launch and wait (coopjit's stream), else queue on `stream`.
+std::pair<const void*, const void*> kmajor_copies(const DeviceProgram& copy, const std::string& device, const GemmSpec& spec,
+                                                  int km, const void* a, const void* b, uintptr_t stream, bool sync) {
+  int64_t bytes = 0;
+  const std::vector<KmajorGeometry> geo = kmajor_geometry(spec, km, &bytes);
+  uint8_t* ws = kmajor_workspace(device, sync ? 0 : stream, bytes);
+  const void* out[2] = {a, b};
+  const ir::Type idx = ir::Type::index();
+  for (int x = 0; x < 2; ++x) {
+    if (!(km & (1 << x))) continue;
+    const KmajorGeometry& g = geo[x];
+    void* dst = ws + g.offset;
+    const int64_t c4 = g.cols / 4, groups = ((g.rows + 3) / 4 + 31) / 32 * ((c4 + kKmajorCopyGroup / 32 - 1) / (kKmajorCopyGroup / 32));
+    std::vector<KernelArg> args{pointer_arg(const_cast<void*>(out[x])), pointer_arg(dst)};
+    for (int64_t v : {g.rows, c4, g.ss / 4, kmajor_ld(spec.K) / 4}) args.push_back(scalar_arg(idx, v, 0.0));
+    if (sync) {
+      copy.launch(args, groups);
+    } else {
+      uint64_t slots[6];
+      void* params[6];
+      slots[0] = reinterpret_cast<uintptr_t>(out[x]);
+      slots[1] = reinterpret_cast<uintptr_t>(dst);
+      for (size_t i = 2; i < 6; ++i) std::memcpy(&slots[i], args[i].value.data(), std::min<size_t>(8, args[i].value.size()));
+      for (size_t i = 0; i < 6; ++i) params[i] = &slots[i];
+      copy.launch_on_stream(params, groups, stream);
+    }
+    out[x] = dst;
+  }
+  return {out[0], out[1]};
+}
+
+// The product on the copies: the same kernel without the copy step.
+GpuGemmKernel without_copies(const GpuGemmKernel& k) {
+  GpuGemmKernel inner = k;
+  inner.plan.kmajor = 0;
+  inner.overrides.erase("kmajor");
+  inner.copy = nullptr;
+  return inner;
+}
 
 // A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
 TmaGeometry tma_geometry(const GpuGemmPlan& p, const GemmArgs& g) {
@@ -46,10 +119,11 @@ std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const T
                                 const void* ka, const void* kb) {
   const int e = static_cast<int>(t.esz);
   std::vector<KernelArg> maps(2);
-  maps[0].value = p.unit_ak ? cuda::tensor_map_2d(device, ka, e, g.K, g.M, t.a_rows, 64, p.tma_box_rows(true))  // M rows of K
-                            : cuda::tensor_map_2d(device, ka, e, g.M, g.K, t.a_rows, 64, 64);                     // K rows of M
-  maps[1].value = p.unit_b ? cuda::tensor_map_2d(device, kb, e, g.K, g.N, t.b_rows, 64, p.tma_box_rows(false))  // N rows of K
-                           : cuda::tensor_map_2d(device, kb, e, g.N, g.K, t.b_rows, 64, 64);                      // K rows of N
+  const int row = 128 / e;  // a K-contiguous box row: 128 bytes of K (the plan's kb); M- / N-contiguous: 64 (16-bit only)
+  maps[0].value = p.unit_ak ? cuda::tensor_map_2d(device, ka, e, g.K, g.M, t.a_rows, row, p.tma_box_rows(true))  // M rows of K
+                            : cuda::tensor_map_2d(device, ka, e, g.M, g.K, t.a_rows, 64, 64);                      // K rows of M
+  maps[1].value = p.unit_b ? cuda::tensor_map_2d(device, kb, e, g.K, g.N, t.b_rows, row, p.tma_box_rows(false))  // N rows of K
+                           : cuda::tensor_map_2d(device, kb, e, g.N, g.K, t.b_rows, 64, 64);                       // K rows of N
   return maps;
 }
 
@@ -58,6 +132,18 @@ std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const T
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
                   double beta, const EpilogueArgs* epilogue) {
   const GpuGemmPlan& p = k.plan;
+  if (p.kmajor) {  // the K-major copies first (operands not 16-byte aligned: the plan without them)
+    if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) {
+      PlanOverrides o = k.overrides;
+      o["kmajor"] = 0;
+      run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
+      return;
+    }
+    if (spec.M == 0 || spec.N == 0) return;
+    const auto [ka, kb] = kmajor_copies(*k.copy, k.device, spec, p.kmajor, a, b, 0, true);
+    run_gpu_gemm(without_copies(k), kmajor_spec(spec, p.kmajor), ka, kb, c, alpha, beta, epilogue);
+    return;
+  }
   const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
@@ -126,6 +212,20 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& kernel, const GemmSpec& spec,
                                                               bool aligned) {
   if (kernel.plan.split != "dp" || kernel.plan.epilogue.any()) return nullptr;
+  if (kernel.plan.kmajor) {  // the copies, then the launch of the product on them
+    if (!aligned) {
+      PlanOverrides o = kernel.overrides;
+      o["kmajor"] = 0;
+      return prepare_gpu_gemm_launch(gpu_gemm_kernel(spec, kernel.device, o), spec, aligned);
+    }
+    std::shared_ptr<const GpuGemmLaunch> in = prepare_gpu_gemm_launch(without_copies(kernel), kmajor_spec(spec, kernel.plan.kmajor), true);
+    if (!in) return nullptr;
+    auto l = std::make_shared<GpuGemmLaunch>(*in);
+    l->kmajor = kernel.plan.kmajor;
+    l->spec = spec;
+    l->copy = kernel.copy;
+    return l;
+  }
   auto l = std::make_shared<GpuGemmLaunch>();
   l->k = kernel;
   if (!aligned && kernel.plan.stages) {  // as run_gpu_gemm: the plan without the 16-byte cp.async copies
@@ -178,6 +278,7 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
   if (n + 2 > kMax) throw InternalError("a GEMM kernel with more than 30 parameters");
   uint64_t slots[kMax];
   void* params[kMax];
+  if (l.kmajor) std::tie(a, b) = kmajor_copies(*l.copy, l.k.device, l.spec, l.kmajor, a, b, stream, false);
   std::memcpy(slots, l.slots.data(), n * sizeof(uint64_t));
   const void* ka = l.swap_ab ? b : a;
   const void* kb = l.swap_ab ? a : b;

@@ -20,6 +20,7 @@ struct GpuGemmKernel {
   std::string device;
   std::shared_ptr<const DeviceProgram> code;
   std::shared_ptr<const DeviceProgram> fixup;  // Stream-K plans: adds the partial tiles
+  std::shared_ptr<const DeviceProgram> copy;   // kmajor plans: the K-major copy (kmajor_copy.h)
 };
 
 /// Plans `spec` for `device` and returns its compiled kernel (from the cache when it exists).
@@ -51,6 +52,11 @@ struct GpuGemmLaunch {
   int64_t groups = 0;
   ir::ScalarType acc{};
   std::vector<uint64_t> slots;  // each parameter's bytes (at most 8), in parameter order
+  // kmajor plans: the operands' K-major copies go first (on the same stream, into a workspace
+  // per thread, device and stream); `k` is then the product on the copies. `spec`: the caller's.
+  int kmajor = 0;
+  GemmSpec spec;
+  std::shared_ptr<const DeviceProgram> copy;
 };
 
 /// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they
