@@ -231,7 +231,10 @@ std::vector<llvm::Value*> SimtLowering::vector_loads(const Type& t, const LaneMa
     llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
     llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
     llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), col));
-    llvm::Value* v = b_.CreateAlignedLoad(vty, ptr, al);
+    // The freeze keeps the vector whole: a load used only by extracts is split into scalar loads
+    // (VectorCombine), and the two paths' loads then merge, their alignment lost (NVPTX: four
+    // ld.global.b32 instead of one ld.global.v4). It emits no instruction.
+    llvm::Value* v = b_.CreateFreeze(b_.CreateAlignedLoad(vty, ptr, al));
     for (int64_t c = 0; c < w; ++c) out.push_back(b_.CreateExtractElement(v, static_cast<uint64_t>(c)));
   }
   return out;
