@@ -3,7 +3,8 @@
 // components at ptr[(row + p % I + row_off) * stride_row + (col + (p / I) * chan + col_off) *
 // stride_col], padding components read zero and are not written, and a checked access skips
 // what falls outside rows x cols. Subgroup block reads and writes (SPV_INTEL_subgroups) replace
-// the per-lane accesses when lanes touch consecutive 32-bit words at a 16-byte aligned address.
+// the per-lane accesses when lanes touch consecutive 32-bit words at a 16-byte aligned address;
+// lanes that hold runs of a row's columns read them with vector loads of up to 16 bytes.
 #include "lower/simt_lowering.h"
 
 namespace coopjit {
