@@ -131,6 +131,17 @@ def test_narrow_widths(rng, cols):
     assert any(".split|" in k for k in keys), keys
 
 
+@pytest.mark.parametrize("dtype, op", [(np.int8, "sum"), (np.uint8, "max"), (ml_dtypes.bfloat16, "sum")])
+def test_narrow_small_types(rng, dtype, op):
+    """The narrow plans on 1- and 2-byte inputs (accumulated in 32 bits): 4-byte and 8-byte vector
+    loads along both axes, a view of 3 columns from odd rows."""
+    dev = needs_device()
+    x = data(rng, (3001, 4), dtype, op)
+    for v in (x, x[1::2, 1:]):
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+
+
 def test_narrow_loads_are_vectors(rng):
     """A 4-column float32 row sum reads each lane's row with one 16-byte load (PTX ld.global.v4,
     SPIR-V a load of a 4-vector); also the PTX for sm_90, generated here."""
