@@ -1,7 +1,8 @@
 """Reductions of 1 GiB float32 on cuda:0 against a device-to-device copy and torch, in one run
 (issue 15's target: >= 85% of the measured copy bandwidth along each axis, bytes read). Device
 arrays (torch CUDA tensors) in and out; each library timed in its own block after a pause,
-torch.cuda.synchronize around each block, medians of 5 blocks. Run: python benchmarks/bench_cuda_reduce.py"""
+torch.cuda.synchronize around each block, medians of 5 blocks. Square arrays, few long rows,
+and arrays of 1 to 1024 columns along both axes. Run: python benchmarks/bench_cuda_reduce.py"""
 import time
 
 import numpy as np
@@ -37,8 +38,11 @@ def main():
     del y
     print(f"{'case':40s} {'coopjit GB/s':>13s} {'% copy':>7s} {'torch GB/s':>11s} {'coopjit/torch':>14s} {'rel. err':>9s}")
     # (device arrays are reduced along axis 0 or 1 of a 2-D array in this version)
-    for shape, axis in (((16384, 16384), 0), ((16384, 16384), 1), ((4, 1 << 26), 1), ((1 << 26, 4), 1),
-                        ((1 << 26, 4), 0), ((4, 1 << 26), 0)):
+    # then arrays of few columns (issue 15: the narrow plans), a sweep of widths between
+    cases = [((16384, 16384), 0), ((16384, 16384), 1), ((4, 1 << 26), 1), ((4, 1 << 26), 0)]
+    for cols in (1, 2, 4, 16, 64, 256, 1024):
+        cases += [((gib // 4 // cols, cols), 1), ((gib // 4 // cols, cols), 0)]
+    for shape, axis in cases:
         a = x.view(*shape)
         ref = a.double().sum(dim=axis) if axis is not None else a.double().sum()
         got = coopjit.reduce(a, axis=axis)

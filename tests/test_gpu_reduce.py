@@ -1,6 +1,8 @@
 """coopjit.reduce and reduce2x2 on opencl:0 (the SIMT lowering's SPIR-V) against NumPy: every op and
 axis in float32 / float64 (references in float64), integer and half-precision types, views of
 device memory read through their strides, NaN, and the kernels' SPIR-V (spirv-val)."""
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -64,6 +66,95 @@ def test_few_tiles_split_the_reduced_dimension(rng, dtype, op):
     x = data(rng, (30_011, 40), np.float64, "sum")
     assert coopjit.reduce(x, axis=0, out=out, device=dev) is out
     check(out, x, 0, "sum")
+
+
+def _narrow_keys(dev, form, cols):
+    """The kernel keys of the narrow plans (a tile of k*S rows x all `cols` columns) run so far."""
+    S = lanes(16)
+    return [p.key for p in _core.device_programs() if p.key.startswith(dev + "|gpureduce")
+            and f".{form}." in p.key and any(f".t{k * S}x{cols}." in p.key for k in (1, 2, 4, 8, 16))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+@pytest.mark.parametrize("op", OPS)
+def test_narrow_arrays(rng, dtype, op):
+    """Arrays of a few columns (plans of k*S whole rows a tile: each lane reads its rows' columns,
+    vector loads where aligned): along the rows and down the columns, every op, tails of the rows
+    and odd column counts, views (rows skipped, columns reversed, column-major, rows not
+    16-byte aligned), out=; the input unchanged; against NumPy in float64 / exact integers."""
+    dev = needs_device()
+
+    def arr(shape):
+        x = data(rng, shape, dtype, op)
+        if op == "prod":
+            x = (1 + (x.astype(np.float64) - 1) * 1e-4).astype(dtype) if dtype != np.int32 else np.ones(shape, dtype)
+        return x
+
+    x = arr((3001, 4))  # the column form splits the rows
+    keep = x.copy()
+    for v in (x, x[::3], x[::-1]):
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+    np.testing.assert_array_equal(x, keep)
+    assert _narrow_keys(dev, "row", 4) and _narrow_keys(dev, "column", 4)
+    x = arr((1000, 3))
+    for v in (np.asfortranarray(x), x[:, ::-1]):  # lanes down unit-stride rows; reversed columns
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+    x = arr((2000, 5))
+    for v in (x[:, :4], x[:, 1:5]):  # row strides of 20 bytes (f32): the loads one by one
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+    x = arr((1500, 4))
+    want_dt = np.asarray(coopjit.reduce(x[:2], axis=0, op=op, device=dev)).dtype
+    out = np.full(8, 7, want_dt)[::-2]
+    assert coopjit.reduce(x, axis=0, op=op, out=out, device=dev) is out
+    check(out, x, 0, op)
+    out = np.full(3000, 7, want_dt)[::2]
+    assert coopjit.reduce(x, axis=1, op=op, out=out, device=dev) is out
+    check(out, x, 1, op)
+
+
+@pytest.mark.parametrize("cols", [2, 6, 16, 33, 64])
+def test_narrow_widths(rng, cols):
+    """The narrow plans across widths up to 64 columns (float32 sums and maxima of float64), both
+    axes, the column form long enough to split its rows among workers; views (rows reversed, 5 of the columns)."""
+    dev = needs_device()
+    for dtype, op in ((np.float32, "sum"), (np.float64, "max")):
+        x = data(rng, (40_003, cols), dtype, op)
+        for axis in (1, 0):
+            check(coopjit.reduce(x, axis=axis, op=op, device=dev), x, axis, op)
+        v = x[::-2, 1:6] if cols >= 6 else x[::-2]
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+    keys = _narrow_keys(dev, "column", cols)
+    assert any(".split|" in k for k in keys), keys
+
+
+@pytest.mark.parametrize("dtype, op", [(np.int8, "sum"), (np.uint8, "max"), (ml_dtypes.bfloat16, "sum")])
+def test_narrow_small_types(rng, dtype, op):
+    """The narrow plans on 1- and 2-byte inputs (accumulated in 32 bits): 4-byte and 8-byte vector
+    loads along both axes, a view of 3 columns from odd rows."""
+    dev = needs_device()
+    x = data(rng, (3001, 4), dtype, op)
+    for v in (x, x[1::2, 1:]):
+        for axis in (1, 0):
+            check(coopjit.reduce(v, axis=axis, op=op, device=dev), v, axis, op)
+
+
+def test_narrow_loads_are_vectors(rng):
+    """A 4-column float32 row sum reads each lane's row with one 16-byte load (PTX ld.global.v4,
+    SPIR-V a load of a 4-vector); also the PTX for sm_90, generated here."""
+    dev = needs_device()
+    shape = (4096, 4)
+    prog = _core.gpu_reduce_program(dev, "sum", "row", ["f32", "f32", "f32"], list(shape), [4, 1, 0, 1])
+    text = prog.source("spirv" if is_spirv() else "ptx")
+    ptx = _core.gpu_reduce_program("target:sm_90", "sum", "row", ["f32", "f32", "f32"], list(shape), [4, 1, 0, 1])
+    assert re.search(r"ld\.global(\.nc)?\.v4\.[bf]32", ptx.source("ptx"))
+    if is_spirv():
+        assert re.search(r"OpTypeVector %float 4", text) and "OpLoad %v4float" in text, text[:2000]
+    else:
+        assert re.search(r"ld\.global(\.nc)?\.v4\.[bf]32", text), text[:2000]
 
 
 def test_device_views_and_out(rng):

@@ -59,10 +59,12 @@ std::unique_ptr<Function> build_reduce_gpu(const ReduceSpec& s, const GpuReduceP
   auto narrow = [&](Builder& x, Value* m, int r, int c) { return s.out == s.acc ? m : x.convert_matrix(m, out_t(r, c)); };
   const ReduceTilePass whole{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb};
   // With parts, worker w reduces tile w mod tiles over part w / tiles of the reduced dimension:
-  // the same pass on the sub-array that starts there (X offset, the dimension's length cut).
+  // the same pass on the sub-array that starts there (X offset, the dimension's length cut). The
+  // parts are whole tiles (the chunk rounded up to the tile), so only the last one has a tail.
   auto part_pass = [&](Builder& x, Value* q, bool row_form) {
     Value* len = row_form ? cols : rows;
-    Value* chunk = cdiv(x, len, parts);
+    Value* step = row_form ? TC : TR;
+    Value* chunk = x.mul(cdiv(x, cdiv(x, len, parts), step), step, "chunk");
     Value* lo = x.min(x.mul(q, chunk), len, "lo");
     Value* n = x.sub(x.min(x.add(lo, chunk), len), lo, "n");
     Value* Xq = x.ptr_offset(X, x.mul(lo, row_form ? sx_c : sx_r), "Xq");

@@ -142,6 +142,11 @@ class SimtLowering {
   void load_blocks(const Type& t, const LaneMap& m, const Access& a, std::vector<llvm::Value*>& out);
   std::vector<llvm::Value*> lane_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
   std::vector<llvm::Value*> channel_loads(const Type& t, const LaneMap& m, const Access& a);
+  /// The components per vector load when each lane's components are runs of a row (I == S,
+  /// unit column stride, unchecked): a power of two of at most 16 bytes dividing every run's
+  /// first column and length; 1 when there is no such path.
+  int64_t vector_width(const Type& t, const LaneMap& m, const Access& a, bool checked);
+  std::vector<llvm::Value*> vector_loads(const Type& t, const LaneMap& m, const Access& a, int64_t w);
   std::vector<llvm::Value*> element_loads(const Type& t, const LaneMap& m, const Access& a, bool checked);
   void lane_stores(const Type& t, const LaneMap& m, const Access& a, bool checked, const std::vector<llvm::Value*>& vals);
   void store_blocks(const Type& t, const LaneMap& m, const Access& a, const std::vector<llvm::Value*>& vals);

@@ -3,7 +3,8 @@
 // components at ptr[(row + p % I + row_off) * stride_row + (col + (p / I) * chan + col_off) *
 // stride_col], padding components read zero and are not written, and a checked access skips
 // what falls outside rows x cols. Subgroup block reads and writes (SPV_INTEL_subgroups) replace
-// the per-lane accesses when lanes touch consecutive 32-bit words at a 16-byte aligned address.
+// the per-lane accesses when lanes touch consecutive 32-bit words at a 16-byte aligned address;
+// lanes that hold runs of a row's columns read them with vector loads of up to 16 bytes.
 #include "lower/simt_lowering.h"
 
 namespace coopjit {
@@ -181,6 +182,18 @@ std::vector<llvm::Value*> SimtLowering::lane_loads(const Type& t, const LaneMap&
     load_blocks(t, m, a, out);
     return out;
   }
+  // Lanes holding runs of a row (I == S: components of one row offset with consecutive column
+  // offsets, as in a tall acc tile of few columns) read each run with vector loads of up to 16
+  // bytes, where one uniform check finds the addresses aligned; one by one otherwise.
+  if (const int64_t w = vector_width(t, m, a, checked); w > 1) {
+    const int64_t e = size_in_bytes(t.scalar);
+    llvm::Value* addr = b_.CreatePtrToInt(a.ptr, b_.getInt64Ty());
+    llvm::Value* first = b_.CreateAdd(addr, b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, a.sr), a.col), b_.getInt64(e)));
+    llvm::Value* bytes = b_.CreateOr(first, b_.CreateMul(a.sr, b_.getInt64(e)));
+    llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(bytes, b_.getInt64(w * e - 1)), b_.getInt64(0));
+    return either_path(aligned, [&] { return vector_loads(t, m, a, w); },
+                       [&] { return element_loads(t, m, a, checked); }, "vec");
+  }
   // VNNI (seeds/001): matrix_a's omega consecutive K values of one row share a 32-bit channel;
   // with a unit column stride they are adjacent in memory, so each channel is one 32-bit load
   // when the addresses are 4-byte aligned (one uniform check), split into its components.
@@ -193,6 +206,39 @@ std::vector<llvm::Value*> SimtLowering::lane_loads(const Type& t, const LaneMap&
                        [&] { return element_loads(t, m, a, checked); }, "vnni");
   }
   return element_loads(t, m, a, checked);
+}
+
+int64_t SimtLowering::vector_width(const Type& t, const LaneMap& m, const Access& a, bool checked) {
+  const int64_t e = size_in_bytes(t.scalar);
+  if (checked || m.I != S_ || m.chan != 1 || !is_index_const(a.sc_ir, 1) || e > 8) return 1;
+  // The runs: maximal sequences of components n, n + 1, ... with one row offset and consecutive
+  // column offsets. The width divides each run's first column and its length.
+  int64_t w = 16 / e;
+  for (int64_t n = 0; n < m.comps();) {
+    int64_t len = 1;
+    while (n + len < m.comps() && m.row_off[n + len] == m.row_off[n] && m.col_off[n + len] == m.col_off[n] + len) ++len;
+    while (w > 1 && (m.col_off[n] % w != 0 || len % w != 0)) w /= 2;
+    n += len;
+  }
+  return w;
+}
+
+std::vector<llvm::Value*> SimtLowering::vector_loads(const Type& t, const LaneMap& m, const Access& a, int64_t w) {
+  llvm::Type* ty = scalar_ty(t.scalar);
+  llvm::Type* vty = llvm::FixedVectorType::get(ty, static_cast<unsigned>(w));
+  const llvm::Align al(static_cast<uint64_t>(w * size_in_bytes(t.scalar)));
+  std::vector<llvm::Value*> out;
+  for (int64_t n = 0; n < m.comps(); n += w) {
+    llvm::Value* row = b_.CreateAdd(a.row, row_of(m, n));
+    llvm::Value* col = b_.CreateAdd(a.col, col_of(m, n));
+    llvm::Value* ptr = b_.CreateGEP(ty, a.ptr, b_.CreateAdd(b_.CreateMul(row, a.sr), col));
+    // The freeze keeps the vector whole: a load used only by extracts is split into scalar loads
+    // (VectorCombine), and the two paths' loads then merge, their alignment lost (NVPTX: four
+    // ld.global.b32 instead of one ld.global.v4). It emits no instruction.
+    llvm::Value* v = b_.CreateFreeze(b_.CreateAlignedLoad(vty, ptr, al));
+    for (int64_t c = 0; c < w; ++c) out.push_back(b_.CreateExtractElement(v, static_cast<uint64_t>(c)));
+  }
+  return out;
 }
 
 std::vector<llvm::Value*> SimtLowering::channel_loads(const Type& t, const LaneMap& m, const Access& a) {

@@ -37,8 +37,12 @@ def _plain(x) -> bool:
     return type(x) is float or type(x) is int
 
 
-def _run(entry, pa, pb, out, alpha, beta, index):
-    """One launch of a cached entry; None when `out` overlaps an operand (the full path says so)."""
+def _run(cache, key, pa, pb, out, alpha, beta, index):
+    """One launch of the entry `key` of `cache`; None on a miss, or when `out` overlaps an operand
+    (the full path says so)."""
+    entry = cache.get(key)
+    if entry is None:
+        return None
     launch, shape, dtype, device, (alo, ahi), (blo, bhi), (clo, chi) = entry
     if out is None:
         out = _torch.empty(shape, dtype=dtype, device=device)
@@ -51,12 +55,16 @@ def _run(entry, pa, pb, out, alpha, beta, index):
     return out
 
 
-def _store(cache, key, rec):
+def _full(cache, key, full, *args, **kwargs):
+    """The miss: full(*args, **kwargs, record=rec), the entry it records in rec stored under key."""
+    rec = {}
+    got = full(*args, **kwargs, record=rec)
     entry = rec.get("entry")
     if entry is not None:
         if len(cache) >= _LIMIT:
             cache.clear()
         cache[key] = entry
+    return got
 
 
 _KW = {"bias": None, "activation": None, "residual": None, "scale": None, "row_scale": None, "epilogue": None}
@@ -75,16 +83,11 @@ def matmul(a, b, out, full):
     pa, pb = a.data_ptr(), b.data_ptr()
     key = ("mm", a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
            None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0)
-    e = _CACHE.get(key)
-    if e is not None:
-        got = _run(e, pa, pb, out, 1.0, 0.0, ia)
-        if got is not None:
-            return got
-    rec = {}
-    got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None,
-                          {**_KW, "out_dtype": None, "bias_axis": 1}, record=rec)
-    _store(_CACHE, key, rec)
-    return got
+    got = _run(_CACHE, key, pa, pb, out, 1.0, 0.0, ia)
+    if got is not None:
+        return got
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+                 {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
 _cupy = None
@@ -117,11 +120,8 @@ def _matmul_cupy(a, b, out, full):
         if out is None or not overlap:
             launch.launch(pa, pb, pc, 1.0, 0.0, stream)
             return c
-    rec = {}
-    got = full("matmul", a, b, out, 1.0, 0.0, False, False, None, None, {**_KW, "out_dtype": None, "bias_axis": 1},
-               record=rec)
-    _store(_CACHE, key, rec)
-    return got
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+                 {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
 def _torch_call(a, b, c, alpha, beta):
@@ -148,16 +148,11 @@ def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
     if c is None:
         beta = 0.0
     key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, *operands)
-    e = _CACHE.get(key)
-    if e is not None:
-        got = _run(e, pa, pb, c, float(alpha), float(beta), ia)
-        if got is not None:
-            return got
-    rec = {}
-    got = full("gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
-                          {**_KW, "out_dtype": None, "bias_axis": 1}, record=rec)
-    _store(_CACHE, key, rec)
-    return got
+    got = _run(_CACHE, key, pa, pb, c, float(alpha), float(beta), ia)
+    if got is not None:
+        return got
+    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
+                 {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
 def kernel_call(kern, a, b, c, alpha, beta):
@@ -170,13 +165,8 @@ def kernel_call(kern, a, b, c, alpha, beta):
         beta = 0.0
     key = (beta != 0, *operands)
     cache = kern.__dict__.setdefault("_fast", {})
-    e = cache.get(key)
-    if e is not None:
-        got = _run(e, pa, pb, c, float(alpha), float(beta), ia)
-        if got is not None:
-            return got
-    rec = {}
-    got = kern._call_device_arrays(a, b, c, alpha, beta, {"bias": None, "residual": None, "scale": None,
-                                                          "row_scale": None}, record=rec)
-    _store(cache, key, rec)
-    return got
+    got = _run(cache, key, pa, pb, c, float(alpha), float(beta), ia)
+    if got is not None:
+        return got
+    return _full(cache, key, kern._call_device_arrays, a, b, c, alpha, beta,
+                 {"bias": None, "residual": None, "scale": None, "row_scale": None})
