@@ -136,6 +136,10 @@ def test_amx_plan_errors(rng):
     if not HOST_AMX:
         with pytest.raises(ValueError, match="has no AMX tiles"):
             coopjit.matmul(a, a, plan={"amx": "yes"})
+    with pytest.raises(ValueError, match="amx_feed=3 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_feed": 3})
+    with pytest.raises(ValueError, match="amx_feed=2 is for AMX plans"):
+        coopjit.matmul(a, a, plan={"amx": "no", "amx_feed": 2})
 
 
 def test_amx_is_not_chosen_without_amx(rng):
@@ -245,17 +249,78 @@ def test_emulated_code_calls_the_emulation(rng):
 
 
 @pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-tile, amx-bf16): the tile instructions cannot run")
+@pytest.mark.parametrize("feed", [0, 1, 2])
 @pytest.mark.parametrize("dtype", [BF16, np.int8])
-def test_hardware_tiles(rng, dtype):
+def test_hardware_tiles(rng, dtype, feed):
     m, n, k = 300, 260, 700
+    for plan in ({"amx": "yes", "amx_feed": feed}, {"amx": "yes", "amx_feed": feed, "kt": 128, "threads": 3}):
+        if dtype == BF16:
+            a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+            assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+        else:
+            a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    w = ints(rng, np.int8, (k, n)) if dtype == np.int8 else floats(rng, BF16, (k, n))
+    pw = coopjit.prepack(w, plan={"amx_feed": feed})
+    ref = a.astype(np.float64) @ w.astype(np.float64)
     if dtype == BF16:
-        a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
-        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan={"amx": "yes"})
-        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+        assert np.all(np.abs(coopjit.matmul(a, pw, out=np.empty((m, n), np.float32)) - ref) <= f32_bound(a, w))
     else:
-        a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
-        np.testing.assert_array_equal(coopjit.matmul(a, b, plan={"amx": "yes"}),
-                                      a.astype(np.int64) @ b.astype(np.int64))
+        np.testing.assert_array_equal(coopjit.matmul(a, pw), ref.astype(np.int64))
+
+
+@pytest.mark.parametrize("feed", [1, 2])
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt", [(64, 64, 64, None), (100, 70, 333, 128), (33, 129, 700, 256)])
+def test_emulated_tiles_fed_interleaved_and_from_whole_tiles(rng, feed, dtype, m, n, k, kt):
+    """amx_feed 1 (each tile loaded before its first dot product) and 2 (also B panels as 1 KiB
+    tiles: the packing, the tile addresses and prepack's layout) against NumPy: edges in M, N
+    and K, several K tiles (partial sums continued), prepacked weights."""
+    plan = {**EMU, "amx_feed": feed, **({"kt": kt} if kt else {})}
+    assert plan_of(np.ones((m, k), dtype), np.ones((k, n), dtype), np.float32 if dtype in (BF16, np.float16)
+                   else np.int32, plan)["amx_feed"] == feed
+    if np.issubdtype(dtype, np.integer):
+        a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
+        ref = a.astype(np.int64) @ b.astype(np.int64)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), ref)
+        pw = coopjit.prepack(b, plan=plan)
+        np.testing.assert_array_equal(pw.unpacked(), b)
+        np.testing.assert_array_equal(coopjit.matmul(a, pw), ref)
+        return
+    a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+    ref, bound = a.astype(np.float64) @ b.astype(np.float64), f32_bound(a, b)
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - ref) <= bound)
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), c.astype(dtype))
+    if dtype == BF16:
+        pw = coopjit.prepack(b, plan=plan)
+        assert pw.format["amx_tiles"] == (feed == 2)
+        np.testing.assert_array_equal(pw.unpacked(), b)
+        assert np.all(np.abs(coopjit.matmul(a, pw, out=np.empty((m, n), np.float32)) - ref) <= bound)
+
+
+def tile_order(body, instruction):
+    """The K loop body's tile loads (L) and dot products (T) in program order."""
+    return "".join("L" if w == "tileloadd" else "T" for w in re.findall(rf"\b(tileloadd|{instruction})\b", body))
+
+
+@pytest.mark.parametrize("ta,instruction", [(BF16, "tdpbf16ps"), (np.int8, "tdpbssd")])
+def test_cross_compiled_tile_feeds(ta, instruction):
+    """amx_feed 0: a K step's 4 tile loads, then its 4 dot products; 1 and 2: each tile loaded
+    just before its first dot product, A1 before A0's last (A0 B0 T00 B1 A1 T01 T10 T11), in 4
+    tile registers."""
+    a = np.ones((512, 512), ta)
+    for feed, want in ((0, "LLLLTTTT"), (1, "LLTLLTTT"), (2, "LLTLLTTT")):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_feed": feed})
+        assert r["config"]["amx_feed"] == feed and (f".amx1f{feed}" in r["key"]) == (feed > 0)
+        loops = k_loops(r["asm"], instruction)
+        assert loops
+        for body in loops:
+            order = tile_order(body, instruction)
+            assert len(order) % 8 == 0 and order == want * (len(order) // 8), (feed, order)
+            loads = re.findall(r"\btileloadd\s+\([^)]*\), %(tmm\d)", body)
+            assert len(set(loads[:4])) == 4, (feed, loads)  # A0, B0, B1, A1 in registers of their own
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.int8, np.uint8])

@@ -229,6 +229,14 @@ class GemmRecipe {
       std::vector<Value*> init;
       if (sums) init.push_back(sums);
       std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+        if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
+          const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
+          for (int j = 0; j < p_.nr / 16; ++j) {
+            Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+            y.store(bm, panel_b_tile(y, dst, k, j), false);
+          }
+          return std::vector<Value*>{};
+        }
         Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
         if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
         y.store(bm, panel_b(y, dst, k), false);
@@ -314,8 +322,17 @@ class GemmRecipe {
     return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
   }
   Builder::Access panel_b(Builder& b, Value* panel, Value* k) {
+    if (tiled_b()) return panel_b_tile(b, panel, k, 0);  // (the load's attr tile_cols finds the others)
     if (p_.vnni == 1) return {panel, k, zero_, NR_, one_, Kp_, NR_};
     return {panel, k, zero_, b.mul(NR_, VW_), one_, Kp_, NR_, p_.vnni};
+  }
+  // AMX plans with amx_feed 2: K step k of a B panel (kb x nr, at element k * nr) is nr / 16
+  // tiles of kb x 16 one after the other, each 16 VNNI rows of 64 bytes (one tileloadd reads 1
+  // KiB of contiguous memory); column tile j of step k.
+  bool tiled_b() const { return p_.amx && p_.amx_feed >= 2; }
+  Builder::Access panel_b_tile(Builder& b, Value* panel, Value* k, int j) {
+    Value* at = b.add(b.mul(k, NR_), b.index(int64_t(16) * j * p_.kb));
+    return {b.ptr_offset(panel, at), zero_, zero_, b.mul(b.index(16), VW_), one_, KB_, b.index(16), p_.vnni};
   }
 
   // `init`: the partial sum to continue (AMX: loaded into the tiles), else zeros.
@@ -333,6 +350,7 @@ class GemmRecipe {
       // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss).
       if (p_.amx) a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
+      if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];
   }
@@ -581,7 +599,10 @@ std::unique_ptr<Function> build_gemm(const GemmPlan& p, const std::string& name)
   auto f = std::make_unique<Function>();
   f->name = name;
   f->attrs["subgroup_size"] = int64_t(p.simd_width);
-  if (p.amx) f->attrs["amx"] = int64_t(p.amx);  // the lowering keeps the K loop's matrices in tiles
+  if (p.amx) {
+    f->attrs["amx"] = int64_t(p.amx);  // the lowering keeps the K loop's matrices in tiles
+    f->attrs["amx_feed"] = int64_t(p.amx_feed);
+  }
   GemmRecipe(p, *f).build();
   return f;
 }

@@ -13,7 +13,7 @@ std::string GemmPlan::key() const {
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key(),
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string()) : std::string(), fixed_key(),
              epilogue.key());
 }
 
@@ -64,6 +64,10 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"grid_m", grid_m ? std::to_string(grid_m) : std::string("auto")},
           {"prepacked_b", prepacked_b ? "true" : "false"},
           {"amx", amx == 0 ? "none" : amx == 1 ? "tiles" : "emulated"},
+          {"amx_feed", amx == 0 ? std::string("0: no tiles")
+                       : cat(amx_feed, amx_feed == 0   ? ": loads, then dot products; B in VNNI rows"
+                                       : amx_feed == 1 ? ": loads interleaved with dot products; B in VNNI rows"
+                                                       : ": loads interleaved with dot products; B in 1 KiB tiles")},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -277,6 +281,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       if (v < 0 || v > 2) throw UserError(cat("plan override amx=", v, " must be 0 (none), 1 (tiles) or 2 (emulated)"));
       continue;  // decided after the packing
     }
+    if (k == "amx_feed") {
+      if (v < 0 || v > 2)
+        throw UserError(cat("plan override amx_feed=", v, " must be 0 (loads first), 1 (interleaved) or 2 (interleaved, ",
+                            "B in 1 KiB tiles)"));
+      p.amx_feed = static_cast<int>(v);
+      continue;
+    }
     if (k == "grid_m") {
       if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
       p.grid_m = static_cast<int>(v);
@@ -300,7 +311,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -375,6 +386,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
+    } else if (p.amx_feed != 0) {
+      throw UserError(cat("plan amx_feed=", p.amx_feed, " is for AMX plans (this plan has amx=0)"));
     }
   }
   // The VNNI loads of B keep a kb x nr step in registers (the lowering's limit of 64 vectors).

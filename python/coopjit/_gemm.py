@@ -53,8 +53,14 @@ class PackedMatrix:
         padded = np.zeros((kp, np_), elem)
         padded[:k, :n] = b.astype(elem)
         w = self.vnni
-        # panel q: Kp / w groups, each nr columns of w consecutive K elements (w = 1: row-major)
-        panels = padded.reshape(kp // w, w, np_ // self.nr, self.nr).transpose(2, 0, 3, 1)
+        # panel q: Kp / w groups, each nr columns of w consecutive K elements (w = 1: row-major);
+        # AMX plans with amx_feed 2: each K step of kb as its nr / 16 tiles (kb / w groups of 16
+        # columns of w elements each), one after the other
+        if fmt["amx_tiles"]:
+            panels = padded.reshape(kp // self.kb, self.kb // w, w, np_ // self.nr, self.nr // 16, 16)
+            panels = panels.transpose(3, 0, 4, 1, 5, 2)
+        else:
+            panels = padded.reshape(kp // w, w, np_ // self.nr, self.nr).transpose(2, 0, 3, 1)
         self.buffer = np.zeros(fmt["bytes"], np.uint8)
         body = np.ascontiguousarray(panels).view(np.uint8).reshape(-1)
         self.buffer[: body.size] = body
@@ -67,6 +73,9 @@ class PackedMatrix:
         """The K x N matrix this was packed from (read back from the panels)."""
         w, k, n = self.vnni, *self.shape
         body = self.buffer[: self._kp * self._np * self._elem.itemsize].view(self._elem)
+        if self.format["amx_tiles"]:
+            panels = body.reshape(self._np // self.nr, self._kp // self.kb, self.nr // 16, self.kb // w, 16, w)
+            return panels.transpose(1, 3, 5, 0, 2, 4).reshape(self._kp, self._np)[:k, :n].astype(self.dtype)
         panels = body.reshape(self._np // self.nr, self._kp // w, self.nr, w)
         return panels.transpose(1, 3, 0, 2).reshape(self._kp, self._np)[:k, :n].astype(self.dtype)
 
