@@ -126,11 +126,13 @@ def feeds(rounds=5):
     print(json.dumps({k: (v.get("single"), v.get("all")) for k, v in pk.items() if isinstance(v, dict)}))
     rng = np.random.default_rng(0)
     cases = []
-    for dt, kts in (("bf16", (512, 2048)), ("int8", (1024, 4096))):
+    fp = [{}, {"amx_prefetch": 0}, {"amx_prefetch": 2}, {"amx_feed": 2, "amx_prefetch": 2}]
+    for dt, kts in (("bf16", (256, 2048)), ("int8", (512, 4096))):
         for kt in kts:
-            cases += [(dt, 512, 512, 4096, {"threads": 1, "kt": kt, "amx_feed": f}) for f in (0, 1, 2)]
+            cases += [(dt, 512, 512, 4096, {"threads": 1, "kt": kt, **v}) for v in (fp if kt > 512 or dt == "bf16" else fp[::3])]
+    more = {512: [{"grid_m": 4}, {"grid_m": 16}, "prepacked"], 1024: [{"grid_m": 4}, "prepacked"]}
     for dt, s in (("bf16", 512), ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096)):
-        cases += [(dt, s, s, s, {"amx_feed": f}) for f in (0, 1, 2)]
+        cases += [(dt, s, s, s, v) for v in (fp[:1] + fp[2:] + (more.get(s, []) if dt == "bf16" else []))]
         cases.append((dt, s, s, s, "torch"))
     data, runs = {}, []
     for dt, m, n, k, plan in cases:
@@ -147,6 +149,12 @@ def feeds(rounds=5):
             runs.append(((dt, m, n, k, "torch"), f, 0.0, ""))
             continue
         out = np.empty((m, n), np.int32 if dt == "int8" else np.float32)
+        if plan == "prepacked":
+            pw = coopjit.prepack(b)
+            c = coopjit.matmul(a, pw, out=out)
+            err = float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
+            runs.append(((dt, m, n, k, "prepacked B"), lambda a=a, pw=pw, out=out: coopjit.matmul(a, pw, out=out), err, ""))
+            continue
         c = coopjit.matmul(a, b, out=out, plan=plan)
         err = float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
         cf = coopjit.compile_gemm(m, n, k, a.dtype, plan=plan).config

@@ -140,6 +140,8 @@ def test_amx_plan_errors(rng):
         coopjit.matmul(a, a, plan={**EMU, "amx_feed": 3})
     with pytest.raises(ValueError, match="amx_feed=2 is for AMX plans"):
         coopjit.matmul(a, a, plan={"amx": "no", "amx_feed": 2})
+    with pytest.raises(ValueError, match="amx_prefetch=5 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 5})
 
 
 def test_amx_is_not_chosen_without_amx(rng):
@@ -253,7 +255,8 @@ def test_emulated_code_calls_the_emulation(rng):
 @pytest.mark.parametrize("dtype", [BF16, np.int8])
 def test_hardware_tiles(rng, dtype, feed):
     m, n, k = 300, 260, 700
-    for plan in ({"amx": "yes", "amx_feed": feed}, {"amx": "yes", "amx_feed": feed, "kt": 128, "threads": 3}):
+    for plan in ({"amx": "yes", "amx_feed": feed},
+                 {"amx": "yes", "amx_feed": feed, "amx_prefetch": (0, 1, 2)[feed], "kt": 128, "threads": 3}):
         if dtype == BF16:
             a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
             c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
@@ -321,6 +324,12 @@ def test_cross_compiled_tile_feeds(ta, instruction):
             assert len(order) % 8 == 0 and order == want * (len(order) // 8), (feed, order)
             loads = re.findall(r"\btileloadd\s+\([^)]*\), %(tmm\d)", body)
             assert len(set(loads[:4])) == 4, (feed, loads)  # A0, B0, B1, A1 in registers of their own
+    # amx_prefetch: none, the 32 lines of A's next-but-one step (the default), and B's 32 too
+    for pf, lines in ((0, 0), (1, 32), (2, 64)):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_prefetch": pf})
+        assert r["config"]["amx_prefetch"] == pf
+        for body in k_loops(r["asm"], instruction):
+            assert len(re.findall(r"\bprefetcht0\b", body)) == lines * (len(tile_order(body, instruction)) // 8)
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.int8, np.uint8])

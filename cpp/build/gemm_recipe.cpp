@@ -348,8 +348,11 @@ class GemmRecipe {
       Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
       // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
       // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss).
-      if (p_.amx) a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      if (p_.amx && p_.amx_prefetch >= 1)
+        a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
+      if (p_.amx && p_.amx_prefetch >= 2)  // B's lines two steps ahead too (amx_prefetch 2)
+        bm->def->attrs["prefetch"] = int64_t(2) * p_.nr * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];

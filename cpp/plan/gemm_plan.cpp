@@ -13,7 +13,9 @@ std::string GemmPlan::key() const {
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string()) : std::string(), fixed_key(),
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
+                 : std::string(),
+             fixed_key(),
              epilogue.key());
 }
 
@@ -68,6 +70,10 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                        : cat(amx_feed, amx_feed == 0   ? ": loads, then dot products; B in VNNI rows"
                                        : amx_feed == 1 ? ": loads interleaved with dot products; B in VNNI rows"
                                                        : ": loads interleaved with dot products; B in 1 KiB tiles")},
+          {"amx_prefetch", amx == 0 ? std::string("0: no tiles")
+                           : cat(amx_prefetch, amx_prefetch == 0   ? ": none"
+                                               : amx_prefetch == 1 ? ": A panel lines two K steps ahead"
+                                                                   : ": A and B panel lines two K steps ahead")},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -288,6 +294,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.amx_feed = static_cast<int>(v);
       continue;
     }
+    if (k == "amx_prefetch") {
+      if (v < 0 || v > 2)
+        throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels) or 2 (A and B panels)"));
+      p.amx_prefetch = static_cast<int>(v);
+      continue;
+    }
     if (k == "grid_m") {
       if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
       p.grid_m = static_cast<int>(v);
@@ -311,7 +323,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)

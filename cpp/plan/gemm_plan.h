@@ -69,6 +69,9 @@ struct GemmPlan {
   // products instead of waiting for all of them); 2 = as 1, with each K step of a B
   // panel stored as its nr / 16 tiles, 1 KiB each and contiguous (16 VNNI rows of 64 bytes).
   int amx_feed = 0;
+  // AMX software prefetch (part of the key): 0 = none; 1 = the A panel's lines two K steps
+  // ahead into L1 (prefetcht0); 2 = A's and B's.
+  int amx_prefetch = 1;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge

@@ -482,7 +482,9 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   width); kb (K step of one mul_add, a power of two 4..128); kt (K elements per K tile); threads
   (workers); split 'dp' | 'sk' | 'sk+dp' (Stream-K, seeds/004); pack (bool: A and B copied into
   tile panels); prepacked_b (bool: B from coopjit.prepack); vnni 1 | 2 | 4 (K pairs / quads for the
-  dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); mc_tiles (row panels per block of
+  dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); amx_feed 0 | 1 | 2 (AMX: tile loads
+  before the dot products, between them, or between them with B panels in 1 KiB tiles); amx_prefetch 0 | 1 | 2 (AMX: none, A's panel
+  lines two K steps ahead, A's and B's); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
