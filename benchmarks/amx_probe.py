@@ -6,6 +6,7 @@ and timed in its own block after a pause (median of 5 blocks).
     python benchmarks/amx_probe.py            # on the 16-core Emerald Rapids host of the accelerator machine
     python benchmarks/amx_probe.py trace      # where a call's time goes: the pool's per-worker stamps
     python benchmarks/amx_probe.py feeds      # the tile feeds (plan amx_feed 0 / 1 / 2), interleaved rounds
+    python benchmarks/amx_probe.py phases     # which plans carry a 16-worker call's fixed cost
 
 Recorded: benchmarks/recorded/issue14-emr16-amx-session8.txt, issue14-emr16-session10.txt."""
 import json
@@ -118,6 +119,43 @@ def trace(calls=300):
     coopjit.set_num_threads(16)
 
 
+def phases(calls=200):
+    """Which plans carry the fixed cost of a 16-worker call (the trace's per-worker kernel time,
+    against the one-worker time / 16): AMX packed plans, the packed
+    vdpbf16ps plan (amx 'no') and the unpacked one (pack 0), on 512^3 and on 512 x 512 x 32
+    (almost no compute: the packing, the barrier and the epilogue), f32 packed / unpacked."""
+    from coopjit import _core
+    rng = np.random.default_rng(1)
+    print("case                 plan                              threads   call  kernel(med/max)  start(max)")
+    for dt, m, n, k in (("bf16", 512, 512, 32), ("bf16", 512, 512, 512), ("f32", 512, 512, 512)):
+        a, b = operands(rng, dt, m, n, k) if dt != "f32" else (rng.standard_normal((m, k), dtype=np.float32),
+                                                               rng.standard_normal((k, n), dtype=np.float32))
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        variants = [{}, {"amx": "no"}, {"amx": "no", "pack": 0}] if dt == "bf16" else [{"pack": 1}, {"pack": 0}]
+        for plan in variants:
+            for threads in (1, 16):
+                p = {**plan, "threads": threads}
+                out = np.empty((m, n), np.float32)
+                c = coopjit.matmul(a, b, out=out, plan=p)
+                assert np.max(np.abs(c - ref)) <= 1e-2 * np.max(np.abs(ref)), (dt, p)
+                _core._set_launch_trace(True)
+                rows = []
+                for _ in range(calls):
+                    t0 = time.perf_counter_ns()
+                    coopjit.matmul(a, b, out=out, plan=p)
+                    t1 = time.perf_counter_ns()
+                    tr = _core._launch_trace()
+                    if threads == 1:
+                        rows.append((t1 - t0, 0, 0, 0))
+                        continue
+                    st, en = np.array(tr["start_ns"]), np.array(tr["end_ns"])
+                    rows.append((t1 - t0, np.median(en - st), (en - st).max(), st.max()))
+                _core._set_launch_trace(False)
+                r = np.median(np.array(rows, dtype=np.float64), axis=0) / 1e3
+                print(f"{dt} {m}x{n}x{k:<6} {json.dumps(plan):<34} {threads:3} {r[0]:8.1f} {r[1]:8.1f}/{r[2]:6.1f} {r[3]:7.1f}",
+                      flush=True)
+
+
 def feeds(rounds=5):
     """The tile feeds (plan amx_feed 0 / 1 / 2) and K tiles on 1 and 16 workers, in interleaved
     rounds (each variant in its own block after a pause; medians of `rounds`), torch in the same
@@ -184,4 +222,4 @@ def feeds(rounds=5):
 
 
 if __name__ == "__main__":
-    {"trace": trace, "feeds": feeds}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()
+    {"trace": trace, "feeds": feeds, "phases": phases}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()
