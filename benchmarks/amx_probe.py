@@ -7,6 +7,7 @@ and timed in its own block after a pause (median of 5 blocks).
     python benchmarks/amx_probe.py trace      # where a call's time goes: the pool's per-worker stamps
     python benchmarks/amx_probe.py feeds      # the tile feeds (plan amx_feed 0 / 1 / 2), interleaved rounds
     python benchmarks/amx_probe.py phases     # which plans carry a 16-worker call's fixed cost
+    python benchmarks/amx_probe.py local      # the same calls with no panel read from another core's writes
 
 Recorded: benchmarks/recorded/issue14-emr16-amx-session8.txt, issue14-emr16-session10.txt."""
 import json
@@ -156,6 +157,45 @@ def phases(calls=200):
                       flush=True)
 
 
+def local(calls=200):
+    """Is it the packed panels that other cores wrote? grid_m = workers gives each worker the A
+    panels it packed itself; a prepacked B is clean, shared data; together no worker reads a
+    panel another core has just written. Per-worker kernel time (median / longest) against the
+    one-worker call / 16, microseconds."""
+    from coopjit import _core
+    rng = np.random.default_rng(2)
+    print("case            variant                          call  kernel(med/max)   1-thread/16")
+    for dt, s in (("bf16", 512), ("bf16", 1024), ("f32", 1024)):
+        a, b = operands(rng, dt, s, s, s) if dt != "f32" else (rng.standard_normal((s, s), dtype=np.float32),
+                                                               rng.standard_normal((s, s), dtype=np.float32))
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        out = np.empty((s, s), np.float32)
+        base = {"pack": 1} if dt == "f32" else {}
+        one = None
+        for name, plan, packed in (("1 thread", {**base, "threads": 1}, False), ("default", base, False),
+                                   ("grid_m 16", {**base, "grid_m": 16}, False), ("prepacked B", base, True),
+                                   ("prepacked B, grid_m 16", {**base, "grid_m": 16}, True)):
+            bb = coopjit.prepack(b, plan=plan) if packed else b
+            f = (lambda bb=bb, plan=plan: coopjit.matmul(a, bb, out=out)) if packed else \
+                (lambda plan=plan: coopjit.matmul(a, b, out=out, plan=plan))
+            c = f()
+            assert np.max(np.abs(c - ref)) <= 1e-2 * np.max(np.abs(ref)), (dt, name)
+            _core._set_launch_trace(True)
+            rows = []
+            for _ in range(calls):
+                t0 = time.perf_counter_ns()
+                f()
+                t1 = time.perf_counter_ns()
+                tr = _core._launch_trace()
+                st, en = np.array(tr["start_ns"]), np.array(tr["end_ns"])
+                rows.append((t1 - t0, np.median(en - st) if len(st) else 0, (en - st).max() if len(st) else 0))
+            _core._set_launch_trace(False)
+            r = np.median(np.array(rows, dtype=np.float64), axis=0) / 1e3
+            if one is None:
+                one = r[0]
+            print(f"{dt} {s}^3   {name:<28} {r[0]:8.1f} {r[1]:8.1f}/{r[2]:6.1f}  {one / 16:8.1f}", flush=True)
+
+
 def feeds(rounds=5):
     """The tile feeds (plan amx_feed 0 / 1 / 2) and K tiles on 1 and 16 workers, in interleaved
     rounds (each variant in its own block after a pause; medians of `rounds`), torch in the same
@@ -222,4 +262,4 @@ def feeds(rounds=5):
 
 
 if __name__ == "__main__":
-    {"trace": trace, "feeds": feeds, "phases": phases}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()
+    {"trace": trace, "feeds": feeds, "phases": phases, "local": local}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()
