@@ -172,9 +172,13 @@ def local(calls=200):
         out = np.empty((s, s), np.float32)
         base = {"pack": 1} if dt == "f32" else {}
         one = None
-        for name, plan, packed in (("1 thread", {**base, "threads": 1}, False), ("default", base, False),
-                                   ("grid_m 16", {**base, "grid_m": 16}, False), ("prepacked B", base, True),
-                                   ("prepacked B, grid_m 16", {**base, "grid_m": 16}, True)):
+        variants = [("1 thread", {**base, "threads": 1}, False), ("default", base, False),
+                    ("grid_m 16", {**base, "grid_m": 16}, False), ("prepacked B", base, True),
+                    ("prepacked B, grid_m 16", {**base, "grid_m": 16}, True)]
+        if coopjit.cpu_info()["features"].get("cldemote"):  # plan demote: the panels pushed to L3
+            variants += [("demote", {**base, "demote": 1}, False), ("demote, grid_m 16", {**base, "demote": 1, "grid_m": 16}, False),
+                         ("default again", base, False)]
+        for name, plan, packed in variants:
             bb = coopjit.prepack(b, plan=plan) if packed else b
             f = (lambda bb=bb, plan=plan: coopjit.matmul(a, bb, out=out)) if packed else \
                 (lambda plan=plan: coopjit.matmul(a, b, out=out, plan=plan))

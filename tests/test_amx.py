@@ -273,6 +273,45 @@ def test_hardware_tiles(rng, dtype, feed):
         np.testing.assert_array_equal(coopjit.matmul(a, pw), ref.astype(np.int64))
 
 
+HOST_CLDEMOTE = bool(FEATURES.get("cldemote"))
+
+
+def test_cross_compiled_packing_demotes_its_panels():
+    """plan demote: each packed block's 64-byte lines get a CLDEMOTE after the store (A's 2 KiB
+    and B's 2 KiB a K step with tiles); refused where the CPU has no CLDEMOTE or nothing is packed."""
+    a = np.ones((512, 512), BF16)
+    plain = coopjit.cross_compile(a, a, cpu="sapphirerapids")["asm"]
+    assert not re.search(r"\bcldemote\b", plain)
+    for plan in ({"demote": 1}, {"demote": 1, "amx_feed": 2}):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan=plan)
+        assert r["config"]["demote"] is True and r["key"].endswith(".demote")
+        # the packing loops: a 32 x 32 block of A or B (2 KiB) stored, then its 32 lines demoted
+        n = len(re.findall(r"\bcldemote\b", r["asm"]))
+        assert n > 0 and n % 32 == 0, n
+    f = np.ones((300, 300), np.float32)
+    assert re.search(r"\bcldemote\b", coopjit.cross_compile(f, f, cpu="sapphirerapids", plan={"demote": 1, "pack": 1})["asm"])
+    with pytest.raises(ValueError, match="needs packed panels"):
+        coopjit.cross_compile(f, f, cpu="sapphirerapids", plan={"demote": 1, "pack": 0})
+    if not HOST_CLDEMOTE:
+        with pytest.raises(ValueError, match="has no CLDEMOTE"):
+            coopjit.matmul(f, f, plan={"demote": 1, "pack": 1})
+
+
+@pytest.mark.skipif(not (HOST_AMX and HOST_CLDEMOTE), reason="this CPU has no AMX tiles or no CLDEMOTE")
+@pytest.mark.parametrize("dtype", [BF16, np.int8, np.float32])
+def test_hardware_demoted_panels(rng, dtype):
+    m, n, k = 300, 260, 700
+    a = ints(rng, dtype, (m, k)) if dtype == np.int8 else floats(rng, dtype, (m, k))
+    b = ints(rng, dtype, (k, n)) if dtype == np.int8 else floats(rng, dtype, (k, n))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for plan in ({"demote": 1, "pack": 1}, {"demote": 1, "pack": 1, "threads": 3, "kt": 128}):
+        if dtype == np.int8:
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), ref.astype(np.int64))
+        else:
+            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+            assert np.all(np.abs(c - ref) <= f32_bound(a, b))
+
+
 @pytest.mark.parametrize("feed", [1, 2])
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
 @pytest.mark.parametrize("m,n,k,kt", [(64, 64, 64, None), (100, 70, 333, 128), (33, 129, 700, 256)])

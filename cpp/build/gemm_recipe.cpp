@@ -195,7 +195,7 @@ class GemmRecipe {
         z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
           if (p_.amx) {
             Value* a = y.load(a_rows, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
-            y.store(a, panel_a(y, dst, k), false);
+            demote(y.store(a, panel_a(y, dst, k), false));
             return std::vector<Value*>{};
           }
           Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
@@ -204,7 +204,7 @@ class GemmRecipe {
             a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
           }
           if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
-          y.store(a, panel_a(y, dst, k), false);
+          demote(y.store(a, panel_a(y, dst, k), false));
           return std::vector<Value*>{};
         }, "k");
       };
@@ -233,13 +233,13 @@ class GemmRecipe {
           const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
           for (int j = 0; j < p_.nr / 16; ++j) {
             Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
-            y.store(bm, panel_b_tile(y, dst, k, j), false);
+            demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
           }
           return std::vector<Value*>{};
         }
         Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
         if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
-        y.store(bm, panel_b(y, dst, k), false);
+        demote(y.store(bm, panel_b(y, dst, k), false));
         if (it.empty()) return std::vector<Value*>{};
         return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
       }, "k");
@@ -312,6 +312,13 @@ class GemmRecipe {
       x.store(result, c_at, true);
       return std::vector<Value*>{};
     }, "mt");
+  }
+
+  // plan.demote: the stored block (contiguous in every panel layout) goes to the shared L3.
+  void demote(Op* store) {
+    if (!p_.demote) return;
+    const Type& t = store->operands[0]->type;
+    store->attrs["demote"] = t.rows * t.cols * int64_t(ir::size_in_bytes(t.scalar));
   }
 
   // Where K step k of a packed panel lives (see pack()).

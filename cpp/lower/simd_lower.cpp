@@ -325,8 +325,8 @@ void SimdLowering::op(const Op& o) {
       return;
     case OpKind::mat_store:
       if (converting_shared_access(o)) return;
-      if (store_tiles(o)) return;
-      store(o);
+      if (!store_tiles(o)) store(o);
+      if (int64_t bytes = o.int_attr("demote")) demote_lines(o, bytes);
       return;
     case OpKind::mat_splat:
       if (splat_tiles(o)) return;

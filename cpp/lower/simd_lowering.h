@@ -153,6 +153,7 @@ class SimdLowering {
   const std::vector<llvm::Value*>& rows_of_tiles(const Value* v);  // rows (converting tiles)
   void load_tiles(const Op& o);
   bool defer_tiles(const Op& o);
+  void demote_lines(const Op& o, int64_t bytes);  // CLDEMOTE of a store's lines (simd_memory.cpp)
   void prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead);
   llvm::Value* operand_tile(const Value* v, size_t i);  // a tile of an operand load (loads a deferred one)
   void mul_add_tiles(const Op& o);

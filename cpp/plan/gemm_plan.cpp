@@ -15,7 +15,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
                  : std::string(),
-             fixed_key(),
+             demote ? ".demote" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -74,6 +74,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                            : cat(amx_prefetch, amx_prefetch == 0   ? ": none"
                                                : amx_prefetch == 1 ? ": A panel lines two K steps ahead"
                                                                    : ": A and B panel lines two K steps ahead")},
+          {"demote", demote ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -294,6 +295,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.amx_feed = static_cast<int>(v);
       continue;
     }
+    if (k == "demote") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
+      if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
+      p.demote = v != 0;
+      continue;
+    }
     if (k == "amx_prefetch") {
       if (v < 0 || v > 2)
         throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels) or 2 (A and B panels)"));
@@ -323,12 +330,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
+  if (p.demote && !p.pack) throw UserError("plan demote=1 needs packed panels (pack=1)");
   if (p.prepacked_b && (!p.pack || p.layout != "row"))
     throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
   if (p.pack && spec.batch1 * spec.batch2 != 1)

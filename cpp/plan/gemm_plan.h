@@ -22,6 +22,7 @@ struct CpuTargetInfo {
   // AMX tile units the process may use (the CPU has them and the kernel granted XTILEDATA):
   // tdpbf16ps, tdpb[su][su]d, tdpfp16ps.
   bool amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
+  bool cldemote = false;  // CLDEMOTE: a line pushed from the core's caches to the shared L3
 };
 
 struct GemmPlan {
@@ -72,6 +73,10 @@ struct GemmPlan {
   // AMX software prefetch (part of the key): 0 = none; 1 = the A panel's lines two K steps
   // ahead into L1 (prefetcht0); 2 = A's and B's.
   int amx_prefetch = 1;
+  // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
+  // CPUs that have it): the other workers then read them from L3 instead of snooping the
+  // packer's L2 for lines it holds modified. Part of the key.
+  bool demote = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
