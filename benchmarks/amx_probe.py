@@ -8,6 +8,7 @@ and timed in its own block after a pause (median of 5 blocks).
     python benchmarks/amx_probe.py feeds      # the tile feeds (plan amx_feed 0 / 1 / 2), interleaved rounds
     python benchmarks/amx_probe.py phases     # which plans carry a 16-worker call's fixed cost
     python benchmarks/amx_probe.py local      # the same calls with no panel read from another core's writes
+    python benchmarks/amx_probe.py direct     # plan direct_a (A read where it is) against the default
 
 Recorded: benchmarks/recorded/issue14-emr16-amx-session8.txt, issue14-emr16-session10.txt."""
 import json
@@ -200,14 +201,26 @@ def local(calls=200):
             print(f"{dt} {s}^3   {name:<28} {r[0]:8.1f} {r[1]:8.1f}/{r[2]:6.1f}  {one / 16:8.1f}", flush=True)
 
 
-def feeds(rounds=5):
+def direct(rounds=5):
+    """plan direct_a (the tiles read A where it is; each worker packs only its own B panels) against
+    the default, one and 16 workers, torch in the same rounds."""
+    cases = []
+    for dt in ("bf16", "int8"):
+        cases += [(dt, 512, 512, 4096, {"threads": 1, **v}) for v in ({}, {"direct_a": 1})]
+    for dt, s in (("bf16", 512), ("bf16", 1024), ("bf16", 2048), ("bf16", 4096), ("int8", 1024), ("int8", 4096)):
+        cases += [(dt, s, s, s, v) for v in ({}, {"direct_a": 1}, {"direct_a": 1, "grid_m": 1})[: 2 if dt == "bf16" else 3]]
+        cases.append((dt, s, s, s, "torch"))
+    feeds(rounds, cases)
+
+
+def feeds(rounds=5, cases=None):
     """The tile feeds (plan amx_feed 0 / 1 / 2) and K tiles on 1 and 16 workers, in interleaved
     rounds (each variant in its own block after a pause; medians of `rounds`), torch in the same
     rounds; every variant checked against float64 / exact integers first."""
     pk = coopjit.peak()
     print(json.dumps({k: (v.get("single"), v.get("all")) for k, v in pk.items() if isinstance(v, dict)}))
     rng = np.random.default_rng(0)
-    cases = []
+    given, cases = cases, []
     fp = [{}, {"amx_prefetch": 0}, {"amx_prefetch": 2}, {"amx_feed": 2, "amx_prefetch": 2}]
     for dt, kts in (("bf16", (256, 2048)), ("int8", (512, 4096))):
         for kt in kts:
@@ -216,6 +229,8 @@ def feeds(rounds=5):
     for dt, s in (("bf16", 512), ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096)):
         cases += [(dt, s, s, s, v) for v in (fp[:1] + fp[2:] + (more.get(s, []) if dt == "bf16" else []))]
         cases.append((dt, s, s, s, "torch"))
+    if given is not None:
+        cases = given
     data, runs = {}, []
     for dt, m, n, k, plan in cases:
         if (dt, m, n, k) not in data:
@@ -266,4 +281,4 @@ def feeds(rounds=5):
 
 
 if __name__ == "__main__":
-    {"trace": trace, "feeds": feeds, "phases": phases, "local": local}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()
+    {"trace": trace, "feeds": feeds, "phases": phases, "local": local, "direct": direct}.get(sys.argv[1] if len(sys.argv) > 1 else "", main)()

@@ -256,7 +256,10 @@ def test_emulated_code_calls_the_emulation(rng):
 def test_hardware_tiles(rng, dtype, feed):
     m, n, k = 300, 260, 700
     for plan in ({"amx": "yes", "amx_feed": feed},
-                 {"amx": "yes", "amx_feed": feed, "amx_prefetch": (0, 1, 2)[feed], "kt": 128, "threads": 3}):
+                 {"amx": "yes", "amx_feed": feed, "amx_prefetch": (0, 1, 2)[feed], "kt": 128, "threads": 3},
+                 {"amx": "yes", "amx_feed": feed, "direct_a": 1, "threads": 4, "kt": 256}):
+        if plan.get("direct_a"):
+            m, k = 320, 704  # multiples of 32 and of 64 (a direct A reads whole tiles)
         if dtype == BF16:
             a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
             c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
@@ -310,6 +313,29 @@ def test_hardware_demoted_panels(rng, dtype):
         else:
             c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
             assert np.all(np.abs(c - ref) <= f32_bound(a, b))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt,threads", [(64, 64, 64, None, 1), (96, 70, 320, 128, 2), (128, 129, 256, None, 3)])
+def test_emulated_tiles_read_a_direct(rng, dtype, m, n, k, kt, threads):
+    """plan direct_a: the tiles read A's rows where they are (a view with a longer row stride
+    here), A unpacked, against NumPy; several K tiles and workers; and its conditions."""
+    plan = {**EMU, "direct_a": 1, "threads": threads, **({"kt": kt} if kt else {})}
+    wide = ints(rng, dtype, (m, k + 64)) if np.issubdtype(dtype, np.integer) else floats(rng, dtype, (m, k + 64))
+    a = wide[:, :k]
+    if np.issubdtype(dtype, np.integer):
+        b = ints(rng, np.int8, (k, n))
+        assert plan_of(a, b, np.int32, plan)["direct_a"] is True
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+        return
+    b = floats(rng, dtype, (k, n))
+    assert plan_of(a, b, np.float32, plan)["direct_a"] is True
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    with pytest.raises(ValueError, match="direct_a=1 needs a row-major A"):
+        coopjit.matmul(a[: m - 1], b, plan=plan)  # M not a multiple of 32
+    with pytest.raises(ValueError, match="direct_a=1 is for AMX plans"):
+        coopjit.matmul(a, b, plan={"amx": "no", "direct_a": 1})
 
 
 @pytest.mark.parametrize("feed", [1, 2])

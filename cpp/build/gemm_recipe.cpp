@@ -181,7 +181,7 @@ class GemmRecipe {
       Value* lo = x.min(x.mul(g_.worker, per), n);
       return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
     };
-    auto [alo, ahi] = share(b, tiles_m_, "a_panels");
+    auto [alo, ahi] = share(b, p_.direct_a ? zero_ : tiles_m_, "a_panels");  // direct_a: A is read where it is
     // A unit column stride is a constant (the lowering's loads of a row become vector loads);
     // the bounds are checked only in the last panel and the K tail.
     Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
@@ -346,17 +346,22 @@ class GemmRecipe {
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr) {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
-    Value* pa = b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
+    Value* pa = p_.direct_a ? nullptr : b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
     Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
     const Type a_t = Type::matrix(packed_a_type(p_), p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_t = Type::matrix(packed_b_type(p_), p_.kb, p_.nr, Use::b, Scope::subgroup);
     Value* acc = init ? init : b.splat(acc_t_, fzero_, "acc");
     return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
+      // direct_a: A's own rows (full tiles: M and K are multiples of mr and kb), unpacked.
+      const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
+      Value* a = p_.direct_a ? kb.load(a_in, {g_.A, t.m0, k, g_.sa_r, one_, g_.M, g_.K}, false, "a")
+                             : kb.load(a_t, panel_a(kb, pa, k), false, "a");
       // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
-      // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss).
+      // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss). A
+      // direct A: each row's bytes two steps further along the row.
       if (p_.amx && p_.amx_prefetch >= 1)
-        a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+        a->def->attrs["prefetch"] =
+            int64_t(2) * (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
       if (p_.amx && p_.amx_prefetch >= 2)  // B's lines two steps ahead too (amx_prefetch 2)
         bm->def->attrs["prefetch"] = int64_t(2) * p_.nr * p_.kb * ir::size_in_bytes(packed_b_type(p_));

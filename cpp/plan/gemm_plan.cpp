@@ -15,7 +15,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
                  : std::string(),
-             demote ? ".demote" : "", fixed_key(),
+             demote ? ".demote" : "", direct_a ? ".directa" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -75,6 +75,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                : amx_prefetch == 1 ? ": A panel lines two K steps ahead"
                                                                    : ": A and B panel lines two K steps ahead")},
           {"demote", demote ? "true" : "false"},
+          {"direct_a", direct_a ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -295,6 +296,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.amx_feed = static_cast<int>(v);
       continue;
     }
+    if (k == "direct_a") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override direct_a=", v, " must be 0 or 1"));
+      p.direct_a = v != 0;  // checked once the tiles are decided
+      continue;
+    }
     if (k == "demote") {
       if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
       if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
@@ -330,7 +336,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -406,6 +412,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
+      p.unit_a = p.pack && a_unit;  // (the tiles may have turned packing on above)
+      if (p.direct_a && (!p.unit_a || spec.K % p.kb != 0 || (col ? spec.N : spec.M) % p.mr != 0))
+        throw UserError(cat("plan direct_a=1 needs a row-major A (unit K stride in the kernel's orientation), K a ",
+                            "multiple of ", p.kb, " and M a multiple of ", p.mr, " (got M=", col ? spec.N : spec.M,
+                            ", K=", spec.K, ", unit stride ", p.unit_a ? "yes" : "no", ")"));
+    } else if (p.direct_a) {
+      throw UserError("plan direct_a=1 is for AMX plans (this plan has amx=0)");
     } else if (p.amx_feed != 0) {
       throw UserError(cat("plan amx_feed=", p.amx_feed, " is for AMX plans (this plan has amx=0)"));
     }

@@ -77,6 +77,11 @@ struct GemmPlan {
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
   // packer's L2 for lines it holds modified. Part of the key.
   bool demote = false;
+  // AMX plans with a row-major A (unit_a), K a multiple of kb and M of mr: the tiles read A
+  // where it is (tileloadd with A's row stride; its lines two K steps ahead prefetched) and A is
+  // not packed. With one row of workers (grid_m 1) each worker packs only the B panels it reads,
+  // so no worker reads lines another core has just written. Part of the key.
+  bool direct_a = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge

@@ -19,6 +19,7 @@ _FIELDS = [
     ("amx_feed", "AMX: tile loads before (0) or between (1, 2) the dot products; 2: B panels in 1 KiB tiles"),
     ("amx_prefetch", "AMX: software prefetch of the next panels (0 none, 1 A, 2 A and B)"),
     ("demote", "packed panels pushed to the shared L3 as written (CLDEMOTE)"),
+    ("direct_a", "AMX: tiles read a row-major A where it is (A not packed)"),
     ("mc_tiles", "row panels per block of the packed loop nest"),
     ("grid_m", "workers along M in the blocked nest (a grid_m x threads/grid_m grid of C blocks)"),
     ("fixed_shape", "sizes and strides built into the code (small products)"),

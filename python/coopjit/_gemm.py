@@ -485,7 +485,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); amx_feed 0 | 1 | 2 (AMX: tile loads
   before the dot products, between them, or between them with B panels in 1 KiB tiles); amx_prefetch 0 | 1 | 2 (AMX: none, A's panel
   lines two K steps ahead, A's and B's); demote (bool: packed panels pushed to the shared L3 as
-  they are written, CLDEMOTE); mc_tiles (row panels per block of
+  they are written, CLDEMOTE); direct_a (bool, AMX: the tiles read a row-major A where it is,
+  unpacked; K a multiple of kb, M of mr); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
