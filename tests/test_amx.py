@@ -433,11 +433,30 @@ def test_prepacked_weights_take_tiles_on_amx_cpus(dtype, kb, vnni):
 def test_bf16_tiles_on_many_cores_give_each_worker_whole_column_panels():
     """The planner's grid for AMX bf16 on 8 or more cores is one row of workers (grid_m 1: each
     worker's B slices stay in its L2), measured faster on 16 cores than the run-time 2-D choice;
-    int8, fewer cores and an explicit grid_m keep theirs."""
+    int8 takes it with a direct A (below), fewer cores and an explicit grid_m keep theirs."""
     a = np.ones((1024, 1024), BF16)
-    i = np.ones((1024, 1024), np.int8)
+    i = np.ones((8192, 8192), np.int8)
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 1
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["grid_m"] == 0
     assert coopjit.cross_compile(i, i, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 0
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"grid_m": 4})["config"]["grid_m"] == 4
     assert coopjit.cross_compile(a, a, cpu="znver4", threads=16)["config"]["grid_m"] == 0  # no tiles there
+
+
+@pytest.mark.parametrize("dtype,size,threads,direct", [
+    (BF16, 512, 16, True), (BF16, 2048, 16, True), (np.int8, 1024, 16, True), (np.int8, 4096, 16, True),
+    (BF16, 4096, 16, False),   # rows of 8 KiB: 16 tile rows in one L1 set (measured slower)
+    (np.int8, 8192, 16, False),
+    (BF16, 1024, 4, False),    # few workers: measured on 16
+    (BF16, 1000, 16, False),   # M, K not multiples of the tile
+])
+def test_many_cores_read_a_where_it_is(dtype, size, threads, direct):
+    """On 8+ cores the planner has the tiles read a row-major A where it is (direct_a, one row of
+    workers, each packing only its own B panels) where A's rows are at most 4 KiB and M, K fit
+    whole tiles; and nowhere else."""
+    a = np.ones((size, size), dtype)
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads)["config"]
+    assert cfg["direct_a"] is direct
+    if direct:
+        assert cfg["grid_m"] == 1
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"direct_a": 0})["config"]["direct_a"] is False

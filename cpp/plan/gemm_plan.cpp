@@ -413,6 +413,19 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
       p.unit_a = p.pack && a_unit;  // (the tiles may have turned packing on above)
+      // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
+      // only the B panels it reads: no worker reads panels another core has just written, which
+      // cost a 16-worker bf16 512^3 call ~80 us a worker on the 16-core Emerald Rapids host.
+      // Measured there (session 10, 16 workers, against packed A): bf16 512^3 171 -> 125 us,
+      // 1024^3 712 -> 611, 2048^3 4160 -> 3600; int8 1024^3 419 -> 290, 4096^3 15.2 -> 14.0 ms.
+      // Rows of 8 KiB (bf16 K = 4096: 16 tile rows in one L1 set) lost (bf16 4096^3 28.7 -> 36.1
+      // ms), as did one worker (no other core's panels to avoid): those keep packing A.
+      const int64_t m_k = col ? spec.N : spec.M;
+      if (!overrides.count("direct_a") && cpu.max_threads >= 8 && p.unit_a && m_k % p.mr == 0 &&
+          spec.K % p.kb == 0 && spec.K * ir::size_in_bytes(p.a_type) <= 4096) {
+        p.direct_a = true;
+        if (!overrides.count("grid_m")) p.grid_m = 1;
+      }
       if (p.direct_a && (!p.unit_a || spec.K % p.kb != 0 || (col ? spec.N : spec.M) % p.mr != 0))
         throw UserError(cat("plan direct_a=1 needs a row-major A (unit K stride in the kernel's orientation), K a ",
                             "multiple of ", p.kb, " and M a multiple of ", p.mr, " (got M=", col ? spec.N : spec.M,

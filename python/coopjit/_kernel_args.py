@@ -66,7 +66,7 @@ def _overrides(plan: dict | None) -> dict:
     'mc_tiles': 8, 'pack': bool}."""
     if isinstance(plan, Plan) and plan.target != "cpu":
         raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
-    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed"), modes=("amx",))
+    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "demote", "direct_a"), modes=("amx",))
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
