@@ -136,6 +136,12 @@ def test_amx_plan_errors(rng):
     if not HOST_AMX:
         with pytest.raises(ValueError, match="has no AMX tiles"):
             coopjit.matmul(a, a, plan={"amx": "yes"})
+    with pytest.raises(ValueError, match="amx_feed=3 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_feed": 3})
+    with pytest.raises(ValueError, match="amx_feed=2 is for AMX plans"):
+        coopjit.matmul(a, a, plan={"amx": "no", "amx_feed": 2})
+    with pytest.raises(ValueError, match="amx_prefetch=5 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 5})
 
 
 def test_amx_is_not_chosen_without_amx(rng):
@@ -245,17 +251,150 @@ def test_emulated_code_calls_the_emulation(rng):
 
 
 @pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-tile, amx-bf16): the tile instructions cannot run")
+@pytest.mark.parametrize("feed", [0, 1, 2])
 @pytest.mark.parametrize("dtype", [BF16, np.int8])
-def test_hardware_tiles(rng, dtype):
+def test_hardware_tiles(rng, dtype, feed):
     m, n, k = 300, 260, 700
+    for plan in ({"amx": "yes", "amx_feed": feed},
+                 {"amx": "yes", "amx_feed": feed, "amx_prefetch": (0, 1, 2)[feed], "kt": 128, "threads": 3},
+                 {"amx": "yes", "amx_feed": feed, "direct_a": 1, "threads": 4, "kt": 256}):
+        if plan.get("direct_a"):
+            m, k = 320, 704  # multiples of 32 and of 64 (a direct A reads whole tiles)
+        if dtype == BF16:
+            a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+            assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+        else:
+            a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    w = ints(rng, np.int8, (k, n)) if dtype == np.int8 else floats(rng, BF16, (k, n))
+    pw = coopjit.prepack(w, plan={"amx_feed": feed})
+    ref = a.astype(np.float64) @ w.astype(np.float64)
     if dtype == BF16:
-        a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
-        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan={"amx": "yes"})
-        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+        assert np.all(np.abs(coopjit.matmul(a, pw, out=np.empty((m, n), np.float32)) - ref) <= f32_bound(a, w))
     else:
-        a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
-        np.testing.assert_array_equal(coopjit.matmul(a, b, plan={"amx": "yes"}),
-                                      a.astype(np.int64) @ b.astype(np.int64))
+        np.testing.assert_array_equal(coopjit.matmul(a, pw), ref.astype(np.int64))
+
+
+HOST_CLDEMOTE = bool(FEATURES.get("cldemote"))
+
+
+def test_cross_compiled_packing_demotes_its_panels():
+    """plan demote: each packed block's 64-byte lines get a CLDEMOTE after the store (A's 2 KiB
+    and B's 2 KiB a K step with tiles); refused where the CPU has no CLDEMOTE or nothing is packed."""
+    a = np.ones((512, 512), BF16)
+    plain = coopjit.cross_compile(a, a, cpu="sapphirerapids")["asm"]
+    assert not re.search(r"\bcldemote\b", plain)
+    for plan in ({"demote": 1}, {"demote": 1, "amx_feed": 2}):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan=plan)
+        assert r["config"]["demote"] is True and r["key"].endswith(".demote")
+        # the packing loops: a 32 x 32 block of A or B (2 KiB) stored, then its 32 lines demoted
+        n = len(re.findall(r"\bcldemote\b", r["asm"]))
+        assert n > 0 and n % 32 == 0, n
+    f = np.ones((300, 300), np.float32)
+    assert re.search(r"\bcldemote\b", coopjit.cross_compile(f, f, cpu="sapphirerapids", plan={"demote": 1, "pack": 1})["asm"])
+    with pytest.raises(ValueError, match="needs packed panels"):
+        coopjit.cross_compile(f, f, cpu="sapphirerapids", plan={"demote": 1, "pack": 0})
+    if not HOST_CLDEMOTE:
+        with pytest.raises(ValueError, match="has no CLDEMOTE"):
+            coopjit.matmul(f, f, plan={"demote": 1, "pack": 1})
+
+
+@pytest.mark.skipif(not (HOST_AMX and HOST_CLDEMOTE), reason="this CPU has no AMX tiles or no CLDEMOTE")
+@pytest.mark.parametrize("dtype", [BF16, np.int8, np.float32])
+def test_hardware_demoted_panels(rng, dtype):
+    m, n, k = 300, 260, 700
+    a = ints(rng, dtype, (m, k)) if dtype == np.int8 else floats(rng, dtype, (m, k))
+    b = ints(rng, dtype, (k, n)) if dtype == np.int8 else floats(rng, dtype, (k, n))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for plan in ({"demote": 1, "pack": 1}, {"demote": 1, "pack": 1, "threads": 3, "kt": 128}):
+        if dtype == np.int8:
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), ref.astype(np.int64))
+        else:
+            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+            assert np.all(np.abs(c - ref) <= f32_bound(a, b))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt,threads", [(64, 64, 64, None, 1), (96, 70, 320, 128, 2), (128, 129, 256, None, 3)])
+def test_emulated_tiles_read_a_direct(rng, dtype, m, n, k, kt, threads):
+    """plan direct_a: the tiles read A's rows where they are (a view with a longer row stride
+    here), A unpacked, against NumPy; several K tiles and workers; and its conditions."""
+    plan = {**EMU, "direct_a": 1, "threads": threads, **({"kt": kt} if kt else {})}
+    wide = ints(rng, dtype, (m, k + 64)) if np.issubdtype(dtype, np.integer) else floats(rng, dtype, (m, k + 64))
+    a = wide[:, :k]
+    if np.issubdtype(dtype, np.integer):
+        b = ints(rng, np.int8, (k, n))
+        assert plan_of(a, b, np.int32, plan)["direct_a"] is True
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+        return
+    b = floats(rng, dtype, (k, n))
+    assert plan_of(a, b, np.float32, plan)["direct_a"] is True
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    with pytest.raises(ValueError, match="direct_a=1 needs a row-major A"):
+        coopjit.matmul(a[: m - 1], b, plan=plan)  # M not a multiple of 32
+    with pytest.raises(ValueError, match="direct_a=1 is for AMX plans"):
+        coopjit.matmul(a, b, plan={"amx": "no", "direct_a": 1})
+
+
+@pytest.mark.parametrize("feed", [1, 2])
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt", [(64, 64, 64, None), (100, 70, 333, 128), (33, 129, 700, 256)])
+def test_emulated_tiles_fed_interleaved_and_from_whole_tiles(rng, feed, dtype, m, n, k, kt):
+    """amx_feed 1 (each tile loaded before its first dot product) and 2 (also B panels as 1 KiB
+    tiles: the packing, the tile addresses and prepack's layout) against NumPy: edges in M, N
+    and K, several K tiles (partial sums continued), prepacked weights."""
+    plan = {**EMU, "amx_feed": feed, **({"kt": kt} if kt else {})}
+    assert plan_of(np.ones((m, k), dtype), np.ones((k, n), dtype), np.float32 if dtype in (BF16, np.float16)
+                   else np.int32, plan)["amx_feed"] == feed
+    if np.issubdtype(dtype, np.integer):
+        a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
+        ref = a.astype(np.int64) @ b.astype(np.int64)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), ref)
+        pw = coopjit.prepack(b, plan=plan)
+        np.testing.assert_array_equal(pw.unpacked(), b)
+        np.testing.assert_array_equal(coopjit.matmul(a, pw), ref)
+        return
+    a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+    ref, bound = a.astype(np.float64) @ b.astype(np.float64), f32_bound(a, b)
+    c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(c - ref) <= bound)
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), c.astype(dtype))
+    if dtype == BF16:
+        pw = coopjit.prepack(b, plan=plan)
+        assert pw.format["amx_tiles"] == (feed == 2)
+        np.testing.assert_array_equal(pw.unpacked(), b)
+        assert np.all(np.abs(coopjit.matmul(a, pw, out=np.empty((m, n), np.float32)) - ref) <= bound)
+
+
+def tile_order(body, instruction):
+    """The K loop body's tile loads (L) and dot products (T) in program order."""
+    return "".join("L" if w == "tileloadd" else "T" for w in re.findall(rf"\b(tileloadd|{instruction})\b", body))
+
+
+@pytest.mark.parametrize("ta,instruction", [(BF16, "tdpbf16ps"), (np.int8, "tdpbssd")])
+def test_cross_compiled_tile_feeds(ta, instruction):
+    """amx_feed 0: a K step's 4 tile loads, then its 4 dot products; 1 and 2: each tile loaded
+    just before its first dot product, A1 before A0's last (A0 B0 T00 B1 A1 T01 T10 T11), in 4
+    tile registers."""
+    a = np.ones((512, 512), ta)
+    for feed, want in ((0, "LLLLTTTT"), (1, "LLTLLTTT"), (2, "LLTLLTTT")):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_feed": feed})
+        assert r["config"]["amx_feed"] == feed and (f".amx1f{feed}" in r["key"]) == (feed > 0)
+        loops = k_loops(r["asm"], instruction)
+        assert loops
+        for body in loops:
+            order = tile_order(body, instruction)
+            assert len(order) % 8 == 0 and order == want * (len(order) // 8), (feed, order)
+            loads = re.findall(r"\btileloadd\s+\([^)]*\), %(tmm\d)", body)
+            assert len(set(loads[:4])) == 4, (feed, loads)  # A0, B0, B1, A1 in registers of their own
+    # amx_prefetch: none, the 32 lines of A's next-but-one step (the default), and B's 32 too
+    for pf, lines in ((0, 0), (1, 32), (2, 64)):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_prefetch": pf})
+        assert r["config"]["amx_prefetch"] == pf
+        for body in k_loops(r["asm"], instruction):
+            assert len(re.findall(r"\bprefetcht0\b", body)) == lines * (len(tile_order(body, instruction)) // 8)
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.int8, np.uint8])
@@ -294,11 +433,30 @@ def test_prepacked_weights_take_tiles_on_amx_cpus(dtype, kb, vnni):
 def test_bf16_tiles_on_many_cores_give_each_worker_whole_column_panels():
     """The planner's grid for AMX bf16 on 8 or more cores is one row of workers (grid_m 1: each
     worker's B slices stay in its L2), measured faster on 16 cores than the run-time 2-D choice;
-    int8, fewer cores and an explicit grid_m keep theirs."""
+    int8 takes it with a direct A (below), fewer cores and an explicit grid_m keep theirs."""
     a = np.ones((1024, 1024), BF16)
-    i = np.ones((1024, 1024), np.int8)
+    i = np.ones((8192, 8192), np.int8)
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 1
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["grid_m"] == 0
     assert coopjit.cross_compile(i, i, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 0
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"grid_m": 4})["config"]["grid_m"] == 4
     assert coopjit.cross_compile(a, a, cpu="znver4", threads=16)["config"]["grid_m"] == 0  # no tiles there
+
+
+@pytest.mark.parametrize("dtype,size,threads,direct", [
+    (BF16, 512, 16, True), (BF16, 2048, 16, True), (np.int8, 1024, 16, True), (np.int8, 4096, 16, True),
+    (BF16, 4096, 16, False),   # rows of 8 KiB: 16 tile rows in one L1 set (measured slower)
+    (np.int8, 8192, 16, False),
+    (BF16, 1024, 4, False),    # few workers: measured on 16
+    (BF16, 1000, 16, False),   # M, K not multiples of the tile
+])
+def test_many_cores_read_a_where_it_is(dtype, size, threads, direct):
+    """On 8+ cores the planner has the tiles read a row-major A where it is (direct_a, one row of
+    workers, each packing only its own B panels) where A's rows are at most 4 KiB and M, K fit
+    whole tiles; and nowhere else."""
+    a = np.ones((size, size), dtype)
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads)["config"]
+    assert cfg["direct_a"] is direct
+    if direct:
+        assert cfg["grid_m"] == 1
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"direct_a": 0})["config"]["direct_a"] is False

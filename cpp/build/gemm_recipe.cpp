@@ -181,7 +181,7 @@ class GemmRecipe {
       Value* lo = x.min(x.mul(g_.worker, per), n);
       return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
     };
-    auto [alo, ahi] = share(b, tiles_m_, "a_panels");
+    auto [alo, ahi] = share(b, p_.direct_a ? zero_ : tiles_m_, "a_panels");  // direct_a: A is read where it is
     // A unit column stride is a constant (the lowering's loads of a row become vector loads);
     // the bounds are checked only in the last panel and the K tail.
     Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
@@ -195,7 +195,7 @@ class GemmRecipe {
         z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
           if (p_.amx) {
             Value* a = y.load(a_rows, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
-            y.store(a, panel_a(y, dst, k), false);
+            demote(y.store(a, panel_a(y, dst, k), false));
             return std::vector<Value*>{};
           }
           Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
@@ -204,7 +204,7 @@ class GemmRecipe {
             a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
           }
           if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
-          y.store(a, panel_a(y, dst, k), false);
+          demote(y.store(a, panel_a(y, dst, k), false));
           return std::vector<Value*>{};
         }, "k");
       };
@@ -229,9 +229,17 @@ class GemmRecipe {
       std::vector<Value*> init;
       if (sums) init.push_back(sums);
       std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+        if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
+          const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
+          for (int j = 0; j < p_.nr / 16; ++j) {
+            Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+            demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
+          }
+          return std::vector<Value*>{};
+        }
         Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
         if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
-        y.store(bm, panel_b(y, dst, k), false);
+        demote(y.store(bm, panel_b(y, dst, k), false));
         if (it.empty()) return std::vector<Value*>{};
         return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
       }, "k");
@@ -306,6 +314,13 @@ class GemmRecipe {
     }, "mt");
   }
 
+  // plan.demote: the stored block (contiguous in every panel layout) goes to the shared L3.
+  void demote(Op* store) {
+    if (!p_.demote) return;
+    const Type& t = store->operands[0]->type;
+    store->attrs["demote"] = t.rows * t.cols * int64_t(ir::size_in_bytes(t.scalar));
+  }
+
   // Where K step k of a packed panel lives (see pack()).
   // AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
   Builder::Access panel_a(Builder& b, Value* panel, Value* k) {
@@ -314,25 +329,43 @@ class GemmRecipe {
     return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
   }
   Builder::Access panel_b(Builder& b, Value* panel, Value* k) {
+    if (tiled_b()) return panel_b_tile(b, panel, k, 0);  // (the load's attr tile_cols finds the others)
     if (p_.vnni == 1) return {panel, k, zero_, NR_, one_, Kp_, NR_};
     return {panel, k, zero_, b.mul(NR_, VW_), one_, Kp_, NR_, p_.vnni};
+  }
+  // AMX plans with amx_feed 2: K step k of a B panel (kb x nr, at element k * nr) is nr / 16
+  // tiles of kb x 16 one after the other, each 16 VNNI rows of 64 bytes (one tileloadd reads 1
+  // KiB of contiguous memory); column tile j of step k.
+  bool tiled_b() const { return p_.amx && p_.amx_feed >= 2; }
+  Builder::Access panel_b_tile(Builder& b, Value* panel, Value* k, int j) {
+    Value* at = b.add(b.mul(k, NR_), b.index(int64_t(16) * j * p_.kb));
+    return {b.ptr_offset(panel, at), zero_, zero_, b.mul(b.index(16), VW_), one_, KB_, b.index(16), p_.vnni};
   }
 
   // `init`: the partial sum to continue (AMX: loaded into the tiles), else zeros.
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr) {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
-    Value* pa = b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
+    Value* pa = p_.direct_a ? nullptr : b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
     Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
     const Type a_t = Type::matrix(packed_a_type(p_), p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_t = Type::matrix(packed_b_type(p_), p_.kb, p_.nr, Use::b, Scope::subgroup);
     Value* acc = init ? init : b.splat(acc_t_, fzero_, "acc");
     return b.for_(k0, k1, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      Value* a = kb.load(a_t, panel_a(kb, pa, k), false, "a");
+      // direct_a: A's own rows (full tiles: M and K are multiples of mr and kb), unpacked.
+      const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
+      Value* a = p_.direct_a ? kb.load(a_in, {g_.A, t.m0, k, g_.sa_r, one_, g_.M, g_.K}, false, "a")
+                             : kb.load(a_t, panel_a(kb, pa, k), false, "a");
       // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
-      // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss).
-      if (p_.amx) a->def->attrs["prefetch"] = int64_t(2) * p_.mr * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss). A
+      // direct A: each row's bytes two steps further along the row.
+      if (p_.amx && p_.amx_prefetch >= 1)
+        a->def->attrs["prefetch"] =
+            int64_t(2) * (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
+      if (p_.amx && p_.amx_prefetch >= 2)  // B's lines two steps ahead too (amx_prefetch 2)
+        bm->def->attrs["prefetch"] = int64_t(2) * p_.nr * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];
   }
@@ -581,7 +614,10 @@ std::unique_ptr<Function> build_gemm(const GemmPlan& p, const std::string& name)
   auto f = std::make_unique<Function>();
   f->name = name;
   f->attrs["subgroup_size"] = int64_t(p.simd_width);
-  if (p.amx) f->attrs["amx"] = int64_t(p.amx);  // the lowering keeps the K loop's matrices in tiles
+  if (p.amx) {
+    f->attrs["amx"] = int64_t(p.amx);  // the lowering keeps the K loop's matrices in tiles
+    f->attrs["amx_feed"] = int64_t(p.amx_feed);
+  }
   GemmRecipe(p, *f).build();
   return f;
 }

@@ -141,11 +141,12 @@ Value* Builder::load(Type matrix, const Access& a, bool checked, std::string hin
   return op->result();
 }
 
-void Builder::store(Value* m, const Access& a, bool checked) {
+Op* Builder::store(Value* m, const Access& a, bool checked) {
   Op* op = append(OpKind::mat_store,
                   {m, a.ptr, a.row, a.col, a.stride_row, a.stride_col, a.rows, a.cols}, {});
   op->attrs["checked"] = int64_t(checked);
   if (a.vnni != 1) op->attrs["vnni"] = int64_t(a.vnni);
+  return op;
 }
 
 Value* Builder::splat(Type matrix, Value* scalar, std::string hint) {

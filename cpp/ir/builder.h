@@ -66,7 +66,7 @@ class Builder {
     int vnni = 1;
   };
   Value* load(Type matrix, const Access& a, bool checked, std::string hint = {});
-  void store(Value* matrix, const Access& a, bool checked);
+  Op* store(Value* matrix, const Access& a, bool checked);  // (the store op: for attributes)
   Value* splat(Type matrix, Value* scalar, std::string hint = {});
   Value* mul_add(Value* a, Value* b, Value* c, std::string hint = {});
   Value* scale(Value* m, Value* scalar, std::string hint = {});

@@ -65,6 +65,8 @@ void SimdLowering::find_tile_loads() {
     if (uses[a] == tile_uses[a] && uses[b] == tile_uses[b]) {
       tile_loads_.insert(a);
       tile_loads_.insert(b);
+      for (const Value* v : {a, b})
+        if (uses[v] == 1) single_use_.insert(v);
     }
   }
   // An accumulator a tile loop starts from, loaded unchecked from unit-column memory and used by
@@ -212,27 +214,73 @@ void SimdLowering::load_tiles(const Op& o) {
         llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));
         llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(kk * kTileBytes / e));
         llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c));
-        if (ahead > 0)
-          for (int row = 0; row < kTileRows; ++row)
-            b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                               {b_.CreateGEP(b_.getInt8Ty(), p, b_.CreateAdd(b_.getInt64(ahead),
-                                                                             b_.CreateMul(stride, b_.getInt64(row)))),
-                                b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        if (ahead > 0) prefetch_rows(p, stride, ahead);
         out.push_back(tile_load(p, stride));
       }
   } else {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
     const int group = 4 / e;
+    // attr tile_cols (B panels in 1 KiB tiles, GemmPlan::amx_feed 2): the column tiles of one
+    // K step lie that many bytes apart, each 16 VNNI rows at the access's row stride (64 bytes).
+    const int64_t apart = o.int_attr("tile_cols", 0);
+    COOPJIT_INTERNAL_ASSERT(!apart || t.rows * e == kTileBytes, "tile_cols needs one tile row of K per load");
+    const int64_t ahead = o.int_attr("prefetch", 0);  // as A's (GemmPlan::amx_prefetch 2)
     for (int64_t kk = 0; kk < t.rows * e / kTileBytes; ++kk)
-      for (int64_t j = 0; j < t.cols / 16; ++j)
-        out.push_back(tile_load(vnni_element_ptr(t, a, j * 16, kk * kTileRows * group), stride));
+      for (int64_t j = 0; j < t.cols / 16; ++j) {
+        llvm::Value* p = apart ? b_.CreateGEP(b_.getInt8Ty(), vnni_element_ptr(t, a, 0, 0), b_.getInt64(j * apart))
+                               : vnni_element_ptr(t, a, j * 16, kk * kTileRows * group);
+        if (ahead > 0) prefetch_rows(p, stride, ahead);
+        out.push_back(tile_load(p, stride));
+      }
   }
   tiles_[o.result()] = out;
 }
 
+// The 16 tile rows at p + r * stride, `ahead` bytes further on, into L1 (prefetcht0).
+void SimdLowering::prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead) {
+  for (int row = 0; row < kTileRows; ++row)
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                       {b_.CreateGEP(b_.getInt8Ty(), p, b_.CreateAdd(b_.getInt64(ahead), b_.CreateMul(stride, b_.getInt64(row)))),
+                        b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+}
+
+// Defers the tileloadd of an operand tile load (amx_feed_): its addresses now, its loads in
+// mul_add_tiles, each just before the first dot product that reads it (see there).
+bool SimdLowering::defer_tiles(const Op& o) {
+  const Type& t = o.result()->type;
+  if (amx_feed_ < 1 || t.use == Use::acc || !single_use_.count(o.result())) return false;
+  llvm::BasicBlock* here = b_.GetInsertBlock();
+  load_tiles(o);  // addresses and loads; the loads are taken back out below
+  std::vector<llvm::Value*>& tiles = tiles_[o.result()];
+  std::vector<std::pair<llvm::Value*, llvm::Value*>> where;
+  for (llvm::Value*& v : tiles) {
+    // amx_ 1: cast_tile_to_vector(tileloadd64_internal(rows, cols, ptr, stride)); 2: the row loads.
+    auto* cast = llvm::dyn_cast<llvm::CallInst>(v);
+    auto* load = cast ? llvm::dyn_cast<llvm::CallInst>(cast->getArgOperand(0)) : nullptr;
+    if (amx_ != 1 || !load || load->getParent() != here) return false;  // (emulated: kept in place)
+    where.emplace_back(load->getArgOperand(2), load->getArgOperand(3));
+  }
+  for (llvm::Value*& v : tiles) {
+    auto* cast = llvm::cast<llvm::CallInst>(v);
+    auto* load = llvm::cast<llvm::CallInst>(cast->getArgOperand(0));
+    cast->eraseFromParent();
+    load->eraseFromParent();
+    v = nullptr;
+  }
+  deferred_[o.result()] = std::move(where);
+  return true;
+}
+
+llvm::Value* SimdLowering::operand_tile(const Value* v, size_t i) {
+  llvm::Value*& t = tiles_.at(v)[i];
+  if (!t) {
+    const auto& [ptr, stride] = deferred_.at(v)[i];
+    t = tile_load(ptr, stride);
+  }
+  return t;
+}
+
 void SimdLowering::mul_add_tiles(const Op& o) {
   const Type &ta = o.operands[0]->type, &tb = o.operands[1]->type, &tc = o.operands[2]->type;
-  const auto& a = tiles_.at(o.operands[0]);
-  const auto& b = tiles_.at(o.operands[1]);
   const int kind = dp_kind(ta.scalar, tb.scalar, tc.scalar);
   COOPJIT_INTERNAL_ASSERT(kind >= 0, "no AMX instruction for these operand types");
   std::vector<llvm::Value*> c = tiles_of(o.operands[2]);
@@ -241,7 +289,13 @@ void SimdLowering::mul_add_tiles(const Op& o) {
     for (int64_t i = 0; i < I; ++i)
       for (int64_t j = 0; j < J; ++j) {
         llvm::Value*& acc = c[static_cast<size_t>(i * J + j)];
-        acc = tile_dp(kind, acc, a[static_cast<size_t>(i * KK + kk)], b[static_cast<size_t>(kk * J + j)]);
+        llvm::Value* ta_ = operand_tile(o.operands[0], static_cast<size_t>(i * KK + kk));
+        llvm::Value* tb_ = operand_tile(o.operands[1], static_cast<size_t>(kk * J + j));
+        // A deferred A tile of the next row is loaded before the last dot product of this row
+        // (A0 B0 T00 B1 A1 T01 T10 T11): with A0 still live, the register allocator gives A1 a
+        // register of its own, so its load need not wait for T01 to read A0.
+        if (j + 1 == J && i + 1 < I) operand_tile(o.operands[0], static_cast<size_t>((i + 1) * KK + kk));
+        acc = tile_dp(kind, acc, ta_, tb_);
       }
   tiles_[o.result()] = c;
 }

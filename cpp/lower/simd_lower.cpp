@@ -316,13 +316,17 @@ void SimdLowering::op(const Op& o) {
     }
     case OpKind::mat_load:
       if (converting_shared_access(o)) return;
-      if (is_tile_load(o)) return load_tiles(o);
+      if (is_tile_load(o)) {
+        if (!defer_tiles(o)) load_tiles(o);
+        return;
+      }
+      COOPJIT_INTERNAL_ASSERT(!o.int_attr("tile_cols"), "a load of B panels in 1 KiB tiles that is not a tile load");
       load(o);
       return;
     case OpKind::mat_store:
       if (converting_shared_access(o)) return;
-      if (store_tiles(o)) return;
-      store(o);
+      if (!store_tiles(o)) store(o);
+      if (int64_t bytes = o.int_attr("demote")) demote_lines(o, bytes);
       return;
     case OpKind::mat_splat:
       if (splat_tiles(o)) return;

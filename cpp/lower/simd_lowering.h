@@ -34,6 +34,7 @@ class SimdLowering {
     COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
     S_ = static_cast<int>(std::get<int64_t>(it->second));
     if (auto a = f.attrs.find("amx"); a != f.attrs.end()) amx_ = static_cast<int>(std::get<int64_t>(a->second));
+    if (auto a = f.attrs.find("amx_feed"); a != f.attrs.end()) amx_feed_ = static_cast<int>(std::get<int64_t>(a->second));
   }
 
   std::unique_ptr<llvm::Module> run();
@@ -132,6 +133,10 @@ class SimdLowering {
   // (a partial sum loaded whole from unit-column memory) loads tiles too, and a matrix held in
   // tiles stored whole to unit-column memory is stored by tilestored.
   int amx_ = 0;
+  // GemmPlan::amx_feed: 1 or more defers each operand tile's tileloadd of a load used by one
+  // mul_add to just before its first dot product (mul_add_tiles), so that a tile register is
+  // reloaded as soon as its last reader has issued.
+  int amx_feed_ = 0;
   // The launch grid of a KernelBuilder kernel on the CPU: the ints slot after the parameters'
   // holds the work-group id (dimension 0), the next one the number of work-groups.
   llvm::Value* grid_ints_ = nullptr;
@@ -147,6 +152,10 @@ class SimdLowering {
   const std::vector<llvm::Value*>& tiles_of(const Value* v);     // tile form (converting rows)
   const std::vector<llvm::Value*>& rows_of_tiles(const Value* v);  // rows (converting tiles)
   void load_tiles(const Op& o);
+  bool defer_tiles(const Op& o);
+  void demote_lines(const Op& o, int64_t bytes);  // CLDEMOTE of a store's lines (simd_memory.cpp)
+  void prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead);
+  llvm::Value* operand_tile(const Value* v, size_t i);  // a tile of an operand load (loads a deferred one)
   void mul_add_tiles(const Op& o);
   bool splat_tiles(const Op& o);
   llvm::Value* tile_load(llvm::Value* ptr, llvm::Value* stride_bytes);
@@ -156,7 +165,11 @@ class SimdLowering {
   llvm::Value* tile_dp(int kind, llvm::Value* c, llvm::Value* a, llvm::Value* b);
   llvm::Value* scratch_tile(int i);  // a 1 KiB, 64-byte aligned stack slot (entry block)
   std::unordered_set<const Value*> tile_loads_;
+  std::unordered_set<const Value*> single_use_;  // operand tile loads with one use (deferrable)
   std::unordered_map<const Value*, std::vector<llvm::Value*>> tiles_;
+  // Deferred operand tiles (amx_feed_): per load, each tile's address and row stride; its entry
+  // of tiles_ stays null until mul_add_tiles loads it.
+  std::unordered_map<const Value*, std::vector<std::pair<llvm::Value*, llvm::Value*>>> deferred_;
   // Conversions, per value and block: a conversion made in one branch does not dominate another.
   std::map<std::pair<const Value*, llvm::BasicBlock*>, std::vector<llvm::Value*>> rows_cache_, tiles_cache_;
   llvm::Value* scratch_tiles_[3] = {nullptr, nullptr, nullptr};

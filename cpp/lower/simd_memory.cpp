@@ -152,6 +152,20 @@ void SimdLowering::store(const Op& o) {
     }
 }
 
+// attr demote (GemmPlan::demote): the `bytes` from the store's first element, contiguous, pushed
+// to the shared L3 (CLDEMOTE, one per 64-byte line).
+void SimdLowering::demote_lines(const Op& o, int64_t bytes) {
+  const Type& t = o.operands[0]->type;
+  Addr a = addr(o, 1);
+  llvm::Value* first = o.int_attr("vnni", 1) != 1
+                           ? vnni_element_ptr(t, a, 0, 0)
+                           : b_.CreateGEP(scalar_ty(t.scalar), a.ptr,
+                                          b_.CreateAdd(b_.CreateMul(a.row, a.sr), b_.CreateMul(a.col, a.sc)));
+  for (int64_t off = 0; off < bytes; off += 64)
+    b_.CreateIntrinsic(llvm::Intrinsic::x86_cldemote, {},
+                       {b_.CreateGEP(b_.getInt8Ty(), first, b_.getInt64(off))});
+}
+
 llvm::ArrayType* SimdLowering::slots_ty(const Type& t) {
   return llvm::ArrayType::get(vec_ty(t.scalar), static_cast<uint64_t>(t.rows * chunks(t)));
 }

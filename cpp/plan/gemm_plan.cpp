@@ -13,7 +13,9 @@ std::string GemmPlan::key() const {
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx) : std::string(), fixed_key(),
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
+                 : std::string(),
+             demote ? ".demote" : "", direct_a ? ".directa" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -64,6 +66,16 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"grid_m", grid_m ? std::to_string(grid_m) : std::string("auto")},
           {"prepacked_b", prepacked_b ? "true" : "false"},
           {"amx", amx == 0 ? "none" : amx == 1 ? "tiles" : "emulated"},
+          {"amx_feed", amx == 0 ? std::string("0: no tiles")
+                       : cat(amx_feed, amx_feed == 0   ? ": loads, then dot products; B in VNNI rows"
+                                       : amx_feed == 1 ? ": loads interleaved with dot products; B in VNNI rows"
+                                                       : ": loads interleaved with dot products; B in 1 KiB tiles")},
+          {"amx_prefetch", amx == 0 ? std::string("0: no tiles")
+                           : cat(amx_prefetch, amx_prefetch == 0   ? ": none"
+                                               : amx_prefetch == 1 ? ": A panel lines two K steps ahead"
+                                                                   : ": A and B panel lines two K steps ahead")},
+          {"demote", demote ? "true" : "false"},
+          {"direct_a", direct_a ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -277,6 +289,30 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       if (v < 0 || v > 2) throw UserError(cat("plan override amx=", v, " must be 0 (none), 1 (tiles) or 2 (emulated)"));
       continue;  // decided after the packing
     }
+    if (k == "amx_feed") {
+      if (v < 0 || v > 2)
+        throw UserError(cat("plan override amx_feed=", v, " must be 0 (loads first), 1 (interleaved) or 2 (interleaved, ",
+                            "B in 1 KiB tiles)"));
+      p.amx_feed = static_cast<int>(v);
+      continue;
+    }
+    if (k == "direct_a") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override direct_a=", v, " must be 0 or 1"));
+      p.direct_a = v != 0;  // checked once the tiles are decided
+      continue;
+    }
+    if (k == "demote") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
+      if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
+      p.demote = v != 0;
+      continue;
+    }
+    if (k == "amx_prefetch") {
+      if (v < 0 || v > 2)
+        throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels) or 2 (A and B panels)"));
+      p.amx_prefetch = static_cast<int>(v);
+      continue;
+    }
     if (k == "grid_m") {
       if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
       p.grid_m = static_cast<int>(v);
@@ -300,12 +336,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
+  if (p.demote && !p.pack) throw UserError("plan demote=1 needs packed panels (pack=1)");
   if (p.prepacked_b && (!p.pack || p.layout != "row"))
     throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
   if (p.pack && spec.batch1 * spec.batch2 != 1)
@@ -375,6 +412,28 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
+      p.unit_a = p.pack && a_unit;  // (the tiles may have turned packing on above)
+      // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
+      // only the B panels it reads: no worker reads panels another core has just written, which
+      // cost a 16-worker bf16 512^3 call ~80 us a worker on the 16-core Emerald Rapids host.
+      // Measured there (session 10, 16 workers, against packed A): bf16 512^3 171 -> 125 us,
+      // 1024^3 712 -> 611, 2048^3 4160 -> 3600; int8 1024^3 419 -> 290, 4096^3 15.2 -> 14.0 ms.
+      // Rows of 8 KiB (bf16 K = 4096: 16 tile rows in one L1 set) lost (bf16 4096^3 28.7 -> 36.1
+      // ms), as did one worker (no other core's panels to avoid): those keep packing A.
+      const int64_t m_k = col ? spec.N : spec.M;
+      if (!overrides.count("direct_a") && cpu.max_threads >= 8 && p.unit_a && m_k % p.mr == 0 &&
+          spec.K % p.kb == 0 && spec.K * ir::size_in_bytes(p.a_type) <= 4096) {
+        p.direct_a = true;
+        if (!overrides.count("grid_m")) p.grid_m = 1;
+      }
+      if (p.direct_a && (!p.unit_a || spec.K % p.kb != 0 || (col ? spec.N : spec.M) % p.mr != 0))
+        throw UserError(cat("plan direct_a=1 needs a row-major A (unit K stride in the kernel's orientation), K a ",
+                            "multiple of ", p.kb, " and M a multiple of ", p.mr, " (got M=", col ? spec.N : spec.M,
+                            ", K=", spec.K, ", unit stride ", p.unit_a ? "yes" : "no", ")"));
+    } else if (p.direct_a) {
+      throw UserError("plan direct_a=1 is for AMX plans (this plan has amx=0)");
+    } else if (p.amx_feed != 0) {
+      throw UserError(cat("plan amx_feed=", p.amx_feed, " is for AMX plans (this plan has amx=0)"));
     }
   }
   // The VNNI loads of B keep a kb x nr step in registers (the lowering's limit of 64 vectors).

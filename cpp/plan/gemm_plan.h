@@ -22,6 +22,7 @@ struct CpuTargetInfo {
   // AMX tile units the process may use (the CPU has them and the kernel granted XTILEDATA):
   // tdpbf16ps, tdpb[su][su]d, tdpfp16ps.
   bool amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
+  bool cldemote = false;  // CLDEMOTE: a line pushed from the core's caches to the shared L3
 };
 
 struct GemmPlan {
@@ -61,6 +62,26 @@ struct GemmPlan {
   // = 64 bytes of K per step; A panels hold mr x kb blocks row-major (a tile row is 64 bytes of
   // K), B panels the usual VNNI rows; s8 x s8 needs no column sums (tdpbssd).
   int amx = 0;
+  // How an AMX plan feeds its tiles (amx 1 or 2; part of the key): 0 = each K step's 4
+  // tileloadd, then its 4 dot products, B panels in VNNI rows (B's two tiles interleave at a
+  // 128-byte stride); 1 = each tile loaded just before its first dot product, A1 before the last
+  // use of A0 (LA0 LB0 T00 LB1 LA1 T01 T10 T11: the 4 operand tiles in 4 registers, each
+  // reloaded once its last reader has issued, so one step's loads overlap the last step's dot
+  // products instead of waiting for all of them); 2 = as 1, with each K step of a B
+  // panel stored as its nr / 16 tiles, 1 KiB each and contiguous (16 VNNI rows of 64 bytes).
+  int amx_feed = 0;
+  // AMX software prefetch (part of the key): 0 = none; 1 = the A panel's lines two K steps
+  // ahead into L1 (prefetcht0); 2 = A's and B's.
+  int amx_prefetch = 1;
+  // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
+  // CPUs that have it): the other workers then read them from L3 instead of snooping the
+  // packer's L2 for lines it holds modified. Part of the key.
+  bool demote = false;
+  // AMX plans with a row-major A (unit_a), K a multiple of kb and M of mr: the tiles read A
+  // where it is (tileloadd with A's row stride; its lines two K steps ahead prefetched) and A is
+  // not packed. With one row of workers (grid_m 1) each worker packs only the B panels it reads,
+  // so no worker reads lines another core has just written. Part of the key.
+  bool direct_a = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge

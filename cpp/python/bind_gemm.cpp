@@ -466,6 +466,7 @@ void bind_gemm(py::module_& m) {
           d["nr"] = p.nr;
           d["kb"] = p.kb;
           d["vnni"] = p.vnni;
+          d["amx_tiles"] = p.amx && p.amx_feed >= 2;  // each K step of a panel as nr / 16 tiles of 1 KiB
           d["element"] = std::string(ir::name(packed_b_type(p)));
           d["panel_bytes"] = packed_b_panel_bytes(p, K, N);
           d["bytes"] = packed_b_bytes(p, K, N);

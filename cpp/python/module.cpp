@@ -76,6 +76,18 @@ PYBIND11_MODULE(_core, m) {
         "Workers of the CPU pool (from the affinity mask; COOPJIT_NUM_THREADS overrides it).");
   m.def("set_num_threads", [](int n) { coopjit::ThreadPool::get().set_size(n); }, py::arg("n"),
         "Sets the number of CPU workers used by later calls.");
+  // The opt-in launch trace (thread_pool.h; COOPJIT_TRACE=1): private, for benchmarks/amx_probe.py.
+  m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
+  m.def("_launch_trace", [] {
+    const coopjit::LaunchTrace t = coopjit::last_launch_trace();
+    py::dict d;
+    d["workers"] = t.workers;
+    d["start_ns"] = t.start;
+    d["end_ns"] = t.end;
+    d["slept"] = t.slept;
+    d["join_ns"] = t.join;
+    return d;
+  }, "The last multi-worker launch's stamps (ns after its start), when the trace is on.");
   m.def("stream_k_tiles", &coopjit::stream_k_tiles, py::arg("split"), py::arg("tiles_mn"), py::arg("tiles_k"),
         py::arg("workers"), "Global tiles in the Stream-K partition (seeds/004); the rest are data-parallel.");
 

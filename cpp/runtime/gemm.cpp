@@ -35,6 +35,7 @@ CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable) {
   t.amx_bf16 = amx && cpu.has("amx-bf16");
   t.amx_int8 = amx && cpu.has("amx-int8");
   t.amx_fp16 = amx && cpu.has("amx-fp16");
+  t.cldemote = cpu.has("cldemote");
   return t;
 }
 

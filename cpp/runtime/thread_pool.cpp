@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,6 +25,20 @@ int affinity_cpus() {
 }
 
 namespace {
+// The launch trace (thread_pool.h): one stamp slot per worker, a cache line each.
+std::atomic<bool> g_trace{[] {
+  const char* e = std::getenv("COOPJIT_TRACE");
+  return e && *e && *e != '0';
+}()};
+struct alignas(64) Stamp {
+  std::atomic<int64_t> start{0}, end{0};
+  std::atomic<int> slept{0};
+};
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Waiting: spin (with pause) for up to kSpin before sleeping on a condition variable. A worker
 // woken from a futex sleep starts tens of microseconds late on a loaded or virtual machine, which
 // is the whole run time of a small kernel and undoes Stream-K's balance (the owner of a split
@@ -46,38 +61,56 @@ bool spin_until(const Ready& ready) {
 
 struct ThreadPool::Impl {
   std::mutex launch;  // one launch at a time
+  // Only sleepers (and the errors) take mu: a launch's workers read it lock-free. With one mutex
+  // taken by every worker at the start and the end of each launch, 15 workers queued on it.
   std::mutex mu;
   std::condition_variable wake, done;
   std::vector<std::thread> threads;
   int size = 1;
-  // The current launch (fn, workers and error under mu; generation and pending also read
-  // without it while spinning).
-  const std::function<void(int)>* fn = nullptr;
-  int workers = 0;
-  std::atomic<long> generation{0};
+  // The current launch: its generation and worker count in one word (generation << 32 |
+  // workers), published after fn; pending counts the pool workers still running it. fn may be
+  // read by a worker of this launch only: the next launch rewrites it after every one of them
+  // has finished, but a worker outside the launch may still be reading the word.
+  std::atomic<const std::function<void(int)>*> fn{nullptr};
+  std::atomic<uint64_t> state{0};
   std::atomic<int> pending{0};
-  std::exception_ptr error;
+  std::exception_ptr error;  // under mu
+  // The trace of the current launch (g_trace): its start, and each worker's stamps.
+  std::atomic<bool> tracing{false};
+  int64_t t0 = 0;
+  std::unique_ptr<Stamp[]> stamps;
+  int stamp_slots = 0;
+  LaunchTrace last;
 
   void ensure_threads(int n) {  // n - 1 pool threads (worker 0 is the caller)
     while (static_cast<int>(threads.size()) < n - 1) {
       int index = static_cast<int>(threads.size()) + 1;
-      threads.emplace_back([this, index] { loop(index); });
+      // Called before the launch is published: the thread has seen every earlier generation.
+      const uint64_t seen = state.load(std::memory_order_relaxed) >> 32;
+      threads.emplace_back([this, index, seen] { loop(index, seen); });
       threads.back().detach();  // lives as long as the process
     }
   }
 
-  void loop(int index) {
-    long seen = 0;
+  void loop(int index, uint64_t seen) {
     for (;;) {
-      const std::function<void(int)>* job;
-      {
-        auto launched = [&] { return generation.load(std::memory_order_acquire) != seen; };
-        bool spun = spin_until(launched);
+      uint64_t now = 0;
+      auto launched = [&] {
+        now = state.load(std::memory_order_acquire);
+        return (now >> 32) != seen;
+      };
+      const bool spun = spin_until(launched);
+      if (!spun) {
         std::unique_lock<std::mutex> g(mu);
-        if (!spun) wake.wait(g, launched);
-        seen = generation.load(std::memory_order_relaxed);
-        if (index >= workers) continue;
-        job = fn;
+        wake.wait(g, launched);
+      }
+      seen = now >> 32;
+      if (index >= static_cast<int>(now & 0xffffffffu)) continue;
+      const std::function<void(int)>* job = fn.load(std::memory_order_relaxed);
+      const bool trace = tracing.load(std::memory_order_relaxed);
+      if (trace) {
+        stamps[index].start.store(now_ns(), std::memory_order_relaxed);
+        stamps[index].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
       }
       std::exception_ptr err;
       try {
@@ -85,9 +118,15 @@ struct ThreadPool::Impl {
       } catch (...) {
         err = std::current_exception();
       }
-      std::lock_guard<std::mutex> g(mu);
-      if (err && !error) error = err;
-      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done.notify_all();
+      if (trace) stamps[index].end.store(now_ns(), std::memory_order_relaxed);
+      if (err) {
+        std::lock_guard<std::mutex> g(mu);
+        if (!error) error = err;
+      }
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> g(mu);  // (a caller that stopped spinning waits on done under mu)
+        done.notify_all();
+      }
     }
   }
 };
@@ -152,28 +191,62 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
     return;
   }
   std::lock_guard<std::mutex> launch(impl_->launch);
+  const bool trace = g_trace.load(std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_threads(workers);
-    impl_->fn = &fn;
-    impl_->workers = workers;
+    impl_->tracing.store(trace, std::memory_order_relaxed);
+    if (trace) {
+      if (impl_->stamp_slots < workers) {
+        impl_->stamps.reset(new Stamp[static_cast<size_t>(workers)]);
+        impl_->stamp_slots = workers;
+      }
+      impl_->t0 = now_ns();
+    }
+    impl_->fn.store(&fn, std::memory_order_relaxed);
     impl_->pending.store(workers - 1, std::memory_order_relaxed);
     impl_->error = nullptr;
-    impl_->generation.fetch_add(1, std::memory_order_release);
+    const uint64_t gen = (impl_->state.load(std::memory_order_relaxed) >> 32) + 1;
+    impl_->state.store(gen << 32 | static_cast<uint64_t>(workers), std::memory_order_release);
   }
   impl_->wake.notify_all();
   std::exception_ptr mine;
+  if (trace) impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
   try {
     fn(0);
   } catch (...) {
     mine = std::current_exception();
   }
+  if (trace) impl_->stamps[0].end.store(now_ns(), std::memory_order_relaxed);
   auto finished = [&] { return impl_->pending.load(std::memory_order_acquire) == 0; };
   const bool spun = spin_until(finished);
   std::unique_lock<std::mutex> g(impl_->mu);
   if (!spun) impl_->done.wait(g, finished);
+  if (trace) {
+    LaunchTrace& t = impl_->last;
+    const int64_t t0 = impl_->t0;
+    t.workers = workers;
+    t.start.assign(static_cast<size_t>(workers), 0);
+    t.end.assign(static_cast<size_t>(workers), 0);
+    t.slept.assign(static_cast<size_t>(workers), 0);
+    for (int w = 0; w < workers; ++w) {
+      t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
+      t.end[w] = impl_->stamps[w].end.load(std::memory_order_relaxed) - t0;
+      t.slept[w] = impl_->stamps[w].slept.load(std::memory_order_relaxed);
+    }
+    t.join = now_ns() - t0;
+  }
   if (mine) std::rethrow_exception(mine);
   if (impl_->error) std::rethrow_exception(impl_->error);
+}
+
+void set_launch_trace(bool on) { g_trace.store(on, std::memory_order_relaxed); }
+bool launch_trace_on() { return g_trace.load(std::memory_order_relaxed); }
+
+LaunchTrace last_launch_trace() {
+  ThreadPool::Impl* impl = ThreadPool::get().impl_;
+  std::lock_guard<std::mutex> g(impl->mu);
+  return impl->last;
 }
 
 }  // namespace coopjit

@@ -2,9 +2,25 @@
 // (COOPJIT_NUM_THREADS or set_size() override it), started once, reused by every launch.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace coopjit {
+
+/// The opt-in launch trace (COOPJIT_TRACE=1 in the environment, or set_launch_trace): steady_clock
+/// stamps of the last multi-worker launch, in nanoseconds after its start. Off, a launch pays one
+/// relaxed load of a flag.
+struct LaunchTrace {
+  int workers = 0;
+  std::vector<int64_t> start, end;  // per worker: fn(w) entered / returned (worker 0: the caller)
+  std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
+  int64_t join = 0;                 // the caller saw every worker done
+};
+void set_launch_trace(bool on);
+bool launch_trace_on();
+/// The last traced launch (workers 0 when none was).
+LaunchTrace last_launch_trace();
 
 class ThreadPool {
  public:
@@ -21,6 +37,7 @@ class ThreadPool {
   void after_fork_in_child();
 
  private:
+  friend LaunchTrace last_launch_trace();
   ThreadPool();
   struct Impl;
   Impl* impl_;

@@ -53,8 +53,14 @@ class PackedMatrix:
         padded = np.zeros((kp, np_), elem)
         padded[:k, :n] = b.astype(elem)
         w = self.vnni
-        # panel q: Kp / w groups, each nr columns of w consecutive K elements (w = 1: row-major)
-        panels = padded.reshape(kp // w, w, np_ // self.nr, self.nr).transpose(2, 0, 3, 1)
+        # panel q: Kp / w groups, each nr columns of w consecutive K elements (w = 1: row-major);
+        # AMX plans with amx_feed 2: each K step of kb as its nr / 16 tiles (kb / w groups of 16
+        # columns of w elements each), one after the other
+        if fmt["amx_tiles"]:
+            panels = padded.reshape(kp // self.kb, self.kb // w, w, np_ // self.nr, self.nr // 16, 16)
+            panels = panels.transpose(3, 0, 4, 1, 5, 2)
+        else:
+            panels = padded.reshape(kp // w, w, np_ // self.nr, self.nr).transpose(2, 0, 3, 1)
         self.buffer = np.zeros(fmt["bytes"], np.uint8)
         body = np.ascontiguousarray(panels).view(np.uint8).reshape(-1)
         self.buffer[: body.size] = body
@@ -67,6 +73,9 @@ class PackedMatrix:
         """The K x N matrix this was packed from (read back from the panels)."""
         w, k, n = self.vnni, *self.shape
         body = self.buffer[: self._kp * self._np * self._elem.itemsize].view(self._elem)
+        if self.format["amx_tiles"]:
+            panels = body.reshape(self._np // self.nr, self._kp // self.kb, self.nr // 16, self.kb // w, 16, w)
+            return panels.transpose(1, 3, 5, 0, 2, 4).reshape(self._kp, self._np)[:k, :n].astype(self.dtype)
         panels = body.reshape(self._np // self.nr, self._kp // w, self.nr, w)
         return panels.transpose(1, 3, 0, 2).reshape(self._kp, self._np)[:k, :n].astype(self.dtype)
 
@@ -473,7 +482,11 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   width); kb (K step of one mul_add, a power of two 4..128); kt (K elements per K tile); threads
   (workers); split 'dp' | 'sk' | 'sk+dp' (Stream-K, seeds/004); pack (bool: A and B copied into
   tile panels); prepacked_b (bool: B from coopjit.prepack); vnni 1 | 2 | 4 (K pairs / quads for the
-  dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); mc_tiles (row panels per block of
+  dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); amx_feed 0 | 1 | 2 (AMX: tile loads
+  before the dot products, between them, or between them with B panels in 1 KiB tiles); amx_prefetch 0 | 1 | 2 (AMX: none, A's panel
+  lines two K steps ahead, A's and B's); demote (bool: packed panels pushed to the shared L3 as
+  they are written, CLDEMOTE); direct_a (bool, AMX: the tiles read a row-major A where it is,
+  unpacked; K a multiple of kb, M of mr); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
