@@ -69,6 +69,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["ws"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -76,6 +77,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (p.tma && !tma.ok) {
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
+    o["ws"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -101,7 +103,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
-    k.code->launch(args, tiles);
+    k.code->launch(args, p.ws ? std::min(tiles, p.workers) : tiles);  // ws: a persistent grid
     return;
   }
   // Stream-K (gemm_recipe_gpu.cpp): the split of seeds/004 (the CPU path's formula), a workspace
@@ -133,6 +135,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["ws"] = 0;
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
     if (l->k.plan.split != "dp") return nullptr;
   }
@@ -141,6 +144,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     if (!t.ok) {
       PlanOverrides o = l->k.overrides;
       o["tma"] = 0;
+      o["ws"] = 0;
       l->k = gpu_gemm_kernel(spec, kernel.device, o);
       if (l->k.plan.split != "dp") return nullptr;
     }
@@ -152,6 +156,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  if (p.ws) l->groups = std::min(l->groups, p.workers);  // a persistent grid
   l->acc = p.dtype;
   l->int_scalars = !ir::is_float(p.dtype);
   const ir::Type idx = ir::Type::index();

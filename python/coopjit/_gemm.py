@@ -481,7 +481,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
   stages; 0: none); wgmma 'no' | 'yes' (Hopper sm_90: the warpgroup pipeline, default where it
   applies); tma 'no' | 'yes' (its panels through the Tensor Memory Accelerator, default with
-  wgmma on unbatched products); group_m (0: tiles walk down M; g: in bands of g M tiles); split,
+  wgmma on unbatched products); ws 'no' | 'yes' | 2 (a TMA producer warp, 2: a producer warpgroup
+  with setmaxnreg, and wgmma consumer warpgroups on a persistent grid, default on data-parallel TMA plans); group_m (0: tiles walk down M; g: in bands of g M tiles); split,
   kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
