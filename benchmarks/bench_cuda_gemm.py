@@ -170,8 +170,8 @@ def main():
 
 def hopper(args):
     """The wgmma pipelines on TMA against torch in one run, the same device tensors: the
-    warp-specialized persistent kernel (plan ws=2, simt_tma_ws.cpp), the TMA pipeline without it
-    (ws=no, the default: simt_tma.cpp, one block a tile, work-item 0 the producer) and cp.async (tma=no);
+    warp-specialized kernel (plan ws=2, simt_tma_ws.cpp, the default), the TMA pipeline without it
+    (ws=no: simt_tma.cpp, work-item 0 the producer) and cp.async (tma=no);
     then (--streamk) shapes whose last wave of tiles is partly empty: the automatic plan, forced DP
     with and without ws, and torch."""
     import json

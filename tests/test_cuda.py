@@ -459,12 +459,12 @@ def test_wgmma_stream_k_alpha_beta(rng, split):
 
 @pytest.mark.parametrize("shape,trans", [((1000, 600, 264), (False, False)), ((520, 264, 2056), (True, False)),
                                          ((200, 136, 72), (False, True)), ((136, 1000, 1000), (True, True))])
-@pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 2, "workers": 3}, {"ws": 2, "workers": 2, "group_m": 3}, {"ws": 1, "workers": 3}])
+@pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 2, "group_m": 3}, {"ws": 1}])
 def test_wgmma_ws_gemm(rng, shape, trans, plan):
     plan = dict(plan, split="dp")
-    """The warp-specialized persistent kernel (plan ws 1 / 2, data-parallel TMA plans): edge
-    tiles, K tails, blocks walking several tiles (workers 2 / 3: the producer runs into the next
-    tile while the consumers finish this one), the band walk, every orientation; against float64."""
+    """The warp-specialized kernel (plan ws 2, the default on data-parallel TMA plans, and 1): edge
+    tiles, K tails, many K steps (the producer several steps ahead of the consumers), the band
+    walk's tile order, every orientation; against float64."""
     _hopper()
     m, n, k = shape
     dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
@@ -478,14 +478,14 @@ def test_wgmma_ws_gemm(rng, shape, trans, plan):
 
 def test_wgmma_ws_alpha_beta_epilogue_and_torch(rng):
     """ws with alpha / beta, a fused bias + relu epilogue with bf16 output, and torch tensors through
-    the prepared launch (the persistent grid's size there too)."""
+    the prepared launch."""
     _hopper()
     m, n, k = 520, 264, 1000
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     c = c0.copy()
-    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, device=DEV, plan={"ws": 2, "workers": 2, "split": "dp"})
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, device=DEV, plan={"ws": 2, "split": "dp"})
     _tc_check(c, a, b, c0, -1.5, 0.5)
     bias = rng.standard_normal(n).astype(np.float32)
     got = coopjit.matmul(a, b, bias=bias, activation="relu", device=DEV, plan={"ws": 2, "split": "dp"})
@@ -496,7 +496,7 @@ def test_wgmma_ws_alpha_beta_epilogue_and_torch(rng):
     torch = pytest.importorskip("torch")
     ta, tb = torch.from_numpy(a.astype(np.float32)).cuda().bfloat16(), torch.from_numpy(b.astype(np.float32)).cuda().bfloat16()
     for _ in range(2):  # the second call through the per-call cache's prepared launch
-        tc = coopjit.matmul(ta, tb, plan={"ws": 2, "workers": 5, "split": "dp"})
+        tc = coopjit.matmul(ta, tb, plan={"ws": 2, "split": "dp"})
     torch.cuda.synchronize()
     ref = a.astype(np.float64) @ b.astype(np.float64)
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))

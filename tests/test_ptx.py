@@ -273,7 +273,7 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
                                               ((520, 64, 136), "64x256", (False, True)), ((128, 128, 72), "128x128", (True, False)),
                                               ((64, 64, 64), "64x64", (False, False))])
 def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
-    """ws=2 (data-parallel TMA plans, simt_tma_ws.cpp): a producer warpgroup after the
+    """ws=2 (the default on data-parallel TMA plans, simt_tma_ws.cpp): a producer warpgroup after the
     consumer warps (.reqntid 4 warps more; setmaxnreg with two consumer warpgroups), a persistent walk over the tiles (nctaid), the
     producer's copies waiting on the empty barriers and the consumers' wgmmas on the full ones;
     ptxas: no wgmma serialization, spills no worse than the kernel without it."""
@@ -305,8 +305,9 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
 
 
 def test_wgmma_ws_plan_field():
-    """ws: off by default (measured slower so far); 1 / 2 on data-parallel TMA plans, refused elsewhere."""
-    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90").config["ws"] == "no"
+    """ws: 2 by default on data-parallel TMA plans (1 / 2 on request), refused elsewhere."""
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90").config["ws"] == 2
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"tma": "no"}).config["ws"] == "no"
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": "no"}).config["ws"] == "no"
     sk = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
     assert sk.config["ws"] == "no" and "setmaxnreg" not in sk.source("ptx") and ".reqntid 256" in sk.source("ptx")

@@ -166,7 +166,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
         r->def->attrs["tma_box_b"] = int64_t(p.tma_box_rows(false));
       }
-      if (p.ws) {  // one tile of the persistent walk below: the producer warp walks the same tiles (simt_tma_ws.cpp)
+      if (p.ws) {  // the work-group's tile g: the producer warps walk tiles g, g + grid, ... with grid = the tiles (simt_tma_ws.cpp)
         r->def->attrs["persistent"] = int64_t(1);
         r->def->attrs["group_m"] = int64_t(p.group_m);
       }
@@ -218,17 +218,6 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       return std::vector<Value*>{};
     }, {});
   };
-  if (!stream_k && p.ws) {
-    // Warp specialization (gpu_plan.h): a persistent grid, block g taking tiles g, g + grid, ...
-    // of the unbatched product; every K loop runs [0, K). The lowering's producer warp walks the
-    // same sequence (the loop's attributes persistent and group_m are that promise).
-    Value* tiles = b.mul(tiles_m, tiles_n, "tiles");
-    b.for_(g, tiles, b.work_id(WorkId::groups, 0, "groups"), {}, [&](Builder& x, Value* t, const std::vector<Value*>&) {
-      whole_tile(x, t);
-      return std::vector<Value*>{};
-    }, "t");
-    return fp;
-  }
   if (!stream_k) {
     whole_tile(b, g);
     return fp;

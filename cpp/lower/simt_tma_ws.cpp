@@ -1,10 +1,12 @@
 // The warp-specialized form of the Hopper wgmma + TMA pipeline (plan field ws; simt_wgmma.cpp and
 // simt_tma.cpp hold the shared parts): the work-group is the IR's sg_m x sg_n consumer warps
 // (warpgroups of 4) and then the producer warps (function attribute producer_warps: one warp, or a
-// warpgroup of 4 so that setmaxnreg can move registers to the consumers), on a persistent grid:
-// block g takes the output tiles g, g + grid, ... (gemm_recipe_gpu.cpp; the K loop's attribute
-// persistent promises that walk, every tile's K loop running the same bounds, and group_m names
-// its tile order).
+// warpgroup of 4 so that setmaxnreg can move registers to the consumers). The K loop's attribute
+// persistent promises that block g's K loops are those of the output tiles g, g + grid, ... in the
+// recipe's order (group_m names it), every one running the same bounds; the recipe launches one
+// block a tile (grid = tiles: one tile a block), since its persistent loop over tiles measured
+// slower (H100: ~25 us more a tile, whatever K, the cause not found;
+// benchmarks/recorded/issue16-h100-session10.md).
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
@@ -189,22 +191,32 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   }
 
   llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "ws_taken");
-  std::vector<llvm::Value*> D = emit_for(b_, fn_, i64v(0), t.nk, i64v(1), acc, [&](llvm::Value* i, const std::vector<llvm::Value*>& in) {
-    llvm::Value* s = b_.CreateAdd(taken, i, "step");
-    mbarrier_wait(full(slot_of(s)), parity_of(s));  // step s has landed
-    std::vector<llvm::Value*> out = multiply(stage_at(slot_of(s)), in);
-    target_.wgmma_wait(b_, 1);  // this warpgroup's wgmmas of step s - 1 have retired: release its slot
-    emit_if(b_, fn_, b_.CreateAnd(b_.CreateICmpSGT(i, i64v(0)), b_.CreateICmpEQ(lane(), c32(0))), [&] {
-      target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(s, i64v(1)))));
+  // The loop and its last wait inside `nk > 0`: the accumulators of a loop that does not run
+  // (the initial values) merge after wgmma.wait_group 0, outside every wgmma pipeline stage
+  // (else ptxas serializes the wgmmas, C7515).
+  std::vector<llvm::Value*> D = emit_if(b_, fn_, b_.CreateICmpSGT(t.nk, i64v(0)), [&] {
+    std::vector<llvm::Value*> out = emit_for(b_, fn_, i64v(0), t.nk, i64v(1), acc, [&](llvm::Value* i, const std::vector<llvm::Value*>& in) {
+      llvm::Value* s = b_.CreateAdd(taken, i, "step");
+      mbarrier_wait(full(slot_of(s)), parity_of(s));  // step s has landed
+      std::vector<llvm::Value*> r = multiply(stage_at(slot_of(s)), in);
+      target_.wgmma_wait(b_, 1);  // this warpgroup's wgmmas of step s - 1 have retired: release its slot
+      emit_if(b_, fn_, b_.CreateAnd(b_.CreateICmpSGT(i, i64v(0)), b_.CreateICmpEQ(lane(), c32(0))), [&] {
+        target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(s, i64v(1)))));
+        return none();
+      }, none);
+      return r;
+    });
+    target_.wgmma_wait(b_, 0);
+    // The accumulators are read only after the wait (as simt_wgmma.cpp does after its loop).
+    auto* fty = llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false);
+    auto* keep = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
+    for (llvm::Value*& v : out) v = b_.CreateCall(fty, keep, {v});
+    emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
+      target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
       return none();
     }, none);
     return out;
-  });
-  target_.wgmma_wait(b_, 0);
-  emit_if(b_, fn_, b_.CreateAnd(b_.CreateICmpSGT(t.nk, i64v(0)), b_.CreateICmpEQ(lane(), c32(0))), [&] {
-    target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
-    return none();
-  }, none);
+  }, [&] { return acc; });
   b_.CreateStore(b_.CreateAdd(taken, t.nk), ws_steps_);
   return D;
 }

@@ -57,11 +57,10 @@ namespace {
 constexpr bool kWgmmaDefault = true;
 // Whether wgmma plans take the Tensor Memory Accelerator by default (the plan field tma chooses).
 constexpr bool kTmaDefault = true;
-// The warp-specialized persistent kernel data-parallel TMA plans take by default (plan field ws):
-// 0 none, 1 a producer warp, 2 a producer warpgroup with setmaxnreg. None: on the H100 both
-// measured slower than the TMA pipeline without them (bf16 4096^3 361-366 TFLOP/s against 478-481;
-// a fixed ~25 us a tile, benchmarks/recorded/issue16-h100-session10.md).
-constexpr int kWsDefault = 0;
+// The warp-specialized kernel data-parallel TMA plans take by default (plan field ws): 0 none, 1 a
+// producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
+// with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
+constexpr int kWsDefault = 2;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -115,8 +114,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"stages", std::to_string(stages)},
           {"group_m", std::to_string(group_m)},
           {"ws", ws == 0 ? "no"
-                 : ws == 1 ? "yes: a producer warp (TMA) and consumer warpgroups (wgmma) on a persistent grid"
-                           : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg, on a persistent grid"},
+                 : ws == 1 ? "yes: a producer warp (TMA) and consumer warpgroups (wgmma)"
+                           : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"wgmma", wgmma ? "yes: wgmma.mma_async m64nNk16 on warpgroups (sm_90a)" : "no"},
           {"vnni", dpas      ? "yes: matrix_a in 32-bit channels (omega K values) as DPAS takes it"
@@ -389,7 +388,9 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (wo != overrides.end() && wo->second != 0 && !ws_ok)
       throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
                           "unbatched product, data parallel (split dp), not tma=", p.tma, ", split=", p.split, ", batch=", batch));
-    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok ? kWsDefault : 0);
+    // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
+    // setmaxnreg has no registers to move (256 work-items may have 255 each).
+    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
   }
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",

@@ -103,7 +103,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
-    k.code->launch(args, p.ws ? std::min(tiles, p.workers) : tiles);  // ws: a persistent grid
+    k.code->launch(args, tiles);
     return;
   }
   // Stream-K (gemm_recipe_gpu.cpp): the split of seeds/004 (the CPU path's formula), a workspace
@@ -156,7 +156,6 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
-  if (p.ws) l->groups = std::min(l->groups, p.workers);  // a persistent grid
   l->acc = p.dtype;
   l->int_scalars = !ir::is_float(p.dtype);
   const ir::Type idx = ir::Type::index();
