@@ -284,6 +284,7 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
     cfg = kern.config
     assert cfg["ws"] == 2 and cfg["tma"].startswith("yes") and cfg["split"] == "dp" and cfg["macro_tile"] == tile
     consumers = cfg["sg_m"] * cfg["sg_n"]
+    assert cfg["work_group_size"] == 32 * (consumers + 4)
     text = kern.source("ptx")
     assert f".reqntid {32 * (consumers + 4)}" in text, text[:2000]
     assert ("setmaxnreg.dec.sync.aligned.u32 56" in text) == (consumers == 8)

@@ -98,7 +98,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"kb", std::to_string(kb)},
           {"sg_m", std::to_string(sg_m)},
           {"sg_n", std::to_string(sg_n)},
-          {"work_group_size", std::to_string(work_group_size())},
+          {"work_group_size", std::to_string(work_group_size() + (ws == 2 ? 128 : ws ? 32 : 0))},  // ws: the producers too
           {"macro_tile", cat(mr * sg_m, "x", nr * sg_n)},
           {"unit_stride_a", unit_a ? "true" : "false"},
           {"unit_stride_a_k", unit_ak ? "true" : "false"},
