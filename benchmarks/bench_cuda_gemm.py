@@ -3,7 +3,7 @@ around blocks of calls on device tensors (no copies: the compiled kernel runs on
 pointers), a warm-up first, a pause before each library's blocks, medians of the blocks.
 
     python benchmarks/bench_cuda_gemm.py [--quick] [--out table.md]
-    python benchmarks/bench_cuda_gemm.py --hopper [--out table.md]   # sm_90: wgmma (TMA / cp.async) vs cuBLAS
+    python benchmarks/bench_cuda_gemm.py --hopper [--streamk] [--out table.md]   # sm_90: wgmma (ws / TMA / cp.async) vs cuBLAS
     python benchmarks/bench_cuda_gemm.py --int8 [--sizes 1024,2048,4096,8192] [--out table.md]   # int8 vs torch._int_mm
 
 Rows: bf16 / f16 4096^3 and 8192^3 (tensor cores, mma.sync pipeline), f32 4096^3 (CUDA cores;
@@ -81,6 +81,8 @@ def main():
     ap.add_argument("--bf16-only", action="store_true", help="only bf16 4096^3 and 8192^3 (one line each)")
     ap.add_argument("--hopper", action="store_true",
                     help="bf16 / f16 2048-8192: the wgmma pipeline fed by TMA (plan tma=yes) and by cp.async (tma=no), and torch")
+    ap.add_argument("--streamk", action="store_true", help="with --hopper: the Stream-K table (shapes whose last wave is partly empty)")
+    ap.add_argument("--no-cp-async", action="store_true", help="with --hopper: leave out the cp.async column")
     ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts; with --int8: extra plans for every size")
     ap.add_argument("--int8", action="store_true",
                     help="int8 -> int32 on both B layouts against torch._int_mm: the default plan and the older paths")
@@ -174,33 +176,61 @@ def main():
 
 
 def hopper(args):
-    """The wgmma pipeline (simt_wgmma.cpp) fed by TMA (simt_tma.cpp, plan tma=yes, the default) and
-    by cp.async (tma=no) against torch in one run, the same device tensors."""
+    """The wgmma pipelines on TMA against torch in one run, the same device tensors: the
+    warp-specialized kernel (plan ws=2, simt_tma_ws.cpp, the default), the TMA pipeline without it
+    (ws=no: simt_tma.cpp, work-item 0 the producer) and cp.async (tma=no);
+    then (--streamk) shapes whose last wave of tiles is partly empty: the automatic plan, forced DP
+    with and without ws, and torch."""
     import json
 
-    hdr = ("| case | wgmma+TMA TFLOP/s | wgmma+cp.async TFLOP/s | torch TFLOP/s | TMA / torch | cp.async / torch | "
-           "spread TMA / cp.async / torch | rel. err vs f64 | plan |")
-    lines = [hdr, "|" + "---|" * 9]
-    cases = [(torch.bfloat16, 2048), (torch.bfloat16, 4096), (torch.bfloat16, 8192), (torch.float16, 4096), (torch.float16, 8192),
-             (torch.bfloat16, 4224)]
+    hdr = ("| case | ws TFLOP/s | TMA (ws=no) TFLOP/s | cp.async TFLOP/s | torch TFLOP/s | ws / torch | TMA / torch | "
+           "cp.async / torch | spread ws / TMA / torch | rel. err vs f64 | plan |")
+    lines = [hdr, "|" + "---|" * 11]
+    cases = [(torch.bfloat16, 2048), (torch.bfloat16, 4096), (torch.bfloat16, 8192), (torch.float16, 2048), (torch.float16, 4096),
+             (torch.float16, 8192), (torch.bfloat16, 4224)]
     for dt, s in cases:
         reps = 40 if s <= 2048 else 20 if s <= 4224 else 5
-        tm = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes"}, reps=reps)
-        cp = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "no"}, reps=reps)
+        ws = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes", "ws": 2, "split": "dp"}, reps=reps)
+        tm = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes", "ws": "no", "split": "dp"}, reps=reps)
+        cp = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "no"}, reps=reps) if not args.no_cp_async else None
         a = torch.randn(s, s, device="cuda").to(dt)
         b = torch.randn(s, s, device="cuda").to(dt)
         th = timed(lambda: torch.matmul(a, b), reps)
         f = 2 * s**3
-        lines.append(f"| {TY[dt]} {s}^3 | {f / tm[0] / 1e12:.1f} | {f / cp[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | "
-                     f"{th[0] / tm[0]:.2f} | {th[0] / cp[0]:.2f} | {tm[1]:.2f} / {cp[1]:.2f} / {th[1]:.2f} | {tm[2]:.1e} | "
-                     f"{tm[3]['macro_tile']} s{tm[3]['stages']} {tm[3]['split']} |")
+        cps = f"{f / cp[0] / 1e12:.1f}" if cp else "-"
+        cpr = f"{th[0] / cp[0]:.2f}" if cp else "-"
+        lines.append(f"| {TY[dt]} {s}^3 | {f / ws[0] / 1e12:.1f} | {f / tm[0] / 1e12:.1f} | {cps} | {f / th[0] / 1e12:.1f} | "
+                     f"{th[0] / ws[0]:.2f} | {th[0] / tm[0]:.2f} | {cpr} | {ws[1]:.2f} / {tm[1]:.2f} / {th[1]:.2f} | "
+                     f"{max(ws[2], tm[2]):.1e} | {ws[3]['macro_tile']} s{ws[3]['stages']} {ws[3]['split']} |")
         print(lines[-1], flush=True)
     for plan in json.loads(args.variants or "[]"):
         s = plan.pop("s", 4096)
         v = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=dict(plan, wgmma="yes"), reps=20)
-        lines.append(f"| bf16 {s}^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | - | {v[1]:.2f} | {v[2]:.1e} | "
-                     f"{v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} |")
+        lines.append(f"| bf16 {s}^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | - | - | - | {v[1]:.2f} | "
+                     f"{v[2]:.1e} | {v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} ws {str(v[3]['ws'])[:3]} |")
         print(lines[-1], flush=True)
+    if args.streamk:
+        # Tiles of 128 x 256 on an H100's 132 SMs: 4224^2 is 33 x 17 = 561 tiles (4.25 waves);
+        # 896 x 4864 is 7 x 19 = 133 tiles (one more than the SMs).
+        lines += ["", "| shape (bf16) | tiles | auto TFLOP/s | auto plan | DP ws TFLOP/s | DP ws=no TFLOP/s | torch TFLOP/s | "
+                  "auto / DP ws | auto / torch | DP ws / torch | rel. err vs f64 |", "|" + "---|" * 11]
+        for m, n, k in ((4224, 4224, 4096), (896, 4864, 8192), (4224, 4224, 8192)):
+            reps = 20
+            auto = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, reps=reps)
+            dpw = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp", "ws": 2}, reps=reps)
+            dpn = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp", "ws": "no"}, reps=reps)
+            a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+            th = timed(lambda: torch.matmul(a, b), reps)
+            f = 2 * m * n * k
+            mt, nt = (int(x) for x in dpw[3]["macro_tile"].split("x"))
+            km, kn = (n, m) if dpw[3]["layout"] == "col" else (m, n)  # the kernel's M and N
+            tiles = -(-km // mt) * -(-kn // nt)
+            lines.append(f"| {m}x{n}x{k} | {tiles} | {f / auto[0] / 1e12:.1f} | {auto[3]['split']} w{auto[3]['workers']} ws "
+                         f"{str(auto[3]['ws'])[:3]} | {f / dpw[0] / 1e12:.1f} | {f / dpn[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | "
+                         f"{dpw[0] / auto[0]:.2f} | {th[0] / auto[0]:.2f} | {th[0] / dpw[0]:.2f} | "
+                         f"{max(auto[2], dpw[2], dpn[2]):.1e} |")
+            print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -2,6 +2,8 @@
 (A100) and sm_90 (H100), lowered by the SIMT lowering's NVPTX target, compiled by LLVM's NVPTX
 backend and assembled by ptxas (PyPI's nvidia-cuda-nvcc wheel, installed by scripts/setup.sh).
 Skips, saying so, only where no ptxas is installed."""
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -329,6 +331,59 @@ def test_wgmma_int8_plan_fields():
                                          ("sm_90", False, {"kmajor": "yes", "wgmma": "no"}, "kmajor=1")):
         with pytest.raises(ValueError, match=match):
             ptx.compile_gemm(256, 256, 256, np.int8, target=target, trans_b=trans_b, plan=plan)
+
+
+@pytest.mark.parametrize("shape,tile,trans", [((4096, 4096, 4096), "128x256", (False, False)), ((4096, 4096, 4096), "128x256", (True, True)),
+                                              ((520, 64, 136), "64x256", (False, True)), ((128, 128, 72), "128x128", (True, False)),
+                                              ((64, 64, 64), "64x64", (False, False))])
+def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
+    """ws=2 (the default on data-parallel TMA plans, simt_tma_ws.cpp): a producer warpgroup after the
+    consumer warps (.reqntid 4 warps more; setmaxnreg with two consumer warpgroups), a persistent walk over the tiles (nctaid), the
+    producer's copies waiting on the empty barriers and the consumers' wgmmas on the full ones;
+    ptxas: no wgmma serialization, spills no worse than the kernel without it."""
+    m, n, k = shape
+    dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
+    kern = ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32,
+                            plan={"ws": 2, "split": "dp"})
+    cfg = kern.config
+    assert cfg["ws"] == 2 and cfg["tma"].startswith("yes") and cfg["split"] == "dp" and cfg["macro_tile"] == tile
+    consumers = cfg["sg_m"] * cfg["sg_n"]
+    assert cfg["work_group_size"] == 32 * (consumers + 4)
+    text = kern.source("ptx")
+    assert f".reqntid {32 * (consumers + 4)}" in text, text[:2000]
+    assert ("setmaxnreg.dec.sync.aligned.u32 56" in text) == (consumers == 8)
+    assert ("setmaxnreg.inc.sync.aligned.u32 224" in text) == (consumers == 8)
+    assert "%nctaid.x" in text and "%ctaid.x" in text
+    for s in ("cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.shared::cta.b64",
+              "mbarrier.arrive.expect_tx.shared::cta.b64"):
+        assert s in text, s
+    assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", text)  # one group left in flight
+    assert "mbarrier.inval" not in text
+    report = ptxas(text, "sm_90")
+    assert "for 'sm_90a'" in report and "Used" in report, report
+    assert "Potential Performance Loss" not in report, report
+    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    plain = ptxas(ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32,
+                                   plan={"ws": "no"}).source("ptx"), "sm_90")
+    plain_spills = [int(x.split()[0]) for x in plain.split(",") if "bytes spill stores" in x]
+    assert spills and max(spills) <= max(plain_spills) + 64, (report, plain)  # a few words (ptxas: 8-48 bytes)
+
+
+def test_wgmma_ws_plan_field():
+    """ws: 2 by default on data-parallel TMA plans (1 / 2 on request), refused elsewhere."""
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90").config["ws"] == 2
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"tma": "no"}).config["ws"] == "no"
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": "no"}).config["ws"] == "no"
+    sk = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
+    assert sk.config["ws"] == "no" and "setmaxnreg" not in sk.source("ptx") and ".reqntid 256" in sk.source("ptx")
+    assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_80").config["ws"] == "no"
+    one = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"ws": "yes", "split": "dp"})
+    assert one.config["ws"] == "yes" and ".reqntid 288" in one.source("ptx") and "setmaxnreg" not in one.source("ptx")
+    for plan in ({"ws": "yes", "tma": "no"}, {"ws": "yes", "split": "sk"}, {"ws": 2, "split": "sk+dp"}, {"ws": "yes", "wgmma": "no"}):
+        with pytest.raises(ValueError, match="ws=[12]: the warp-specialized kernel needs"):
+            ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan=plan)
+    with pytest.raises(ValueError, match="ws=3 must be 0"):
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": 3})
 
 
 def test_grouped_tile_walk_assembles(ptxas):

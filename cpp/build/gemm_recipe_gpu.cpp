@@ -25,6 +25,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
   if (p.tma) f.attrs["tensor_maps"] = int64_t(2);  // A's and B's, kernel parameters after the IR's (simt_lower.cpp)
+  // ws: the TMA producer warp (ws 1) or warpgroup (ws 2) after the IR's subgroups (simt_tma_ws.cpp)
+  if (p.ws) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -163,6 +165,10 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
         r->def->attrs["tma_box_b"] = int64_t(p.tma_box_rows(false));
+      }
+      if (p.ws) {  // the work-group's tile g: the producer warps walk tiles g, g + grid, ... with grid = the tiles (simt_tma_ws.cpp)
+        r->def->attrs["persistent"] = int64_t(1);
+        r->def->attrs["group_m"] = int64_t(p.group_m);
       }
       return r;
     }

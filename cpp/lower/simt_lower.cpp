@@ -17,7 +17,11 @@ SimtShape simt_shape(const Function& f) {
   s.subgroup_size = static_cast<int>(std::get<int64_t>(it->second));
   int sgs = 1;
   if (auto g = f.attrs.find("subgroups_per_group"); g != f.attrs.end()) sgs = static_cast<int>(std::get<int64_t>(g->second));
-  s.work_group_size = s.subgroup_size * sgs;
+  // producer_warps (the warp-specialized wgmma kernel, simt_tma_ws.cpp): warps after the IR's
+  // subgroups, which the lowering gives work of its own.
+  int producers = 0;
+  if (auto g = f.attrs.find("producer_warps"); g != f.attrs.end()) producers = static_cast<int>(std::get<int64_t>(g->second));
+  s.work_group_size = s.subgroup_size * (sgs + producers);
   return s;
 }
 
@@ -25,7 +29,10 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx, const Simt
     : f_(f), target_(target), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
   SimtShape s = simt_shape(f);
   S_ = s.subgroup_size;
-  sgs_ = s.work_group_size / s.subgroup_size;
+  if (auto g = f.attrs.find("producer_warps"); g != f.attrs.end()) producer_warps_ = static_cast<int>(std::get<int64_t>(g->second));
+  sgs_ = s.work_group_size / s.subgroup_size - producer_warps_;
+  if (producer_warps_ != 0 && producer_warps_ != 1 && producer_warps_ != 4)
+    throw UserError(cat("SIMT lowering: function attribute producer_warps=", producer_warps_, " must be 0, 1 or 4"));
   auto mode = [&](const char* key) {
     auto it = f.attrs.find(key);
     const int64_t v = it == f.attrs.end() ? 0 : std::get<int64_t>(it->second);
@@ -70,7 +77,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   }
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addFnAttr(llvm::Attribute::Convergent);
-  target_.mark_kernel(*fn_, S_, S_ * sgs_);
+  target_.mark_kernel(*fn_, S_, S_ * (sgs_ + producer_warps_));
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
   lane_ = target_.lane_id(b_);
@@ -84,8 +91,10 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
       a = convert_value(a, ScalarType::f32, p->type.scalar);
     scalars_[p] = a;
   }
+  if (producer_warps_) ws_begin();  // the producer warps' own code (simt_tma_ws.cpp)
   block(f_.body);
   b_.CreateRetVoid();
+  if (producer_warps_) ws_end();
   return std::move(mod_);
 }
 

@@ -253,6 +253,19 @@ class SimtLowering {
   using StepFn = std::function<std::vector<llvm::Value*>(llvm::Value* stage, std::vector<llvm::Value*> acc)>;
   /// acc after the loop's K steps, each step's wgmmas issued by `multiply` on its stage.
   std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);
+  /// The same loop as one tile of a warp-specialized persistent walk (simt_tma_ws.cpp; loop
+  /// attribute persistent): the producer warp's TMA copies of every tile of the work-group, the
+  /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64).
+  std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
+                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m);
+  /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent
+  /// loop: the barriers, then the producer warps to ws_prod_, the consumers to the IR's code);
+  /// ws_end() completes what no loop filled.
+  void ws_begin();
+  void ws_end();
+  llvm::BasicBlock *ws_init_ = nullptr, *ws_prod_ = nullptr, *ws_main_ = nullptr;
+  llvm::AllocaInst* ws_steps_ = nullptr;  // ws_tma_loop: K steps the consumers have taken
+  int producer_warps_ = 0;                // function attribute producer_warps: warps after the IR's subgroups
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at `bar` has completed.
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel

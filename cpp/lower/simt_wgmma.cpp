@@ -252,7 +252,11 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     target_.wgmma_commit(b_);
     return out;
   };
-  if (tma) {
+  if (tma && o.int_attr("persistent", 0)) {  // warp specialized, one tile of a persistent walk (simt_tma_ws.cpp)
+    D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
+                                         pa.k_inner, pb.k_inner},
+                    hi, M, N, o.int_attr("group_m", 0));
+  } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});
   } else {

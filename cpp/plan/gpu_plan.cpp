@@ -57,6 +57,10 @@ namespace {
 constexpr bool kWgmmaDefault = true;
 // Whether wgmma plans take the Tensor Memory Accelerator by default (the plan field tma chooses).
 constexpr bool kTmaDefault = true;
+// The warp-specialized kernel data-parallel TMA plans take by default (plan field ws): 0 none, 1 a
+// producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
+// with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
+constexpr int kWsDefault = 2;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -73,7 +77,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", group_m ? cat(".gm", group_m) : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -95,7 +99,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"kb", std::to_string(kb)},
           {"sg_m", std::to_string(sg_m)},
           {"sg_n", std::to_string(sg_n)},
-          {"work_group_size", std::to_string(work_group_size())},
+          {"work_group_size", std::to_string(work_group_size() + (ws == 2 ? 128 : ws ? 32 : 0))},  // ws: the producers too
           {"macro_tile", cat(mr * sg_m, "x", nr * sg_n)},
           {"unit_stride_a", unit_a ? "true" : "false"},
           {"unit_stride_a_k", unit_ak ? "true" : "false"},
@@ -110,6 +114,9 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
           {"group_m", std::to_string(group_m)},
+          {"ws", ws == 0 ? "no"
+                 : ws == 1 ? "yes: a producer warp (TMA) and consumer warpgroups (wgmma)"
+                           : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
                                   " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
@@ -371,12 +378,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "kmajor")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -439,7 +446,19 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       throw UserError(cat("plan override split=", it->second, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
     p.split = it->second == 0 ? "dp" : it->second == 1 ? "sk" : "sk+dp";
   }
-  if (p.work_group_size() > target.max_work_group_size)
+  {
+    auto wo = overrides.find("ws");
+    if (wo != overrides.end() && (wo->second < 0 || wo->second > 2))
+      throw UserError(cat("plan override ws=", wo->second, " must be 0 (no), 1 (a producer warp) or 2 (a producer warpgroup)"));
+    const bool ws_ok = p.tma && p.split == "dp" && batch == 1;
+    if (wo != overrides.end() && wo->second != 0 && !ws_ok)
+      throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
+                          "unbatched product, data parallel (split dp), not tma=", p.tma, ", split=", p.split, ", batch=", batch));
+    // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
+    // setmaxnreg has no registers to move (256 work-items may have 255 each).
+    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
+  }
+  if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
                         p.work_group_size(), " work-items exceeds ", target.device, "'s maximum ", target.max_work_group_size));
   return p;

@@ -114,6 +114,14 @@ struct GpuGemmPlan {
   // op(B) (the caller's operands); 0 none. The plan's other fields are those of the product on the
   // copies (kmajor_spec), whose K-major rows are kmajor_ld(K) elements apart.
   int kmajor = 0;
+  // Warp specialization (TMA plans, data parallel; simt_tma_ws.cpp): producer warps after the
+  // sg_m x sg_n consumer warps, whose elected lane issues every K step's TMA copies as soon as the
+  // step's slot is released; the consumers only wait for full slots, issue the wgmmas and release
+  // the slots when those wgmmas have retired. One tile a block (the lowering's walk over tiles
+  // block, block + grid, ... is one tile here: a persistent loop in the recipe measured slower).
+  // 0 off, 1 one producer warp, 2 a producer warpgroup (4 warps, one of which works) so that
+  // setmaxnreg can move registers from it to the consumers.
+  int ws = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

@@ -155,6 +155,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["ws"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -162,6 +163,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (p.tma && !tma.ok) {
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
+    o["ws"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -233,6 +235,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["ws"] = 0;
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
     if (l->k.plan.split != "dp") return nullptr;
   }
@@ -241,6 +244,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     if (!t.ok) {
       PlanOverrides o = l->k.overrides;
       o["tma"] = 0;
+      o["ws"] = 0;
       l->k = gpu_gemm_kernel(spec, kernel.device, o);
       if (l->k.plan.split != "dp") return nullptr;
     }

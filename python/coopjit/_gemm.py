@@ -494,8 +494,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
   stages; 0: none); wgmma 'no' | 'yes' (Hopper sm_90: the warpgroup pipeline, default where it
   applies); tma 'no' | 'yes' (its panels through the Tensor Memory Accelerator, default with
-  wgmma on unbatched products); kmajor 'no' | 'yes' (int8 operands contiguous along M or N
-  copied K-major first, for 8-bit wgmma; default where it applies); group_m (0: tiles walk down M;
-  g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  wgmma on unbatched products); ws 'no' | 'yes' | 2 (warp specialization of TMA plans: a
+  producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer warpgroups; one tile
+  a block; default 2 on 128-row data-parallel TMA plans); kmajor 'no' | 'yes' (int8 operands
+  contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
+  group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")

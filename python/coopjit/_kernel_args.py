@@ -70,7 +70,7 @@ def _overrides(plan: dict | None) -> dict:
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
-               "workers", "stages", "wgmma", "tma", "group_m", "kmajor")
+               "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor")
 _GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
@@ -79,13 +79,15 @@ def _gpu_overrides(plan: dict | None) -> dict:
     'nr': 32, 'kb': 8, 'sg_m': 2, 'sg_n': 2, 'dpas': 'no'|'yes'|'emulated', 'block2d': the same,
     'mma': 'no'|'yes' (NVIDIA tensor cores), 'stages': 0 (no) or 2..8 (the tensor-core pipeline's K steps in flight),
     'wgmma': 'no'|'yes' (Hopper's warpgroup pipeline, sm_90), 'tma': 'no'|'yes' (its panels through the Tensor Memory
-    Accelerator), 'group_m': 0 (tiles walk down M) or bands of that many M tiles, 'kmajor': 'no'|'yes' (int8 operands
-    contiguous along M / N copied K-major first, for wgmma; sm_90), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64, 'workers': 32}
+    Accelerator), 'ws': 'no'|'yes'|2 (a TMA producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer
+    warpgroups; one tile a block), 'group_m': 0 (tiles walk down M) or bands of that many M tiles, 'kmajor': 'no'|'yes'
+    (int8 operands contiguous along M / N copied K-major first, for wgmma; sm_90), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
+    'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
-    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "kmajor"), where=" for a GPU device")
+    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor"), where=" for a GPU device")
 
 
 

@@ -1,0 +1,224 @@
+// The warp-specialized form of the Hopper wgmma + TMA pipeline (plan field ws; simt_wgmma.cpp and
+// simt_tma.cpp hold the shared parts): the work-group is the IR's sg_m x sg_n consumer warps
+// (warpgroups of 4) and then the producer warps (function attribute producer_warps: one warp, or a
+// warpgroup of 4 so that setmaxnreg can move registers to the consumers). The K loop's attribute
+// persistent promises that block g's K loops are those of the output tiles g, g + grid, ... in the
+// recipe's order (group_m names it), every one running the same bounds; the recipe launches one
+// block a tile (grid = tiles: one tile a block), since its persistent loop over tiles measured
+// slower (H100: ~25 us more a tile, whatever K, the cause not found;
+// benchmarks/recorded/issue16-h100-session10.md).
+//   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
+//     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
+//     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
+//     the producer warps go to their own code (ws.producer) and the consumers to the IR's;
+//   - a producer warpgroup gives registers back (setmaxnreg.dec) and two consumer warpgroups take
+//     them (setmaxnreg.inc; below);
+//   - lane 0 of the first producer warp walks every tile of the block and every K step of each (a
+//     step count s over the whole walk: slot s % stages, use s / stages), waits for the slot's
+//     previous use to be released (empty, parity of use - 1) and issues the step's
+//     cp.async.bulk.tensor copies; it never waits for a wgmma and runs ahead into the next tile
+//     while the consumers are still in this tile's last steps and its epilogue; the other
+//     producer lanes return at once. Its code is the kernel's entry's and its own only (the
+//     extents and K bounds are kernel parameters or constants: checked);
+//   - the consumer warps count the steps they have taken across the walk (a function-level
+//     variable, which LLVM keeps in registers), wait for full (parity of the use), issue the
+//     step's wgmmas, wait until the previous step's wgmmas have retired (wgmma.wait_group 1: one
+//     group stays in flight) and release that step's slot (lane 0 of each warp); after the loop
+//     the last step's wgmmas are waited for and its slot released.
+// No block-wide barrier after ws.init: the epilogue and the next tile need none, and the producer
+// warps are gone. The mbarriers are not invalidated (their memory is not reused before the block
+// ends).
+#include <llvm/IR/InlineAsm.h>
+
+#include "lower/ir_to_llvm.h"
+#include "lower/simt_lowering.h"
+
+namespace coopjit {
+
+namespace {
+// setmaxnreg (sm_90a), which the ws kernels' warpgroups run at their start: with two consumer
+// warpgroups (384 work-items, which ptxas gives 168 registers each) 2 x 128 x 224 + 128 x 56 =
+// 64512 of the SM's 65536. (The consumers' code takes 175 without warp specialization, the
+// producer's some 40; one consumer warpgroup needs none: 256 work-items may have 255 each.)
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+void set_max_registers(llvm::IRBuilder<>& b, bool inc, int regs) {
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {}, false);
+  const std::string text = cat("setmaxnreg.", inc ? "inc" : "dec", ".sync.aligned.u32 ", regs, ";");
+  b.CreateCall(fty, llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true));
+}
+}  // namespace
+
+void SimtLowering::ws_begin() {
+  ws_init_ = llvm::BasicBlock::Create(ctx_, "ws.init", fn_);
+  ws_prod_ = llvm::BasicBlock::Create(ctx_, "ws.producer", fn_);
+  ws_main_ = llvm::BasicBlock::Create(ctx_, "ws.main", fn_);
+  b_.CreateBr(ws_init_);
+  b_.SetInsertPoint(ws_main_);
+}
+
+void SimtLowering::ws_end() {
+  // No persistent K loop filled them: the producer warps return, the consumers run the IR's code.
+  if (!ws_init_->getTerminator()) {
+    b_.SetInsertPoint(ws_init_);
+    llvm::Value* warp = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), b_.getInt32Ty());
+    b_.CreateCondBr(b_.CreateICmpUGE(warp, b_.getInt32(static_cast<uint32_t>(sgs_))), ws_prod_, ws_main_);
+  }
+  if (!ws_prod_->getTerminator()) {
+    b_.SetInsertPoint(ws_prod_);
+    b_.CreateRetVoid();
+  }
+}
+
+std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
+                                                    llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m) {
+  if (!ws_init_)
+    throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  auto i64v = [&](int64_t v) { return b_.getInt64(v); };
+  auto none = [] { return std::vector<llvm::Value*>{}; };
+  const int64_t S = t.stages;
+  // The stages' shared-window address (as simt_wgmma.cpp: the first 1024-byte boundary of the
+  // stage memory), made where it is used: ws.init and the producer's code see only the entry's values.
+  auto stages_base = [&] {
+    llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+    return b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "ws_base");
+  };
+  llvm::Value* base = t.base;
+  auto bars = [&] { return b_.CreateAdd(base, c32(S * t.stage_bytes), "mbars"); };
+  auto full = [&](llvm::Value* slot) { return b_.CreateAdd(bars(), b_.CreateMul(slot, c32(8))); };
+  auto empty = [&](llvm::Value* slot) { return b_.CreateAdd(bars(), b_.CreateMul(b_.CreateAdd(slot, c32(S)), c32(8))); };
+  auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, i64v(S)), i32); };
+  auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, i64v(S)), i64v(1)), i32); };
+  auto stage_at = [&](llvm::Value* slot) { return b_.CreateAdd(base, b_.CreateMul(slot, c32(t.stage_bytes))); };
+
+  if (!ws_init_->getTerminator()) {  // the first persistent loop: ws.init and the producer's code
+    for (llvm::Value* v : {hi, M, N, t.lo})
+      if (!llvm::isa<llvm::Argument>(v) && !llvm::isa<llvm::Constant>(v))
+        throw InternalError("SIMT lowering: the persistent wgmma loop's bounds and extents must be kernel parameters or constants");
+    const auto saved = b_.saveIP();
+    llvm::Value* const loop_base = base;
+    b_.SetInsertPoint(ws_init_);
+    base = stages_base();
+    llvm::Value* warp = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "warp");
+    llvm::Value* tid = b_.CreateAdd(lane(), b_.CreateMul(warp, c32(32)), "tid");
+    emit_if(b_, fn_, b_.CreateICmpEQ(tid, c32(0)), [&] {
+      for (int64_t s = 0; s < S; ++s) {
+        target_.mbarrier_init(b_, full(c32(s)), 1);
+        target_.mbarrier_init(b_, empty(c32(s)), sgs_);
+      }
+      target_.mbarrier_init_fence(b_);
+      return none();
+    }, none);
+    target_.barrier(b_);  // every warp, the producers too
+    b_.CreateCondBr(b_.CreateICmpUGE(warp, c32(sgs_)), ws_prod_, ws_main_);
+
+    b_.SetInsertPoint(ws_prod_);
+    base = stages_base();
+    if (producer_warps_ == 4 && sgs_ == 8) set_max_registers(b_, false, kProducerRegs);
+    llvm::Value* ptid = b_.CreateAdd(lane(), b_.CreateMul(b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32), c32(32)));
+    emit_if(b_, fn_, b_.CreateICmpEQ(ptid, c32(32 * sgs_)), [&] {
+      llvm::Value* map_a = fn_->getArg(static_cast<unsigned>(f_.params.size()));
+      llvm::Value* map_b = fn_->getArg(static_cast<unsigned>(f_.params.size() + 1));
+      llvm::Value* nk = b_.CreateSelect(b_.CreateICmpSLT(t.lo, hi), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi, t.lo), i64v(t.KB - 1)), i64v(t.KB)),
+                                        i64v(0), "nk");
+      // The copies of K step k (i64) of the tile at (m0, n0) (i32) into `slot`, on its full barrier.
+      auto issue = [&](llvm::Value* k, llvm::Value* slot, llvm::Value* m0, llvm::Value* n0) {
+        llvm::Value* stage = stage_at(slot);
+        llvm::Value* bar = full(slot);
+        target_.mbarrier_arrive_expect_tx(b_, bar, c32(t.stage_bytes));
+        llvm::Value* k0 = b_.CreateTrunc(b_.CreateAdd(t.lo, b_.CreateMul(k, i64v(t.KB))), i32, "k0");
+        // As simt_tma.cpp: K-contiguous panels in boxes of `box` rows x KB, else boxes of KB rows x 64.
+        auto panel = [&](llvm::Value* map, llvm::Value* at, llvm::Value* first, int64_t rows, int64_t box, bool k_inner) {
+          if (k_inner)
+            for (int64_t j = 0; j < rows / box; ++j)
+              target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * box * 128)), map, k0, b_.CreateAdd(first, c32(j * box)), bar);
+          else
+            for (int64_t j = 0; j < rows / 64; ++j)
+              target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * t.KB * 128)), map, b_.CreateAdd(first, c32(j * 64)), k0, bar);
+        };
+        panel(map_a, stage, m0, t.MT, t.box_a, t.a_k);
+        panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+      };
+      // The walk: tiles block, block + grid, ... in the recipe's order (one batch).
+      llvm::Value* grid = target_.work_id(b_, WorkId::groups, 0);
+      llvm::Value* first_tile = target_.work_id(b_, WorkId::group, 0);
+      llvm::Value* tiles_m = b_.CreateSDiv(b_.CreateAdd(M, i64v(t.MT - 1)), i64v(t.MT), "tiles_m");
+      llvm::Value* tiles_n = b_.CreateSDiv(b_.CreateAdd(N, i64v(t.NT - 1)), i64v(t.NT), "tiles_n");
+      llvm::Value* tiles = b_.CreateMul(tiles_m, tiles_n, "tiles");
+      emit_for(b_, fn_, first_tile, tiles, grid, {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+        llvm::Value *mt, *nt;
+        if (group_m > 0) {  // bands of group_m M tiles, down M inside a band
+          llvm::Value* G = i64v(group_m);
+          llvm::Value* first = b_.CreateMul(b_.CreateSDiv(tile, b_.CreateMul(G, tiles_n)), G, "band_m");
+          llvm::Value* left = b_.CreateSub(tiles_m, first);
+          llvm::Value* rows = b_.CreateSelect(b_.CreateICmpSLT(G, left), G, left, "band_rows");
+          llvm::Value* w = b_.CreateSub(tile, b_.CreateMul(first, tiles_n));
+          mt = b_.CreateAdd(first, b_.CreateSRem(w, rows), "mt");
+          nt = b_.CreateSDiv(w, rows, "nt");
+        } else {
+          mt = b_.CreateSRem(tile, tiles_m, "mt");
+          nt = b_.CreateSRem(b_.CreateSDiv(tile, tiles_m), tiles_n, "nt");
+        }
+        llvm::Value* m0 = b_.CreateTrunc(b_.CreateMul(mt, i64v(t.MT)), i32, "m0");
+        llvm::Value* n0 = b_.CreateTrunc(b_.CreateMul(nt, i64v(t.NT)), i32, "n0");
+        return emit_for(b_, fn_, i64v(0), nk, i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
+          llvm::Value* s = sv[0];
+          llvm::Value* slot = slot_of(s);
+          emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {  // use s / S - 1 of the slot released
+            mbarrier_wait(empty(slot), b_.CreateXor(parity_of(s), c32(1)));
+            return none();
+          }, none);
+          issue(k, slot, m0, n0);
+          return std::vector<llvm::Value*>{b_.CreateAdd(s, i64v(1))};
+        });
+      });
+      return none();
+    }, none);
+    b_.CreateRetVoid();
+
+    if (producer_warps_ == 4 && sgs_ == 8) {  // the consumers take the producer warpgroup's registers
+      llvm::IRBuilder<> mb(ws_main_, ws_main_->getFirstInsertionPt());
+      set_max_registers(mb, true, kConsumerRegs);
+    }
+    llvm::BasicBlock& entry = fn_->getEntryBlock();
+    llvm::IRBuilder<> eb(&entry, entry.begin());
+    ws_steps_ = eb.CreateAlloca(i64, nullptr, "ws_steps");
+    eb.CreateStore(i64v(0), ws_steps_);
+    b_.restoreIP(saved);
+    base = loop_base;
+  }
+
+  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "ws_taken");
+  // The loop and its last wait inside `nk > 0`: the accumulators of a loop that does not run
+  // (the initial values) merge after wgmma.wait_group 0, outside every wgmma pipeline stage
+  // (else ptxas serializes the wgmmas, C7515).
+  std::vector<llvm::Value*> D = emit_if(b_, fn_, b_.CreateICmpSGT(t.nk, i64v(0)), [&] {
+    std::vector<llvm::Value*> out = emit_for(b_, fn_, i64v(0), t.nk, i64v(1), acc, [&](llvm::Value* i, const std::vector<llvm::Value*>& in) {
+      llvm::Value* s = b_.CreateAdd(taken, i, "step");
+      mbarrier_wait(full(slot_of(s)), parity_of(s));  // step s has landed
+      std::vector<llvm::Value*> r = multiply(stage_at(slot_of(s)), in);
+      target_.wgmma_wait(b_, 1);  // this warpgroup's wgmmas of step s - 1 have retired: release its slot
+      emit_if(b_, fn_, b_.CreateAnd(b_.CreateICmpSGT(i, i64v(0)), b_.CreateICmpEQ(lane(), c32(0))), [&] {
+        target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(s, i64v(1)))));
+        return none();
+      }, none);
+      return r;
+    });
+    target_.wgmma_wait(b_, 0);
+    // The accumulators are read only after the wait (as simt_wgmma.cpp does after its loop).
+    auto* fty = llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false);
+    auto* keep = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
+    for (llvm::Value*& v : out) v = b_.CreateCall(fty, keep, {v});
+    emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
+      target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
+      return none();
+    }, none);
+    return out;
+  }, [&] { return acc; });
+  b_.CreateStore(b_.CreateAdd(taken, t.nk), ws_steps_);
+  return D;
+}
+
+}  // namespace coopjit
