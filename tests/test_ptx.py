@@ -382,6 +382,10 @@ def test_wgmma_ws_plan_field():
     for plan in ({"ws": "yes", "tma": "no"}, {"ws": "yes", "split": "sk"}, {"ws": 2, "split": "sk+dp"}, {"ws": "yes", "wgmma": "no"}):
         with pytest.raises(ValueError, match="ws=[12]: the warp-specialized kernel needs"):
             ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan=plan)
+    # 8-bit plans (four consumer warpgroups) keep the pipeline without producers
+    assert ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True).config["ws"] == "no"
+    with pytest.raises(ValueError, match="ws=2: the warp-specialized kernel needs .* inputs i8"):
+        ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"ws": 2, "split": "dp"})
     with pytest.raises(ValueError, match="ws=3 must be 0"):
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": 3})
 

@@ -450,10 +450,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     auto wo = overrides.find("ws");
     if (wo != overrides.end() && (wo->second < 0 || wo->second > 2))
       throw UserError(cat("plan override ws=", wo->second, " must be 0 (no), 1 (a producer warp) or 2 (a producer warpgroup)"));
-    const bool ws_ok = p.tma && p.split == "dp" && batch == 1;
+    // (16-bit inputs: the 8-bit plans' four consumer warpgroups leave setmaxnreg nothing to move)
+    const bool sixteen = ir::size_in_bytes(p.a_type) == 2;
+    const bool ws_ok = p.tma && p.split == "dp" && batch == 1 && sixteen;
     if (wo != overrides.end() && wo->second != 0 && !ws_ok)
       throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
-                          "unbatched product, data parallel (split dp), not tma=", p.tma, ", split=", p.split, ", batch=", batch));
+                          "unbatched product of bf16 / f16 inputs, data parallel (split dp), not tma=", p.tma, ", split=", p.split,
+                          ", batch=", batch, ", inputs ", ir::name(p.a_type)));
     // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
     // setmaxnreg has no registers to move (256 work-items may have 255 each).
     p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
