@@ -207,7 +207,7 @@ def hopper(args):
         s = plan.pop("s", 4096)
         v = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=dict(plan, wgmma="yes"), reps=20)
         lines.append(f"| bf16 {s}^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | - | - | - | {v[1]:.2f} | "
-                     f"{v[2]:.1e} | {v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} ws {str(v[3]['ws'])[:3]} |")
+                     f"{v[2]:.1e} | {v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} ws {str(v[3]['ws']).split(':')[0]} |")
         print(lines[-1], flush=True)
     if args.streamk:
         # Tiles of 128 x 256 on an H100's 132 SMs: 4224^2 is 33 x 17 = 561 tiles (4.25 waves);
