@@ -227,7 +227,7 @@ def hopper(args):
             km, kn = (n, m) if dpw[3]["layout"] == "col" else (m, n)  # the kernel's M and N
             tiles = -(-km // mt) * -(-kn // nt)
             lines.append(f"| {m}x{n}x{k} | {tiles} | {f / auto[0] / 1e12:.1f} | {auto[3]['split']} w{auto[3]['workers']} ws "
-                         f"{str(auto[3]['ws'])[:3]} | {f / dpw[0] / 1e12:.1f} | {f / dpn[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | "
+                         f"{str(auto[3]['ws']).split(':')[0]} | {f / dpw[0] / 1e12:.1f} | {f / dpn[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | "
                          f"{dpw[0] / auto[0]:.2f} | {th[0] / auto[0]:.2f} | {th[0] / dpw[0]:.2f} | "
                          f"{max(auto[2], dpw[2], dpn[2]):.1e} |")
             print(lines[-1], flush=True)
