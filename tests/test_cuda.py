@@ -200,9 +200,9 @@ def test_ptx_jit_error_log():
         _core.load_ptx(DEV, bad)
 
 
-def test_machine_code_disk_cache(tmp_path):
-    """The driver's machine code for a module is kept in coopjit's disk cache: a second process
-    loads the image instead of running the driver's PTX JIT, and computes the same product."""
+def test_ptx_disk_cache_across_processes(tmp_path):
+    """A second process takes the PTX from coopjit's disk cache (no LLVM compile) and has the
+    driver compile it (the driver's own JIT cache may serve that), with the same product."""
     import json
     import os
     import subprocess
@@ -218,11 +218,29 @@ def test_machine_code_disk_cache(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
             for _ in range(2)]
     (img1, ptx1, err1), (img2, ptx2, err2) = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
-    assert img1["compiles"] >= 1 and img1["disk_loads"] == 0, img1
-    assert img2 == {"compiles": 0, "disk_loads": img1["compiles"]}, img2
-    assert ptx2["compiles"] == 0, ptx2
+    assert ptx1["compiles"] >= 1 and ptx2["compiles"] == 0, (ptx1, ptx2)
+    assert img1["compiles"] >= 1 and img2["compiles"] == img1["compiles"], (img1, img2)
     assert err1 < 1e-9 and err2 < 1e-9, (err1, err2)
-    assert len(list(tmp_path.rglob("*.cubin"))) == img1["compiles"], sorted(p.name for p in tmp_path.rglob("*"))
+
+
+def test_the_driver_compiles_whole_programs():
+    """The driver's JIT compiles each module as a whole program: the warp-specialized wgmma
+    kernel keeps its setmaxnreg and its wgmmas in flight and spills (almost) nothing. Compiled as
+    a relocatable object (cuLink*), the same PTX spilled 328 bytes a work-item and ran its wgmmas
+    one at a time (H100, driver 580)."""
+    import re
+
+    import ml_dtypes
+
+    from coopjit import ptx as ptx_mod
+    if coopjit.device_info(DEV).get("compute_capability", "") != "9.0":
+        pytest.skip(f"{DEV} is not an sm_90 GPU (Hopper): no wgmma")
+    text = ptx_mod.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90").source("ptx")
+    assert "setmaxnreg" in text and "wgmma.mma_async" in text
+    log = _core.load_ptx(DEV, text).build_log
+    assert "Potential Performance Loss" not in log, log
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", log)]
+    assert spills and max(spills) <= 64, log
 
 
 def test_device_pointers_without_copies(rng):

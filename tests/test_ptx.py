@@ -369,6 +369,17 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
     assert spills and max(spills) <= max(plain_spills) + 64, (report, plain)  # a few words (ptxas: 8-48 bytes)
 
 
+def test_hopper_default_split():
+    """Warpgroup plans on sm_90 keep DP where the tiles fill the SMs' first wave (152 tiles of
+    128 x 256 on 132 SMs: SK + DP measured slower on the H100), Stream-K where they do not (32
+    tiles); mma.sync plans (sm_80) take SK + DP on the same shape."""
+    bf16 = ml_dtypes.bfloat16
+    assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90").config["split"] == "dp"
+    assert ptx.compile_gemm(1024, 1024, 1024, bf16, target="sm_90").config["split"] == "sk"
+    sm80 = ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_80").config
+    assert sm80["wgmma"] == "no" and sm80["split"] == "sk+dp"
+
+
 def test_wgmma_ws_plan_field():
     """ws: 2 by default on data-parallel TMA plans (1 / 2 on request), refused elsewhere."""
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90").config["ws"] == 2

@@ -218,7 +218,6 @@ void bind_devices(py::module_& m) {
     auto s = coopjit::cuda::image_cache_stats();
     py::dict d;
     d["compiles"] = s.compiles;
-    d["disk_loads"] = s.disk_loads;
     return d;
-  }, "CUDA machine code images compiled by the driver from PTX and loaded from coopjit's disk cache in this process.");
+  }, "PTX modules the CUDA driver compiled to machine code in this process (its own JIT cache may have served them).");
 }

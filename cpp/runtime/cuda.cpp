@@ -10,8 +10,6 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "core/xxh64.h"
-#include "runtime/disk_cache.h"
 #include "target/ptx_target.h"
 
 namespace coopjit::cuda {
@@ -28,8 +26,6 @@ using CUcontext = CUctx_st*;
 using CUmodule = CUmod_st*;
 using CUfunction = CUfunc_st*;
 using CUstream = CUstream_st*;
-struct CUlinkState_st;
-using CUlinkState = CUlinkState_st*;
 
 // CUdevice_attribute values (cuda.h)
 enum : int {
@@ -37,9 +33,7 @@ enum : int {
   kMemClock = 36, kBusWidth = 37, kL2 = 38, kCCMajor = 75, kCCMinor = 76, kSharedPerSM = 81, kSharedOptin = 97,
 };
 // CUjit_option values
-enum : int { kJitInfoLog = 3, kJitInfoLogSize = 4, kJitErrorLog = 5, kJitErrorLogSize = 6 };
-// CUjitInputType: PTX source
-enum : int { kJitInputPtx = 1 };
+enum : int { kJitInfoLog = 3, kJitInfoLogSize = 4, kJitErrorLog = 5, kJitErrorLogSize = 6, kJitLogVerbose = 12 };
 
 struct Api {
   void* lib = nullptr;
@@ -55,10 +49,6 @@ struct Api {
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
   CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**) = nullptr;
-  CUresult (*LinkCreate)(unsigned, int*, void**, CUlinkState*) = nullptr;
-  CUresult (*LinkAddData)(CUlinkState, int, void*, size_t, const char*, unsigned, int*, void**) = nullptr;
-  CUresult (*LinkComplete)(CUlinkState, void**, size_t*) = nullptr;
-  CUresult (*LinkDestroy)(CUlinkState) = nullptr;
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*FuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
@@ -102,10 +92,6 @@ std::string load(Api& a) {
   sym(a.CtxPopCurrent, "cuCtxPopCurrent_v2");
   sym(a.CtxGetCurrent, "cuCtxGetCurrent");
   sym(a.ModuleLoadDataEx, "cuModuleLoadDataEx");
-  sym(a.LinkCreate, "cuLinkCreate_v2");
-  sym(a.LinkAddData, "cuLinkAddData_v2");
-  sym(a.LinkComplete, "cuLinkComplete");
-  sym(a.LinkDestroy, "cuLinkDestroy");
   sym(a.ModuleGetFunction, "cuModuleGetFunction");
   sym(a.FuncSetAttribute, "cuFuncSetAttribute");
   sym(a.LaunchKernel, "cuLaunchKernel");
@@ -174,9 +160,9 @@ class Current {
 
 std::mutex image_mu;
 ImageCacheStats image_stats;
-void count_image(bool from_disk) {
+void count_image() {
   std::lock_guard<std::mutex> g(image_mu);
-  ++(from_disk ? image_stats.disk_loads : image_stats.compiles);
+  ++image_stats.compiles;
 }
 
 class CudaKernel : public DeviceKernel {
@@ -301,43 +287,26 @@ class CudaDevice : public Device {
   std::shared_ptr<DeviceModule> load_spirv(const std::string&) override {
     throw UserError(cat(info_.name, " is an NVIDIA GPU: it takes PTX, not SPIR-V"));
   }
-  // The machine code the driver compiles from a PTX module goes to coopjit's disk cache (kind
-  // "cubin"), keyed by the PTX text, the device's architecture and the driver's version, so that
-  // a second process loads the image instead of running the driver's JIT again (the driver's own
-  // cache may be off, full, shared or elsewhere).
+  // The driver compiles each PTX module as one whole program (cuModuleLoadDataEx). Not through
+  // cuLinkCreate / cuLinkAddData / cuLinkComplete, which would hand back an image to keep: the
+  // linker compiles PTX as a relocatable object, and there ptxas ignores setmaxnreg and serializes
+  // every wgmma ("to maintain compatibility across compilation units"; on the H100 the
+  // warp-specialized bf16 kernel spilled 328 bytes a work-item and waited for each wgmma, against
+  // 24 bytes and one group in flight as a whole program). The driver's own JIT cache keeps the
+  // machine code across processes (CUDA_CACHE_PATH, CUDA_CACHE_MAXSIZE); coopjit's disk cache
+  // keeps the PTX. The verbose JIT log (registers, stack, spills) is the module's build_log.
   std::shared_ptr<DeviceModule> load_ptx(const std::string& ptx) override {
-    const std::string key = cat("cubin ", info_.arch, " driver ", discover().driver_version, " ptx ",
-                                xxh64_hex(ptx, 0), xxh64_hex(ptx, 1), ":", ptx.size());
     Current cur(ctx_);
-    if (auto m = load_cached_image(key)) return m;
-    disk_cache::CompileLock lock("cubin", key, disk_cache::lock_timeout());
-    if (lock.held())
-      if (auto m = load_cached_image(key)) return m;
     std::vector<char> info_log(1 << 14, 0), error_log(1 << 14, 0);
-    int opts[] = {kJitInfoLog, kJitInfoLogSize, kJitErrorLog, kJitErrorLogSize};
+    int opts[] = {kJitInfoLog, kJitInfoLogSize, kJitErrorLog, kJitErrorLogSize, kJitLogVerbose};
     void* vals[] = {info_log.data(), reinterpret_cast<void*>(uintptr_t(info_log.size())), error_log.data(),
-                    reinterpret_cast<void*>(uintptr_t(error_log.size()))};
-    CUlinkState link = nullptr;
-    CUresult r = api().LinkCreate(4, opts, vals, &link);
-    if (r == 0)
-      r = api().LinkAddData(link, kJitInputPtx, const_cast<char*>(ptx.c_str()), ptx.size() + 1, "coopjit.ptx", 0, nullptr,
-                            nullptr);
-    void* image = nullptr;
-    size_t image_size = 0;
-    if (r == 0) r = api().LinkComplete(link, &image, &image_size);
-    std::string cubin;
-    if (r == 0) cubin.assign(static_cast<const char*>(image), image_size);  // owned by the link state
-    if (link) api().LinkDestroy(link);
-    if (r != 0)
-      throw DeviceError(cat("CUDA: the driver's PTX JIT (cuLinkAddData / cuLinkComplete) failed on ", info_.name, ": ",
-                            error_text(r), "\n", error_log.data(), info_log.data()));
+                    reinterpret_cast<void*>(uintptr_t(error_log.size())), reinterpret_cast<void*>(uintptr_t(1))};
     CUmodule m = nullptr;
-    cu_check(api().ModuleLoadDataEx(&m, cubin.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx (the compiled image)");
-    disk_cache::store("cubin", key,
-                      {{{"kind", "CUDA machine code"}, {"target", info_.arch},
-                        {"driver", std::to_string(discover().driver_version)}},
-                       {{"cubin", cubin}, {"log", std::string(info_log.data())}}});
-    count_image(false);
+    const CUresult r = api().ModuleLoadDataEx(&m, ptx.c_str(), 5, opts, vals);
+    if (r != 0)
+      throw DeviceError(cat("CUDA: the driver's PTX JIT (cuModuleLoadDataEx) failed on ", info_.name, ": ", error_text(r),
+                            "\n", error_log.data(), info_log.data()));
+    count_image();
     return std::make_shared<CudaModule>(ctx_, stream_, m, info_log.data());
   }
   void synchronize() override {
@@ -346,17 +315,6 @@ class CudaDevice : public Device {
   }
 
  private:
-  // The module of a cached image (the current context is ours), or null when there is none or
-  // the driver refuses it (then it is compiled again and the entry rewritten).
-  std::shared_ptr<DeviceModule> load_cached_image(const std::string& key) {
-    auto e = disk_cache::load("cubin", key);
-    if (!e || !e->blobs.count("cubin")) return nullptr;
-    CUmodule m = nullptr;
-    if (api().ModuleLoadDataEx(&m, e->blobs["cubin"].data(), 0, nullptr, nullptr) != 0) return nullptr;
-    count_image(true);
-    return std::make_shared<CudaModule>(ctx_, stream_, m, e->blobs["log"]);
-  }
-
   DeviceInfo info_;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;

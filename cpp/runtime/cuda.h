@@ -48,10 +48,10 @@ bool tensor_maps_available();
 std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, int elem_bytes, int64_t inner, int64_t outer,
                                    int64_t outer_stride_bytes, int box_inner, int box_outer);
 
-/// Machine code images compiled from PTX by the driver (cuLink*) and loaded from coopjit's disk
-/// cache (kind "cubin") in this process.
+/// PTX modules the driver compiled to machine code in this process (cuModuleLoadDataEx; the
+/// driver's own JIT cache may have served them).
 struct ImageCacheStats {
-  int64_t compiles = 0, disk_loads = 0;
+  int64_t compiles = 0;
 };
 ImageCacheStats image_cache_stats();
 
