@@ -250,6 +250,9 @@ class SimtLowering {
     int64_t stage_bytes, stages, MT, NT, KB, b_offset, box_a, box_b;
     bool a_k, b_k;                       // the operand is K-contiguous
   };
+  /// The TMA copies of K step `step` (i64) of the tile at (m0, n0) (i32) into the slot at `stage`,
+  /// counted on its full barrier `bar` (simt_tma.cpp; both TMA loops issue them).
+  void tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0, llvm::Value* n0);
   using StepFn = std::function<std::vector<llvm::Value*>(llvm::Value* stage, std::vector<llvm::Value*> acc)>;
   /// acc after the loop's K steps, each step's wgmmas issued by `multiply` on its stage.
   std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);

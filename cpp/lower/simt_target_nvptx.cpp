@@ -202,50 +202,18 @@ class NvptxSimtTarget : public SimtTarget {
     const int nd = n / 2;
     if (!warpgroup_mma() || n < 8 || n > 256 || n % 8 || static_cast<int>(d.size()) != nd)
       throw InternalError(cat("wgmma m64n", n, "k16 with ", d.size(), " accumulators on ", sm_));
-    // D's registers are tied to the inputs; scale-d (operand 2 nd + 2) is 1: D += A B.
-    std::string text = cat("{\n.reg .pred p;\nsetp.ne.b32 p, $", 2 * nd + 2, ", 0;\nwgmma.mma_async.sync.aligned.m64n", n,
-                           "k16.f32.", bf16 ? "bf16.bf16" : "f16.f16", " {");
-    std::string cons;
-    for (int i = 0; i < nd; ++i) text += cat(i ? ", $" : "$", i), cons += cat(i ? "," : "", "=f");
-    text += cat("}, $", 2 * nd, ", $", 2 * nd + 1, ", p, 1, 1, ", trans_a ? 1 : 0, ", ", trans_b ? 1 : 0, ";\n}");
-    for (int i = 0; i < nd; ++i) cons += cat(",", i);
-    cons += ",l,l,r";
-    std::vector<llvm::Type*> outs(static_cast<size_t>(nd), b.getFloatTy()), ins(outs);
-    ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt32Ty());
-    auto* fty = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), outs), ins, false);
-    auto* asm_fn = llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true);
-    std::vector<llvm::Value*> args(d);
-    args.push_back(desc_a), args.push_back(desc_b), args.push_back(b.getInt32(1));
-    llvm::CallInst* r = b.CreateCall(fty, asm_fn, args);
-    r->addFnAttr(llvm::Attribute::Convergent);
-    std::vector<llvm::Value*> out;
-    for (unsigned i = 0; i < static_cast<unsigned>(nd); ++i) out.push_back(b.CreateExtractValue(r, {i}));
-    return out;
+    // scale-d is 1 (D += A B), then the scale and transpose immediates.
+    return wgmma_asm(b, d, desc_a, desc_b, cat("m64n", n, "k16.f32.", bf16 ? "bf16.bf16" : "f16.f16"),
+                     cat(", 1, 1, ", trans_a ? 1 : 0, ", ", trans_b ? 1 : 0), b.getFloatTy(), "f");
   }
   std::vector<llvm::Value*> wgmma_int8(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
                                        llvm::Value* desc_b, int n, bool a_signed, bool b_signed) const override {
     const int nd = n / 2;
     if (!warpgroup_mma() || n < 8 || n > 256 || n % 8 || static_cast<int>(d.size()) != nd)
       throw InternalError(cat("wgmma m64n", n, "k32 (8-bit) with ", d.size(), " accumulators on ", sm_));
-    // As the 16-bit form, without the scale and transpose immediates (8-bit operands are K-major).
-    std::string text = cat("{\n.reg .pred p;\nsetp.ne.b32 p, $", 2 * nd + 2, ", 0;\nwgmma.mma_async.sync.aligned.m64n", n,
-                           "k32.s32.", a_signed ? "s8" : "u8", ".", b_signed ? "s8" : "u8", " {");
-    std::string cons;
-    for (int i = 0; i < nd; ++i) text += cat(i ? ", $" : "$", i), cons += cat(i ? "," : "", "=r");
-    text += cat("}, $", 2 * nd, ", $", 2 * nd + 1, ", p;\n}");
-    for (int i = 0; i < nd; ++i) cons += cat(",", i);
-    cons += ",l,l,r";
-    std::vector<llvm::Type*> outs(static_cast<size_t>(nd), b.getInt32Ty()), ins(outs);
-    ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt32Ty());
-    auto* fty = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), outs), ins, false);
-    auto* asm_fn = llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true);
-    std::vector<llvm::Value*> args(d);
-    args.push_back(desc_a), args.push_back(desc_b), args.push_back(b.getInt32(1));
-    llvm::CallInst* r = b.CreateCall(fty, asm_fn, args);
-    r->addFnAttr(llvm::Attribute::Convergent);
-    std::vector<llvm::Value*> out;
-    for (unsigned i = 0; i < static_cast<unsigned>(nd); ++i) out.push_back(b.CreateExtractValue(r, {i}));
-    return out;
+    // No scale or transpose immediates: 8-bit operands are K-major.
+    return wgmma_asm(b, d, desc_a, desc_b, cat("m64n", n, "k32.s32.", a_signed ? "s8" : "u8", ".", b_signed ? "s8" : "u8"), "",
+                     b.getInt32Ty(), "r");
   }
   void wgmma_fence(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}); }
   void wgmma_commit(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}); }
@@ -295,6 +263,30 @@ class NvptxSimtTarget : public SimtTarget {
   }
 
  private:
+  // wgmma.mma_async.sync.aligned.<shape> {D}, desc-a, desc-b, p<immediates>; as inline PTX: D's
+  // registers (type acc, constraint reg) are tied to the inputs, p is scale-d (1: D += A B).
+  static std::vector<llvm::Value*> wgmma_asm(llvm::IRBuilder<>& b, const std::vector<llvm::Value*>& d, llvm::Value* desc_a,
+                                             llvm::Value* desc_b, const std::string& shape, const std::string& immediates,
+                                             llvm::Type* acc, const char* reg) {
+    const int nd = static_cast<int>(d.size());
+    std::string text = cat("{\n.reg .pred p;\nsetp.ne.b32 p, $", 2 * nd + 2, ", 0;\nwgmma.mma_async.sync.aligned.", shape, " {");
+    std::string cons;
+    for (int i = 0; i < nd; ++i) text += cat(i ? ", $" : "$", i), cons += cat(i ? "," : "", "=", reg);
+    text += cat("}, $", 2 * nd, ", $", 2 * nd + 1, ", p", immediates, ";\n}");
+    for (int i = 0; i < nd; ++i) cons += cat(",", i);
+    cons += ",l,l,r";
+    std::vector<llvm::Type*> outs(static_cast<size_t>(nd), acc), ins(outs);
+    ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt64Ty()), ins.push_back(b.getInt32Ty());
+    auto* fty = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), outs), ins, false);
+    auto* asm_fn = llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true);
+    std::vector<llvm::Value*> args(d);
+    args.push_back(desc_a), args.push_back(desc_b), args.push_back(b.getInt32(1));
+    llvm::CallInst* r = b.CreateCall(fty, asm_fn, args);
+    r->addFnAttr(llvm::Attribute::Convergent);
+    std::vector<llvm::Value*> out;
+    for (unsigned i = 0; i < static_cast<unsigned>(nd); ++i) out.push_back(b.CreateExtractValue(r, {i}));
+    return out;
+  }
   std::string sm_;
 };
 

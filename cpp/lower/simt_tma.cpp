@@ -34,6 +34,27 @@ void SimtLowering::mbarrier_wait(llvm::Value* bar, llvm::Value* parity) {
   b_.SetInsertPoint(done);
 }
 
+void SimtLowering::tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0,
+                                 llvm::Value* n0) {
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  llvm::Value* map_a = fn_->getArg(static_cast<unsigned>(f_.params.size()));
+  llvm::Value* map_b = fn_->getArg(static_cast<unsigned>(f_.params.size() + 1));
+  target_.mbarrier_arrive_expect_tx(b_, bar, c32(t.stage_bytes));
+  llvm::Value* k0 = b_.CreateTrunc(b_.CreateAdd(t.lo, b_.CreateMul(step, b_.getInt64(t.KB))), b_.getInt32Ty(), "k0");
+  // K-contiguous: boxes of `box` rows x KB (box 128 bytes a row); else boxes of KB rows x 64
+  // (one column of 8192-byte atoms).
+  auto panel = [&](llvm::Value* map, llvm::Value* at, llvm::Value* first, int64_t rows, int64_t box, bool k_inner) {
+    if (k_inner)
+      for (int64_t j = 0; j < rows / box; ++j)
+        target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * box * 128)), map, k0, b_.CreateAdd(first, c32(j * box)), bar);
+    else
+      for (int64_t j = 0; j < rows / 64; ++j)
+        target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * t.KB * 128)), map, b_.CreateAdd(first, c32(j * 64)), k0, bar);
+  };
+  panel(map_a, stage, m0, t.MT, t.box_a, t.a_k);
+  panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+}
+
 std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t) {
   llvm::Type* i32 = b_.getInt32Ty();
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
@@ -45,8 +66,6 @@ std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>
   auto empty = [&](llvm::Value* slot) { return b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(slot, c32(S)), c32(8))); };
   auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, i64v(S)), i32); };
   auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, i64v(S)), i64v(1)), i32); };
-  llvm::Value* map_a = fn_->getArg(static_cast<unsigned>(f_.params.size()));
-  llvm::Value* map_b = fn_->getArg(static_cast<unsigned>(f_.params.size() + 1));
   llvm::Value* producer = b_.CreateICmpEQ(t.tid, c32(0), "producer");
   llvm::Value* m0 = b_.CreateTrunc(t.m_wg, i32), *n0 = b_.CreateTrunc(t.n_wg, i32);
 
@@ -54,21 +73,7 @@ std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>
   auto issue = [&](llvm::Value* step) {
     llvm::Value* slot = slot_of(step);
     llvm::Value* stage = b_.CreateAdd(t.base, b_.CreateMul(slot, c32(t.stage_bytes)));
-    llvm::Value* bar = full(slot);
-    target_.mbarrier_arrive_expect_tx(b_, bar, c32(t.stage_bytes));
-    llvm::Value* k0 = b_.CreateTrunc(b_.CreateAdd(t.lo, b_.CreateMul(step, i64v(t.KB))), i32, "k0");
-    // K-contiguous: boxes of `box` rows x KB (box 128 bytes a row); else boxes of KB rows x 64
-    // (one column of 8192-byte atoms).
-    auto panel = [&](llvm::Value* map, llvm::Value* at, llvm::Value* first, int64_t rows, int64_t box, bool k_inner) {
-      if (k_inner)
-        for (int64_t j = 0; j < rows / box; ++j)
-          target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * box * 128)), map, k0, b_.CreateAdd(first, c32(j * box)), bar);
-      else
-        for (int64_t j = 0; j < rows / 64; ++j)
-          target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * t.KB * 128)), map, b_.CreateAdd(first, c32(j * 64)), k0, bar);
-    };
-    panel(map_a, stage, m0, t.MT, t.box_a, t.a_k);
-    panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+    tma_copy_step(t, stage, full(slot), step, m0, n0);
   };
 
   // The slots and barriers may still be in use by a previous loop.

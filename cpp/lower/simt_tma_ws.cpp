@@ -119,27 +119,12 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     if (producer_warps_ == 4 && sgs_ == 8) set_max_registers(b_, false, kProducerRegs);
     llvm::Value* ptid = b_.CreateAdd(lane(), b_.CreateMul(b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32), c32(32)));
     emit_if(b_, fn_, b_.CreateICmpEQ(ptid, c32(32 * sgs_)), [&] {
-      llvm::Value* map_a = fn_->getArg(static_cast<unsigned>(f_.params.size()));
-      llvm::Value* map_b = fn_->getArg(static_cast<unsigned>(f_.params.size() + 1));
       llvm::Value* nk = b_.CreateSelect(b_.CreateICmpSLT(t.lo, hi), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi, t.lo), i64v(t.KB - 1)), i64v(t.KB)),
                                         i64v(0), "nk");
       // The copies of K step k (i64) of the tile at (m0, n0) (i32) into `slot`, on its full barrier.
       auto issue = [&](llvm::Value* k, llvm::Value* slot, llvm::Value* m0, llvm::Value* n0) {
         llvm::Value* stage = stage_at(slot);
-        llvm::Value* bar = full(slot);
-        target_.mbarrier_arrive_expect_tx(b_, bar, c32(t.stage_bytes));
-        llvm::Value* k0 = b_.CreateTrunc(b_.CreateAdd(t.lo, b_.CreateMul(k, i64v(t.KB))), i32, "k0");
-        // As simt_tma.cpp: K-contiguous panels in boxes of `box` rows x KB, else boxes of KB rows x 64.
-        auto panel = [&](llvm::Value* map, llvm::Value* at, llvm::Value* first, int64_t rows, int64_t box, bool k_inner) {
-          if (k_inner)
-            for (int64_t j = 0; j < rows / box; ++j)
-              target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * box * 128)), map, k0, b_.CreateAdd(first, c32(j * box)), bar);
-          else
-            for (int64_t j = 0; j < rows / 64; ++j)
-              target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * t.KB * 128)), map, b_.CreateAdd(first, c32(j * 64)), k0, bar);
-        };
-        panel(map_a, stage, m0, t.MT, t.box_a, t.a_k);
-        panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+        tma_copy_step(t, stage, full(slot), k, m0, n0);
       };
       // The walk: tiles block, block + grid, ... in the recipe's order (one batch).
       llvm::Value* grid = target_.work_id(b_, WorkId::groups, 0);
