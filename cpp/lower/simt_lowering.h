@@ -250,6 +250,9 @@ class SimtLowering {
     int64_t stage_bytes, stages, MT, NT, KB, b_offset, box_a, box_b;
     bool a_k, b_k;                       // the operand is K-contiguous
   };
+  /// Initializes the S stages' mbarriers at `bars` (full[s] at bars + 8 s, one arrival; empty[s]
+  /// at bars + 8 (S + s), one a consumer warp) and fences them (simt_tma.cpp; both TMA loops).
+  void init_stage_barriers(llvm::Value* bars, int64_t S);
   /// The TMA copies of K step `step` (i64) of the tile at (m0, n0) (i32) into the slot at `stage`,
   /// counted on its full barrier `bar` (simt_tma.cpp; both TMA loops issue them).
   void tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0, llvm::Value* n0);

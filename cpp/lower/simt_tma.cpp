@@ -34,6 +34,15 @@ void SimtLowering::mbarrier_wait(llvm::Value* bar, llvm::Value* parity) {
   b_.SetInsertPoint(done);
 }
 
+void SimtLowering::init_stage_barriers(llvm::Value* bars, int64_t S) {
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  for (int64_t s = 0; s < S; ++s) {
+    target_.mbarrier_init(b_, b_.CreateAdd(bars, b_.CreateMul(c32(s), c32(8))), 1);
+    target_.mbarrier_init(b_, b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(c32(s), c32(S)), c32(8))), sgs_);
+  }
+  target_.mbarrier_init_fence(b_);
+}
+
 void SimtLowering::tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0,
                                  llvm::Value* n0) {
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
@@ -79,11 +88,7 @@ std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>
   // The slots and barriers may still be in use by a previous loop.
   target_.barrier(b_);
   emit_if(b_, fn_, producer, [&] {
-    for (int64_t s = 0; s < S; ++s) {
-      target_.mbarrier_init(b_, full(c32(s)), 1);
-      target_.mbarrier_init(b_, empty(c32(s)), sgs_);
-    }
-    target_.mbarrier_init_fence(b_);
+    init_stage_barriers(bars, S);
     return none();
   }, none);
   target_.barrier(b_);

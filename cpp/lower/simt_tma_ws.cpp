@@ -104,11 +104,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     llvm::Value* warp = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "warp");
     llvm::Value* tid = b_.CreateAdd(lane(), b_.CreateMul(warp, c32(32)), "tid");
     emit_if(b_, fn_, b_.CreateICmpEQ(tid, c32(0)), [&] {
-      for (int64_t s = 0; s < S; ++s) {
-        target_.mbarrier_init(b_, full(c32(s)), 1);
-        target_.mbarrier_init(b_, empty(c32(s)), sgs_);
-      }
-      target_.mbarrier_init_fence(b_);
+      init_stage_barriers(bars(), S);
       return none();
     }, none);
     target_.barrier(b_);  // every warp, the producers too
