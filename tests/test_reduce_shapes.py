@@ -1,6 +1,9 @@
 """Reductions of few long rows (the two-stage path: each row's body as the columns of a
 (n // W) x W view over every worker, then the partials and the tails), against NumPy in
 float64 / exact integers: every op, tails of every length, strided and sliced rows."""
+import ctypes
+import mmap
+
 import numpy as np
 import pytest
 
@@ -76,6 +79,41 @@ def test_many_short_rows_every_dtype(rng, dtype):
     # rows that are not packed back to back (a column slice): the row path
     y = rng.integers(0, 3, (9000, 12)).astype(dtype)[:, 2:9]
     np.testing.assert_array_equal(coopjit.reduce(y, 1).astype(exact), y.astype(exact).sum(axis=1))
+
+
+def _ending_at_a_guard_page(nbytes):
+    """(keep, buf): a writable uint8 buffer of nbytes whose end is the start of a page that cannot
+    be read, so that a load past the buffer's last byte faults; keep holds the mapping."""
+    page = mmap.PAGESIZE
+    total = -(-nbytes // page) * page + page
+    m = mmap.mmap(-1, total, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    anchor = ctypes.c_char.from_buffer(m)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    if libc.mprotect(ctypes.addressof(anchor) + total - page, page, 0) != 0:  # PROT_NONE
+        pytest.skip(f"mprotect failed (errno {ctypes.get_errno()}): no guard page on this system")
+    buf = np.frombuffer(m, np.uint8, count=nbytes, offset=total - page - nbytes)
+    return (m, anchor), buf
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 12, 16, 17])
+@pytest.mark.parametrize("K", [4096, 4096 + 37])
+def test_short_rows_of_every_small_length_end_at_the_buffer(rng, K, n, dtype):
+    # Rows of 2..17 elements ending at an unreadable page. Strides up to 16 (and up to a
+    # vector's lanes) are built into the kernel, which loads whole vectors and picks every n-th
+    # element: the last vector is masked to the last row's end, so nothing past the buffer is
+    # read (a read there faults). 4096 rows end in a whole tile (its unchecked loads reach the
+    # buffer's end); 4096 + 37 in a tail.
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(K * n * item)
+    x = raw.view(dtype).reshape(K, n)
+    x[...] = rng.integers(0, 50, (K, n)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    np.testing.assert_array_equal(coopjit.reduce(x, 1).astype(exact), x.astype(exact).sum(axis=1))
+    np.testing.assert_array_equal(coopjit.reduce(x, 1, "max"), x.max(axis=1))
+    np.testing.assert_array_equal(coopjit.reduce(x, 1, "min"), x.min(axis=1))
+    assert keep  # the mapping stays alive until the reductions are done
 
 
 def test_many_short_rows_into_a_strided_out(rng):

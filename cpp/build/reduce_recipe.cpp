@@ -21,7 +21,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   Builder b(*f);
   Value* one = b.index(1, "c1");
   Value* zero = b.index(0, "c0");
-  Value* sx_c = p.unit ? one : sx_c_param;
+  Value* sx_c = p.unit ? one : p.stride ? b.index(p.stride, "sx_c_fixed") : sx_c_param;
   const int R = p.tile_rows, CW = p.tile_cols;
   Value* TR = b.index(R, "TR");
   Value* TC = b.index(CW, "TC");

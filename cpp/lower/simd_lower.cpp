@@ -100,6 +100,12 @@ bool SimdLowering::is_const(const Value* v, int64_t c) {
   return i && *i == c;
 }
 
+int64_t SimdLowering::const_value(const Value* v) {
+  if (!v->def || v->def->kind != OpKind::constant) return 0;
+  auto* i = std::get_if<int64_t>(&v->def->attrs.at("value"));
+  return i ? *i : 0;
+}
+
 void SimdLowering::unpack_params() {
   llvm::Value* slots[3] = {fn_->getArg(0), fn_->getArg(1), fn_->getArg(2)};
   int next[3] = {0, 0, 0};

@@ -57,6 +57,7 @@ class SimdLowering {
   void bind(const std::vector<Value*>& vs, const std::vector<llvm::Value*>& flat);
   std::vector<llvm::Value*> flat_all(const std::vector<Value*>& vs, size_t from = 0);
   static bool is_const(const Value* v, int64_t c);
+  static int64_t const_value(const Value* v);  // v's value when it is an integer constant, else 0
 
   void unpack_params();
 
@@ -82,6 +83,7 @@ class SimdLowering {
   struct Addr {
     llvm::Value *ptr, *row, *col, *sr, *sc, *rows, *cols;
     bool unit_col;
+    int64_t sc_const;  // the column stride when the kernel fixes it (a constant), else 0
   };
   Addr addr(const Op& o, size_t base);
 
@@ -96,6 +98,8 @@ class SimdLowering {
   Chunk chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
 
   llvm::Value* load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
+  static constexpr int64_t kMaxShuffledStride = 16;  // constant strides up to this load as vectors + a pick
+  llvm::Value* strided_chunk(ScalarType t, llvm::Value* base, int64_t s);
   void store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v);
 
   void load(const Op& o);

@@ -15,7 +15,8 @@ llvm::GlobalVariable* SimdLowering::zero_global(ScalarType t) {
 SimdLowering::Addr SimdLowering::addr(const Op& o, size_t base) {
   const auto& v = o.operands;
   return {scalar(v[base]), scalar(v[base + 1]), scalar(v[base + 2]), scalar(v[base + 3]),
-          scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), is_const(v[base + 4], 1)};
+          scalar(v[base + 4]), scalar(v[base + 5]), scalar(v[base + 6]), is_const(v[base + 4], 1),
+          const_value(v[base + 4])};
 }
 
 // 0 <= r < rows and 0 <= c < cols: a checked access's element (the seeds' bounds rule).
@@ -52,9 +53,44 @@ llvm::Value* SimdLowering::load_chunk(const Type& t, const Addr& a, llvm::Value*
   auto* vt = vec_ty(t.scalar);
   llvm::Value* zero = llvm::Constant::getNullValue(vt);
   Chunk ch = chunk(t, a, i, j, checked);
+  if (!a.unit_col && !ch.mask && a.sc_const >= 2 && a.sc_const <= kMaxShuffledStride && a.sc_const <= S_)
+    return strided_chunk(t.scalar, ch.base, a.sc_const);
   if (!a.unit_col) return b_.CreateMaskedGather(vt, ch.ptrs, align(t.scalar), ch.mask, zero);
   if (ch.mask) return b_.CreateMaskedLoad(vt, ch.base, align(t.scalar), ch.mask, zero);
   return b_.CreateAlignedLoad(vt, ch.base, align(t.scalar));
+}
+
+// The S lanes base[0], base[s], ..., base[(S-1) s] of a small constant stride s: s vector loads
+// of the (S-1) s + 1 elements they span (the last load masked to its end, so nothing past the
+// last lane is touched) and one strided pick, which the backend lowers to permutes. Measured
+// summing K short rows of n f32 on 2 Zen 5 cores (reads down an n x K view): 4e6 x 3 8.8 -> 26.9
+// GB/s, 1e6 x 8 13.3 -> 20.8, 1e6 x 16 16.2 -> 25.5 against gathers of one element a lane.
+llvm::Value* SimdLowering::strided_chunk(ScalarType t, llvm::Value* base, int64_t s) {
+  auto* vt = vec_ty(t);
+  llvm::Type* et = scalar_ty(t);
+  const int n = static_cast<int>(s);
+  std::vector<llvm::Value*> parts;
+  for (int k = 0; k < n; ++k) {
+    llvm::Value* p = b_.CreateConstGEP1_64(et, base, int64_t(k) * S_);
+    if (k + 1 < n) parts.push_back(b_.CreateAlignedLoad(vt, p, align(t)));
+    else parts.push_back(b_.CreateMaskedLoad(vt, p, align(t), lane_mask(S_ - n + 1), llvm::Constant::getNullValue(vt)));
+  }
+  // Concatenate pairwise up to a power-of-two count of vectors (zeros pad), then pick.
+  size_t width = 1;
+  while (width < parts.size()) width *= 2;
+  while (parts.size() < width) parts.push_back(llvm::Constant::getNullValue(vt));
+  int len = S_;
+  while (parts.size() > 1) {
+    std::vector<int> idx(2 * len);
+    for (int k = 0; k < 2 * len; ++k) idx[k] = k;
+    std::vector<llvm::Value*> next;
+    for (size_t k = 0; k + 1 < parts.size(); k += 2) next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], idx));
+    parts = next;
+    len *= 2;
+  }
+  std::vector<int> pick(S_);
+  for (int l = 0; l < S_; ++l) pick[l] = l * n;
+  return b_.CreateShuffleVector(parts[0], pick);
 }
 
 void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v) {

@@ -28,6 +28,7 @@ struct ReducePlan {
   int simd_width = 16;
   int tile_rows = 4, tile_cols = 64;  // the accumulator tile
   bool unit = true;  // X's stride along the tile's columns is 1 (vector loads)
+  int64_t stride = 0;  // X's stride along the tile's columns fixed in the kernel (2..16: vector loads + a pick), else 0
   int threads = 1;
   int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
   std::string key(const ReduceSpec& s) const;  // everything that changes the code
