@@ -105,3 +105,16 @@ def test_docstrings_list_every_plan_field():
     for fn in (coopjit.matmul, coopjit.gemm, coopjit.compile_gemm):
         for field in PLAN_FIELDS + _GPU_FIELDS:
             assert field in fn.__doc__, (fn.__name__, field)
+
+
+@pytest.mark.parametrize("dtype,name,lanes", [(np.float32, "f32", 16), (np.float64, "f64", 8)])
+def test_tile_width_when_a_outgrows_l2(dtype, name, lanes):
+    # N = 129 pads least with 1-vector tiles (16 x 16 f32, 16 x 8 f64). Where A is far beyond any
+    # core's L2 (513 x 25000 here: 51 / 103 MB, never touched), every column tile reads A again,
+    # so the planner takes 2-3 vectors; where A fits (513 x 50), the least padding still decides.
+    if coopjit.cpu_info()["vector_bytes"] < 64:
+        pytest.skip("the widths below are AVX-512's (16 f32 lanes); this CPU has no AVX-512")
+    for k, widths in ((25000, (2 * lanes, 3 * lanes)), (50, (lanes,))):
+        a, b, c = np.empty((513, k), dtype), np.empty((k, 129), dtype), np.empty((513, 129), dtype)
+        plan = coopjit._core.gemm_plan(a, b, c, False, [name] * 3)
+        assert plan["layout"] == "row" and int(plan["nr"]) in widths, (k, plan["mr"], plan["nr"])

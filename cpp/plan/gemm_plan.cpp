@@ -190,7 +190,24 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   int nvec = static_cast<int>(std::min<int64_t>(regs >= 32 ? 4 : 2, std::max<int64_t>(1, nvec_n)));
   // Up to a few hundred columns: the width (4, 2 or 1 vectors) that pads N least, the wider on
   // ties (ragged edge tiles take the slower checked path).
-  if (N <= 256) {
+  // Where A outgrows half the core's L2, each column tile reads A again from L3, so narrow
+  // tiles cost more than their padding saves: of 1 to 3 vectors, the width with the least
+  // padded vectors x (1 + 1 / width) (a read of A per tile of width vectors), the wider on ties.
+  // (4 vectors, whose unpacked B slice of a K tile outgrows L1, ran slower everywhere here.)
+  // Measured on Zen 5, one thread, CPU time per call (us), least padding -> this:
+  // 513x129x700 f32 16x16 690-720 -> 8x48 500-525, f64 16x8 1440-1670 -> 8x24 970-990;
+  // 2000x200x300 f32 1620 -> 1330, f64 3280 -> 2460; 1000x130x1000 f64 4330 -> 2560;
+  // 256x100x2000 f32 700-730 -> 740 (12x32: 650-670), f64 1600 -> 1130-1180.
+  const bool a_streams = double(M) * double(spec.K) * ir::size_in_bytes(p.a_type) > 0.5 * double(cpu.l2_bytes);
+  if (N <= 256 && a_streams) {
+    int best = nvec;
+    double best_cost = 1e300;
+    for (int cand = std::min(nvec, 3); cand >= 1; --cand) {
+      const double cost = double(ceil_to(nvec_n, cand)) * (1.0 + 1.0 / cand);
+      if (cost < best_cost) best_cost = cost, best = cand;
+    }
+    nvec = best;
+  } else if (N <= 256) {
     int best = nvec;
     int64_t best_pad = INT64_MAX;
     for (int cand = nvec; cand >= 1; cand /= 2) {

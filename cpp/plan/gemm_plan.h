@@ -23,6 +23,7 @@ struct CpuTargetInfo {
   // tdpbf16ps, tdpb[su][su]d, tdpfp16ps.
   bool amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
   bool cldemote = false;  // CLDEMOTE: a line pushed from the core's caches to the shared L3
+  int64_t l2_bytes = 1 << 20;  // one core's L2 (the host's from the OS; 1 MiB for a named CPU)
 };
 
 struct GemmPlan {

@@ -18,6 +18,8 @@
 #include <sys/mman.h>
 #include <memory>
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -39,7 +41,31 @@ CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable) {
   return t;
 }
 
-CpuTargetInfo host_target() { return target_info(host_cpu(), ThreadPool::get().size(), amx_permitted()); }
+// One core's L2 as Linux reports it (cpu0's unified level-2 cache), else 1 MiB.
+static int64_t host_l2_bytes() {
+  static const int64_t bytes = [] {
+    for (int i = 0; i < 8; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level(dir + "level"), size(dir + "size");
+      int lv = 0;
+      std::string text;
+      if (!(level >> lv) || !(size >> text)) break;
+      if (lv != 2 || text.empty()) continue;
+      const char unit = text.back();
+      const int64_t n = std::atoll(text.c_str());
+      const int64_t b = unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
+      if (b >= (64 << 10)) return b;
+    }
+    return int64_t(1) << 20;
+  }();
+  return bytes;
+}
+
+CpuTargetInfo host_target() {
+  CpuTargetInfo t = target_info(host_cpu(), ThreadPool::get().size(), amx_permitted());
+  t.l2_bytes = host_l2_bytes();
+  return t;
+}
 
 CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu_name, int threads,
                                  const PlanOverrides& overrides) {
