@@ -89,3 +89,33 @@ def test_calls_go_on_while_a_tuning_run_stores_a_plan(private_cache):
     assert reports and reports[0].stored
     assert coopjit.compile_gemm(*shape)._core.tuned
     assert_gemm_close(coopjit.matmul(a, b), a, b)
+
+
+def test_independent_launches_run_every_share_once_whoever_claims_it(rng):
+    # Unpacked data-parallel products and reductions are independent launches: the caller and the
+    # pool's threads claim the workers' shares one by one, so a share may run on any thread, and
+    # the call returns once every share has run. With 8 workers on this machine's cores (more
+    # workers than cores: some start late) and pauses between calls (workers asleep), every
+    # result matches NumPy, and the trace shows each of the 8 shares entered once and returned.
+    old = coopjit.get_num_threads()
+    coopjit.set_num_threads(8)
+    coopjit._core._set_launch_trace(True)
+    try:
+        for i in range(40):
+            m, n, k = 300 + i, 64, 100 + i
+            a = rng.standard_normal((m, k)).astype(np.float64)
+            b = rng.standard_normal((k, n)).astype(np.float64)
+            got = coopjit.matmul(a, b)
+            cfg = coopjit.compile_gemm(m, n, k, np.float64).config
+            assert (cfg["pack"], cfg["split"], cfg["threads"]) == (False, "dp", 8), cfg
+            np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+            t = coopjit._core._launch_trace()
+            assert t["workers"] == 8, t
+            assert all(e >= s >= 0 for s, e in zip(t["start_ns"], t["end_ns"])), t
+            x = rng.integers(-5, 6, (40_000 + i, 7)).astype(np.float32)  # 1.1 MB: 8 workers
+            np.testing.assert_array_equal(coopjit.reduce(x, 1), x.astype(np.float64).sum(axis=1))
+            if i % 4 == 0:
+                threading.Event().wait(0.003)  # the workers go to sleep
+    finally:
+        coopjit._core._set_launch_trace(False)
+        coopjit.set_num_threads(old)

@@ -54,10 +54,11 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
   void* ptrs[2] = {const_cast<void*>(x), y};
   const KernelEntry entry = code->entry;
   const int workers = p.threads;
+  // The workers' shares are independent (no worker waits for another): any thread may run any.
   ThreadPool::get().run(workers, [&](int w) {
     int64_t ints[8] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, workers};
     entry(ptrs, ints, nullptr);
-  });
+  }, true);
 }
 
 std::string reduce_ir(const ReduceSpec& s) {

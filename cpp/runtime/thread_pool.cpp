@@ -71,9 +71,15 @@ struct ThreadPool::Impl {
   // workers), published after fn; pending counts the pool workers still running it. fn may be
   // read by a worker of this launch only: the next launch rewrites it after every one of them
   // has finished, but a worker outside the launch may still be reading the word.
+  // Bit 31 of the worker count marks an independent launch (run's `independent`): its indices
+  // are claimed from `claim` (generation << 32 | the next index), `left` counts the indices not
+  // yet done, and a thread reads fn only after a claim of the current generation succeeded (so
+  // the caller, waiting for that index, has not returned).
   std::atomic<const std::function<void(int)>*> fn{nullptr};
   std::atomic<uint64_t> state{0};
   std::atomic<int> pending{0};
+  std::atomic<uint64_t> claim{0};
+  std::atomic<int> left{0};
   std::exception_ptr error;  // under mu
   // The trace of the current launch (g_trace): its start, and each worker's stamps.
   std::atomic<bool> tracing{false};
@@ -92,6 +98,8 @@ struct ThreadPool::Impl {
     }
   }
 
+  void claim_and_run(uint64_t gen, int workers, bool spun);
+
   void loop(int index, uint64_t seen) {
     for (;;) {
       uint64_t now = 0;
@@ -105,7 +113,11 @@ struct ThreadPool::Impl {
         wake.wait(g, launched);
       }
       seen = now >> 32;
-      if (index >= static_cast<int>(now & 0xffffffffu)) continue;
+      if (index >= static_cast<int>(now & 0x7fffffffu)) continue;
+      if (now & 0x80000000u) {
+        claim_and_run(seen, static_cast<int>(now & 0x7fffffffu), spun);
+        continue;
+      }
       const std::function<void(int)>* job = fn.load(std::memory_order_relaxed);
       const bool trace = tracing.load(std::memory_order_relaxed);
       if (trace) {
@@ -130,6 +142,43 @@ struct ThreadPool::Impl {
     }
   }
 };
+
+// An independent launch of generation gen: claims indices until none is left, runs each; the
+// thread that finishes the last one wakes the caller. Returns at once for an older generation.
+void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, bool spun) {
+  const bool trace = tracing.load(std::memory_order_relaxed);
+  for (;;) {
+    uint64_t c = claim.load(std::memory_order_acquire);
+    int i = -1;
+    while ((c >> 32) == gen && static_cast<int>(c & 0xffffffffu) < workers) {
+      if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        i = static_cast<int>(c & 0xffffffffu);
+        break;
+      }
+    }
+    if (i < 0) return;
+    const std::function<void(int)>* job = fn.load(std::memory_order_acquire);
+    if (trace) {
+      stamps[i].start.store(now_ns(), std::memory_order_relaxed);
+      stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
+    }
+    std::exception_ptr err;
+    try {
+      (*job)(i);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    if (trace) stamps[i].end.store(now_ns(), std::memory_order_relaxed);
+    if (err) {
+      std::lock_guard<std::mutex> g(mu);
+      if (!error) error = err;
+    }
+    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> g(mu);
+      done.notify_all();
+    }
+  }
+}
 
 ThreadPool::ThreadPool() : impl_(new Impl) {
   impl_->size = affinity_cpus();
@@ -185,13 +234,15 @@ void ThreadPool::set_size(int n) {
   impl_->size = n;
 }
 
-void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
+void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool independent) {
   if (workers <= 1) {
     fn(0);
     return;
   }
+  if (workers > 0x7fffffff) throw InternalError(cat("a launch of ", workers, " workers"));
   std::lock_guard<std::mutex> launch(impl_->launch);
   const bool trace = g_trace.load(std::memory_order_relaxed);
+  uint64_t gen = 0;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_threads(workers);
@@ -204,21 +255,34 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
       impl_->t0 = now_ns();
     }
     impl_->fn.store(&fn, std::memory_order_relaxed);
-    impl_->pending.store(workers - 1, std::memory_order_relaxed);
+    impl_->pending.store(independent ? 0 : workers - 1, std::memory_order_relaxed);
     impl_->error = nullptr;
-    const uint64_t gen = (impl_->state.load(std::memory_order_relaxed) >> 32) + 1;
-    impl_->state.store(gen << 32 | static_cast<uint64_t>(workers), std::memory_order_release);
+    gen = ((impl_->state.load(std::memory_order_relaxed) >> 32) + 1) & 0xffffffffu;  // (wraps as the word does)
+    if (independent) {
+      impl_->left.store(workers, std::memory_order_relaxed);
+      impl_->claim.store(gen << 32, std::memory_order_release);
+    }
+    impl_->state.store(gen << 32 | (independent ? 0x80000000u : 0u) | static_cast<uint64_t>(workers),
+                       std::memory_order_release);
   }
   impl_->wake.notify_all();
   std::exception_ptr mine;
-  if (trace) impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
-  try {
-    fn(0);
-  } catch (...) {
-    mine = std::current_exception();
+  if (independent) {
+    // The caller claims indices like every pool thread (its errors go to impl_->error).
+    impl_->claim_and_run(gen, workers, true);
+  } else {
+    if (trace) impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
+    try {
+      fn(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    if (trace) impl_->stamps[0].end.store(now_ns(), std::memory_order_relaxed);
   }
-  if (trace) impl_->stamps[0].end.store(now_ns(), std::memory_order_relaxed);
-  auto finished = [&] { return impl_->pending.load(std::memory_order_acquire) == 0; };
+  auto finished = [&] {
+    return independent ? impl_->left.load(std::memory_order_acquire) == 0
+                       : impl_->pending.load(std::memory_order_acquire) == 0;
+  };
   const bool spun = spin_until(finished);
   std::unique_lock<std::mutex> g(impl_->mu);
   if (!spun) impl_->done.wait(g, finished);
