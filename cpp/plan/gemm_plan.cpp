@@ -238,11 +238,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   p.kb = 4;
   // Workers: one per core for problems worth the hand-off (a few microseconds), one otherwise;
   // never more workers than output tiles unless Stream-K can split K among them. From 1.5 MFLOP
-  // (2-core Zen 5, back to back: 100x37x250 f32 / f64 13.4 / 32 -> 8 / 18 us, 64x64x200 f32 7.6
-  // -> 5.1): data-parallel launches are independent, so a late worker no longer holds the call.
+  // two workers (2-core Zen 5, back to back: 100x37x250 f32 / f64 13.4 / 32 -> 8 / 18 us,
+  // 64x64x200 f32 7.6 -> 5.1; data-parallel launches are independent, so a late worker no longer
+  // holds the call), from 4 MFLOP every core (below that, 16 workers' hand-off would cost more
+  // than their shares of a few microseconds).
   const double flops = 2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2;
   const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
-  p.threads = flops < 1.5e6 ? 1 : std::max(1, cpu.max_threads);
+  p.threads = flops < 1.5e6 ? 1 : flops < 4.0e6 ? std::min(2, std::max(1, cpu.max_threads)) : std::max(1, cpu.max_threads);
   p.kt = 256;
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
