@@ -102,7 +102,7 @@ def test_independent_launches_run_every_share_once_whoever_claims_it(rng):
     coopjit._core._set_launch_trace(True)
     try:
         for i in range(40):
-            m, n, k = 300 + i, 64, 100 + i
+            m, n, k = 300 + i, 64, 120 + i  # 4.6+ MFLOP: every worker
             a = rng.standard_normal((m, k)).astype(np.float64)
             b = rng.standard_normal((k, n)).astype(np.float64)
             got = coopjit.matmul(a, b)
