@@ -460,3 +460,30 @@ def test_many_cores_read_a_where_it_is(dtype, size, threads, direct):
     if direct:
         assert cfg["grid_m"] == 1
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"direct_a": 0})["config"]["direct_a"] is False
+
+
+@pytest.mark.parametrize("dtype,size,threads,capped", [
+    (BF16, 2048, 1, True), (BF16, 4096, 4, True), (BF16, 8192, 1, True), (np.int8, 4096, 1, True),
+    (np.int8, 8192, 16, True),  # B slices past 4 MiB: 48 row panels (6 MiB of A) before
+    (BF16, 1024, 1, False), (BF16, 4096, 16, False), (np.int8, 2048, 1, False), (np.int8, 1024, 16, False),
+])
+def test_tile_plans_keep_the_block_of_a_in_l2(dtype, size, threads, capped):
+    """AMX plans size the block of A (mc_tiles row panels, each mr rows of one K tile) to at most
+    1 MiB, half the 2 MiB L2 per core of the AMX CPUs: the tile loads keep pace with the tile
+    products only from L2 (a 6 MiB block from L3 ran at under a third of the rate). The block
+    is still as large as that allows (B's slices are read once per block), and an explicit
+    mc_tiles is kept."""
+    # (A and B as rows of one repeated row: the plan depends on the shapes, dtypes and strides)
+    a = np.lib.stride_tricks.as_strided(np.zeros(size, dtype), (size, size), (0, np.dtype(dtype).itemsize))
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads)["config"]
+    assert cfg["amx"] == "yes"
+    slice_bytes = cfg["mr"] * min(cfg["kt"], size) * np.dtype(dtype).itemsize
+    assert cfg["mc_tiles"] * slice_bytes <= 1 << 20, cfg
+    assert cfg["mc_tiles"] == 8 or (cfg["mc_tiles"] + 1) * slice_bytes > 1 << 20, cfg
+    vec_rule = 48 if capped else 8  # the vector plans' rule: 48 panels once B's slices pass 4 MiB
+    assert (cfg["mc_tiles"] < vec_rule) is capped, cfg
+    pinned = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"mc_tiles": 48})["config"]
+    assert pinned["mc_tiles"] == 48
+    # without tiles (a CPU with none) the block rule is the vector plans' own
+    vec = coopjit.cross_compile(a, a, cpu="znver4", threads=threads)["config"]
+    assert vec["amx"] == "no" and vec["mc_tiles"] in (8, 48)
