@@ -683,3 +683,23 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
         c = c0.copy()
         coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=trans_b, device=DEV, plan=dict(plan, wgmma="yes", epi_smem=epi))
         assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+
+
+@pytest.mark.parametrize("shape", [(2000, 1400, 264), (520, 264, 1000), (4224, 600, 136)])
+@pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 2, "group_m": 3}, {"ws": 1}])
+def test_wgmma_ws_persistent(rng, shape, plan):
+    """The persistent grid (plan field persistent): min(tiles, SMs) blocks, each walking tiles g,
+    g + grid, ... with the producer running into the next tile while the consumers store this one
+    (up to ~4 tiles a block on 132 SMs, edge tiles, K tails, the band walk); alpha / beta; against float64."""
+    _hopper()
+    m, n, k = shape
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    plan = dict(plan, split="dp", persistent="yes")
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
+    assert kern.config["persistent"] == "yes" and kern.config["ws"] in (2, "yes")
+    _tc_check(kern(a, b), a, b)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, device=DEV, plan=plan)
+    _tc_check(c, a, b, c0, -1.5, 0.5)

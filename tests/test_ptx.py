@@ -498,3 +498,18 @@ def test_wgmma_epilogue_staging_plan_fields():
                                 ("sm_90", {"epi_smem": "yes", "wgmma": "no"}, "epi_smem=1")):
         with pytest.raises(ValueError, match=match):
             ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target=target, plan=plan)
+
+
+def test_wgmma_ws_persistent_plan_fields(ptxas):
+    """persistent: off by default; on a ws plan the kernel loops over tiles (nctaid) and assembles;
+    refused without ws or with another value, naming it."""
+    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90")
+    assert k.config["persistent"] == "no"
+    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"persistent": "yes"})
+    assert k.config["persistent"] == "yes" and k.config["ws"] == 2 and "_pers" in k.source("ptx")
+    report = ptxas(k.source("ptx"), "sm_90")
+    assert "Used" in report and "Potential Performance Loss" not in report, report
+    for plan, match in (({"persistent": 2}, "persistent=2 must be 0"), ({"persistent": "yes", "ws": "no"}, "persistent=1"),
+                        ({"persistent": "yes", "split": "sk"}, "ws=")):
+        with pytest.raises(ValueError, match=match):
+            ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan=plan)

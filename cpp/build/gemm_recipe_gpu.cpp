@@ -220,6 +220,17 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       return std::vector<Value*>{};
     }, {});
   };
+  if (!stream_k && p.persistent) {
+    // A persistent grid (plan field persistent; ws plans): block g takes tiles g, g + grid, ... of
+    // the unbatched product, every K loop [0, K): the sequence the producer warps walk (the loop's
+    // attributes persistent and group_m promise it, simt_tma_ws.cpp).
+    Value* tiles = b.mul(tiles_m, tiles_n, "tiles");
+    b.for_(g, tiles, b.work_id(WorkId::groups, 0, "groups"), {}, [&](Builder& x, Value* t, const std::vector<Value*>&) {
+      whole_tile(x, t);
+      return std::vector<Value*>{};
+    }, "t");
+    return fp;
+  }
   if (!stream_k) {
     whole_tile(b, g);
     return fp;

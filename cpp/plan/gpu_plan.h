@@ -128,6 +128,10 @@ struct GpuGemmPlan {
   // lane and store after a gather into the coopmatrix layout. 0 off; by default the largest of
   // 3072, 1536, 768 that fits the shared memory (plan override epi_smem: 0 / 1).
   int epi_smem = 0;
+  // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
+  // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
+  // block's next tile run while its consumers write this one's C. 0 one tile a block.
+  int persistent = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;
