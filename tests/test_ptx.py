@@ -459,6 +459,7 @@ def test_tensor_access_kernels_assemble(ptxas, target, store, clamp, view, decod
 @pytest.mark.parametrize("case", [
     ((4096, 4096, 4096), ml_dtypes.bfloat16, ml_dtypes.bfloat16, False, {}),       # the default: ws 2, C contiguous along rows
     ((1000, 600, 264), ml_dtypes.bfloat16, np.float32, False, {"layout": "row"}),  # C contiguous along columns: pairs
+    ((1000, 600, 264), ml_dtypes.bfloat16, ml_dtypes.bfloat16, False, {"layout": "row"}),  # the same, stmatrix
     ((1000, 600, 264), np.float16, np.float16, True, {"ws": "no"}),                # + beta C, loaded in D's order
     ((1000, 600, 264), ml_dtypes.bfloat16, np.float32, False, {"tma": "no", "nr": 128, "sg_n": 1}),
     ((520, 64, 136), ml_dtypes.bfloat16, np.float32, False, {}),                   # one warpgroup
@@ -478,6 +479,9 @@ def test_wgmma_epilogue_staging_assembles(ptxas, case):
     assert cfg["wgmma"].startswith("yes") and cfg["epi_smem"] == (3072 if warps <= 8 else 1536)
     text = kern.source("ptx")
     assert text.count("bar.warp.sync") >= 2 and "st.global.v4" in text and "ld.shared.v4" in text and "shfl" not in text
+    c16 = out in (ml_dtypes.bfloat16, np.float16)  # 16-bit C: stmatrix, transposed where C's rows are contiguous
+    assert ("stmatrix.sync.aligned.m8n8.x4" in text) == c16
+    assert ("stmatrix.sync.aligned.m8n8.x4.trans" in text) == (c16 and cfg["layout"] == "col")
     report = ptxas(text, "sm_90")
     off = ptx.compile_gemm(*shape, dtype, target="sm_90", trans_b=dtype == np.int8, accumulate=acc, plan=dict(plan, epi_smem="no"), **kw)
     assert off.config["epi_smem"] == "no" and "bar.warp.sync" not in off.source("ptx")

@@ -421,7 +421,8 @@ bool SimtLowering::frag_op(const Op& o) {
 //   - each lane writes its D components: with unit-stride columns as pairs (2 consecutive columns
 //     of a row, rows of P elements padded by 16 / 32 bytes so that the 32 lanes' pairs fall in
 //     distinct banks), with unit-stride rows element by element into columns of 16 rows padded
-//     to 48 / 80 bytes (the same, for the lanes' columns 2 t, 2 t + 1);
+//     to 48 / 80 bytes (the same, for the lanes' columns 2 t, 2 t + 1); 16-bit C with stmatrix
+//     (.trans for unit-stride rows), four 8 x 8 blocks a call, on the same padded rows / columns;
 //   - bar.warp.sync; then the 32 lanes read consecutive 16-byte chunks of the region and store
 //     them to C, consecutive lanes on consecutive chunks (a row's P elements, or a column's 16
 //     rows: whole 32-byte sectors); bar.warp.sync before the region takes the next P columns.
@@ -495,8 +496,32 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     llvm::Value* tq = b_.CreateAnd(lane(), c32(3));
     auto* pair_ty = llvm::FixedVectorType::get(et, 2);
     auto* chunk_ty = llvm::FixedVectorType::get(i32, 4);
+    // 16-bit C: stmatrix (sm_90) writes four 8 x 8 blocks of the fragment a call, lane 8 i + j
+    // naming row j of block i (transposed for unit-stride rows: row j is then column j).
+    llvm::Value* region_addr = esz == 2 ? b_.CreateAdd(b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32), region_at) : nullptr;
+    llvm::Value* blk = b_.CreateLShr(lane(), c32(3));  // this lane's block of four, and row in it
+    llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
+    llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
+    llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
+    auto* stm_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
+    auto* stm = llvm::InlineAsm::get(stm_ty, cat("stmatrix.sync.aligned.m8n8.x4", by_row ? "" : ".trans", ".shared.b16 [$0], {$1, $2, $3, $4};"),
+                                     "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
+    auto packed = [&](int64_t ni, int h) {
+      llvm::Value* v = llvm::PoisonValue::get(pair_ty);
+      v = b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h), uint64_t(0));
+      return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h + 1), uint64_t(1)), i32);
+    };
     for (int64_t p = 0; p < NR / P; ++p) {
-      for (int64_t nl = 0; nl < P / 8; ++nl) {
+      for (int64_t nl = 0; esz == 2 && nl < P / 8; nl += 2) {
+        const int64_t ni = p * P / 8 + nl;
+        // this lane's row: block (nl + blk_n, blk_h), row blk_row
+        llvm::Value* cols = b_.CreateAdd(c32(8 * nl), b_.CreateMul(blk_n, c32(8)));  // the block's first column in the piece
+        llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
+        llvm::Value* off = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(pitch)), b_.CreateMul(cols, c32(2)))
+                                  : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(pitch)), b_.CreateMul(rows, c32(2)));
+        b_.CreateCall(stm_ty, stm, {b_.CreateAdd(region_addr, off), packed(ni, 0), packed(ni, 1), packed(ni + 1, 0), packed(ni + 1, 1)});
+      }
+      for (int64_t nl = 0; esz != 2 && nl < P / 8; ++nl) {
         const int64_t ni = p * P / 8 + nl;
         llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
         for (int h = 0; h < 2; ++h) {
