@@ -270,6 +270,14 @@ void SimtLowering::flag_op(const Op& o) {
 
 // ---- dispatch ------------------------------------------------------------------------------------
 void SimtLowering::op(const Op& o) {
+  switch (o.kind) {  // what may have changed memory since a load (frag_like issues loads again)
+    case OpKind::mat_store: case OpKind::mat_accumulate: case OpKind::vec_store: case OpKind::mat_store_tensor:
+    case OpKind::store: case OpKind::flag_set: case OpKind::flag_wait: case OpKind::barrier:
+      ++mem_epoch_;
+      break;
+    case OpKind::mat_load: load_epoch_[o.result()] = mem_epoch_; break;
+    default: break;
+  }
   for (const Value* v : o.operands) require_subgroup(o, v->type);
   for (const Value* v : o.results) require_subgroup(o, v->type);
   if (wg_tid_ && o.kind != OpKind::for_ && o.kind != OpKind::if_ && o.kind != OpKind::yield) {

@@ -290,6 +290,10 @@ class SimtLowering {
   std::unordered_map<const Value*, Frag> frags_;
   std::deque<std::vector<llvm::Value*>> frag_views_;  // the gathered layouts mat() hands out
   std::map<std::pair<const Value*, llvm::BasicBlock*>, size_t> frag_view_at_;
+  // Ops that may write memory lowered so far (op()), and the count when each mat_load was lowered:
+  // frag_like loads again only what nothing can have written since.
+  int64_t mem_epoch_ = 0;
+  std::unordered_map<const Value*, int64_t> load_epoch_;
   /// The coopmatrix components of a fragment-order value (a gather of each component).
   std::vector<llvm::Value*> frag_layout(const Frag& f);
   /// mat_scale / mat_convert / mat_store on a fragment-order value; false: not this form.

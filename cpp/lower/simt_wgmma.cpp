@@ -356,6 +356,7 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
     }
     case OpKind::mat_load: {  // C's old values for beta: each lane loads the elements it holds
       if (o.operands[0]->type.is_groupshared() || o.int_attr("vnni", 1) != 1) return std::nullopt;
+      if (auto le = load_epoch_.find(v); le == load_epoch_.end() || le->second != mem_epoch_) return std::nullopt;  // a store since
       const Access a = access(o, 0);
       const bool checked = o.int_attr("checked") != 0;
       llvm::Type* et = scalar_ty(t.scalar);
