@@ -608,3 +608,98 @@ def test_wgmma_bias_gelu_bf16_out(rng):
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
     assert got.dtype == ml_dtypes.bfloat16
     assert (np.abs(got.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + (k + 4) * 2.0**-23 * mag + 1e-6).all()
+
+
+@pytest.mark.parametrize("plan", [{}, {"ws": "no"}, {"tma": "no"}, {"layout": "row"}, {"nr": 128, "sg_n": 1}])
+@pytest.mark.parametrize("out", [np.float32, ml_dtypes.bfloat16, np.float16])
+def test_wgmma_epilogue_staging(rng, plan, out):
+    """The epilogue through shared memory (plan field epi_smem, simt_wgmma.cpp): whole tiles staged
+    and written in 16-byte chunks (C contiguous along the kernel's rows, layout col, or along its
+    columns, layout row), edge tiles and C views the chunks cannot take (a base 2 elements on,
+    an odd row stride) stored lane by lane; alpha / beta; f32 / bf16 / f16 out. Against float64, and
+    equal, bit for bit, to the plan without staging (the same sums, stored another way)."""
+    _hopper()
+    m, n, k = 1000, 600, 264
+    dtype = np.float16 if out == np.float16 else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp"))
+    off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp", epi_smem="no"))
+    assert kern.config["epi_smem"] == 3072 and off.config["epi_smem"] == "no"
+    assert "bar.warp.sync" in kern.source("ptx") and "bar.warp.sync" not in off.source("ptx")
+    assert "shfl" not in kern.source("ptx")  # no gather into the coopmatrix layout
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    unit = {np.float32: 0.0, ml_dtypes.bfloat16: 2.0**-8, np.float16: 2.0**-11}[out]  # the output's rounding
+    c = kern(a, b)
+    assert c.dtype == out and (np.abs(c.astype(np.float64) - ref) <= unit * np.abs(ref) + (k + 4) * 2.0**-23 * mag + 1e-30).all()
+    assert np.array_equal(c.view(np.uint8), off(a, b).view(np.uint8))
+    # C views: 16-byte aligned (row stride 640), 2 elements on, and an odd row stride (601).
+    for cols, first in ((640, 16), (640, 2), (601, 0)):
+        c0 = rng.standard_normal((m + 8, cols)).astype(out)
+        view = lambda x: x[8:, first:first + n]  # noqa: E731
+        got = c0.copy()
+        coopjit.gemm(a, b, view(got), alpha=-1.5, beta=0.5, device=DEV, plan=dict(plan, split="dp"))
+        want = c0.copy()
+        coopjit.gemm(a, b, view(want), alpha=-1.5, beta=0.5, device=DEV, plan=dict(plan, split="dp", epi_smem="no"))
+        r = -1.5 * ref + 0.5 * view(c0).astype(np.float64)
+        bound = unit * np.abs(r) + (k + 4) * 2.0**-23 * (1.5 * mag + 0.5 * np.abs(view(c0).astype(np.float64))) + 1e-30
+        assert (np.abs(view(got).astype(np.float64) - r) <= bound).all(), (cols, first)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (cols, first)  # outside the view: untouched
+    # (NumPy views reach the device as copies of the bytes they span: a base 4 bytes past a 16-byte
+    # boundary needs a device pointer.)
+    torch = pytest.importorskip("torch")
+    tt = {np.float32: torch.float32, ml_dtypes.bfloat16: torch.bfloat16, np.float16: torch.float16}
+    ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().to(tt[dtype]) for x in (a, b))
+    c0 = rng.standard_normal((m + 8, 640)).astype(np.float32)
+    tc = torch.from_numpy(c0).cuda().to(tt[out])
+    coopjit.gemm(ta, tb, tc[8:, 2:2 + n], alpha=-1.5, beta=0.5, plan=dict(plan, split="dp"))
+    torch.cuda.synchronize()
+    old = torch.from_numpy(c0).to(tt[out]).double().numpy()
+    r = -1.5 * ref + 0.5 * old[8:, 2:2 + n]
+    bound = unit * np.abs(r) + (k + 4) * 2.0**-23 * (1.5 * mag + 0.5 * np.abs(old[8:, 2:2 + n])) + 1e-30
+    got = tc.double().cpu().numpy()
+    assert (np.abs(got[8:, 2:2 + n] - r) <= bound).all()
+    got[8:, 2:2 + n] = old[8:, 2:2 + n]
+    assert np.array_equal(got, old)  # nothing written outside the view
+
+
+@pytest.mark.parametrize("trans_b", [True, False])
+@pytest.mark.parametrize("plan", [{}, {"tma": "no"}, {"nr": 128, "sg_n": 1}])
+def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
+    """8-bit wgmma's int32 out through the staged epilogue (4 warpgroups, a smaller region a warp),
+    alpha / beta, edge tiles; exact against int64 and equal to the plan without staging."""
+    _hopper()
+    m, n, k = 520, 400, 528
+    a = _int8(rng, np.int8, (m, k))
+    b = _int8(rng, np.int8, (n, k) if trans_b else (k, n))
+    kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=trans_b, plan=dict(plan, wgmma="yes"))
+    assert kern.config["epi_smem"] in (3072, 1536) and "bar.warp.sync" in kern.source("ptx")
+    ref = a.astype(np.int64) @ (b.T if trans_b else b).astype(np.int64)
+    c = kern(a, b)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
+    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    for epi in ("yes", "no"):
+        c = c0.copy()
+        coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=trans_b, device=DEV, plan=dict(plan, wgmma="yes", epi_smem=epi))
+        assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+
+
+@pytest.mark.parametrize("shape", [(2000, 1400, 264), (520, 264, 1000), (4224, 600, 136)])
+@pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 2, "group_m": 3}, {"ws": 1}])
+def test_wgmma_ws_persistent(rng, shape, plan):
+    """The persistent grid (plan field persistent): min(tiles, SMs) blocks, each walking tiles g,
+    g + grid, ... with the producer running into the next tile while the consumers store this one
+    (up to ~4 tiles a block on 132 SMs, edge tiles, K tails, the band walk); alpha / beta; against float64."""
+    _hopper()
+    m, n, k = shape
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    plan = dict(plan, split="dp", persistent="yes")
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
+    assert kern.config["persistent"] == "yes" and kern.config["ws"] in (2, "yes")
+    _tc_check(kern(a, b), a, b)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.5, device=DEV, plan=plan)
+    _tc_check(c, a, b, c0, -1.5, 0.5)

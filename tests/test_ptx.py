@@ -452,3 +452,68 @@ def test_tensor_access_kernels_assemble(ptxas, target, store, clamp, view, decod
     prog = fn.compile_device("target:" + target)
     assert prog.subgroup_size == 32
     assembled(ptxas, prog.source("ptx"), target)
+
+
+# The epilogue through shared memory (plan field epi_smem; simt_wgmma.cpp, frag_store): every
+# module form the planner makes with it, on this machine's ptxas.
+@pytest.mark.parametrize("case", [
+    ((4096, 4096, 4096), ml_dtypes.bfloat16, ml_dtypes.bfloat16, False, {}),       # the default: ws 2, C contiguous along rows
+    ((1000, 600, 264), ml_dtypes.bfloat16, np.float32, False, {"layout": "row"}),  # C contiguous along columns: pairs
+    ((1000, 600, 264), ml_dtypes.bfloat16, ml_dtypes.bfloat16, False, {"layout": "row"}),  # the same, stmatrix
+    ((1000, 600, 264), np.float16, np.float16, True, {"ws": "no"}),                # + beta C, loaded in D's order
+    ((1000, 600, 264), ml_dtypes.bfloat16, np.float32, False, {"tma": "no", "nr": 128, "sg_n": 1}),
+    ((520, 64, 136), ml_dtypes.bfloat16, np.float32, False, {}),                   # one warpgroup
+    ((528, 64, 144), np.int8, None, False, {}),                                    # int32 out, one warpgroup
+    ((2048, 2048, 2048), np.int8, None, True, {}),                                 # 4 warpgroups: 1536 bytes a warp
+])
+def test_wgmma_epilogue_staging_assembles(ptxas, case):
+    """The staged epilogue: a region of shared memory a warp (3072 bytes, or less where the stages
+    leave less), bar.warp.sync between its writes and its 16-byte reads, 16-byte global stores, no
+    shuffles (no gather into the coopmatrix layout); ptxas: no wgmma serialization, no spills
+    (with beta C fewer than the plan without it, which gathers as before)."""
+    shape, dtype, out, acc, plan = case
+    kw = {"out_dtype": out} if out is not None else {}
+    kern = ptx.compile_gemm(*shape, dtype, target="sm_90", trans_b=dtype == np.int8, accumulate=acc, plan=plan, **kw)
+    cfg = kern.config
+    warps = cfg["sg_m"] * cfg["sg_n"]
+    assert cfg["wgmma"].startswith("yes") and cfg["epi_smem"] == (3072 if warps <= 8 else 1536)
+    text = kern.source("ptx")
+    assert text.count("bar.warp.sync") >= 2 and "st.global.v4" in text and "ld.shared.v4" in text and "shfl" not in text
+    c16 = out in (ml_dtypes.bfloat16, np.float16)  # 16-bit C: stmatrix, transposed where C's rows are contiguous
+    assert ("stmatrix.sync.aligned.m8n8.x4" in text) == c16
+    assert ("stmatrix.sync.aligned.m8n8.x4.trans" in text) == (c16 and cfg["layout"] == "col")
+    report = ptxas(text, "sm_90")
+    off = ptx.compile_gemm(*shape, dtype, target="sm_90", trans_b=dtype == np.int8, accumulate=acc, plan=dict(plan, epi_smem="no"), **kw)
+    assert off.config["epi_smem"] == "no" and "bar.warp.sync" not in off.source("ptx")
+    assert "Potential Performance Loss" not in report, report
+    spilled = [int(x.split()[0]) for r in (report, ptxas(off.source("ptx"), "sm_90")) for x in r.split(",") if "bytes spill stores" in x]
+    # beta C: some spills remain (C's old values and the accumulators live together), fewer than before
+    assert spilled[0] == 0 if not acc else spilled[0] < spilled[1], (spilled, report)
+
+
+def test_wgmma_epilogue_staging_plan_fields():
+    """epi_smem: on by default on wgmma plans, part of the kernel's name; off elsewhere; an
+    override of 2, or of yes on a plan without wgmma, is refused naming the value."""
+    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90")
+    assert k.config["epi_smem"] == 3072 and "_epi3072" in k.source("ptx")
+    assert ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_80").config["epi_smem"] == "no"
+    assert ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "no"}).config["epi_smem"] == "no"
+    for target, plan, match in (("sm_90", {"epi_smem": 2}, "epi_smem=2 must be 0"), ("sm_80", {"epi_smem": "yes"}, "epi_smem=1"),
+                                ("sm_90", {"epi_smem": "yes", "wgmma": "no"}, "epi_smem=1")):
+        with pytest.raises(ValueError, match=match):
+            ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target=target, plan=plan)
+
+
+def test_wgmma_ws_persistent_plan_fields(ptxas):
+    """persistent: off by default; on a ws plan the kernel loops over tiles (nctaid) and assembles;
+    refused without ws or with another value, naming it."""
+    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90")
+    assert k.config["persistent"] == "no"
+    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"persistent": "yes"})
+    assert k.config["persistent"] == "yes" and k.config["ws"] == 2 and "_pers" in k.source("ptx")
+    report = ptxas(k.source("ptx"), "sm_90")
+    assert "Used" in report and "Potential Performance Loss" not in report, report
+    for plan, match in (({"persistent": 2}, "persistent=2 must be 0"), ({"persistent": "yes", "ws": "no"}, "persistent=1"),
+                        ({"persistent": "yes", "split": "sk"}, "ws=")):
+        with pytest.raises(ValueError, match=match):
+            ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan=plan)

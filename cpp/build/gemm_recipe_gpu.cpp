@@ -20,7 +20,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
-                          (p.tma ? 16 * p.stages : 0);  // tma: two mbarriers a stage
+                          (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
+                          int64_t(p.sg_m) * p.sg_n * p.epi_smem;  // the epilogue's staging, a region a warp
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
@@ -161,6 +162,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       r->def->attrs["mma_pipeline"] = int64_t(p.stages);
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
+      if (p.epi_smem) r->def->attrs["epi_smem"] = int64_t(p.epi_smem);  // each warp's staging region (simt_wgmma.cpp)
       if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
@@ -218,6 +220,17 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       return std::vector<Value*>{};
     }, {});
   };
+  if (!stream_k && p.persistent) {
+    // A persistent grid (plan field persistent; ws plans): block g takes tiles g, g + grid, ... of
+    // the unbatched product, every K loop [0, K): the sequence the producer warps walk (the loop's
+    // attributes persistent and group_m promise it, simt_tma_ws.cpp).
+    Value* tiles = b.mul(tiles_m, tiles_n, "tiles");
+    b.for_(g, tiles, b.work_id(WorkId::groups, 0, "groups"), {}, [&](Builder& x, Value* t, const std::vector<Value*>&) {
+      whole_tile(x, t);
+      return std::vector<Value*>{};
+    }, "t");
+    return fp;
+  }
   if (!stream_k) {
     whole_tile(b, g);
     return fp;

@@ -146,6 +146,15 @@ llvm::Value* SimtLowering::scalar(const Value* v) {
 }
 
 const std::vector<llvm::Value*>& SimtLowering::mat(const Value* v) {
+  if (auto fr = frags_.find(v); fr != frags_.end()) {  // gathered into the layout where it is used
+    const auto key = std::make_pair(v, b_.GetInsertBlock());
+    auto at = frag_view_at_.find(key);
+    if (at == frag_view_at_.end()) {
+      frag_views_.push_back(frag_layout(fr->second));
+      at = frag_view_at_.emplace(key, frag_views_.size() - 1).first;
+    }
+    return frag_views_[at->second];
+  }
   auto it = mats_.find(v);
   COOPJIT_INTERNAL_ASSERT(it != mats_.end(), "matrix value not lowered");
   return it->second;
@@ -261,6 +270,14 @@ void SimtLowering::flag_op(const Op& o) {
 
 // ---- dispatch ------------------------------------------------------------------------------------
 void SimtLowering::op(const Op& o) {
+  switch (o.kind) {  // what may have changed memory since a load (frag_like issues loads again)
+    case OpKind::mat_store: case OpKind::mat_accumulate: case OpKind::vec_store: case OpKind::mat_store_tensor:
+    case OpKind::store: case OpKind::flag_set: case OpKind::flag_wait: case OpKind::barrier:
+      ++mem_epoch_;
+      break;
+    case OpKind::mat_load: load_epoch_[o.result()] = mem_epoch_; break;
+    default: break;
+  }
   for (const Value* v : o.operands) require_subgroup(o, v->type);
   for (const Value* v : o.results) require_subgroup(o, v->type);
   if (wg_tid_ && o.kind != OpKind::for_ && o.kind != OpKind::if_ && o.kind != OpKind::yield) {
@@ -320,6 +337,7 @@ void SimtLowering::op(const Op& o) {
       return;
     }
     case OpKind::mat_load: case OpKind::mat_store:
+      if (o.kind == OpKind::mat_store && frag_op(o)) return;
       if (o.operands[o.kind == OpKind::mat_load ? 0 : 1]->type.is_groupshared()) return shared_access(o);
       // VNNI-packed memory (builder.h) is the CPU recipes' panel format; device recipes keep
       // plain strided matrices (their VNNI is in registers: simt_dpas.cpp).
@@ -331,7 +349,10 @@ void SimtLowering::op(const Op& o) {
     case OpKind::vec_load: case OpKind::vec_store: vector_access(o); return;
     case OpKind::mat_splat: mats_[o.result()] = splat(o); return;
     case OpKind::mat_mul_add: mats_[o.result()] = mul_add(o); return;
-    case OpKind::mat_scale: case OpKind::mat_binary: mats_[o.result()] = elementwise(o); return;
+    case OpKind::mat_scale: case OpKind::mat_binary:
+      if (frag_op(o)) return;
+      mats_[o.result()] = elementwise(o);
+      return;
     case OpKind::mat_per_element: mats_[o.result()] = per_element(o); return;
     case OpKind::mat_reduce: mats_[o.result()] = reduce(o); return;
     case OpKind::mat_convert: case OpKind::mat_transpose: case OpKind::mat_length: case OpKind::mat_get:

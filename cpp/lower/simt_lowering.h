@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -275,6 +276,35 @@ class SimtLowering {
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at `bar` has completed.
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
+  // A wgmma pipeline's accumulators kept in the order of wgmma's D fragment (simt_wgmma.cpp)
+  // until something needs the coopmatrix layout: scales and element conversions stay in that
+  // order, a store of the whole tile goes through shared memory (epilogue staging), and any
+  // other use gathers the components into the layout (mat(): what the lowering did before).
+  struct Frag {
+    std::vector<llvm::Value*> d;  // D[ni 4 + i]: element (lane / 4 + 8 (i / 2), 8 ni + 2 (lane % 4) + i % 2)
+    Type type;                    // the 16 x NR subgroup-scope matrix it stands for
+    llvm::Value* pad = nullptr;   // the stages' 1024-byte aligned base, bytes after stage_mem_'s start (i32)
+    int64_t epi_off = 0;          // the warps' staging regions, bytes after that base
+    int64_t epi_bytes = 0;        // each warp's region (0: no staging, the old path)
+  };
+  std::unordered_map<const Value*, Frag> frags_;
+  std::deque<std::vector<llvm::Value*>> frag_views_;  // the gathered layouts mat() hands out
+  std::map<std::pair<const Value*, llvm::BasicBlock*>, size_t> frag_view_at_;
+  // Ops that may write memory lowered so far (op()), and the count when each mat_load was lowered:
+  // frag_like loads again only what nothing can have written since.
+  int64_t mem_epoch_ = 0;
+  std::unordered_map<const Value*, int64_t> load_epoch_;
+  /// The coopmatrix components of a fragment-order value (a gather of each component).
+  std::vector<llvm::Value*> frag_layout(const Frag& f);
+  /// mat_scale / mat_convert / mat_store on a fragment-order value; false: not this form.
+  bool frag_op(const Op& o);
+  /// v's components in the order of f's (a fragment-order value, or a scale, element
+  /// conversion or plain load of one shaped like it: the load issued again at f's positions,
+  /// the layout's load left unused); nullopt for anything else.
+  std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
+  /// The whole tile's store through the warp's shared-memory region: 16-byte chunks along C's
+  /// unit-stride dimension, consecutive lanes on consecutive chunks; false where it does not apply.
+  bool frag_store(const Frag& f, const Op& o);
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute
   // dynamic_shared asks the launch for. False when the kernel cannot have it.

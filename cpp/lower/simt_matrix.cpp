@@ -298,6 +298,7 @@ void SimtLowering::matrix_op(const Op& o) {
   const auto& v = o.operands;
   switch (o.kind) {
     case OpKind::mat_convert: case OpKind::mat_transpose: {
+      if (frag_op(o)) return;  // an element conversion of wgmma's accumulators (simt_wgmma.cpp)
       const Type &m = v[0]->type, &r = o.result()->type;
       std::vector<llvm::Value*> c = mat(v[0]);
       for (auto& x : c) x = convert_value(x, m.scalar, r.scalar);

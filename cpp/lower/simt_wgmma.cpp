@@ -129,7 +129,12 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     return false;
   const int64_t stage_bytes = (MT + NT) * KB * esz;
   const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0);  // + alignment to 1024, the mbarriers
-  if (!stage_memory(total, 1024)) return false;
+  // Attribute epi_smem: each warp's staging region for the epilogue (frag_store), after the
+  // stages and mbarriers, when the kernel's shared memory has room for it.
+  const int64_t epi_off = stage_bytes * stages + (tma ? 16 * stages : 0), epi_want = o.int_attr("epi_smem", 0);
+  int64_t epi_bytes = 0;
+  if (epi_want > 0 && epi_want % 16 == 0 && stage_memory(total + sgs_ * epi_want, 1024)) epi_bytes = epi_want;
+  else if (!stage_memory(total, 1024)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Type* i8t = b_.getInt8Ty();
@@ -200,9 +205,6 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // ni 8 + 2 t + i % 2) on lane 4 g + t), which is also the order of wgmma's D registers.
   const LaneMap Lc = lanes_of(tc);
   const int64_t NT8 = NR / 8;
-  auto frag_owner = [&](int64_t r, int64_t c) -> std::pair<int, int> {
-    return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>((c / 8) * 4 + 2 * (r / 8) + c % 2)};
-  };
   std::vector<llvm::Value*> D;
   {
     const auto& C = mat(o.operands[3]);
@@ -299,10 +301,25 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     for (llvm::Value*& v : D) v = b_.CreateCall(fty, keep, {v});
   }
 
+  // The accumulators stay in D's order (Frag; mat() gathers them into the layout where needed).
+  // Without staging, gathered here as before (once, rather than in each branch of the epilogue).
+  COOPJIT_INTERNAL_ASSERT(o.results.size() == 1);
+  Frag fr{D, tc, pad, epi_off, epi_bytes};
+  if (epi_bytes) frags_[o.results[0]] = fr;
+  else bind(o.results, frag_layout(fr));
+  return true;
+}
+
+std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
+  // D[ni 4 + i] is c_i of the m16n8 block ni: element (g + 8 (i / 2), ni 8 + 2 t + i % 2) on lane 4 g + t.
+  auto frag_owner = [](int64_t r, int64_t c) -> std::pair<int, int> {
+    return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>((c / 8) * 4 + 2 * (r / 8) + c % 2)};
+  };
+  const LaneMap Lc = lanes_of(f.type);
   std::vector<llvm::Value*> C(static_cast<size_t>(Lc.comps()));
   for (int64_t n = 0; n < Lc.comps(); ++n) {
     if (Lc.inside(n) == 0) {
-      C[n] = zero(tc.scalar);
+      C[n] = zero(f.type.scalar);
       continue;
     }
     std::vector<int> src(S_, -1), slot(S_, -1);
@@ -311,9 +328,238 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
       if (r < 0) continue;
       std::tie(src[p], slot[p]) = frag_owner(r, c);
     }
-    C[n] = gather(D, src, slot);
+    C[n] = gather(f.d, src, slot);
   }
-  bind(o.results, C);
+  return C;
+}
+
+std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v, const Frag& f, int depth) {
+  if (auto it = frags_.find(v); it != frags_.end()) return it->second.d;
+  const Type& t = v->type;
+  if (!v->def || depth > 4 || !t.is_matrix() || t.scope != f.type.scope || t.rows != f.type.rows || t.cols != f.type.cols) return std::nullopt;
+  const Op& o = *v->def;
+  switch (o.kind) {
+    case OpKind::mat_scale: {
+      auto x = frag_like(o.operands[0], f, depth + 1);
+      if (!x) return std::nullopt;
+      llvm::Value* s = scalar(o.operands[1]);
+      for (llvm::Value*& e : *x) e = scalar_bin(BinOp::mul, t.scalar, e, s);
+      return x;
+    }
+    case OpKind::mat_convert: {
+      const Type& m = o.operands[0]->type;
+      if (m.use != t.use) return std::nullopt;
+      auto x = frag_like(o.operands[0], f, depth + 1);
+      if (!x) return std::nullopt;
+      for (llvm::Value*& e : *x) e = convert_value(e, m.scalar, t.scalar);
+      return x;
+    }
+    case OpKind::mat_load: {  // C's old values for beta: each lane loads the elements it holds
+      if (o.operands[0]->type.is_groupshared() || o.int_attr("vnni", 1) != 1) return std::nullopt;
+      if (auto le = load_epoch_.find(v); le == load_epoch_.end() || le->second != mem_epoch_) return std::nullopt;  // a store since
+      const Access a = access(o, 0);
+      const bool checked = o.int_attr("checked") != 0;
+      llvm::Type* et = scalar_ty(t.scalar);
+      std::vector<llvm::Value*> out(f.d.size());
+      llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), b_.getInt64Ty());
+      llvm::Value* tq2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), b_.getInt64Ty());
+      for (int h = 0; h < 2; ++h) {
+        llvm::Value* row = b_.CreateAdd(a.row, b_.CreateAdd(g, b_.getInt64(8 * h)));
+        llvm::Value* row_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
+        llvm::Value* row_at = b_.CreateMul(row, a.sr);
+        for (int64_t ni = 0; ni < t.cols / 8; ++ni)
+          for (int j = 0; j < 2; ++j) {
+            llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
+            llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
+            llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
+            out[ni * 4 + 2 * h + j] = guarded_load(ok, et, ptr, align(t.scalar));
+          }
+      }
+      return out;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+bool SimtLowering::frag_op(const Op& o) {
+  if (o.operands.empty()) return false;
+  auto it = frags_.find(o.operands[0]);
+  if (o.kind == OpKind::mat_binary && it == frags_.end()) it = frags_.find(o.operands[1]);
+  if (it == frags_.end()) return false;
+  const Frag& f = it->second;
+  switch (o.kind) {
+    case OpKind::mat_scale: case OpKind::mat_convert: {  // alpha, the output type: component by component
+      auto x = frag_like(o.result(), f);  // (its definition: this op)
+      if (!x) return false;
+      Frag r = f;
+      r.type = o.result()->type;
+      r.d = *x;
+      frags_[o.result()] = r;
+      return true;
+    }
+    case OpKind::mat_binary: {  // + beta C: C's old values loaded at the fragment's positions
+      auto x = frag_like(o.operands[0], f), y = x ? frag_like(o.operands[1], f) : std::nullopt;
+      if (!x || !y) return false;
+      Frag r = f;
+      r.type = o.result()->type;
+      for (size_t i = 0; i < r.d.size(); ++i) r.d[i] = scalar_bin(static_cast<BinOp>(o.sub), r.type.scalar, (*x)[i], (*y)[i]);
+      frags_[o.result()] = r;
+      return true;
+    }
+    case OpKind::mat_store:
+      if (o.operands[1]->type.is_groupshared()) return false;
+      return frag_store(f, o);
+    default:
+      return false;
+  }
+}
+
+// The epilogue's store of a warp's whole 16 x NR tile (unchecked; C with a unit stride along its
+// rows or its columns, the other stride, the base and the tile's offset along the unit-stride
+// dimension multiples of 16 bytes: one uniform test) through the warp's own region of shared
+// memory (Frag::epi_bytes; no other warp touches it), P columns at a time:
+//   - each lane writes its D components: with unit-stride columns as pairs (2 consecutive columns
+//     of a row, rows of P elements padded by 16 / 32 bytes so that the 32 lanes' pairs fall in
+//     distinct banks), with unit-stride rows element by element into columns of 16 rows padded
+//     to 48 / 80 bytes (the same, for the lanes' columns 2 t, 2 t + 1); 16-bit C with stmatrix
+//     (.trans for unit-stride rows), four 8 x 8 blocks a call, on the same padded rows / columns;
+//   - bar.warp.sync; then the 32 lanes read consecutive 16-byte chunks of the region and store
+//     them to C, consecutive lanes on consecutive chunks (a row's P elements, or a column's 16
+//     rows: whole 32-byte sectors); bar.warp.sync before the region takes the next P columns.
+// Edge tiles (checked) and C the test refuses: each lane stores its own components where they
+// go, one element a store. (Before: a gather of each component into the coopmatrix layout,
+// shuffles and selects, and one 2- or 4-byte store per component: on the H100, one wave of
+// 128 x 256 tiles at K = 64 ran ~2400 instructions a warp and spilled.)
+bool SimtLowering::frag_store(const Frag& f, const Op& o) {
+  const Type& t = o.operands[0]->type;
+  const int64_t esz = size_in_bytes(t.scalar), NR = t.cols;
+  if (!f.epi_bytes || t.rows != 16 || NR % 8 || static_cast<int64_t>(f.d.size()) != NR / 2) return false;
+  const Access a = access(o, 1);
+  llvm::Type* et = scalar_ty(t.scalar);
+  // Each lane's own components where they go, one element a store, inside rows x cols when
+  // checked: the edge tiles and C that the staging does not take (no gather, no shuffles).
+  auto direct = [&](bool checked) {
+    llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), b_.getInt64Ty());
+    llvm::Value* tq2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), b_.getInt64Ty());
+    for (int h = 0; h < 2; ++h) {
+      llvm::Value* row = b_.CreateAdd(a.row, b_.CreateAdd(g, b_.getInt64(8 * h)));
+      llvm::Value* row_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
+      llvm::Value* row_at = b_.CreateMul(row, a.sr);
+      for (int64_t ni = 0; ni < NR / 8; ++ni)
+        for (int j = 0; j < 2; ++j) {
+          llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
+          llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
+          guarded(ok, [&] {
+            llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
+            b_.CreateAlignedStore(f.d[ni * 4 + 2 * h + j], ptr, align(t.scalar));
+          });
+        }
+    }
+  };
+  // C's columns contiguous (by_row; a column stride that is not the constant 1 is tested at run
+  // time with the alignment) or its rows (by_col: the row stride the constant 1).
+  const bool by_col = is_index_const(a.sr_ir, 1) && !is_index_const(a.sc_ir, 1);
+  const bool by_row = !by_col;
+  const int64_t row_pad = esz == 4 ? 32 : 16, col_pitch = esz == 2 ? 48 : 80;
+  auto region = [&](int64_t P) { return by_row ? 16 * (P * esz + row_pad) : P * col_pitch; };
+  int64_t P = 0;
+  if ((esz == 2 || esz == 4) && !o.int_attr("checked"))
+    for (int64_t c : {64, 32, 16})
+      if (NR % c == 0 && (c * esz) % 32 == 0 && region(c) <= f.epi_bytes) {
+        P = c;
+        break;
+      }
+  if (!P) {
+    direct(o.int_attr("checked") != 0);
+    return true;
+  }
+  const int64_t pitch = by_row ? P * esz + row_pad : col_pitch;  // bytes a row (by_row) or a column
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* i8t = b_.getInt8Ty();
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  auto i64v = [&](int64_t v) { return b_.getInt64(v); };
+  llvm::Value* stride = by_row ? a.sr : a.sc;  // the other dimension's, in elements
+  llvm::Value* unit_off = by_row ? a.col : a.row;
+  llvm::Value* bits = b_.CreateOr(b_.CreatePtrToInt(a.ptr, i64), b_.CreateMul(b_.CreateOr(stride, unit_off), i64v(esz)));
+  llvm::Value* ok = b_.CreateICmpEQ(b_.CreateAnd(bits, i64v(15)), i64v(0), "epi_aligned");
+  if (by_row && !is_index_const(a.sc_ir, 1)) ok = b_.CreateAnd(ok, b_.CreateICmpEQ(a.sc, i64v(1)), "epi_unit");
+  auto warp_sync = [&] {
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+    b_.CreateCall(fty, llvm::InlineAsm::get(fty, "bar.warp.sync -1;", "~{memory}", /*hasSideEffects=*/true));
+  };
+  either_path(ok, [&] {
+    llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32);
+    llvm::Value* region_at = b_.CreateAdd(b_.CreateAdd(f.pad, c32(f.epi_off)), b_.CreateMul(sg, c32(f.epi_bytes)), "epi_region");
+    auto smem = [&](llvm::Value* off) { return b_.CreateGEP(i8t, stage_mem_, {b_.CreateAdd(region_at, off)}); };
+    llvm::Value* g = b_.CreateLShr(lane(), c32(2));
+    llvm::Value* tq = b_.CreateAnd(lane(), c32(3));
+    auto* pair_ty = llvm::FixedVectorType::get(et, 2);
+    auto* chunk_ty = llvm::FixedVectorType::get(i32, 4);
+    // 16-bit C: stmatrix (sm_90) writes four 8 x 8 blocks of the fragment a call, lane 8 i + j
+    // naming row j of block i (transposed for unit-stride rows: row j is then column j).
+    llvm::Value* region_addr = esz == 2 ? b_.CreateAdd(b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32), region_at) : nullptr;
+    llvm::Value* blk = b_.CreateLShr(lane(), c32(3));  // this lane's block of four, and row in it
+    llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
+    llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
+    llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
+    auto* stm_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
+    auto* stm = llvm::InlineAsm::get(stm_ty, cat("stmatrix.sync.aligned.m8n8.x4", by_row ? "" : ".trans", ".shared.b16 [$0], {$1, $2, $3, $4};"),
+                                     "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
+    auto packed = [&](int64_t ni, int h) {
+      llvm::Value* v = llvm::PoisonValue::get(pair_ty);
+      v = b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h), uint64_t(0));
+      return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h + 1), uint64_t(1)), i32);
+    };
+    for (int64_t p = 0; p < NR / P; ++p) {
+      for (int64_t nl = 0; esz == 2 && nl < P / 8; nl += 2) {
+        const int64_t ni = p * P / 8 + nl;
+        // this lane's row: block (nl + blk_n, blk_h), row blk_row
+        llvm::Value* cols = b_.CreateAdd(c32(8 * nl), b_.CreateMul(blk_n, c32(8)));  // the block's first column in the piece
+        llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
+        llvm::Value* off = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(pitch)), b_.CreateMul(cols, c32(2)))
+                                  : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(pitch)), b_.CreateMul(rows, c32(2)));
+        b_.CreateCall(stm_ty, stm, {b_.CreateAdd(region_addr, off), packed(ni, 0), packed(ni, 1), packed(ni + 1, 0), packed(ni + 1, 1)});
+      }
+      for (int64_t nl = 0; esz != 2 && nl < P / 8; ++nl) {
+        const int64_t ni = p * P / 8 + nl;
+        llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
+        for (int h = 0; h < 2; ++h) {
+          llvm::Value* row = b_.CreateAdd(g, c32(8 * h));
+          llvm::Value *v0 = f.d.at(ni * 4 + 2 * h), *v1 = f.d.at(ni * 4 + 2 * h + 1);
+          if (by_row) {
+            llvm::Value* pair = b_.CreateInsertElement(b_.CreateInsertElement(llvm::PoisonValue::get(pair_ty), v0, uint64_t(0)), v1, uint64_t(1));
+            llvm::Value* off = b_.CreateAdd(b_.CreateMul(row, c32(pitch)), b_.CreateMul(col, c32(esz)));
+            b_.CreateAlignedStore(pair, smem(off), llvm::Align(2 * esz));
+          } else {
+            llvm::Value* off = b_.CreateAdd(b_.CreateMul(col, c32(pitch)), b_.CreateMul(row, c32(esz)));
+            b_.CreateAlignedStore(v0, smem(off), llvm::Align(esz));
+            b_.CreateAlignedStore(v1, smem(b_.CreateAdd(off, c32(pitch))), llvm::Align(esz));
+          }
+        }
+      }
+      warp_sync();
+      const int64_t per = by_row ? P * esz / 16 : esz;  // chunks a row (by_row) or a column
+      for (int64_t it = 0; it < P * esz / 32; ++it) {
+        llvm::Value* q = b_.CreateAdd(c32(it * 32), lane());
+        llvm::Value* major = b_.CreateUDiv(q, c32(per));  // the row (by_row) or the column in the piece
+        llvm::Value* minor = b_.CreateURem(q, c32(per));  // the chunk along it
+        llvm::Value* v = b_.CreateAlignedLoad(chunk_ty, smem(b_.CreateAdd(b_.CreateMul(major, c32(pitch)), b_.CreateMul(minor, c32(16)))),
+                                              llvm::Align(16));
+        llvm::Value* maj64 = b_.CreateZExt(major, i64);
+        llvm::Value* min64 = b_.CreateMul(b_.CreateZExt(minor, i64), i64v(16 / esz));
+        llvm::Value* elem = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(a.row, maj64), a.sr), b_.CreateAdd(a.col, b_.CreateAdd(i64v(p * P), min64)))
+                                   : b_.CreateAdd(b_.CreateAdd(a.row, min64), b_.CreateMul(b_.CreateAdd(a.col, b_.CreateAdd(i64v(p * P), maj64)), a.sc));
+        b_.CreateAlignedStore(v, b_.CreateGEP(i8t, a.ptr, {b_.CreateMul(elem, i64v(esz))}), llvm::Align(16));
+      }
+      warp_sync();
+    }
+    return std::vector<llvm::Value*>{};
+  }, [&] {
+    direct(false);
+    return std::vector<llvm::Value*>{};
+  }, "epi");
   return true;
 }
 

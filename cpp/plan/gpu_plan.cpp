@@ -61,6 +61,10 @@ constexpr bool kTmaDefault = true;
 // producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
 // with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
 constexpr int kWsDefault = 2;
+// The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
+constexpr bool kEpiSmemDefault = true;
+// ws plans: a persistent grid (plan field persistent) by default.
+constexpr bool kPersistentDefault = false;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -77,7 +81,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", group_m ? cat(".gm", group_m) : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -117,6 +121,9 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"ws", ws == 0 ? "no"
                  : ws == 1 ? "yes: a producer warp (TMA) and consumer warpgroups (wgmma)"
                            : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
+          {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
+                                : "no"},
+          {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
                                   " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
@@ -378,12 +385,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -464,6 +471,31 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
     // setmaxnreg has no registers to move (256 work-items may have 255 each).
     p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
+    auto po = overrides.find("persistent");
+    if (po != overrides.end() && (po->second < 0 || po->second > 1))
+      throw UserError(cat("plan override persistent=", po->second, " must be 0 (no) or 1 (yes)"));
+    if (po != overrides.end() && po->second == 1 && !p.ws)
+      throw UserError(cat("plan override persistent=1: the persistent grid is the warp-specialized kernel's (ws 1 or 2), not ws=", p.ws));
+    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && kPersistentDefault ? 1 : 0;
+  }
+  {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
+    auto eo = overrides.find("epi_smem");
+    if (eo != overrides.end() && (eo->second < 0 || eo->second > 1))
+      throw UserError(cat("plan override epi_smem=", eo->second, " must be 0 (no) or 1 (yes)"));
+    int fit = 0;
+    if (p.wgmma) {
+      const int64_t esz = ir::size_in_bytes(p.a_type), warps = int64_t(p.sg_m) * p.sg_n;
+      const int64_t used = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
+      for (int e : {3072, 1536, 768})
+        if (used + warps * e <= std::max<int64_t>(48 * 1024, target.shared_bytes)) {
+          fit = e;
+          break;
+        }
+    }
+    if (eo != overrides.end() && eo->second == 1 && !fit)
+      throw UserError(cat("plan override epi_smem=1: the epilogue's staging needs a wgmma plan (sm_90) with at least 768 bytes a warp "
+                          "of shared memory left after its ", p.stages, " stages, not wgmma=", p.wgmma));
+    p.epi_smem = (eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault) ? fit : 0;
   }
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",

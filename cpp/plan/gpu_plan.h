@@ -122,6 +122,16 @@ struct GpuGemmPlan {
   // 0 off, 1 one producer warp, 2 a producer warpgroup (4 warps, one of which works) so that
   // setmaxnreg can move registers from it to the consumers.
   int ws = 0;
+  // The epilogue through shared memory (wgmma plans; simt_wgmma.cpp, frag_store): each warp's
+  // region of this many bytes after the stages, where its accumulators are staged so that C is
+  // written in 16-byte chunks, consecutive lanes on consecutive chunks, instead of one element a
+  // lane and store after a gather into the coopmatrix layout. 0 off; by default the largest of
+  // 3072, 1536, 768 that fits the shared memory (plan override epi_smem: 0 / 1).
+  int epi_smem = 0;
+  // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
+  // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
+  // block's next tile run while its consumers write this one's C. 0 one tile a block.
+  int persistent = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

@@ -156,6 +156,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     o["wgmma"] = 0;
     o["tma"] = 0;
     o["ws"] = 0;
+    o["persistent"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -164,6 +165,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
     o["ws"] = 0;
+    o["persistent"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -189,7 +191,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
-    k.code->launch(args, tiles);
+    k.code->launch(args, p.persistent ? std::min(tiles, p.workers) : tiles);  // persistent: a grid of the SMs
     return;
   }
   // Stream-K (gemm_recipe_gpu.cpp): the split of seeds/004 (the CPU path's formula), a workspace
@@ -236,6 +238,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     o["wgmma"] = 0;
     o["tma"] = 0;
     o["ws"] = 0;
+    o["persistent"] = 0;
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
     if (l->k.plan.split != "dp") return nullptr;
   }
@@ -245,6 +248,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
       PlanOverrides o = l->k.overrides;
       o["tma"] = 0;
       o["ws"] = 0;
+      o["persistent"] = 0;
       l->k = gpu_gemm_kernel(spec, kernel.device, o);
       if (l->k.plan.split != "dp") return nullptr;
     }
@@ -256,6 +260,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  if (p.persistent) l->groups = std::min(l->groups, p.workers);  // a persistent grid
   l->acc = p.dtype;
   l->int_scalars = !ir::is_float(p.dtype);
   const ir::Type idx = ir::Type::index();

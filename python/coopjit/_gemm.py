@@ -498,6 +498,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer warpgroups; one tile
   a block; default 2 on 128-row data-parallel TMA plans); kmajor 'no' | 'yes' (int8 operands
   contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
-  group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  epi_smem 'no' | 'yes' (wgmma plans: the epilogue staged through shared memory, C written in
+  16-byte chunks; default yes); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
+  blocks walking the tiles; default no); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
