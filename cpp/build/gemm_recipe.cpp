@@ -591,18 +591,18 @@ class GemmRecipe {
     };
     if (p_.inline_b) {
       // For each K tile: the slices of the worker's column panels packed into its slot (B's rows
-      // read along their length, which the prefetchers follow), then the tiles of each panel.
+      // read along their length, which the prefetchers follow), then the nest as below.
       b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
         Value* k0 = kx.mul(kt, g_.kt, "k0");
         pack_b_rows(kx, k0, kx.min(kx.add(k0, g_.kt), Kp_, "k1"), nlo, nhi);
-        kx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
-          slot_k0_ = k0;
-          nx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
-            rows(mx, kt, nt, mb, mx.min(mx.add(mb, MC), mhi, "m_end"));
+        kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+          Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
+          mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
+            rows(nx, kt, nt, mb, mend);
             return std::vector<Value*>{};
-          }, "mb");
+          }, "nt");
           return std::vector<Value*>{};
-        }, "nt");
+        }, "mb");
         return std::vector<Value*>{};
       }, "kt");
       slot_pb_ = slot_cs_ = slot_nlo_ = slot_k0_ = nullptr;  // (this branch only; inline_b plans are data-parallel)
