@@ -218,7 +218,8 @@ class GemmRecipe {
       });
       return std::vector<Value*>{};
     }, "q");
-    auto [blo, bhi] = share(b, p_.prepacked_b ? zero_ : tiles_n_, "b_panels");  // a prepacked B is ready
+    // A prepacked B is ready; inline_b packs it in the blocked nest (pack_b_rows).
+    auto [blo, bhi] = share(b, p_.prepacked_b || p_.inline_b ? zero_ : tiles_n_, "b_panels");
     b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
       Value* n0 = x.mul(q, NR_);
@@ -253,6 +254,51 @@ class GemmRecipe {
       x.flag_wait(flags, w2);
       return std::vector<Value*>{};
     }, "w");
+  }
+
+  // inline_b: column panel nt's slice in the slot, addressed as a whole panel (panel_b with K
+  // steps k0.. of the K tile), and its column sums.
+  Value* slot_panel(Builder& x, Value* nt) {
+    Value* at = x.sub(x.mul(x.sub(nt, slot_nlo_), g_.kt), slot_k0_);
+    return x.ptr_offset(slot_pb_, x.mul(at, NR_), "pb");
+  }
+  Value* slot_sums(Builder& x, Value* nt) { return x.ptr_offset(slot_cs_, x.mul(x.sub(nt, slot_nlo_), NR_), "sums_at"); }
+
+  // inline_b: K steps [k0, k1) of column panels [nlo, nhi) into the slot, row by row (each K step
+  // reads kb rows of B along the worker's columns); s8 x s8 also sums each panel's columns
+  // (times 128) in its slot of sums. Loads are checked only at B's edges.
+  void pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value* nhi) {
+    slot_k0_ = k0;
+    const ScalarType pb_t = packed_b_type(p_);
+    const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    const Type b_pk = Type::matrix(pb_t, p_.kb, p_.nr, Use::b, Scope::subgroup);
+    const Type sums_t = Type::matrix(T, 1, p_.nr, Use::acc, Scope::subgroup);
+    const Type a128_t = Type::matrix(ScalarType::u8, 1, p_.kb, Use::a, Scope::subgroup);
+    const bool sums = needs_column_sums(p_);
+    auto sums_at = [&](Builder& x, Value* nt) { return Builder::Access{slot_sums(x, nt), zero_, zero_, zero_, one_, one_, NR_}; };
+    if (sums)
+      b.for_(nlo, nhi, one_, {}, [&](Builder& x, Value* nt, const std::vector<Value*>&) {
+        x.store(x.splat(sums_t, fzero_, "zero_sums"), sums_at(x, nt), false);
+        return std::vector<Value*>{};
+      }, "nt");
+    Value* a128 = sums ? b.splat(a128_t, b.constant(128.0, ScalarType::u8), "c128") : nullptr;
+    b.for_(k0, k1, KB_, {}, [&](Builder& x, Value* k, const std::vector<Value*>&) {
+      Value* full_k = x.cmp(CmpPred::le, x.add(k, KB_), g_.K, "full_k");
+      x.for_(nlo, nhi, one_, {}, [&](Builder& y, Value* nt, const std::vector<Value*>&) {
+        Value* n0 = y.mul(nt, NR_, "n0");
+        Value* full = y.bin(BinOp::and_, full_k, y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
+        auto step = [&](Builder& z, bool checked) {
+          Value* bm = z.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
+          if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
+          z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
+          if (sums) z.store(z.mul_add(a128, bm, z.load(sums_t, sums_at(z, nt), false)), sums_at(z, nt), false);
+          return std::vector<Value*>{};
+        };
+        y.if_(full, {}, [&](Builder& z) { return step(z, false); }, [&](Builder& z) { return step(z, true); });
+        return std::vector<Value*>{};
+      }, "nt");
+      return std::vector<Value*>{};
+    }, "k");
   }
 
   // Matrix-vector products (order "dot": the kernel's N is 1, A's rows and B's column have unit
@@ -347,7 +393,7 @@ class GemmRecipe {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
     Value* pa = p_.direct_a ? nullptr : b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
-    Value* pb = b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
+    Value* pb = slot_pb_ ? slot_panel(b, t.nt) : b.ptr_offset(g_.PB, b.mul(b.mul(t.nt, NR_), Kp_), "pb");
     const Type a_t = Type::matrix(packed_a_type(p_), p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_t = Type::matrix(packed_b_type(p_), p_.kb, p_.nr, Use::b, Scope::subgroup);
     Value* acc = init ? init : b.splat(acc_t_, fzero_, "acc");
@@ -379,7 +425,7 @@ class GemmRecipe {
       Builder::Access c_at{t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N};
       const Type c_t = Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
       Value* prod = acc;
-      if (needs_column_sums(p_) && !add_to_c)  // (A + 128) B - 128 * column sums of B = A B
+      if (needs_column_sums(p_) && !add_to_c && !p_.inline_b)  // (A + 128) B - 128 * column sums of B = A B
         prod = x.mat_bin(BinOp::sub, acc, x.load(acc_t_, {g_.CS, zero_, t.n0, zero_, one_, MR_, g_.N}, false, "sums"));
       Value* result = x.scale(prod, g_.alpha, "result");
       if (p_.epilogue.any()) {  // (never add_to_c: the blocked nest keeps partial sums apart)
@@ -528,73 +574,111 @@ class GemmRecipe {
     Value* mhi = b.min(b.add(mlo, rows_per), tiles_m_, "m_hi");
     Value* MC = b.index(p_.mc_tiles, "MC");
     Value* scratch_cols = b.mul(tiles_n_, NR_, "scratch_cols");
+    // inline_b: the worker's slot of B (its column panels' slices of one K tile, kt x nr each,
+    // one after the other) and of their column sums (nr each); cols_per panels a worker (one
+    // row of workers: gn is the worker count).
+    if (p_.inline_b) {
+      slot_pb_ = b.ptr_offset(g_.PB, b.mul(b.mul(b.mul(g_.worker, per), NR_), g_.kt), "slot_b");
+      if (needs_column_sums(p_)) slot_cs_ = b.ptr_offset(g_.CS, b.mul(b.mul(g_.worker, per), NR_), "slot_sums");
+      slot_nlo_ = nlo;
+    }
+    // The tiles mt in [m_lo, m_hi) of column panel nt, K tile kt: blocks of MC row panels.
+    auto rows = [&](Builder& rx, Value* kt, Value* nt, Value* m_lo, Value* m_hi) {
+      rx.for_(m_lo, m_hi, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
+        tile(tx, kt, mt, nt, scratch_cols);
+        return std::vector<Value*>{};
+      }, "mt");
+    };
+    if (p_.inline_b) {
+      // For each K tile: the slices of the worker's column panels packed into its slot (B's rows
+      // read along their length, which the prefetchers follow), then the nest as below.
+      b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+        Value* k0 = kx.mul(kt, g_.kt, "k0");
+        pack_b_rows(kx, k0, kx.min(kx.add(k0, g_.kt), Kp_, "k1"), nlo, nhi);
+        kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+          Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
+          mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
+            rows(nx, kt, nt, mb, mend);
+            return std::vector<Value*>{};
+          }, "nt");
+          return std::vector<Value*>{};
+        }, "mb");
+        return std::vector<Value*>{};
+      }, "kt");
+      slot_pb_ = slot_cs_ = slot_nlo_ = slot_k0_ = nullptr;  // (this branch only; inline_b plans are data-parallel)
+      return;
+    }
     b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
       kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
         Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
         mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
-          nx.for_(mb, mend, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
-            Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
-            Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
-            if (p_.amx && p_.pack) {
-              // AMX: the partial sums stay in the accumulator type in the scratch matrix and
-              // each K tile continues them in the tiles (tileloadd / tilestored of whole tiles,
-              // no trip through vectors), so a short K tile whose B slice stays in L1 costs
-              // little per tile; the last K tile applies the epilogue once.
-              Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
-              Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
-              auto finish = [&](Builder& e, Value* acc) {
-                e.if_(last, {}, [&](Builder& f) {
-                  epilogue(f, t, acc);
-                  return std::vector<Value*>{};
-                }, [&](Builder& f) {
-                  f.store(acc, part, false);
-                  return std::vector<Value*>{};
-                });
-                return std::vector<Value*>{};
-              };
-              tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_))); },
-                     [&](Builder& e) {
-                       Value* sum = e.load(acc_t_, part, false, "partial");
-                       return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum));
-                     });
-              return std::vector<Value*>{};
-            }
-            Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
-            if (p_.c_type == T && !p_.epilogue.any()) {
-              tx.if_(first, {}, [&](Builder& e) {
-                epilogue(e, t, acc);
-                return std::vector<Value*>{};
-              }, [&](Builder& e) {
-                epilogue(e, t, acc, true);
-                return std::vector<Value*>{};
-              });
-              return std::vector<Value*>{};
-            }
-            Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
-            Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
-            tx.if_(last, {}, [&](Builder& e) {
-              Value* total = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
-                                   [&](Builder& f) {
-                                     return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
-                                   })[0];
-              epilogue(e, t, total);
-              return std::vector<Value*>{};
-            }, [&](Builder& e) {
-              Value* sum = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
-                                 [&](Builder& f) {
-                                   return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
-                                 })[0];
-              e.store(sum, part, false);
-              return std::vector<Value*>{};
-            });
-            return std::vector<Value*>{};
-          }, "mt");
+          rows(nx, kt, nt, mb, mend);
           return std::vector<Value*>{};
         }, "nt");
         return std::vector<Value*>{};
       }, "mb");
       return std::vector<Value*>{};
     }, "kt");
+  }
+
+  // One tile of the blocked nest: row panel mt, column panel nt, K tile kt.
+  void tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scratch_cols) {
+    Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
+    Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
+    if (p_.amx && p_.pack) {
+      // AMX: the partial sums stay in the accumulator type in the scratch matrix and
+      // each K tile continues them in the tiles (tileloadd / tilestored of whole tiles,
+      // no trip through vectors), so a short K tile whose B slice stays in L1 costs
+      // little per tile; the last K tile applies the epilogue once.
+      Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
+      Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
+      auto finish = [&](Builder& e, Value* acc) {
+        e.if_(last, {}, [&](Builder& f) {
+          epilogue(f, t, acc);
+          return std::vector<Value*>{};
+        }, [&](Builder& f) {
+          f.store(acc, part, false);
+          return std::vector<Value*>{};
+        });
+        return std::vector<Value*>{};
+      };
+      tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_))); },
+             [&](Builder& e) {
+               Value* sum = e.load(acc_t_, part, false, "partial");
+               return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum));
+             });
+      return;
+    }
+    Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));
+    if (slot_cs_)  // inline_b, s8 x s8: this K tile's 128 x column sums (the epilogue subtracts none)
+      acc = tx.mat_bin(BinOp::sub, acc, tx.load(acc_t_, {slot_sums(tx, nt), zero_, zero_, zero_, one_, MR_, NR_}, false, "sums"));
+    if (p_.c_type == T && !p_.epilogue.any()) {
+      tx.if_(first, {}, [&](Builder& e) {
+        epilogue(e, t, acc);
+        return std::vector<Value*>{};
+      }, [&](Builder& e) {
+        epilogue(e, t, acc, true);
+        return std::vector<Value*>{};
+      });
+      return;
+    }
+    Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
+    Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
+    tx.if_(last, {}, [&](Builder& e) {
+      Value* total = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
+                           [&](Builder& f) {
+                             return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
+                           })[0];
+      epilogue(e, t, total);
+      return std::vector<Value*>{};
+    }, [&](Builder& e) {
+      Value* sum = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
+                         [&](Builder& f) {
+                           return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
+                         })[0];
+      e.store(sum, part, false);
+      return std::vector<Value*>{};
+    });
   }
 
   const GemmPlan& p_;
@@ -606,6 +690,8 @@ class GemmRecipe {
   Value *one_ = nullptr, *zero_ = nullptr, *sb_c_ = nullptr, *sc_c_ = nullptr, *MR_ = nullptr, *NR_ = nullptr,
         *KB_ = nullptr, *fzero_ = nullptr, *tiles_m_ = nullptr, *tiles_n_ = nullptr, *tiles_k_ = nullptr,
         *Kp_ = nullptr, *VW_ = nullptr;
+  // inline_b: the worker's slot of B's panels and column sums, its first column panel, the K tile's start
+  Value *slot_pb_ = nullptr, *slot_cs_ = nullptr, *slot_nlo_ = nullptr, *slot_k0_ = nullptr;
 };
 
 }  // namespace

@@ -15,7 +15,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
                  : std::string(),
-             demote ? ".demote" : "", direct_a ? ".directa" : "", fixed_key(),
+             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -76,6 +76,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                                    : ": A and B panel lines two K steps ahead")},
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
+          {"inline_b", inline_b ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"split", split},
@@ -322,6 +323,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.direct_a = v != 0;  // checked once the tiles are decided
       continue;
     }
+    if (k == "inline_b") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override inline_b=", v, " must be 0 or 1"));
+      p.inline_b = v != 0;  // checked once the packing and the K tile are decided
+      continue;
+    }
     if (k == "demote") {
       if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
       if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
@@ -357,7 +363,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -509,6 +515,37 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (p.amx) {
       const int64_t slice = int64_t(p.mr) * std::min(p.kt, ceil_to(spec.K, p.kb)) * ir::size_in_bytes(packed_a_type(p));
       p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.mc_tiles, (int64_t(1) << 20) / slice)));
+    }
+  }
+  // B packed by its reader, per K tile and column panel (GemmPlan::inline_b): where the packed A
+  // of all the rows, one K tile of it, stays in L2 (512 KiB at most: one block of row panels), B
+  // is the big operand and a packing phase costs three passes over its bytes (read, write the
+  // panels, read them back from L3 or memory) where this costs one. Needs one row of workers
+  // (each packs only its own column panels) and at least a column panel per worker. Measured on
+  // Zen 5, 2 threads: int8 64x4096x4096 see the README.
+  {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    const double a_slice =
+        double(tiles_m * p.mr) * double(std::min(p.kt, ceil_to(spec.K, p.kb))) * ir::size_in_bytes(packed_a_type(p));
+    if (!overrides.count("inline_b"))
+      p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
+                   a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1);
+    if (p.inline_b) {
+      if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
+        throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
+                            "prepacked, no AMX tiles and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b,
+                            ", amx=", p.amx, ", split='", p.split, "')"));
+      if (overrides.count("grid_m") && p.grid_m != 1)
+        throw UserError(cat("plan inline_b=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
+      p.grid_m = 1;
+      // K tiles whose slice of a column panel stays in L1 (32 KiB: int8 512, bf16 256, f32 128 in
+      // K), reused by every row panel; C's column panel stays in L1 / L2 across them.
+      if (!overrides.count("kt")) {
+        const int64_t cap = std::max<int64_t>(p.kb, (int64_t(32) << 10) / (int64_t(p.nr) * ir::size_in_bytes(packed_b_type(p))) / p.kb * p.kb);
+        const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
+        p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
+      }
+      if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(4096, tiles_m)));
     }
   }
   // Skinny products (the kernel's M up to 64 rows, long K, N wide enough to share among the

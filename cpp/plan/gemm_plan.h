@@ -83,6 +83,13 @@ struct GemmPlan {
   // not packed. With one row of workers (grid_m 1) each worker packs only the B panels it reads,
   // so no worker reads lines another core has just written. Part of the key.
   bool direct_a = false;
+  // Packed products with few rows (plan.pack, no AMX, data-parallel, one row of workers): no
+  // packing phase for B. For each K tile, each worker packs the K-tile slice of each of its
+  // column panels into its own slot (in its L2), with s8 x s8's column sums of that slice, just
+  // before the tiles of all the rows read it: B is read once from memory and its packed copy never
+  // leaves the core (a phase writes all of B's panels and reads them back: 3 passes over B's
+  // bytes). Part of the key.
+  bool inline_b = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge

@@ -226,7 +226,15 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   if (k.plan.pack) {
     const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
     const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
-    const size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
+    size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
+    // inline_b: each worker's slot holds its column panels' slices of one K tile (and their
+    // column sums), cols_per = ceil(tiles_n / workers) panels a worker (see the recipe).
+    size_t slot_sums_at = 0;
+    if (k.plan.inline_b) {
+      const size_t slots = size_t(workers) * ((size_t((g.N + g.nr - 1) / g.nr) + workers - 1) / workers);
+      slot_sums_at = (slots * g.nr * size_t(g.kt) * ir::size_in_bytes(packed_b_type(k.plan)) + 63) / 64 * 64;
+      b_bytes = std::max(b_bytes, slot_sums_at + slots * g.nr * 4);
+    }
     // The blocked nest's partial sums when C's type is not the accumulator's (gemm_recipe.cpp).
     // So do those of a fused epilogue, which applies once, to the whole sum.
     // AMX plans keep them there always (tile loads and stores of the partial sums).
@@ -244,7 +252,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
       pb = const_cast<void*>(prepacked_b);
     }
-    if (needs_column_sums(k.plan)) cs = static_cast<char*>(pb) + packed_b_panel_bytes(k.plan, g.K, g.N);
+    if (needs_column_sums(k.plan))
+      cs = static_cast<char*>(pb) + (k.plan.inline_b ? slot_sums_at : packed_b_panel_bytes(k.plan, g.K, g.N));
   } else if (k.plan.order == "k_outer" && k.plan.epilogue.any() && n_sk == 0 && tiles_k > 1) {
     // The unpacked blocked nest keeps a fused epilogue's partial sums in the scratch matrix too.
     const size_t s_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *

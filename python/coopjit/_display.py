@@ -20,6 +20,7 @@ _FIELDS = [
     ("amx_prefetch", "AMX: software prefetch of the next panels (0 none, 1 A, 2 A and B)"),
     ("demote", "packed panels pushed to the shared L3 as written (CLDEMOTE)"),
     ("direct_a", "AMX: tiles read a row-major A where it is (A not packed)"),
+    ("inline_b", "B packed by its reader per K tile and column panel, in its L2 (no packing phase for B)"),
     ("mc_tiles", "row panels per block of the packed loop nest"),
     ("grid_m", "workers along M in the blocked nest (a grid_m x threads/grid_m grid of C blocks)"),
     ("fixed_shape", "sizes and strides built into the code (small products)"),

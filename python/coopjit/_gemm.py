@@ -486,7 +486,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   before the dot products, between them, or between them with B panels in 1 KiB tiles); amx_prefetch 0 | 1 | 2 (AMX: none, A's panel
   lines two K steps ahead, A's and B's); demote (bool: packed panels pushed to the shared L3 as
   they are written, CLDEMOTE); direct_a (bool, AMX: the tiles read a row-major A where it is,
-  unpacked; K a multiple of kb, M of mr); mc_tiles (row panels per block of
+  unpacked; K a multiple of kb, M of mr); inline_b (bool: no packing phase for B, each worker
+  packs the K-tile slice of each of its column panels just before its tiles read it); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
