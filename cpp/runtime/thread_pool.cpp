@@ -71,10 +71,15 @@ struct ThreadPool::Impl {
   // workers), published after fn; pending counts the pool workers still running it. fn may be
   // read by a worker of this launch only: the next launch rewrites it after every one of them
   // has finished, but a worker outside the launch may still be reading the word.
-  // Bit 31 of the worker count marks an independent launch (run's `independent`): its indices
-  // are claimed from `claim` (generation << 32 | the next index), `left` counts the indices not
-  // yet done, and a thread reads fn only after a claim of the current generation succeeded (so
-  // the caller, waiting for that index, has not returned).
+  // Bit 31 of the worker count marks an independent launch (run's `independent`, at most 32
+  // workers): `claim` holds its generation << 32 | a bit per worker index already taken. Each
+  // thread first takes its own index (so that a worker keeps the share whose data its caches
+  // hold from the last call), then any index not yet taken (a worker that has not started).
+  // (With the shares handed out in arrival order, a bench run on the 16-core Emerald Rapids host
+  // measured 3000x500x200 f32 at 3.6 ms where session 10 measured 0.9; with own indices first, an
+  // A/B there against ordinary launches: 0.92-0.97 against 1.07-1.11 ms.) `left` counts the indices not yet done; a thread
+  // reads fn only after taking an index of the current generation (so the caller, waiting for
+  // that index, has not returned).
   std::atomic<const std::function<void(int)>*> fn{nullptr};
   std::atomic<uint64_t> state{0};
   std::atomic<int> pending{0};
@@ -98,7 +103,7 @@ struct ThreadPool::Impl {
     }
   }
 
-  void claim_and_run(uint64_t gen, int workers, bool spun);
+  void claim_and_run(uint64_t gen, int workers, int own, bool spun);
 
   void loop(int index, uint64_t seen) {
     for (;;) {
@@ -115,7 +120,7 @@ struct ThreadPool::Impl {
       seen = now >> 32;
       if (index >= static_cast<int>(now & 0x7fffffffu)) continue;
       if (now & 0x80000000u) {
-        claim_and_run(seen, static_cast<int>(now & 0x7fffffffu), spun);
+        claim_and_run(seen, static_cast<int>(now & 0x7fffffffu), index, spun);
         continue;
       }
       const std::function<void(int)>* job = fn.load(std::memory_order_relaxed);
@@ -143,19 +148,26 @@ struct ThreadPool::Impl {
   }
 };
 
-// An independent launch of generation gen: claims indices until none is left, runs each; the
-// thread that finishes the last one wakes the caller. Returns at once for an older generation.
-void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, bool spun) {
+// An independent launch of generation gen: takes index `own` (-1: none) if it is still free,
+// then any free index, running each; the thread that finishes the last one wakes the caller.
+// Returns at once for an older generation.
+void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool spun) {
   const bool trace = tracing.load(std::memory_order_relaxed);
+  const uint64_t all = workers >= 32 ? 0xffffffffull : (uint64_t(1) << workers) - 1;
   for (;;) {
     uint64_t c = claim.load(std::memory_order_acquire);
     int i = -1;
-    while ((c >> 32) == gen && static_cast<int>(c & 0xffffffffu) < workers) {
-      if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
-        i = static_cast<int>(c & 0xffffffffu);
+    for (;;) {
+      if ((c >> 32) != gen) break;
+      const uint64_t free = ~c & all;
+      if (!free) break;
+      const int want = own >= 0 && (free >> own & 1) ? own : __builtin_ctzll(free);
+      if (claim.compare_exchange_weak(c, c | (uint64_t(1) << want), std::memory_order_acq_rel, std::memory_order_acquire)) {
+        i = want;
         break;
       }
     }
+    own = -1;
     if (i < 0) return;
     const std::function<void(int)>* job = fn.load(std::memory_order_acquire);
     if (trace) {
@@ -239,7 +251,7 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
     fn(0);
     return;
   }
-  if (workers > 0x7fffffff) throw InternalError(cat("a launch of ", workers, " workers"));
+  if (workers > 32) independent = false;  // (the claim word has a bit per worker)
   std::lock_guard<std::mutex> launch(impl_->launch);
   const bool trace = g_trace.load(std::memory_order_relaxed);
   uint64_t gen = 0;
@@ -269,7 +281,7 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
   std::exception_ptr mine;
   if (independent) {
     // The caller claims indices like every pool thread (its errors go to impl_->error).
-    impl_->claim_and_run(gen, workers, true);
+    impl_->claim_and_run(gen, workers, 0, true);
   } else {
     if (trace) impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
     try {

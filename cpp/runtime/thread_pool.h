@@ -32,10 +32,11 @@ class ThreadPool {
   /// Runs fn(0) .. fn(workers - 1) at the same time, fn(0) on the calling thread, and returns
   /// when all are done. Launches are serialized: Stream-K workers wait for each other, so all
   /// of one launch's workers must run together.
-  /// `independent`: no fn(w) waits for another, so any thread of the launch may run any w: the
-  /// caller and the pool threads claim the indices one by one, and the call returns once every
+  /// `independent`: no fn(w) waits for another, so any thread of the launch may run any w: each
+  /// thread takes its own index, then any index not yet taken, and the call returns once every
   /// index has run, without waiting for a thread that has not started (descheduled on a busy
-  /// machine, a woken thread can start hundreds of microseconds late).
+  /// machine, a woken thread can start hundreds of microseconds late). Up to 32 workers (more:
+  /// an ordinary launch).
   void run(int workers, const std::function<void(int)>& fn, bool independent = false);
   /// In a forked child (runtime/fork.h): forgets the parent's threads and launch state.
   void after_fork_in_child();
