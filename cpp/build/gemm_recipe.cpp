@@ -589,26 +589,13 @@ class GemmRecipe {
         return std::vector<Value*>{};
       }, "mt");
     };
-    if (p_.inline_b) {
-      // For each K tile: the slices of the worker's column panels packed into its slot (B's rows
-      // read along their length, which the prefetchers follow), then the nest as below.
-      b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+    // inline_b: for each K tile, the slices of the worker's column panels packed into its slot
+    // first (B's rows read along their length, which the prefetchers follow), then the nest.
+    b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+      if (p_.inline_b) {
         Value* k0 = kx.mul(kt, g_.kt, "k0");
         pack_b_rows(kx, k0, kx.min(kx.add(k0, g_.kt), Kp_, "k1"), nlo, nhi);
-        kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
-          Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
-          mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
-            rows(nx, kt, nt, mb, mend);
-            return std::vector<Value*>{};
-          }, "nt");
-          return std::vector<Value*>{};
-        }, "mb");
-        return std::vector<Value*>{};
-      }, "kt");
-      slot_pb_ = slot_cs_ = slot_nlo_ = slot_k0_ = nullptr;  // (this branch only; inline_b plans are data-parallel)
-      return;
-    }
-    b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+      }
       kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
         Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
         mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
@@ -619,6 +606,7 @@ class GemmRecipe {
       }, "mb");
       return std::vector<Value*>{};
     }, "kt");
+    if (p_.inline_b) slot_pb_ = slot_cs_ = slot_nlo_ = slot_k0_ = nullptr;  // (this branch only; inline_b plans are data-parallel)
   }
 
   // One tile of the blocked nest: row panel mt, column panel nt, K tile kt.
