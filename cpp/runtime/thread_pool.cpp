@@ -123,27 +123,32 @@ struct ThreadPool::Impl {
         claim_and_run(seen, static_cast<int>(now & 0x7fffffffu), index, spun);
         continue;
       }
-      const std::function<void(int)>* job = fn.load(std::memory_order_relaxed);
-      const bool trace = tracing.load(std::memory_order_relaxed);
-      if (trace) {
-        stamps[index].start.store(now_ns(), std::memory_order_relaxed);
-        stamps[index].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
-      }
-      std::exception_ptr err;
-      try {
-        (*job)(index);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      if (trace) stamps[index].end.store(now_ns(), std::memory_order_relaxed);
-      if (err) {
-        std::lock_guard<std::mutex> g(mu);
-        if (!error) error = err;
-      }
-      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> g(mu);  // (a caller that stopped spinning waits on done under mu)
-        done.notify_all();
-      }
+      run_one(*fn.load(std::memory_order_relaxed), index, spun, pending);
+    }
+  }
+
+  // fn(i) of the current launch (its trace stamps; the first error kept), then one less in
+  // `counter`: the thread that brings it to zero wakes the caller.
+  void run_one(const std::function<void(int)>& job, int i, bool spun, std::atomic<int>& counter) {
+    const bool trace = tracing.load(std::memory_order_relaxed);
+    if (trace) {
+      stamps[i].start.store(now_ns(), std::memory_order_relaxed);
+      stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
+    }
+    std::exception_ptr err;
+    try {
+      job(i);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    if (trace) stamps[i].end.store(now_ns(), std::memory_order_relaxed);
+    if (err) {
+      std::lock_guard<std::mutex> g(mu);
+      if (!error) error = err;
+    }
+    if (counter.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> g(mu);  // (a caller that stopped spinning waits on done under mu)
+      done.notify_all();
     }
   }
 };
@@ -152,7 +157,6 @@ struct ThreadPool::Impl {
 // then any free index, running each; the thread that finishes the last one wakes the caller.
 // Returns at once for an older generation.
 void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool spun) {
-  const bool trace = tracing.load(std::memory_order_relaxed);
   const uint64_t all = workers >= 32 ? 0xffffffffull : (uint64_t(1) << workers) - 1;
   for (;;) {
     uint64_t c = claim.load(std::memory_order_acquire);
@@ -169,26 +173,7 @@ void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool sp
     }
     own = -1;
     if (i < 0) return;
-    const std::function<void(int)>* job = fn.load(std::memory_order_acquire);
-    if (trace) {
-      stamps[i].start.store(now_ns(), std::memory_order_relaxed);
-      stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
-    }
-    std::exception_ptr err;
-    try {
-      (*job)(i);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    if (trace) stamps[i].end.store(now_ns(), std::memory_order_relaxed);
-    if (err) {
-      std::lock_guard<std::mutex> g(mu);
-      if (!error) error = err;
-    }
-    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> g(mu);
-      done.notify_all();
-    }
+    run_one(*fn.load(std::memory_order_acquire), i, spun, left);
   }
 }
 
