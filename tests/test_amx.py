@@ -22,6 +22,11 @@ FEATURES = coopjit.cpu_info()["features"]
 HOST_AMX = bool(FEATURES.get("amx-tile")) and bool(FEATURES.get("amx-bf16"))
 INT8_PAIRS = [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)]
 EMU = {"amx": "emulated"}
+# The emulation runs the tile program on 16-lane vectors: AVX-512 (this CPU at COOPJIT_CPU_LEVEL
+# avx2 or below, or a CPU without AVX-512, refuses the plan with a ValueError).
+WIDE = coopjit.cpu_info()["vector_bytes"] >= 64
+needs_avx512 = pytest.mark.skipif(not WIDE, reason="the AMX emulation needs AVX-512 vectors; this CPU (or "
+                                  "COOPJIT_CPU_LEVEL) gives 32-byte ones")
 
 
 def ints(rng, dtype, shape):
@@ -47,6 +52,7 @@ def plan_of(a, b, out_dtype, plan=None):
 
 @pytest.mark.parametrize("dtype", [BF16, np.float16])
 @pytest.mark.parametrize("m,n,k", [(64, 64, 64), (100, 70, 130), (257, 96, 300)])
+@needs_avx512
 def test_emulated_tiles_16bit(rng, dtype, m, n, k):
     a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
     cfg = plan_of(a, b, np.float32, EMU)
@@ -61,6 +67,7 @@ def test_emulated_tiles_16bit(rng, dtype, m, n, k):
 
 @pytest.mark.parametrize("ta,tb", INT8_PAIRS)
 @pytest.mark.parametrize("m,n,k", [(64, 64, 64), (70, 50, 100), (130, 97, 333)])
+@needs_avx512
 def test_emulated_tiles_int8_are_exact(rng, ta, tb, m, n, k):
     a, b = ints(rng, ta, (m, k)), ints(rng, tb, (k, n))
     cfg = plan_of(a, b, np.int32, EMU)
@@ -70,6 +77,7 @@ def test_emulated_tiles_int8_are_exact(rng, ta, tb, m, n, k):
     np.testing.assert_array_equal(coopjit.matmul(a, b, plan=EMU), a.astype(np.int64) @ b.astype(np.int64))
 
 
+@needs_avx512
 def test_emulated_tiles_int8_extremes():
     k = 1000
     for av in (-128, 127):
@@ -81,6 +89,7 @@ def test_emulated_tiles_int8_extremes():
 
 
 @pytest.mark.parametrize("split", ["dp", "sk", "sk+dp"])
+@needs_avx512
 def test_emulated_tiles_stream_k(rng, split):
     # 3 x 2 output tiles of 32 x 32 over two workers and K tiles of 64: Stream-K hands partial
     # tiles through the workspace, converted from tiles to rows and back.
@@ -94,6 +103,7 @@ def test_emulated_tiles_stream_k(rng, split):
     np.testing.assert_array_equal(coopjit.matmul(ai, bi, plan=plan), ai.astype(np.int64) @ bi.astype(np.int64))
 
 
+@needs_avx512
 def test_emulated_tiles_gemm_transposes_alpha_beta(rng):
     # Transposed operands plan the "col" layout (the kernel's A is the caller's B^T).
     a, b = ints(rng, np.uint8, (200, 150)), ints(rng, np.int8, (170, 200))
@@ -108,6 +118,7 @@ def test_emulated_tiles_gemm_transposes_alpha_beta(rng):
     assert np.all(np.abs(cf - ref) <= f32_bound(x.T, y) + 1e-6)
 
 
+@needs_avx512
 def test_emulated_tiles_bf16_subnormals_count_as_zero():
     # TDPBF16PS reads subnormal bf16 inputs as zero (DAZ), as vdpbf16ps does.
     tiny = np.array(1e-39, np.float32).astype(BF16)  # a bf16 subnormal
@@ -119,6 +130,7 @@ def test_emulated_tiles_bf16_subnormals_count_as_zero():
     np.testing.assert_array_equal(c, np.full((64, 64), 2.0**100, np.float32))
 
 
+@needs_avx512
 def test_amx_plan_errors(rng):
     a32 = rng.standard_normal((64, 64)).astype(np.float32)
     with pytest.raises(ValueError, match="no tile product for f32"):
@@ -188,6 +200,7 @@ def test_cross_compiled_tiles(ta, tb, instruction, cpu):
 
 @pytest.mark.parametrize("dtype,kt", [(BF16, 64), (BF16, 96), (np.float16, 32), (np.int8, 128), (np.uint8, 64)])
 @pytest.mark.parametrize("m,n,k", [(64, 64, 256), (100, 70, 333), (33, 129, 700)])
+@needs_avx512
 def test_emulated_tiles_continue_partial_sums(rng, dtype, kt, m, n, k):
     """Several K tiles: the partial sums go to the scratch matrix and each K tile continues them
     in the tiles; the last applies alpha, beta, the conversion and an epilogue once."""
@@ -243,6 +256,7 @@ def test_cross_compile_for_a_cpu_without_amx():
         coopjit.cross_compile(a, a, cpu="znver4", plan={"amx": "yes"})
 
 
+@needs_avx512
 def test_emulated_code_calls_the_emulation(rng):
     a = floats(rng, BF16, (64, 64))
     r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan=EMU)
@@ -317,6 +331,7 @@ def test_hardware_demoted_panels(rng, dtype):
 
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
 @pytest.mark.parametrize("m,n,k,kt,threads", [(64, 64, 64, None, 1), (96, 70, 320, 128, 2), (128, 129, 256, None, 3)])
+@needs_avx512
 def test_emulated_tiles_read_a_direct(rng, dtype, m, n, k, kt, threads):
     """plan direct_a: the tiles read A's rows where they are (a view with a longer row stride
     here), A unpacked, against NumPy; several K tiles and workers; and its conditions."""
@@ -341,6 +356,7 @@ def test_emulated_tiles_read_a_direct(rng, dtype, m, n, k, kt, threads):
 @pytest.mark.parametrize("feed", [1, 2])
 @pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
 @pytest.mark.parametrize("m,n,k,kt", [(64, 64, 64, None), (100, 70, 333, 128), (33, 129, 700, 256)])
+@needs_avx512
 def test_emulated_tiles_fed_interleaved_and_from_whole_tiles(rng, feed, dtype, m, n, k, kt):
     """amx_feed 1 (each tile loaded before its first dot product) and 2 (also B panels as 1 KiB
     tiles: the packing, the tile addresses and prepack's layout) against NumPy: edges in M, N
@@ -398,6 +414,7 @@ def test_cross_compiled_tile_feeds(ta, instruction):
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.int8, np.uint8])
+@needs_avx512
 def test_emulated_tiles_with_prepacked_weights(rng, dtype):
     k, n = 300, 150
     w = floats(rng, BF16, (k, n)) if dtype == BF16 else ints(rng, dtype, (k, n))

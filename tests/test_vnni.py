@@ -208,3 +208,25 @@ def test_bf16_subnormal_inputs_flush_on_the_dot_path_and_not_with_vnni_off():
     coopjit.compile_gemm(m, n, k, BF16, out_dtype=np.float32, plan={"vnni": 1})(a, b, wide)
     assert np.all(dot == 0.0)
     np.testing.assert_allclose(wide, exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cpu,lanes,i8_dot,bf16_dot", [
+    ("alderlake", 8, True, False),        # AVX2 + AVX-VNNI (its list names avxvnni, not the avx2 it implies)
+    ("skylake-avx512", 16, False, False),
+    ("cascadelake", 16, True, False),     # AVX512-VNNI, no AVX512-BF16
+    ("znver4", 16, True, True),
+])
+def test_cross_compiled_code_uses_the_named_cpus_instructions(cpu, lanes, i8_dot, bf16_dot):
+    """cross_compile plans and lowers for the CPU it names, whatever this host has (the lowering
+    read the host's features for its dot instructions; a named CPU's implied features were
+    missing, so alderlake got 4-lane vectors)."""
+    f = np.ones((256, 256), np.float32)
+    assert coopjit.cross_compile(f, f, cpu=cpu)["config"]["simd_width"] == lanes
+    i8 = np.ones((256, 256), np.int8)
+    r = coopjit.cross_compile(i8, i8, cpu=cpu, plan=NO_AMX)
+    assert (r["config"]["vnni"] == 4) == i8_dot
+    assert bool(re.search(r"\bvpdpbusd\b", r["asm"])) == i8_dot
+    bf = np.ones((256, 256), BF16)
+    r = coopjit.cross_compile(bf, bf, cpu=cpu, plan=NO_AMX)
+    assert (r["config"]["vnni"] == 2) == bf16_dot
+    assert bool(re.search(r"\bvdpbf16ps\b", r["asm"])) == bf16_dot

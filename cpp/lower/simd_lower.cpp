@@ -192,7 +192,7 @@ llvm::Value* SimdLowering::scalar_bin(BinOp op, ScalarType t, llvm::Value* x, ll
   // but does not propagate NaN: where the inputs are unordered the result is x + y (a NaN), a
   // masked add.
   auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
-  if (vt && vt->getPrimitiveSizeInBits() == 512 && host_cpu().has("avx512dq") &&
+  if (vt && vt->getPrimitiveSizeInBits() == 512 && cpu_.has("avx512dq") &&
       (t == ScalarType::f32 || t == ScalarType::f64)) {
     const auto id = t == ScalarType::f32 ? llvm::Intrinsic::x86_avx512_mask_range_ps_512
                                          : llvm::Intrinsic::x86_avx512_mask_range_pd_512;
@@ -387,8 +387,8 @@ llvm::Value* SimdLowering::lanev(llvm::Value* x) {
   return b_.CreateVectorSplat(S_, x);
 }
 
-std::unique_ptr<llvm::Module> lower_simd(const ir::Function& f, llvm::LLVMContext& ctx) {
-  return SimdLowering(f, ctx).run();
+std::unique_ptr<llvm::Module> lower_simd(const ir::Function& f, llvm::LLVMContext& ctx, const CpuInfo& cpu) {
+  return SimdLowering(f, ctx, cpu).run();
 }
 
 }  // namespace coopjit

@@ -9,12 +9,14 @@
 #include <llvm/IR/Module.h>
 
 #include "ir/ir.h"
+#include "target/cpu_info.h"
 
 namespace coopjit {
 
 /// Lowers `f` into a new module holding `void f.name(ptr ptrs, ptr ints, ptr fps)`: parameter
 /// i of f is read from the next slot of ptrs (pointers), ints (index and integers, as int64) or
-/// fps (floats, as double), in parameter order.
-std::unique_ptr<llvm::Module> lower_simd(const ir::Function& f, llvm::LLVMContext& ctx);
+/// fps (floats, as double), in parameter order. `cpu` is the CPU the code is for: the
+/// instructions the lowering picks (the dot products, vrange) are those it has.
+std::unique_ptr<llvm::Module> lower_simd(const ir::Function& f, llvm::LLVMContext& ctx, const CpuInfo& cpu = host_cpu());
 
 }  // namespace coopjit

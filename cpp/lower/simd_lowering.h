@@ -28,8 +28,8 @@ llvm::Value* concat_vectors(llvm::IRBuilder<>& b, std::vector<llvm::Value*> part
 
 class SimdLowering {
  public:
-  SimdLowering(const Function& f, llvm::LLVMContext& ctx)
-      : f_(f), ctx_(ctx), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
+  SimdLowering(const Function& f, llvm::LLVMContext& ctx, const CpuInfo& cpu)
+      : f_(f), ctx_(ctx), cpu_(cpu), mod_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {
     auto it = f.attrs.find("subgroup_size");
     COOPJIT_INTERNAL_ASSERT(it != f.attrs.end(), "the function needs a subgroup_size");
     S_ = static_cast<int>(std::get<int64_t>(it->second));
@@ -239,6 +239,7 @@ class SimdLowering {
 
   const Function& f_;
   llvm::LLVMContext& ctx_;
+  const CpuInfo& cpu_;  // the CPU the code is for (the host, or cross_compile's)
   std::unique_ptr<llvm::Module> mod_;
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;

@@ -129,7 +129,7 @@ llvm::Value* SimdLowering::interleave(const std::vector<llvm::Value*>& rows) {
 SimdLowering::Dot SimdLowering::dot_kind(const Type& ta, const Type& tb, const Type& tc) const {
   if ((S_ != 16 && S_ != 8) || ta.use != Use::a || tb.use != Use::b) return Dot::none;
   if (in_memory(tb) || in_memory(tc)) return Dot::none;
-  const CpuInfo& cpu = host_cpu();
+  const CpuInfo& cpu = cpu_;
   // 16 lanes: the AVX-512 forms; 8 lanes (AVX2 level): AVX-VNNI's VEX vpdpbusd (no bf16 dot there).
   const bool wide = S_ == 16 && cpu.has("avx512f");
   if (wide && ta.scalar == ScalarType::bf16 && tb.scalar == ScalarType::bf16 && tc.scalar == ScalarType::f32 &&

@@ -76,7 +76,7 @@ CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu_na
   r.ir = ir::print(*f);
   ir::verify(*f);
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto mod = lower_simd(*f, *ctx);
+  auto mod = lower_simd(*f, *ctx, cpu);
   r.assembly = compile_assembly(std::move(mod), cpu, r.llvm_ir);
   return r;
 }

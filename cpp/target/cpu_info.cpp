@@ -62,7 +62,15 @@ CpuInfo cpu_info_for(const std::string& name) {
   c.triple = llvm::sys::getProcessTriple();
   llvm::SmallVector<llvm::StringRef, 64> feats;
   llvm::X86::getFeaturesForCPU(name, feats);
-  for (llvm::StringRef f : feats) c.features[f.str()] = true;
+  // The CPU's list leaves out what its features imply (alderlake names avxvnni and fma, not avx2
+  // or avx): add those, so that a named CPU gets the vectors and instructions it has.
+  llvm::StringMap<bool> all;
+  for (llvm::StringRef f : feats) {
+    all[f] = true;
+    llvm::X86::updateImpliedFeatures(f, true, all);
+  }
+  for (const auto& f : all)
+    if (f.getValue()) c.features[f.getKey().str()] = true;
   set_vectors(c);
   return c;
 }
