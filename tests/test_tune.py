@@ -136,7 +136,7 @@ def test_a_stored_plan_this_build_refuses_falls_back_to_the_default(private_cach
     m, n, k = 33, 35, 37
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     sig = coopjit._core.gemm_signature(a, b, np.empty((m, n)), False, ("f64", "f64", "f64"))
-    _tunedb.store(sig, "cpu", {**GOOD_PLAN, "nr": 12}, {"time_s": 1.0})  # nr not a multiple of the vector width
+    _tunedb.store(sig, "cpu", {**GOOD_PLAN, "nr": 13}, {"time_s": 1.0})  # nr not a multiple of any vector width
     assert sig in coopjit._core.tuned_plans()
     assert_gemm_close(coopjit.matmul(a, b), a, b)
     assert not coopjit.compile_gemm(m, n, k, np.float64)._core.tuned
