@@ -209,7 +209,10 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   args.push_back(pointer_arg(ws->data()));
   for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
   args.insert(args.end(), maps.begin(), maps.end());
-  k.code->launch(args, workers + tiles - sk_iters / tiles_k);
+  // ws plans: a persistent grid of at most the SMs (p.workers; one block an SM, its shared memory
+  // allows no more), blocks [0, workers) streaming, every block walking DP tiles after that.
+  const int64_t dp_tiles = tiles - sk_iters / tiles_k;
+  k.code->launch(args, p.ws ? std::max<int64_t>(1, std::max(workers, std::min(p.workers, dp_tiles))) : workers + dp_tiles);
   if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
 }
 
