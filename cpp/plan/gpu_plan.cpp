@@ -453,11 +453,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // machine code, session 10) 152 tiles of 128 x 256 on 132 SMs ran 1.06x faster DP than SK + DP,
   // the shape most favourable to Stream-K (a second wave 15% full).
   // The warp-specialized kernel (ws, below: TMA plans of one product of 16-bit inputs) streams
-  // inside its persistent grid instead (simt_tma_ws.cpp): Stream-K with fewer tiles than SMs (as
-  // above), 2-tile SK + DP where the last wave is at most 1 / kWsStreamKLast full. On the H100
+  // inside its persistent grid instead (simt_tma_ws.cpp), where it measured faster: 2-tile SK + DP
+  // (here all Stream-K) on one wave and a second at most 1 / kWsStreamKLast full. On the H100
   // (benchmarks/recorded/issue16-h100-streamk-session12.md, kernel times) 133 tiles on 132 SMs ran
-  // 1.32x faster so (111 us + 17 us fix-up against 169), but 152 tiles, 561 (4224^2) and 2048
-  // (8192^2) ran slower with any split (sk+dp, dp+sk) than DP.
+  // 1.32x faster so (111 us + 17 us fix-up against 169); 266 tiles 1.07x (215 + 23 against 255, no
+  // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
+  // Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
   const bool sixteen_bit = ir::size_in_bytes(p.a_type) == 2;
   const auto ws_o = overrides.find("ws");
@@ -465,9 +466,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                      (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
-    if (tiles_k >= 2 && tiles_mn < p.workers && 4 * tiles_mn < 3 * p.workers)
-      p.split = "sk";
-    else if (tiles_k >= 2 && tiles_mn > p.workers && last != 0 && last * kWsStreamKLast <= p.workers)
+    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
   } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
