@@ -6,7 +6,10 @@
 // recipe's order (group_m names it), every one running the same bounds; the recipe launches one
 // block a tile (grid = tiles: one tile a block), since its persistent loop over tiles measured
 // slower (H100: ~25 us more a tile, whatever K, the cause not found;
-// benchmarks/recorded/issue16-h100-session10.md).
+// benchmarks/recorded/issue16-h100-session10.md). With the loop attribute stream_k_kt (Stream-K
+// plans, gemm_recipe_gpu.cpp) the walk is block g's Stream-K parts (the K tiles of kt elements
+// [g I / W, (g + 1) I / W) of the first sk_iters (tile, K tile) pairs, tile by tile; kernel
+// parameters workers, sk_iters, tiles_k) and then the DP tiles sk_tiles + g, + grid, ...
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
