@@ -232,10 +232,13 @@ def hopper(args):
         # 7 x 19 = 133 (one more than the SMs); 2048^2 (128 tiles) and 4096^2 (512) fill their waves.
         # Columns: the automatic plan, forced DP (ws), Stream-K, 2-tile SK + DP and DP + SK (the last
         # wave's tiles streamed) in the ws kernel (workers = the SMs), torch; every plan through
-        # run() (a wait after each launch; Stream-K plans launch the fix-up too).
+        # run() (a wait after each launch; Stream-K plans launch the fix-up too); "matmul": what a
+        # user calls, coopjit.matmul(a, b, out=c) of torch tensors with the automatic plan, queued on
+        # torch's stream (the product and its fix-up) in blocks of calls like torch, and "matmul DP"
+        # the same with plan split=dp.
         lines += ["", "| shape (bf16) | tiles | auto TFLOP/s | auto plan | DP ws TFLOP/s | SK ws TFLOP/s | SK+DP ws TFLOP/s | "
-                  "DP+SK ws TFLOP/s | torch TFLOP/s | auto / DP ws | auto / torch | best SK / torch | rel. err vs f64 |",
-                  "|" + "---|" * 13]
+                  "DP+SK ws TFLOP/s | matmul TFLOP/s | matmul DP TFLOP/s | torch TFLOP/s | auto / DP ws | matmul / matmul DP | "
+                  "matmul / torch | best SK / torch | rel. err vs f64 |", "|" + "---|" * 16]
         shapes = [tuple(int(x) for x in v.split("x")) for v in args.streamk_shapes.split(",")]
         for m, n, k in shapes:
             reps = 20 if m * n * k <= 2**36 else 10
@@ -247,14 +250,18 @@ def hopper(args):
             a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
             th = timed(lambda: torch.matmul(a, b), reps)
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            mm = timed(lambda: coopjit.matmul(a, b, out=c), reps)
+            mmd = timed(lambda: coopjit.matmul(a, b, out=c, plan={"split": "dp"}), reps)
             f = 2 * m * n * k
             mt, nt = (int(x) for x in dpw[3]["macro_tile"].split("x"))
             km, kn = (n, m) if dpw[3]["layout"] == "col" else (m, n)  # the kernel's M and N
             tiles = -(-km // mt) * -(-kn // nt)
             lines.append(f"| {m}x{n}x{k} | {tiles} | {f / auto[0] / 1e12:.1f} | {auto[3]['split']} ws "
                          f"{str(auto[3]['ws']).split(':')[0]} | {f / dpw[0] / 1e12:.1f} | {f / sk[0] / 1e12:.1f} | "
-                         f"{f / skdp[0] / 1e12:.1f} | {f / dpsk[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | {dpw[0] / auto[0]:.2f} | "
-                         f"{th[0] / auto[0]:.2f} | {th[0] / min(sk[0], skdp[0], dpsk[0]):.2f} | "
+                         f"{f / skdp[0] / 1e12:.1f} | {f / dpsk[0] / 1e12:.1f} | {f / mm[0] / 1e12:.1f} | {f / mmd[0] / 1e12:.1f} | "
+                         f"{f / th[0] / 1e12:.1f} | {dpw[0] / auto[0]:.2f} | {mmd[0] / mm[0]:.2f} | {th[0] / mm[0]:.2f} | "
+                         f"{th[0] / min(sk[0], skdp[0], dpsk[0]):.2f} | "
                          f"{max(auto[2], dpw[2], sk[2], skdp[2], dpsk[2]):.1e} |")
             print(lines[-1], flush=True)
     text = "\n".join(lines)

@@ -749,8 +749,19 @@ def test_wgmma_ws_stream_k_bf16_out_and_torch(rng):
     assert got.dtype == ml_dtypes.bfloat16
     assert (np.abs(got.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + (k + 4) * 2.0**-23 * mag).all()
     torch = pytest.importorskip("torch")
-    ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().bfloat16() for x in (a, b))
-    tc = coopjit.matmul(ta, tb, plan=plan)
+    # torch tensors: the prepared launch queues the product and its fix-up on torch's stream without
+    # waiting; three products back to back (the second and third through the per-call cache) share
+    # the stream's workspace.
+    a2 = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    ta, ta2, tb = (torch.from_numpy(x.astype(np.float32)).cuda().bfloat16() for x in (a, a2, b))
+    core = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, plan=plan)._core
+    launch = core.launcher(["bf16", "bf16", "bf16"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0], True)
+    sms = coopjit.device_info(DEV)["compute_units"]
+    assert launch is not None and launch.config["split"] == "sk+dp" and launch.groups == sms  # one block an SM
+    outs = [coopjit.matmul(x, tb, plan=plan) for x in (ta, ta2, ta)]
     torch.cuda.synchronize()
-    err = np.abs(tc.double().cpu().numpy() - ref)
-    assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(ref) + (k + 4) * 2.0**-23 * mag).all()
+    ref2 = a2.astype(np.float64) @ b.astype(np.float64)
+    mag2 = np.abs(a2.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    for tc, r, mg in zip(outs, (ref, ref2, ref), (mag, mag2, mag)):
+        err = np.abs(tc.double().cpu().numpy() - r)
+        assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(r) + (k + 4) * 2.0**-23 * mg).all()
