@@ -456,7 +456,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // inside its persistent grid instead (simt_tma_ws.cpp), where it measured faster: 2-tile SK + DP
   // (here all Stream-K) on one wave and a second at most 1 / kWsStreamKLast full. On the H100
   // (benchmarks/recorded/issue16-h100-streamk-session12.md, kernel times) 133 tiles on 132 SMs ran
-  // 1.32x faster so (111 us + 17 us fix-up against 169); 266 tiles 1.07x (215 + 23 against 255, no
+  // 1.32x faster so (110 us + 17 us fix-up against 168); 266 tiles 1.09x (209 + 23 against 253, no
   // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
   // Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
