@@ -82,6 +82,10 @@ def main():
     ap.add_argument("--hopper", action="store_true",
                     help="bf16 / f16 2048-8192: the wgmma pipeline fed by TMA (plan tma=yes) and by cp.async (tma=no), and torch")
     ap.add_argument("--streamk", action="store_true", help="with --hopper: the Stream-K table (shapes whose last wave is partly empty)")
+    ap.add_argument("--streamk-shapes", default="896x4864x8192,4864x896x8192,4864x1792x8192,4224x4224x4224,4224x4224x8192,1024x1024x1024,2048x2048x2048,"
+                    "4096x4096x4096",
+                    help="with --streamk: MxNxK shapes of the Stream-K table")
+    ap.add_argument("--streamk-only", action="store_true", help="with --hopper: only the Stream-K table")
     ap.add_argument("--no-cp-async", action="store_true", help="with --hopper: leave out the cp.async column")
     ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts; with --int8: extra plans for every size")
     ap.add_argument("--int8", action="store_true",
@@ -192,6 +196,8 @@ def hopper(args):
     lines = [hdr, "|" + "---|" * 13]
     cases = [(torch.bfloat16, 2048), (torch.bfloat16, 4096), (torch.bfloat16, 8192), (torch.float16, 2048), (torch.float16, 4096),
              (torch.float16, 8192), (torch.bfloat16, 4224)]
+    if args.streamk_only:
+        cases, args.streamk = [], True
     for dt, s in cases:
         reps = 40 if s <= 2048 else 20 if s <= 4224 else 5
         ws = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes", "ws": 2, "split": "dp"}, reps=reps)
@@ -221,26 +227,42 @@ def hopper(args):
                      f"{v[2]:.1e} | {v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} ws {str(v[3]['ws']).split(':')[0]} |")
         print(lines[-1], flush=True)
     if args.streamk:
-        # Tiles of 128 x 256 on an H100's 132 SMs: 4224^2 is 33 x 17 = 561 tiles (4.25 waves);
-        # 896 x 4864 is 7 x 19 = 133 tiles (one more than the SMs).
-        lines += ["", "| shape (bf16) | tiles | auto TFLOP/s | auto plan | DP ws TFLOP/s | DP ws=no TFLOP/s | torch TFLOP/s | "
-                  "auto / DP ws | auto / torch | DP ws / torch | rel. err vs f64 |", "|" + "---|" * 11]
-        for m, n, k in ((4224, 4224, 4096), (896, 4864, 8192), (4224, 4224, 8192)):
-            reps = 20
+        # Tiles of 128 x 256 on an H100's 132 SMs (the kernel's M along the user's N, layout col):
+        # 4224^2 is 33 x 17 = 561 tiles (4.25 waves); 896 x 4864 is 38 x 4 = 152 tiles, 4864 x 896
+        # 7 x 19 = 133 (one more than the SMs); 2048^2 (128 tiles) and 4096^2 (512) fill their waves.
+        # Columns: the automatic plan, forced DP (ws), Stream-K, 2-tile SK + DP and DP + SK (the last
+        # wave's tiles streamed) in the ws kernel (workers = the SMs), torch; every plan through
+        # run() (a wait after each launch; Stream-K plans launch the fix-up too); "matmul": what a
+        # user calls, coopjit.matmul(a, b, out=c) of torch tensors with the automatic plan, queued on
+        # torch's stream (the product and its fix-up) in blocks of calls like torch, and "matmul DP"
+        # the same with plan split=dp.
+        lines += ["", "| shape (bf16) | tiles | auto TFLOP/s | auto plan | DP ws TFLOP/s | SK ws TFLOP/s | SK+DP ws TFLOP/s | "
+                  "DP+SK ws TFLOP/s | matmul TFLOP/s | matmul DP TFLOP/s | torch TFLOP/s | auto / DP ws | matmul / matmul DP | "
+                  "matmul / torch | best SK / torch | rel. err vs f64 |", "|" + "---|" * 16]
+        shapes = [tuple(int(x) for x in v.split("x")) for v in args.streamk_shapes.split(",")]
+        for m, n, k in shapes:
+            reps = 20 if m * n * k <= 2**36 else 10
             auto = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, reps=reps)
             dpw = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp", "ws": 2}, reps=reps)
-            dpn = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp", "ws": "no"}, reps=reps)
+            sk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "sk", "ws": 2}, reps=reps)
+            skdp = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "sk+dp", "ws": 2}, reps=reps)
+            dpsk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp+sk", "ws": 2}, reps=reps)
             a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
             th = timed(lambda: torch.matmul(a, b), reps)
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            mm = timed(lambda: coopjit.matmul(a, b, out=c), reps)
+            mmd = timed(lambda: coopjit.matmul(a, b, out=c, plan={"split": "dp"}), reps)
             f = 2 * m * n * k
             mt, nt = (int(x) for x in dpw[3]["macro_tile"].split("x"))
             km, kn = (n, m) if dpw[3]["layout"] == "col" else (m, n)  # the kernel's M and N
             tiles = -(-km // mt) * -(-kn // nt)
-            lines.append(f"| {m}x{n}x{k} | {tiles} | {f / auto[0] / 1e12:.1f} | {auto[3]['split']} w{auto[3]['workers']} ws "
-                         f"{str(auto[3]['ws']).split(':')[0]} | {f / dpw[0] / 1e12:.1f} | {f / dpn[0] / 1e12:.1f} | {f / th[0] / 1e12:.1f} | "
-                         f"{dpw[0] / auto[0]:.2f} | {th[0] / auto[0]:.2f} | {th[0] / dpw[0]:.2f} | "
-                         f"{max(auto[2], dpw[2], dpn[2]):.1e} |")
+            lines.append(f"| {m}x{n}x{k} | {tiles} | {f / auto[0] / 1e12:.1f} | {auto[3]['split']} ws "
+                         f"{str(auto[3]['ws']).split(':')[0]} | {f / dpw[0] / 1e12:.1f} | {f / sk[0] / 1e12:.1f} | "
+                         f"{f / skdp[0] / 1e12:.1f} | {f / dpsk[0] / 1e12:.1f} | {f / mm[0] / 1e12:.1f} | {f / mmd[0] / 1e12:.1f} | "
+                         f"{f / th[0] / 1e12:.1f} | {dpw[0] / auto[0]:.2f} | {mmd[0] / mm[0]:.2f} | {th[0] / mm[0]:.2f} | "
+                         f"{th[0] / min(sk[0], skdp[0], dpsk[0]):.2f} | "
+                         f"{max(auto[2], dpw[2], sk[2], skdp[2], dpsk[2]):.1e} |")
             print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)

@@ -84,7 +84,7 @@ def test_num_threads_setting():
 
 def test_bad_split_override():
     a = np.ones((4, 4), np.float32)
-    with pytest.raises(ValueError, match="split must be one of dp, sk, sk\\+dp, got 'stream'"):
+    with pytest.raises(ValueError, match="split must be one of dp, sk, sk\\+dp, dp\\+sk, got 'stream'"):
         coopjit.matmul(a, a, plan={"split": "stream"})
     with pytest.raises(ValueError, match="kt=100 must be a multiple of kb=8"):
         coopjit.matmul(a, a, plan={"kt": 100, "kb": 8})

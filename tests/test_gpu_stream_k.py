@@ -39,7 +39,7 @@ CASES = [(100, 130, 300, 4, 16), (200, 70, 1000, 7, 64), (64, 64, 640, 5, 32), (
 
 
 @pytest.mark.parametrize("m,n,k,workers,kt", CASES)
-@pytest.mark.parametrize("split", ["dp", "sk", "sk+dp"])
+@pytest.mark.parametrize("split", ["dp", "sk", "sk+dp", "dp+sk"])
 def test_splits_match_numpy(rng, split, m, n, k, workers, kt):
     dev = needs_device()
     a = rng.standard_normal((m, k)).astype(np.float32)
@@ -52,6 +52,18 @@ def test_splits_match_numpy(rng, split, m, n, k, workers, kt):
     c = c0.copy()
     kern(a, b, c, alpha=1.5, beta=-0.5)
     assert_gemm_close(c, a, b, c0, 1.5, -0.5)
+
+
+def test_dp_sk_streams_the_last_wave():
+    """dp+sk (GPU plans): DP on the full waves, the last wave's tiles streamed: tiles % workers of
+    them, all when fewer tiles than workers, none when the tiles divide evenly."""
+    from coopjit import _core
+
+    for tiles_mn, tiles_k, workers in ((152, 16, 132), (133, 9, 132), (561, 9, 132), (512, 8, 128), (20, 3, 7), (5, 4, 7)):
+        want = (tiles_mn - tiles_mn // workers * workers) * tiles_k
+        assert _core.stream_k_tiles("dp+sk", tiles_mn, tiles_k, workers) == want
+    with pytest.raises(ValueError, match="split"):
+        coopjit.compile_gemm(64, 64, 64, np.float32, plan={"split": "dp+sk"})  # the CPU planner: dp, sk, sk+dp
 
 
 def test_the_cases_exercise_every_split():

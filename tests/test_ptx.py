@@ -369,13 +369,30 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
     assert spills and max(spills) <= max(plain_spills) + 64, (report, plain)  # a few words (ptxas: 8-48 bytes)
 
 
+def _tiles(cfg, m, n):
+    mt, nt = (int(x) for x in cfg["macro_tile"].split("x"))
+    km, kn = (n, m) if cfg["layout"] == "col" else (m, n)
+    return -(-km // mt) * -(-kn // nt)
+
+
 def test_hopper_default_split():
-    """Warpgroup plans on sm_90 keep DP where the tiles fill the SMs' first wave (152 tiles of
-    128 x 256 on 132 SMs: SK + DP measured slower on the H100), Stream-K where they do not (32
-    tiles); mma.sync plans (sm_80) take SK + DP on the same shape."""
+    """The warp-specialized plans on sm_90 (132 SMs) take 2-tile SK + DP (all streamed) on one wave
+    and a second that holds at most 132 / 16 tiles (133 tiles of 4864 x 896: measured 1.32x DP; 136 of
+    4352 x 1024);
+    DP elsewhere: 266 tiles (4864 x 1792: 1.07x in the kernel, no faster per call), 152 of
+    896 x 4864 and 561 of 4224^2 (any split measured slower), 32 of 1024^2 (Stream-K measured
+    slower), waves the tiles fill (4096^2, 132 tiles of 1024 x 4224), one K tile, 2048^2 and
+    8192^2. The non-ws TMA kernel keeps DP on 152 tiles; mma.sync plans (sm_80) take SK + DP there."""
     bf16 = ml_dtypes.bfloat16
-    assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90").config["split"] == "dp"
-    assert ptx.compile_gemm(1024, 1024, 1024, bf16, target="sm_90").config["split"] == "sk"
+    for (m, n, k), split in (((4864, 896, 8192), "sk+dp"), ((4352, 1024, 4096), "sk+dp"), ((4864, 1792, 8192), "dp"),
+                             ((1024, 1024, 1024), "dp"), ((896, 4864, 8192), "dp"), ((4224, 4224, 4224), "dp"),
+                             ((4096, 4096, 4096), "dp"), ((2048, 2048, 2048), "dp"), ((8192, 8192, 8192), "dp"),
+                             ((1024, 4224, 4096), "dp"), ((4864, 896, 512), "dp")):
+        cfg = ptx.compile_gemm(m, n, k, bf16, target="sm_90").config
+        tiles = _tiles(cfg, m, n)
+        assert cfg["ws"] == 2 and cfg["split"] == split, (m, n, k, cfg["split"], tiles)
+        assert (split != "dp") == (k > 512 and 132 < tiles < 264 and tiles % 132 <= 132 // 16), (m, n, k, tiles)
+    assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90", plan={"ws": "no"}).config["split"] == "dp"
     sm80 = ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_80").config
     assert sm80["wgmma"] == "no" and sm80["split"] == "sk+dp"
 
@@ -385,12 +402,12 @@ def test_wgmma_ws_plan_field():
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90").config["ws"] == 2
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"tma": "no"}).config["ws"] == "no"
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": "no"}).config["ws"] == "no"
-    sk = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7})
+    sk = ptx.compile_gemm(520, 264, 2056, ml_dtypes.bfloat16, target="sm_90", plan={"split": "sk+dp", "workers": 7, "ws": "no"})
     assert sk.config["ws"] == "no" and "setmaxnreg" not in sk.source("ptx") and ".reqntid 256" in sk.source("ptx")
     assert ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_80").config["ws"] == "no"
     one = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"ws": "yes", "split": "dp"})
     assert one.config["ws"] == "yes" and ".reqntid 288" in one.source("ptx") and "setmaxnreg" not in one.source("ptx")
-    for plan in ({"ws": "yes", "tma": "no"}, {"ws": "yes", "split": "sk"}, {"ws": 2, "split": "sk+dp"}, {"ws": "yes", "wgmma": "no"}):
+    for plan in ({"ws": "yes", "tma": "no"}, {"ws": "yes", "wgmma": "no"}):
         with pytest.raises(ValueError, match="ws=[12]: the warp-specialized kernel needs"):
             ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan=plan)
     # 8-bit plans (four consumer warpgroups) keep the pipeline without producers
@@ -514,6 +531,44 @@ def test_wgmma_ws_persistent_plan_fields(ptxas):
     report = ptxas(k.source("ptx"), "sm_90")
     assert "Used" in report and "Potential Performance Loss" not in report, report
     for plan, match in (({"persistent": 2}, "persistent=2 must be 0"), ({"persistent": "yes", "ws": "no"}, "persistent=1"),
-                        ({"persistent": "yes", "split": "sk"}, "ws=")):
+                        ({"persistent": "yes", "split": "sk", "tma": "no"}, "ws=")):
         with pytest.raises(ValueError, match=match):
             ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan=plan)
+
+
+@pytest.mark.parametrize("split", ["sk", "sk+dp"])
+@pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 1, "kt": 192}, {"ws": 2, "group_m": 3}])
+def test_wgmma_ws_stream_k_assembles(ptxas, split, plan):
+    """Stream-K / SK + DP in the warp-specialized kernel: the producer's walk over the block's
+    Stream-K parts (the kernel's workers, sk_iters, tiles_k) and then its DP tiles, the consumers'
+    partial tiles to the workspace; the fix-up kernel. ptxas: no wgmma serialization, spills no
+    worse than the data-parallel ws kernel."""
+    kern = ptx.compile_gemm(1000, 600, 2056, ml_dtypes.bfloat16, target="sm_90", out_dtype=np.float32,
+                            plan=dict(plan, split=split, workers=7))
+    cfg = kern.config
+    assert cfg["split"] == split and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
+    text = kern.source("ptx")
+    for s in ("cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity.shared::cta.b64", "%nctaid.x", ".param .u64 "):
+        assert s in text, s
+    assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", text)
+    report = ptxas(text, "sm_90")
+    assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
+    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    dp = ptxas(ptx.compile_gemm(1000, 600, 2056, ml_dtypes.bfloat16, target="sm_90", out_dtype=np.float32,
+                                plan=dict(plan, split="dp", persistent="yes")).source("ptx"), "sm_90")
+    dp_spills = [int(x.split()[0]) for x in dp.split(",") if "bytes spill stores" in x]
+    # (ptxas, 168 registers a consumer thread: 88 bytes more than the persistent DP kernel with ws 2,
+    # 152 with ws 1: the units' bounds kept across the K loop)
+    assert spills and max(spills) <= max(dp_spills) + 160, (report, dp)
+    assert "Used" in ptxas(kern._core.fixup_ptx, "sm_90")
+
+
+def test_wgmma_ws_stream_k_plan_fields():
+    """ws Stream-K plans are persistent (persistent=0 refused); the non-ws TMA kernel keeps Stream-K too."""
+    bf16 = ml_dtypes.bfloat16
+    with pytest.raises(ValueError, match="persistent=0: the warp-specialized Stream-K kernel"):
+        ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "persistent": "no"})
+    k = ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk+dp", "ws": "no"})
+    assert k.config["ws"] == "no" and k.config["persistent"] == "no"
+    with pytest.raises(ValueError, match="ws=2: the warp-specialized kernel needs"):
+        ptx.compile_gemm(64, 64, 4096, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "tma": "no"})

@@ -27,7 +27,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
   if (p.tma) f.attrs["tensor_maps"] = int64_t(2);  // A's and B's, kernel parameters after the IR's (simt_lower.cpp)
   // ws: the TMA producer warp (ws 1) or warpgroup (ws 2) after the IR's subgroups (simt_tma_ws.cpp)
-  if (p.ws) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
+  // (the Stream-K fix-up has no K loop: no producers, the consumers' registers a thread)
+  if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -171,6 +172,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       if (p.ws) {  // the work-group's tile g: the producer warps walk tiles g, g + grid, ... with grid = the tiles (simt_tma_ws.cpp)
         r->def->attrs["persistent"] = int64_t(1);
         r->def->attrs["group_m"] = int64_t(p.group_m);
+        // Stream-K: the producer walks the block's Stream-K iterations, then its DP tiles (below)
+        if (stream_k) r->def->attrs["stream_k_kt"] = int64_t(p.kt);
       }
       return r;
     }
@@ -283,36 +286,69 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     }, {});
     return fp;
   }
-  // Groups [0, workers): Stream-K workers; the rest: one data-parallel tile each.
-  b.if_(b.cmp(CmpPred::lt, g, workers), {}, [&](Builder& x) {
+  // Groups [0, workers): Stream-K workers; the rest: one data-parallel tile each. ws plans: a
+  // persistent grid, each block its Stream-K iterations (if any) and then the DP tiles sk_tiles + g,
+  // sk_tiles + g + grid, ... (the walk the producer warps take, simt_tma_ws.cpp).
+  // The iterations [lo, hi) of tile t (its first t_first) of worker g, whose own first is it_lo:
+  // C when they are all of the tile's, else the worker's workspace slot 0 (its first part) or 1.
+  auto sk_part = [&](Builder& y, Value* t, Value* t_first, Value* lo, Value* hi, Value* it_lo) {
+    Tile tl = tile(y, t);
+    Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
+    Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
+    y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
+      Value* acc = k_range(z, tl, k_lo, k_hi);
+      Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
+      z.if_(whole, {}, [&](Builder& u) {
+        epilogue(u, tl, acc);
+        return std::vector<Value*>{};
+      }, [&](Builder& u) {
+        Value* s = u.select(u.cmp(CmpPred::eq, lo, it_lo), zero, one, "s");
+        u.store(acc, part_at(u, g, s, tl), false);
+        return std::vector<Value*>{};
+      });
+      return std::vector<Value*>{};
+    }, {});
+  };
+  if (p.ws) {
+    // ws plans: a persistent grid; block g's units are its Stream-K parts (tiles t_lo .. t_hi - 1
+    // when g < workers) and then the DP tiles sk_tiles + g, sk_tiles + g + grid, ...: one loop,
+    // so that the kernel has one K loop and one epilogue (two spilled at the consumers' 168
+    // registers); the producer warps walk the same units (simt_tma_ws.cpp).
+    Value* grid = b.work_id(WorkId::groups, 0, "groups");
+    Value* tiles = b.mul(tiles_m, tiles_n, "tiles");
+    Value* is_w = b.cmp(CmpPred::lt, g, workers, "sk_worker");
+    Value* wk = b.bin(BinOp::max, workers, one, "wk");  // (workers 0: no Stream-K part; no division by 0)
+    Value* it_lo = b.select(is_w, b.div(b.mul(g, sk_iters), wk), zero, "it_lo");
+    Value* it_hi = b.select(is_w, b.div(b.mul(b.add(g, one), sk_iters), wk), zero, "it_hi");
+    Value* t_lo = b.div(it_lo, tiles_k, "t_lo");
+    Value* n_sk = b.sub(ceil_div(b, it_hi, tiles_k, "t_hi"), t_lo, "n_sk");
+    Value* dp0 = b.add(sk_tiles, g, "dp0");
+    Value* n_dp = b.select(b.cmp(CmpPred::lt, dp0, tiles), ceil_div(b, b.sub(tiles, dp0), grid, "n_dp"), zero, "n_dp");
+    b.for_(zero, b.add(n_sk, n_dp), one, {}, [&](Builder& y, Value* u, const std::vector<Value*>&) {
+      Value* sk = y.cmp(CmpPred::lt, u, n_sk, "sk");
+      Value* t = y.select(sk, y.add(t_lo, u), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
+      Value* t_first = y.mul(t, tiles_k, "t_first");
+      Value* t_end = y.add(t_first, tiles_k, "t_end");
+      Value* lo = y.select(sk, y.bin(BinOp::max, it_lo, t_first), t_first, "lo");
+      Value* hi = y.select(sk, y.min(it_hi, t_end), t_end, "hi");
+      sk_part(y, t, t_first, lo, hi, it_lo);
+      return std::vector<Value*>{};
+    }, "u");
+    return fp;
+  }
+  auto sk_worker = [&](Builder& x) {
     Value* it_lo = begin(x, g);
     Value* it_hi = begin(x, x.add(g, one));
     Value* t_lo = x.div(it_lo, tiles_k, "t_lo");
     Value* t_hi = ceil_div(x, it_hi, tiles_k, "t_hi");
     x.for_(t_lo, t_hi, one, {}, [&](Builder& y, Value* t, const std::vector<Value*>&) {
       Value* t_first = y.mul(t, tiles_k, "t_first");
-      Value* lo = y.bin(BinOp::max, it_lo, t_first, "lo");
-      Value* hi = y.min(it_hi, y.add(t_first, tiles_k), "hi");
-      Tile tl = tile(y, t);
-      Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
-      Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
-      y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
-        Value* acc = k_range(z, tl, k_lo, k_hi);
-        Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
-        z.if_(whole, {}, [&](Builder& u) {
-          epilogue(u, tl, acc);
-          return std::vector<Value*>{};
-        }, [&](Builder& u) {
-          Value* s = u.select(u.cmp(CmpPred::eq, lo, it_lo), zero, one, "s");
-          u.store(acc, part_at(u, g, s, tl), false);
-          return std::vector<Value*>{};
-        });
-        return std::vector<Value*>{};
-      }, {});
+      sk_part(y, t, t_first, y.bin(BinOp::max, it_lo, t_first, "lo"), y.min(it_hi, y.add(t_first, tiles_k), "hi"), it_lo);
       return std::vector<Value*>{};
     }, "t");
     return std::vector<Value*>{};
-  }, [&](Builder& x) {
+  };
+  b.if_(b.cmp(CmpPred::lt, g, workers), {}, sk_worker, [&](Builder& x) {
     whole_tile(x, x.add(sk_tiles, x.sub(g, workers)));
     return std::vector<Value*>{};
   });

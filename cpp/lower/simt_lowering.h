@@ -264,7 +264,9 @@ class SimtLowering {
   /// attribute persistent): the producer warp's TMA copies of every tile of the work-group, the
   /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64).
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
-                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m);
+                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0);
+  /// The kernel parameter the IR names `hint` (InternalError when there is none).
+  llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent
   /// loop: the barriers, then the producer warps to ws_prod_, the consumers to the IR's code);
   /// ws_end() completes what no loop filled.

@@ -6,7 +6,10 @@
 // recipe's order (group_m names it), every one running the same bounds; the recipe launches one
 // block a tile (grid = tiles: one tile a block), since its persistent loop over tiles measured
 // slower (H100: ~25 us more a tile, whatever K, the cause not found;
-// benchmarks/recorded/issue16-h100-session10.md).
+// benchmarks/recorded/issue16-h100-session10.md). With the loop attribute stream_k_kt (Stream-K
+// plans, gemm_recipe_gpu.cpp) the walk is block g's Stream-K parts (the K tiles of kt elements
+// [g I / W, (g + 1) I / W) of the first sk_iters (tile, K tile) pairs, tile by tile; kernel
+// parameters workers, sk_iters, tiles_k) and then the DP tiles sk_tiles + g, + grid, ...
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
@@ -69,8 +72,14 @@ void SimtLowering::ws_end() {
   }
 }
 
+llvm::Value* SimtLowering::param_named(const std::string& hint) {
+  for (size_t i = 0; i < f_.params.size(); ++i)
+    if (f_.params[i]->hint == hint) return fn_->getArg(static_cast<unsigned>(i));
+  throw InternalError(cat("SIMT lowering: the kernel has no parameter '", hint, "'"));
+}
+
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
-                                                    llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m) {
+                                                    llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   llvm::Type* i32 = b_.getInt32Ty();
@@ -94,7 +103,8 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   auto stage_at = [&](llvm::Value* slot) { return b_.CreateAdd(base, b_.CreateMul(slot, c32(t.stage_bytes))); };
 
   if (!ws_init_->getTerminator()) {  // the first persistent loop: ws.init and the producer's code
-    for (llvm::Value* v : {hi, M, N, t.lo})
+    // (Stream-K: the producer computes each part's bounds itself from the kernel's parameters.)
+    for (llvm::Value* v : sk_kt ? std::vector<llvm::Value*>{M, N} : std::vector<llvm::Value*>{hi, M, N, t.lo})
       if (!llvm::isa<llvm::Argument>(v) && !llvm::isa<llvm::Constant>(v))
         throw InternalError("SIMT lowering: the persistent wgmma loop's bounds and extents must be kernel parameters or constants");
     const auto saved = b_.saveIP();
@@ -115,12 +125,16 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     if (producer_warps_ == 4 && sgs_ == 8) set_max_registers(b_, false, kProducerRegs);
     llvm::Value* ptid = b_.CreateAdd(lane(), b_.CreateMul(b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32), c32(32)));
     emit_if(b_, fn_, b_.CreateICmpEQ(ptid, c32(32 * sgs_)), [&] {
-      llvm::Value* nk = b_.CreateSelect(b_.CreateICmpSLT(t.lo, hi), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi, t.lo), i64v(t.KB - 1)), i64v(t.KB)),
-                                        i64v(0), "nk");
-      // The copies of K step k (i64) of the tile at (m0, n0) (i32) into `slot`, on its full barrier.
-      auto issue = [&](llvm::Value* k, llvm::Value* slot, llvm::Value* m0, llvm::Value* n0) {
+      auto steps = [&](llvm::Value* lo, llvm::Value* end) {  // K steps of [lo, end)
+        return b_.CreateSelect(b_.CreateICmpSLT(lo, end), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(end, lo), i64v(t.KB - 1)), i64v(t.KB)),
+                               i64v(0), "nk");
+      };
+      // The copies of K step k (i64) from K index lo of the tile at (m0, n0) (i32) into `slot`, on its full barrier.
+      auto issue = [&](llvm::Value* lo, llvm::Value* k, llvm::Value* slot, llvm::Value* m0, llvm::Value* n0) {
         llvm::Value* stage = stage_at(slot);
-        tma_copy_step(t, stage, full(slot), k, m0, n0);
+        TmaLoop at = t;
+        at.lo = lo;
+        tma_copy_step(at, stage, full(slot), k, m0, n0);
       };
       // The walk: tiles block, block + grid, ... in the recipe's order (one batch).
       llvm::Value* grid = target_.work_id(b_, WorkId::groups, 0);
@@ -128,7 +142,8 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       llvm::Value* tiles_m = b_.CreateSDiv(b_.CreateAdd(M, i64v(t.MT - 1)), i64v(t.MT), "tiles_m");
       llvm::Value* tiles_n = b_.CreateSDiv(b_.CreateAdd(N, i64v(t.NT - 1)), i64v(t.NT), "tiles_n");
       llvm::Value* tiles = b_.CreateMul(tiles_m, tiles_n, "tiles");
-      emit_for(b_, fn_, first_tile, tiles, grid, {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+      // The steps of K range [lo, end) of tile `tile`, the walk's step count s_in[0] on entry.
+      auto tile_steps = [&](llvm::Value* tile, llvm::Value* lo, llvm::Value* end, const std::vector<llvm::Value*>& s_in) {
         llvm::Value *mt, *nt;
         if (group_m > 0) {  // bands of group_m M tiles, down M inside a band
           llvm::Value* G = i64v(group_m);
@@ -144,16 +159,53 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         }
         llvm::Value* m0 = b_.CreateTrunc(b_.CreateMul(mt, i64v(t.MT)), i32, "m0");
         llvm::Value* n0 = b_.CreateTrunc(b_.CreateMul(nt, i64v(t.NT)), i32, "n0");
-        return emit_for(b_, fn_, i64v(0), nk, i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
+        return emit_for(b_, fn_, i64v(0), steps(lo, end), i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
           llvm::Value* s = sv[0];
           llvm::Value* slot = slot_of(s);
           emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {  // use s / S - 1 of the slot released
             mbarrier_wait(empty(slot), b_.CreateXor(parity_of(s), c32(1)));
             return none();
           }, none);
-          issue(k, slot, m0, n0);
+          issue(lo, k, slot, m0, n0);
           return std::vector<llvm::Value*>{b_.CreateAdd(s, i64v(1))};
         });
+      };
+      if (!sk_kt) {
+        emit_for(b_, fn_, first_tile, tiles, grid, {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+          return tile_steps(tile, t.lo, hi, s_in);
+        });
+        return none();
+      }
+      // Stream-K (gemm_recipe_gpu.cpp): worker g < workers takes iterations [begin(g), begin(g + 1))
+      // of the first sk_iters (tile, K tile) pairs, begin(w) = w sk_iters / workers, tile by tile
+      // (K tiles of sk_kt), then every block the DP tiles sk_tiles + g, + grid, ... over all of K.
+      llvm::Value* workers = param_named("workers");
+      llvm::Value* sk_iters = param_named("sk_iters");
+      llvm::Value* tiles_k = param_named("tiles_k");
+      llvm::Value* K = param_named("K");
+      llvm::Value* KT = i64v(sk_kt);
+      auto begin = [&](llvm::Value* w) { return b_.CreateSDiv(b_.CreateMul(w, sk_iters), workers); };
+      std::vector<llvm::Value*> s0 = emit_if(b_, fn_, b_.CreateICmpSLT(first_tile, workers), [&] {
+        llvm::Value* it_lo = begin(first_tile);
+        llvm::Value* it_hi = begin(b_.CreateAdd(first_tile, i64v(1)));
+        llvm::Value* t_lo = b_.CreateSDiv(it_lo, tiles_k);
+        llvm::Value* t_hi = b_.CreateSDiv(b_.CreateAdd(it_hi, b_.CreateSub(tiles_k, i64v(1))), tiles_k);
+        return emit_for(b_, fn_, t_lo, t_hi, i64v(1), {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+          llvm::Value* t_first = b_.CreateMul(tile, tiles_k);
+          llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(it_lo, t_first), it_lo, t_first);
+          llvm::Value* t_end = b_.CreateAdd(t_first, tiles_k);
+          llvm::Value* end = b_.CreateSelect(b_.CreateICmpSLT(it_hi, t_end), it_hi, t_end);
+          llvm::Value* k_lo = b_.CreateMul(b_.CreateSub(lo, t_first), KT);
+          llvm::Value* k_hi = b_.CreateMul(b_.CreateSub(end, t_first), KT);
+          k_hi = b_.CreateSelect(b_.CreateICmpSLT(k_hi, K), k_hi, K);
+          // (a part the recipe skips, lo == end, has no steps: steps() is 0)
+          return emit_if(b_, fn_, b_.CreateICmpSLT(lo, end), [&] { return tile_steps(tile, k_lo, k_hi, s_in); },
+                         [&] { return s_in; });
+        });
+      }, [&] { return std::vector<llvm::Value*>{i64v(0)}; });
+      llvm::Value* sk_tiles = b_.CreateSDiv(sk_iters, tiles_k, "sk_tiles");
+      emit_for(b_, fn_, b_.CreateAdd(sk_tiles, first_tile), tiles, grid, s0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+        return tile_steps(tile, i64v(0), K, s_in);
       });
       return none();
     }, none);

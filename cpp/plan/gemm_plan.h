@@ -130,6 +130,7 @@ struct GemmArgs {
 
 /// The Stream-K split of seeds/004 for W workers: how many of the tiles_mn * tiles_k global
 /// tiles go to the Stream-K partition (the rest, whole output tiles, are data-parallel).
+/// (split "dp+sk", GPU plans only: the last wave's tiles, tiles_mn % workers, streamed.)
 int64_t stream_k_tiles(const std::string& split, int64_t tiles_mn, int64_t tiles_k, int64_t workers);
 
 using PlanOverrides = std::map<std::string, int64_t>;

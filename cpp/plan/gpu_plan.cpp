@@ -65,6 +65,9 @@ constexpr int kWsDefault = 2;
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
+// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs
+// (plan_gpu_gemm).
+constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -87,7 +90,7 @@ std::string GpuGemmPlan::code_key() const {
 
 std::string GpuGemmPlan::key() const {
   const std::string k = kmajor ? cat(code_key(), ".kmajor", kmajor) : code_key();  // the copies: same code, another launch
-  return split == "dp" ? k : cat(k, ".", split == "sk" ? "sk" : "skdp", ".w", workers);
+  return split == "dp" ? k : cat(k, ".", split == "sk" ? "sk" : split == "sk+dp" ? "skdp" : "dpsk", ".w", workers);
 }
 
 std::map<std::string, std::string> GpuGemmPlan::fields() const {
@@ -449,13 +452,30 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // Hopper's warpgroup plans keep DP when the tiles fill a wave: on the H100 (whole-program
   // machine code, session 10) 152 tiles of 128 x 256 on 132 SMs ran 1.06x faster DP than SK + DP,
   // the shape most favourable to Stream-K (a second wave 15% full).
+  // The warp-specialized kernel (ws, below: TMA plans of one product of 16-bit inputs) streams
+  // inside its persistent grid instead (simt_tma_ws.cpp), where it measured faster: 2-tile SK + DP
+  // (here all Stream-K) on one wave and a second at most 1 / kWsStreamKLast full. On the H100
+  // (benchmarks/recorded/issue16-h100-streamk-session12.md, kernel times) 133 tiles on 132 SMs ran
+  // 1.32x faster so (110 us + 17 us fix-up against 168); 266 tiles 1.09x (209 + 23 against 253, no
+  // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
+  // Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
-  if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp))
+  const bool sixteen_bit = ir::size_in_bytes(p.a_type) == 2;
+  const auto ws_o = overrides.find("ws");
+  const bool ws_sk = p.wgmma && p.tma && batch == 1 && sixteen_bit &&
+                     (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
+  if (ws_sk) {
+    const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
+    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
+      p.split = "sk+dp";
+  } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
+  }
   if (auto it = overrides.find("split"); it != overrides.end()) {
-    if (it->second < 0 || it->second > 2)
-      throw UserError(cat("plan override split=", it->second, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
-    p.split = it->second == 0 ? "dp" : it->second == 1 ? "sk" : "sk+dp";
+    if (it->second < 0 || it->second > 3)
+      throw UserError(cat("plan override split=", it->second, " must be 0 (dp), 1 (sk), 2 (sk+dp) or 3 (dp+sk)"));
+    static const char* names[] = {"dp", "sk", "sk+dp", "dp+sk"};
+    p.split = names[it->second];
   }
   {
     auto wo = overrides.find("ws");
@@ -463,11 +483,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       throw UserError(cat("plan override ws=", wo->second, " must be 0 (no), 1 (a producer warp) or 2 (a producer warpgroup)"));
     // (16-bit inputs: the 8-bit plans' four consumer warpgroups leave setmaxnreg nothing to move)
     const bool sixteen = ir::size_in_bytes(p.a_type) == 2;
-    const bool ws_ok = p.tma && p.split == "dp" && batch == 1 && sixteen;
+    // (Stream-K splits too: a persistent grid of the SMs, gemm_recipe_gpu.cpp, simt_tma_ws.cpp)
+    const bool ws_ok = p.tma && batch == 1 && sixteen;
     if (wo != overrides.end() && wo->second != 0 && !ws_ok)
       throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
-                          "unbatched product of bf16 / f16 inputs, data parallel (split dp), not tma=", p.tma, ", split=", p.split,
-                          ", batch=", batch, ", inputs ", ir::name(p.a_type)));
+                          "unbatched product of bf16 / f16 inputs, not tma=", p.tma, ", batch=", batch, ", inputs ", ir::name(p.a_type)));
     // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
     // setmaxnreg has no registers to move (256 work-items may have 255 each).
     p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
@@ -476,7 +496,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       throw UserError(cat("plan override persistent=", po->second, " must be 0 (no) or 1 (yes)"));
     if (po != overrides.end() && po->second == 1 && !p.ws)
       throw UserError(cat("plan override persistent=1: the persistent grid is the warp-specialized kernel's (ws 1 or 2), not ws=", p.ws));
-    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && kPersistentDefault ? 1 : 0;
+    // Stream-K ws plans are persistent: each block its Stream-K iterations, then DP tiles g, g + grid, ...
+    if (po != overrides.end() && po->second == 0 && p.ws && p.split != "dp")
+      throw UserError(cat("plan override persistent=0: the warp-specialized Stream-K kernel (split ", p.split,
+                          ") is a persistent grid of the SMs"));
+    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp") ? 1 : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");

@@ -114,7 +114,7 @@ struct GpuGemmPlan {
   // op(B) (the caller's operands); 0 none. The plan's other fields are those of the product on the
   // copies (kmajor_spec), whose K-major rows are kmajor_ld(K) elements apart.
   int kmajor = 0;
-  // Warp specialization (TMA plans, data parallel; simt_tma_ws.cpp): producer warps after the
+  // Warp specialization (TMA plans of one unbatched 16-bit product, any split; simt_tma_ws.cpp): producer warps after the
   // sg_m x sg_n consumer warps, whose elected lane issues every K step's TMA copies as soon as the
   // step's slot is released; the consumers only wait for full slots, issue the wgmmas and release
   // the slots when those wgmmas have retired. One tile a block (the lowering's walk over tiles
@@ -130,12 +130,13 @@ struct GpuGemmPlan {
   int epi_smem = 0;
   // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
   // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
-  // block's next tile run while its consumers write this one's C. 0 one tile a block.
+  // block's next tile run while its consumers write this one's C. 0 one tile a block. Stream-K
+  // ws plans are always persistent (their Stream-K parts, then their DP tiles).
   int persistent = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;
-  std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004)
+  std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004), or "dp+sk": DP waves, the last wave's tiles streamed
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
   GemmEpilogue epilogue;     // fused steps before the store (gemm_spec.h); part of the code key
@@ -164,7 +165,7 @@ inline int64_t kmajor_ld(int64_t K) { return (K + 15) / 16 * 16; }
 
 /// overrides: layout (0 row, 1 col), subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d (0, 1,
 /// 2 as in GpuGemmPlan; 1 needs a target that has it), mma (0, 1; NVIDIA), split (0 dp, 1 sk,
-/// 2 sk+dp), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256), kmajor (0, 1: int8
+/// 2 sk+dp, 3 dp+sk), kt, workers, wgmma (0, 1; sm_90 targets), tma (0, 1; wgmma plans), group_m (0..256), kmajor (0, 1: int8
 /// operands copied K-major on sm_90).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});

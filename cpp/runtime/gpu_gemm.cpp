@@ -49,11 +49,12 @@ std::vector<KmajorGeometry> kmajor_geometry(const GemmSpec& spec, int km, int64_
   return g;
 }
 
-// The copies' workspace, kept per thread, device and stream (a copy and the product reading it
-// are ordered on their stream), grown as needed.
-uint8_t* kmajor_workspace(const std::string& device, uintptr_t stream, int64_t bytes) {
-  thread_local std::map<std::pair<std::string, uintptr_t>, std::unique_ptr<SharedAllocation>> spaces;
-  auto& ws = spaces[{device, stream}];
+// A workspace (`what`: the K-major copies, or Stream-K's partial tiles), kept per thread, device
+// and stream (a launch and the next one reading or reusing it are ordered on their stream), grown
+// as needed.
+uint8_t* stream_workspace(const char* what, const std::string& device, uintptr_t stream, int64_t bytes) {
+  thread_local std::map<std::tuple<std::string, std::string, uintptr_t>, std::unique_ptr<SharedAllocation>> spaces;
+  auto& ws = spaces[{what, device, stream}];
   if (!ws || ws->bytes() < static_cast<size_t>(bytes))
     ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(device), static_cast<size_t>(bytes), 256);
   return static_cast<uint8_t*>(ws->data());
@@ -65,7 +66,7 @@ std::pair<const void*, const void*> kmajor_copies(const DeviceProgram& copy, con
                                                   int km, const void* a, const void* b, uintptr_t stream, bool sync) {
   int64_t bytes = 0;
   const std::vector<KmajorGeometry> geo = kmajor_geometry(spec, km, &bytes);
-  uint8_t* ws = kmajor_workspace(device, sync ? 0 : stream, bytes);
+  uint8_t* ws = stream_workspace("kmajor", device, sync ? 0 : stream, bytes);
   const void* out[2] = {a, b};
   const ir::Type idx = ir::Type::index();
   for (int x = 0; x < 2; ++x) {
@@ -98,6 +99,26 @@ GpuGemmKernel without_copies(const GpuGemmKernel& k) {
   inner.overrides.erase("kmajor");
   inner.copy = nullptr;
   return inner;
+}
+
+// The Stream-K launch of a plan over `tiles` output tiles and K (gemm_recipe_gpu.cpp): the split of
+// seeds/004 (the CPU path's formula), a workspace of two macro tiles per worker, the product's
+// work-groups (ws plans: a persistent grid of at most the SMs, p.workers, one block an SM that its
+// shared memory allows; blocks [0, workers) streaming, every block walking DP tiles after that)
+// and the fix-up's (the streamed tiles; 0 when nothing streams).
+struct StreamKLaunch {
+  int64_t tiles_k = 1, sk_iters = 0, workers = 0, ws_bytes = 0, groups = 0, fixup_groups = 0;
+};
+StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
+  StreamKLaunch s;
+  s.tiles_k = std::max<int64_t>(1, (K + p.kt - 1) / p.kt);
+  s.sk_iters = stream_k_tiles(p.split, tiles, s.tiles_k, p.workers);
+  s.workers = s.sk_iters > 0 ? std::min(p.workers, s.sk_iters) : 0;
+  s.ws_bytes = std::max<int64_t>(1, s.workers) * 2 * int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * ir::size_in_bytes(p.dtype);
+  const int64_t dp_tiles = tiles - s.sk_iters / s.tiles_k;
+  s.groups = p.ws ? std::max<int64_t>(1, std::max(s.workers, std::min(p.workers, dp_tiles))) : s.workers + dp_tiles;
+  s.fixup_groups = s.workers > 0 ? s.sk_iters / s.tiles_k : 0;
+  return s;
 }
 
 // A tensor map's rows are 16-byte multiples apart, its extents 1 to 2^32 elements.
@@ -194,28 +215,20 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     k.code->launch(args, p.persistent ? std::min(tiles, p.workers) : tiles);  // persistent: a grid of the SMs
     return;
   }
-  // Stream-K (gemm_recipe_gpu.cpp): the split of seeds/004 (the CPU path's formula), a workspace
-  // of two macro tiles per worker, the main launch, then the fix-up of the split tiles.
-  const int64_t tiles_k = std::max<int64_t>(1, (g.K + p.kt - 1) / p.kt);
-  const int64_t sk_iters = stream_k_tiles(p.split, tiles, tiles_k, p.workers);
-  const int64_t workers = sk_iters > 0 ? std::min(p.workers, sk_iters) : 0;
-  const int64_t ws_bytes = std::max<int64_t>(1, workers) * 2 * mt * nt * ir::size_in_bytes(p.dtype);
-  // The workspace is kept per thread and device, grown as needed: an allocation per call (and
-  // its free, which waits for the device) cost more than a small Stream-K GEMM.
-  thread_local std::map<std::string, std::unique_ptr<SharedAllocation>> workspaces;
-  auto& ws = workspaces[k.device];
-  if (!ws || ws->bytes() < static_cast<size_t>(ws_bytes))
-    ws.reset(), ws = std::make_unique<SharedAllocation>(open_device(k.device), static_cast<size_t>(ws_bytes));
-  args.push_back(pointer_arg(ws->data()));
-  for (int64_t v : {workers, sk_iters, tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
+  // Stream-K: the main launch, then the fix-up of the split tiles. The workspace is kept per
+  // thread and device, grown as needed: an allocation per call (and its free, which waits for the
+  // device) cost more than a small Stream-K GEMM.
+  const StreamKLaunch s = stream_k_launch(p, tiles, g.K);
+  args.push_back(pointer_arg(stream_workspace("stream_k", k.device, 0, s.ws_bytes)));
+  for (int64_t v : {s.workers, s.sk_iters, s.tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
   args.insert(args.end(), maps.begin(), maps.end());
-  k.code->launch(args, workers + tiles - sk_iters / tiles_k);
-  if (workers > 0) k.fixup->launch(args, sk_iters / tiles_k);
+  k.code->launch(args, s.groups);
+  if (s.fixup_groups > 0) k.fixup->launch(args, s.fixup_groups);
 }
 
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& kernel, const GemmSpec& spec,
                                                               bool aligned) {
-  if (kernel.plan.split != "dp" || kernel.plan.epilogue.any()) return nullptr;
+  if ((kernel.plan.split != "dp" && !kernel.plan.ws) || kernel.plan.epilogue.any()) return nullptr;
   if (kernel.plan.kmajor) {  // the copies, then the launch of the product on them
     if (!aligned) {
       PlanOverrides o = kernel.overrides;
@@ -259,8 +272,8 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   if (p.tma) l->tma = tma_geometry(p, g);
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
-  l->groups = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
-  if (p.persistent) l->groups = std::min(l->groups, p.workers);  // a persistent grid
+  const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
+  l->groups = p.persistent ? std::min(tiles, p.workers) : tiles;  // persistent: a grid of the SMs
   l->acc = p.dtype;
   l->int_scalars = !ir::is_float(p.dtype);
   const ir::Type idx = ir::Type::index();
@@ -272,8 +285,23 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     std::memcpy(&bytes, a.value.data(), std::min<size_t>(8, a.value.size()));
     l->slots.push_back(bytes);
   }
+  l->alpha_slot = l->slots.size();
   l->slots.push_back(0);  // alpha
   l->slots.push_back(0);  // beta
+  if (p.split != "dp") {  // Stream-K ws plans: the workspace (per call, launch_gpu_gemm), workers, sk_iters, tiles_k
+    const StreamKLaunch s = stream_k_launch(p, tiles, g.K);
+    l->ws_slot = l->slots.size();
+    l->slots.push_back(0);
+    for (int64_t v : {s.workers, s.sk_iters, s.tiles_k}) {
+      const KernelArg a = scalar_arg(idx, v, 0.0);
+      uint64_t bytes = 0;
+      std::memcpy(&bytes, a.value.data(), std::min<size_t>(8, a.value.size()));
+      l->slots.push_back(bytes);
+    }
+    l->ws_bytes = s.ws_bytes;
+    l->groups = s.groups;
+    l->fixup_groups = s.fixup_groups;
+  }
   if (l->slots.size() != l->k.code->params.size() || l->k.code->tensor_maps != (p.tma ? 2 : 0))
     throw InternalError(cat("the GEMM kernel takes ", l->k.code->params.size(), " parameters and ", l->k.code->tensor_maps,
                             " tensor maps, not ", l->slots.size(), " and ", p.tma ? 2 : 0));
@@ -298,8 +326,8 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
   for (size_t j = 0; j < 2; ++j) {
     const double v = j ? beta : alpha;
     const KernelArg s = scalar_arg(acc, l.int_scalars ? integer_scalar(v, j ? "beta" : "alpha") : 0, v);
-    slots[n - 2 + j] = 0;
-    std::memcpy(&slots[n - 2 + j], s.value.data(), std::min<size_t>(8, s.value.size()));
+    slots[l.alpha_slot + j] = 0;
+    std::memcpy(&slots[l.alpha_slot + j], s.value.data(), std::min<size_t>(8, s.value.size()));
   }
   for (size_t i = 0; i < n; ++i) params[i] = &slots[i];
   // TMA plans: the tensor maps describe the operands' addresses, so they are made for each call
@@ -310,7 +338,9 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
     params[n] = maps[0].value.data();
     params[n + 1] = maps[1].value.data();
   }
+  if (l.ws_slot) slots[l.ws_slot] = reinterpret_cast<uintptr_t>(stream_workspace("stream_k", l.k.device, stream, l.ws_bytes));
   l.k.code->launch_on_stream(params, l.groups, stream);
+  if (l.fixup_groups > 0) l.k.fixup->launch_on_stream(params, l.fixup_groups, stream);  // after it, on the same stream
 }
 
 }  // namespace coopjit

@@ -52,6 +52,11 @@ struct GpuGemmLaunch {
   int64_t groups = 0;
   ir::ScalarType acc{};
   std::vector<uint64_t> slots;  // each parameter's bytes (at most 8), in parameter order
+  size_t alpha_slot = 0;        // alpha's slot (beta's the next)
+  // Stream-K ws plans: the workspace's slot (0: none) and bytes (a workspace per thread, device
+  // and stream), and the fix-up's work-groups (queued after the product; 0: no fix-up).
+  size_t ws_slot = 0;
+  int64_t ws_bytes = 0, fixup_groups = 0;
   // kmajor plans: the operands' K-major copies go first (on the same stream, into a workspace
   // per thread, device and stream); `k` is then the product on the copies. `spec`: the caller's.
   int kmajor = 0;
@@ -61,7 +66,8 @@ struct GpuGemmLaunch {
 
 /// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they
 /// need k's plan); `aligned`: whether op(A) and op(B) start on 16 bytes (else the plan without
-/// the cp.async pipeline). Null when the plan needs more than one launch (Stream-K) or has an epilogue.
+/// the cp.async pipeline). Null when the plan has an epilogue, or streams (Stream-K) outside the
+/// warp-specialized kernel (ws plans queue the product and its fix-up).
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& k, const GemmSpec& spec, bool aligned);
 
 /// Queues the product on `stream` (a CUstream handle) and returns without waiting.
