@@ -6,6 +6,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py pin       # the pool's threads pinned (one CPU each) or not
     python benchmarks/amx_threads.py plans     # plan variants and torch, medians of alternating rounds
     python benchmarks/amx_threads.py shares    # the blocked nest in shares (plan shares 1 / 2 / 4 / 8) and torch
+    python benchmarks/amx_threads.py confirm   # the default against shares 1 and torch, 3 rounds
 
 Every product is checked against float64 (exact for int8) before it is timed. Timing: blocks of
 calls after a pause (plan_sweep.timed), the median of the rounds.
@@ -198,3 +199,6 @@ if __name__ == "__main__":
         plan_cases(only=sys.argv[2:])
     elif what == "shares":
         plan_cases(only=sys.argv[2:], plans=SHARES)
+    elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
+            ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])
