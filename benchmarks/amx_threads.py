@@ -7,6 +7,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py plans     # plan variants and torch, medians of alternating rounds
     python benchmarks/amx_threads.py shares    # the blocked nest in shares (plan shares 1 / 2 / 4 / 8) and torch
     python benchmarks/amx_threads.py confirm   # the default against shares 1 and torch, 3 rounds
+    python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
 
 Every product is checked against float64 (exact for int8) before it is timed. Timing: blocks of
 calls after a pause (plan_sweep.timed), the median of the rounds.
@@ -155,8 +156,9 @@ def plan_cases(rounds=2, only=None, plans=PLANS):
     for dt, s, variants in plans:
         if only and f"{dt}{s}" not in only:
             continue
-        s //= SMOKE
-        a, b = operands(rng, dt, s, s, s)
+        m, n, k = (s, s, s) if isinstance(s, int) else s  # a size, or (M, N, K)
+        m, n, k = m // SMOKE, n // SMOKE, k // SMOKE
+        a, b = operands(rng, dt, m, n, k)
         ref = a.astype(np.float64) @ b.astype(np.float64)
         cases = []
         for v in [{}] + variants:
@@ -176,16 +178,16 @@ def plan_cases(rounds=2, only=None, plans=PLANS):
         else:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)
             cases.append(("torch", lambda: torch.matmul(ta, tb)))
-        times = {n: [] for n, _ in cases}
+        times = {name: [] for name, _ in cases}
         for _ in range(rounds):
-            for n, f in cases:
-                time.sleep(0.3 if n == "torch" or n == cases[-1][0] else 0.1)
-                times[n].append(timed(f, seconds=0.25, blocks=5))
+            for name, f in cases:
+                time.sleep(0.3 if name == "torch" or name == cases[-1][0] else 0.1)
+                times[name].append(timed(f, seconds=0.25, blocks=5))
         tt = float(np.median(times["torch"]))
-        for n, _ in cases:
-            t = float(np.median(times[n]))
-            rate = 2 * s ** 3 / t / 1e9
-            print(f"{dt:5} {s:5}^3 {n:<34} {t * 1e3:8.3f} ms {rate:7.0f} G/s {rate / peak_of(pk, dt) * 100:5.1f}% of peak  "
+        for name, _ in cases:
+            t = float(np.median(times[name]))
+            rate = 2 * m * n * k / t / 1e9
+            print(f"{dt:5} {m}x{n}x{k:<6} {name:<34} {t * 1e3:8.3f} ms {rate:7.0f} G/s {rate / peak_of(pk, dt) * 100:5.1f}% of peak  "
                   f"torch/this {tt / t:5.2f}", flush=True)
 
 
@@ -199,6 +201,10 @@ if __name__ == "__main__":
         plan_cases(only=sys.argv[2:])
     elif what == "shares":
         plan_cases(only=sys.argv[2:], plans=SHARES)
+    elif what == "small":  # the default against shares 1 where a call lasts microseconds, 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
+            ("bf16", 256), ("bf16", 512), ("int8", 256), ("int8", 512), ("f32", 256), ("f32", 512),
+            ("f32", (513, 129, 700)), ("bf16", (64, 4096, 4096)), ("int8", (64, 4096, 4096)), ("bf16", 2048))])
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])
