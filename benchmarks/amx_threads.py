@@ -8,6 +8,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py shares    # the blocked nest in shares (plan shares 1 / 2 / 4 / 8) and torch
     python benchmarks/amx_threads.py confirm   # the default against shares 1 and torch, 3 rounds
     python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
+    python benchmarks/amx_threads.py fair      # shares 1 / 2 / 4, all through plan= (small: plan= costs ~20 us)
 
 Every product is checked against float64 (exact for int8) before it is timed. Timing: blocks of
 calls after a pause (plan_sweep.timed), the median of the rounds.
@@ -205,6 +206,10 @@ if __name__ == "__main__":
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 256), ("bf16", 512), ("int8", 256), ("int8", 512), ("f32", 256), ("f32", 512),
             ("f32", (513, 129, 700)), ("bf16", (64, 4096, 4096)), ("int8", (64, 4096, 4096)), ("bf16", 2048))])
+    elif what == "fair":  # shares 1 / 2 / 4, every variant through plan= (the same Python cost), 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}, {"shares": 2}, {"shares": 4}]) for dt, s in (
+            ("bf16", 512), ("bf16", 1024), ("int8", 1024), ("f32", 1024), ("bf16", 2048), ("int8", 2048), ("f32", 2048),
+            ("f32", (513, 129, 700)), ("f32", (1000, 130, 1000)), ("bf16", (64, 4096, 4096)))])
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])

@@ -97,6 +97,11 @@ def test_the_planner_gives_many_cores_four_shares_a_thread():
     assert (few_rows["inline_b"], few_rows["shares"]) == (True, 1), few_rows
     small = coopjit.cross_compile(np.zeros((32, 32), np.float32), a[:32, :32], cpu="sapphirerapids", threads=16)["config"]
     assert small["shares"] == 1, small  # unpacked
+    # Packed, but under 50 MFLOP a worker: one share a worker.
+    odd = coopjit.cross_compile(np.zeros((513, 700), np.float32), np.zeros((700, 129), np.float32),
+                                cpu="sapphirerapids", threads=16)["config"]
+    assert (odd["pack"], odd["shares"]) == (True, 1), odd
+    assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16)["config"]["shares"] == 1
 
 
 @pytest.mark.parametrize("plan, words", [

@@ -632,8 +632,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 16 ran up to 1.5x the median worker's time with the same work (session 12, the pool's launch
   // trace: bf16 4096^3 kernel time median 17.1 ms, longest 25.9; int8 13.5 / 20.2; f32 1024^3
   // 1.6 / 2.4), the slow ones not the same from call to call (pinning the threads made it worse).
+  // From 50 MFLOP a worker (1024^3 on 16): below it a share's panels, packed by other cores, cost
+  // more than the balance saves (16 workers, f32 513x129x700: 163 -> 251 us with 4 shares a thread).
   if (!overrides.count("shares"))
-    p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" ? 4 : 1;
+    p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" &&
+                       flops >= 5.0e7 * p.threads
+                   ? 4
+                   : 1;
   if (p.shares > 1 && (!p.pack || p.inline_b))
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
                         p.pack, ", inline_b=", p.inline_b, ")"));
