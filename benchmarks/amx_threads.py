@@ -210,6 +210,9 @@ if __name__ == "__main__":
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}, {"shares": 2}, {"shares": 4}]) for dt, s in (
             ("bf16", 512), ("bf16", 1024), ("int8", 1024), ("f32", 1024), ("bf16", 2048), ("int8", 2048), ("f32", 2048),
             ("f32", (513, 129, 700)), ("f32", (1000, 130, 1000)), ("bf16", (64, 4096, 4096)))])
+    elif what == "skinny":  # the default against shares 1 / 4 through plan=, 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}, {"shares": 4}]) for dt, s in (
+            ("bf16", (64, 4096, 4096)), ("int8", (64, 4096, 4096)), ("bf16", (256, 4096, 4096)), ("bf16", 1024))])
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])

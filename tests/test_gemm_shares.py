@@ -102,6 +102,10 @@ def test_the_planner_gives_many_cores_four_shares_a_thread():
                                 cpu="sapphirerapids", threads=16)["config"]
     assert (odd["pack"], odd["shares"]) == (True, 1), odd
     assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16)["config"]["shares"] == 1
+    # 2 row panels of 32 (AMX): too few to cut into shares.
+    skinny = coopjit.cross_compile(np.zeros((64, 4096), ml_dtypes.bfloat16), np.zeros((4096, 4096), ml_dtypes.bfloat16),
+                                   cpu="sapphirerapids", threads=16)["config"]
+    assert (skinny["pack"], skinny["shares"]) == (True, 1), skinny
 
 
 @pytest.mark.parametrize("plan, words", [

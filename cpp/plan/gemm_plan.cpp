@@ -633,12 +633,17 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // trace: bf16 4096^3 kernel time median 17.1 ms, longest 25.9; int8 13.5 / 20.2; f32 1024^3
   // 1.6 / 2.4), the slow ones not the same from call to call (pinning the threads made it worse).
   // From 50 MFLOP a worker (1024^3 on 16): below it a share's panels, packed by other cores, cost
-  // more than the balance saves (16 workers, f32 513x129x700: 163 -> 251 us with 4 shares a thread).
-  if (!overrides.count("shares"))
-    p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" &&
-                       flops >= 5.0e7 * p.threads
-                   ? 4
-                   : 1;
+  // more than the balance saves (16 workers, all through plan=: f32 513x129x700 159 -> 255 us with
+  // 4 shares a thread, 1000x130x1000 359 -> 560). And with 2 row panels a share at least (bf16 64 x
+  // 4096 x 4096, 2 row panels: 0.96 -> 1.14 ms).
+  {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+    if (!overrides.count("shares"))
+      p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" &&
+                         flops >= 5.0e7 * p.threads && tiles_m >= 2 * 4 * std::max(1, p.grid_m)
+                     ? 4
+                     : 1;
+  }
   if (p.shares > 1 && (!p.pack || p.inline_b))
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
                         p.pack, ", inline_b=", p.inline_b, ")"));
