@@ -291,7 +291,7 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
 // over `workers` threads (run_shares).
 void ThreadPool::launch(int workers, int shares, const std::function<void(int)>& fn, int mode) {
   const bool independent = mode != 0;
-  std::lock_guard<std::mutex> launch(impl_->launch);
+  std::lock_guard<std::mutex> one_launch(impl_->launch);  // one launch at a time
   const bool trace = g_trace.load(std::memory_order_relaxed);
   uint64_t gen = 0;
   {
