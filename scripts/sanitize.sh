@@ -31,7 +31,8 @@ PYBIN=$($PY -c "import sys; print(sys.executable)")  # not a shell shim: the pre
 # test_kernel_api), the layout (test_layout), tensor addressing (test_tensor_addressing), the
 # GEMM and reduction planners, recipes, SIMD lowering, JIT, pool and kernel caches
 # (test_gemm_correctness, test_gemm_errors, test_gemm_lowp, test_gemm_splits, test_reduce, test_reduce_shapes,
-# test_prepack, test_gemm_skinny: the dot and k_outer walks, the worker grid), the disk cache
+# test_prepack, test_gemm_skinny: the dot and k_outer walks, the worker grid; test_gemm_shares: the
+# blocked nest in shares, ThreadPool::run_shares), the disk cache
 # (test_cache), the SIMT lowering and SPIR-V target and device runtimes (test_spirv,
 # test_simt_ops, test_simt_workgroup), the fused epilogues and the CPU's launch grid (test_epilogue, test_kernel_grid), the operation
 # probes and their support by target, SIMT and CPU accumulates of every type (test_conformance_table,
@@ -40,7 +41,7 @@ PYBIN=$($PY -c "import sys; print(sys.executable)")  # not a shell shim: the pre
 TESTS=${SANITIZE_TESTS:-"tests/test_ir_ops.py tests/test_kernel_api.py tests/test_layout.py tests/test_tensor_addressing.py \
 tests/test_gemm_correctness.py tests/test_gemm_errors.py tests/test_gemm_lowp.py tests/test_gemm_splits.py \
 tests/test_reduce.py tests/test_reduce_shapes.py tests/test_prepack.py tests/test_cache.py tests/test_spirv.py tests/test_simt_ops.py tests/test_cpp_units.py \
-tests/test_gemm_skinny.py tests/test_gemm_inline_b.py tests/test_epilogue.py tests/test_kernel_grid.py tests/test_conformance_table.py \
+tests/test_gemm_skinny.py tests/test_gemm_inline_b.py tests/test_gemm_shares.py tests/test_epilogue.py tests/test_kernel_grid.py tests/test_conformance_table.py \
 tests/test_accumulate_types.py tests/test_simt_workgroup.py tests/test_groupshared.py tests/test_tensor_decode.py tests/test_norm_types.py"}
 echo "sanitize: running $TESTS"
 # Reports go to files as well as stderr: a report ends the process, and pytest would lose what

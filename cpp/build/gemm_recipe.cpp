@@ -15,7 +15,7 @@ struct GemmParams {
   Value *A, *B, *C, *WS, *FLAGS, *PA, *PB, *CS;
   Value *M, *N, *K, *sa_r, *sa_c, *sb_r, *sb_c, *sc_r, *sc_c;
   Value *batch1, *batch2, *sa_b1, *sb_b1, *sc_b1, *sa_b2, *sb_b2, *sc_b2;
-  Value *worker, *workers, *kt, *n_sk;
+  Value *worker, *workers, *kt, *n_sk, *phase, *shares;
   Value *alpha, *beta;
   Value* RES;  // the epilogue's residual (its operands: epi_)
 };
@@ -44,6 +44,10 @@ class GemmRecipe {
     g_.sa_b1 = idx("sa_b1"); g_.sb_b1 = idx("sb_b1"); g_.sc_b1 = idx("sc_b1");
     g_.sa_b2 = idx("sa_b2"); g_.sb_b2 = idx("sb_b2"); g_.sc_b2 = idx("sc_b2");
     g_.worker = idx("worker"); g_.workers = idx("workers"); g_.kt = idx("kt"); g_.n_sk = idx("n_sk");
+    // phase (packed plans): 0 = pack, wait for every worker's panels, compute; 1 = pack only (the
+    // launch's end is the barrier); 2 = compute only, `workers` being shares of the blocked nest
+    // (ThreadPool::run_shares), `shares` of them per thread: the grid has shares x grid_m rows.
+    g_.phase = idx("phase"); g_.shares = idx("shares");
     g_.alpha = f.add_param(Type::of(T), "alpha");
     g_.beta = f.add_param(Type::of(T), "beta");
     acc_t_ = Type::matrix(T, p.mr, p.nr, Use::acc, Scope::subgroup);
@@ -79,8 +83,11 @@ class GemmRecipe {
       return;
     }
     if (p_.pack) pack(b);
-    stream_k(b);
-    data_parallel(b, tiles_mn);
+    b.if_(b.cmp(CmpPred::ne, g_.phase, one_, "computes"), {}, [&](Builder& x) {
+      stream_k(x);
+      data_parallel(x, tiles_mn);
+      return std::vector<Value*>{};
+    }, [](Builder&) { return std::vector<Value*>{}; });
   }
 
  private:
@@ -181,7 +188,9 @@ class GemmRecipe {
       Value* lo = x.min(x.mul(g_.worker, per), n);
       return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
     };
-    auto [alo, ahi] = share(b, p_.direct_a ? zero_ : tiles_m_, "a_panels");  // direct_a: A is read where it is
+    // phase 2 (compute only): the panels are packed.
+    Value* packs = b.cmp(CmpPred::ne, g_.phase, b.index(2), "packs");
+    auto [alo, ahi] = share(b, p_.direct_a ? zero_ : b.select(packs, tiles_m_, zero_), "a_panels");  // direct_a: A is read where it is
     // A unit column stride is a constant (the lowering's loads of a row become vector loads);
     // the bounds are checked only in the last panel and the K tail.
     Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
@@ -219,7 +228,7 @@ class GemmRecipe {
       return std::vector<Value*>{};
     }, "q");
     // A prepacked B is ready; inline_b packs it in the blocked nest (pack_b_rows).
-    auto [blo, bhi] = share(b, p_.prepacked_b || p_.inline_b ? zero_ : tiles_n_, "b_panels");
+    auto [blo, bhi] = share(b, p_.prepacked_b || p_.inline_b ? zero_ : b.select(packs, tiles_n_, zero_), "b_panels");
     b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
       Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
       Value* n0 = x.mul(q, NR_);
@@ -247,13 +256,17 @@ class GemmRecipe {
       if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
       return std::vector<Value*>{};
     }, "q");
-    // A barrier: every worker's panels are written before any tile reads them.
-    Value* flags = b.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
-    b.flag_set(flags, g_.worker);
-    b.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w2, const std::vector<Value*>&) {
-      x.flag_wait(flags, w2);
+    // A barrier: every worker's panels are written before any tile reads them (phase 0; phases
+    // 1 and 2 are two launches).
+    b.if_(b.cmp(CmpPred::eq, g_.phase, zero_, "barrier"), {}, [&](Builder& y) {
+      Value* flags = y.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
+      y.flag_set(flags, g_.worker);
+      y.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w2, const std::vector<Value*>&) {
+        x.flag_wait(flags, w2);
+        return std::vector<Value*>{};
+      }, "w");
       return std::vector<Value*>{};
-    }, "w");
+    }, [](Builder&) { return std::vector<Value*>{}; });
   }
 
   // inline_b: column panel nt's slice in the slot, addressed as a whole panel (panel_b with K
@@ -551,7 +564,7 @@ class GemmRecipe {
   void blocked(Builder& b) {
     Value* gm;
     if (p_.grid_m > 0) {
-      gm = b.min(b.index(p_.grid_m, "GM"), g_.workers, "gm");
+      gm = b.min(b.mul(b.index(p_.grid_m, "GM"), g_.shares), g_.workers, "gm");
     } else {
       Value* W = g_.workers;
       std::vector<Value*> best = b.for_(one_, b.add(W, one_), one_, {b.index(int64_t(1) << 60), one_},

@@ -13,7 +13,7 @@ namespace coopjit {
 
 /// Parameters, in order: A, B, C, WS (workspace: one mr x nr tile per worker), FLAGS (ptr<i32>,
 /// two per worker, zero at launch), PA, PB (packed panels when plan.pack) (pointers); M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c,
-/// batch1, batch2, sa_b1, sb_b1, sc_b1, sa_b2, sb_b2, sc_b2, worker, workers, kt, n_sk (index);
+/// batch1, batch2, sa_b1, sb_b1, sc_b1, sa_b2, sb_b2, sc_b2, worker, workers, kt, n_sk, phase, shares (index);
 /// alpha, beta (scalars of the element type). All in the kernel's orientation (see gemm_args).
 std::unique_ptr<ir::Function> build_gemm(const GemmPlan& plan, const std::string& name);
 

@@ -43,7 +43,9 @@ std::string GemmPlan::vnni_description() const {
                 "else inputs converted on load";
 }
 
-std::string GemmPlan::str() const { return cat(key(), " threads=", threads, " split=", split, " kt=", kt); }
+std::string GemmPlan::str() const {
+  return cat(key(), " threads=", threads, " split=", split, " kt=", kt, shares > 1 ? cat(" shares=", shares) : std::string());
+}
 
 std::map<std::string, std::string> GemmPlan::fields() const {
   return {{"dtype", std::string(ir::name(dtype))},
@@ -79,6 +81,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"inline_b", inline_b ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
+          {"shares", std::to_string(shares)},
           {"split", split},
           {"kt", std::to_string(kt)},
           {"epilogue", epilogue.any() ? epilogue.key().substr(5) : std::string("none")}};
@@ -354,6 +357,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.mc_tiles = static_cast<int>(v);
       continue;
     }
+    if (k == "shares") {
+      if (v < 1 || v > 64) throw UserError(cat("plan override shares=", v, " is out of range [1, 64]"));
+      p.shares = static_cast<int>(v);
+      continue;
+    }
     if (k == "threads") {
       if (v < 1 || v > 1024) throw UserError(cat("plan override threads=", v, " is out of range [1, 1024]"));
       p.threads = static_cast<int>(v);
@@ -367,7 +375,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -533,7 +541,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
         double(tiles_m * p.mr) * double(std::min(p.kt, ceil_to(spec.K, p.kb))) * ir::size_in_bytes(packed_a_type(p));
     if (!overrides.count("inline_b"))
       p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
-                   a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1);
+                   a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1) &&
+                   !(overrides.count("shares") && overrides.at("shares") > 1);  // (shares cut the blocked nest)
     if (p.inline_b) {
       if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
         throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
@@ -622,6 +631,26 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({most, tiles_m, bytes >> 16})));
     }
   }
+  // Many cores: the blocked nest as 4 shares a thread (GemmPlan::shares). A call lasts as long as
+  // its slowest worker, and on the 16-core Emerald Rapids host (a virtual machine) one worker of
+  // 16 ran up to 1.5x the median worker's time with the same work (session 12, the pool's launch
+  // trace: bf16 4096^3 kernel time median 17.1 ms, longest 25.9; int8 13.5 / 20.2; f32 1024^3
+  // 1.6 / 2.4), the slow ones not the same from call to call (pinning the threads made it worse).
+  // From 50 MFLOP a worker (1024^3 on 16): below it a share's panels, packed by other cores, cost
+  // more than the balance saves (16 workers, all through plan=: f32 513x129x700 159 -> 255 us with
+  // 4 shares a thread, 1000x130x1000 359 -> 560). And with 2 row panels a share at least (bf16 64 x
+  // 4096 x 4096, 2 row panels: 0.96 -> 1.14 ms).
+  {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+    if (!overrides.count("shares"))
+      p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" &&
+                         flops >= 5.0e7 * p.threads && tiles_m >= 2 * 4 * std::max(1, p.grid_m)
+                     ? 4
+                     : 1;
+  }
+  if (p.shares > 1 && (!p.pack || p.inline_b))
+    throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
+                        p.pack, ", inline_b=", p.inline_b, ")"));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the

@@ -279,14 +279,24 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   const int64_t ialpha = int_scalars ? integer_scalar(alpha, "alpha") : 0;
   const int64_t ibeta = int_scalars ? integer_scalar(beta, "beta") : 0;
   const KernelEntry entry = k.code->entry;
+  auto call = [&](int64_t w, int64_t n, int64_t phase, int64_t shares) {
+    int64_t ints[25] = {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c,
+                        g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
+                        w, n, g.kt, n_sk, phase, shares, ialpha, ibeta};
+    entry(ptrs, ints, int_scalars ? nullptr : fps);
+  };
+  // Packed plans with shares (GemmPlan::shares): the workers pack (one launch: its end is the
+  // barrier), then the blocked nest runs as shares handed out by ThreadPool::run_shares.
+  const int shares = k.plan.shares;
+  if (shares > 1 && k.plan.pack && !k.plan.inline_b && n_sk == 0 && workers > 1) {
+    ThreadPool& pool = ThreadPool::get();
+    if (!(k.plan.prepacked_b && k.plan.direct_a)) pool.run(workers, [&](int w) { call(w, workers, 1, 1); }, true);
+    pool.run_shares(workers, workers * shares, [&](int v) { call(v, int64_t(workers) * shares, 2, shares); });
+    return;
+  }
   // Workers wait for each other only at the packing barrier and for Stream-K partials; without
   // either, any thread of the pool may run any worker's share (ThreadPool::run's independent).
-  ThreadPool::get().run(workers, [&](int w) {
-    int64_t ints[23] = {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c,
-                        g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
-                        w, workers, g.kt, n_sk, ialpha, ibeta};
-    entry(ptrs, ints, int_scalars ? nullptr : fps);
-  }, !k.plan.pack && n_sk == 0);
+  ThreadPool::get().run(workers, [&](int w) { call(w, workers, 0, 1); }, !k.plan.pack && n_sk == 0);
 }
 
 }  // namespace coopjit

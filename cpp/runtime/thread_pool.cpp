@@ -88,6 +88,14 @@ struct ThreadPool::Impl {
   // A/B there against ordinary launches: 0.92-0.97 against 1.07-1.11 ms.) `left` counts the indices not yet done; a thread
   // reads fn only after taking an index of the current generation (so the caller, waiting for
   // that index, has not returned).
+  // Bit 30 of the worker count (with bit 31) marks a launch of shares (run_shares): `ranges`
+  // holds, per thread, generation << 32 | its next share << 16 | the end of its range; a
+  // share is taken by a compare-and-swap that checks the generation.
+  static constexpr int kMaxRanges = 1024;
+  struct alignas(64) Range {
+    std::atomic<uint64_t> word{0};
+  };
+  std::unique_ptr<Range[]> ranges{new Range[kMaxRanges]};
   std::atomic<const std::function<void(int)>*> fn{nullptr};
   std::atomic<uint64_t> state{0};
   std::atomic<int> pending{0};
@@ -112,6 +120,7 @@ struct ThreadPool::Impl {
   }
 
   void claim_and_run(uint64_t gen, int workers, int own, bool spun);
+  void claim_shares(uint64_t gen, int threads, int own, bool spun);
 
   void loop(int index, uint64_t seen) {
     for (;;) {
@@ -126,9 +135,14 @@ struct ThreadPool::Impl {
         wake.wait(g, launched);
       }
       seen = now >> 32;
-      if (index >= static_cast<int>(now & 0x7fffffffu)) continue;
+      const int n = static_cast<int>(now & 0x3fffffffu);
+      if (index >= n) continue;
+      if (now & 0x40000000u) {
+        claim_shares(seen, n, index, spun);
+        continue;
+      }
       if (now & 0x80000000u) {
-        claim_and_run(seen, static_cast<int>(now & 0x7fffffffu), index, spun);
+        claim_and_run(seen, n, index, spun);
         continue;
       }
       run_one(*fn.load(std::memory_order_relaxed), index, spun, pending);
@@ -182,6 +196,26 @@ void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool sp
     own = -1;
     if (i < 0) return;
     run_one(*fn.load(std::memory_order_acquire), i, spun, left);
+  }
+}
+
+// A launch of shares of generation gen (run_shares): the shares left in thread `own`'s range,
+// in order, then those of the other threads' ranges (from the next thread on), each taken by a
+// compare-and-swap of its range's word that checks the generation. Returns at once for an older
+// generation.
+void ThreadPool::Impl::claim_shares(uint64_t gen, int threads, int own, bool spun) {
+  for (int r = 0; r < threads; ++r) {
+    Range& range = ranges[(own + r) % threads];
+    for (;;) {
+      uint64_t c = range.word.load(std::memory_order_acquire);
+      if ((c >> 32) != gen) return;  // a later launch has begun: this one's shares are all done
+      const int next = static_cast<int>(c >> 16 & 0xffffu), end = static_cast<int>(c & 0xffffu);
+      if (next >= end) break;
+      if (!range.word.compare_exchange_weak(c, c + (uint64_t(1) << 16), std::memory_order_acq_rel,
+                                            std::memory_order_acquire))
+        continue;
+      run_one(*fn.load(std::memory_order_acquire), next, spun, left);
+    }
   }
 }
 
@@ -239,13 +273,33 @@ void ThreadPool::set_size(int n) {
   impl_->size = n;
 }
 
+void ThreadPool::run_shares(int threads, int shares, const std::function<void(int)>& fn) {
+  threads = std::max(1, std::min(threads, shares));
+  if (threads <= 1 || threads > Impl::kMaxRanges || shares > 0xffff) {
+    // One thread, or more than the range words hold: each thread its own range, in order.
+    const int per = (shares + threads - 1) / threads;
+    run(threads, [&](int t) {
+      for (int i = t * per; i < std::min(shares, (t + 1) * per); ++i) fn(i);
+    });
+    return;
+  }
+  launch(threads, shares, fn, 2);
+}
+
 void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool independent) {
   if (workers <= 1) {
     fn(0);
     return;
   }
   if (workers > 32) independent = false;  // (the claim word has a bit per worker)
-  std::lock_guard<std::mutex> launch(impl_->launch);
+  launch(workers, workers, fn, independent ? 1 : 0);
+}
+
+// mode 0: an ordinary launch of `workers` (= shares) workers; 1: independent (run's); 2: shares
+// over `workers` threads (run_shares).
+void ThreadPool::launch(int workers, int shares, const std::function<void(int)>& fn, int mode) {
+  const bool independent = mode != 0;
+  std::lock_guard<std::mutex> one_launch(impl_->launch);  // one launch at a time
   const bool trace = g_trace.load(std::memory_order_relaxed);
   uint64_t gen = 0;
   {
@@ -253,9 +307,9 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
     impl_->ensure_threads(workers);
     impl_->tracing.store(trace, std::memory_order_relaxed);
     if (trace) {
-      if (impl_->stamp_slots < workers) {
-        impl_->stamps.reset(new Stamp[static_cast<size_t>(workers)]);
-        impl_->stamp_slots = workers;
+      if (impl_->stamp_slots < shares) {
+        impl_->stamps.reset(new Stamp[static_cast<size_t>(shares)]);
+        impl_->stamp_slots = shares;
       }
       impl_->t0 = now_ns();
     }
@@ -264,15 +318,25 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
     impl_->error = nullptr;
     gen = ((impl_->state.load(std::memory_order_relaxed) >> 32) + 1) & 0xffffffffu;  // (wraps as the word does)
     if (independent) {
-      impl_->left.store(workers, std::memory_order_relaxed);
+      impl_->left.store(shares, std::memory_order_relaxed);
       impl_->claim.store(gen << 32, std::memory_order_release);
     }
-    impl_->state.store(gen << 32 | (independent ? 0x80000000u : 0u) | static_cast<uint64_t>(workers),
+    if (mode == 2) {
+      const int per = (shares + workers - 1) / workers;
+      for (int t = 0; t < workers; ++t) {
+        const uint64_t lo = uint64_t(std::min(shares, t * per)), hi = uint64_t(std::min(shares, (t + 1) * per));
+        impl_->ranges[t].word.store(gen << 32 | lo << 16 | hi, std::memory_order_release);
+      }
+    }
+    impl_->state.store(gen << 32 | (independent ? 0x80000000u : 0u) | (mode == 2 ? 0x40000000u : 0u) |
+                           static_cast<uint64_t>(workers),
                        std::memory_order_release);
   }
   impl_->wake.notify_all();
   std::exception_ptr mine;
-  if (independent) {
+  if (mode == 2) {
+    impl_->claim_shares(gen, workers, 0, true);  // (the caller is thread 0)
+  } else if (independent) {
     // The caller claims indices like every pool thread (its errors go to impl_->error).
     impl_->claim_and_run(gen, workers, 0, true);
   } else {
@@ -294,11 +358,11 @@ void ThreadPool::run(int workers, const std::function<void(int)>& fn, bool indep
   if (trace) {
     LaunchTrace& t = impl_->last;
     const int64_t t0 = impl_->t0;
-    t.workers = workers;
-    t.start.assign(static_cast<size_t>(workers), 0);
-    t.end.assign(static_cast<size_t>(workers), 0);
-    t.slept.assign(static_cast<size_t>(workers), 0);
-    for (int w = 0; w < workers; ++w) {
+    t.workers = shares;
+    t.start.assign(static_cast<size_t>(shares), 0);
+    t.end.assign(static_cast<size_t>(shares), 0);
+    t.slept.assign(static_cast<size_t>(shares), 0);
+    for (int w = 0; w < shares; ++w) {
       t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
       t.end[w] = impl_->stamps[w].end.load(std::memory_order_relaxed) - t0;
       t.slept[w] = impl_->stamps[w].slept.load(std::memory_order_relaxed);

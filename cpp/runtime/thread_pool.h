@@ -38,12 +38,21 @@ class ThreadPool {
   /// machine, a woken thread can start hundreds of microseconds late). Up to 32 workers (more:
   /// an ordinary launch).
   void run(int workers, const std::function<void(int)>& fn, bool independent = false);
+  /// Runs fn(0) .. fn(shares - 1), independent of each other, on up to `threads` threads (the
+  /// caller one of them) and returns when all are done. Thread t owns the shares [t * per,
+  /// (t + 1) * per), per = ceil(shares / threads), and runs them in order; a thread with none
+  /// left takes the next share of another thread's range. So a thread that runs slower (a core
+  /// shared with another task, a lower clock) hands its later shares to the others instead of
+  /// holding up the call, while each share still goes first to the thread whose caches hold its
+  /// data from the last call.
+  void run_shares(int threads, int shares, const std::function<void(int)>& fn);
   /// In a forked child (runtime/fork.h): forgets the parent's threads and launch state.
   void after_fork_in_child();
 
  private:
   friend LaunchTrace last_launch_trace();
   ThreadPool();
+  void launch(int workers, int shares, const std::function<void(int)>& fn, int mode);
   struct Impl;
   Impl* impl_;
 };

@@ -519,7 +519,9 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   unpacked; K a multiple of kb, M of mr); inline_b (bool: no packing phase for B, each worker
   packs the K-tile slice of each of its column panels just before its tiles read it); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
-  'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
+  'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time);
+  shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
+  launch; a thread with none left takes a slower thread's next one; 1: one a worker).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline

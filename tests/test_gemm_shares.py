@@ -1,0 +1,120 @@
+"""Plan shares: the packed blocked nest cut into threads x shares shares, handed out by the pool
+(ThreadPool::run_shares) after a packing launch, each thread running its own shares first and
+taking the next of another thread's once it has none left. Results against float64 NumPy (exact
+for int8) with more shares than threads and odd sizes, the launch trace (every share run once),
+the planner's default, and bad values."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+from conftest import assert_gemm_close
+
+
+def _operands(rng, dtype, m, n, k):
+    if dtype == "int8":
+        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    if dtype == "bf16":
+        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    return a.astype(dtype), b.astype(dtype)
+
+
+def _check(got, a, b, dtype):
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if dtype == "int8":
+        np.testing.assert_array_equal(got, ref.astype(np.int64))
+    elif dtype == "bf16":  # bf16 inputs, f32 sums; a bf16 result rounds once more
+        err = np.max(np.abs(got.astype(np.float64) - ref)) / np.max(np.abs(ref))
+        assert err < 1e-2, err
+    else:
+        assert_gemm_close(got, a, b)
+
+
+@pytest.mark.parametrize("dtype, m, n, k, plan", [
+    (np.float32, 300, 257, 129, {"threads": 4, "shares": 3}),
+    (np.float64, 513, 129, 700, {"threads": 3, "shares": 5, "kt": 256}),  # several K tiles: partial sums per share
+    ("bf16", 513, 129, 700, {"threads": 3, "shares": 5, "kt": 256}),
+    ("bf16", 64, 900, 300, {"threads": 2, "shares": 8, "grid_m": 1}),  # more shares than row panels
+    ("int8", 37, 1000, 999, {"threads": 5, "shares": 2}),
+    ("int8", 300, 257, 129, {"threads": 4, "shares": 3}),
+])
+def test_shares_give_the_reference_product(rng, dtype, m, n, k, plan):
+    a, b = _operands(rng, dtype, m, n, k)
+    got = coopjit.matmul(a, b, plan={"pack": 1, **plan})
+    assert coopjit.compile_gemm(m, n, k, a.dtype, plan={"pack": 1, **plan}).config["shares"] == plan["shares"]
+    _check(got, a, b, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int8"])
+@pytest.mark.parametrize("direct_a", [0, 1])
+def test_shares_with_emulated_tiles_a_prepacked_b_and_a_bf16_result(rng, dtype, direct_a):
+    # The tile program (amx emulated here when the CPU has none), A read where it is or packed;
+    # with a prepacked B and direct_a there is nothing to pack: no packing launch at all.
+    m, n, k = 256, 320, 2 * 64 * 5  # M a multiple of 32, K of the tile step (direct_a's needs)
+    a, b = _operands(rng, dtype, m, n, k)
+    amx = "yes" if coopjit.cpu_info()["features"].get("amx-tile") else "emulated"
+    plan = {"amx": amx, "threads": 3, "shares": 4, "direct_a": direct_a, "kt": 128 if dtype == "bf16" else 256}
+    _check(coopjit.matmul(a, b, plan=plan), a, b, dtype)
+    _check(coopjit.matmul(a, coopjit.prepack(b, plan=plan), plan=plan), a, b, dtype)
+    if dtype == "bf16":  # C in bf16: the partial sums in the scratch matrix, the last K tile writes C
+        got = coopjit.matmul(a, b, plan=plan, out_dtype=ml_dtypes.bfloat16)
+        assert got.dtype == ml_dtypes.bfloat16
+        _check(got.astype(np.float32), a, b, dtype)
+
+
+def test_gemm_with_beta_and_shares(rng):
+    a, b = _operands(rng, np.float64, 200, 300, 400)
+    c = rng.standard_normal((200, 300))
+    want = 0.5 * (a @ b) - 2.0 * c
+    got = coopjit.gemm(a, b, c.copy(), alpha=0.5, beta=-2.0, plan={"pack": 1, "threads": 4, "shares": 3})
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-10)
+
+
+def test_the_trace_shows_every_share_run_once(rng):
+    a, b = _operands(rng, np.float32, 400, 384, 300)
+    coopjit._core._set_launch_trace(True)
+    try:
+        got = coopjit.matmul(a, b, plan={"pack": 1, "threads": 3, "shares": 4})
+        t = coopjit._core._launch_trace()
+    finally:
+        coopjit._core._set_launch_trace(False)
+    assert_gemm_close(got, a, b)
+    assert t["workers"] == 12, t  # the last launch: 3 threads x 4 shares (the packing launch before it)
+    assert all(0 <= s <= e <= t["join_ns"] for s, e in zip(t["start_ns"], t["end_ns"])), t
+
+
+def test_the_planner_gives_many_cores_four_shares_a_thread():
+    a = np.zeros((1024, 1024), np.float32)
+    bf = a.astype(ml_dtypes.bfloat16)
+    many = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    assert (many["pack"], many["inline_b"], many["shares"]) == (True, False, 4), many
+    assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16)["config"]["shares"] == 4
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["shares"] == 1  # 2 cores: as before
+    # B packed inside the nest by its reader (inline_b) keeps one share a worker.
+    few_rows = coopjit.cross_compile(np.zeros((128, 512), np.float32), np.zeros((512, 4096), np.float32),
+                                     cpu="sapphirerapids", threads=16)["config"]
+    assert (few_rows["inline_b"], few_rows["shares"]) == (True, 1), few_rows
+    small = coopjit.cross_compile(np.zeros((32, 32), np.float32), a[:32, :32], cpu="sapphirerapids", threads=16)["config"]
+    assert small["shares"] == 1, small  # unpacked
+    # Packed, but under 50 MFLOP a worker: one share a worker.
+    odd = coopjit.cross_compile(np.zeros((513, 700), np.float32), np.zeros((700, 129), np.float32),
+                                cpu="sapphirerapids", threads=16)["config"]
+    assert (odd["pack"], odd["shares"]) == (True, 1), odd
+    assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16)["config"]["shares"] == 1
+    # 2 row panels of 32 (AMX): too few to cut into shares.
+    skinny = coopjit.cross_compile(np.zeros((64, 4096), ml_dtypes.bfloat16), np.zeros((4096, 4096), ml_dtypes.bfloat16),
+                                   cpu="sapphirerapids", threads=16)["config"]
+    assert (skinny["pack"], skinny["shares"]) == (True, 1), skinny
+
+
+@pytest.mark.parametrize("plan, words", [
+    ({"shares": 0}, "shares=0"),
+    ({"shares": 65}, "shares=65"),
+    ({"shares": 2, "pack": 0}, "pack=1"),
+    ({"shares": 2, "pack": 1, "inline_b": 1}, "inline_b=0"),
+])
+def test_bad_shares_are_refused(rng, plan, words):
+    a, b = _operands(rng, np.float32, 300, 300, 300)
+    with pytest.raises(ValueError, match=words):
+        coopjit.matmul(a, b, plan=plan)
