@@ -181,3 +181,35 @@ def test_down_long_rows_other_types_and_views(rng, dtype):
         x0 = x.copy()
         coopjit.reduce(x, 0, "min")
         np.testing.assert_array_equal(x, x0)  # the input is not modified
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.uint16, np.int32, np.int64])
+@pytest.mark.parametrize("cols", [1, 15, 64, 65, 256, 1000, 4096 + 3])
+def test_row_min_max_across_lanes_every_position(rng, dtype, cols):
+    # The row tile's lanes are combined as a tree of vector ops for min / max (and integer sums):
+    # the extreme value planted at every lane position of a row tile (one row each), NaN in one
+    # lane of a float row, -0 / +0 ties; rows ending at an unreadable page.
+    rows = 70
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(rows * cols * item)
+    x = raw.view(dtype).reshape(rows, cols)
+    x[...] = rng.integers(-50, 50, (rows, cols)).astype(dtype) if np.dtype(dtype).kind != "u" else \
+        rng.integers(0, 100, (rows, cols)).astype(dtype)
+    pos = np.arange(rows) * 7 % cols
+    big = np.iinfo(dtype).max if np.dtype(dtype).kind in "iu" else 1000
+    small = np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else -1000
+    x[np.arange(rows), pos] = np.where(np.arange(rows) % 2, big, small).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[3, (3 * 5) % cols] = np.nan
+        x[4, :] = 0.0
+        x[4, (11 % cols)] = -0.0  # max is +0, min -0 (as numpy.maximum / minimum order them)
+    for op in ("max", "min"):
+        got = coopjit.reduce(x, 1, op)
+        ref = getattr(np, op)(x, axis=1)
+        np.testing.assert_array_equal(got, ref)
+        if np.dtype(dtype).kind == "f" and cols > 1:
+            assert np.signbit(got[4]) == (op == "min")
+    if np.dtype(dtype).kind in "iu":  # integer sums in int64: exact
+        np.testing.assert_array_equal(coopjit.reduce(x, 1), x.astype(np.int64).sum(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x[:, ::-1], 1, "max"), x.max(axis=1))  # a strided row
+    assert keep
