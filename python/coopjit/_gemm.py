@@ -489,7 +489,9 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   unpacked; K a multiple of kb, M of mr); inline_b (bool: no packing phase for B, each worker
   packs the K-tile slice of each of its column panels just before its tiles read it); mc_tiles (row panels per block of
   the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
-  'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time).
+  'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time);
+  ksplit (one row of C in the k_outer walk: K split into that many parts, one worker each over all
+  of N, their partial rows added into C; 0: none).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
