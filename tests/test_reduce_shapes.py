@@ -213,3 +213,26 @@ def test_row_min_max_across_lanes_every_position(rng, dtype, cols):
         np.testing.assert_array_equal(coopjit.reduce(x, 1), x.astype(np.int64).sum(axis=1))
         np.testing.assert_array_equal(coopjit.reduce(x[:, ::-1], 1, "max"), x.max(axis=1))  # a strided row
     assert keep
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8, np.float16, np.int32])
+def test_one_value_pieces_start_on_a_line_at_every_offset(rng, dtype):
+    # The one-value split starts its pieces on 64-byte boundaries: the elements before the first
+    # boundary join the tail. Every start offset within a line, the array ending at an unreadable
+    # page; exact values (small integers), sum and max, one row and three.
+    item = np.dtype(dtype).itemsize
+    n = 4 * 4 * 4096 * 2 + 37  # above the split's minimum for up to 4 workers
+    keep, raw = _ending_at_a_guard_page((n + 64) * item)
+    whole = raw.view(dtype)
+    # (float16: eighths, whose float32 partial sums are exact; the result rounded once to float16)
+    whole[...] = rng.integers(0, 3, whole.size).astype(dtype) / (8 if dtype == np.float16 else 1)
+    for off in range(0, 64 // item + 1, max(1, 16 // item)):
+        x = whole[whole.size - n + off - (64 // item):whole.size - (64 // item) + off] if off else whole[-n:]
+        exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+        assert coopjit.reduce(x) == np.asarray(x.astype(exact).sum()).astype(coopjit.reduce(x).dtype), off
+        assert coopjit.reduce(x, op="max") == x.max()
+        rows = x[: (n // 3) * 3].reshape(3, -1)
+        if rows.shape[1] * item >= 1 << 20:
+            ref = rows.astype(exact).sum(axis=1)
+            np.testing.assert_array_equal(coopjit.reduce(rows, 1), ref.astype(coopjit.reduce(rows, 1).dtype))
+    assert keep
