@@ -236,3 +236,31 @@ def test_one_value_pieces_start_on_a_line_at_every_offset(rng, dtype):
             ref = rows.astype(exact).sum(axis=1)
             np.testing.assert_array_equal(coopjit.reduce(rows, 1), ref.astype(coopjit.reduce(rows, 1).dtype))
     assert keep
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
+@pytest.mark.parametrize("cols", [1024, 1500, 4096 - 3])
+def test_rows_read_from_a_line_boundary_at_every_offset(rng, dtype, cols):
+    # Rows whose stride is whole cache lines, starting at every offset into a line: the row
+    # form's full tiles start at the first 64-byte boundary, the elements before it from one
+    # tile at column 0 (masked for sums, whole and overlapping for min / max), the tail likewise.
+    # Exact values; a NaN in a head and in a tail; the buffer ends at an unreadable page.
+    item = np.dtype(dtype).itemsize
+    stride = -(-(cols + 64 // item) * item // 64) * 64 // item  # elements, a multiple of 64 bytes
+    rows = 9
+    keep, raw = _ending_at_a_guard_page(rows * stride * item)
+    buf = raw.view(dtype).reshape(rows, stride)
+    buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    for off in range(0, min(64 // item, stride - cols) + 1, max(1, 8 // item)):
+        x = buf[:, stride - cols - off:stride - off] if off else buf[:, stride - cols:]
+        y = x.copy()
+        if np.dtype(dtype).kind == "f":
+            y[2, 3] = np.nan
+            y[5, -2] = np.nan
+            x[...] = y
+        np.testing.assert_array_equal(coopjit.reduce(x, 1).astype(exact), x.astype(exact).sum(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x, 1, "max"), x.max(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x, 1, "min"), x.min(axis=1))
+        buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
+    assert keep
