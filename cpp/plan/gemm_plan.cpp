@@ -586,10 +586,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // follow) with enough work per tile. Measured on Zen 4, 2 threads: 64x4096x4096 f32 17.8 /
       // 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 / 4.0 / 3.6 ms with kt 256 / 16 / 4;
       // on 16 cores 1.19 / 0.56 ms with kt 4 / 64.
+      // On fewer than 8 cores, 128 KiB: one Zen 5 thread, 1x4096x4096 f32 from memory (CPU time)
+      // kt 4 / 8 / 16 at 20.6 / 28.0 / 26.0 GB/s (64 KiB gave kt 4 there).
       if (!overrides.count("kt")) {
         const int64_t cols = (N + p.threads - 1) / p.threads;
+        const int64_t span = cpu.max_threads < 8 ? (int64_t(128) << 10) : (int64_t(64) << 10);
         const int64_t cap = tiles_m == 1
-                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(64) << 10) / (cols * esize)) / p.kb * p.kb)
+                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, span / (cols * esize)) / p.kb * p.kb)
                                 : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
         const int64_t parts = (spec.K + cap - 1) / cap;
         p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
