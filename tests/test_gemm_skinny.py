@@ -159,3 +159,58 @@ def test_grid_is_chosen_at_run_time_and_the_code_serves_every_size():
     assert coopjit.compile_gemm(64, 4096, 4096, np.float32, plan={"threads": 16}).config["order"] == "k_outer"
     with pytest.raises(ValueError, match="grid_m=-1 is out of range"):
         coopjit.compile_gemm(64, 64, 64, np.float32, plan={"grid_m": -1})
+
+
+# ---- one row of C with K split among the workers (plan ksplit)
+
+
+def test_vector_matrix_splits_k_on_few_cores():
+    a = np.ones((1, 4096), np.float32)
+    b = np.ones((4096, 4096), np.float32)
+    cfg = coopjit.cross_compile(a, b, cpu="znver5", threads=2)["config"]
+    assert cfg["order"] == "k_outer" and cfg["ksplit"] == 2 and cfg["kt"] == 8, cfg
+    assert coopjit.cross_compile(a, b, cpu="znver5", threads=16)["config"]["ksplit"] == 0  # not measured there
+    assert coopjit.cross_compile(a, b, cpu="znver5", threads=1)["config"]["ksplit"] == 0
+    assert coopjit.cross_compile(a[:, :300], b[:300], cpu="znver5", threads=2)["config"]["ksplit"] == 0  # short K
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 3, 7, 33, 515, 2049])
+@pytest.mark.parametrize("ksplit", [2, 3, 5])
+def test_vector_matrix_k_split_sums_every_part(rng, dtype, k, ksplit):
+    # K parts of whole K tiles (kt 8 here), the last one short or missing (k 1, 3, 7: one part).
+    a, b = _operands(rng, dtype, (1, k), (k, 531))
+    c = coopjit.matmul(a, b, plan={"order": "k_outer", "ksplit": ksplit, "kt": 8, "threads": 2})
+    _check_float(c, a, b)
+
+
+@pytest.mark.parametrize("beta", [0.0, -0.5, 1.0])
+def test_vector_matrix_k_split_alpha_beta_strided_c(rng, beta):
+    a, b = _operands(rng, np.float32, (1, 1999), (1999, 700))
+    big = rng.uniform(-1, 1, (3, 1400)).astype(np.float32)
+    c0 = big.copy()
+    if beta == 0.0:
+        big[1, ::2] = np.nan  # beta 0: C is not read, NaN there does not propagate
+    coopjit.gemm(a, b, big[1:2, ::2], alpha=1.5, beta=beta, plan={"ksplit": 3, "order": "k_outer"})
+    ref = 1.5 * (a.astype(np.float64) @ b) + (beta * c0[1:2, ::2] if beta else 0.0)
+    np.testing.assert_allclose(big[1:2, ::2], ref, rtol=1e-5, atol=2e-4)
+    np.testing.assert_array_equal(big[1, 1::2], c0[1, 1::2])  # the other columns and rows untouched
+    np.testing.assert_array_equal(big[[0, 2]], c0[[0, 2]])
+
+
+def test_vector_matrix_k_split_strided_operands(rng):
+    a, b = _operands(rng, np.float32, (2, 3001), (3001, 900))
+    got = coopjit.matmul(a[1:, ::-1], b[::-1, 100:700], plan={"ksplit": 2, "order": "k_outer"})
+    _check_float(got, a[1:, ::-1].copy(), b[::-1, 100:700].copy())
+
+
+def test_bad_ksplit_overrides():
+    a, b = np.ones((1, 600), np.float32), np.ones((600, 300), np.float32)
+    with pytest.raises(ValueError, match="ksplit=2 .*no fused epilogue"):
+        coopjit.matmul(a, b, bias=np.ones(300, np.float32), plan={"ksplit": 2, "order": "k_outer"})
+    with pytest.raises(ValueError, match="ksplit=2 .*M = 1"):
+        coopjit.matmul(np.ones((2, 600), np.float32), b, plan={"ksplit": 2, "order": "k_outer"})
+    with pytest.raises(ValueError, match="ksplit=2 is a launch of the k_outer walk"):
+        coopjit.matmul(a, b, plan={"ksplit": 2, "order": "m_inner"})
+    with pytest.raises(ValueError, match="ksplit=-1 is out of range"):
+        coopjit.matmul(a, b, plan={"ksplit": -1})

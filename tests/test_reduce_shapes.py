@@ -181,3 +181,86 @@ def test_down_long_rows_other_types_and_views(rng, dtype):
         x0 = x.copy()
         coopjit.reduce(x, 0, "min")
         np.testing.assert_array_equal(x, x0)  # the input is not modified
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.uint16, np.int32, np.int64])
+@pytest.mark.parametrize("cols", [1, 15, 64, 65, 256, 1000, 4096 + 3])
+def test_row_min_max_across_lanes_every_position(rng, dtype, cols):
+    # The row tile's lanes are combined as a tree of vector ops for min / max (and integer sums):
+    # the extreme value planted at every lane position of a row tile (one row each), NaN in one
+    # lane of a float row, -0 / +0 ties; rows ending at an unreadable page.
+    rows = 70
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(rows * cols * item)
+    x = raw.view(dtype).reshape(rows, cols)
+    x[...] = rng.integers(-50, 50, (rows, cols)).astype(dtype) if np.dtype(dtype).kind != "u" else \
+        rng.integers(0, 100, (rows, cols)).astype(dtype)
+    pos = np.arange(rows) * 7 % cols
+    big = np.iinfo(dtype).max if np.dtype(dtype).kind in "iu" else 1000
+    small = np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else -1000
+    x[np.arange(rows), pos] = np.where(np.arange(rows) % 2, big, small).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        x[3, (3 * 5) % cols] = np.nan
+        x[4, :] = 0.0
+        x[4, (11 % cols)] = -0.0  # max is +0, min -0 (as numpy.maximum / minimum order them)
+    for op in ("max", "min"):
+        got = coopjit.reduce(x, 1, op)
+        ref = getattr(np, op)(x, axis=1)
+        np.testing.assert_array_equal(got, ref)
+        if np.dtype(dtype).kind == "f" and cols > 1:
+            assert np.signbit(got[4]) == (op == "min")
+    if np.dtype(dtype).kind in "iu":  # integer sums in int64: exact
+        np.testing.assert_array_equal(coopjit.reduce(x, 1), x.astype(np.int64).sum(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x[:, ::-1], 1, "max"), x.max(axis=1))  # a strided row
+    assert keep
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8, np.float16, np.int32])
+def test_one_value_pieces_start_on_a_line_at_every_offset(rng, dtype):
+    # The one-value split starts its pieces on 64-byte boundaries: the elements before the first
+    # boundary join the tail. Every start offset within a line, the array ending at an unreadable
+    # page; exact values (small integers), sum and max, one row and three.
+    item = np.dtype(dtype).itemsize
+    n = 4 * 4 * 4096 * 2 + 37  # above the split's minimum for up to 4 workers
+    keep, raw = _ending_at_a_guard_page((n + 64) * item)
+    whole = raw.view(dtype)
+    # (float16: eighths, whose float32 partial sums are exact; the result rounded once to float16)
+    whole[...] = rng.integers(0, 3, whole.size).astype(dtype) / (8 if dtype == np.float16 else 1)
+    for off in range(0, 64 // item + 1, max(1, 16 // item)):
+        x = whole[whole.size - n + off - (64 // item):whole.size - (64 // item) + off] if off else whole[-n:]
+        exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+        assert coopjit.reduce(x) == np.asarray(x.astype(exact).sum()).astype(coopjit.reduce(x).dtype), off
+        assert coopjit.reduce(x, op="max") == x.max()
+        rows = x[: (n // 3) * 3].reshape(3, -1)
+        if rows.shape[1] * item >= 1 << 20:
+            ref = rows.astype(exact).sum(axis=1)
+            np.testing.assert_array_equal(coopjit.reduce(rows, 1), ref.astype(coopjit.reduce(rows, 1).dtype))
+    assert keep
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
+@pytest.mark.parametrize("cols", [1024, 1500, 4096 - 3])
+def test_rows_read_from_a_line_boundary_at_every_offset(rng, dtype, cols):
+    # Rows whose stride is whole cache lines, starting at every offset into a line: the row
+    # form's full tiles start at the first 64-byte boundary, the elements before it from one
+    # tile at column 0 (masked for sums, whole and overlapping for min / max), the tail likewise.
+    # Exact values; a NaN in a head and in a tail; the buffer ends at an unreadable page.
+    item = np.dtype(dtype).itemsize
+    stride = -(-(cols + 64 // item) * item // 64) * 64 // item  # elements, a multiple of 64 bytes
+    rows = 9
+    keep, raw = _ending_at_a_guard_page(rows * stride * item)
+    buf = raw.view(dtype).reshape(rows, stride)
+    buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    for off in range(0, min(64 // item, stride - cols) + 1, max(1, 8 // item)):
+        x = buf[:, stride - cols - off:stride - off] if off else buf[:, stride - cols:]
+        y = x.copy()
+        if np.dtype(dtype).kind == "f":
+            y[2, 3] = np.nan
+            y[5, -2] = np.nan
+            x[...] = y
+        np.testing.assert_array_equal(coopjit.reduce(x, 1).astype(exact), x.astype(exact).sum(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x, 1, "max"), x.max(axis=1))
+        np.testing.assert_array_equal(coopjit.reduce(x, 1, "min"), x.min(axis=1))
+        buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
+    assert keep

@@ -29,8 +29,10 @@ struct ReduceTilePass {
   ir::Type acc_t() const { return ir::Type::matrix(s.acc, R, CW, ir::Use::acc, ir::Scope::subgroup); }
   /// A tile in the input type, widened to the accumulator type.
   ir::Value* widen(ir::Builder& x, ir::Value* m) const { return s.in == s.acc ? m : x.convert_matrix(m, acc_t()); }
-  /// `checked` when the tiles cross the other dimension's edge.
-  ir::Value* accumulate(ir::Builder& x, bool row_form, ir::Value* fixed, bool checked) const;
+  /// `checked` when the tiles cross the other dimension's edge. `start` (row form, a runtime
+  /// index below the row's length, or null for 0): the full tiles start there (a 64-byte
+  /// boundary of the row), the elements before it taken from one masked tile at column 0.
+  ir::Value* accumulate(ir::Builder& x, bool row_form, ir::Value* fixed, bool checked, ir::Value* start = nullptr) const;
 };
 
 }  // namespace coopjit

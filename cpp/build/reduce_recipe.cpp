@@ -17,6 +17,9 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   auto idx = [&](const char* n) { return f->add_param(Type::index(), n); };
   Value *rows = idx("rows"), *cols = idx("cols"), *sx_r = idx("sx_r"), *sx_c_param = idx("sx_c");
   Value *sy_r = idx("sy_r"), *sy_c = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
+  // The row form: the column where the full tiles start (a 64-byte boundary of every row; 0
+  // when the rows do not share their offset into a cache line). Unused by the other forms.
+  Value* head = idx("head");
 
   Builder b(*f);
   Value* one = b.index(1, "c1");
@@ -46,8 +49,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* rt, const std::vector<Value*>&) {
       Value* r0 = x.mul(rt, TR, "r0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(r0, TR), rows, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, false)}; },
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, true)}; })[0];
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, false, head)}; },
+                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, true, head)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::row, acc_t(R, 1), comb, "sums");
       x.store(narrow(x, red, R, 1), {Y, r0, zero, sy_c, one, rows, one}, true);
       return std::vector<Value*>{};

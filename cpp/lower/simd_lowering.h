@@ -205,6 +205,8 @@ class SimdLowering {
   llvm::Value* to_f32_sticky(llvm::Value* x, ScalarType from);
   llvm::Value* unary_value(UnOp u, ScalarType t, llvm::Value* x);
   llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
+  // mat_reduce along rows as a tree of vector ops where the combine allows it (simd_matrix.cpp).
+  bool row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out);
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
   llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* f32_to_bf16(llvm::Value* x);

@@ -84,6 +84,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"shares", std::to_string(shares)},
           {"split", split},
           {"kt", std::to_string(kt)},
+          {"ksplit", std::to_string(ksplit)},
           {"epilogue", epilogue.any() ? epilogue.key().substr(5) : std::string("none")}};
 }
 
@@ -367,6 +368,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.threads = static_cast<int>(v);
       continue;
     }
+    if (k == "ksplit") {
+      if (v < 0 || v > 1024) throw UserError(cat("plan override ksplit=", v, " is out of range [0, 1024] (0: none)"));
+      p.ksplit = static_cast<int>(v);  // checked once the walk is decided
+      continue;
+    }
     if (k == "kt") {
       if (v < 1 || v > (int64_t(1) << 30)) throw UserError(cat("plan override kt=", v, " is out of range [1, 2^30]"));
       p.kt = v;
@@ -375,7 +381,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -593,17 +599,48 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // follow) with enough work per tile. Measured on Zen 4, 2 threads: 64x4096x4096 f32 17.8 /
       // 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 / 4.0 / 3.6 ms with kt 256 / 16 / 4;
       // on 16 cores 1.19 / 0.56 ms with kt 4 / 64.
+      // On fewer than 8 cores, 128 KiB: one Zen 5 thread, 1x4096x4096 f32 from memory (CPU time)
+      // kt 4 / 8 / 16 at 20.6 / 28.0 / 26.0 GB/s (64 KiB gave kt 4 there).
       if (!overrides.count("kt")) {
         const int64_t cols = (N + p.threads - 1) / p.threads;
+        const int64_t span = cpu.max_threads < 8 ? (int64_t(128) << 10) : (int64_t(64) << 10);
         const int64_t cap = tiles_m == 1
-                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(64) << 10) / (cols * esize)) / p.kb * p.kb)
+                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, span / (cols * esize)) / p.kb * p.kb)
                                 : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
         const int64_t parts = (spec.K + cap - 1) / cap;
         p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
       }
       if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::min<int64_t>(4096, tiles_m));
+      // One row of C (a vector times a row-major matrix): K split among the workers, each over
+      // all of N (GemmPlan::ksplit), instead of the workers sharing N's column panels, where each
+      // K tile of a worker's half of B was kt runs of 8 KiB 16 KiB apart (N 4096 f32): the
+      // prefetchers restart every two pages. Measured on Zen 5, 2 threads, 1x4096x4096 f32 (the
+      // dot walk of 4096x1x4096, which reads its rows whole, at 1.15 ms): see the README.
+      // Needs C in the accumulator type f32 / f64 (the partial rows are added in the caller)
+      // and no fused epilogue (it applies once, to the whole sum).
+      const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() && p.c_type == p.dtype &&
+                         (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+      if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
+          spec.K >= 256 * int64_t(p.threads))
+        p.ksplit = p.threads;
+      if (p.ksplit > 1) {
+        if (!ks_ok)
+          throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
+                              "C in the accumulator type f32 / f64 and no fused epilogue (got M=", M, ", C ",
+                              ir::name(p.c_type), ", accumulator ", ir::name(p.dtype), ")"));
+        // Each worker's K tiles over all of N: about 128 KiB of B a tile (8 rows of 16 KiB).
+        // Measured on Zen 5, one thread, B in L3 (1x512x4096 and 1x2048x1024 f32): kt 4 / 8 / 16 /
+        // 32 at 60-69 / 71-75 / 57-64 / 42-51 GB/s (CPU time), the dot walk 56-70.
+        if (!overrides.count("kt")) {
+          const int64_t cap = std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(128) << 10) / (N * esize)) / p.kb * p.kb);
+          const int64_t part = (spec.K + p.ksplit - 1) / p.ksplit, parts = (part + cap - 1) / cap;
+          p.kt = ceil_to((part + parts - 1) / parts, p.kb);
+        }
+      }
     }
   }
+  if (p.ksplit > 1 && p.order != "k_outer")
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order=1); the plan's walk is ", p.order));
   // Matrix-vector products (the kernel's N is 1; A's rows and B's column with unit stride along
   // K): the "dot" walk streams A once, each worker on its own block of rows, at the memory's
   // speed (see the recipe); mr rows x nr lanes along K per tile.
@@ -656,9 +693,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the
   // per-product work is a few hundred cycles, and runtime strides cost a third of it in
   // address arithmetic (spilled row pointers). `fixed=0` turns it off.
-  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0;
+  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0 && p.ksplit <= 1;
   if (auto it = overrides.find("fixed"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1) throw UserError(cat("plan override fixed=", it->second, " must be 0 or 1"));
+    if (it->second == 1 && p.ksplit > 1)
+      throw UserError(cat("plan fixed=1 builds K into the code; ksplit=", p.ksplit, " runs it on parts of K"));
     fix = it->second == 1 && !p.pack;
   }
   if (fix) p.fixed = gemm_args(spec, p).fixed_view();

@@ -48,6 +48,12 @@ struct GemmPlan {
   // instead of 16 blocks of 1024 x 64. 0: chosen when the kernel runs, from the worker count and
   // the tile counts (one code for every size; see the recipe).
   int grid_m = 0;
+  // The k_outer walk of one row of C (M = 1 in the kernel's orientation: a vector times a
+  // row-major matrix): K split into ksplit parts, one worker each over the whole of N, each part
+  // of B read front to back; worker 0 writes C (with beta), the others their own zeroed row of
+  // partial sums, which the caller then adds into C. 0: none (the workers share N's column
+  // panels). Not in the key: the kernel is the same, only its launch differs.
+  int ksplit = 0;
   GemmEpilogue epilogue;  // fused steps before the store (GemmEpilogue); part of the key
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call
   // VNNI packing of the panels (plan.pack): 1 = panels in the accumulator type (low-precision

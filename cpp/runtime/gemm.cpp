@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -285,6 +286,48 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
                         w, n, g.kt, n_sk, phase, shares, ialpha, ibeta};
     entry(ptrs, ints, int_scalars ? nullptr : fps);
   };
+  // K split among the workers (GemmPlan::ksplit: one row of C, the k_outer walk): worker w
+  // runs the kernel on its K range over all of N, worker 0 into C (beta applied there), the
+  // others into zeroed rows of partial sums, added into C here once all are done.
+  if (k.plan.ksplit > 1 && !k.plan.pack && n_sk == 0 && g.M == 1 && g.K > 0 && g.batch1 * g.batch2 == 1 &&
+      (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64) && k.plan.c_type == k.plan.dtype) {
+    const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
+    const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
+    const int parts = static_cast<int>((g.K + step - 1) / step);
+    const size_t es = ir::size_in_bytes(k.plan.dtype);
+    const size_t row = (size_t(g.N) * es + 63) / 64 * 64;
+    char* raw = parts > 1 ? panel_memory.get(row * size_t(parts - 1) + 64) : nullptr;
+    char* rows = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
+    if (rows) std::memset(rows, 0, row * size_t(parts - 1));
+    const size_t ea = ir::size_in_bytes(k.plan.a_type), eb = ir::size_in_bytes(k.plan.b_type);
+    ThreadPool::get().run(parts, [&](int w) {
+      const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
+      void* p[12];
+      std::copy(ptrs, ptrs + 12, p);
+      p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ea);
+      p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(eb);
+      if (w > 0) p[2] = rows + size_t(w - 1) * row;
+      int64_t ints[25] = {g.M, g.N, kw, g.sa_r, g.sa_c, g.sb_r, g.sb_c, w ? g.N : g.sc_r, w ? 1 : g.sc_c,
+                          g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
+                          0, 1, g.kt, 0, 0, 1, ialpha, w ? 0 : ibeta};
+      double f[2] = {alpha, w ? 0.0 : beta};
+      entry(p, ints, f);
+    }, true);
+    auto add = [&](auto zero) {
+      using T = decltype(zero);
+      T* cc = static_cast<T*>(c);
+      for (int w = 1; w < parts; ++w) {
+        const T* part = reinterpret_cast<const T*>(rows + size_t(w - 1) * row);
+        if (g.sc_c == 1)
+          for (int64_t n = 0; n < g.N; ++n) cc[n] += part[n];
+        else
+          for (int64_t n = 0; n < g.N; ++n) cc[n * g.sc_c] += part[n];
+      }
+    };
+    if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
+    else add(0.0);
+    return;
+  }
   // Packed plans with shares (GemmPlan::shares): the workers pack (one launch: its end is the
   // barrier), then the blocked nest runs as shares handed out by ThreadPool::run_shares.
   const int shares = k.plan.shares;

@@ -54,9 +54,22 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
   void* ptrs[2] = {const_cast<void*>(x), y};
   const KernelEntry entry = code->entry;
   const int workers = p.threads;
+  // Rows that all start at the same offset into a cache line (a stride of whole lines, or one
+  // row), long enough: the row form's full tiles start at the row's first 64-byte boundary, so
+  // that no vector load straddles two lines (NumPy's large arrays start 16 bytes into one). One
+  // Zen 5 thread, CPU time, sum along the rows of 4096 x 4096 f32: 41 GB/s at offset 16, 48
+  // aligned.
+  const int64_t es = ir::size_in_bytes(s.in);
+  int64_t head = 0;
+  if (s.form == "row" && p.unit && (s.rows == 1 || (s.sx_r * es) % 64 == 0) && s.cols * es >= 1024) {
+    // (Below a tile's width: the one tile at column 0 covers the elements before it. Tiles of
+    // fewer than 64 bytes, u8 into u64, start at a boundary of their own size.)
+    head = int64_t((64 - reinterpret_cast<uintptr_t>(x) % 64) % 64) / es % p.tile_cols;
+    if (reinterpret_cast<uintptr_t>(x) % es || head >= s.cols) head = 0;
+  }
   // The workers' shares are independent (no worker waits for another): any thread may run any.
   ThreadPool::get().run(workers, [&](int w) {
-    int64_t ints[8] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, workers};
+    int64_t ints[9] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, workers, head};
     entry(ptrs, ints, nullptr);
   }, true);
 }

@@ -522,6 +522,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time);
   shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
   launch; a thread with none left takes a slower thread's next one; 1: one a worker).
+  ksplit (one row of C in the k_outer walk: K split into that many parts, one worker each over all
+  of N, their partial rows added into C; 0: none).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline

@@ -2,6 +2,7 @@
 from coopmatrix tiles (element-wise combines, then coopmatrix.reduce)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ _TWO_STAGE_WIDTH = 1024  # columns of the first pass of a reduction of few long 
 _LONG_ROW_BYTES = 1 << 20  # rows at least this long are split over the workers when there are few
 
 
+@functools.lru_cache(maxsize=256)  # (dtype.name and its lookups cost microseconds a call)
 def _types(dtype: np.dtype, op: str):
     """(input, accumulator, output) IR types and the output dtype, following NumPy's rules: sums
     and products of integers and bools are int64 (uint64 for unsigned); float16 and bfloat16
@@ -53,6 +55,21 @@ def _collapse(x: np.ndarray, dims: list[int]):
         else:
             return None
     return size, (stride if stride is not None else x.itemsize)
+
+
+_ALIGN = 64  # bytes: the cache line, and an AVX-512 vector
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _view(a: np.ndarray, shape: tuple, strides: tuple) -> np.ndarray:
+    """as_strided(a, shape, strides), or a itself when it is that view already (a 2-D array along
+    an axis): as_strided costs 3 us a call."""
+    if a.shape == shape and a.strides == strides:
+        return a
+    return np.lib.stride_tricks.as_strided(a, shape, strides)
 
 
 def _run(op, form, x2d, y, types, device="cpu"):
@@ -120,7 +137,10 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
         return result
     if a.dtype == np.bool_:
         a = _bool_bytes(a)
-    if any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize:
+    # (flags.aligned: the address and strides are multiples of the dtype's alignment, read in
+    # nanoseconds where a.ctypes.data takes a microsecond)
+    if not (a.flags.aligned and a.dtype.alignment == a.itemsize) and (
+            any(s % a.itemsize for s in a.strides) or a.ctypes.data % a.itemsize):
         a = a.copy()
     keep, red = _collapse(a, kept), _collapse(a, list(axes))
     if keep is None or red is None:  # strides that do not merge: make the data contiguous once
@@ -145,18 +165,29 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
         # (the row form's long runs), then the pieces' partials and the rows' tails. The
         # (n // W) x W column view below read 256 bytes per row and worker on 16 cores (12e6 f32:
         # 63 GB/s of a 142 GB/s copy).
-        length = n // split
-        rows = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
-        partial = np.empty((K, split + n - split * length), np.dtype(_np_of(acc)))
+        # (Views by reshape where the memory allows: as_strided costs 3 us a call, a tenth of the
+        # call's time at 1 MB.)
+        rows = a.reshape(1, n) if K == 1 and a.flags.c_contiguous else _view(a, (K, n), (sk, sr))
+        # Contiguous rows on the CPU: each piece starts on a 64-byte boundary (the row's first
+        # elements up to it go with the tail), so that no vector load straddles two cache lines
+        # (NumPy's large arrays start 16 bytes into a line; one Zen 5 thread, 12e6 f32: 62 GB/s
+        # at that offset, 74 aligned, CPU time).
+        unit = _ALIGN // item if sr == item and device == "cpu" else 1
+        length = (n - unit + 1) // split // unit * unit if unit > 1 else n // split
+        partial = np.empty((K, split + n - split * length), _np_of(acc))
+        base = _address(a) if unit > 1 else 0
         for k in range(K):
-            body = np.lib.stride_tricks.as_strided(rows[k], (split, length), (length * sr, sr))
+            h = (-(base + k * sk) % _ALIGN) // item if unit > 1 else 0
+            body = rows[k, h:h + split * length].reshape(split, length) if sr == item else \
+                np.lib.stride_tricks.as_strided(rows[k], (split, length), (length * sr, sr))
             _run(op, "row", body, partial[k, :split], (src, acc, acc), device)
-        partial[:, split:] = rows[:, split * length:]
+            partial[k, split:split + h] = rows[k, :h]
+            partial[k, split + h:] = rows[k, h + split * length:]
         _run(op, "row", partial, y[:K], (acc, acc, dst), device)
     elif few_rows and n >= 4 * w:
         nb = n // w
-        body = np.lib.stride_tricks.as_strided(a, (K, nb, w), (sk, w * sr, sr))
-        rows = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
+        body = _view(a, (K, nb, w), (sk, w * sr, sr))
+        rows = _view(a, (K, n), (sk, sr))
         partial = np.empty((K, w + n - nb * w), np.dtype(_np_of(acc)))
         for k in range(K):
             _run(op, "column", body[k], partial[k, :w], (src, acc, acc), device)
@@ -168,13 +199,13 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
         # the rows of an n x K view, reduced down its columns: strided loads of whole vectors of
         # rows, one vector add per element of a row (measured on 16 cores, 4e6 x 3 f32: 2 GB/s
         # in row tiles; on 2 Zen 4 cores 4e6 x 3 / 1e6 x 16 f32 0.2 / 1.6 GB/s in row tiles, 6.5 / 4.5 here).
-        x2d = np.lib.stride_tricks.as_strided(a, (n, K), (sr, sk))
+        x2d = _view(a, (n, K), (sr, sk))
         _run(op, "column", x2d, y, types, device)
     elif sr == item or sk != item:
-        x2d = np.lib.stride_tricks.as_strided(a, (K, n), (sk, sr))
+        x2d = _view(a, (K, n), (sk, sr))
         _run(op, "row", x2d, y, types, device)
     else:  # the kept dim is contiguous: walk down columns with vector loads
-        x2d = np.lib.stride_tricks.as_strided(a, (n, K), (sr, sk))
+        x2d = _view(a, (n, K), (sr, sk))
         _run(op, "column", x2d, y, types, device)
     if not np.shares_memory(y, result):  # computed into a temporary: out was not contiguous
         result[...] = y.reshape(out_shape)
@@ -214,6 +245,7 @@ def _bool_bytes(a: np.ndarray) -> np.ndarray:
     return np.not_equal(u, 0).view(np.uint8) if u.size and u.max() > 1 else u
 
 
+@functools.lru_cache(maxsize=None)
 def _np_of(ir_name: str) -> np.dtype:
     for k, v in _IR.items():
         if v == ir_name and k != "bool":
