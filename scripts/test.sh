@@ -4,7 +4,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 bash scripts/setup.sh || exit 1
-$PY -m pytest tests "$@"
+source scripts/test_workers.sh
+$PY -m pytest tests $(test_workers "$@") "$@"
 rc=$?
 if [ $rc -eq 5 ]; then echo "test.sh: pytest collected no tests: failing"; exit 1; fi
 exit $rc

@@ -275,16 +275,22 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
                     const_cast<void*>(ep.residual)};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
-  double fps[2] = {alpha, beta};
   // Integer products take alpha and beta as integers (float products leave the slots unused).
   const int64_t ialpha = int_scalars ? integer_scalar(alpha, "alpha") : 0;
   const int64_t ibeta = int_scalars ? integer_scalar(beta, "beta") : 0;
   const KernelEntry entry = k.code->entry;
+  // One kernel call, worker w of n: the whole product's K, operands, C strides and beta, or (the
+  // ksplit walk below) one K range of it into its own row of partial sums without beta.
+  auto launch = [&](void* const* p, int64_t K, int64_t sc_r, int64_t sc_c, bool with_beta, int64_t w, int64_t n,
+                    int64_t phase, int64_t shares) {
+    const int64_t ints[25] = {g.M, g.N, K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, sc_r, sc_c,
+                              g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
+                              w, n, g.kt, n_sk, phase, shares, ialpha, with_beta ? ibeta : 0};
+    const double f[2] = {alpha, with_beta ? beta : 0.0};
+    entry(p, ints, int_scalars ? nullptr : f);
+  };
   auto call = [&](int64_t w, int64_t n, int64_t phase, int64_t shares) {
-    int64_t ints[25] = {g.M, g.N, g.K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, g.sc_r, g.sc_c,
-                        g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
-                        w, n, g.kt, n_sk, phase, shares, ialpha, ibeta};
-    entry(ptrs, ints, int_scalars ? nullptr : fps);
+    launch(ptrs, g.K, g.sc_r, g.sc_c, true, w, n, phase, shares);
   };
   // K split among the workers (GemmPlan::ksplit: one row of C, the k_outer walk): worker w
   // runs the kernel on its K range over all of N, worker 0 into C (beta applied there), the
@@ -307,11 +313,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ea);
       p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(eb);
       if (w > 0) p[2] = rows + size_t(w - 1) * row;
-      int64_t ints[25] = {g.M, g.N, kw, g.sa_r, g.sa_c, g.sb_r, g.sb_c, w ? g.N : g.sc_r, w ? 1 : g.sc_c,
-                          g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
-                          0, 1, g.kt, 0, 0, 1, ialpha, w ? 0 : ibeta};
-      double f[2] = {alpha, w ? 0.0 : beta};
-      entry(p, ints, f);
+      launch(p, kw, w ? g.N : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
     }, true);
     auto add = [&](auto zero) {
       using T = decltype(zero);
