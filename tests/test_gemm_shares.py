@@ -118,3 +118,23 @@ def test_bad_shares_are_refused(rng, plan, words):
     a, b = _operands(rng, np.float32, 300, 300, 300)
     with pytest.raises(ValueError, match=words):
         coopjit.matmul(a, b, plan=plan)
+
+
+def test_calls_with_plan_fields_get_the_kernel_of_their_own_fields(rng):
+    # matmul(..., plan=) memoizes the kernel with the fields given: calls alternating between two
+    # plans of one product must each run their own plan (its worker count in the launch trace).
+    a, b = _operands(rng, np.float32, 400, 384, 300)
+    coopjit._core._set_launch_trace(True)
+    try:
+        seen = []
+        for _ in range(2):
+            for threads in (3, 2):
+                got = coopjit.matmul(a, b, plan={"pack": 1, "threads": threads, "shares": 2})
+                assert_gemm_close(got, a, b)
+                seen.append(coopjit._core._launch_trace()["workers"])
+    finally:
+        coopjit._core._set_launch_trace(False)
+    assert seen == [6, 4, 6, 4], seen
+    # A strided view with the same fields is a different product: right result, not the memo's strides.
+    a2 = np.asfortranarray(a)
+    assert_gemm_close(coopjit.matmul(a2, b, plan={"pack": 1, "threads": 3, "shares": 2}), a2, b)

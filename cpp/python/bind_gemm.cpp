@@ -526,11 +526,8 @@ void bind_gemm(py::module_& m) {
           if (fused) {  // (not memoized: the memo keys on the product alone)
             GemmKernel k = overrides.empty() ? gemm_kernel_tuned(s) : gemm_kernel(s, overrides);
             run_gemm(k, s, pa, pb, pc, alpha, beta, pp, s.epilogue.any() ? &ea : nullptr);
-          } else if (overrides.empty()) {
-            run_gemm(gemm_kernel_cached(s), s, pa, pb, pc, alpha, beta);
-          } else {
-            GemmKernel k = gemm_kernel(s, overrides);
-            run_gemm(k, s, pa, pb, pc, alpha, beta, pp);
+          } else {  // memoized with the plan fields given too (autotuning scripts call with plan= in loops)
+            run_gemm(gemm_kernel_cached(s, overrides), s, pa, pb, pc, alpha, beta, pp);
           }
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),

@@ -95,9 +95,11 @@ struct MemoKey {
   int dtype, flags, threads, types;
   int64_t tuned;  // the tuned-plan table's generation: a new tuned plan takes effect at once
   std::array<int64_t, 14> strides;  // small products only (GemmPlan::fixed): strides and batch split
+  std::string overrides;            // the plan fields the caller gave ("k=v;" each), usually none
   bool operator==(const MemoKey& o) const {
     return M == o.M && N == o.N && K == o.K && batch == o.batch && dtype == o.dtype && flags == o.flags &&
-           threads == o.threads && types == o.types && tuned == o.tuned && strides == o.strides;
+           threads == o.threads && types == o.types && tuned == o.tuned && strides == o.strides &&
+           overrides == o.overrides;
   }
 };
 struct MemoHash {
@@ -107,6 +109,7 @@ struct MemoHash {
                       k.tuned})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     for (int64_t v : k.strides) h = h * 1000003u ^ std::hash<int64_t>()(v);
+    if (!k.overrides.empty()) h = h * 1000003u ^ std::hash<std::string>()(k.overrides);
     return h;
   }
 };
@@ -126,7 +129,7 @@ void gemm_memo_fork(fork_safety::Phase phase) {  // runtime/fork.h: the memo con
     memo_mutex().unlock();
 }
 
-const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
+const GemmKernel& gemm_kernel_cached(const GemmSpec& s, const PlanOverrides& overrides) {
   std::mutex& mu = memo_mutex();
   static std::unordered_map<MemoKey, GemmKernel, MemoHash> memo;
   // Exactly what plan_gemm looks at besides the values passed at run time.
@@ -134,8 +137,10 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
                     int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6;
   MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
               int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16,
-              tuned_generation() + (g_memo_generation.load(std::memory_order_relaxed) << 40), {}};
-  if (std::max({s.M, s.N, s.K}) <= 64)  // the plan may fix the strides (GemmPlan::fixed)
+              tuned_generation() + (g_memo_generation.load(std::memory_order_relaxed) << 40), {}, {}};
+  // The plan may fix the strides (GemmPlan::fixed): small products, or any that plan fields shape.
+  for (const auto& [name, value] : overrides) key.overrides += cat(name, "=", value, ";");
+  if (std::max({s.M, s.N, s.K}) <= 64 || !overrides.empty())
     key.strides = {s.sa_r, s.sa_c, s.sb_r, s.sb_c, s.sc_r, s.sc_c, s.batch1, s.sa_b1, s.sb_b1, s.sc_b1,
                    s.sa_b2, s.sb_b2, s.sc_b2, 0};
   {
@@ -143,7 +148,7 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s) {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
   }
-  GemmKernel k = gemm_kernel_tuned(s);
+  GemmKernel k = overrides.empty() ? gemm_kernel_tuned(s) : gemm_kernel(s, overrides);
   std::lock_guard<std::mutex> g(mu);
   if (memo.size() >= 4096) {
     // Bounded, and never erased: other threads may be running a kernel they got from it. Past

@@ -35,9 +35,10 @@ CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu, i
 /// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});
 
-/// gemm_kernel(spec) without overrides, memoized on what the plan depends on (dtype, sizes,
-/// which strides are 1, beta, the pool size): the per-call path of small problems.
-const GemmKernel& gemm_kernel_cached(const GemmSpec& spec);
+/// gemm_kernel(spec, overrides) memoized on what the plan depends on (dtype, sizes, which strides
+/// are 1, beta, the pool size; every stride and the overrides when there are any): the per-call
+/// path. Without overrides the tuned-plan table's plan (gemm_kernel_tuned).
+const GemmKernel& gemm_kernel_cached(const GemmSpec& spec, const PlanOverrides& overrides = {});
 // Later gemm_kernel_cached calls plan and fetch their kernels again (coopjit.cache.clear(memory=True));
 // kernels handed out before stay valid (other threads may be running them).
 void gemm_memo_forget();
