@@ -116,6 +116,23 @@ def test_short_rows_of_every_small_length_end_at_the_buffer(rng, K, n, dtype):
     assert keep  # the mapping stays alive until the reductions are done
 
 
+@pytest.mark.parametrize("dtype,n", [(np.float32, 16), (np.float32, 32), (np.float32, 48), (np.float64, 8),
+                                     (np.float64, 24), (np.int32, 48), (np.int8, 64), (np.int8, 128)])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_rows_of_whole_vectors_end_at_the_buffer(rng, dtype, n, op):
+    # Rows of 1-3 whole vectors reduced in row tiles exactly as wide as the row (8 or 4 rows a
+    # tile), the last tile partly past the last row (4096 + 37 rows), ending at an unreadable page.
+    K = 4096 + 37
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(K * n * item)
+    x = raw.view(dtype).reshape(K, n)
+    x[...] = rng.integers(-50 if np.dtype(dtype).kind != "u" else 0, 50, (K, n)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    got = coopjit.reduce(x, 1, op)
+    np.testing.assert_array_equal(np.asarray(got).astype(exact), getattr(np, op)(x.astype(exact), axis=1))
+    assert keep
+
+
 def test_many_short_rows_into_a_strided_out(rng):
     x = rng.uniform(-1, 1, (6000, 5)).astype(np.float32)
     out = np.zeros((6000, 2), np.float32)

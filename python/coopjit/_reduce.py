@@ -193,12 +193,15 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
             _run(op, "column", body[k], partial[k, :w], (src, acc, acc), device)
         partial[:, w:] = rows[:, nb * w:]
         _run(op, "row", partial, y[:K], (acc, acc, dst), device)
-    elif sr == item and n * item <= _SHORT_ROW_BYTES and sk == n * item and K >= 4096:
+    elif sr == item and n * item <= _SHORT_ROW_BYTES and (n * item) % _ALIGN and sk == n * item and K >= 4096:
         # Many short contiguous rows (4e6 x 3): a row tile of 4 x 64 lanes would load mostly
         # masked-off lanes and reduce each row across a vector. Instead the rows' n elements are
         # the rows of an n x K view, reduced down its columns: strided loads of whole vectors of
         # rows, one vector add per element of a row (measured on 16 cores, 4e6 x 3 f32: 2 GB/s
         # in row tiles; on 2 Zen 4 cores 4e6 x 3 / 1e6 x 16 f32 0.2 / 1.6 GB/s in row tiles, 6.5 / 4.5 here).
+        # Rows of whole 64-byte lines (16 or 32 f32) keep the row form, whose tile is then as wide
+        # as the row (plan_reduce): Zen 5, 2 threads, 48 MB of f32, rows of 16: 28 -> 41 GB/s, of
+        # 32: 18 -> 37.
         x2d = _view(a, (n, K), (sr, sk))
         _run(op, "column", x2d, y, types, device)
     elif sr == item or sk != item:
