@@ -243,7 +243,8 @@ std::vector<llvm::Value*> SimdLowering::per_element(const Op& o) {
 }
 
 // A row reduction whose combine is exact in any order (float min / max; integer add, mul, min,
-// max), of rows of whole vectors: each row's vectors combined pairwise, then across the lanes by
+// max), or whose op allows any order (attribute order = "any": the reduction recipe's float sums,
+// whose tile already summed its columns lane by lane), of rows of whole vectors: each row's vectors combined pairwise, then across the lanes by
 // rotations (S/2, S/4, ..., 1: every lane ends with the row's value). The element-by-element chain
 // of the general path extracted each lane and combined scalars one after another: for a max of a
 // 4 x 64 f32 tile, about 2800 instructions per tile (IEEE max scalarized), more than the 64
@@ -252,8 +253,10 @@ std::vector<llvm::Value*> SimdLowering::per_element(const Op& o) {
 bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out) {
   if (!o.regions.empty() || !m.is_matrix() || !vector_layout(m) || m.cols % S_ != 0 || (S_ & (S_ - 1)) != 0) return false;
   const std::string& c = std::get<std::string>(o.attrs.at("combine"));
+  // (attribute order = "any": the producer allows float sums and products in any order too)
+  const bool any_order = o.has_attr("order") && std::get<std::string>(o.attrs.at("order")) == "any";
   const bool exact = c == "min" || c == "max" ? (m.scalar == ScalarType::f32 || m.scalar == ScalarType::f64 || is_integer(m.scalar))
-                                              : (c == "add" || c == "mul") && is_integer(m.scalar);
+                                              : (c == "add" || c == "mul") && (is_integer(m.scalar) || any_order);
   if (!exact) return false;
   const BinOp op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
   const auto& vecs = mat(o.operands[0]);

@@ -50,15 +50,20 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   // (f32 sum 1 x 8 38 against 43; int32 max 46 against 48).
   if (s.form == "row" && (s.op == "min" || s.op == "max") && ir::is_float(s.acc) && s.cols >= 1024)
     p.tile_rows = 1, p.tile_cols = p.simd_width * 8;
-  // Rows of 1-3 whole vectors: the tile as wide as the row, so that every load of a row tile is
+  // Rows of 1-4 whole vectors: the tile as wide as the row, so that every load of a row tile is
   // a whole unmasked vector (a 4 x 64-lane tile over rows of 48 f32 loaded every vector masked),
-  // 8 or 4 rows of them. Measured on Zen 5, 2 threads, sums of 48 MB of f32 rows: 48 elements
-  // 9.4 -> 35 GB/s, 32 (row form instead of the column form of short rows) 18 -> 38. Wider
-  // rows keep 4 x 4 vectors: 2 x 6 and 2 x 8 tiles measured slower (rows of 96 / 128: 0.86x).
-  if (s.form == "row" && p.tile_rows == 4 && s.cols % p.simd_width == 0 && s.cols <= 3 * p.simd_width) {
+  // 8 or 4 rows of them (4 x 4 vectors: the default tile). Other rows up to 8 KiB: 4 rows x 2 vectors, so that less of a tile is
+  // masked at a row's head and tail. Measured on Zen 5, sums of 48 MB of f32 rows, one thread
+  // (CPU time; 4 x 4 vectors against this): 40 elements 7.4 / 31 GB/s, 100 13 / 20, 128 21 / 36,
+  // 256 20 / 30, 512 29 / 38, 1024 37 / 44, 2048 45 / 48; 4096 50 / 49 and longer rows keep 4 x 4;
+  // 2 threads: 48 elements 9.4 / 35, 32 (the row form instead of the column form of short rows)
+  // 18 / 38.
+  if (s.form == "row" && p.tile_rows == 4 && s.cols % p.simd_width == 0 && s.cols <= 4 * p.simd_width) {
     const int64_t vecs = s.cols / p.simd_width;
     p.tile_cols = p.simd_width * static_cast<int>(vecs);
     p.tile_rows = vecs <= 2 ? 8 : 4;
+  } else if (s.form == "row" && p.tile_rows == 4 && s.cols * ir::size_in_bytes(s.in) <= 8192) {
+    p.tile_cols = p.simd_width * 2;
   }
   if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
   if (s.form == "column_rows") {  // 4 rows x 8 vectors; blocks of 16 KiB of partials
