@@ -96,6 +96,14 @@ struct GemmPlan {
   // leaves the core (a phase writes all of B's panels and reads them back: 3 passes over B's
   // bytes). Part of the key.
   bool inline_b = false;
+  // The blocked nest's loop order (packed plans, not inline_b; part of the key): false = for each
+  // K tile, for each block of mc_tiles row panels, ...: the partial sums of all the worker's
+  // tiles (C, or the scratch matrix) leave the core between K tiles; true = for each block of
+  // row panels, every K tile in turn: the block's partial sums stay in L2 from one K tile to the
+  // next (B's slices are read once per block instead). AMX plans then keep each tile's partial
+  // sums as one contiguous 4 KiB block of the scratch (tileloadd / tilestored at a 128-byte
+  // stride), not as rows N apart.
+  bool k_inner = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
