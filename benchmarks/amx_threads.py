@@ -9,6 +9,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py confirm   # the default against shares 1 and torch, 3 rounds
     python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
     python benchmarks/amx_threads.py fair      # shares 1 / 2 / 4, all through plan= (small: plan= costs ~20 us)
+    python benchmarks/amx_threads.py prefetch  # amx_prefetch 3 / 4 / 5 (prefetcht1 of the panels 8 / 16 K steps ahead)
     python benchmarks/amx_threads.py kinner    # plan k_inner (each row block through every K tile) with K tiles
                                                # and blocks of several sizes, against the default through plan=
 
@@ -166,6 +167,19 @@ KINNER = [
     ("f32", 4096, [_KI, {**_KI, "kt": 256, "mc_tiles": 32}, {**_KI, "kt": 512, "mc_tiles": 32}]),
 ]
 
+# amx_prefetch 3 / 4 / 5 (session 13): prefetcht1 of A's and B's lines 8 / 16 / 8 K steps ahead (5
+# without the L1 prefetch of A), against the default (amx_prefetch 1) through plan=.
+_P = [{"amx_prefetch": 3}, {"amx_prefetch": 4}, {"amx_prefetch": 5}]
+PREFETCH = [
+    ("bf16", 1024, _P),
+    ("bf16", 4096, _P + [{"amx_prefetch": 3, "k_inner": 1, "kt": 512}]),
+    ("bf16", 8192, _P),
+    ("int8", 1024, _P),
+    ("int8", 4096, _P),
+    ("int8", 8192, _P + [{"k_inner": 1, "kt": 2048}, {"amx_prefetch": 3, "k_inner": 1, "kt": 2048}]),
+]
+PREFETCH_ONE = [("bf16", 2048, [{"threads": 1, "amx_prefetch": 3}, {"threads": 1, "amx_prefetch": 5}])]
+
 
 def plan_cases(rounds=2, only=None, plans=PLANS, base=None):
     import torch
@@ -236,6 +250,9 @@ if __name__ == "__main__":
             ("bf16", (64, 4096, 4096)), ("int8", (64, 4096, 4096)), ("bf16", (256, 4096, 4096)), ("bf16", 1024))])
     elif what == "kinner":  # plan k_inner against the default (through plan=), 2 rounds
         plan_cases(rounds=2, only=sys.argv[2:], plans=KINNER, base={"shares": 4})
+    elif what == "prefetch":  # amx_prefetch 3 / 4 / 5 against the default (through plan=), 2 rounds; one thread
+        plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH, base={"shares": 4})
+        plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH_ONE, base={"threads": 1})
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])

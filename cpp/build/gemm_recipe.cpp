@@ -418,12 +418,20 @@ class GemmRecipe {
       // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
       // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss). A
       // direct A: each row's bytes two steps further along the row.
-      if (p_.amx && p_.amx_prefetch >= 1)
-        a->def->attrs["prefetch"] =
-            int64_t(2) * (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      const int64_t a_step = (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      const int64_t b_step = int64_t(p_.nr) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      if (p_.amx && p_.amx_prefetch >= 1 && p_.amx_prefetch != 5) a->def->attrs["prefetch"] = 2 * a_step;
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
-      if (p_.amx && p_.amx_prefetch >= 2)  // B's lines two steps ahead too (amx_prefetch 2)
-        bm->def->attrs["prefetch"] = int64_t(2) * p_.nr * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      if (p_.amx && p_.amx_prefetch == 2)  // B's lines two steps ahead too (amx_prefetch 2)
+        bm->def->attrs["prefetch"] = 2 * b_step;
+      // amx_prefetch 3 / 4 / 5: A's and B's lines 8 / 16 / 8 K steps ahead into L2 (prefetcht1; 5 without
+      // the L1 prefetch of A): a panel's K steps cross a 4 KiB page every 2 steps, where the
+      // hardware's L2 streamer stops, so a panel read from L3 stalls tileloadd at each page.
+      if (p_.amx && p_.amx_prefetch >= 3) {
+        const int64_t steps = p_.amx_prefetch == 4 ? 16 : 8;
+        a->def->attrs["prefetch_l2"] = steps * a_step;
+        bm->def->attrs["prefetch_l2"] = steps * b_step;
+      }
       if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];

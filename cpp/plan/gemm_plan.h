@@ -78,7 +78,9 @@ struct GemmPlan {
   // panel stored as its nr / 16 tiles, 1 KiB each and contiguous (16 VNNI rows of 64 bytes).
   int amx_feed = 0;
   // AMX software prefetch (part of the key): 0 = none; 1 = the A panel's lines two K steps
-  // ahead into L1 (prefetcht0); 2 = A's and B's.
+  // ahead into L1 (prefetcht0); 2 = A's and B's; 3 / 4 = as 1, and A's and B's lines 8 / 16 K
+  // steps ahead into L2 (prefetcht1: a panel crosses a 4 KiB page every 2 K steps, where the
+  // hardware's L2 streamer stops); 5 = A's and B's lines 8 K steps ahead into L2 only.
   int amx_prefetch = 1;
   // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
