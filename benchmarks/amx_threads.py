@@ -10,6 +10,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
     python benchmarks/amx_threads.py fair      # shares 1 / 2 / 4, all through plan= (small: plan= costs ~20 us)
     python benchmarks/amx_threads.py prefetch  # amx_prefetch 3 / 4 / 5 (prefetcht1 of the panels 8 / 16 K steps ahead)
+    python benchmarks/amx_threads.py int8k     # the int8 16-core default for K past 4096 against the plan before
     python benchmarks/amx_threads.py kinner    # plan k_inner (each row block through every K tile) with K tiles
                                                # and blocks of several sizes, against the default through plan=
 
@@ -180,6 +181,13 @@ PREFETCH = [
 ]
 PREFETCH_ONE = [("bf16", 2048, [{"threads": 1, "amx_prefetch": 3}, {"threads": 1, "amx_prefetch": 5}])]
 
+# int8 tiles with K past one K tile (session 13): the planner's default on 16 cores (K tiles of 2048
+# and k_inner) against the plan before (K tiles of 4096, the old order) and K tiles of 2048 alone.
+_OLD8 = [{"k_inner": 0, "kt": 4096}, {"kt": 2048}]
+INT8K = [("int8", 8192, _OLD8), ("int8", (4096, 4096, 8192), _OLD8), ("int8", (2048, 2048, 8192), _OLD8),
+         ("int8", (4096, 4096, 16384), _OLD8), ("int8", (256, 256, 8192), _OLD8),
+         ("bf16", 8192, [{"k_inner": 1, "kt": 1024}])]
+
 
 def plan_cases(rounds=2, only=None, plans=PLANS, base=None):
     import torch
@@ -253,6 +261,8 @@ if __name__ == "__main__":
     elif what == "prefetch":  # amx_prefetch 3 / 4 / 5 against the default (through plan=), 2 rounds; one thread
         plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH, base={"shares": 4})
         plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH_ONE, base={"threads": 1})
+    elif what == "int8k":  # the int8 default with K past one K tile against the plan before, 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=INT8K, base={"shares": 4})
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])
