@@ -263,6 +263,8 @@ if __name__ == "__main__":
         plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH_ONE, base={"threads": 1})
     elif what == "int8k":  # the int8 default with K past one K tile against the plan before, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=INT8K, base={"shares": 4})
+    elif what == "int8k5":  # the same, the default against the plan before only, 5 rounds
+        plan_cases(rounds=5, only=sys.argv[2:], plans=[(dt, s, [_OLD8[0]]) for dt, s, _ in INT8K[:4]], base={"shares": 4})
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])
