@@ -93,20 +93,3 @@ def test_k_inner_bad_values(plan, words):
     with pytest.raises((ValueError, TypeError), match=words):
         coopjit.compile_gemm(64, 64, 256, np.float32, plan=plan)
 
-
-def test_planner_takes_k_inner_for_int8_tiles_on_many_cores():
-    # The 16-core default (int8 AMX, K past one K tile of 4096, C 2048 x 2048 or more): K tiles of
-    # 2048 and k_inner; two cores, bf16 and K within one K tile keep the plan they had.
-    def cfg(dtype, m, n, k, threads):
-        a, b = np.zeros((m, k), dtype), np.zeros((k, n), dtype)
-        return coopjit.cross_compile(a, b, cpu="sapphirerapids", threads=threads)["config"]
-    many = cfg(np.int8, 2048, 2048, 8192, 16)
-    assert many["k_inner"] is True and many["kt"] == 2048 and many["amx"] == "yes", many
-    two = cfg(np.int8, 2048, 2048, 8192, 2)
-    assert two["k_inner"] is False and two["kt"] == 4096, two
-    assert cfg(np.int8, 2048, 2048, 4096, 16)["k_inner"] is False
-    assert cfg(ml_dtypes.bfloat16, 2048, 2048, 8192, 16)["k_inner"] is False
-    assert cfg(np.int8, 256, 256, 8192, 16)["k_inner"] is False  # a small C keeps the old plan
-    kept = coopjit.cross_compile(np.zeros((2048, 8192), np.int8), np.zeros((8192, 2048), np.int8), cpu="sapphirerapids",
-                                 threads=16, plan={"kt": 4096})["config"]
-    assert kept["k_inner"] is False and kept["kt"] == 4096, kept  # a K tile asked for keeps the old order

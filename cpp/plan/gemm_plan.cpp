@@ -507,19 +507,6 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
     const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
     p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
-    // int8 tiles on many cores with K past one K tile and C of 2048 x 2048 or more: K tiles of
-    // 2048 (half the cap) and the nest's loop order k_inner (each block of row panels through
-    // every K tile, its partial sums kept in L2 tile by tile). Measured on the 16-core Emerald
-    // Rapids host, 16 workers, against the plan before (session 13, benchmarks/recorded/
-    // issue14-emr16-session13.txt): int8 8192^3 1.20x, 1.19x and 0.97x in three runs, 4096 x 4096
-    // x 8192 1.02x, 2048 x 2048 x 8192 1.07x, 4096 x 4096 x 16384 1.13x (K tiles of 2048 alone
-    // 1.17x); 256 x 256 x 8192 0.82x (left out). bf16 gained nothing.
-    if (p.amx && p.vnni == 4 && cpu.max_threads >= 8 && p.threads >= 8 && p.split == "dp" && kp > cap && M >= 2048 &&
-        N >= 2048 && !overrides.count("k_inner")) {
-      const int64_t half = cap / 2, n_half = (kp + half - 1) / half;
-      p.kt = ceil_to((kp + n_half - 1) / n_half, p.kb);
-      p.k_inner = true;
-    }
   }
   // Row panels per block: the worker's B slices of one K tile stream past each block of A
   // (from L3 once they outgrow L2), so once they pass 4 MiB the blocks grow 6x. Measured on
