@@ -10,7 +10,7 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
     python benchmarks/amx_threads.py fair      # shares 1 / 2 / 4, all through plan= (small: plan= costs ~20 us)
     python benchmarks/amx_threads.py prefetch  # amx_prefetch 3 / 4 / 5 (prefetcht1 of the panels 8 / 16 K steps ahead)
-    python benchmarks/amx_threads.py int8k     # the int8 16-core default for K past 4096 against the plan before
+    python benchmarks/amx_threads.py int8k     # int8 with K past 4096: K tiles of 2048 (with k_inner) against the default
     python benchmarks/amx_threads.py kinner    # plan k_inner (each row block through every K tile) with K tiles
                                                # and blocks of several sizes, against the default through plan=
 
@@ -181,9 +181,10 @@ PREFETCH = [
 ]
 PREFETCH_ONE = [("bf16", 2048, [{"threads": 1, "amx_prefetch": 3}, {"threads": 1, "amx_prefetch": 5}])]
 
-# int8 tiles with K past one K tile (session 13): the planner's default on 16 cores (K tiles of 2048
-# and k_inner) against the plan before (K tiles of 4096, the old order) and K tiles of 2048 alone.
-_OLD8 = [{"k_inner": 0, "kt": 4096}, {"kt": 2048}]
+# int8 tiles with K past one K tile (session 13): K tiles of 2048 with k_inner, and K tiles of 2048
+# alone, against the default (K tiles of 4096, the old order). (Runs 3-4 of session 13 measured a
+# branch whose default was K tiles of 2048 with k_inner, against {"k_inner": 0, "kt": 4096}.)
+_OLD8 = [{"k_inner": 1, "kt": 2048}, {"kt": 2048}]
 INT8K = [("int8", 8192, _OLD8), ("int8", (4096, 4096, 8192), _OLD8), ("int8", (2048, 2048, 8192), _OLD8),
          ("int8", (4096, 4096, 16384), _OLD8), ("int8", (256, 256, 8192), _OLD8),
          ("bf16", 8192, [{"k_inner": 1, "kt": 1024}])]
@@ -261,9 +262,9 @@ if __name__ == "__main__":
     elif what == "prefetch":  # amx_prefetch 3 / 4 / 5 against the default (through plan=), 2 rounds; one thread
         plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH, base={"shares": 4})
         plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH_ONE, base={"threads": 1})
-    elif what == "int8k":  # the int8 default with K past one K tile against the plan before, 3 rounds
+    elif what == "int8k":  # int8 with K past one K tile: K tiles of 2048 (with k_inner) against the default, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=INT8K, base={"shares": 4})
-    elif what == "int8k5":  # the same, the default against the plan before only, 5 rounds
+    elif what == "int8k5":  # the same, the default against K tiles of 2048 with k_inner only, 5 rounds
         plan_cases(rounds=5, only=sys.argv[2:], plans=[(dt, s, [_OLD8[0]]) for dt, s, _ in INT8K[:4]], base={"shares": 4})
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
