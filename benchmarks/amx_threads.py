@@ -9,11 +9,15 @@ one a CPU or left to the scheduler, and plan variants against torch on the same 
     python benchmarks/amx_threads.py confirm   # the default against shares 1 and torch, 3 rounds
     python benchmarks/amx_threads.py small     # the same for calls of 0.02-2 ms
     python benchmarks/amx_threads.py fair      # shares 1 / 2 / 4, all through plan= (small: plan= costs ~20 us)
+    python benchmarks/amx_threads.py prefetch  # amx_prefetch 3 / 4 / 5 (prefetcht1 of the panels 8 / 16 K steps ahead)
+    python benchmarks/amx_threads.py int8k     # int8 with K past 4096: K tiles of 2048 (with k_inner) against the default
+    python benchmarks/amx_threads.py kinner    # plan k_inner (each row block through every K tile) with K tiles
+                                               # and blocks of several sizes, against the default through plan=
 
 Every product is checked against float64 (exact for int8) before it is timed. Timing: blocks of
 calls after a pause (plan_sweep.timed), the median of the rounds.
 
-Recorded: benchmarks/recorded/issue14-emr16-session12.txt."""
+Recorded: benchmarks/recorded/issue14-emr16-session12.txt, issue14-emr16-session13.txt (kinner)."""
 import json
 import os
 import sys
@@ -148,7 +152,45 @@ SHARES = [(dt, s, [{"shares": 1}, {"shares": 2}, {"shares": 8}]) for dt, s in
     ("f32", 1024, [{"shares": 1}, {"shares": 2}, {"shares": 8}, {"grid_m": 1}, {"grid_m": 1, "shares": 1}])]
 
 
-def plan_cases(rounds=2, only=None, plans=PLANS):
+# plan k_inner (session 13): "{shares: 4}" is the default plan on 16 cores, passed through plan= so that
+# every row pays the same Python cost; the others change the nest's loop order, K tile and block.
+_KI = {"k_inner": 1}
+KINNER = [
+    ("bf16", 1024, [{**_KI, "kt": 512}, {**_KI, "kt": 256}, {**_KI, "kt": 512, "mc_tiles": 16}]),
+    ("bf16", 4096, [_KI, {**_KI, "kt": 1024}, {**_KI, "kt": 512}, {**_KI, "kt": 1024, "mc_tiles": 16},
+                    {**_KI, "kt": 512, "mc_tiles": 16}, {"kt": 1024}]),
+    ("bf16", 8192, [_KI, {**_KI, "kt": 1024}, {**_KI, "kt": 512}, {**_KI, "kt": 1024, "mc_tiles": 16},
+                    {**_KI, "kt": 512, "mc_tiles": 16}]),
+    ("int8", 1024, [{**_KI, "kt": 512}, {**_KI, "kt": 256}]),
+    ("int8", 4096, [{**_KI, "kt": 2048}, {**_KI, "kt": 1024}, {**_KI, "kt": 1024, "mc_tiles": 16}]),
+    ("int8", 8192, [_KI, {**_KI, "kt": 2048}, {**_KI, "kt": 1024}, {**_KI, "kt": 1024, "mc_tiles": 16}]),
+    ("f32", 1024, [{**_KI, "kt": 256, "mc_tiles": 16}, {**_KI, "kt": 256, "mc_tiles": 32}]),
+    ("f32", 4096, [_KI, {**_KI, "kt": 256, "mc_tiles": 32}, {**_KI, "kt": 512, "mc_tiles": 32}]),
+]
+
+# amx_prefetch 3 / 4 / 5 (session 13): prefetcht1 of A's and B's lines 8 / 16 / 8 K steps ahead (5
+# without the L1 prefetch of A), against the default (amx_prefetch 1) through plan=.
+_P = [{"amx_prefetch": 3}, {"amx_prefetch": 4}, {"amx_prefetch": 5}]
+PREFETCH = [
+    ("bf16", 1024, _P),
+    ("bf16", 4096, _P + [{"amx_prefetch": 3, "k_inner": 1, "kt": 512}]),
+    ("bf16", 8192, _P),
+    ("int8", 1024, _P),
+    ("int8", 4096, _P),
+    ("int8", 8192, _P + [{"k_inner": 1, "kt": 2048}, {"amx_prefetch": 3, "k_inner": 1, "kt": 2048}]),
+]
+PREFETCH_ONE = [("bf16", 2048, [{"threads": 1, "amx_prefetch": 3}, {"threads": 1, "amx_prefetch": 5}])]
+
+# int8 tiles with K past one K tile (session 13): K tiles of 2048 with k_inner, and K tiles of 2048
+# alone, against the default (K tiles of 4096, the old order). (Runs 3-4 of session 13 measured a
+# branch whose default was K tiles of 2048 with k_inner, against {"k_inner": 0, "kt": 4096}.)
+_OLD8 = [{"k_inner": 1, "kt": 2048}, {"kt": 2048}]
+INT8K = [("int8", 8192, _OLD8), ("int8", (4096, 4096, 8192), _OLD8), ("int8", (2048, 2048, 8192), _OLD8),
+         ("int8", (4096, 4096, 16384), _OLD8), ("int8", (256, 256, 8192), _OLD8),
+         ("bf16", 8192, [{"k_inner": 1, "kt": 1024}])]
+
+
+def plan_cases(rounds=2, only=None, plans=PLANS, base=None):
     import torch
     torch.set_num_threads(THREADS)
     pk = coopjit.peak()
@@ -160,15 +202,17 @@ def plan_cases(rounds=2, only=None, plans=PLANS):
         m, n, k = (s, s, s) if isinstance(s, int) else s  # a size, or (M, N, K)
         m, n, k = m // SMOKE, n // SMOKE, k // SMOKE
         a, b = operands(rng, dt, m, n, k)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
+        # Rows spread over every block of row panels (all of them up to 2048 rows).
+        rows = np.arange(m) if m <= 2048 else np.unique(np.r_[np.arange(0, m, 61), m - 1])
+        ref = a[rows].astype(np.float64) @ b.astype(np.float64)
         cases = []
-        for v in [{}] + variants:
+        for v in [base if base is not None else {}] + variants:
             if v == "prepacked":
                 pb = coopjit.prepack(b)
                 f = (lambda pb=pb: coopjit.matmul(a, pb))
             else:
                 f = (lambda v=v: coopjit.matmul(a, b, plan=v or None))
-            check(f(), a, b, dt, ref)
+            check(np.asarray(f())[rows], a[rows], b, dt, ref)
             cases.append((json.dumps(v), f))
         if dt == "bf16":
             ta, tb = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16), torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
@@ -213,6 +257,15 @@ if __name__ == "__main__":
     elif what == "skinny":  # the default against shares 1 / 4 through plan=, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}, {"shares": 4}]) for dt, s in (
             ("bf16", (64, 4096, 4096)), ("int8", (64, 4096, 4096)), ("bf16", (256, 4096, 4096)), ("bf16", 1024))])
+    elif what == "kinner":  # plan k_inner against the default (through plan=), 2 rounds
+        plan_cases(rounds=2, only=sys.argv[2:], plans=KINNER, base={"shares": 4})
+    elif what == "prefetch":  # amx_prefetch 3 / 4 / 5 against the default (through plan=), 2 rounds; one thread
+        plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH, base={"shares": 4})
+        plan_cases(rounds=2, only=sys.argv[2:], plans=PREFETCH_ONE, base={"threads": 1})
+    elif what == "int8k":  # int8 with K past one K tile: K tiles of 2048 (with k_inner) against the default, 3 rounds
+        plan_cases(rounds=3, only=sys.argv[2:], plans=INT8K, base={"shares": 4})
+    elif what == "int8k5":  # the same, the default against K tiles of 2048 with k_inner only, 5 rounds
+        plan_cases(rounds=5, only=sys.argv[2:], plans=[(dt, s, [_OLD8[0]]) for dt, s, _ in INT8K[:4]], base={"shares": 4})
     elif what == "confirm":  # the default (shares 4 on 16 cores) against shares 1, 3 rounds
         plan_cases(rounds=3, only=sys.argv[2:], plans=[(dt, s, [{"shares": 1}]) for dt, s in (
             ("bf16", 1024), ("bf16", 4096), ("int8", 1024), ("int8", 4096), ("f32", 1024), ("f32", 4096))])

@@ -152,8 +152,28 @@ def test_amx_plan_errors(rng):
         coopjit.matmul(a, a, plan={**EMU, "amx_feed": 3})
     with pytest.raises(ValueError, match="amx_feed=2 is for AMX plans"):
         coopjit.matmul(a, a, plan={"amx": "no", "amx_feed": 2})
-    with pytest.raises(ValueError, match="amx_prefetch=5 must be 0"):
-        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 5})
+    with pytest.raises(ValueError, match="amx_prefetch=6 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 6})
+
+
+@needs_avx512
+@pytest.mark.parametrize("prefetch", [3, 4, 5])
+@pytest.mark.parametrize("direct_a", [0, 1])
+def test_l2_prefetch(rng, prefetch, direct_a):
+    # amx_prefetch 3-5: prefetcht1 of A's and B's lines 8 / 16 K steps ahead (past a panel's end
+    # too: a prefetch never faults); the products match float64, the code has the prefetches.
+    m, n, k = 96, 80, 64 * 6
+    plan = {"amx": "yes" if HOST_AMX else "emulated", "amx_prefetch": prefetch, "direct_a": direct_a, "threads": 2, "kt": 128}
+    for dtype in (BF16, np.int8):
+        if dtype == BF16:
+            a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+            assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+        else:
+            a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    asm = coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes"})["asm"]
+    assert re.search(r"\bprefetcht1\b", asm) and bool(re.search(r"\bprefetcht0\b", asm)) == (prefetch != 5)
 
 
 def test_amx_is_not_chosen_without_amx(rng):

@@ -418,12 +418,20 @@ class GemmRecipe {
       // AMX: the A panel streams from L2 past the B slice held in L1 (2 KiB a step, contiguous);
       // its lines two steps ahead are prefetched into L1 (tileloadd stalls on an L1 miss). A
       // direct A: each row's bytes two steps further along the row.
-      if (p_.amx && p_.amx_prefetch >= 1)
-        a->def->attrs["prefetch"] =
-            int64_t(2) * (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      const int64_t a_step = (p_.direct_a ? 1 : p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_));
+      const int64_t b_step = int64_t(p_.nr) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      if (p_.amx && p_.amx_prefetch >= 1 && p_.amx_prefetch != 5) a->def->attrs["prefetch"] = 2 * a_step;
       Value* bm = kb.load(b_t, panel_b(kb, pb, k), false, "b");
-      if (p_.amx && p_.amx_prefetch >= 2)  // B's lines two steps ahead too (amx_prefetch 2)
-        bm->def->attrs["prefetch"] = int64_t(2) * p_.nr * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      if (p_.amx && p_.amx_prefetch == 2)  // B's lines two steps ahead too (amx_prefetch 2)
+        bm->def->attrs["prefetch"] = 2 * b_step;
+      // amx_prefetch 3 / 4 / 5: A's and B's lines 8 / 16 / 8 K steps ahead into L2 (prefetcht1; 5 without
+      // the L1 prefetch of A): a panel's K steps cross a 4 KiB page every 2 steps, where the
+      // hardware's L2 streamer stops, so a panel read from L3 stalls tileloadd at each page.
+      if (p_.amx && p_.amx_prefetch >= 3) {
+        const int64_t steps = p_.amx_prefetch == 4 ? 16 : 8;
+        a->def->attrs["prefetch_l2"] = steps * a_step;
+        bm->def->attrs["prefetch_l2"] = steps * b_step;
+      }
       if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];
@@ -604,17 +612,31 @@ class GemmRecipe {
     };
     // inline_b: for each K tile, the slices of the worker's column panels packed into its slot
     // first (B's rows read along their length, which the prefetchers follow), then the nest.
+    // One K tile of one block of row panels [mb, mend): each of the worker's column panels in turn.
+    auto panels = [&](Builder& x, Value* kt, Value* mb, Value* mend) {
+      x.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
+        rows(nx, kt, nt, mb, mend);
+        return std::vector<Value*>{};
+      }, "nt");
+    };
+    if (p_.k_inner) {  // (plan k_inner: each block of row panels through every K tile; never inline_b)
+      b.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+        Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
+        mx.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+          panels(kx, kt, mb, mend);
+          return std::vector<Value*>{};
+        }, "kt");
+        return std::vector<Value*>{};
+      }, "mb");
+      return;
+    }
     b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
       if (p_.inline_b) {
         Value* k0 = kx.mul(kt, g_.kt, "k0");
         pack_b_rows(kx, k0, kx.min(kx.add(k0, g_.kt), Kp_, "k1"), nlo, nhi);
       }
       kx.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
-        Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
-        mx.for_(nlo, nhi, one_, {}, [&](Builder& nx, Value* nt, const std::vector<Value*>&) {
-          rows(nx, kt, nt, mb, mend);
-          return std::vector<Value*>{};
-        }, "nt");
+        panels(mx, kt, mb, mx.min(mx.add(mb, MC), mhi, "m_end"));
         return std::vector<Value*>{};
       }, "mb");
       return std::vector<Value*>{};
@@ -631,7 +653,12 @@ class GemmRecipe {
       // each K tile continues them in the tiles (tileloadd / tilestored of whole tiles,
       // no trip through vectors), so a short K tile whose B slice stays in L1 costs
       // little per tile; the last K tile applies the epilogue once.
-      Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
+      // k_inner: tile (mt, nt) at tile (mt * tiles_n + nt) of the scratch, one 4 KiB block (the
+      // scratch holds tiles_m x tiles_n whole tiles either way).
+      Builder::Access part =
+          p_.k_inner ? Builder::Access{tx.ptr_offset(g_.WS, tx.mul(tx.add(tx.mul(mt, tiles_n_), nt), tx.mul(MR_, NR_)), "part"),
+                                       zero_, zero_, NR_, one_, MR_, NR_}
+                     : Builder::Access{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
       Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
       auto finish = [&](Builder& e, Value* acc) {
         e.if_(last, {}, [&](Builder& f) {

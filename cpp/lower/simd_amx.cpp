@@ -208,13 +208,15 @@ void SimdLowering::load_tiles(const Op& o) {
       }
   } else if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
     // attr prefetch: the rows `prefetch` bytes past each tile row go to L1 (prefetcht0).
-    const int64_t ahead = o.int_attr("prefetch", 0);
+    // attr prefetch_l2: the same `prefetch_l2` bytes further on, into L2 (prefetcht1).
+    const int64_t ahead = o.int_attr("prefetch", 0), ahead_l2 = o.int_attr("prefetch_l2", 0);
     for (int64_t i = 0; i < t.rows / kTileRows; ++i)
       for (int64_t kk = 0; kk < t.cols * e / kTileBytes; ++kk) {
         llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i * kTileRows));
         llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(kk * kTileBytes / e));
         llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c));
         if (ahead > 0) prefetch_rows(p, stride, ahead);
+        if (ahead_l2 > 0) prefetch_rows(p, stride, ahead_l2, 2);
         out.push_back(tile_load(p, stride));
       }
   } else {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
@@ -223,24 +225,26 @@ void SimdLowering::load_tiles(const Op& o) {
     // K step lie that many bytes apart, each 16 VNNI rows at the access's row stride (64 bytes).
     const int64_t apart = o.int_attr("tile_cols", 0);
     COOPJIT_INTERNAL_ASSERT(!apart || t.rows * e == kTileBytes, "tile_cols needs one tile row of K per load");
-    const int64_t ahead = o.int_attr("prefetch", 0);  // as A's (GemmPlan::amx_prefetch 2)
+    const int64_t ahead = o.int_attr("prefetch", 0), ahead_l2 = o.int_attr("prefetch_l2", 0);  // as A's
     for (int64_t kk = 0; kk < t.rows * e / kTileBytes; ++kk)
       for (int64_t j = 0; j < t.cols / 16; ++j) {
         llvm::Value* p = apart ? b_.CreateGEP(b_.getInt8Ty(), vnni_element_ptr(t, a, 0, 0), b_.getInt64(j * apart))
                                : vnni_element_ptr(t, a, j * 16, kk * kTileRows * group);
         if (ahead > 0) prefetch_rows(p, stride, ahead);
+        if (ahead_l2 > 0) prefetch_rows(p, stride, ahead_l2, 2);
         out.push_back(tile_load(p, stride));
       }
   }
   tiles_[o.result()] = out;
 }
 
-// The 16 tile rows at p + r * stride, `ahead` bytes further on, into L1 (prefetcht0).
-void SimdLowering::prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead) {
+// The 16 tile rows at p + r * stride, `ahead` bytes further on, into L1 (locality 3: prefetcht0)
+// or L2 (locality 2: prefetcht1).
+void SimdLowering::prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead, int locality) {
   for (int row = 0; row < kTileRows; ++row)
     b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
                        {b_.CreateGEP(b_.getInt8Ty(), p, b_.CreateAdd(b_.getInt64(ahead), b_.CreateMul(stride, b_.getInt64(row)))),
-                        b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+                        b_.getInt32(0), b_.getInt32(locality), b_.getInt32(1)});
 }
 
 // Defers the tileloadd of an operand tile load (amx_feed_): its addresses now, its loads in

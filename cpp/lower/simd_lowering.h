@@ -158,7 +158,7 @@ class SimdLowering {
   void load_tiles(const Op& o);
   bool defer_tiles(const Op& o);
   void demote_lines(const Op& o, int64_t bytes);  // CLDEMOTE of a store's lines (simd_memory.cpp)
-  void prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead);
+  void prefetch_rows(llvm::Value* p, llvm::Value* stride, int64_t ahead, int locality = 3);
   llvm::Value* operand_tile(const Value* v, size_t i);  // a tile of an operand load (loads a deferred one)
   void mul_add_tiles(const Op& o);
   bool splat_tiles(const Op& o);

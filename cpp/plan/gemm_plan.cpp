@@ -15,7 +15,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
                  : std::string(),
-             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", fixed_key(),
+             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", k_inner ? ".kinner" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -75,10 +75,14 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"amx_prefetch", amx == 0 ? std::string("0: no tiles")
                            : cat(amx_prefetch, amx_prefetch == 0   ? ": none"
                                                : amx_prefetch == 1 ? ": A panel lines two K steps ahead"
-                                                                   : ": A and B panel lines two K steps ahead")},
+                                               : amx_prefetch == 2 ? ": A and B panel lines two K steps ahead"
+                                               : amx_prefetch == 3 ? ": A panel lines two K steps ahead, A and B 8 steps ahead into L2"
+                                               : amx_prefetch == 4 ? ": A panel lines two K steps ahead, A and B 16 steps ahead into L2"
+                                                                   : ": A and B panel lines 8 K steps ahead into L2")},
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
+          {"k_inner", k_inner ? "true" : "false"},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
           {"shares", std::to_string(shares)},
@@ -336,6 +340,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.inline_b = v != 0;  // checked once the packing and the K tile are decided
       continue;
     }
+    if (k == "k_inner") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override k_inner=", v, " must be 0 or 1"));
+      p.k_inner = v != 0;  // checked once the packing is decided
+      continue;
+    }
     if (k == "demote") {
       if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
       if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
@@ -343,8 +352,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "amx_prefetch") {
-      if (v < 0 || v > 2)
-        throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels) or 2 (A and B panels)"));
+      if (v < 0 || v > 5)
+        throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
+                            "(1 and A and B 8 / 16 steps ahead into L2) or 5 (A and B 8 steps ahead into L2)"));
       p.amx_prefetch = static_cast<int>(v);
       continue;
     }
@@ -381,7 +391,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, k_inner, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -548,7 +558,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (!overrides.count("inline_b"))
       p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
                    a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1) &&
-                   !(overrides.count("shares") && overrides.at("shares") > 1);  // (shares cut the blocked nest)
+                   !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
+                   !(overrides.count("k_inner") && overrides.at("k_inner") == 1);  // (k_inner orders it)
     if (p.inline_b) {
       if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
         throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
@@ -688,6 +699,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (p.shares > 1 && (!p.pack || p.inline_b))
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
                         p.pack, ", inline_b=", p.inline_b, ")"));
+  if (p.k_inner && (!p.pack || p.inline_b))
+    throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
+                        ", inline_b=", p.inline_b, ")"));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the

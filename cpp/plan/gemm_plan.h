@@ -78,7 +78,11 @@ struct GemmPlan {
   // panel stored as its nr / 16 tiles, 1 KiB each and contiguous (16 VNNI rows of 64 bytes).
   int amx_feed = 0;
   // AMX software prefetch (part of the key): 0 = none; 1 = the A panel's lines two K steps
-  // ahead into L1 (prefetcht0); 2 = A's and B's.
+  // ahead into L1 (prefetcht0); 2 = A's and B's; 3 / 4 = as 1, and A's and B's lines 8 / 16 K
+  // steps ahead into L2 (prefetcht1: a panel crosses a 4 KiB page every 2 K steps, where the
+  // hardware's L2 streamer stops); 5 = A's and B's lines 8 K steps ahead into L2 only. (3-5:
+  // 16 workers on the Emerald Rapids host, session 13: bf16 4096^3 / 8192^3 0.77-0.89x of 1, int8
+  // 0.92-1.07x.)
   int amx_prefetch = 1;
   // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
@@ -96,6 +100,16 @@ struct GemmPlan {
   // leaves the core (a phase writes all of B's panels and reads them back: 3 passes over B's
   // bytes). Part of the key.
   bool inline_b = false;
+  // The blocked nest's loop order (packed plans, not inline_b; part of the key): false = for each
+  // K tile, for each block of mc_tiles row panels, ...: the partial sums of all the worker's
+  // tiles (C, or the scratch matrix) leave the core between K tiles; true = for each block of
+  // row panels, every K tile in turn: the block's partial sums stay in L2 from one K tile to the
+  // next (B's slices are read once per block instead). AMX plans then keep each tile's partial
+  // sums as one contiguous 4 KiB block of the scratch (tileloadd / tilestored at a 128-byte
+  // stride), not as rows N apart. Not a default: on the 16-core Emerald Rapids host (session 13)
+  // it measured 0.80-1.20x the old order (shape to shape and run to run) with K tiles of 512-4096
+  // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt.
+  bool k_inner = false;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
