@@ -61,6 +61,12 @@ constexpr bool kTmaDefault = true;
 // producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
 // with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
 constexpr int kWsDefault = 2;
+// The same for 8-bit (s8 / u8 -> s32) TMA plans, where the 128 x 256 blocks (4 consumer warpgroups)
+// take more than one wave, or the blocks are smaller: on the H100 (CUDA graphs,
+// benchmarks/recorded/issue16-h100-int8-session13.md) 8192^3 ran 829 us with a producer warp against
+// 849 without, 4096^3 114 against 115, 1024^3 in 64 x 128 blocks 5.0 against 5.9; 2048^3 (128
+// tiles: one wave) 18.3 against 17.5. 1 and 2 measured alike (four consumer warpgroups: no setmaxnreg).
+constexpr int kWsInt8Default = 1;
 // The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
@@ -358,6 +364,16 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       // 8-bit: a warp's B (128 x nr) within the IR's 2^14 elements a mul_add operand, so N tiles
       // of 256 are two warpgroups' 128 side by side (4 warpgroups, 64 s32 accumulators a work-item).
       if (wg_int8 && p.nr == 256) p.nr = 128, p.sg_n = 2;
+      // 8-bit products of few 128 x 256 tiles (under half the SMs): the largest smaller block that
+      // gives at least half the SMs a tile, 64 x 256 (2 warpgroups) or 64 x 128 (one). On the H100
+      // (benchmarks/recorded/issue16-h100-int8-session13.md, CUDA graphs) 1024^3 on the ws kernel ran
+      // 5.0 us in 64 x 128 blocks (128 tiles), 6.6 in 64 x 256 (64) and 11.6 in 128 x 256 (32).
+      const bool shaped = overrides.count("mr") || overrides.count("nr") || overrides.count("sg_m") || overrides.count("sg_n");
+      auto tiles_of = [&](int64_t mt, int64_t nt) { return spec.batch1 * spec.batch2 * ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
+      if (wg_int8 && !shaped && 2 * tiles_of(16 * p.sg_m, int64_t(p.nr) * p.sg_n) < target.compute_units && p.sg_m == 8) {
+        if (p.sg_n == 2 && 2 * tiles_of(64, 256) >= target.compute_units) p.sg_m = 4;
+        else p.sg_m = 4, p.nr = 128, p.sg_n = 1;
+      }
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
@@ -460,15 +476,23 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
   // Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
+  // The ws level a TMA plan of one product takes by default: 16-bit inputs with two consumer
+  // warpgroups (128-row blocks), the shape measured; with one, setmaxnreg has no registers to
+  // move (256 work-items may have 255 each). 8-bit inputs: kWsInt8Default.
   const bool sixteen_bit = ir::size_in_bytes(p.a_type) == 2;
+  // (8-bit shapes that the rule below streams keep the kernel without producers, as measured before)
+  const bool sk_rule = tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp);
+  const int ws_default = !(p.wgmma && p.tma && batch == 1) ? 0
+                         : sixteen_bit                       ? (p.sg_m * p.sg_n == 8 ? kWsDefault : 0)
+                         : !sk_rule && (p.sg_m * p.sg_n < 16 || tiles_mn > p.workers) ? kWsInt8Default : 0;
   const auto ws_o = overrides.find("ws");
-  const bool ws_sk = p.wgmma && p.tma && batch == 1 && sixteen_bit &&
-                     (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
+  // (8-bit plans stay DP by default: their Stream-K splits inside the ws kernel are not measured yet)
+  const bool ws_sk = p.wgmma && p.tma && batch == 1 && (ws_o != overrides.end() ? ws_o->second != 0 : sixteen_bit && ws_default != 0);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
     if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
-  } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
+  } else if (sk_rule) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
   }
   if (auto it = overrides.find("split"); it != overrides.end()) {
@@ -481,16 +505,14 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     auto wo = overrides.find("ws");
     if (wo != overrides.end() && (wo->second < 0 || wo->second > 2))
       throw UserError(cat("plan override ws=", wo->second, " must be 0 (no), 1 (a producer warp) or 2 (a producer warpgroup)"));
-    // (16-bit inputs: the 8-bit plans' four consumer warpgroups leave setmaxnreg nothing to move)
-    const bool sixteen = ir::size_in_bytes(p.a_type) == 2;
-    // (Stream-K splits too: a persistent grid of the SMs, gemm_recipe_gpu.cpp, simt_tma_ws.cpp)
-    const bool ws_ok = p.tma && batch == 1 && sixteen;
+    // bf16 / f16 -> f32 or s8 / u8 -> s32 (the wgmma plans' types; Stream-K splits too: a
+    // persistent grid of the SMs, gemm_recipe_gpu.cpp, simt_tma_ws.cpp)
+    const bool ws_ok = p.tma && batch == 1;
     if (wo != overrides.end() && wo->second != 0 && !ws_ok)
       throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
-                          "unbatched product of bf16 / f16 inputs, not tma=", p.tma, ", batch=", batch, ", inputs ", ir::name(p.a_type)));
-    // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
-    // setmaxnreg has no registers to move (256 work-items may have 255 each).
-    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
+                          "unbatched product of bf16 / f16 or int8 / uint8 inputs, not tma=", p.tma, ", batch=", batch, ", inputs ",
+                          ir::name(p.a_type)));
+    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_default);
     auto po = overrides.find("persistent");
     if (po != overrides.end() && (po->second < 0 || po->second > 1))
       throw UserError(cat("plan override persistent=", po->second, " must be 0 (no) or 1 (yes)"));
