@@ -686,29 +686,33 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
 
 
 # 8-bit inputs in the warp-specialized kernel (s8 / u8 -> s32; simt_tma_ws.cpp): the default on
-# sm_90 where the 128 x 256 blocks take more than a wave, or the blocks are smaller (gpu_plan.cpp).
+# sm_90 TMA plans (gpu_plan.cpp), persistent where the tiles take more than a wave.
 @pytest.mark.parametrize("shape,plan", [((1024, 1024, 1024), {}), ((1008, 1008, 1040), {}), ((608, 2064, 1040), {}),
-                                        ((520, 272, 1040), {"ws": "yes", "split": "dp"}),
+                                        ((1040, 4112, 528), {}),
+                                        ((520, 272, 1040), {"ws": "yes", "split": "dp", "nr": 128, "sg_n": 2}),
                                         ((272, 4240, 1040), {"ws": 2, "split": "dp"}),
                                         ((528, 1008, 1040), {"ws": "yes", "split": "dp", "persistent": "yes", "workers": 7}),
                                         ((528, 272, 2064), {"ws": "yes", "split": "sk+dp", "workers": 7})])
 @pytest.mark.parametrize("dtype,trans_b", [(np.int8, True), (np.uint8, False)])
 def test_wgmma_int8_ws_exact(rng, shape, plan, dtype, trans_b):
-    """The ws kernel on 8-bit operands: the default small blocks (64 x 128: one consumer warpgroup;
-    64 x 256: two), 128 x 256 blocks of four consumer warpgroups under a producer warp or warpgroup,
-    the persistent walk, Stream-K's int32 partial tiles; edge tiles and K tails (1040, 2064: not
-    multiples of 128), B K-contiguous (as given) and N-contiguous (copied K-major first); C = alpha
-    A B + beta C with integer alpha / beta; exact against int64."""
+    """The ws kernel on 8-bit operands: the default blocks (128 x 256 of two consumer warpgroups
+    under a producer warpgroup, persistent over 165 tiles; 64 x 256 and 64 x 128 of one consumer
+    warpgroup), 128 x 256 blocks of four consumer warpgroups (the layout before) under a producer
+    warp, the persistent walk of 7 blocks, Stream-K's int32 partial tiles; edge tiles and K tails
+    (528, 1040, 2064: not multiples of 128), B K-contiguous (as given) and N-contiguous (copied
+    K-major first); C = alpha A B + beta C with integer alpha / beta; exact (integer sums below 2^53
+    in float64)."""
     _hopper()
     m, n, k = shape
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=trans_b, plan=plan or None)
     cfg = kern.config
     assert cfg["ws"] in ("yes", 2) and "k32" in cfg["wgmma"] and cfg["kmajor"].startswith("yes") != trans_b, cfg
     if not plan:
-        assert cfg["macro_tile"] == ("64x256" if max(m, n) > 2000 else "64x128") and cfg["ws"] == "yes", cfg
+        want = ("128x256", 2, "yes") if n > 4000 else ("64x256", "yes", "no") if n > 2000 else ("64x128", "yes", "no")
+        assert (cfg["macro_tile"], cfg["ws"], cfg["persistent"]) == want, cfg
     a = _int8(rng, dtype, (m, k))
     b = _int8(rng, dtype, (n, k) if trans_b else (k, n))
-    ref = a.astype(np.int64) @ (b.T if trans_b else b).astype(np.int64)
+    ref = (a.astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)).astype(np.int64)  # exact: |sums| < 2^53
     c = kern(a, b)
     assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
     c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)

@@ -283,8 +283,10 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
                             plan=None if tma == "yes" else {"tma": "no"})
     cfg = kern.config
     assert cfg["wgmma"].startswith("yes") and "k32" in cfg["wgmma"] and cfg["kb"] == 128 and cfg["tma"].startswith(tma)
-    # TMA plans take the warp-specialized kernel (a producer warp; gpu_plan.cpp, kWsInt8Default)
-    assert cfg["ws"] == ("yes" if tma == "yes" else "no")
+    # TMA plans take the warp-specialized kernel (gpu_plan.cpp, kWsInt8): a producer warpgroup over
+    # two consumer warpgroups, a producer warp over one
+    consumers = cfg["sg_m"] * cfg["sg_n"]
+    assert cfg["ws"] == ((2 if consumers == 8 else "yes") if tma == "yes" else "no")
     # The kernel computes C^T = B^T A^T (layout col): its A is op(B)^T, K-major when B is given as N x K.
     copied = ("op(A)" if trans[0] else "") + (" and " if trans[0] and not trans[1] else "") + ("op(B)" if not trans[1] else "")
     assert cfg["kmajor"] == "no" if not copied else cfg["kmajor"].startswith(f"yes: {copied} copied"), cfg["kmajor"]
@@ -295,14 +297,13 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert text.count(f"wgmma.mma_async.sync.aligned.m64n{nr}k32.s32.{s}.{s} ") == 4  # 128 K a step: 4 of K 32
     assert "ldmatrix" not in text and "mma.sync" not in text
     assert ("cp.async.bulk.tensor.2d" in text) == (tma == "yes")
-    consumers = cfg["sg_m"] * cfg["sg_n"]
-    assert f".reqntid {32 * consumers + (32 if tma == 'yes' else 0)}" in text
+    assert f".reqntid {32 * consumers + (0 if tma == 'no' else 128 if consumers == 8 else 32)}" in text
+    assert ("setmaxnreg.inc.sync.aligned.u32 224" in text) == (tma == "yes" and consumers == 8)
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
     spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
-    # 4 warpgroups of 128 threads (N tiles of 2 x 128) have 128 registers a work-item, 96 with the
-    # producer warp (544 threads; ptxas 13: 132 bytes spilled): a few spilled words.
-    assert spills and max(spills) <= ((192 if tma == "yes" else 64) if consumers == 16 else 0), report
+    # N tiles of 256 hold 128 s32 accumulators a work-item (ptxas 13: none spilled; a few words allowed as for 16-bit)
+    assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
     if copied:
         assembled(ptxas, kern._core.copy_ptx, "sm_90")
     else:
@@ -375,26 +376,31 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
 
 
 def test_wgmma_int8_ws_default_plans():
-    """8-bit products on sm_90 (132 SMs): 128 x 256 blocks of four consumer warpgroups, under a
-    producer warp (ws yes) where they take more than one wave (4096^2, 8192^2) and without it on one
-    wave (2048^2: 128 tiles, measured 4% slower with it); fewer 128 x 256 tiles than half the SMs
-    take 64 x 256 (two warpgroups) or 64 x 128 blocks (one), with the producer warp; shapes that the
+    """8-bit products on sm_90 (132 SMs): 128 x 256 blocks of two consumer warpgroups (64 x 256
+    each, as 16-bit) under a producer warpgroup (ws 2), persistent where the tiles take more than a
+    wave (4096^2, 8192^2; 2048^2: 128 tiles, one a block); fewer 128 x 256 tiles than half the SMs
+    take 64 x 256 or 64 x 128 blocks (one consumer warpgroup, a producer warp); shapes that the
     Stream-K rule streams keep the kernel without producers; plan fields still choose."""
-    for (m, n, k), tile, ws, split in (((8192, 8192, 8192), "128x256", "yes", "dp"), ((4096, 4096, 4096), "128x256", "yes", "dp"),
-                                       ((2048, 2048, 2048), "128x256", "no", "dp"), ((1024, 1024, 1024), "64x128", "yes", "dp"),
-                                       ((1024, 2048, 1024), "64x256", "yes", "dp"), ((2048, 1024, 4096), "64x256", "yes", "dp"),
-                                       ((512, 512, 8192), "64x128", "no", "sk")):
+    for (m, n, k), tile, ws, pers, split in (((8192, 8192, 8192), "128x256", 2, "yes", "dp"), ((4096, 4096, 4096), "128x256", 2, "yes", "dp"),
+                                             ((2048, 2048, 2048), "128x256", 2, "no", "dp"), ((1024, 1024, 1024), "64x128", "yes", "no", "dp"),
+                                             ((1024, 2048, 1024), "64x256", "yes", "no", "dp"), ((2048, 1024, 4096), "64x256", "yes", "no", "dp"),
+                                             ((512, 512, 8192), "64x128", "no", "no", "sk"), ((2048, 1280, 4096), "128x256", "no", "no", "sk")):
         for trans_b in (True, False):
             cfg = ptx.compile_gemm(m, n, k, np.int8, target="sm_90", trans_b=trans_b).config
-            assert (cfg["macro_tile"], cfg["ws"], cfg["split"]) == (tile, ws, split), (m, n, k, trans_b, cfg["macro_tile"], cfg["ws"])
+            got = (cfg["macro_tile"], cfg["ws"], cfg["persistent"], cfg["split"])
+            assert got == (tile, ws, pers, split), (m, n, k, trans_b, got)
+            assert cfg["sg_n"] == 1 and cfg["nr"] == int(tile.split("x")[1]), cfg
     cfg = ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_90", trans_b=True, plan={"nr": 128, "sg_n": 1}).config
-    assert cfg["macro_tile"] == "128x128" and cfg["ws"] == "yes"
+    assert cfg["macro_tile"] == "128x128" and cfg["ws"] == 2
+    cfg = ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"nr": 128, "sg_n": 2}).config
+    assert cfg["macro_tile"] == "128x256" and cfg["ws"] == "yes"  # the four warpgroups of before
     assert ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_90", trans_b=True, plan={"ws": "no"}).config["ws"] == "no"
     assert ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"tma": "no"}).config["ws"] == "no"
     assert ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_80", trans_b=True).config["wgmma"] == "no"
 
 
-@pytest.mark.parametrize("plan", [{"ws": 2, "split": "dp"}, {"ws": "yes", "split": "dp", "persistent": "yes"},
+@pytest.mark.parametrize("plan", [{"ws": 2, "split": "dp"}, {"ws": 2, "split": "dp", "nr": 128, "sg_n": 2},
+                                  {"ws": "yes", "split": "dp", "persistent": "yes"},
                                   {"ws": "yes", "split": "sk+dp", "workers": 7}, {"ws": 2, "split": "sk", "nr": 128, "sg_n": 1}])
 def test_wgmma_int8_ws_kernels_assemble(ptxas, plan):
     """The ws kernel's 8-bit plans on request: a producer warpgroup over four consumer warpgroups
