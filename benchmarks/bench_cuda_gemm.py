@@ -295,9 +295,11 @@ def int8(args):  # noqa: C901
     """int8 x int8 -> int32 through coopjit.matmul on torch tensors (out=: the prepared launch on
     torch's stream, no copies) against torch._int_mm on the same tensors, B given K-contiguous (an
     N x K tensor's .t(): _int_mm's cuBLASLt layout) and N-contiguous (K x N). Plans: the default
-    (sm_90: 8-bit wgmma fed by TMA; an N-contiguous B copied K-major first, plan field kmajor),
-    128 x 128 blocks, cp.async instead of TMA, and the paths before wgmma (mma.sync for a
-    K-contiguous B, CUDA cores for an N-contiguous one). Each result is compared with _int_mm's
+    (sm_90: 8-bit wgmma fed by TMA in the warp-specialized kernel; an N-contiguous B copied K-major
+    first, plan field kmajor), the default without ws / without the persistent grid, session 12's
+    default (4 warpgroups of 64 x 128, no ws), 128 x 128 blocks, cp.async instead of TMA, and the
+    paths before wgmma (mma.sync for a K-contiguous B, CUDA cores for an N-contiguous one); at 2048
+    and below the 128 x 256 / 64 x 256 / 64 x 128 blocks the planner chooses among. Each result is compared with _int_mm's
     (exact int32). Every plan row also as a CUDA graph of the same calls (the GPU's time, without the
     per-call planning of a plan dict), against _int_mm's graph."""
     import json
@@ -317,15 +319,14 @@ def int8(args):  # noqa: C901
         for name, b, kcontig in layouts:
             ref = torch._int_mm(a, b)
             th, ths = timed(lambda: torch._int_mm(a, b), reps)
-            plans = [("default", None), ("no ws (producer warps)", {"ws": "no"}), ("128x128 blocks", {"nr": 128, "sg_n": 1}),
-                     ("wgmma, cp.async", {"tma": "no"}),
+            plans = [("default", None), ("default without ws", {"ws": "no"}), ("default, not persistent", {"persistent": "no"}),
+                     ("session-12 default (4 warpgroups of 64 x 128, no ws)", {"nr": 128, "sg_n": 2, "ws": "no", "split": "dp"}),
+                     ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
                      ("mma.sync (before)" if kcontig else "CUDA cores (before)", {"wgmma": "no"} if kcontig else {"kmajor": "no"})]
-            if s <= 2048 and not args.variants:  # other blocks: 128 x 256 (4 warpgroups), 64 x 256, 64 x 128 of 1 warpgroup
-                plans += [("128x256 blocks, ws", {"sg_m": 8, "nr": 128, "sg_n": 2, "ws": "yes", "split": "dp"}),
-                          ("128x256 blocks, no ws", {"sg_m": 8, "nr": 128, "sg_n": 2, "ws": "no", "split": "dp"}),
-                          ("64x256 blocks, ws", {"sg_m": 4, "nr": 128, "sg_n": 2, "ws": "yes", "split": "dp"}),
-                          ("64x128 blocks, ws", {"sg_m": 4, "nr": 128, "sg_n": 1, "ws": "yes", "split": "dp"}),
-                          ("64x128 blocks, no ws", {"sg_m": 4, "nr": 128, "sg_n": 1, "ws": "no", "split": "dp"})]
+            if s <= 2048 and not args.variants:  # the blocks the planner chooses among: 128 x 256, 64 x 256, 64 x 128
+                plans += [("128x256 blocks", {"sg_m": 8, "nr": 256, "sg_n": 1}), ("64x256 blocks", {"sg_m": 4, "nr": 256, "sg_n": 1}),
+                          ("64x128 blocks", {"sg_m": 4, "nr": 128, "sg_n": 1}),
+                          ("64x128 blocks, no ws", {"sg_m": 4, "nr": 128, "sg_n": 1, "ws": "no"})]
             plans += [(f"variant {v}", v) for v in json.loads(args.variants or "[]")]
             # The default plan and _int_mm once more as CUDA graphs of `reps` calls: the GPU's time
             # without the host's per-call work (Python, the launch's preparation, the tensor maps).
