@@ -723,8 +723,8 @@ def test_wgmma_int8_ws_exact(rng, shape, plan, dtype, trans_b):
 
 def test_wgmma_int8_ws_torch_and_epilogue(rng):
     """torch int8 tensors through the prepared launch on the default ws plan (1024^3: 64 x 128
-    blocks), _int_mm's layout (B an N x K tensor's .t()) and the other; the int8 dequantization
-    epilogue (float32 out) on the ws kernel."""
+    blocks), _int_mm's layout (B an N x K tensor's .t()) and the other, the launch's tensor maps
+    made again for other operands; the int8 dequantization epilogue (float32 out) on the ws kernel."""
     _hopper()
     torch = pytest.importorskip("torch")
     g = torch.Generator(device="cuda").manual_seed(5)
@@ -738,6 +738,15 @@ def test_wgmma_int8_ws_torch_and_epilogue(rng):
             coopjit.matmul(a, b, out=c)
             torch.cuda.synchronize()
             assert torch.equal(c.cpu().long(), ref)
+    # The cached launch's tensor maps (launch_gpu_gemm) follow the operands: other tensors of the
+    # same shapes and strides, then the first ones again.
+    b = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g).t()
+    a2 = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g)
+    b2 = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g).t()
+    for x, y in ((a, b), (a2, b), (a2, b2), (a, b)):
+        c = coopjit.matmul(x, y)
+        torch.cuda.synchronize()
+        assert torch.equal(c.cpu().long(), x.cpu().long() @ y.cpu().long())
     an, bn = _int8(rng, np.int8, (1008, 608)), _int8(rng, np.int8, (608, 1104))
     sc = rng.uniform(0.5, 1.5, 1104).astype(np.float32)
     rs = rng.uniform(0.5, 1.5, 1008).astype(np.float32)
