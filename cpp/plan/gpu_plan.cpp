@@ -489,7 +489,8 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                          : kWsInt8 && !sk_rule               ? (p.sg_m * p.sg_n == 8 ? 2 : 1)
                                                              : 0;
   const auto ws_o = overrides.find("ws");
-  // (8-bit plans stay DP by default: their Stream-K splits inside the ws kernel are not measured yet)
+  // (8-bit plans stay DP by default: on the H100 their 2-tile SK + DP inside the ws kernel ran
+  // 1.15x DP on 133 tiles of 128 x 256 but 0.86x on 136, benchmarks/recorded/issue16-h100-int8-session13.md)
   const bool ws_sk = p.wgmma && p.tma && batch == 1 && (ws_o != overrides.end() ? ws_o->second != 0 : sixteen_bit && ws_default != 0);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
