@@ -295,15 +295,18 @@ def int8(args):  # noqa: C901
     """int8 x int8 -> int32 through coopjit.matmul on torch tensors (out=: the prepared launch on
     torch's stream, no copies) against torch._int_mm on the same tensors, B given K-contiguous (an
     N x K tensor's .t(): _int_mm's cuBLASLt layout) and N-contiguous (K x N). Plans: the default
-    (sm_90: 8-bit wgmma fed by TMA; an N-contiguous B copied K-major first, plan field kmajor),
-    128 x 128 blocks, cp.async instead of TMA, and the paths before wgmma (mma.sync for a
-    K-contiguous B, CUDA cores for an N-contiguous one). Each result is compared with _int_mm's
-    (exact int32)."""
+    (sm_90: 8-bit wgmma fed by TMA in the warp-specialized kernel; an N-contiguous B copied K-major
+    first, plan field kmajor), the default without ws / without the persistent grid, session 12's
+    default (4 warpgroups of 64 x 128, no ws), 128 x 128 blocks, cp.async instead of TMA, and the
+    paths before wgmma (mma.sync for a K-contiguous B, CUDA cores for an N-contiguous one); at 2048
+    and below the 128 x 256 / 64 x 256 / 64 x 128 blocks the planner chooses among. Each result is compared with _int_mm's
+    (exact int32). Every plan row also as a CUDA graph of the same calls (the GPU's time, without the
+    per-call planning of a plan dict), against _int_mm's graph."""
     import json
 
     hdr = ("| size | B layout | coopjit plan | coopjit TOP/s | % of int8 peak | torch._int_mm TOP/s | coopjit / _int_mm | "
-           "spread coopjit / torch | exact |")
-    lines = [hdr, "|" + "---|" * 9]
+           "spread coopjit / torch | graph: coopjit TOP/s | graph: coopjit / _int_mm | exact |")
+    lines = [hdr, "|" + "---|" * 11]
     reps_of = {1024: 200, 2048: 60, 4096: 15, 8192: 4}
     for s in (int(x) for x in args.sizes.split(",")):
         g = torch.Generator(device="cuda").manual_seed(s)
@@ -316,11 +319,14 @@ def int8(args):  # noqa: C901
         for name, b, kcontig in layouts:
             ref = torch._int_mm(a, b)
             th, ths = timed(lambda: torch._int_mm(a, b), reps)
-            plans = [("default", None), ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
+            plans = [("default", None), ("default without ws", {"ws": "no"}), ("default, not persistent", {"persistent": "no"}),
+                     ("session-12 default (4 warpgroups of 64 x 128, no ws)", {"nr": 128, "sg_n": 2, "ws": "no", "split": "dp"}),
+                     ("128x128 blocks", {"nr": 128, "sg_n": 1}), ("wgmma, cp.async", {"tma": "no"}),
                      ("mma.sync (before)" if kcontig else "CUDA cores (before)", {"wgmma": "no"} if kcontig else {"kmajor": "no"})]
-            if s <= 2048 and not args.variants:  # more blocks for the 132 SMs: 64 x 256, 128 x 128 of 4 warpgroups, 64 x 128
-                plans += [("64x256 blocks", {"sg_m": 4}), ("128x128, 4 warpgroups", {"nr": 64, "sg_n": 2}),
-                          ("64x128 blocks", {"sg_m": 4, "nr": 64, "sg_n": 2})]
+            if s <= 2048 and not args.variants:  # the blocks the planner chooses among: 128 x 256, 64 x 256, 64 x 128
+                plans += [("128x256 blocks", {"sg_m": 8, "nr": 256, "sg_n": 1}), ("64x256 blocks", {"sg_m": 4, "nr": 256, "sg_n": 1}),
+                          ("64x128 blocks", {"sg_m": 4, "nr": 128, "sg_n": 1}),
+                          ("64x128 blocks, no ws", {"sg_m": 4, "nr": 128, "sg_n": 1, "ws": "no"})]
             plans += [(f"variant {v}", v) for v in json.loads(args.variants or "[]")]
             # The default plan and _int_mm once more as CUDA graphs of `reps` calls: the GPU's time
             # without the host's per-call work (Python, the launch's preparation, the tensor maps).
@@ -329,9 +335,10 @@ def int8(args):  # noqa: C901
                 gth = graph_timed(lambda: torch._int_mm(a, b), reps)
                 lines.append(f"| {s}^3 | {name} | default, CUDA graph | {f / gr[0] / 1e12:.1f} | "
                              f"{100 * f / gr[0] / 1e12 / INT8_PEAK:.1f}% | {f / gth[0] / 1e12:.1f} (graph) | {gth[0] / gr[0]:.2f} | "
-                             f"{gr[1]:.2f} / {gth[1]:.2f} | {torch.equal(c, ref)} |")
+                             f"{gr[1]:.2f} / {gth[1]:.2f} | - | - | {torch.equal(c, ref)} |")
             except Exception as e:  # noqa: BLE001 (recorded in the table)
-                lines.append(f"| {s}^3 | {name} | default, CUDA graph | - | - | - | - | - | capture failed: {e!r} |")
+                gth = None
+                lines.append(f"| {s}^3 | {name} | default, CUDA graph | - | - | - | - | - | - | - | capture failed: {e!r} |")
             print(lines[-1], flush=True)
             for pname, plan in plans:
                 run = lambda: coopjit.matmul(a, b, out=c, plan=plan)  # noqa: E731
@@ -341,8 +348,16 @@ def int8(args):  # noqa: C901
                 exact = torch.equal(c, ref)
                 slow = pname.startswith("CUDA cores")
                 t, sp = timed(run, max(1, reps // 20) if slow else reps)
+                # The same calls as a CUDA graph (the GPU's time: without the per-call planning of a plan dict)
+                gcol = "- | -"
+                if not slow and gth is not None:
+                    try:
+                        gp = graph_timed(run, reps)[0]
+                        gcol = f"{f / gp / 1e12:.1f} | {gth[0] / gp:.2f}"
+                    except Exception as e:  # noqa: BLE001 (recorded in the table)
+                        gcol = f"capture failed: {type(e).__name__} | -"
                 lines.append(f"| {s}^3 | {name} | {pname} | {f / t / 1e12:.1f} | {100 * f / t / 1e12 / INT8_PEAK:.1f}% | "
-                             f"{f / th / 1e12:.1f} | {th / t:.2f} | {sp:.2f} / {ths:.2f} | {exact} |")
+                             f"{f / th / 1e12:.1f} | {th / t:.2f} | {sp:.2f} / {ths:.2f} | {gcol} | {exact} |")
                 print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)

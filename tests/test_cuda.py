@@ -685,6 +685,77 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
         assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
 
 
+# 8-bit inputs in the warp-specialized kernel (s8 / u8 -> s32; simt_tma_ws.cpp): the default on
+# sm_90 TMA plans (gpu_plan.cpp), persistent where the tiles take more than a wave.
+@pytest.mark.parametrize("shape,plan", [((1024, 1024, 1024), {}), ((1008, 1008, 1040), {}), ((608, 2064, 1040), {}),
+                                        ((1040, 4112, 528), {}),
+                                        ((520, 272, 1040), {"ws": "yes", "split": "dp", "nr": 128, "sg_n": 2}),
+                                        ((272, 4240, 1040), {"ws": 2, "split": "dp"}),
+                                        ((528, 1008, 1040), {"ws": "yes", "split": "dp", "persistent": "yes", "workers": 7}),
+                                        ((528, 272, 2064), {"ws": "yes", "split": "sk+dp", "workers": 7})])
+@pytest.mark.parametrize("dtype,trans_b", [(np.int8, True), (np.uint8, False)])
+def test_wgmma_int8_ws_exact(rng, shape, plan, dtype, trans_b):
+    """The ws kernel on 8-bit operands: the default blocks (128 x 256 of two consumer warpgroups
+    under a producer warpgroup, persistent over 165 tiles; 64 x 256 and 64 x 128 of one consumer
+    warpgroup), 128 x 256 blocks of four consumer warpgroups (the layout before) under a producer
+    warp, the persistent walk of 7 blocks, Stream-K's int32 partial tiles; edge tiles and K tails
+    (528, 1040, 2064: not multiples of 128), B K-contiguous (as given) and N-contiguous (copied
+    K-major first); C = alpha A B + beta C with integer alpha / beta; exact (integer sums below 2^53
+    in float64)."""
+    _hopper()
+    m, n, k = shape
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_b=trans_b, plan=plan or None)
+    cfg = kern.config
+    assert cfg["ws"] in ("yes", 2) and "k32" in cfg["wgmma"] and cfg["kmajor"].startswith("yes") != trans_b, cfg
+    if not plan:
+        want = ("128x256", 2, "yes") if n > 4000 else ("64x256", "yes", "no") if n > 2000 else ("64x128", "yes", "no")
+        assert (cfg["macro_tile"], cfg["ws"], cfg["persistent"]) == want, cfg
+    a = _int8(rng, dtype, (m, k))
+    b = _int8(rng, dtype, (n, k) if trans_b else (k, n))
+    ref = (a.astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)).astype(np.int64)  # exact: |sums| < 2^53
+    c = kern(a, b)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
+    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=trans_b, device=DEV, plan=plan or None)
+    assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+
+
+def test_wgmma_int8_ws_torch_and_epilogue(rng):
+    """torch int8 tensors through the prepared launch on the default ws plan (1024^3: 64 x 128
+    blocks), _int_mm's layout (B an N x K tensor's .t()) and the other, the launch's tensor maps
+    made again for other operands; the int8 dequantization epilogue (float32 out) on the ws kernel."""
+    _hopper()
+    torch = pytest.importorskip("torch")
+    g = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g)
+    for b in (torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g).t(),
+              torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g)):
+        ref = a.cpu().long() @ b.cpu().long()
+        c = torch.empty((1024, 1024), device="cuda", dtype=torch.int32)
+        for _ in range(2):  # the second call: the cached launch
+            c.zero_()
+            coopjit.matmul(a, b, out=c)
+            torch.cuda.synchronize()
+            assert torch.equal(c.cpu().long(), ref)
+    # The cached launch's tensor maps (launch_gpu_gemm) follow the operands: other tensors of the
+    # same shapes and strides, then the first ones again.
+    b = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g).t()
+    a2 = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g)
+    b2 = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8, generator=g).t()
+    for x, y in ((a, b), (a2, b), (a2, b2), (a, b)):
+        c = coopjit.matmul(x, y)
+        torch.cuda.synchronize()
+        assert torch.equal(c.cpu().long(), x.cpu().long() @ y.cpu().long())
+    an, bn = _int8(rng, np.int8, (1008, 608)), _int8(rng, np.int8, (608, 1104))
+    sc = rng.uniform(0.5, 1.5, 1104).astype(np.float32)
+    rs = rng.uniform(0.5, 1.5, 1008).astype(np.float32)
+    assert coopjit.compile_gemm(1008, 1104, 608, np.int8, device=DEV).config["ws"] == "yes"
+    got = coopjit.matmul(an, bn, scale=sc, row_scale=rs, device=DEV)
+    want = (an.astype(np.int64) @ bn.astype(np.int64)).astype(np.float64) * sc.astype(np.float64)[None, :] * rs.astype(np.float64)[:, None]
+    assert got.dtype == np.float32 and np.allclose(got, want, rtol=1e-6, atol=1e-3)
+
+
 @pytest.mark.parametrize("shape", [(2000, 1400, 264), (520, 264, 1000), (4224, 600, 136)])
 @pytest.mark.parametrize("plan", [{"ws": 2}, {"ws": 2, "group_m": 3}, {"ws": 1}])
 def test_wgmma_ws_persistent(rng, shape, plan):

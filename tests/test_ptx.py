@@ -272,8 +272,8 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
 
 # 8-bit operands on wgmma (s8 / u8 -> s32, m64nNk32): K-major operands read as they are; an operand
 # contiguous along M or N is first copied K-major (plan field kmajor; 8-bit wgmma has no transpose).
-@pytest.mark.parametrize("shape,tile", [((4096, 4096, 4096), "128x256"), ((208, 144, 80), "128x256"), ((64, 64, 128), "64x64"),
-                                        ((528, 64, 144), "64x256")])
+@pytest.mark.parametrize("shape,tile", [((4096, 4096, 4096), "128x256"), ((208, 144, 80), "64x128"), ((64, 64, 128), "64x64"),
+                                        ((528, 64, 144), "64x256"), ((1024, 1024, 1024), "64x128"), ((608, 2064, 1040), "64x256")])
 @pytest.mark.parametrize("trans", [(False, True), (False, False), (True, True), (True, False)])
 @pytest.mark.parametrize("tma", ["yes", "no"])
 def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
@@ -283,6 +283,10 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
                             plan=None if tma == "yes" else {"tma": "no"})
     cfg = kern.config
     assert cfg["wgmma"].startswith("yes") and "k32" in cfg["wgmma"] and cfg["kb"] == 128 and cfg["tma"].startswith(tma)
+    # TMA plans take the warp-specialized kernel (gpu_plan.cpp, kWsInt8): a producer warpgroup over
+    # two consumer warpgroups, a producer warp over one
+    consumers = cfg["sg_m"] * cfg["sg_n"]
+    assert cfg["ws"] == ((2 if consumers == 8 else "yes") if tma == "yes" else "no")
     # The kernel computes C^T = B^T A^T (layout col): its A is op(B)^T, K-major when B is given as N x K.
     copied = ("op(A)" if trans[0] else "") + (" and " if trans[0] and not trans[1] else "") + ("op(B)" if not trans[1] else "")
     assert cfg["kmajor"] == "no" if not copied else cfg["kmajor"].startswith(f"yes: {copied} copied"), cfg["kmajor"]
@@ -293,11 +297,13 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert text.count(f"wgmma.mma_async.sync.aligned.m64n{nr}k32.s32.{s}.{s} ") == 4  # 128 K a step: 4 of K 32
     assert "ldmatrix" not in text and "mma.sync" not in text
     assert ("cp.async.bulk.tensor.2d" in text) == (tma == "yes")
+    assert f".reqntid {32 * consumers + (0 if tma == 'no' else 128 if consumers == 8 else 32)}" in text
+    assert ("setmaxnreg.inc.sync.aligned.u32 224" in text) == (tma == "yes" and consumers == 8)
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
     spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
-    # 4 warpgroups of 128 threads (N tiles of 2 x 128) have 128 registers a work-item: a few spilled words.
-    assert spills and max(spills) <= (64 if cfg["sg_n"] == 2 else 0), report
+    # N tiles of 256 hold 128 s32 accumulators a work-item (ptxas 13: none spilled; a few words allowed as for 16-bit)
+    assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
     if copied:
         assembled(ptxas, kern._core.copy_ptx, "sm_90")
     else:
@@ -369,6 +375,51 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
     assert spills and max(spills) <= max(plain_spills) + 64, (report, plain)  # a few words (ptxas: 8-48 bytes)
 
 
+def test_wgmma_int8_ws_default_plans():
+    """8-bit products on sm_90 (132 SMs): 128 x 256 blocks of two consumer warpgroups (64 x 256
+    each, as 16-bit) under a producer warpgroup (ws 2), persistent where the tiles take more than a
+    wave (4096^2, 8192^2; 2048^2: 128 tiles, one a block); fewer 128 x 256 tiles than half the SMs
+    take 64 x 256 or 64 x 128 blocks (one consumer warpgroup, a producer warp); shapes that the
+    Stream-K rule streams keep the kernel without producers; plan fields still choose."""
+    for (m, n, k), tile, ws, pers, split in (((8192, 8192, 8192), "128x256", 2, "yes", "dp"), ((4096, 4096, 4096), "128x256", 2, "yes", "dp"),
+                                             ((2048, 2048, 2048), "128x256", 2, "no", "dp"), ((1024, 1024, 1024), "64x128", "yes", "no", "dp"),
+                                             ((1024, 2048, 1024), "64x256", "yes", "no", "dp"), ((2048, 1024, 4096), "64x256", "yes", "no", "dp"),
+                                             ((512, 512, 8192), "64x128", "no", "no", "sk"), ((2048, 1280, 4096), "128x256", "no", "no", "sk")):
+        for trans_b in (True, False):
+            cfg = ptx.compile_gemm(m, n, k, np.int8, target="sm_90", trans_b=trans_b).config
+            got = (cfg["macro_tile"], cfg["ws"], cfg["persistent"], cfg["split"])
+            assert got == (tile, ws, pers, split), (m, n, k, trans_b, got)
+            assert cfg["sg_n"] == 1 and cfg["nr"] == int(tile.split("x")[1]), cfg
+    cfg = ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_90", trans_b=True, plan={"nr": 128, "sg_n": 1}).config
+    assert cfg["macro_tile"] == "128x128" and cfg["ws"] == 2
+    cfg = ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"nr": 128, "sg_n": 2}).config
+    assert cfg["macro_tile"] == "128x256" and cfg["ws"] == "yes"  # the four warpgroups of before
+    assert ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_90", trans_b=True, plan={"ws": "no"}).config["ws"] == "no"
+    assert ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"tma": "no"}).config["ws"] == "no"
+    assert ptx.compile_gemm(1024, 1024, 1024, np.int8, target="sm_80", trans_b=True).config["wgmma"] == "no"
+
+
+@pytest.mark.parametrize("plan", [{"ws": 2, "split": "dp"}, {"ws": 2, "split": "dp", "nr": 128, "sg_n": 2},
+                                  {"ws": "yes", "split": "dp", "persistent": "yes"},
+                                  {"ws": "yes", "split": "sk+dp", "workers": 7}, {"ws": 2, "split": "sk", "nr": 128, "sg_n": 1}])
+def test_wgmma_int8_ws_kernels_assemble(ptxas, plan):
+    """The ws kernel's 8-bit plans on request: a producer warpgroup over four consumer warpgroups
+    (640 threads, no setmaxnreg) or two (setmaxnreg as for 16-bit), the persistent walk, Stream-K
+    (the walk of the block's parts, int32 partial tiles, the fix-up); ptxas: no wgmma serialization."""
+    kern = ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan=plan)
+    cfg = kern.config
+    assert cfg["ws"] == plan["ws"] and cfg["split"] == plan["split"] and "k32" in cfg["wgmma"]
+    consumers = cfg["sg_m"] * cfg["sg_n"]
+    text = kern.source("ptx")
+    assert f".reqntid {32 * consumers + (128 if plan['ws'] == 2 else 32)}" in text
+    assert ("setmaxnreg.inc.sync.aligned.u32 224" in text) == (plan["ws"] == 2 and consumers == 8)
+    assert text.count(f"wgmma.mma_async.sync.aligned.m64n{cfg['nr']}k32.s32.s8.s8 ") == 4
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in text and "%nctaid.x" in text
+    for t in (text, kern._core.fixup_ptx) if plan["split"] != "dp" else (text,):
+        report = ptxas(t, "sm_90")
+        assert "for 'sm_90a'" in report and "Used" in report and "Potential Performance Loss" not in report, report
+
+
 def _tiles(cfg, m, n):
     mt, nt = (int(x) for x in cfg["macro_tile"].split("x"))
     km, kn = (n, m) if cfg["layout"] == "col" else (m, n)
@@ -410,10 +461,8 @@ def test_wgmma_ws_plan_field():
     for plan in ({"ws": "yes", "tma": "no"}, {"ws": "yes", "wgmma": "no"}):
         with pytest.raises(ValueError, match="ws=[12]: the warp-specialized kernel needs"):
             ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan=plan)
-    # 8-bit plans (four consumer warpgroups) keep the pipeline without producers
-    assert ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True).config["ws"] == "no"
-    with pytest.raises(ValueError, match="ws=2: the warp-specialized kernel needs .* inputs i8"):
-        ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"ws": 2, "split": "dp"})
+    with pytest.raises(ValueError, match="ws=2: the warp-specialized kernel needs .* int8 / uint8 inputs, not tma=0, batch=1, inputs i8"):
+        ptx.compile_gemm(4096, 4096, 4096, np.int8, target="sm_90", trans_b=True, plan={"ws": 2, "tma": "no"})
     with pytest.raises(ValueError, match="ws=3 must be 0"):
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"ws": 3})
 

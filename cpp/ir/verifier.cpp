@@ -169,6 +169,10 @@ class Verifier {
   static constexpr int64_t kMaxMulAdds = int64_t(1) << 18;           // M x N x K of one mul_add
   static constexpr int64_t kMaxRegisterElements = int64_t(1) << 14;  // a matrix an operation computes on
   static constexpr int64_t kMaxRegionElements = int64_t(1) << 12;    // per-element / reduce functions
+  // 8-bit matrices: twice the elements and a mul_add of 8-bit operands twice the multiply-adds (the
+  // same bytes as 16-bit ones; their lowerings take 4 of them a 32-bit word: dp4a, VNNI, mma.sync
+  // / wgmma k32). Hopper's int8 wgmma blocks of 2 warpgroups of 64 x 256 have a warp's B of 128 x 256.
+  static bool byte_sized(ScalarType s) { return s == ScalarType::i8 || s == ScalarType::u8; }
 
   void size_limits(const Op& o) {
     const bool shared_access = (o.kind == OpKind::mat_load && !o.operands.empty() && o.operands[0]->type.is_groupshared()) ||
@@ -183,12 +187,13 @@ class Verifier {
       default: break;
     }
     const bool region = o.kind == OpKind::mat_per_element || o.kind == OpKind::mat_reduce;
-    const int64_t limit = region ? kMaxRegionElements : kMaxRegisterElements;
+    const int64_t base_limit = region ? kMaxRegionElements : kMaxRegisterElements;
     std::vector<const Value*> vals(o.operands.begin(), o.operands.end());
     vals.insert(vals.end(), o.results.begin(), o.results.end());
     for (const Value* v : vals) {
       const Type& t = v->type;
       if (!t.is_matrix() && !t.is_vector()) continue;
+      const int64_t limit = !region && byte_sized(t.scalar) ? 2 * base_limit : base_limit;
       const bool over = t.rows > limit || t.cols > limit || t.rows * t.cols > limit;  // no overflow: rows, cols <= limit
       require(!over, o,
               cat(t.str(), " has ", t.rows, " x ", t.cols,
@@ -201,10 +206,12 @@ class Verifier {
     if (o.kind == OpKind::mat_mul_add && o.operands.size() == 3) {
       const Type &a = o.operands[0]->type, &c = o.operands[2]->type;
       const int64_t macs = c.rows * c.cols * a.cols;
-      require(macs <= kMaxMulAdds, o,
+      const Type& bt = o.operands[1]->type;
+      const int64_t max_macs = byte_sized(a.scalar) && byte_sized(bt.scalar) ? 2 * kMaxMulAdds : kMaxMulAdds;
+      require(macs <= max_macs, o,
               cat("a ", c.rows, " x ", c.cols, " x ", a.cols, " product (M x N x K = ", macs,
-                  " multiply-adds) exceeds the size limit of ", kMaxMulAdds,
-                  " (2^18) multiply-adds per mul_add (it is unrolled into registers): split it into tiles in a loop"));
+                  " multiply-adds) exceeds the size limit of ", max_macs, max_macs == kMaxMulAdds ? " (2^18)" : " (2^19, 8-bit operands)",
+                  " multiply-adds per mul_add (it is unrolled into registers): split it into tiles in a loop"));
     }
   }
 

@@ -240,10 +240,14 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       return r;
     });
     target_.wgmma_wait(b_, 0);
-    // The accumulators are read only after the wait (as simt_wgmma.cpp does after its loop).
-    auto* fty = llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false);
-    auto* keep = llvm::InlineAsm::get(fty, "", "=f,0", /*hasSideEffects=*/true);
-    for (llvm::Value*& v : out) v = b_.CreateCall(fty, keep, {v});
+    // The accumulators are read only after the wait (as simt_wgmma.cpp does after its loop): f32,
+    // or s32 for 8-bit inputs.
+    for (llvm::Value*& v : out) {
+      llvm::Type* dt = v->getType();
+      auto* fty = llvm::FunctionType::get(dt, {dt}, false);
+      auto* keep = llvm::InlineAsm::get(fty, "", dt->isIntegerTy() ? "=r,0" : "=f,0", /*hasSideEffects=*/true);
+      v = b_.CreateCall(fty, keep, {v});
+    }
     emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
       target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
       return none();

@@ -61,6 +61,12 @@ constexpr bool kTmaDefault = true;
 // producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
 // with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
 constexpr int kWsDefault = 2;
+// 8-bit (s8 / u8 -> s32) TMA plans take it too (2 with two consumer warpgroups, else 1), and a
+// persistent grid where the tiles take more than a wave: on the H100 (CUDA graphs,
+// benchmarks/recorded/issue16-h100-int8-session13.md) 128 x 256 blocks of two warpgroups, 2048^3
+// 16.5 us with ws 2 against 17.1 without, 4096^3 103 (99 persistent) against 105, 8192^3 760 (750)
+// against 775; 1024^3 in 64 x 128 blocks (one warpgroup) 5.0 with ws 1 against 5.9.
+constexpr bool kWsInt8 = true;
 // The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
@@ -355,9 +361,21 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       p.mr = 16, p.sg_m = M > 64 ? 8 : 4;
       p.nr = N > 128 ? 256 : N > 64 ? 128 : 64, p.sg_n = 1;
       p.kb = wg_int8 ? 128 : 64;  // K-major rows of 128 bytes either way
-      // 8-bit: a warp's B (128 x nr) within the IR's 2^14 elements a mul_add operand, so N tiles
-      // of 256 are two warpgroups' 128 side by side (4 warpgroups, 64 s32 accumulators a work-item).
-      if (wg_int8 && p.nr == 256) p.nr = 128, p.sg_n = 2;
+      // 8-bit: N tiles of 256 as for 16-bit (a warp's B 128 x 256 = 32 KiB: the verifier's limits
+      // on 8-bit matrices are twice the elements), 128 s32 accumulators a work-item. Before (session
+      // 10-12) two warpgroups of 64 x 128 side by side (4 warpgroups, sg_n 2, 64 accumulators): on
+      // the H100 (CUDA graphs, benchmarks/recorded/issue16-h100-int8-session13.md) 4096^3 114 us
+      // against 103 with the warp-specialized kernel (99 persistent), 8192^3 816 against 760 (750).
+      // 8-bit products of few 128 x 256 tiles (under half the SMs): the largest smaller block that
+      // gives at least half the SMs a tile, 64 x 256 or 64 x 128 (one warpgroup). There, 1024^3 on
+      // the ws kernel ran 5.0 us in 64 x 128 blocks (128 tiles), 6.3 in 64 x 256 (64), 10.5 in
+      // 128 x 256 (32; `torch._int_mm` 6.0).
+      const bool shaped = overrides.count("mr") || overrides.count("nr") || overrides.count("sg_m") || overrides.count("sg_n");
+      auto tiles_of = [&](int64_t mt, int64_t nt) { return spec.batch1 * spec.batch2 * ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
+      if (wg_int8 && !shaped && p.sg_m == 8 && 2 * tiles_of(128, p.nr) < target.compute_units) {
+        if (p.nr == 256 && 2 * tiles_of(64, 256) >= target.compute_units) p.sg_m = 4;
+        else p.sg_m = 4, p.nr = std::min(p.nr, 128);
+      }
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
@@ -460,15 +478,25 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
   // Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
+  // The ws level a TMA plan of one product takes by default: 16-bit inputs with two consumer
+  // warpgroups (128-row blocks), the shape measured; with one, setmaxnreg has no registers to
+  // move (256 work-items may have 255 each). 8-bit inputs: kWsInt8.
   const bool sixteen_bit = ir::size_in_bytes(p.a_type) == 2;
+  // (8-bit shapes that the rule below streams keep the kernel without producers, as measured before)
+  const bool sk_rule = tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp);
+  const int ws_default = !(p.wgmma && p.tma && batch == 1) ? 0
+                         : sixteen_bit                       ? (p.sg_m * p.sg_n == 8 ? kWsDefault : 0)
+                         : kWsInt8 && !sk_rule               ? (p.sg_m * p.sg_n == 8 ? 2 : 1)
+                                                             : 0;
   const auto ws_o = overrides.find("ws");
-  const bool ws_sk = p.wgmma && p.tma && batch == 1 && sixteen_bit &&
-                     (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
+  // (8-bit plans stay DP by default: on the H100 their 2-tile SK + DP inside the ws kernel ran
+  // 1.15x DP on 133 tiles of 128 x 256 but 0.86x on 136, benchmarks/recorded/issue16-h100-int8-session13.md)
+  const bool ws_sk = p.wgmma && p.tma && batch == 1 && (ws_o != overrides.end() ? ws_o->second != 0 : sixteen_bit && ws_default != 0);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
     if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
-  } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
+  } else if (sk_rule) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
   }
   if (auto it = overrides.find("split"); it != overrides.end()) {
@@ -481,16 +509,14 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     auto wo = overrides.find("ws");
     if (wo != overrides.end() && (wo->second < 0 || wo->second > 2))
       throw UserError(cat("plan override ws=", wo->second, " must be 0 (no), 1 (a producer warp) or 2 (a producer warpgroup)"));
-    // (16-bit inputs: the 8-bit plans' four consumer warpgroups leave setmaxnreg nothing to move)
-    const bool sixteen = ir::size_in_bytes(p.a_type) == 2;
-    // (Stream-K splits too: a persistent grid of the SMs, gemm_recipe_gpu.cpp, simt_tma_ws.cpp)
-    const bool ws_ok = p.tma && batch == 1 && sixteen;
+    // bf16 / f16 -> f32 or s8 / u8 -> s32 (the wgmma plans' types; Stream-K splits too: a
+    // persistent grid of the SMs, gemm_recipe_gpu.cpp, simt_tma_ws.cpp)
+    const bool ws_ok = p.tma && batch == 1;
     if (wo != overrides.end() && wo->second != 0 && !ws_ok)
       throw UserError(cat("plan override ws=", wo->second, ": the warp-specialized kernel needs a TMA plan (sm_90, wgmma, tma) of one "
-                          "unbatched product of bf16 / f16 inputs, not tma=", p.tma, ", batch=", batch, ", inputs ", ir::name(p.a_type)));
-    // By default with two consumer warpgroups (128-row blocks), the shape measured; with one,
-    // setmaxnreg has no registers to move (256 work-items may have 255 each).
-    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_ok && p.sg_m * p.sg_n == 8 ? kWsDefault : 0);
+                          "unbatched product of bf16 / f16 or int8 / uint8 inputs, not tma=", p.tma, ", batch=", batch, ", inputs ",
+                          ir::name(p.a_type)));
+    p.ws = static_cast<int>(wo != overrides.end() ? wo->second : ws_default);
     auto po = overrides.find("persistent");
     if (po != overrides.end() && (po->second < 0 || po->second > 1))
       throw UserError(cat("plan override persistent=", po->second, " must be 0 (no) or 1 (yes)"));
@@ -500,7 +526,8 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (po != overrides.end() && po->second == 0 && p.ws && p.split != "dp")
       throw UserError(cat("plan override persistent=0: the warp-specialized Stream-K kernel (split ", p.split,
                           ") is a persistent grid of the SMs"));
-    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp") ? 1 : 0;
+    const bool int8_waves = !sixteen_bit && tiles_mn > p.workers;  // (kWsInt8: measured faster so)
+    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp" || int8_waves) ? 1 : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");

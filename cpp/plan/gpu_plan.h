@@ -114,7 +114,7 @@ struct GpuGemmPlan {
   // op(B) (the caller's operands); 0 none. The plan's other fields are those of the product on the
   // copies (kmajor_spec), whose K-major rows are kmajor_ld(K) elements apart.
   int kmajor = 0;
-  // Warp specialization (TMA plans of one unbatched 16-bit product, any split; simt_tma_ws.cpp): producer warps after the
+  // Warp specialization (TMA plans of one unbatched product, bf16 / f16 or 8-bit inputs, any split; simt_tma_ws.cpp): producer warps after the
   // sg_m x sg_n consumer warps, whose elected lane issues every K step's TMA copies as soon as the
   // step's slot is released; the consumers only wait for full slots, issue the wgmmas and release
   // the slots when those wgmmas have retired. One tile a block (the lowering's walk over tiles

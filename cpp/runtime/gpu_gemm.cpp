@@ -330,13 +330,23 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
     std::memcpy(&slots[l.alpha_slot + j], s.value.data(), std::min<size_t>(8, s.value.size()));
   }
   for (size_t i = 0; i < n; ++i) params[i] = &slots[i];
-  // TMA plans: the tensor maps describe the operands' addresses, so they are made for each call
-  // (a host-side encoding), passed by value after the other parameters.
-  std::vector<KernelArg> maps;
+  // TMA plans: the tensor maps describe the operands' addresses, so they are made for a call on
+  // other operands than the last one's (a host-side encoding in the device's context), passed by
+  // value after the other parameters.
+  alignas(64) uint8_t maps[2][128];
   if (l.k.plan.tma) {
-    maps = tma_maps(l.k.plan, l.g, l.tma, l.k.device, ka, kb);
-    params[n] = maps[0].value.data();
-    params[n + 1] = maps[1].value.data();
+    std::lock_guard<std::mutex> lock(l.map_cache.m);
+    if (!l.map_cache.a || l.map_cache.a != ka || l.map_cache.b != kb) {
+      const std::vector<KernelArg> made = tma_maps(l.k.plan, l.g, l.tma, l.k.device, ka, kb);
+      for (int i = 0; i < 2; ++i) {
+        if (made[i].value.size() != 128) throw InternalError(cat("a tensor map of ", made[i].value.size(), " bytes"));
+        std::memcpy(l.map_cache.maps[i], made[i].value.data(), 128);
+      }
+      l.map_cache.a = ka, l.map_cache.b = kb;
+    }
+    std::memcpy(maps, l.map_cache.maps, sizeof maps);
+    params[n] = maps[0];
+    params[n + 1] = maps[1];
   }
   if (l.ws_slot) slots[l.ws_slot] = reinterpret_cast<uintptr_t>(stream_workspace("stream_k", l.k.device, stream, l.ws_bytes));
   l.k.code->launch_on_stream(params, l.groups, stream);

@@ -4,7 +4,9 @@
 // memory (coopjit.empty / shared allocations); the Python layer copies host arrays there.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "plan/gpu_plan.h"
@@ -62,6 +64,19 @@ struct GpuGemmLaunch {
   int kmajor = 0;
   GemmSpec spec;
   std::shared_ptr<const DeviceProgram> copy;
+  // TMA plans: the last call's two tensor maps (128 bytes each) and the kernel operands they
+  // describe; a call on the same operands reuses them (the maps depend on nothing else here), one
+  // on others makes them again. Not copied with the launch.
+  struct MapCache {
+    std::mutex m;
+    const void* a = nullptr;
+    const void* b = nullptr;
+    alignas(64) uint8_t maps[2][128] = {};
+    MapCache() = default;
+    MapCache(const MapCache&) {}
+    MapCache& operator=(const MapCache&) { return *this; }
+  };
+  mutable MapCache map_cache;
 };
 
 /// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they

@@ -272,6 +272,23 @@ int main() {
     Value* bb = b.load(mat(128, 64, Use::b), at(f, b), true);
     b.mul_add(a, bb, b.splat(mat(32, 64, Use::acc), zero_f32(b)));
   });
+  // 8-bit operands: twice the elements and multiply-adds (the same bytes; Hopper's int8 wgmma
+  // blocks of 64 x 256 a warpgroup: a warp's 16 x 256 x 128)
+  accepts("an 8-bit 16 x 256 x 128 mul_add (B 128 x 256)", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 16, 128, Use::a, ScalarType::i8), splat(b, 128, 256, Use::b, ScalarType::u8),
+              splat(b, 16, 256, Use::acc, ScalarType::i32));
+  });
+  rejects("an 8-bit 32 x 256 x 128 mul_add", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 32, 128, Use::a, ScalarType::i8), splat(b, 128, 256, Use::b, ScalarType::i8),
+              splat(b, 32, 256, Use::acc, ScalarType::i32));
+  }, {"32 x 256 x 128", "1048576 multiply-adds", "524288 (2^19, 8-bit operands)"});
+  rejects("an f16 16 x 256 x 128 mul_add (16-bit: 2^14 elements)", [&](Function&, Builder& b) {
+    b.mul_add(splat(b, 16, 128, Use::a, ScalarType::f16), splat(b, 128, 256, Use::b, ScalarType::f16),
+              splat(b, 16, 256, Use::acc, ScalarType::f32));
+  }, {"128 x 256 = 32768 elements", "16384"});
+  rejects("an 8-bit 256 x 256 splat", [](Function&, Builder& b) {
+    b.splat(mat(256, 256, Use::acc, Scope::subgroup, ScalarType::i8), b.constant_int(0, ScalarType::i8));
+  }, {"256 x 256 = 65536 elements", "32768"});
   rejects("a per-element function over 128 x 128", [](Function& f, Builder& b) {
     b.per_element(b.load(mat(128, 128, Use::acc), at(f, b), true), {},
                   [](Builder&, Value*, Value*, Value* v, const std::vector<Value*>&) { return v; });

@@ -534,10 +534,11 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   applies); tma 'no' | 'yes' (its panels through the Tensor Memory Accelerator, default with
   wgmma on unbatched products); ws 'no' | 'yes' | 2 (warp specialization of TMA plans: a
   producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer warpgroups; one tile
-  a block; default 2 on 128-row data-parallel TMA plans); kmajor 'no' | 'yes' (int8 operands
+  a block; default 2 on 128-row data-parallel TMA plans, int8: 2 with two consumer warpgroups,
+  'yes' with one); kmajor 'no' | 'yes' (int8 operands
   contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
   epi_smem 'no' | 'yes' (wgmma plans: the epilogue staged through shared memory, C written in
   16-byte chunks; default yes); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
-  blocks walking the tiles; default no); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  blocks walking the tiles; default no, but yes on int8 ws plans of more than a wave); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
