@@ -8,6 +8,12 @@ namespace coopjit {
 
 using namespace ir;
 
+namespace {
+// The in-kernel Stream-K fix-up's waits (sk_flags plans) trap after this many polls (a nanosleep
+// apart: seconds, where a wait is at most one part's K loop) rather than hang.
+constexpr int64_t kFlagSpinLimit = int64_t(1) << 26;
+}  // namespace
+
 std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string& name, GpuGemmPart part) {
   auto fp = std::make_unique<Function>();
   Function& f = *fp;
@@ -56,12 +62,15 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // Stream-K: the workspace (two partial macro tiles per worker, in the accumulator type), the
   // number of Stream-K workers, the Stream-K iterations (K tiles of the first output tiles) and
   // the K tiles per output tile, of kt elements.
-  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr;
+  // sk_flags plans: the flags of the in-kernel fix-up, one a consumer warp of each worker (i32,
+  // zero between launches: each is set once and reset by the warp that waited for it).
+  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr, *FL = nullptr;
   if (stream_k) {
     WS = f.add_param(Type::pointer(T), "WS");
     workers = idx("workers");
     sk_iters = idx("sk_iters");
     tiles_k = idx("tiles_k");
+    if (p.sk_flags) FL = f.add_param(Type::pointer(ScalarType::i32), "FL");
   }
 
   Builder b(f);
@@ -297,6 +306,43 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
     y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
       Value* acc = k_range(z, tl, k_lo, k_hi);
+      if (p.sk_flags) {
+        // The fix-up in the kernel (plan field sk_flags; blocks resident together): the rest of
+        // the tile after these iterations, when it has any, is worker g + 1's first part (its
+        // iterations start at hi), which that worker's warp sg leaves in its workspace slot with
+        // everything after it added, then sets flag (g + 1, sg). The worker with the tile's first
+        // iterations (its last part, so the others' are done first) writes C; any other stores
+        // its sum and sets its own flag. Only warp-local waits and no loop over workers, so that
+        // the accumulators stay in wgmma's fragments: the part is always added, its load
+        // clipped to no rows when there is none. Waits go only to higher workers: no cycle.
+        Value* t_end = z.add(t_first, tiles_k, "t_end");
+        Value* has_next = z.cmp(CmpPred::lt, hi, t_end, "has_next");
+        Value* next = z.add(g, one, "next");
+        Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
+        Value* next_flag = z.add(z.mul(next, SGS), sg, "next_flag");
+        z.if_(has_next, {}, [&](Builder& u) {
+          u.flag_wait(FL, next_flag, kFlagSpinLimit);
+          return std::vector<Value*>{};
+        }, {});
+        // (no next part: the workspace's zero tile, after the workers' slots, which nothing writes)
+        Value* zero_tile = z.ptr_offset(WS, z.mul(z.mul(workers, z.index(2)), TK), "zero_tile");
+        Value* src = z.select(has_next, slot(z, next, zero), zero_tile, "part_src");
+        Value* part = z.load(acc_t, {src, sg_row, sg_col, one, MT, MT, NT}, false, "part");
+        acc = z.mat_bin(BinOp::add, acc, part, "acc");
+        z.if_(has_next, {}, [&](Builder& u) {
+          u.flag_set(FL, next_flag, u.constant(0.0, ScalarType::i32, "unset"));
+          return std::vector<Value*>{};
+        }, {});
+        z.if_(z.cmp(CmpPred::eq, lo, t_first, "head"), {}, [&](Builder& u) {
+          epilogue(u, tl, acc);
+          return std::vector<Value*>{};
+        }, [&](Builder& u) {
+          u.store(acc, part_at(u, g, zero, tl), false);
+          u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
+          return std::vector<Value*>{};
+        });
+        return std::vector<Value*>{};
+      }
       Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
       z.if_(whole, {}, [&](Builder& u) {
         epilogue(u, tl, acc);

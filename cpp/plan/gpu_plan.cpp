@@ -65,6 +65,8 @@ constexpr int kWsDefault = 2;
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
+// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default.
+constexpr int kSkFlagsDefault = 1;
 // ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs
 // (plan_gpu_gemm).
 constexpr int64_t kWsStreamKLast = 16;
@@ -84,7 +86,8 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "", group_m ? cat(".gm", group_m) : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "",
+             sk_flags ? ".flags" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -127,6 +130,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
                                 : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
+          {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
+                       : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
                                   " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
@@ -388,12 +393,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, sk_flags, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -501,6 +506,17 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       throw UserError(cat("plan override persistent=0: the warp-specialized Stream-K kernel (split ", p.split,
                           ") is a persistent grid of the SMs"));
     p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp") ? 1 : 0;
+    // The in-kernel fix-up spins on flags that other blocks of the launch set: only where every
+    // block is resident at once (a grid of at most p.workers blocks, here at most the SMs, each
+    // taking one SM: the ws kernels' 97-217 KiB of shared memory leave room for one).
+    auto fo = overrides.find("sk_flags");
+    if (fo != overrides.end() && (fo->second < 0 || fo->second > 1))
+      throw UserError(cat("plan override sk_flags=", fo->second, " must be 0 (a fix-up launch) or 1 (flags in the kernel)"));
+    const bool co_resident = p.ws && p.persistent && p.split != "dp" && p.workers <= target.compute_units;
+    if (fo != overrides.end() && fo->second == 1 && !co_resident)
+      throw UserError(cat("plan override sk_flags=1: the in-kernel Stream-K fix-up needs a warp-specialized Stream-K plan (ws, split not dp) "
+                          "whose grid of workers=", p.workers, " blocks fits ", target.compute_units, " SMs, not ws=", p.ws, ", split ", p.split));
+    p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident ? kSkFlagsDefault : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");
