@@ -723,11 +723,11 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     _hopper()
     m, n, k = shape
     dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
-    plan = dict(plan, ws=plan.get("ws", 2))
+    plan = dict(plan, ws=plan.get("ws", 2), sk_flags=plan.get("sk_flags", 1))  # (flags also where parts form chains)
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1], plan=plan)
     cfg = kern.config
     assert cfg["split"] == plan["split"] and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
-    assert cfg["sk_flags"].startswith("yes" if plan.get("sk_flags", 1) else "no")
+    assert cfg["sk_flags"] == ("yes" if plan["sk_flags"] else "no")
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     a_, b_ = (a.T if trans[0] else a), (b.T if trans[1] else b)
@@ -770,7 +770,7 @@ def test_wgmma_ws_stream_k_bf16_out_and_torch(rng):
         assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(r) + (k + 4) * 2.0**-23 * mg).all()
 
 
-@pytest.mark.parametrize("shape,workers", [((128, 256, 8192), 7), ((256, 512, 4096), 11), ((300, 700, 3000), 132)])
+@pytest.mark.parametrize("shape,workers", [((128, 256, 8192), 7), ((256, 512, 4096), 11), ((384, 768, 3000), 132)])
 def test_wgmma_ws_stream_k_flags_chains_and_reuse(rng, shape, workers):
     """The in-kernel fix-up (sk_flags) where a tile's K is split among many workers (plain Stream-K
     over 1-6 tiles: up to 7 parts a tile, each worker adding its successor's sum after its flag),
@@ -778,9 +778,9 @@ def test_wgmma_ws_stream_k_flags_chains_and_reuse(rng, shape, workers):
     and through torch's stream): every result against float64, bf16 and f32 outputs."""
     _hopper()
     m, n, k = shape
-    plan = {"split": "sk", "ws": 2, "workers": workers}
+    plan = {"split": "sk", "ws": 2, "workers": workers, "sk_flags": 1}
     kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
-    assert kern.config["sk_flags"].startswith("yes")
+    assert kern.config["sk_flags"] == "yes"
     for _ in range(3):
         a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
         b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)

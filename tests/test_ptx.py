@@ -613,9 +613,9 @@ def test_wgmma_ws_stream_k_flags_assemble(ptxas, split, workers):
     parts' loads and flags beside the accumulators) by more than a little."""
     bf16 = ml_dtypes.bfloat16
     kern = ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", out_dtype=np.float32,
-                            plan={"split": split, "ws": 2, "workers": workers})
+                            plan={"split": split, "ws": 2, "workers": workers, "sk_flags": 1})
     cfg = kern.config
-    assert cfg["split"] == split and cfg["sk_flags"].startswith("yes") and kern._core.fixup_ptx == ""
+    assert cfg["split"] == split and cfg["sk_flags"] == "yes" and kern._core.fixup_ptx == ""
     text = kern.source("ptx")
     for insn in ("atom.release.gpu.global.exch.b32", "ld.acquire.gpu.global.b32", "bar.warp.sync", "trap;", "nanosleep.u32"):
         assert insn in text, insn
@@ -646,3 +646,10 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
     with pytest.raises(ValueError, match="sk_flags=2 must be 0"):
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "sk_flags": 2})
     assert ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "dp"}).config["sk_flags"] == "no"
+    # By default only where each worker's part is a tile or more: 133 tiles of 16 K tiles on 132 SMs
+    # (2-tile SK + DP, parts of 16-17 K tiles) and 7 workers over 20 tiles of 5 K tiles take flags;
+    # the SMs over those 100 K tiles (parts of one, chains) keep the fix-up launch.
+    auto = ptx.compile_gemm(4864, 896, 8192, bf16, target="sm_90").config
+    assert auto["split"] == "sk+dp" and auto["sk_flags"] == "yes"
+    sk = lambda w: ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "workers": w}).config  # noqa: E731
+    assert sk(7)["sk_flags"] == "yes" and sk(sms)["sk_flags"] == "no"

@@ -516,7 +516,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (fo != overrides.end() && fo->second == 1 && !co_resident)
       throw UserError(cat("plan override sk_flags=1: the in-kernel Stream-K fix-up needs a warp-specialized Stream-K plan (ws, split not dp) "
                           "whose grid of workers=", p.workers, " blocks fits ", target.compute_units, " SMs, not ws=", p.ws, ", split ", p.split));
-    p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident ? kSkFlagsDefault : 0;
+    // By default only where every worker's part is a tile or more (2-tile SK + DP): then the only
+    // wait is a worker's last part's, for its successor's first, done long before; shorter parts
+    // form chains whose waits serialize them (the fix-up launch adds them in parallel).
+    const int64_t sk_it = co_resident ? stream_k_tiles(p.split, tiles_mn, tiles_k, p.workers) : 0;
+    const bool whole_parts = sk_it > 0 && sk_it >= std::min(p.workers, sk_it) * tiles_k;
+    p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident && whole_parts ? kSkFlagsDefault : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");
