@@ -707,27 +707,28 @@ def test_wgmma_ws_persistent(rng, shape, plan):
 
 @pytest.mark.parametrize("shape,trans", [((1000, 600, 2056), (False, False)), ((520, 264, 2056), (True, False)),
                                          ((136, 1000, 1032), (False, True)), ((4200, 520, 712), (False, False))])
-@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7}, {"split": "sk+dp", "workers": 5},
-                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1},
-                                  {"split": "sk+dp", "workers": 6, "group_m": 3}, {"split": "sk+dp"},
-                                  {"split": "dp+sk", "workers": 6}, {"split": "dp+sk", "workers": 7, "kt": 128},
-                                  {"split": "sk", "workers": 7, "sk_flags": 0}, {"split": "sk+dp", "workers": 5, "sk_flags": 0}])
+@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1},
+                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1}, {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 1},
+                                  {"split": "sk+dp", "workers": 6, "group_m": 3, "sk_flags": 1}, {"split": "sk+dp"},
+                                  {"split": "dp+sk", "workers": 6, "sk_flags": 1}, {"split": "dp+sk", "workers": 7, "kt": 128},
+                                  {"split": "sk", "workers": 7}, {"split": "sk+dp", "workers": 5}])
 def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     """Stream-K, 2-tile SK + DP and DP + SK (the last wave's tiles streamed) in the warp-specialized
     kernel (gemm_recipe_gpu.cpp, simt_tma_ws.cpp): a persistent grid, each block's Stream-K
     iterations (K ranges that start and end inside tiles; kt 192 does not divide K) then its DP
-    tiles, the producer walking the same ranges; partials through the workspace, added in the
-    kernel after flags (sk_flags, the default) or by the fix-up launch (sk_flags 0).
+    tiles, the producer walking the same ranges; partials through the workspace, added by the
+    fix-up launch (the default) or in the kernel after flags (sk_flags 1; chains of parts where
+    they are shorter than a tile).
     Edge tiles, K tails, the band walk, workers 5-7 and the SMs (tiles that leave the last wave
     partly empty); alpha / beta; against float64."""
     _hopper()
     m, n, k = shape
     dtype = ml_dtypes.bfloat16 if trans[0] == trans[1] else np.float16
-    plan = dict(plan, ws=plan.get("ws", 2), sk_flags=plan.get("sk_flags", 1))  # (flags also where parts form chains)
+    plan = dict(plan, ws=plan.get("ws", 2))
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1], plan=plan)
     cfg = kern.config
     assert cfg["split"] == plan["split"] and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
-    assert cfg["sk_flags"] == ("yes" if plan["sk_flags"] else "no")
+    assert cfg["sk_flags"] == ("yes" if plan.get("sk_flags") else "no")
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     a_, b_ = (a.T if trans[0] else a), (b.T if trans[1] else b)

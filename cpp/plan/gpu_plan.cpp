@@ -65,10 +65,14 @@ constexpr int kWsDefault = 2;
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
-// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default.
-constexpr int kSkFlagsDefault = 1;
-// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs
-// (plan_gpu_gemm).
+// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default. Off:
+// on the H100 (benchmarks/recorded/issue16-h100-streamk-session13.md, CUDA graphs) SK + DP with
+// the flags ran 0.86-0.92x the same split with the fix-up launch (133 tiles: 515 against 572
+// TFLOP/s): its main kernel is slower by more than the launch it saves (ptxas spills ~570 bytes
+// at the consumers' 168 registers where the fix-up kernel's spills 88).
+constexpr int kSkFlagsDefault = 0;
+// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs,
+// after one full wave or more (plan_gpu_gemm).
 constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -471,7 +475,9 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                      (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
-    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
+    // (session 13, CUDA graphs, the fix-up launch: 133 tiles 1.34x DP, 136 1.09x, 266 1.09x; 152
+    // 1.08x without edge tiles but 0.88x with them, 561 (4224^2, a last wave 1/4 full) 0.86-0.90x)
+    if (tiles_k >= 2 && tiles_mn > p.workers && last > 0 && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
   } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
