@@ -72,7 +72,7 @@ constexpr bool kPersistentDefault = false;
 // at the consumers' 168 registers where the fix-up kernel's spills 88).
 constexpr int kSkFlagsDefault = 0;
 // ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs,
-// after one full wave or more (plan_gpu_gemm).
+// after one or two full waves (plan_gpu_gemm).
 constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -475,9 +475,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                      (ws_o != overrides.end() ? ws_o->second != 0 : kWsDefault && p.sg_m * p.sg_n == 8);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
-    // (session 13, CUDA graphs, the fix-up launch: 133 tiles 1.34x DP, 136 1.09x, 266 1.09x; 152
-    // 1.08x without edge tiles but 0.88x with them, 561 (4224^2, a last wave 1/4 full) 0.86-0.90x)
-    if (tiles_k >= 2 && tiles_mn > p.workers && last > 0 && last * kWsStreamKLast <= p.workers)
+    // (session 13, CUDA graphs, the fix-up launch: 133 tiles 1.35x DP, 136 1.09x, 266 1.10x, but 400
+    // (three waves and 4 tiles) 0.96x; 152 1.06x without edge tiles but 0.87x with them, 561
+    // (4224^2, a last wave 1/4 full) 0.87-0.90x)
+    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 3 * p.workers && last > 0 && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
   } else if (tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp)) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
