@@ -249,6 +249,17 @@ llvm::Value* SimtLowering::work_id(const Op& o) {
   return target_.work_id(b_, which, static_cast<int>(o.int_attr("dim", 0)));
 }
 
+// The flags' defaults (simt_target.h): LLVM's atomics; no trap.
+void SimtTarget::flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const {
+  b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, p, v, llvm::Align(4), llvm::AtomicOrdering::Release);
+}
+llvm::Value* SimtTarget::flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const {
+  return b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b.getInt32(0), llvm::Align(4), llvm::AtomicOrdering::Acquire);
+}
+void SimtTarget::trap(llvm::IRBuilder<>&) const {
+  throw UserError(cat("flag.wait with a spin_limit on ", name(), ": the target has no trap to end a stuck kernel (use spin_limit 0)"));
+}
+
 // Stream-K flags in global memory at device scope, through the target (simt_target.h): every
 // work-item sets the flag with a release exchange (so that an acquire of the last value sees the
 // whole subgroup's writes), or spins on acquire loads until it reads non-zero, then the subgroup

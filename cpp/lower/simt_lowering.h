@@ -303,10 +303,7 @@ class SimtLowering {
   /// v's components in the order of f's (a fragment-order value, or a scale, element
   /// conversion or plain load of one shaped like it: the load issued again at f's positions,
   /// the layout's load left unused); nullopt for anything else.
-  // `each` (mat_load only): element i is each(i, its loaded value), emitted right after its load
-  // (a sum with a fragment: one loaded value live at a time, not the whole tile).
-  std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0,
-                                                     const std::function<llvm::Value*(size_t, llvm::Value*)>& each = nullptr);
+  std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
   /// The whole tile's store through the warp's shared-memory region: 16-byte chunks along C's
   /// unit-stride dimension, consecutive lanes on consecutive chunks; false where it does not apply.
   bool frag_store(const Frag& f, const Op& o);

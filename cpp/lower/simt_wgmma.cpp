@@ -46,16 +46,6 @@ std::vector<llvm::Value*> SimtTarget::wgmma_int8(llvm::IRBuilder<>&, const std::
                                                  int, bool, bool) const {
   throw UserError(cat("SIMT lowering for ", name(), ": wgmma (warpgroup matrices) needs an NVIDIA sm_90a target"));
 }
-void SimtTarget::flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const {
-  b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, p, v, llvm::Align(4), llvm::AtomicOrdering::Release);
-}
-llvm::Value* SimtTarget::flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const {
-  return b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b.getInt32(0), llvm::Align(4), llvm::AtomicOrdering::Acquire);
-}
-void SimtTarget::trap(llvm::IRBuilder<>&) const {
-  throw UserError(cat("flag.wait with a spin_limit on ", name(), ": the target has no trap to end a stuck kernel (use spin_limit 0)"));
-}
-
 void SimtTarget::wgmma_fence(llvm::IRBuilder<>&) const {
   throw UserError(cat("SIMT lowering for ", name(), ": wgmma.fence needs an NVIDIA sm_90a target"));
 }
@@ -348,9 +338,7 @@ std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
   return C;
 }
 
-std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v, const Frag& f, int depth,
-                                                                 const std::function<llvm::Value*(size_t, llvm::Value*)>& each) {
-  if (each && (!v->def || v->def->kind != OpKind::mat_load || frags_.count(v))) return std::nullopt;
+std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v, const Frag& f, int depth) {
   if (auto it = frags_.find(v); it != frags_.end()) return it->second.d;
   const Type& t = v->type;
   if (!v->def || depth > 4 || !t.is_matrix() || t.scope != f.type.scope || t.rows != f.type.rows || t.cols != f.type.cols) return std::nullopt;
@@ -389,9 +377,7 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
             llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
             llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
             llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
-            const size_t i = static_cast<size_t>(ni * 4 + 2 * h + j);
-            out[i] = guarded_load(ok, et, ptr, align(t.scalar));
-            if (each) out[i] = each(i, out[i]);
+            out[ni * 4 + 2 * h + j] = guarded_load(ok, et, ptr, align(t.scalar));
           }
       }
       return out;
@@ -418,30 +404,11 @@ bool SimtLowering::frag_op(const Op& o) {
       return true;
     }
     case OpKind::mat_binary: {  // + beta C: C's old values loaded at the fragment's positions
+      auto x = frag_like(o.operands[0], f), y = x ? frag_like(o.operands[1], f) : std::nullopt;
+      if (!x || !y) return false;
       Frag r = f;
       r.type = o.result()->type;
-      const auto bop = static_cast<BinOp>(o.sub);
-      auto x = frag_like(o.operands[0], f);
-      if (!x) return false;
-      // A fragment and a load (Stream-K's partial tiles): each element combined as it is loaded,
-      // the sum passed through an empty volatile asm so that the next load stays after it (else
-      // the 128 loads of a 128 x 256 tile went first, beside the 128 accumulators: ~1.1 KB of
-      // spills at the consumers' 168 registers).
-      auto keep = [&](llvm::Value* s) -> llvm::Value* {
-        llvm::Type* ty = s->getType();
-        const char* c = ty->isFloatTy() ? "=f,0" : ty->isIntegerTy(32) ? "=r,0" : ty->isDoubleTy() ? "=d,0" : ty->isIntegerTy(64) ? "=l,0" : nullptr;
-        if (!c) return s;
-        auto* fty = llvm::FunctionType::get(ty, {ty}, false);
-        return b_.CreateCall(fty, llvm::InlineAsm::get(fty, "", c, /*hasSideEffects=*/true), {s});
-      };
-      if (auto z = frag_like(o.operands[1], f, 0, [&](size_t i, llvm::Value* e) { return keep(scalar_bin(bop, r.type.scalar, (*x)[i], e)); })) {
-        r.d = *z;
-        frags_[o.result()] = r;
-        return true;
-      }
-      auto y = frag_like(o.operands[1], f);
-      if (!y) return false;
-      for (size_t i = 0; i < r.d.size(); ++i) r.d[i] = scalar_bin(bop, r.type.scalar, (*x)[i], (*y)[i]);
+      for (size_t i = 0; i < r.d.size(); ++i) r.d[i] = scalar_bin(static_cast<BinOp>(o.sub), r.type.scalar, (*x)[i], (*y)[i]);
       frags_[o.result()] = r;
       return true;
     }
