@@ -9,8 +9,9 @@ namespace coopjit {
 using namespace ir;
 
 namespace {
-// The in-kernel Stream-K fix-up's waits (sk_flags plans) trap after this many polls (a nanosleep
-// apart: seconds, where a wait is at most one part's K loop) rather than hang.
+// The in-kernel Stream-K fix-up's waits (sk_flags plans) trap after this many polls (each an L2
+// round trip and a 32 ns nanosleep: tens of seconds, where a wait lasts at most one part's K
+// loop, or a chain of them) rather than hang.
 constexpr int64_t kFlagSpinLimit = int64_t(1) << 26;
 }  // namespace
 

@@ -537,6 +537,6 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   16-byte chunks; default yes); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
   blocks walking the tiles; default no); sk_flags 'no' | 'yes' (ws Stream-K plans: the split
   tiles' parts added inside the kernel after release / acquire flags, where the persistent grid
-  fits the SMs, the default there; 'no': a second, fix-up launch); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  fits the SMs; default 'no': a second, fix-up launch, measured faster); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")

@@ -84,7 +84,7 @@ def _gpu_overrides(plan: dict | None) -> dict:
     (int8 operands contiguous along M / N copied K-major first, for wgmma; sm_90), 'epi_smem': 'no'|'yes' (wgmma plans: the
     epilogue staged through shared memory, C written in 16-byte chunks), 'persistent': 'no'|'yes' (ws plans: a grid of
     min(tiles, SMs) blocks walking the tiles), 'sk_flags': 'no'|'yes' (ws Stream-K plans: the split tiles' parts
-    added in the kernel after flags, where the grid fits the SMs; 'no': a fix-up launch), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
+    added in the kernel after flags, where the grid fits the SMs; 'no', the default: a fix-up launch), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
