@@ -778,15 +778,18 @@ def test_wgmma_ws_persistent(rng, shape, plan):
 
 @pytest.mark.parametrize("shape,trans", [((1000, 600, 2056), (False, False)), ((520, 264, 2056), (True, False)),
                                          ((136, 1000, 1032), (False, True)), ((4200, 520, 712), (False, False))])
-@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7}, {"split": "sk+dp", "workers": 5},
-                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1},
-                                  {"split": "sk+dp", "workers": 6, "group_m": 3}, {"split": "sk+dp"},
-                                  {"split": "dp+sk", "workers": 6}, {"split": "dp+sk", "workers": 7, "kt": 128}])
+@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1},
+                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1}, {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 1},
+                                  {"split": "sk+dp", "workers": 6, "group_m": 3, "sk_flags": 1}, {"split": "sk+dp"},
+                                  {"split": "dp+sk", "workers": 6, "sk_flags": 1}, {"split": "dp+sk", "workers": 7, "kt": 128},
+                                  {"split": "sk", "workers": 7}, {"split": "sk+dp", "workers": 5}])
 def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     """Stream-K, 2-tile SK + DP and DP + SK (the last wave's tiles streamed) in the warp-specialized
     kernel (gemm_recipe_gpu.cpp, simt_tma_ws.cpp): a persistent grid, each block's Stream-K
     iterations (K ranges that start and end inside tiles; kt 192 does not divide K) then its DP
-    tiles, the producer walking the same ranges; partials through the workspace and the fix-up.
+    tiles, the producer walking the same ranges; partials through the workspace, added by the
+    fix-up launch (the default) or in the kernel after flags (sk_flags 1; chains of parts where
+    they are shorter than a tile).
     Edge tiles, K tails, the band walk, workers 5-7 and the SMs (tiles that leave the last wave
     partly empty); alpha / beta; against float64."""
     _hopper()
@@ -796,6 +799,7 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1], plan=plan)
     cfg = kern.config
     assert cfg["split"] == plan["split"] and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
+    assert cfg["sk_flags"] == ("yes" if plan.get("sk_flags") else "no")
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     a_, b_ = (a.T if trans[0] else a), (b.T if trans[1] else b)
@@ -834,5 +838,34 @@ def test_wgmma_ws_stream_k_bf16_out_and_torch(rng):
     ref2 = a2.astype(np.float64) @ b.astype(np.float64)
     mag2 = np.abs(a2.astype(np.float64)) @ np.abs(b.astype(np.float64))
     for tc, r, mg in zip(outs, (ref, ref2, ref), (mag, mag2, mag)):
+        err = np.abs(tc.double().cpu().numpy() - r)
+        assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(r) + (k + 4) * 2.0**-23 * mg).all()
+
+
+@pytest.mark.parametrize("shape,workers", [((128, 256, 8192), 7), ((256, 512, 4096), 11), ((384, 768, 3000), 132)])
+def test_wgmma_ws_stream_k_flags_chains_and_reuse(rng, shape, workers):
+    """The in-kernel fix-up (sk_flags) where a tile's K is split among many workers (plain Stream-K
+    over 1-6 tiles: up to 7 parts a tile, each worker adding its successor's sum after its flag),
+    called again and again with new operands (the flags left reset by each launch, through run()
+    and through torch's stream): every result against float64, bf16 and f32 outputs."""
+    _hopper()
+    m, n, k = shape
+    plan = {"split": "sk", "ws": 2, "workers": workers, "sk_flags": 1}
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
+    assert kern.config["sk_flags"] == "yes"
+    for _ in range(3):
+        a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+        _tc_check(kern(a, b), a, b)
+    torch = pytest.importorskip("torch")
+    outs, refs = [], []
+    for _ in range(3):
+        a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+        b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+        ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().bfloat16() for x in (a, b))
+        outs.append(coopjit.matmul(ta, tb, plan=plan))
+        refs.append((a.astype(np.float64) @ b.astype(np.float64), np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))))
+    torch.cuda.synchronize()
+    for tc, (r, mg) in zip(outs, refs):
         err = np.abs(tc.double().cpu().numpy() - r)
         assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(r) + (k + 4) * 2.0**-23 * mg).all()

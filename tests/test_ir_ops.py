@@ -314,3 +314,39 @@ def test_type_strings_are_checked():
         b.param("X", "coopmatrix<f32, 4, 4, c, subgroup>")
     with pytest.raises(ValueError, match="'0' is not a positive size"):
         b.param("X", "vector<f32, 0>")
+
+
+def test_flag_ops_value_spin_limit_and_targets():
+    """flag.set's optional i32 value (0 re-arms a flag: the in-kernel Stream-K fix-up's reset) and
+    flag.wait's spin_limit: printed, checked by the verifier and the builder (a value of another
+    type, a negative limit, an int outside i32: errors naming them); run on the CPU (a set to 7, a
+    wait for it, a reset, a set); on SPIR-V the atomics with a subgroup barrier after the wait,
+    and spin_limit refused (no trap there)."""
+    import re
+
+    def flags_kernel(limit):
+        b = KernelBuilder("flags")
+        F = b.param("F", "ptr<i32>")
+        b.flag_set(F, 2, 7)
+        b.flag_wait(F, 2, spin_limit=limit)
+        b.flag_set(F, 2, 0)
+        b.flag_set(F, 4)
+        return b, F
+
+    b, F = flags_kernel(100)
+    text = b.ir()
+    assert len(re.findall(r"flag\.set %F\[%\w+\], %\w+", text)) == 2 and "{spin_limit = 100}" in text, text
+    with pytest.raises(ValueError, match="spin_limit must be an int >= 0 .* got -1"):
+        b.flag_wait(F, 0, spin_limit=-1)
+    with pytest.raises(ValueError, match="value must be an i32 .* got 2147483648"):
+        b.flag_set(F, 0, 2**31)
+    flags = np.full(6, 0, np.int32)
+    b.compile()(flags)
+    np.testing.assert_array_equal(flags, [0, 0, 0, 0, 1, 0])
+    rejected(lambda b, X: b.flag_set(b.param("G", "ptr<i32>"), 0, b.const(1.0, "f32")),
+             "flag.set takes (ptr<i32>, index[, i32])", "f32")
+    spirv = flags_kernel(0)[0]._fn.compile_device("target:generic").source("spirv")
+    for insn in ("OpAtomicExchange", "OpAtomicOr", "OpControlBarrier"):
+        assert insn in spirv, insn
+    with pytest.raises(ValueError, match="spin_limit on spirv64: the target has no trap"):
+        flags_kernel(10)[0]._fn.compile_device("target:generic")

@@ -168,9 +168,10 @@ def test_flags_are_global_atomics(rng):
     if is_spirv():
         text = k.source("spirv")
         assert "OpAtomicExchange" in text and "OpAtomicOr" in text  # (LLVM 22 writes atomic store / load as plain ones)
-    else:  # NVPTX: the same two atomics, of the global space
+        assert "OpControlBarrier" in text  # the subgroup leaves the wait together
+    else:  # NVPTX: a release exchange and acquire loads at .gpu scope, the warp leaving together
         text = k.source("ptx")
-        assert "atom.global.exch" in text and "atom.global.or" in text
+        assert "atom.release.gpu.global.exch.b32" in text and "ld.acquire.gpu.global.b32" in text and "bar.warp.sync" in text
     flags = np.zeros(5, np.int32)
     x, y = rng.standard_normal((16, 4)).astype(np.float32), np.zeros((16, 4), np.float32)
     k(flags, x, y)

@@ -8,6 +8,13 @@ namespace coopjit {
 
 using namespace ir;
 
+namespace {
+// The in-kernel Stream-K fix-up's waits (sk_flags plans) trap after this many polls (each an L2
+// round trip and a 32 ns nanosleep: tens of seconds, where a wait lasts at most one part's K
+// loop, or a chain of them) rather than hang.
+constexpr int64_t kFlagSpinLimit = int64_t(1) << 26;
+}  // namespace
+
 std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string& name, GpuGemmPart part) {
   auto fp = std::make_unique<Function>();
   Function& f = *fp;
@@ -56,12 +63,19 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // Stream-K: the workspace (two partial macro tiles per worker, in the accumulator type), the
   // number of Stream-K workers, the Stream-K iterations (K tiles of the first output tiles) and
   // the K tiles per output tile, of kt elements.
-  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr;
+  // sk_flags plans: the flags of the in-kernel fix-up, one a consumer warp of each worker (i32,
+  // zero between launches: each is set once and reset by the warp that waited for it), and a
+  // macro tile of zeros (ZT: what a part with no successor adds; nothing writes it).
+  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr, *FL = nullptr, *ZT = nullptr;
   if (stream_k) {
     WS = f.add_param(Type::pointer(T), "WS");
     workers = idx("workers");
     sk_iters = idx("sk_iters");
     tiles_k = idx("tiles_k");
+    if (p.sk_flags) {
+      FL = f.add_param(Type::pointer(ScalarType::i32), "FL");
+      ZT = f.add_param(Type::pointer(T), "ZT");
+    }
   }
 
   Builder b(f);
@@ -143,7 +157,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   };
   // acc over K in [k_lo, k_hi) (k_lo a multiple of kb; k_hi one too, or K): a loop of mul_add
   // (loads checked only in edge tiles), then the K tail (checked).
-  auto k_range = [&](Builder& x, const Tile& tl, Value* k_lo, Value* k_hi) {
+  // init: the accumulators' initial values (zero when null; the pipelines only).
+  auto k_range = [&](Builder& x, const Tile& tl, Value* k_lo, Value* k_hi, Value* init = nullptr) {
     // With 2-D block loads, each load also names the next K step's blocks (A: kb columns on, B:
     // kb rows down) for the lowering's prefetch.
     auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk) {
@@ -156,7 +171,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       return kb.mul_add(a, bm, acc_in, "acc");
     };
     if (pipe) {  // one loop over [k_lo, k_hi), checked loads (zero fill), as the work-group's pipeline
-      Value* acc = x.splat(acc_t, fzero, "acc");
+      Value* acc = init ? init : x.splat(acc_t, fzero, "acc");
       Value* r = x.for_(k_lo, k_hi, KB, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
         return std::vector<Value*>{step(kb, k, it[0], true)};
       }, "k")[0];
@@ -296,6 +311,44 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
     Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
     y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
+      if (p.sk_flags) {
+        // The fix-up in the kernel (plan field sk_flags; blocks resident together): the rest of
+        // the tile after these iterations, when it has any, is worker g + 1's first part (its
+        // iterations start at hi), which that worker's warp sg leaves in its workspace slot with
+        // everything after it added, then sets flag (g + 1, sg). This part waits for it first and
+        // starts its K loop from it (the accumulators loaded in wgmma's fragments, before the
+        // loop: nothing else is live then), else from the zero tile ZT (a select, not a branch).
+        // The worker with the tile's first iterations writes C; any other stores its sum and
+        // sets its own flag. Waits go only to higher workers (no cycle). With parts of a tile or
+        // more (2-tile SK + DP: the planner's default, gpu_plan.cpp) only a worker's last part
+        // (the tile's head) waits, for its successor's first, which was done long before; with
+        // shorter ones (the parts of a tile form a chain) the waits serialize the chain.
+        Value* t_end = z.add(t_first, tiles_k, "t_end");
+        Value* has_next = z.cmp(CmpPred::lt, hi, t_end, "has_next");
+        Value* next = z.add(g, one, "next");
+        Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
+        Value* next_flag = z.add(z.mul(next, SGS), sg, "next_flag");
+        z.if_(has_next, {}, [&](Builder& u) {
+          u.flag_wait(FL, next_flag, kFlagSpinLimit);
+          return std::vector<Value*>{};
+        }, {});
+        Value* src = z.select(has_next, slot(z, next, zero), ZT, "part_src");
+        Value* part = z.load(acc_t, {src, sg_row, sg_col, one, MT, MT, NT}, false, "part");
+        Value* acc = k_range(z, tl, k_lo, k_hi, part);
+        z.if_(has_next, {}, [&](Builder& u) {  // re-armed for the next launch
+          u.flag_set(FL, next_flag, u.constant(0.0, ScalarType::i32, "unset"));
+          return std::vector<Value*>{};
+        }, {});
+        z.if_(z.cmp(CmpPred::eq, lo, t_first, "head"), {}, [&](Builder& u) {
+          epilogue(u, tl, acc);
+          return std::vector<Value*>{};
+        }, [&](Builder& u) {
+          u.store(acc, part_at(u, g, zero, tl), false);
+          u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
+          return std::vector<Value*>{};
+        });
+        return std::vector<Value*>{};
+      }
       Value* acc = k_range(z, tl, k_lo, k_hi);
       Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
       z.if_(whole, {}, [&](Builder& u) {

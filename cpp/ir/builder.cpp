@@ -216,8 +216,13 @@ Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* vie
 Value* Builder::ptr_offset(Value* ptr, Value* elements, std::string hint) {
   return append(OpKind::ptr_offset, {ptr, elements}, {ptr->type}, {std::move(hint)})->result();
 }
-void Builder::flag_set(Value* flags, Value* i) { append(OpKind::flag_set, {flags, i}, {}); }
-void Builder::flag_wait(Value* flags, Value* i) { append(OpKind::flag_wait, {flags, i}, {}); }
+void Builder::flag_set(Value* flags, Value* i, Value* value) {
+  append(OpKind::flag_set, value ? std::vector<Value*>{flags, i, value} : std::vector<Value*>{flags, i}, {});
+}
+void Builder::flag_wait(Value* flags, Value* i, int64_t spin_limit) {
+  Op* o = append(OpKind::flag_wait, {flags, i}, {});
+  if (spin_limit) o->attrs["spin_limit"] = spin_limit;
+}
 
 Value* Builder::load_scalar(Value* ptr, Value* index, std::string hint) {
   return append(OpKind::load, {ptr, index}, {Type::of(ptr->type.scalar)}, {std::move(hint)})->result();

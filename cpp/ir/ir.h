@@ -35,8 +35,10 @@ enum class OpKind : uint8_t {
   convert,    // (x) -> the result's scalar type (round to nearest even, saturating to integers)
   load,       // (ptr, index) -> element: a scalar read of ptr[index] (decode functions)
   ptr_offset, // (ptr, index) -> ptr + index elements
-  flag_set,   // (ptr<i32>, index): ptr[index] = 1, a release store (Stream-K partial tile ready)
-  flag_wait,  // (ptr<i32>, index): spin until ptr[index] != 0, an acquire load
+  flag_set,   // (ptr<i32>, index[, value i32]): ptr[index] = value (1 when absent), a release store at
+              // device scope (Stream-K partial tile ready; 0 re-arms the flag)
+  flag_wait,  // (ptr<i32>, index): spin until ptr[index] != 0, an acquire load at device scope; on SIMT
+              // targets the subgroup leaves together; attr spin_limit (polls, 0 none): past it, trap
   // structured control flow
   for_,       // (lb, ub, step, init...) region{iv, iter...; yield next...} -> iter results
   if_,        // (cond) region then, region else (each ends in yield) -> results

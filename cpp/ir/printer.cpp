@@ -234,6 +234,8 @@ class Printer {
         break;
       case OpKind::flag_set: case OpKind::flag_wait:
         os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "]";
+        if (v.size() > 2) os_ << ", " << name_of(v[2]);
+        if (o.has_attr("spin_limit")) os_ << " {spin_limit = " << o.int_attr("spin_limit") << "}";
         break;
       case OpKind::work_id:
         results(o);

@@ -309,8 +309,11 @@ class Verifier {
                 cat("ptr.offset takes (ptr, index), got ", types(v)));
         break;
       case OpKind::flag_set: case OpKind::flag_wait:
-        require(v.size() == 2 && v[0]->type == Type::pointer(ScalarType::i32) && v[1]->type.is_index(), o,
-                cat(mnemonic(o), " takes (ptr<i32>, index), got ", types(v)));
+        require((v.size() == 2 || (v.size() == 3 && o.kind == OpKind::flag_set && v[2]->type == Type::of(ScalarType::i32))) &&
+                    v[0]->type == Type::pointer(ScalarType::i32) && v[1]->type.is_index(), o,
+                cat(mnemonic(o), o.kind == OpKind::flag_set ? " takes (ptr<i32>, index[, i32])" : " takes (ptr<i32>, index)", ", got ", types(v)));
+        require(o.int_attr("spin_limit", 0) >= 0 && (o.kind == OpKind::flag_wait || !o.has_attr("spin_limit")), o,
+                cat(mnemonic(o), ": spin_limit must be a count >= 0 of flag.wait, got ", o.int_attr("spin_limit", 0)));
         break;
       case OpKind::load:
         require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() &&

@@ -275,7 +275,8 @@ void SimdLowering::op(const Op& o) {
       return;
     case OpKind::flag_set: {
       llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
-      b_.CreateAlignedStore(b_.getInt32(1), p, llvm::Align(4))->setAtomic(llvm::AtomicOrdering::Release);
+      llvm::Value* v = o.operands.size() > 2 ? scalar(o.operands[2]) : b_.getInt32(1);
+      b_.CreateAlignedStore(v, p, llvm::Align(4))->setAtomic(llvm::AtomicOrdering::Release);
       return;
     }
     case OpKind::flag_wait: {

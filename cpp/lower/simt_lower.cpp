@@ -249,23 +249,55 @@ llvm::Value* SimtLowering::work_id(const Op& o) {
   return target_.work_id(b_, which, static_cast<int>(o.int_attr("dim", 0)));
 }
 
-// Stream-K flags in global memory: an atomic exchange to 1 (release), then an atomic or with 0
-// (acquire) in a spin loop. Read-modify-writes, not atomic load / store: LLVM 22's SPIR-V
-// backend writes those as plain OpLoad / OpStore.
+// The flags' defaults (simt_target.h): LLVM's atomics; no trap.
+void SimtTarget::flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const {
+  b.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, p, v, llvm::Align(4), llvm::AtomicOrdering::Release);
+}
+llvm::Value* SimtTarget::flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const {
+  return b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b.getInt32(0), llvm::Align(4), llvm::AtomicOrdering::Acquire);
+}
+void SimtTarget::trap(llvm::IRBuilder<>&) const {
+  throw UserError(cat("flag.wait with a spin_limit on ", name(), ": the target has no trap to end a stuck kernel (use spin_limit 0)"));
+}
+
+// Stream-K flags in global memory at device scope, through the target (simt_target.h): every
+// work-item sets the flag with a release exchange (so that an acquire of the last value sees the
+// whole subgroup's writes), or spins on acquire loads until it reads non-zero, then the subgroup
+// synchronizes (so that a flag.set of 0 after the wait cannot hide the flag from a work-item still
+// polling). spin_limit > 0: the target's trap after that many polls (a launch error, not a hang).
 void SimtLowering::flag_op(const Op& o) {
   llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
   if (o.kind == OpKind::flag_set) {
-    b_.CreateAtomicRMW(llvm::AtomicRMWInst::Xchg, p, b_.getInt32(1), llvm::Align(4), llvm::AtomicOrdering::Release);
+    target_.flag_store_release(b_, p, o.operands.size() > 2 ? scalar(o.operands[2]) : b_.getInt32(1));
     return;
   }
+  const int64_t limit = o.int_attr("spin_limit", 0);
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
   auto* spin = llvm::BasicBlock::Create(ctx_, "flag.spin", fn_);
+  auto* again = llvm::BasicBlock::Create(ctx_, "flag.again", fn_);
   auto* done = llvm::BasicBlock::Create(ctx_, "flag.done", fn_);
   b_.CreateBr(spin);
   b_.SetInsertPoint(spin);
-  llvm::Value* v = b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b_.getInt32(0), llvm::Align(4),
-                                      llvm::AtomicOrdering::Acquire);
-  b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, spin);
+  llvm::PHINode* polls = b_.CreatePHI(b_.getInt64Ty(), 2, "polls");
+  polls->addIncoming(b_.getInt64(0), entry);
+  llvm::Value* v = target_.flag_load_acquire(b_, p);
+  b_.CreateCondBr(b_.CreateICmpNE(v, b_.getInt32(0)), done, again);
+  b_.SetInsertPoint(again);
+  llvm::Value* next = b_.CreateAdd(polls, b_.getInt64(1));
+  if (limit > 0) {
+    auto* stuck = llvm::BasicBlock::Create(ctx_, "flag.stuck", fn_);
+    auto* pause = llvm::BasicBlock::Create(ctx_, "flag.pause", fn_);
+    b_.CreateCondBr(b_.CreateICmpUGE(next, b_.getInt64(static_cast<uint64_t>(limit))), stuck, pause);
+    b_.SetInsertPoint(stuck);
+    target_.trap(b_);
+    b_.CreateUnreachable();
+    b_.SetInsertPoint(pause);
+  }
+  target_.spin_pause(b_);
+  polls->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateBr(spin);
   b_.SetInsertPoint(done);
+  target_.subgroup_sync(b_);
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------

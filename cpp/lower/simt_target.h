@@ -60,6 +60,21 @@ class SimtTarget {
   /// Whether the target adds floats of type t to global memory atomically (atomicrmw fadd);
   /// otherwise accumulate uses a compare-exchange loop.
   virtual bool float_atomic_add(ir::ScalarType) const { return false; }
+  // ---- flags between work-groups (the IR's flag.set / flag.wait; Stream-K's partial tiles) -------
+  /// A store of v (i32) to the flag at p (global memory) that releases this work-item's earlier
+  /// writes at device scope, as a read-modify-write (an exchange): when every work-item of a
+  /// subgroup sets the flag, an acquire that reads the last value synchronizes with all of them
+  /// (read-modify-writes continue a release's sequence). The default: LLVM's atomicrmw xchg
+  /// release (SPIR-V: OpAtomicExchange; LLVM 22's SPIR-V backend writes atomic stores as plain ones).
+  virtual void flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const;
+  /// A load of the flag at p (i32) that acquires at device scope. Default: atomicrmw or 0, acquire.
+  virtual llvm::Value* flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const;
+  /// A pause between polls of a spin loop (NVPTX: nanosleep); default none.
+  virtual void spin_pause(llvm::IRBuilder<>&) const {}
+  /// Every work-item of the subgroup reaches this point before any goes on; convergent.
+  virtual void subgroup_sync(llvm::IRBuilder<>& b) const = 0;
+  /// Ends the kernel with an error the launch reports (NVPTX: trap); the default refuses with a UserError.
+  virtual void trap(llvm::IRBuilder<>& b) const;
   /// SPV_INTEL_subgroups' block reads / writes, DPAS and 2-D block I/O are available.
   virtual bool intel_subgroups() const { return false; }
   /// mma.sync m16n8k16 (NVIDIA tensor cores, sm_80 and newer).

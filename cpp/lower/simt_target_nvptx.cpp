@@ -232,6 +232,21 @@ class NvptxSimtTarget : public SimtTarget {
     llvm::CallInst* r = b.CreateCall(fty, llvm::InlineAsm::get(fty, text, cons, /*hasSideEffects=*/true), args);
     return r;
   }
+  // Flags (simt_target.h) at .gpu scope, sm_70 and newer: atom.release.gpu.exch, ld.acquire.gpu
+  // (PTX ISA memory consistency model: release / acquire patterns, read-modify-writes in
+  // observation order), a nanosleep between polls, bar.warp.sync, trap.
+  static std::string space(llvm::Value* p) { return p->getType()->getPointerAddressSpace() == 1 ? ".global" : ""; }
+  void flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const override {
+    ptx(b, b.getInt32Ty(), cat("atom.release.gpu", space(p), ".exch.b32 $0, [$1], $2;"), "=r,l,r,~{memory}",
+        {b.CreatePtrToInt(p, b.getInt64Ty()), v});
+  }
+  llvm::Value* flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const override {
+    return ptx(b, b.getInt32Ty(), cat("ld.acquire.gpu", space(p), ".b32 $0, [$1];"), "=r,l,~{memory}", {b.CreatePtrToInt(p, b.getInt64Ty())});
+  }
+  void spin_pause(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "nanosleep.u32 32;", "~{memory}", {}); }
+  void subgroup_sync(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "bar.warp.sync -1;", "~{memory}", {}); }
+  void trap(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "trap;", "~{memory}", {}); }
+
   void mbarrier_init(llvm::IRBuilder<>& b, llvm::Value* bar, int count) const override {
     ptx(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", {bar, b.getInt32(static_cast<uint32_t>(count))});
   }

@@ -90,6 +90,11 @@ class SpirvSimtTarget : public SimtTarget {
   void barrier(llvm::IRBuilder<>& b) const override {
     spirv_builtin(b, "_Z7barrierj", b.getVoidTy(), {b.getInt32(1)}, true);  // CLK_LOCAL_MEM_FENCE
   }
+  // OpControlBarrier: execution and memory scope Subgroup (3), AcquireRelease | CrossWorkgroupMemory
+  // (0x208). (LLVM 22's SPIR-V backend leaves OpenCL's sub_group_barrier an unresolved call.)
+  void subgroup_sync(llvm::IRBuilder<>& b) const override {
+    spirv_builtin(b, "_Z22__spirv_ControlBarrieriii", b.getVoidTy(), {b.getInt32(3), b.getInt32(3), b.getInt32(0x208)}, true);
+  }
   void group_barrier(llvm::IRBuilder<>& b) const override {
     spirv_builtin(b, "_Z7barrierj", b.getVoidTy(), {b.getInt32(3)}, true);  // CLK_LOCAL_ | CLK_GLOBAL_MEM_FENCE
   }

@@ -206,7 +206,12 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   const LaneMap Lc = lanes_of(tc);
   const int64_t NT8 = NR / 8;
   std::vector<llvm::Value*> D;
-  {
+  Frag init_shape;  // an initial value loaded from memory (Stream-K's partial tiles): at the fragment's positions
+  init_shape.type = o.operands[3]->type;
+  init_shape.d.resize(static_cast<size_t>(NT8 * 4));
+  if (auto x = o.operands[3]->def && o.operands[3]->def->kind == OpKind::mat_load ? frag_like(o.operands[3], init_shape) : std::nullopt) {
+    D = *x;
+  } else {
     const auto& C = mat(o.operands[3]);
     bool uniform = !C.empty() && llvm::isa<llvm::Constant>(C[0]);
     for (llvm::Value* v : C) uniform = uniform && v == C[0];

@@ -71,8 +71,14 @@ constexpr bool kWsInt8 = true;
 constexpr bool kEpiSmemDefault = true;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
-// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs
-// (plan_gpu_gemm).
+// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default. Off:
+// on the H100 (benchmarks/recorded/issue16-h100-streamk-session13.md, CUDA graphs) SK + DP with
+// the flags ran 0.86-0.92x the same split with the fix-up launch (133 tiles: 515 against 572
+// TFLOP/s): its main kernel is slower by more than the launch it saves (ptxas spills ~570 bytes
+// at the consumers' 168 registers where the fix-up kernel's spills 88).
+constexpr int kSkFlagsDefault = 0;
+// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs,
+// after one or two full waves (plan_gpu_gemm).
 constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -90,7 +96,8 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "", group_m ? cat(".gm", group_m) : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "",
+             sk_flags ? ".flags" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -133,6 +140,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
                                 : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
+          {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
+                       : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
                                   " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
@@ -406,12 +415,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, sk_flags, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -494,7 +503,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   const bool ws_sk = p.wgmma && p.tma && batch == 1 && (ws_o != overrides.end() ? ws_o->second != 0 : sixteen_bit && ws_default != 0);
   if (ws_sk) {
     const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
-    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 2 * p.workers && last * kWsStreamKLast <= p.workers)
+    // (session 13, CUDA graphs, the fix-up launch: 133 tiles 1.35x DP, 136 1.09x, 266 1.10x, but 400
+    // (three waves and 4 tiles) 0.96x; 152 1.06x without edge tiles but 0.87x with them, 561
+    // (4224^2, a last wave 1/4 full) 0.87-0.90x)
+    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 3 * p.workers && last > 0 && last * kWsStreamKLast <= p.workers)
       p.split = "sk+dp";
   } else if (sk_rule) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
@@ -528,6 +540,24 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                           ") is a persistent grid of the SMs"));
     const bool int8_waves = !sixteen_bit && tiles_mn > p.workers;  // (kWsInt8: measured faster so)
     p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp" || int8_waves) ? 1 : 0;
+    // The in-kernel fix-up spins on flags that other blocks of the launch set: only where every
+    // block is resident at once (a grid of at most p.workers blocks, here at most the SMs, each
+    // taking one SM: the ws kernels' 97-217 KiB of shared memory leave room for one).
+    auto fo = overrides.find("sk_flags");
+    if (fo != overrides.end() && (fo->second < 0 || fo->second > 1))
+      throw UserError(cat("plan override sk_flags=", fo->second, " must be 0 (a fix-up launch) or 1 (flags in the kernel)"));
+    // (16-bit inputs: the flags were built and tested before the ws kernel took 8-bit ones)
+    const bool co_resident = p.ws && p.persistent && p.split != "dp" && p.workers <= target.compute_units && sixteen_bit;
+    if (fo != overrides.end() && fo->second == 1 && !co_resident)
+      throw UserError(cat("plan override sk_flags=1: the in-kernel Stream-K fix-up needs a warp-specialized Stream-K plan (ws, split not dp) "
+                          "of bf16 / f16 inputs whose grid of workers=", p.workers, " blocks fits ", target.compute_units,
+                          " SMs, not ws=", p.ws, ", split ", p.split, ", inputs ", ir::name(p.a_type)));
+    // By default only where every worker's part is a tile or more (2-tile SK + DP): then the only
+    // wait is a worker's last part's, for its successor's first, done long before; shorter parts
+    // form chains whose waits serialize them (the fix-up launch adds them in parallel).
+    const int64_t sk_it = co_resident ? stream_k_tiles(p.split, tiles_mn, tiles_k, p.workers) : 0;
+    const bool whole_parts = sk_it > 0 && sk_it >= std::min(p.workers, sk_it) * tiles_k;
+    p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident && whole_parts ? kSkFlagsDefault : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");

@@ -133,6 +133,12 @@ struct GpuGemmPlan {
   // block's next tile run while its consumers write this one's C. 0 one tile a block. Stream-K
   // ws plans are always persistent (their Stream-K parts, then their DP tiles).
   int persistent = 0;
+  // Stream-K ws plans: the split tiles' fix-up inside the kernel (gemm_recipe_gpu.cpp): a block
+  // that has a later part of a tile writes it to the workspace and sets its flag; the block with
+  // the tile's first K tiles (its last part) waits for those flags, adds the parts and writes C.
+  // Only where the blocks are resident together (a persistent grid of at most the SMs, one block
+  // an SM); 0: a second launch adds the parts (plan override sk_flags: 0 / 1).
+  int sk_flags = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

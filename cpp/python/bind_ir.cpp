@@ -2,6 +2,8 @@
 // Python (coopjit.ir wraps this), and run them through the same verifier, printer, lowering and
 // cache as the built-in recipes. Values are handles into one function; regions are Python
 // callables that receive a builder positioned inside them.
+#include <optional>
+
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -623,8 +625,13 @@ void bind_ir(py::module_& m) {
         return b.wrap(b.b.load_scalar(b.unwrap(p), b.unwrap(i)));
       })
       .def("ptr_offset", [](PyBuilder& b, const PyValue& p, const PyValue& n) { return b.wrap(b.b.ptr_offset(b.unwrap(p), b.unwrap(n))); })
-      .def("flag_set", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_set(b.unwrap(p), b.unwrap(i)); })
-      .def("flag_wait", [](PyBuilder& b, const PyValue& p, const PyValue& i) { b.b.flag_wait(b.unwrap(p), b.unwrap(i)); })
+      .def("flag_set", [](PyBuilder& b, const PyValue& p, const PyValue& i, const std::optional<PyValue>& v) {
+        b.b.flag_set(b.unwrap(p), b.unwrap(i), v ? b.unwrap(*v) : nullptr);
+      }, py::arg("flags"), py::arg("i"), py::arg("value") = py::none())
+      .def("flag_wait", [](PyBuilder& b, const PyValue& p, const PyValue& i, int64_t spin_limit) {
+        if (spin_limit < 0) throw UserError(cat("flag_wait: spin_limit must be >= 0 (0: no limit), got ", spin_limit));
+        b.b.flag_wait(b.unwrap(p), b.unwrap(i), spin_limit);
+      }, py::arg("flags"), py::arg("i"), py::arg("spin_limit") = 0)
       .def("for_", [](PyBuilder& b, const PyValue& lb, const PyValue& ub, const PyValue& step, const std::vector<PyValue>& inits,
                       const py::function& body) {
         return b.wrap(b.b.for_(b.unwrap(lb), b.unwrap(ub), b.unwrap(step), b.unwrap(inits),

@@ -139,13 +139,21 @@ class KernelBuilder:
         reads "group" runs on the grid its call's groups= gives."""
         return self._b.work_id(kind, dim)
 
-    def flag_set(self, flags, i):
-        """flags[i] = 1 (ptr<i32>), a release store: Stream-K's "partial tile ready"."""
-        self._b.flag_set(flags, self._val(i))
+    def flag_set(self, flags, i, value=None):
+        """flags[i] = value (ptr<i32>; an i32 value or int, 1 when None), a release store at device
+        scope: Stream-K's "partial tile ready"; 0 re-arms the flag."""
+        if value is not None and not isinstance(value, _core.IRValue):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -2**31 <= value < 2**31:
+                raise ValueError(f"flag_set: value must be an i32 (an int in [-2^31, 2^31)), got {value!r}")
+            value = self._b.constant(float(value), "i32")
+        self._b.flag_set(flags, self._val(i), value)
 
-    def flag_wait(self, flags, i):
-        """Spins until flags[i] != 0, an acquire load."""
-        self._b.flag_wait(flags, self._val(i))
+    def flag_wait(self, flags, i, spin_limit: int = 0):
+        """Spins until flags[i] != 0, an acquire load at device scope; on GPUs the subgroup leaves
+        together. spin_limit > 0: the kernel traps (a launch error, not a hang) after that many polls."""
+        if isinstance(spin_limit, bool) or not isinstance(spin_limit, numbers.Integral) or spin_limit < 0:
+            raise ValueError(f"flag_wait: spin_limit must be an int >= 0 (0: no limit), got {spin_limit!r}")
+        self._b.flag_wait(flags, self._val(i), int(spin_limit))
 
     # ---- work-group local memory (HLSL groupshared) -------------------------------------------------
     def groupshared(self, dtype: str, n: int):
