@@ -696,7 +696,7 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
     with pytest.raises(ValueError, match="sk_flags=1: .*ws=0"):
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 0, "sk_flags": 1})
     with pytest.raises(ValueError, match="sk_flags=1: .*inputs i8"):  # (built and tested for 16-bit inputs)
-        ptx.compile_gemm(1000, 600, 2056, np.int8, target="sm_90", plan={"split": "sk", "ws": 2, "sk_flags": 1})
+        ptx.compile_gemm(1024, 640, 2048, np.int8, target="sm_90", plan={"split": "sk", "ws": 2, "sk_flags": 1})
     with pytest.raises(ValueError, match="sk_flags=2 must be 0"):
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "sk_flags": 2})
     assert ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "dp"}).config["sk_flags"] == "no"
