@@ -45,6 +45,33 @@ def assert_gemm_close(got, a, b, c=None, alpha=1.0, beta=0.0):
     )
 
 
+def dtype_operands(rng, dtype, m, n, k):
+    """a (m x k) and b (k x n) of `dtype`: "int8" (the full range), "bf16" (ml_dtypes) or a NumPy
+    float type (standard normal values)."""
+    if dtype == "int8":
+        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    if dtype == "bf16":
+        import ml_dtypes
+        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    return a.astype(dtype), b.astype(dtype)
+
+
+def check_dtype_product(got, a, b, dtype, alpha=1.0, beta=0.0, c0=None):
+    """got against alpha a @ b + beta c0 in float64: exact for "int8", within 1e-2 of the largest
+    value for "bf16" (bf16 inputs, f32 sums; a bf16 result rounds once more), else the float bound."""
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    if c0 is not None:
+        ref = ref + beta * c0.astype(np.float64)
+    if dtype == "int8":
+        np.testing.assert_array_equal(got, ref.astype(np.int64))
+    elif dtype == "bf16":
+        err = np.max(np.abs(got.astype(np.float64) - ref)) / np.max(np.abs(ref))
+        assert err < 1e-2, err
+    else:
+        assert_gemm_close(got, a, b, c0, alpha, beta)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

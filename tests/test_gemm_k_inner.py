@@ -9,31 +9,9 @@ import numpy as np
 import pytest
 
 import coopjit
-from conftest import assert_gemm_close
+from conftest import check_dtype_product as _check, dtype_operands as _operands
 
 AMX = "yes" if coopjit.cpu_info()["features"].get("amx-tile") else "emulated"
-
-
-def _operands(rng, dtype, m, n, k):
-    if dtype == "int8":
-        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
-    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    if dtype == "bf16":
-        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
-    return a.astype(dtype), b.astype(dtype)
-
-
-def _check(got, a, b, dtype, alpha=1.0, beta=0.0, c0=None):
-    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64))
-    if c0 is not None:
-        ref = ref + beta * c0.astype(np.float64)
-    if dtype == "int8":
-        np.testing.assert_array_equal(got, ref.astype(np.int64))
-    elif dtype == "bf16":  # bf16 inputs, f32 sums; a bf16 result rounds once more
-        err = np.max(np.abs(got.astype(np.float64) - ref)) / np.max(np.abs(ref))
-        assert err < 1e-2, err
-    else:
-        assert_gemm_close(got, a, b)
 
 
 @pytest.mark.parametrize("dtype, m, n, k, plan", [
