@@ -44,6 +44,19 @@ def f32_bound(a, b):
     return (a.shape[1] + 2) * np.finfo(np.float32).eps * mag
 
 
+def check_product(rng, dtype, m, n, k, plan):
+    """matmul of random m x k and k x n operands (bf16 -> float32 within f32_bound, int8 -> int32
+    exact) under `plan` against float64 / int64; returns the operands."""
+    if dtype == BF16:
+        a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    else:
+        a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    return a, b
+
+
 def plan_of(a, b, out_dtype, plan=None):
     types = coopjit._arrays.gemm_types(a.dtype, b.dtype, np.dtype(out_dtype))[0]
     c = np.empty((a.shape[0], b.shape[1]), out_dtype)
@@ -165,13 +178,7 @@ def test_l2_prefetch(rng, prefetch, direct_a):
     m, n, k = 96, 80, 64 * 6
     plan = {"amx": "yes" if HOST_AMX else "emulated", "amx_prefetch": prefetch, "direct_a": direct_a, "threads": 2, "kt": 128}
     for dtype in (BF16, np.int8):
-        if dtype == BF16:
-            a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
-            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
-            assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
-        else:
-            a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
-            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+        a, b = check_product(rng, dtype, m, n, k, plan)
     asm = coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes"})["asm"]
     assert re.search(r"\bprefetcht1\b", asm) and bool(re.search(r"\bprefetcht0\b", asm)) == (prefetch != 5)
 
@@ -294,13 +301,7 @@ def test_hardware_tiles(rng, dtype, feed):
                  {"amx": "yes", "amx_feed": feed, "direct_a": 1, "threads": 4, "kt": 256}):
         if plan.get("direct_a"):
             m, k = 320, 704  # multiples of 32 and of 64 (a direct A reads whole tiles)
-        if dtype == BF16:
-            a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
-            c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
-            assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
-        else:
-            a, b = ints(rng, np.int8, (m, k)), ints(rng, np.int8, (k, n))
-            np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+        a, b = check_product(rng, dtype, m, n, k, plan)
     w = ints(rng, np.int8, (k, n)) if dtype == np.int8 else floats(rng, BF16, (k, n))
     pw = coopjit.prepack(w, plan={"amx_feed": feed})
     ref = a.astype(np.float64) @ w.astype(np.float64)
