@@ -86,7 +86,6 @@ PYBIND11_MODULE(_core, m) {
     d["end_ns"] = t.end;
     d["slept"] = t.slept;
     d["cpu"] = t.cpu;
-    d["moved"] = t.moved;
     d["join_ns"] = t.join;
     return d;
   }, "The last multi-worker launch's stamps (ns after its start), when the trace is on.");

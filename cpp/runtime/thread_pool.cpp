@@ -32,7 +32,7 @@ std::atomic<bool> g_trace{[] {
 }()};
 struct alignas(64) Stamp {
   std::atomic<int64_t> start{0}, end{0};
-  std::atomic<int> slept{0}, cpu{-1}, moved{0};
+  std::atomic<int> slept{0}, cpu{-1};
 };
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -66,25 +66,6 @@ bool spin_until(const Ready& ready) {
   }
 }
 
-// A pool thread that finds itself on the CPU its caller runs on moves to another CPU of its
-// affinity mask and then takes the whole mask back (the scheduler does not move it back: the
-// thread is not pinned). Linux wakes a sleeping thread onto its waker's CPU when that looks
-// cache-friendly; a worker placed so then waits for the caller's share to end (the caller does
-// not yield while it computes), and short launches stay there, both threads on one CPU and
-// the other idle. Measured on the 2-core Zen 5, quiet, f32 513x129x700 and 3000x500x200: two
-// workers took as long as one (490 against 474-488 us; 2709 against 2723-2793 us), the launch
-// trace showing the second worker starting when the first ended.
-// Returns whether it moved.
-bool move_off_cpu(int caller_cpu) {
-  if (caller_cpu < 0 || sched_getcpu() != caller_cpu) return false;
-  cpu_set_t all, others;
-  if (sched_getaffinity(0, sizeof(all), &all) != 0 || !CPU_ISSET(caller_cpu, &all) || CPU_COUNT(&all) < 2) return false;
-  others = all;
-  CPU_CLR(caller_cpu, &others);
-  if (sched_setaffinity(0, sizeof(others), &others) != 0) return false;  // moves this thread now
-  sched_setaffinity(0, sizeof(all), &all);
-  return true;
-}
 }  // namespace
 
 struct ThreadPool::Impl {
@@ -121,7 +102,6 @@ struct ThreadPool::Impl {
   std::atomic<int> pending{0};
   std::atomic<uint64_t> claim{0};
   std::atomic<int> left{0};
-  std::atomic<int> caller_cpu{-1};  // the CPU of the current launch's caller (move_off_cpu)
   std::exception_ptr error;  // under mu
   // The trace of the current launch (g_trace): its start, and each worker's stamps.
   std::atomic<bool> tracing{false};
@@ -158,8 +138,6 @@ struct ThreadPool::Impl {
       seen = now >> 32;
       const int n = static_cast<int>(now & 0x3fffffffu);
       if (index >= n) continue;
-      const bool moved = move_off_cpu(caller_cpu.load(std::memory_order_relaxed));
-      if (moved && tracing.load(std::memory_order_relaxed)) stamps[index].moved.store(1, std::memory_order_relaxed);
       if (now & 0x40000000u) {
         claim_shares(seen, n, index, spun);
         continue;
@@ -337,9 +315,6 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
       }
       impl_->t0 = now_ns();
     }
-    if (trace)
-      for (int w = 0; w < shares; ++w) impl_->stamps[w].moved.store(0, std::memory_order_relaxed);
-    impl_->caller_cpu.store(sched_getcpu(), std::memory_order_relaxed);  // (published with state)
     impl_->fn.store(&fn, std::memory_order_relaxed);
     impl_->pending.store(independent ? 0 : workers - 1, std::memory_order_relaxed);
     impl_->error = nullptr;
@@ -393,10 +368,9 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     t.end.assign(static_cast<size_t>(shares), 0);
     t.slept.assign(static_cast<size_t>(shares), 0);
     t.cpu.assign(static_cast<size_t>(shares), -1);
-    t.moved.assign(static_cast<size_t>(shares), 0);
     for (int w = 0; w < shares; ++w) {
       t.cpu[w] = impl_->stamps[w].cpu.load(std::memory_order_relaxed);
-      t.moved[w] = impl_->stamps[w].moved.load(std::memory_order_relaxed);
+
       t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
       t.end[w] = impl_->stamps[w].end.load(std::memory_order_relaxed) - t0;
       t.slept[w] = impl_->stamps[w].slept.load(std::memory_order_relaxed);

@@ -16,7 +16,6 @@ struct LaunchTrace {
   std::vector<int64_t> start, end;  // per worker: fn(w) entered / returned (worker 0: the caller)
   std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
   std::vector<int> cpu;             // per worker: the CPU fn(w) started on (-1: unknown)
-  std::vector<int> moved;           // per pool worker: it found itself on the caller's CPU and moved off
   int64_t join = 0;                 // the caller saw every worker done
 };
 void set_launch_trace(bool on);
