@@ -226,7 +226,9 @@ def test_k_outer_prefetch_of_b(rng, ahead, m, n, k):
     _check_float(coopjit.matmul(a, b, plan=plan), a, b)
     assert coopjit.compile_gemm(m, n, k, np.float32, plan=plan).config["b_prefetch"] == ahead
     assert _order(1, 4096, 4096) == "k_outer"
-    assert coopjit.compile_gemm(1, 4096, 4096, np.float32).config["b_prefetch"] == 1024
+    # (the default below 8 workers; none on more, where it measured slower)
+    want = 1024 if coopjit.get_num_threads() < 8 else 0
+    assert coopjit.compile_gemm(1, 4096, 4096, np.float32).config["b_prefetch"] == want
 
 
 def test_bad_b_prefetch_overrides():

@@ -661,8 +661,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // b_prefetch: B's rows of each k_outer tile prefetched 1 KiB ahead (4 tiles of 64 f32). One
   // Zen 5 thread, 1x4096x4096 f32 from memory (CPU time, session 14): 33-34 -> 36-38 GB/s (NumPy
   // 41); 256 / 512 / 2048 / 4096 bytes ahead 36.7 / 35.6 / 35.8 / 29.7; 64x4096x4096 127 -> 135
-  // GFLOP/s, 16x4096x4096 74 -> 77.
-  if (p.order == "k_outer" && !overrides.count("b_prefetch")) p.b_prefetch = 1024;
+  // GFLOP/s, 16x4096x4096 74 -> 77. Below 8 cores only: on the 16-core Emerald Rapids host (16
+  // workers, blocks of calls) 64x4096x4096 f32 took 4.8 ms with it and 4.3 without.
+  if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8) p.b_prefetch = 1024;
   if (p.b_prefetch && p.order != "k_outer")
     throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer); "
                         "the plan's walk is ", p.order));
