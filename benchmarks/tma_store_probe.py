@@ -7,7 +7,9 @@ Rows: bf16 / f16 2048^3 / 4096^3 / 8192^3 and bf16 4224^3 (the default plan: the
 kernel, one tile a block); bf16 896 x 4864 x 8192 (152 tiles of 128 x 256 on 132 SMs whose last
 256-row strip is half empty: edge tiles) against 1024 x 4864 x 8192 (the same tiles, none an edge);
 bf16 4096^3 with the persistent walk (a tile's last box in flight under the next tile's K loop);
-int8 1024-8192 (B K-contiguous, the default plan) against torch._int_mm.
+int8 1024-8192 (B K-contiguous, the default plan) against torch._int_mm; (smallk) products whose
+epilogue is a large share of the time: 8192^2 tiles at K 64 / 256, f32 out (8 boxes a warp; torch
+there: its 16-bit output).
 """
 import argparse
 import statistics
@@ -25,7 +27,7 @@ from bench_cuda_gemm import NP, graph_timed  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="bf16,f16,edge,pers,int8")
+    ap.add_argument("--only", default="bf16,f16,edge,pers,int8", help="groups of rows: bf16, f16, edge, pers, int8, smallk")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -39,7 +41,11 @@ def main():
         cases.append(("bf16", torch.bfloat16, (4224, 4224, 4224), {}))
     if "edge" in only:
         cases += [("bf16", torch.bfloat16, (896, 4864, 8192), {"split": "dp"}), ("bf16", torch.bfloat16, (1024, 4864, 8192), {"split": "dp"}),
-                  ("bf16", torch.bfloat16, (896, 4864, 8192), {"split": "sk+dp"})]
+                  ("bf16", torch.bfloat16, (896, 4864, 8192), {"split": "sk+dp"}),
+                  ("bf16", torch.bfloat16, (1024, 4864, 8192), {"split": "sk+dp"})]
+    if "smallk" in only:  # the epilogue's share large: 2048 tiles of K 64 / 256 (bf16 out), and f32 out (8 boxes a warp)
+        cases += [("bf16", torch.bfloat16, (8192, 8192, 64), {}), ("bf16", torch.bfloat16, (8192, 8192, 256), {}),
+                  ("bf16 -> f32", torch.bfloat16, (8192, 8192, 64), {}), ("f16 -> f32", torch.float16, (4096, 4096, 1024), {})]
     if "pers" in only:
         cases.append(("bf16", torch.bfloat16, (4096, 4096, 4096), {"persistent": "yes"}))
     if "int8" in only:
@@ -55,8 +61,8 @@ def main():
         else:
             a = torch.randn(m, k, device="cuda", generator=g).to(dt)
             b = torch.randn(k, n, device="cuda", generator=g).to(dt)
-            c = torch.empty(m, n, device="cuda", dtype=dt)
-            theirs = lambda: torch.matmul(a, b)  # noqa: E731
+            c = torch.empty(m, n, device="cuda", dtype=torch.float32 if "f32" in name else dt)
+            theirs = lambda: torch.matmul(a, b)  # noqa: E731  (f32-out rows: torch's 16-bit output)
             ref = torch.matmul(a.double(), b.double())
         reps = max(2, min(200, int(4e11 / (2 * m * n * k))))
         runs = {v: (lambda v=v: coopjit.matmul(a, b, out=c, plan=dict(plan, tma_store=v))) for v in ("no", "yes")}
@@ -74,7 +80,8 @@ def main():
         t = {key: statistics.median(v) for key, v in times.items()}
         f = 2 * m * n * k / 1e12
         unit = "TOP/s" if dt is torch.int8 else "TFLOP/s"
-        cfg = coopjit.compile_gemm(m, n, k, NP[dt], device="cuda:0", trans_b=dt is torch.int8, plan=dict(plan, tma_store="yes")).config
+        cfg = coopjit.compile_gemm(m, n, k, NP[dt], device="cuda:0", trans_b=dt is torch.int8, plan=dict(plan, tma_store="yes"),
+                                   out_dtype=NP[c.dtype] if dt is not torch.int8 else None).config
         desc = f"{cfg['macro_tile']} {cfg['split']} ws {str(cfg['ws']).split(':')[0]} pers {cfg['persistent'][:3]} {plan or ''}"
         err = f"{errs['yes']} / {errs['no']}" if dt is torch.int8 else f"{errs['yes']:.1e} / {errs['no']:.1e}"
         lines.append(f"| {name} {m}x{n}x{k} | {desc} | {f / t['no']:.1f} {unit} ({t['no'] * 1e6:.1f} us) | "

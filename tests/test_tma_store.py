@@ -170,7 +170,7 @@ def test_tma_store_views_and_fallback(rng, layout):
     a = rng.standard_normal((m, k)).astype(BF16)
     b = rng.standard_normal((k, n)).astype(BF16)
     ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().bfloat16() for x in (a, b))
-    plan = {"split": "dp", "layout": 1 if layout == "col" else 0}
+    plan = {"split": "dp", "layout": layout}
     for cols, first in ((640, 16), (640, 2), (601, 0), (640, 16), (640, 8)):
         c0 = rng.standard_normal((m + 8, cols)).astype(np.float32)
         for call in range(2):  # the second through the prepared launch
