@@ -184,6 +184,29 @@ def test_tma_store_views_and_fallback(rng, layout):
             assert np.array_equal(got, c0), (cols, first, call)  # nothing written outside the view
 
 
+def test_tma_store_int8_copies_and_unaligned_out(rng):
+    """int8 with B contiguous along N (copied K-major first, plan field kmajor) into int32 out= views
+    of a torch tensor: 16-byte aligned (TMA stores) and one element on (the launch without them),
+    each twice (the prepared launch); exact against int64, nothing outside the view written."""
+    _hopper()
+    torch = pytest.importorskip("torch")
+    m, n, k = 520, 400, 528
+    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    for first in (4, 1, 4, 1):
+        c0 = rng.integers(-1000, 1000, (m, 416)).astype(np.int32)
+        for _ in range(2):
+            tc = torch.from_numpy(c0).cuda()
+            coopjit.matmul(ta, tb, out=tc[:, first:first + n])
+            torch.cuda.synchronize()
+            got = tc.cpu().numpy()
+            assert (got[:, first:first + n].astype(np.int64) == ref).all(), first
+            got[:, first:first + n] = c0[:, first:first + n]
+            assert np.array_equal(got, c0), first
+
+
 @pytest.mark.parametrize("shape,plan", [((520, 400, 528), {}), ((1040, 4112, 528), {}), ((528, 272, 1040), {"nr": 128, "sg_n": 1}),
                                         ((528, 272, 2064), {"ws": "yes", "split": "sk+dp", "workers": 7})])
 def test_tma_store_int8_exact(rng, shape, plan):
