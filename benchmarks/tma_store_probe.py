@@ -29,9 +29,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="bf16,f16,edge,pers,int8", help="groups of rows: bf16, f16, edge, pers, int8, smallk")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--base", default="no", help="the tma_store of the first column (no, yes, 2)")
+    ap.add_argument("--variant", default="yes", help="the tma_store of the second column (2: boxes of a warpgroup)")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    lines = ["| case | plan | tma_store 0 | tma_store 1 | torch | 1 / 0 | 1 / torch | 0 / torch | exact / rel. err 1, 0 |",
+    B, V = args.base, args.variant
+    lines = [f"| case | plan | tma_store {B} | tma_store {V} | torch | {V} / {B} | {V} / torch | {B} / torch | exact / rel. err {V}, {B} |",
              "|" + "---|" * 9]
     cases = []
     for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
@@ -65,7 +68,11 @@ def main():
             theirs = lambda: torch.matmul(a, b)  # noqa: E731  (f32-out rows: torch's 16-bit output)
             ref = torch.matmul(a.double(), b.double())
         reps = max(2, min(200, int(4e11 / (2 * m * n * k))))
-        runs = {v: (lambda v=v: coopjit.matmul(a, b, out=c, plan=dict(plan, tma_store=v))) for v in ("no", "yes")}
+        conv = lambda v: int(v) if v.isdigit() else v  # noqa: E731
+        runs = {v: (lambda v=v: coopjit.matmul(a, b, out=c, plan=dict(plan, tma_store=conv(v)))) for v in ("no", "yes")}
+        runs = {"no": runs["no"], "yes": runs["yes"]} if (B, V) == ("no", "yes") else \
+            {"no": lambda: coopjit.matmul(a, b, out=c, plan=dict(plan, tma_store=conv(B))),
+             "yes": lambda: coopjit.matmul(a, b, out=c, plan=dict(plan, tma_store=conv(V)))}
         errs = {}
         for v, fn in runs.items():
             c.zero_()
@@ -80,7 +87,7 @@ def main():
         t = {key: statistics.median(v) for key, v in times.items()}
         f = 2 * m * n * k / 1e12
         unit = "TOP/s" if dt is torch.int8 else "TFLOP/s"
-        cfg = coopjit.compile_gemm(m, n, k, NP[dt], device="cuda:0", trans_b=dt is torch.int8, plan=dict(plan, tma_store="yes"),
+        cfg = coopjit.compile_gemm(m, n, k, NP[dt], device="cuda:0", trans_b=dt is torch.int8, plan=dict(plan, tma_store=conv(V)),
                                    out_dtype=NP[c.dtype] if dt is not torch.int8 else None).config
         desc = f"{cfg['macro_tile']} {cfg['split']} ws {str(cfg['ws']).split(':')[0]} pers {cfg['persistent'][:3]} {plan or ''}"
         err = f"{errs['yes']} / {errs['no']}" if dt is torch.int8 else f"{errs['yes']:.1e} / {errs['no']:.1e}"

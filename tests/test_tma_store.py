@@ -6,6 +6,8 @@ by the lanes instead. Without a GPU: the plan's rules and every module form the 
 with it on this machine's ptxas (PyPI's nvidia-cuda-nvcc; skipped, saying so, without it). On an
 sm_90 GPU (cuda:0; skipped, saying which, elsewhere): against NumPy in float64 / exact int64, and
 bit for bit against the same plan without TMA stores (the same sums, stored another way)."""
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -34,6 +36,7 @@ def _spills(report):
 # the kernel without producers, int8 -> int32, Stream-K in the ws kernel, the persistent walk.
 CASES = [
     ((4096, 4096, 4096), BF16, BF16, False, {}),                                  # the default: ws 2, col
+    ((4096, 4096, 4096), BF16, BF16, False, {"tma_store": "yes"}),                # boxes of a warp: 32-byte lines
     ((4096, 4096, 4096), BF16, np.float32, False, {}),
     ((1000, 600, 264), BF16, np.float32, False, {"layout": "row"}),
     ((1000, 600, 264), BF16, BF16, False, {"layout": "row"}),
@@ -48,21 +51,26 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 def test_tma_store_modules_assemble(ptxas, case):
-    """Each warp: wait for the buffer's previous box to be read (wait_group.read), its writes,
-    fence.proxy.async.shared::cta, bar.warp.sync, one lane's cp.async.bulk.tensor store and
-    commit; the kernel waits for the reads before it returns; no 16-byte lane stores of C and no
+    """Each warp (the default, tma_store 2, with 16-bit C whose rows are contiguous: each
+    warpgroup): wait for the buffer's previous box to be read (wait_group.read), its writes,
+    fence.proxy.async.shared::cta, bar.warp.sync (the warpgroup's named barrier), one lane's
+    cp.async.bulk.tensor store and commit; the kernel waits for the reads before it returns; no
     shuffles. ptxas: no wgmma serialization, no more spills than the plan without TMA stores."""
     shape, dtype, out, acc, plan = case
     kw = {"out_dtype": out} if out is not None else {}
     args = dict(target="sm_90", trans_b=dtype == np.int8, accumulate=acc, **kw)
     kern = ptx.compile_gemm(*shape, dtype, plan=plan, **args)
     cfg = kern.config
-    assert cfg["tma_store"].startswith("yes") and cfg["epi_smem"] == 4096 and "_tmast" in kern.source("ptx")
+    mode = 1 if plan.get("tma_store") == "yes" else 2  # the default: 2
+    assert str(cfg["tma_store"]).startswith("yes" if mode == 1 else "2") and cfg["epi_smem"] == 4096
+    assert ("_tmast2" if mode == 2 else "_tmast_") in kern.source("ptx")
     text = kern.source("ptx")
+    wg = mode == 2 and cfg["layout"] == "col" and cfg["c_type"] in ("bf16", "f16")  # boxes of a warpgroup
     pieces = 256 * 2 // (16 * 4 if cfg["c_type"] in ("f32", "i32") else 16 * 2)  # boxes of 128 / esz columns
     assert text.count("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group") >= 1
-    for s in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0", "fence.proxy.async.shared::cta", "bar.warp.sync"):
+    for s in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0", "fence.proxy.async.shared::cta"):
         assert s in text, s
+    assert bool(re.search(r"bar\.sync\s+%r\d+, 128;", text)) == wg and (wg or "bar.warp.sync" in text)
     assert "shfl" not in text and pieces > 0
     assert ("stmatrix.sync.aligned.m8n8.x4" in text) == (cfg["c_type"] in ("bf16", "f16"))
     report = ptxas(text, "sm_90")
@@ -78,13 +86,14 @@ def test_tma_store_plan_fields():
     """tma_store: on by default on wgmma TMA plans (each warp's region two 2048-byte boxes, part of
     the kernel's name); off without TMA, on sm_80, without the staging; overrides other than 0 / 1, or 1 where it cannot apply, refused naming the values."""
     k = ptx.compile_gemm(4096, 4096, 4096, BF16, target="sm_90")
-    assert k.config["tma_store"].startswith("yes") and k.config["epi_smem"] == 4096
+    assert k.config["tma_store"] == 2 and k.config["epi_smem"] == 4096
+    assert ptx.compile_gemm(4096, 4096, 4096, BF16, target="sm_90", plan={"tma_store": "yes"}).config["tma_store"].startswith("yes")
     assert k.config["work_group_size"] == 384
     for target, plan in (("sm_90", {"tma": "no"}), ("sm_80", {}), ("sm_90", {"epi_smem": "no"}), ("sm_90", {"tma_store": "no"})):
         c = ptx.compile_gemm(4096, 4096, 4096, BF16, target=target, plan=plan).config
         assert c["tma_store"] == "no", (target, plan)
         assert c["epi_smem"] == (3072 if target == "sm_90" and plan.get("epi_smem") != "no" else "no"), (target, plan)
-    for plan, match in (({"tma_store": 2}, "tma_store=2 must be 0"), ({"tma_store": "yes", "tma": "no"}, "tma=0"),
+    for plan, match in (({"tma_store": 3}, "tma_store=3 must be 0"), ({"tma_store": "yes", "tma": "no"}, "tma=0"),
                         ({"tma_store": "yes", "epi_smem": "no"}, r"epi_smem, off"), ({"tma_store": "yes", "wgmma": "no"}, "wgmma=0")):
         with pytest.raises(ValueError, match=match):
             ptx.compile_gemm(4096, 4096, 4096, BF16, target="sm_90", plan=plan)
@@ -115,7 +124,8 @@ def _check(got, a, b, out, c0=None, alpha=1.0, beta=0.0):
 
 
 @pytest.mark.parametrize("plan", [{}, {"ws": "no"}, {"layout": "row"}, {"nr": 128, "sg_n": 1},
-                                  {"ws": 2, "persistent": "yes", "workers": 3}])
+                                  {"ws": 2, "persistent": "yes", "workers": 3}, {"tma_store": 2}, {"tma_store": 2, "ws": "no"},
+                                  {"tma_store": 2, "persistent": "yes", "workers": 3}])
 @pytest.mark.parametrize("out", [np.float32, BF16, np.float16])
 def test_tma_store_gemm(rng, plan, out):
     """Edge tiles (1000 x 600: neither a multiple of the tile) clipped by the copy engine, C along
@@ -130,7 +140,7 @@ def test_tma_store_gemm(rng, plan, out):
     plan = dict(plan, split="dp")
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=plan)
     off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, tma_store="no"))
-    assert kern.config["tma_store"].startswith("yes") and off.config["tma_store"] == "no"
+    assert str(kern.config["tma_store"]).startswith(("yes", "2")) and off.config["tma_store"] == "no"
     c = kern(a, b)
     _check(c, a, b, out)
     assert np.array_equal(c.view(np.uint8), off(a, b).view(np.uint8))
@@ -218,7 +228,7 @@ def test_tma_store_int8_exact(rng, shape, plan):
     a = rng.integers(-128, 128, (m, k), dtype=np.int8)
     b = rng.integers(-128, 128, (n, k), dtype=np.int8)
     kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=True, plan=plan)
-    assert kern.config["tma_store"].startswith("yes")
+    assert kern.config["tma_store"] == 2
     ref = a.astype(np.int64) @ b.T.astype(np.int64)
     c = kern(a, b)
     assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
@@ -228,8 +238,8 @@ def test_tma_store_int8_exact(rng, shape, plan):
     assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
 
 
-@pytest.mark.parametrize("split,workers", [("sk+dp", 7), ("sk", 7), ("dp+sk", 5)])
-def test_tma_store_stream_k(rng, split, workers):
+@pytest.mark.parametrize("split,workers,mode", [("sk+dp", 7, 1), ("sk", 7, 1), ("dp+sk", 5, 1), ("sk+dp", 7, 2), ("sk", 7, 2)])
+def test_tma_store_stream_k(rng, split, workers, mode):
     """Stream-K in the ws kernel: whole tiles by TMA stores, partial tiles to the workspace through
     the same staging (after the last store's read), the fix-up launch's C by the lanes; edge
     tiles, a K tail; bf16 out; against float64 and equal to the plan without TMA stores."""
@@ -237,9 +247,9 @@ def test_tma_store_stream_k(rng, split, workers):
     m, n, k = 520, 776, 1000
     a = rng.standard_normal((m, k)).astype(BF16)
     b = rng.standard_normal((k, n)).astype(BF16)
-    plan = {"split": split, "ws": 2, "workers": workers}
+    plan = {"split": split, "ws": 2, "workers": workers, "tma_store": mode}
     kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, plan=plan)
-    assert kern.config["tma_store"].startswith("yes") and kern.config["split"] == split
+    assert str(kern.config["tma_store"]).startswith("yes" if mode == 1 else "2") and kern.config["split"] == split
     c = kern(a, b)
     _check(c, a, b, BF16)
     off = coopjit.compile_gemm(m, n, k, BF16, device=DEV, plan=dict(plan, tma_store="no"))

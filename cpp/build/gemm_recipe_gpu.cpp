@@ -181,7 +181,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
       if (p.epi_smem) r->def->attrs["epi_smem"] = int64_t(p.epi_smem);  // each warp's staging region (simt_wgmma.cpp)
-      if (p.tma_store) r->def->attrs["tma_store"] = int64_t(1);          // the regions aligned for TMA boxes
+      if (p.tma_store) r->def->attrs["tma_store"] = int64_t(p.tma_store);  // the regions aligned for TMA boxes
       if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
@@ -231,7 +231,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       if (p.c_type != result->type.scalar) result = y.convert_matrix(result, c_t, false, "out");
       Op* st = y.store(result, c_at, checked);
       // C (never the Stream-K workspace) by TMA stores from the staging: tensor map 2 (simt_wgmma.cpp)
-      if (p.tma_store && part != GpuGemmPart::fixup) st->attrs["tma_store"] = int64_t(1);
+      if (p.tma_store && part != GpuGemmPart::fixup) st->attrs["tma_store"] = int64_t(p.tma_store);
       return std::vector<Value*>{};
     };
     x.if_(tl.full, {}, [&](Builder& y) { return body(y, false); }, [&](Builder& y) { return body(y, true); });

@@ -288,7 +288,7 @@ class SimtLowering {
     llvm::Value* pad = nullptr;   // the stages' 1024-byte aligned base, bytes after stage_mem_'s start (i32)
     int64_t epi_off = 0;          // the warps' staging regions, bytes after that base
     int64_t epi_bytes = 0;        // each warp's region (0: no staging, the old path)
-    bool tma_store = false;       // the regions 1024-byte aligned for TMA stores (loop attribute tma_store)
+    int tma_store = 0;            // the regions 1024-byte aligned for TMA stores: loop attribute tma_store (1, 2)
   };
   bool tma_stores_ = false;  // a TMA store was issued: the kernel waits for their reads before it returns
   std::unordered_map<const Value*, Frag> frags_;

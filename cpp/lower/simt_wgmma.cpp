@@ -314,7 +314,8 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // The accumulators stay in D's order (Frag; mat() gathers them into the layout where needed).
   // Without staging, gathered here as before (once, rather than in each branch of the epilogue).
   COOPJIT_INTERNAL_ASSERT(o.results.size() == 1);
-  Frag fr{D, tc, pad, epi_off, epi_bytes, tma_store && epi_bytes >= 2048 && epi_bytes % 1024 == 0};
+  Frag fr{D, tc, pad, epi_off, epi_bytes,
+          tma_store && epi_bytes >= 2048 && epi_bytes % 1024 == 0 ? static_cast<int>(o.int_attr("tma_store", 0)) : 0};
   if (epi_bytes) frags_[o.results[0]] = fr;
   else bind(o.results, frag_layout(fr));
   return true;
@@ -508,6 +509,12 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     if (f.tma_store) {  // a TMA store of C may still be reading the region (tma_store below)
       auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
       b_.CreateCall(fty, llvm::InlineAsm::get(fty, "cp.async.bulk.wait_group.read 0;", "~{memory}", /*hasSideEffects=*/true));
+      if (f.tma_store == 2) {  // (boxes of a warpgroup: its first warp's store may be reading this warp's region)
+        llvm::Value* w = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), b_.getInt32Ty());
+        auto* bty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt32Ty()}, false);
+        b_.CreateCall(bty, llvm::InlineAsm::get(bty, "bar.sync $0, 128;", "r,~{memory}", /*hasSideEffects=*/true),
+                      {b_.CreateAdd(b_.CreateLShr(w, b_.getInt32(2)), b_.getInt32(1))});
+      }
       warp_sync();
     }
     llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32);
@@ -601,10 +608,17 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
 // The last box's store stays in flight: the next tile's epilogue (or the kernel's end, simt_lower.cpp)
 // waits for it, so it runs under the next tile's K loop. Out-of-range rows and columns (edge tiles)
 // are clipped by the copy engine: no checked path.
+// tma_store 2, 16-bit C with contiguous rows (by_col) and regions of 4096 bytes: boxes of a
+// warpgroup's 64 rows (lines of 128 bytes, swizzle 128) in the four warps' regions, which are
+// consecutive (8 KiB a buffer, two buffers), warp w's rows at bytes 32 w.. of each line; the four
+// warps meet at the warpgroup's named barrier (bar.sync 1 + warpgroup, 128) where a warp would
+// bar.warp.sync, and lane 0 of its first warp waits, issues and commits.
 void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool by_col) {
   const Type& t = o.operands[0]->type;
   const int64_t esz = size_in_bytes(t.scalar), NR = t.cols, P = 128 / esz;
-  const int64_t W = by_col ? 16 * esz : 128;  // bytes a line of the box
+  const bool wg = o.int_attr("tma_store", 0) == 2 && by_col && esz == 2 && f.epi_bytes >= 4096;
+  const int64_t W = wg ? 128 : by_col ? 16 * esz : 128;  // bytes a line of the box
+  const int64_t box = wg ? 8192 : 2048;
   const int64_t pieces = NR / P, bufs = f.epi_bytes >= 4096 && pieces % 2 == 0 ? 2 : 1;
   tma_stores_ = true;
   llvm::Type* i32 = b_.getInt32Ty();
@@ -620,8 +634,21 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
     return b_.CreateXor(off, b_.CreateShl(b_.CreateAnd(b_.CreateLShr(off, c32(7)), c32(W / 16 - 1)), c32(4)));
   };
   llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32);
-  llvm::Value* region_at = b_.CreateAdd(b_.CreateAdd(f.pad, c32(f.epi_off)), b_.CreateMul(sg, c32(f.epi_bytes)), "epi_region");
+  llvm::Value* wq = b_.CreateAnd(sg, c32(3));  // the warp in its warpgroup
+  // (wg: the warpgroup's first warp's region)
+  llvm::Value* region_at = b_.CreateAdd(b_.CreateAdd(f.pad, c32(f.epi_off)), b_.CreateMul(wg ? b_.CreateSub(sg, wq) : sg, c32(f.epi_bytes)),
+                                        "epi_region");
   llvm::Value* mem_addr = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* in_line = wg ? b_.CreateMul(wq, c32(32)) : c32(0);  // wg: this warp's rows in a line
+  auto sync = [&] {
+    if (!wg) {
+      asm0("bar.warp.sync -1;");
+      return;
+    }
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i32}, false);
+    b_.CreateCall(fty, llvm::InlineAsm::get(fty, "bar.sync $0, 128;", "r,~{memory}", /*hasSideEffects=*/true),
+                  {b_.CreateAdd(b_.CreateLShr(sg, c32(2)), c32(1))});
+  };
   llvm::Value* g = b_.CreateLShr(lane(), c32(2));
   llvm::Value* tq = b_.CreateAnd(lane(), c32(3));
   llvm::Value* blk = b_.CreateLShr(lane(), c32(3));  // stmatrix: this lane's block of four, and row in it
@@ -642,17 +669,18 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
                                   "l,r,r,r,~{memory}", /*hasSideEffects=*/true);
   llvm::Value* map = b_.CreatePtrToInt(fn_->getArg(static_cast<unsigned>(f_.params.size() + 2)), i64);
   llvm::Value* row0 = b_.CreateTrunc(a.row, i32, "tma_row");
+  if (wg) row0 = b_.CreateSub(row0, b_.CreateMul(wq, c32(16)));  // the warpgroup's first row
   llvm::Value* col0 = b_.CreateTrunc(a.col, i32, "tma_col");
   for (int64_t p = 0; p < pieces; ++p) {
-    llvm::Value* buf = b_.CreateAdd(region_at, c32((p % bufs) * 2048), "tma_buf");  // bytes after stage_mem_'s start
+    llvm::Value* buf = b_.CreateAdd(region_at, c32((p % bufs) * box), "tma_buf");  // bytes after stage_mem_'s start
     asm0(cat("cp.async.bulk.wait_group.read ", bufs - 1, ";"));  // the buffer's previous box read (lane 0's groups)
-    asm0("bar.warp.sync -1;");
+    sync();
     if (esz == 2) {
       for (int64_t nl = 0; nl < P / 8; nl += 2) {
         const int64_t ni = p * P / 8 + nl;
         llvm::Value* cols = b_.CreateAdd(c32(8 * nl), b_.CreateMul(blk_n, c32(8)));  // the block's first column in the piece
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
-        llvm::Value* off = by_col ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(W)), b_.CreateMul(rows, c32(2)))
+        llvm::Value* off = by_col ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(W)), b_.CreateAdd(in_line, b_.CreateMul(rows, c32(2))))
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(W)), b_.CreateMul(cols, c32(2)));
         b_.CreateCall(stm_ty, stm, {b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), packed(ni, 0), packed(ni, 1),
                                     packed(ni + 1, 0), packed(ni + 1, 1)});
@@ -677,9 +705,11 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
       }
     }
     target_.async_proxy_fence(b_);  // the writes visible to the copy engine
-    asm0("bar.warp.sync -1;");
+    sync();
     llvm::Value* along = b_.CreateAdd(col0, c32(p * P));
-    emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
+    llvm::Value* issuer = b_.CreateICmpEQ(lane(), c32(0));
+    if (wg) issuer = b_.CreateAnd(issuer, b_.CreateICmpEQ(wq, c32(0)));
+    emit_if(b_, fn_, issuer, [&] {
       b_.CreateCall(st_ty, st, {map, by_col ? row0 : along, by_col ? along : row0, b_.CreateAdd(mem_addr, buf)});
       asm0("cp.async.bulk.commit_group;");
       return std::vector<llvm::Value*>{};

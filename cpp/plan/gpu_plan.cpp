@@ -69,8 +69,12 @@ constexpr int kWsDefault = 2;
 constexpr bool kWsInt8 = true;
 // The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
 constexpr bool kEpiSmemDefault = true;
-// wgmma TMA plans: C written by TMA stores from the staging (plan field tma_store) by default.
-constexpr bool kTmaStoreDefault = true;
+// wgmma TMA plans: C written by TMA stores from the staging (plan field tma_store) by default, 2:
+// boxes of a warpgroup where C's rows are contiguous (16-bit C), else of a warp. On the H100 (CUDA
+// graphs, benchmarks/recorded/issue16-h100-tmastore-session14.md) 1 against the lanes' stores:
+// 1.09-1.16x on products whose epilogue is a large share, 1.02-1.04x with edge tiles, 0.98-1.01x
+// elsewhere; 2 against 1: 1.01-1.03x (bf16 / f16 2048^3 1.03x, 4096^3 with the persistent walk 1.03x).
+constexpr int kTmaStoreDefault = 2;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
 // ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default. Off:
@@ -98,7 +102,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? ".tmast" : "", persistent ? ".pers" : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
              sk_flags ? ".flags" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
@@ -141,7 +145,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
                            : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
           {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
                                 : "no"},
-          {"tma_store", tma_store ? "yes: C written from the staging by cp.async.bulk.tensor (a tensor map for C)" : "no"},
+          {"tma_store", tma_store == 2 ? "2: C written from the staging by cp.async.bulk.tensor, a box a warpgroup where C's rows are contiguous (16-bit C)"
+                        : tma_store ? "yes: C written from the staging by cp.async.bulk.tensor (a tensor map for C)" : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
           {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
                        : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
@@ -568,8 +573,8 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (eo != overrides.end() && (eo->second < 0 || eo->second > 1))
       throw UserError(cat("plan override epi_smem=", eo->second, " must be 0 (no) or 1 (yes)"));
     auto so = overrides.find("tma_store");
-    if (so != overrides.end() && (so->second < 0 || so->second > 1))
-      throw UserError(cat("plan override tma_store=", so->second, " must be 0 (no) or 1 (yes)"));
+    if (so != overrides.end() && (so->second < 0 || so->second > 2))
+      throw UserError(cat("plan override tma_store=", so->second, " must be 0 (no), 1 (yes) or 2 (boxes of a warpgroup)"));
     const bool staged = eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault;
     int fit = 0, fit_tma = 0;
     const int64_t limit = std::max<int64_t>(48 * 1024, target.shared_bytes);
@@ -596,13 +601,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (eo != overrides.end() && eo->second == 1 && !fit)
       throw UserError(cat("plan override epi_smem=1: the epilogue's staging needs a wgmma plan (sm_90) with at least 768 bytes a warp "
                           "of shared memory left after its ", p.stages, " stages, not wgmma=", p.wgmma));
-    if (so != overrides.end() && so->second == 1 && (!fit_tma || !staged))
-      throw UserError(cat("plan override tma_store=1: TMA stores of C need a wgmma TMA plan (sm_90, tma) of one unbatched product ",
+    if (so != overrides.end() && so->second >= 1 && (!fit_tma || !staged))
+      throw UserError(cat("plan override tma_store=", so->second, ": TMA stores of C need a wgmma TMA plan (sm_90, tma) of one unbatched product ",
                           "whose epilogue is staged (epi_smem, ", staged ? "on" : "off", ") with 2048 bytes a warp of shared memory "
                           "left after its ", p.stages, " stages, alpha / beta only (no fused epilogue), and C of bf16, f16, f32 or "
                           "int32, not wgmma=", p.wgmma, ", tma=", p.tma, ", batch=", spec.batch1 * spec.batch2, ", C ",
                           ir::name(p.c_type), p.epilogue.any() ? ", a fused epilogue" : ""));
-    p.tma_store = staged && fit_tma && (so != overrides.end() ? so->second == 1 : kTmaStoreDefault) ? 1 : 0;
+    p.tma_store = staged && fit_tma ? (so != overrides.end() ? static_cast<int>(so->second) : kTmaStoreDefault) : 0;
     p.epi_smem = staged ? (p.tma_store ? fit_tma : fit) : 0;
   }
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)

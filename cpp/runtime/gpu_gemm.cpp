@@ -173,7 +173,11 @@ std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const T
   std::vector<KernelArg> maps(p.tma_store ? 3 : 2);
   if (p.tma_store) {  // boxes of 16 rows x 128 bytes (swizzle 128), or of 16-row columns (32 / 64 bytes: swizzle 32 / 64)
     const int ce = static_cast<int>(t.c_esz), P = 128 / ce;
-    maps[2].value = p.unit_c ? cuda::tensor_map_2d(device, c, ce, g.M, g.N, t.c_lines, 16, P, ce == 2 ? 1 : 2)
+    // tma_store 2, 16-bit C with contiguous rows: a box of a warpgroup's 64 rows (128 bytes, swizzle
+    // 128; simt_wgmma.cpp, tma_store) where each warp's region has room for two warps' boxes
+    const bool wg = p.tma_store == 2 && p.unit_c && ce == 2 && p.epi_smem >= 4096;
+    maps[2].value = wg         ? cuda::tensor_map_2d(device, c, ce, g.M, g.N, t.c_lines, 64, P, 3)
+                  : p.unit_c ? cuda::tensor_map_2d(device, c, ce, g.M, g.N, t.c_lines, 16, P, ce == 2 ? 1 : 2)
                              : cuda::tensor_map_2d(device, c, ce, g.N, g.M, t.c_lines, P, 16, 3);
   }
   const int row = 128 / e;  // a K-contiguous box row: 128 bytes of K (the plan's kb); M- / N-contiguous: 64 (16-bit only)
