@@ -135,7 +135,8 @@ struct GpuGemmPlan {
   // of 16 x (128 / C's element bytes) (epi_smem 4096 or 2048, the regions 1024-byte aligned), so
   // that a warp's store of one box runs while it writes the next (and, in a persistent walk, the
   // next tile's K loop). The host runs the plan without it where C's base or strides are not
-  // 16-byte multiples. 0 off, 1 on (plan override tma_store: 0 / 1).
+  // 16-byte multiples. 0 off, 1 on, 2 (the default) boxes of a warpgroup (64 rows of 128 bytes)
+  // where C is 16-bit with contiguous rows (layout col), else as 1 (plan override tma_store: 0 / 1 / 2).
   int tma_store = 0;
   // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
   // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a

@@ -82,8 +82,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     Accelerator), 'ws': 'no'|'yes'|2 (a TMA producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer
     warpgroups; one tile a block), 'group_m': 0 (tiles walk down M) or bands of that many M tiles, 'kmajor': 'no'|'yes'
     (int8 operands contiguous along M / N copied K-major first, for wgmma; sm_90), 'epi_smem': 'no'|'yes' (wgmma plans: the
-    epilogue staged through shared memory, C written in 16-byte chunks), 'tma_store': 'no'|'yes' (wgmma TMA plans: C
-    written from that staging by TMA stores, from a tensor map for C), 'persistent': 'no'|'yes' (ws plans: a grid of
+    epilogue staged through shared memory, C written in 16-byte chunks), 'tma_store': 'no'|'yes'|2 (wgmma TMA plans: C
+    written from that staging by TMA stores, from a tensor map for C; 2: boxes of a warpgroup where they apply), 'persistent': 'no'|'yes' (ws plans: a grid of
     min(tiles, SMs) blocks walking the tiles), 'sk_flags': 'no'|'yes' (ws Stream-K plans: the split tiles' parts
     added in the kernel after flags, where the grid fits the SMs; 'no', the default: a fix-up launch), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
