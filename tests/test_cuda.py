@@ -623,6 +623,7 @@ def test_wgmma_epilogue_staging(rng, plan, out):
     dtype = np.float16 if out == np.float16 else ml_dtypes.bfloat16
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
+    plan = dict(plan, tma_store="no")  # C by the lanes from the staging (by TMA stores: test_tma_store.py)
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp"))
     off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp", epi_smem="no"))
     assert kern.config["epi_smem"] == 3072 and off.config["epi_smem"] == "no"
@@ -673,6 +674,7 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
     m, n, k = 520, 400, 528
     a = _int8(rng, np.int8, (m, k))
     b = _int8(rng, np.int8, (n, k) if trans_b else (k, n))
+    plan = dict(plan, tma_store="no")  # C by the lanes from the staging (by TMA stores: test_tma_store.py)
     kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=trans_b, plan=dict(plan, wgmma="yes"))
     assert kern.config["epi_smem"] in (3072, 1536) and "bar.warp.sync" in kern.source("ptx")
     ref = a.astype(np.int64) @ (b.T if trans_b else b).astype(np.int64)

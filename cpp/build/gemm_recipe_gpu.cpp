@@ -28,11 +28,13 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
-                          int64_t(p.sg_m) * p.sg_n * p.epi_smem;  // the epilogue's staging, a region a warp
+                          int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
+                          (p.tma_store ? 1024 : 0);  // tma_store: the regions 1024-byte aligned
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
-  if (p.tma) f.attrs["tensor_maps"] = int64_t(2);  // A's and B's, kernel parameters after the IR's (simt_lower.cpp)
+  // A's and B's (and C's for TMA stores), kernel parameters after the IR's (simt_lower.cpp)
+  if (p.tma) f.attrs["tensor_maps"] = int64_t(p.tma_store ? 3 : 2);
   // ws: the TMA producer warp (ws 1) or warpgroup (ws 2) after the IR's subgroups (simt_tma_ws.cpp)
   // (the Stream-K fix-up has no K loop: no producers, the consumers' registers a thread)
   if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
@@ -179,6 +181,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
       if (p.epi_smem) r->def->attrs["epi_smem"] = int64_t(p.epi_smem);  // each warp's staging region (simt_wgmma.cpp)
+      if (p.tma_store) r->def->attrs["tma_store"] = int64_t(p.tma_store);  // the regions aligned for TMA boxes
       if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
@@ -226,7 +229,9 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         result = y.mat_bin(BinOp::add, result, y.scale(c_old, beta), "result");
       }
       if (p.c_type != result->type.scalar) result = y.convert_matrix(result, c_t, false, "out");
-      y.store(result, c_at, checked);
+      Op* st = y.store(result, c_at, checked);
+      // C (never the Stream-K workspace) by TMA stores from the staging: tensor map 2 (simt_wgmma.cpp)
+      if (p.tma_store && part != GpuGemmPart::fixup) st->attrs["tma_store"] = int64_t(p.tma_store);
       return std::vector<Value*>{};
     };
     x.if_(tl.full, {}, [&](Builder& y) { return body(y, false); }, [&](Builder& y) { return body(y, true); });

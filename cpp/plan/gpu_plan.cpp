@@ -69,6 +69,12 @@ constexpr int kWsDefault = 2;
 constexpr bool kWsInt8 = true;
 // The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
 constexpr bool kEpiSmemDefault = true;
+// wgmma TMA plans: C written by TMA stores from the staging (plan field tma_store) by default, 2:
+// boxes of a warpgroup where C's rows are contiguous (16-bit C), else of a warp. On the H100 (CUDA
+// graphs, benchmarks/recorded/issue16-h100-tmastore-session14.md) 1 against the lanes' stores:
+// 1.09-1.16x on products whose epilogue is a large share, 1.02-1.04x with edge tiles, 0.98-1.01x
+// elsewhere; 2 against 1: 1.01-1.03x (bf16 / f16 2048^3 1.03x, 4096^3 with the persistent walk 1.03x).
+constexpr int kTmaStoreDefault = 2;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
 // ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default. Off:
@@ -96,7 +102,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
              sk_flags ? ".flags" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
@@ -139,6 +145,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
                            : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
           {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
                                 : "no"},
+          {"tma_store", tma_store == 2 ? "2: C written from the staging by cp.async.bulk.tensor, a box a warpgroup where C's rows are contiguous (16-bit C)"
+                        : tma_store ? "yes: C written from the staging by cp.async.bulk.tensor (a tensor map for C)" : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
           {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
                        : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
@@ -415,12 +423,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
+        k == "tma_store")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, sk_flags, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -563,20 +572,43 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     auto eo = overrides.find("epi_smem");
     if (eo != overrides.end() && (eo->second < 0 || eo->second > 1))
       throw UserError(cat("plan override epi_smem=", eo->second, " must be 0 (no) or 1 (yes)"));
-    int fit = 0;
+    auto so = overrides.find("tma_store");
+    if (so != overrides.end() && (so->second < 0 || so->second > 2))
+      throw UserError(cat("plan override tma_store=", so->second, " must be 0 (no), 1 (yes) or 2 (boxes of a warpgroup)"));
+    const bool staged = eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault;
+    int fit = 0, fit_tma = 0;
+    const int64_t limit = std::max<int64_t>(48 * 1024, target.shared_bytes);
     if (p.wgmma) {
       const int64_t esz = ir::size_in_bytes(p.a_type), warps = int64_t(p.sg_m) * p.sg_n;
       const int64_t used = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
       for (int e : {3072, 1536, 768})
-        if (used + warps * e <= std::max<int64_t>(48 * 1024, target.shared_bytes)) {
+        if (used + warps * e <= limit) {
           fit = e;
           break;
         }
+      // TMA stores: one or two boxes of 2048 bytes a warp, the regions 1024-byte aligned (up to
+      // 1024 bytes more); C of 2- or 4-byte elements, the staged epilogue alone (alpha / beta).
+      const int64_t c_bytes = ir::size_in_bytes(p.c_type);
+      const bool c_ok = (c_bytes == 2 || c_bytes == 4) && p.c_type != ir::ScalarType::i16 && p.c_type != ir::ScalarType::u16 &&
+                        p.c_type != ir::ScalarType::u32;
+      if (p.tma && c_ok && !p.epilogue.any() && spec.batch1 * spec.batch2 == 1)
+        for (int e : {4096, 2048})
+          if (used + 1024 + warps * e <= limit) {
+            fit_tma = e;
+            break;
+          }
     }
     if (eo != overrides.end() && eo->second == 1 && !fit)
       throw UserError(cat("plan override epi_smem=1: the epilogue's staging needs a wgmma plan (sm_90) with at least 768 bytes a warp "
                           "of shared memory left after its ", p.stages, " stages, not wgmma=", p.wgmma));
-    p.epi_smem = (eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault) ? fit : 0;
+    if (so != overrides.end() && so->second >= 1 && (!fit_tma || !staged))
+      throw UserError(cat("plan override tma_store=", so->second, ": TMA stores of C need a wgmma TMA plan (sm_90, tma) of one unbatched product ",
+                          "whose epilogue is staged (epi_smem, ", staged ? "on" : "off", ") with 2048 bytes a warp of shared memory "
+                          "left after its ", p.stages, " stages, alpha / beta only (no fused epilogue), and C of bf16, f16, f32 or "
+                          "int32, not wgmma=", p.wgmma, ", tma=", p.tma, ", batch=", spec.batch1 * spec.batch2, ", C ",
+                          ir::name(p.c_type), p.epilogue.any() ? ", a fused epilogue" : ""));
+    p.tma_store = staged && fit_tma ? (so != overrides.end() ? static_cast<int>(so->second) : kTmaStoreDefault) : 0;
+    p.epi_smem = staged ? (p.tma_store ? fit_tma : fit) : 0;
   }
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",

@@ -128,6 +128,16 @@ struct GpuGemmPlan {
   // lane and store after a gather into the coopmatrix layout. 0 off; by default the largest of
   // 3072, 1536, 768 that fits the shared memory (plan override epi_smem: 0 / 1).
   int epi_smem = 0;
+  // wgmma TMA plans whose epilogue goes through the staging (alpha / beta, no fused steps; C of
+  // bf16 / f16 / f32 / s32): C written from each warp's staging by the Tensor Memory Accelerator
+  // (cp.async.bulk.tensor shared -> global, simt_wgmma.cpp), from a third tensor map the host makes
+  // for C; edge tiles clipped by the copy engine. Each warp's region then holds one or two boxes
+  // of 16 x (128 / C's element bytes) (epi_smem 4096 or 2048, the regions 1024-byte aligned), so
+  // that a warp's store of one box runs while it writes the next (and, in a persistent walk, the
+  // next tile's K loop). The host runs the plan without it where C's base or strides are not
+  // 16-byte multiples. 0 off, 1 on, 2 (the default) boxes of a warpgroup (64 rows of 128 bytes)
+  // where C is 16-bit with contiguous rows (layout col), else as 1 (plan override tma_store: 0 / 1 / 2).
+  int tma_store = 0;
   // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
   // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
   // block's next tile run while its consumers write this one's C. 0 one tile a block. Stream-K

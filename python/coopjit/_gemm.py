@@ -540,7 +540,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'yes' with one); kmajor 'no' | 'yes' (int8 operands
   contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
   epi_smem 'no' | 'yes' (wgmma plans: the epilogue staged through shared memory, C written in
-  16-byte chunks; default yes); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
+  16-byte chunks; default yes); tma_store 'no' | 'yes' | 2 (wgmma TMA plans of one product, alpha /
+  beta epilogues, C of bf16 / f16 / f32 / int32: C written from the staging by TMA stores, edge
+  tiles clipped by the copy engine; 2: 16-bit C with contiguous rows in boxes of a warpgroup; C not
+  16-byte aligned runs without them; default 2); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
   blocks walking the tiles; default no, but yes on int8 ws plans of more than a wave); sk_flags 'no' | 'yes' (ws Stream-K plans: the split
   tiles' parts added inside the kernel after release / acquire flags, where the persistent grid
   fits the SMs; default 'no': a second, fix-up launch, measured faster); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
