@@ -677,9 +677,10 @@ def test_wgmma_ws_stream_k_flags_assemble(ptxas, split, workers):
     assert off.config["sk_flags"] == "no" and "ld.acquire" not in off.source("ptx")
     assert "Used" in ptxas(off._core.fixup_ptx, "sm_90")
     off_spills = max(int(x.split()[0]) for x in ptxas(off.source("ptx"), "sm_90").split(",") if "bytes spill stores" in x)
-    # (572 against 88 bytes: the part loaded as the K loop's initial accumulators costs ~480 bytes
-    # of spills; why the flags measured slower than the fix-up launch and are not the default)
-    assert spills <= off_spills + 512, (spills, off_spills, report)
+    # (ptxas 13: 160 against 88 bytes with f32 C, 108 against 156 with bf16 C: the K loop is the
+    # plain one and the successor's part is added after it; session 13's form, the part loaded as
+    # the loop's initial accumulators, spilled 572)
+    assert spills <= off_spills + 96, (spills, off_spills, report)
 
 
 def test_wgmma_ws_stream_k_flags_plan_rules():
