@@ -21,6 +21,7 @@ PLANS = {
     "auto": None,
     "dp": {"split": "dp", "ws": 2},
     "sk+dp flags": {"split": "sk+dp", "ws": 2, "sk_flags": 1},
+    "sk+dp flags down": {"split": "sk+dp", "ws": 2, "sk_flags": 1, "sk_down": 1},
     "sk+dp fix-up": {"split": "sk+dp", "ws": 2, "sk_flags": 0},
     "sk flags": {"split": "sk", "ws": 2, "sk_flags": 1},
     "dp+sk flags": {"split": "dp+sk", "ws": 2, "sk_flags": 1},

@@ -185,6 +185,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         r->def->attrs["group_m"] = int64_t(p.group_m);
         // Stream-K: the producer walks the block's Stream-K iterations, then its DP tiles (below)
         if (stream_k) r->def->attrs["stream_k_kt"] = int64_t(p.kt);
+        if (stream_k && p.sk_down) r->def->attrs["stream_k_down"] = int64_t(1);  // the parts' K steps from the top down
       }
       return r;
     }
