@@ -778,12 +778,12 @@ def test_wgmma_ws_persistent(rng, shape, plan):
 
 @pytest.mark.parametrize("shape,trans", [((1000, 600, 2056), (False, False)), ((520, 264, 2056), (True, False)),
                                          ((136, 1000, 1032), (False, True)), ((4200, 520, 712), (False, False))])
-@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1},
+@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1, "sk_down": 0},
                                   {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 0},
                                   {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 1},
                                   {"split": "sk+dp", "workers": 6, "group_m": 3, "sk_flags": 1}, {"split": "sk+dp", "sk_flags": 0},
                                   {"split": "dp+sk", "workers": 6, "sk_flags": 1}, {"split": "dp+sk", "workers": 7, "kt": 128, "sk_flags": 0},
-                                  {"split": "sk", "workers": 7, "sk_flags": 0}, {"split": "sk+dp", "workers": 5, "sk_flags": 0},
+                                  {"split": "sk", "workers": 7, "sk_flags": 0, "sk_down": 0}, {"split": "sk+dp", "workers": 5, "sk_flags": 0},
                                   {"split": "sk+dp", "workers": 7, "sk_flags": 1, "sk_down": 1},
                                   {"split": "sk", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 0, "sk_down": 1}])
 def test_wgmma_ws_stream_k(rng, shape, trans, plan):
@@ -792,7 +792,7 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     iterations (K ranges that start and end inside tiles; kt 192 does not divide K) then its DP
     tiles, the producer walking the same ranges; partials through the workspace, added by the
     fix-up launch or in the kernel after flags (sk_flags 1; chains of parts where they are shorter
-    than a tile); each part's K steps upward or downward (sk_down).
+    than a tile); each part's K steps downward (sk_down, the default for 16-bit inputs) or upward.
     Edge tiles, K tails, the band walk, workers 5-7 and the SMs (tiles that leave the last wave
     partly empty); alpha / beta; against float64."""
     _hopper()
@@ -802,7 +802,7 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1], plan=plan)
     cfg = kern.config
     assert cfg["split"] == plan["split"] and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
-    assert cfg["sk_flags"] == ("yes" if plan["sk_flags"] else "no") and cfg["sk_down"].startswith("yes" if plan.get("sk_down") else "no")
+    assert cfg["sk_flags"] == ("yes" if plan["sk_flags"] else "no") and cfg["sk_down"].startswith("yes" if plan.get("sk_down", 1) else "no")
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     a_, b_ = (a.T if trans[0] else a), (b.T if trans[1] else b)
