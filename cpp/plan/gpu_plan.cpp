@@ -87,9 +87,8 @@ constexpr int kSkFlagsDefault = 1;
 // 561 1.03-1.18x. (Measured
 // with the flags; the fix-up launch's plans take it too, the walk being the same.)
 constexpr int kSkDownDefault = 1;
-// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs
-// after two full waves (16-bit inputs; after one, at most half; 8-bit inputs given ws: after one
-// or two, at most 1 / this) (plan_gpu_gemm).
+// ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
+// this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
 constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -516,15 +515,16 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (ws_sk) {
     const int64_t full = tiles_mn / p.workers, last = tiles_mn % p.workers;  // full waves, the last wave's tiles
     // 16-bit inputs (the in-kernel fix-up and the downward parts by default, below): after one full
-    // wave where the second is at most half full, or after two where the third is at most 1 /
-    // kWsStreamKLast full. On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md, CUDA
-    // graphs, bf16, SK + DP with flags and sk_down against DP): 133 tiles 1.48x, 136 1.23x, 144
-    // 1.41x, 152 1.35x (1.04x with edge tiles: 896 x 4864), 165 1.31x, 198 1.12x, 266 1.24x,
-    // 270 1.18x; after three or more full waves no gain: 400 tiles 1.04x, 540 1.00x, 561 (4224^2)
-    // 0.91-0.98x, 512 (4096^2) 0.86x. (Session 13, the fix-up launch and K upward: 133 1.35x,
-    // 136 1.09x, 266 1.10x, 400 0.96x, 152 0.87-1.06x: one or two full waves, the last at most
-    // 1/16 full, which 8-bit plans given ws keep.)
-    const bool streams = sixteen_bit ? (full == 1 && 2 * last <= p.workers) || (full == 2 && last * kWsStreamKLast <= p.workers)
+    // wave where the second is at most half full, or after two where the third is at most a
+    // quarter full. On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md, CUDA
+    // graphs, bf16, SK + DP with flags and sk_down against DP, runs 2 and 3): 133 tiles
+    // 1.48-1.54x, 136 1.23-1.24x, 144 1.39-1.41x, 152 1.35-1.37x (1.02-1.04x with edge tiles: 896 x
+    // 4864), 165 1.30-1.31x, 198 1.12-1.13x, 266 1.24x, 270 1.17-1.18x, 297 1.14x; a second wave
+    // 3/4 full (231 tiles) 0.95x; after three or more full waves no gain: 400 tiles 1.04-1.05x,
+    // 540 1.00x, 561 (4224^2) 0.91-1.01x, 512 (4096^2) 0.86x. (Session 13, the fix-up launch and
+    // K upward: 133 1.35x, 136 1.09x, 266 1.10x, 400 0.96x, 152 0.87-1.06x: one or two full
+    // waves, the last at most 1 / kWsStreamKLast full, which 8-bit plans given ws keep.)
+    const bool streams = sixteen_bit ? (full == 1 && 2 * last <= p.workers) || (full == 2 && 4 * last <= p.workers)
                                      : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
     if (tiles_k >= 2 && last > 0 && streams) p.split = "sk+dp";
   } else if (sk_rule) {
