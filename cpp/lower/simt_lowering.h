@@ -262,9 +262,11 @@ class SimtLowering {
   std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);
   /// The same loop as one tile of a warp-specialized persistent walk (simt_tma_ws.cpp; loop
   /// attribute persistent): the producer warp's TMA copies of every tile of the work-group, the
-  /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64).
+  /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64). sk_down: the
+  /// Stream-K parts' K steps copied from the part's last down to its first.
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
-                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0);
+                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
+                                        bool sk_down = false);
   /// The kernel parameter the IR names `hint` (InternalError when there is none).
   llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent

@@ -267,7 +267,7 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (tma && o.int_attr("persistent", 0)) {  // warp specialized, one tile of a persistent walk (simt_tma_ws.cpp)
     D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                          pa.k_inner, pb.k_inner},
-                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0));
+                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0);
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});

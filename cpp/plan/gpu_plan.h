@@ -149,6 +149,10 @@ struct GpuGemmPlan {
   // Only where the blocks are resident together (a persistent grid of at most the SMs, one block
   // an SM); 0: a second launch adds the parts (plan override sk_flags: 0 / 1).
   int sk_flags = 0;
+  // Stream-K ws plans: each Stream-K part's K steps walked from its last down to its first (the
+  // producer's copies, simt_tma_ws.cpp), so that the blocks streaming at once work on K panels of
+  // one or two offsets rather than one an SM (L2 reuse); 0 upward (plan override sk_down: 0 / 1).
+  int sk_down = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

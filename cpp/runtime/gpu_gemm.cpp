@@ -122,7 +122,7 @@ GpuGemmKernel without_copies(const GpuGemmKernel& k) {
 // shared memory allows; blocks [0, workers) streaming, every block walking DP tiles after that)
 // and the fix-up's (the streamed tiles; 0 when nothing streams).
 struct StreamKLaunch {
-  int64_t tiles_k = 1, sk_iters = 0, workers = 0, ws_bytes = 0, groups = 0, fixup_groups = 0, flags_bytes = 0, zero_off = 0;
+  int64_t tiles_k = 1, sk_iters = 0, workers = 0, ws_bytes = 0, groups = 0, fixup_groups = 0, flags_bytes = 0;
 };
 StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
   StreamKLaunch s;
@@ -134,13 +134,9 @@ StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
   s.groups = p.ws ? std::max<int64_t>(1, std::max(s.workers, std::min(p.workers, dp_tiles))) : s.workers + dp_tiles;
   s.fixup_groups = s.workers > 0 && !p.sk_flags ? s.sk_iters / s.tiles_k : 0;
   // sk_flags: a flag a consumer warp of each worker and of worker `workers` (never set: the last
-  // worker's next, which it never waits for), then a macro tile of zeros (the kernel's ZT). The
-  // whole allocation is zero between launches (each launch resets the flags it set), so plans
-  // of other sizes on the same stream may share it.
-  if (p.sk_flags) {
-    s.zero_off = ((std::max<int64_t>(1, s.workers) + 1) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
-    s.flags_bytes = s.zero_off + int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * ir::size_in_bytes(p.dtype);
-  }
+  // worker's next, which it never waits for). The allocation is zero between launches (each
+  // launch resets the flags it set), so plans of other sizes on the same stream may share it.
+  if (p.sk_flags) s.flags_bytes = ((std::max<int64_t>(1, s.workers) + 1) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
   return s;
 }
 
@@ -271,11 +267,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const StreamKLaunch s = stream_k_launch(p, tiles, g.K);
   args.push_back(pointer_arg(stream_workspace("stream_k", k.device, 0, s.ws_bytes)));
   for (int64_t v : {s.workers, s.sk_iters, s.tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
-  if (p.sk_flags) {
-    int32_t* fl = stream_k_flags(k.device, 0, s.flags_bytes);
-    args.push_back(pointer_arg(fl));
-    args.push_back(pointer_arg(reinterpret_cast<uint8_t*>(fl) + s.zero_off));
-  }
+  if (p.sk_flags) args.push_back(pointer_arg(stream_k_flags(k.device, 0, s.flags_bytes)));
   args.insert(args.end(), maps.begin(), maps.end());
   k.code->launch(args, s.groups);
   if (s.fixup_groups > 0) k.fixup->launch(args, s.fixup_groups);
@@ -362,12 +354,10 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
       std::memcpy(&bytes, a.value.data(), std::min<size_t>(8, a.value.size()));
       l->slots.push_back(bytes);
     }
-    if (p.sk_flags) {  // FL and ZT (launch_gpu_gemm)
+    if (p.sk_flags) {  // FL (launch_gpu_gemm)
       l->flags_slot = l->slots.size();
       l->slots.push_back(0);
-      l->slots.push_back(0);
       l->flags_bytes = s.flags_bytes;
-      l->zero_off = s.zero_off;
     }
     l->ws_bytes = s.ws_bytes;
     l->groups = s.groups;
@@ -440,10 +430,7 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
     if (st) params[n + 2] = maps[2];
   }
   if (l.ws_slot) slots[l.ws_slot] = reinterpret_cast<uintptr_t>(stream_workspace("stream_k", l.k.device, stream, l.ws_bytes));
-  if (l.flags_slot) {
-    slots[l.flags_slot] = reinterpret_cast<uintptr_t>(stream_k_flags(l.k.device, stream, l.flags_bytes));
-    slots[l.flags_slot + 1] = slots[l.flags_slot] + static_cast<uint64_t>(l.zero_off);
-  }
+  if (l.flags_slot) slots[l.flags_slot] = reinterpret_cast<uintptr_t>(stream_k_flags(l.k.device, stream, l.flags_bytes));
   l.k.code->launch_on_stream(params, l.groups, stream);
   if (l.fixup_groups > 0) l.k.fixup->launch_on_stream(params, l.fixup_groups, stream);  // after it, on the same stream
 }

@@ -64,8 +64,8 @@ struct GpuGemmLaunch {
   // and stream), and the fix-up's work-groups (queued after the product; 0: no fix-up).
   size_t ws_slot = 0;
   int64_t ws_bytes = 0, fixup_groups = 0;
-  size_t flags_slot = 0;  // sk_flags plans: the flags' parameter (stream_k_flags), the zero tile's after it
-  int64_t flags_bytes = 0, zero_off = 0;
+  size_t flags_slot = 0;  // sk_flags plans: the flags' parameter (stream_k_flags)
+  int64_t flags_bytes = 0;
   // kmajor plans: the operands' K-major copies go first (on the same stream, into a workspace
   // per thread, device and stream); `k` is then the product on the copies. `spec`: the caller's.
   int kmajor = 0;

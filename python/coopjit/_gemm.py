@@ -546,6 +546,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   16-byte aligned runs without them; default 2); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
   blocks walking the tiles; default no, but yes on int8 ws plans of more than a wave); sk_flags 'no' | 'yes' (ws Stream-K plans: the split
   tiles' parts added inside the kernel after release / acquire flags, where the persistent grid
-  fits the SMs; default 'no': a second, fix-up launch, measured faster); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  fits the SMs; default 'yes' where every worker's part is a tile or more, else 'no': a second,
+  fix-up launch); sk_down 'no' | 'yes' (ws Stream-K plans: each Stream-K part's K tiles from its
+  last down to its first; default 'no'); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
