@@ -281,3 +281,56 @@ def test_rows_read_from_a_line_boundary_at_every_offset(rng, dtype, cols):
         np.testing.assert_array_equal(coopjit.reduce(x, 1, "min"), x.min(axis=1))
         buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
     assert keep
+
+
+@pytest.mark.parametrize("dtype,n", [(np.float32, 40), (np.float32, 100), (np.float32, 255), (np.float64, 100),
+                                     (np.int32, 100), (np.int8, 1000), (np.float16, 200)])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_prefetched_short_rows_end_at_the_buffer(rng, dtype, n, op):
+    # Rows shorter than 1 KiB: the row form prefetches the lines 8 KiB past each main tile, far
+    # past the buffer's end for the last tiles (a prefetch never faults; a load there would: the
+    # buffer ends at an unreadable page). Exact values: small integers, products of +-1 and 2.
+    K = 2000 + 3
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(K * n * item)
+    x = raw.view(dtype).reshape(K, n)
+    if op == "prod":
+        x[...] = rng.choice(np.array([1, -1, 1, 1], dtype), (K, n))
+        x[rng.integers(0, K, 50), rng.integers(0, n, 50)] = 2
+    else:
+        x[...] = rng.integers(-50 if np.dtype(dtype).kind != "u" else 0, 50, (K, n)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    got = coopjit.reduce(x, 1, op)
+    np.testing.assert_array_equal(np.asarray(got).astype(exact), getattr(np, op)(x.astype(exact), axis=1))
+    assert keep
+
+
+@pytest.mark.parametrize("n,prefetched", [(40, True), (100, True), (255, True), (256, False), (4096, False)])
+def test_rows_shorter_than_1_kib_are_prefetched(n, prefetched):
+    # The plan: row tiles of rows shorter than 1 KiB load with prefetch(8192) (the kernel IR's
+    # load attribute); rows of 1 KiB and more do not (the hardware prefetchers follow them).
+    x = np.ones((64, n), np.float32)
+    ir = coopjit._core.reduce_ir("sum", "row", x, np.empty(64, np.float32), "f32", "f32", "f32")
+    assert ("prefetch(8192)" in ir) == prefetched
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("n", [3, 7, 12])
+def test_column_form_into_contiguous_and_strided_outputs(rng, n, op):
+    # The column form (the n x K view of K short rows) stores whole vectors into a contiguous Y
+    # (its stride fixed at 1 in the kernel) and element by element into a strided one; both
+    # against NumPy, and nothing written between a strided Y's elements.
+    K = 5000 + 11
+    x = rng.integers(-100, 100, (K, n)).astype(np.float32)
+    view = x.T  # n x K, the view coopjit.reduce reduces down its columns
+    want = getattr(np, op)(x.astype(np.float64), axis=1)
+    y = np.full(K, 7.0, np.float32)
+    coopjit._core.reduce2d(op, "column", view, y, "f32", "f32", "f32")
+    np.testing.assert_array_equal(y.astype(np.float64), want)
+    ys = np.full(2 * K, 7.0, np.float32)
+    coopjit._core.reduce2d(op, "column", view, ys[::2], "f32", "f32", "f32")
+    np.testing.assert_array_equal(ys[::2].astype(np.float64), want)
+    assert np.all(ys[1::2] == 7.0)
+    ir = coopjit._core.reduce_ir(op, "column", view, y, "f32", "f32", "f32")
+    irs = coopjit._core.reduce_ir(op, "column", view, ys[::2], "f32", "f32", "f32")
+    assert "%Y[%c0, %c0_1] strides(%c1, %c1)" in ir and "strides(%c1, %sy_c)" in irs

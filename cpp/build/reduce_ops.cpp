@@ -63,7 +63,9 @@ Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool 
     }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
   }
   acc = x.for_(first, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
-    Value* t = widen(k, k.load(in_t(), at(pos), checked, "x"));
+    Value* x = k.load(in_t(), at(pos), checked, "x");
+    if (row_form && prefetch > 0) x->def->attrs["prefetch"] = int64_t(prefetch);
+    Value* t = widen(k, x);
     return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
   }, row_form ? "c" : "r")[0];
   return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t()}, [&](Builder& k) {

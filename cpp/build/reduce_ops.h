@@ -24,6 +24,7 @@ struct ReduceTilePass {
   ir::Value *TR, *TC, *zero, *id;            // tile rows and columns as index values, 0, identity
   int R, CW;                                 // tile rows and columns
   ir::BinOp comb;
+  int prefetch = 0;                          // row form: the main tiles' lines this many bytes on to L1
 
   ir::Type in_t() const { return ir::Type::matrix(s.in, R, CW, ir::Use::acc, ir::Scope::subgroup); }
   ir::Type acc_t() const { return ir::Type::matrix(s.acc, R, CW, ir::Use::acc, ir::Scope::subgroup); }

@@ -16,7 +16,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   Value* Y = f->add_param(Type::pointer(s.out), "Y");
   auto idx = [&](const char* n) { return f->add_param(Type::index(), n); };
   Value *rows = idx("rows"), *cols = idx("cols"), *sx_r = idx("sx_r"), *sx_c_param = idx("sx_c");
-  Value *sy_r = idx("sy_r"), *sy_c = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
+  Value *sy_r = idx("sy_r"), *sy_c_param = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
   // The row form: the column where the full tiles start (a 64-byte boundary of every row; 0
   // when the rows do not share their offset into a cache line). Unused by the other forms.
   Value* head = idx("head");
@@ -25,6 +25,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   Value* one = b.index(1, "c1");
   Value* zero = b.index(0, "c0");
   Value* sx_c = p.unit ? one : p.stride ? b.index(p.stride, "sx_c_fixed") : sx_c_param;
+  Value* sy_c = p.unit_y ? one : sy_c_param;
   const int R = p.tile_rows, CW = p.tile_cols;
   Value* TR = b.index(R, "TR");
   Value* TC = b.index(CW, "TC");
@@ -42,7 +43,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     Value* lo = x.min(x.mul(worker, per), n, "lo");
     return std::make_pair(lo, x.min(x.add(lo, per), n, "hi"));
   };
-  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb};
+  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb, p.prefetch};
 
   if (s.form == "row") {  // Y[i] = op over row i: tiles of R rows walk along the columns
     auto [lo, hi] = share(b, ceil_div(b, rows, TR));

@@ -116,8 +116,19 @@ void SimdLowering::load(const Op& o) {
     return;
   }
   if (vector_layout(t)) {
+    // attr prefetch (bytes): the line that many bytes past each chunk goes to L1 (prefetcht0):
+    // tiles of short rows read runs side by side that the hardware prefetchers do not follow.
+    const int64_t ahead = a.unit_col ? o.int_attr("prefetch", 0) : 0;
     for (int64_t i = 0; i < t.rows; ++i)
-      for (int j = 0; j < chunks(t); ++j) out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+      for (int j = 0; j < chunks(t); ++j) {
+        out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+        if (ahead > 0) {
+          llvm::Value* off = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(a.row, b_.getInt64(i)), a.sr),
+                                          b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_)));
+          llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), b_.CreateGEP(scalar_ty(t.scalar), a.ptr, off), b_.getInt64(ahead));
+          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        }
+      }
     mats_[o.result()] = out;
     return;
   }
