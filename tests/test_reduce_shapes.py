@@ -334,3 +334,45 @@ def test_column_form_into_contiguous_and_strided_outputs(rng, n, op):
     ir = coopjit._core.reduce_ir(op, "column", view, y, "f32", "f32", "f32")
     irs = coopjit._core.reduce_ir(op, "column", view, ys[::2], "f32", "f32", "f32")
     assert "%Y[%c0, %c0_1] strides(%c1, %c1)" in ir and "strides(%c1, %sy_c)" in irs
+
+
+def _rows_each_before_a_guard_page(rows, row_bytes):
+    """(keep, buf): a uint8 buffer of `rows` rows 2 pages apart, each row ending where an
+    unreadable page starts, so that a load past any row's end faults."""
+    page = mmap.PAGESIZE
+    total = 2 * page * rows
+    m = mmap.mmap(-1, total, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    anchor = ctypes.c_char.from_buffer(m)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for r in range(rows):
+        if libc.mprotect(ctypes.addressof(anchor) + (2 * r + 1) * page, page, 0) != 0:
+            pytest.skip(f"mprotect failed (errno {ctypes.get_errno()}): no guard page on this system")
+    buf = np.frombuffer(m, np.uint8, count=total - page - 0, offset=0)
+    view = np.lib.stride_tricks.as_strided(buf[page - row_bytes:], (rows, row_bytes), (2 * page, 1))
+    return (m, anchor), view
+
+
+@pytest.mark.parametrize("dtype,n", [(np.float32, 100), (np.float32, 300), (np.float64, 100), (np.int16, 700)])
+@pytest.mark.parametrize("op", ["sum", "prod", "max"])
+def test_rows_read_past_their_end_only_into_the_next_row(rng, dtype, n, op):
+    # Contiguous rows (and rows a small gap apart): each row's tail tile is read whole, past the
+    # row's end into the next row, in every row tile but the last (whose tail is masked: the
+    # buffer ends at an unreadable page). Rows a page or more apart never read past their end:
+    # here each row is followed by an unreadable page.
+    item = np.dtype(dtype).itemsize
+    K = 1000 + 5
+    vals = (rng.choice(np.array([1, -1, 1, 1], dtype), (K, n)) if op == "prod"
+            else rng.integers(-50, 50, (K, n)).astype(dtype))
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    want = getattr(np, op)(vals.astype(exact), axis=1)
+    keep, raw = _ending_at_a_guard_page(K * (n + 3) * item)
+    wide = raw.view(dtype).reshape(K, n + 3)
+    for x in (raw[:K * n * item].view(dtype).reshape(K, n), wide[:, :n], wide[:, 3:]):
+        x[...] = vals
+        np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 1, op)).astype(exact), want)
+    keep2, rows = _rows_each_before_a_guard_page(64, n * item)
+    x = rows.view(dtype)
+    x[...] = vals[:64]
+    np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 1, op)).astype(exact), want[:64])
+    assert keep and keep2

@@ -50,7 +50,12 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* rt, const std::vector<Value*>&) {
       Value* r0 = x.mul(rt, TR, "r0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(r0, TR), rows, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, false, head)}; },
+                         [&](Builder& y) {
+                           // A row after the tile's last: each row's tail may be read whole (plan
+                           // read_past: the rows' gaps are under a page and rows at least a tile long).
+                           Value* past = p.read_past ? y.cmp(CmpPred::lt, y.add(r0, TR), rows, "past_end") : nullptr;
+                           return std::vector<Value*>{pass.accumulate(y, true, r0, false, head, past)};
+                         },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, true, head)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::row, acc_t(R, 1), comb, "sums");
       // Any order: the tile's lanes already hold sums of strided columns, so the element order
