@@ -376,3 +376,42 @@ def test_rows_read_past_their_end_only_into_the_next_row(rng, dtype, n, op):
     x[...] = vals[:64]
     np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 1, op)).astype(exact), want[:64])
     assert keep and keep2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.float16, "bfloat16"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_short_rows_as_segment_tiles_every_length(rng, dtype, op):
+    # Contiguous rows of 2-16 elements (up to a vector's lanes): each tile of S or 2S rows is one
+    # n x CW load of whole vectors, each row picked from them, reduced down its columns (plan
+    # segments; min / max of 9-16 keep a load per row of the view). Against NumPy in float64 /
+    # exact integers; K leaves a partial last tile; reversed and strided views fall back to the
+    # row form.
+    if dtype == "bfloat16":
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16
+    dt = np.dtype(dtype)
+    exact = np.int64 if dt.kind in "iu" else np.float64
+    for n in range(2, 17):
+        K = 3000 + n
+        if op == "prod":
+            x = rng.choice(np.array([1, 1, 2, -1] if dt.kind != "u" else [1, 1, 2, 1]), (K, n)).astype(dtype)
+        else:
+            x = rng.integers(0 if dt.kind == "u" else -20, 20, (K, n)).astype(dtype)
+        for v in (x, x[::-1], x[:, ::-1]):
+            want = getattr(np, op)(v.astype(exact), axis=1)
+            got = np.asarray(coopjit.reduce(v, 1, op)).astype(exact)
+            if op == "prod" and dt.itemsize <= 2 and dt.kind == "f":  # products past f16 / bf16's range
+                np.testing.assert_allclose(got, want, rtol=1e-2)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"n={n} {v.strides}")
+
+
+@pytest.mark.parametrize("n,op,segments", [(3, "sum", True), (8, "max", True), (12, "sum", True), (12, "max", False),
+                                           (17, "sum", False)])
+def test_short_rows_segment_plan(n, op, segments):
+    # The plan: segment tiles (one n x CW load of the n x K view) for rows of up to S elements,
+    # min / max only up to 8; the kernel IR shows the n-row load.
+    K = 4096
+    view = np.ones((K, n), np.float32).T
+    ir = coopjit._core.reduce_ir(op, "column", view, np.empty(K, np.float32), "f32", "f32", "f32")
+    assert (f"coopmatrix<f32, {n}, " in ir) == segments

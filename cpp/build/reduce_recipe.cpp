@@ -70,7 +70,17 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* ct, const std::vector<Value*>&) {
       Value* c0 = x.mul(ct, TC, "c0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(c0, TC), cols, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, false)}; },
+                         [&](Builder& y) {
+                           if (!p.segments) return std::vector<Value*>{pass.accumulate(y, false, c0, false)};
+                           // Plan segments: X is the n x K view of K contiguous rows of n = rows
+                           // elements (strides 1 and n, both fixed): the tile's CW rows are one
+                           // n x CW load (whole vectors, each row picked from them), reduced down
+                           // its columns.
+                           const int n = static_cast<int>(p.stride);
+                           Value* t = y.load(in_t(n, CW), {X, zero, c0, one, sx_c, rows, cols}, false, "x");
+                           if (s.in != s.acc) t = y.convert_matrix(t, acc_t(n, CW));
+                           return std::vector<Value*>{y.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows")};
+                         },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");
       x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);

@@ -302,6 +302,21 @@ void SimdLowering::matrix_op(const Op& o) {
           }
           break;
         case ReduceMode::column:  // the document's text says "row" here: the column is meant
+          if (vector_layout(m) && vector_layout(r) && o.regions.empty() && m.cols % S_ == 0 && r.cols == m.cols) {
+            // Whole vectors: the rows combined chunk by chunk, in row order (each lane's chain
+            // as the element-by-element one below).
+            const auto& vecs = mat(v[0]);
+            const int n = chunks(m);
+            std::vector<llvm::Value*> res;
+            std::vector<llvm::Value*> col(static_cast<size_t>(n));
+            for (int j = 0; j < n; ++j) {
+              col[j] = vecs[j];
+              for (int64_t i = 1; i < m.rows; ++i) col[j] = combine(o, m.scalar, col[j], vecs[i * n + j]);
+            }
+            for (int64_t i = 0; i < r.rows; ++i) res.insert(res.end(), col.begin(), col.end());
+            mats_[o.result()] = res;
+            return;
+          }
           for (int64_t c = 0; c < m.cols; ++c) {
             llvm::Value* acc = at(0, c);
             for (int64_t i = 1; i < m.rows; ++i) acc = combine(o, m.scalar, acc, at(i, c));
