@@ -97,7 +97,7 @@ def _ending_at_a_guard_page(nbytes):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16])
-@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 12, 16, 17])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 24, 31])
 @pytest.mark.parametrize("K", [4096, 4096 + 37])
 def test_short_rows_of_every_small_length_end_at_the_buffer(rng, K, n, dtype):
     # Rows of 2..17 elements ending at an unreadable page. Strides up to 16 (and up to a
@@ -381,17 +381,17 @@ def test_rows_read_past_their_end_only_into_the_next_row(rng, dtype, n, op):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.float16, "bfloat16"])
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 def test_short_rows_as_segment_tiles_every_length(rng, dtype, op):
-    # Contiguous rows of 2-16 elements (up to a vector's lanes): each tile of S or 2S rows is one
-    # n x CW load of whole vectors, each row picked from them, reduced down its columns (plan
-    # segments; min / max of 9-16 keep a load per row of the view). Against NumPy in float64 /
-    # exact integers; K leaves a partial last tile; reversed and strided views fall back to the
-    # row form.
+    # Contiguous rows of 2-32 elements (up to two vectors' lanes S): each tile of S or 2S rows is
+    # one n x CW load of whole vectors (plan segments), reduced down its columns: rows of up to 7
+    # through picks of each row of the view, longer ones row by row of X with constant masks, then
+    # the S rows' vectors across their lanes together. Against NumPy in float64 / exact integers;
+    # K leaves a partial last tile; reversed and strided views fall back to the row form.
     if dtype == "bfloat16":
         import ml_dtypes
         dtype = ml_dtypes.bfloat16
     dt = np.dtype(dtype)
     exact = np.int64 if dt.kind in "iu" else np.float64
-    for n in range(2, 17):
+    for n in range(2, 33 if dt.itemsize >= 4 else 17):
         K = 3000 + n
         if op == "prod":
             x = rng.choice(np.array([1, 1, 2, -1] if dt.kind != "u" else [1, 1, 2, 1]), (K, n)).astype(dtype)
@@ -406,12 +406,13 @@ def test_short_rows_as_segment_tiles_every_length(rng, dtype, op):
                 np.testing.assert_array_equal(got, want, err_msg=f"n={n} {v.strides}")
 
 
-@pytest.mark.parametrize("n,op,segments", [(3, "sum", True), (8, "max", True), (12, "sum", True), (12, "max", False),
-                                           (17, "sum", False)])
+@pytest.mark.parametrize("n,op,segments", [(3, "sum", True), (8, "max", True), (12, "max", True), (31, "sum", True),
+                                           (33, "sum", False)])
 def test_short_rows_segment_plan(n, op, segments):
-    # The plan: segment tiles (one n x CW load of the n x K view) for rows of up to S elements,
-    # min / max only up to 8; the kernel IR shows the n-row load.
+    # The plan: segment tiles (one n x CW load of the n x K view) for rows of up to 2S elements
+    # (32 f32 with AVX-512, 16 with AVX2); the kernel IR shows the n-row load.
     K = 4096
+    lanes = coopjit.cpu_info()["vector_bytes"] // 4  # S for f32
     view = np.ones((K, n), np.float32).T
     ir = coopjit._core.reduce_ir(op, "column", view, np.empty(K, np.float32), "f32", "f32", "f32")
-    assert (f"coopmatrix<f32, {n}, " in ir) == segments
+    assert (f"coopmatrix<f32, {n}, " in ir) == (segments and n <= 2 * lanes)

@@ -79,7 +79,9 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
                            const int n = static_cast<int>(p.stride);
                            Value* t = y.load(in_t(n, CW), {X, zero, c0, one, sx_c, rows, cols}, false, "x");
                            if (s.in != s.acc) t = y.convert_matrix(t, acc_t(n, CW));
-                           return std::vector<Value*>{y.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows")};
+                           Value* r = y.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows");
+                           r->def->attrs["order"] = std::string("any");  // each of X's rows in any order
+                           return std::vector<Value*>{r};
                          },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");

@@ -103,7 +103,7 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
   const int64_t n = a.sc_const;
   auto* r0 = llvm::dyn_cast<llvm::ConstantInt>(a.row);
   auto* sr = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
-  if (o.int_attr("checked") || a.unit_col || n < 2 || n > S_ || t.rows != n || t.cols % S_ != 0 || !r0 ||
+  if (o.int_attr("checked") || a.unit_col || n < 2 || n > 2 * S_ || t.rows != n || t.cols % S_ != 0 || !r0 ||
       !r0->isZero() || !sr || !sr->isOne() || (S_ & (S_ - 1)) != 0)
     return false;
   auto* vt = vec_ty(t.scalar);
@@ -114,6 +114,7 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
     llvm::Value* base = b_.CreateGEP(et, a.ptr, b_.CreateMul(b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_)), a.sc));
     std::vector<llvm::Value*> parts;
     for (int64_t k = 0; k < n; ++k) parts.push_back(b_.CreateAlignedLoad(vt, b_.CreateConstGEP1_64(et, base, k * S_), align(t.scalar)));
+    segs_[o.result()].push_back(parts);
     size_t width = 1;
     while (width < parts.size()) width *= 2;
     while (parts.size() < width) parts.push_back(llvm::PoisonValue::get(vt));

@@ -102,20 +102,19 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   // the stride is built into the kernel, whose loads then read whole vectors and pick every
   // stride-th element instead of gathering one element a lane.
   // The pick needs registers of its own: 8 accumulator vectors, not 32 (which spilled).
-  if (s.form == "column" && s.sx_c >= 2 && s.sx_c <= 16) {
+  const bool segments = s.form == "column" && s.sx_r == 1 && s.rows == s.sx_c && s.sx_c >= 2 && s.sx_c <= 2 * p.simd_width;
+  if (s.form == "column" && s.sx_c >= 2 && (s.sx_c <= 16 || segments)) {
     p.stride = s.sx_c;
     p.tile_cols = std::min(p.tile_cols, p.simd_width * 8);
-    // The view of K contiguous short rows (X's rows are the rows' n elements, 1 apart; its
-    // columns the rows, n apart): each tile of S or 2S rows is one n x CW load (n whole vectors a
-    // chunk of S rows, each row of the tile picked from them), reduced down its columns, where
-    // each of the n rows of the view loaded the n vectors again one element further on. Zen 5,
-    // one thread, CPU time, 48 MB: sums of f32 rows of 3 / 5 / 8 / 12 / 15 elements 19 / 13 /
-    // 12 / 11 / 10.5 -> 29 / 32-34 / 34 / 32 / 31 GB/s; f64 3-7 12-19 -> 34-35; int32 14-22 ->
-    // 22-30; bf16 3-15 8-25 -> 16-29. Min / max of rows of 9-16 keep the loads of every row of the
-    // view (their picks' shuffles and the three-instruction IEEE max outgrow the registers: rows of
-    // 13 f32 13 -> 9 GB/s), as do rows of more than S elements (no pick from more than S vectors).
-    if (s.sx_r == 1 && s.rows == s.sx_c && s.sx_c <= p.simd_width &&
-        (s.sx_c <= 8 || s.op == "sum" || s.op == "prod")) {
+    // The view of K contiguous short rows of up to 2S elements (X's rows are the rows' n
+    // elements, 1 apart; its columns the rows, n apart): each tile of S or 2S rows is one n x CW
+    // load of n whole vectors a chunk of S rows (plan segments), reduced down its columns (the
+    // lowering: rows of up to 7 through picks of each row of the view, longer ones row by row of X
+    // with constant masks, then the S rows across their lanes together), where each of the n rows
+    // of the view loaded the n vectors again, one element further on, and rows of 17-32 f32 were
+    // gathered. Zen 5, one thread, CPU time, 48 MB, sums of f32 rows of 3 / 5 / 8 / 12 / 17 / 24 /
+    // 31 elements 19 / 13 / 12 / 11 / 8 / 8 / 4 -> 29 / 32 / 34 / 32 / 30 / 34 / 33 GB/s.
+    if (segments) {
       p.segments = true;
       p.tile_cols = p.simd_width * (s.sx_c <= 4 ? 2 : 1);
     }
