@@ -103,7 +103,7 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
   const int64_t n = a.sc_const;
   auto* r0 = llvm::dyn_cast<llvm::ConstantInt>(a.row);
   auto* sr = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
-  if (o.int_attr("checked") || a.unit_col || n < 2 || n > 2 * S_ || t.rows != n || t.cols % S_ != 0 || !r0 ||
+  if (o.int_attr("checked") || a.unit_col || n < 2 || n > 4 * S_ || t.rows != n || t.cols % S_ != 0 || !r0 ||
       !r0->isZero() || !sr || !sr->isOne() || (S_ & (S_ - 1)) != 0)
     return false;
   auto* vt = vec_ty(t.scalar);

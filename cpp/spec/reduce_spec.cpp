@@ -102,7 +102,7 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   // the stride is built into the kernel, whose loads then read whole vectors and pick every
   // stride-th element instead of gathering one element a lane.
   // The pick needs registers of its own: 8 accumulator vectors, not 32 (which spilled).
-  const bool segments = s.form == "column" && s.sx_r == 1 && s.rows == s.sx_c && s.sx_c >= 2 && s.sx_c <= 2 * p.simd_width;
+  const bool segments = s.form == "column" && s.sx_r == 1 && s.rows == s.sx_c && s.sx_c >= 2 && s.sx_c <= 4 * p.simd_width;
   if (s.form == "column" && s.sx_c >= 2 && (s.sx_c <= 16 || segments)) {
     p.stride = s.sx_c;
     p.tile_cols = std::min(p.tile_cols, p.simd_width * 8);
