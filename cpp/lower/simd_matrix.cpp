@@ -322,8 +322,22 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
     }
     id = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(S_), e);
   }
+  // Two vectors of r rows of w lanes each -> one of 2r rows of w / 2 lanes (X's rows, then Y's).
+  auto halve = [&](llvm::Value* x, llvm::Value* y, int level) {
+    const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
+    std::vector<int> first, second;
+    for (int half = 0; half < 2; ++half)
+      for (int64_t q = 0; q < rows_in; ++q)
+        for (int64_t l = 0; l < w / 2; ++l) {
+          first.push_back(static_cast<int>(half * S_ + q * w + l));
+          second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
+        }
+    return scalar_bin(op, m.scalar, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
+  };
   for (const auto& raw : it->second) {  // a chunk: S rows of X in n vectors
-    std::vector<llvm::Value*> rowv;
+    // Each row as soon as it is combined joins the tree (a stack of one vector a level, like a
+    // binary counter): a few vectors live at a time, not the S rows' (which spilled).
+    std::vector<std::pair<int, llvm::Value*>> stack;
     for (int64_t i = 0; i < S_; ++i) {
       const int64_t lo = i * n, hi = lo + n;
       llvm::Value* acc = nullptr;
@@ -337,28 +351,15 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
         }
         acc = acc ? scalar_bin(op, m.scalar, acc, v) : v;
       }
-      rowv.push_back(acc);
-    }
-    // Halve each row's lanes at every level: after it, a vector holds 2r rows of w / 2 lanes.
-    int64_t w = S_;
-    while (rowv.size() > 1) {
-      std::vector<llvm::Value*> next;
-      const int64_t rows_in = S_ / w;  // rows a vector holds
-      for (size_t k = 0; k + 1 < rowv.size(); k += 2) {
-        std::vector<int> first, second;
-        for (int half = 0; half < 2; ++half)  // X's rows, then Y's
-          for (int64_t q = 0; q < rows_in; ++q)
-            for (int64_t l = 0; l < w / 2; ++l) {
-              first.push_back(static_cast<int>(half * S_ + q * w + l));
-              second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
-            }
-        next.push_back(scalar_bin(op, m.scalar, b_.CreateShuffleVector(rowv[k], rowv[k + 1], first),
-                                  b_.CreateShuffleVector(rowv[k], rowv[k + 1], second)));
+      int level = 0;
+      while (!stack.empty() && stack.back().first == level) {
+        acc = halve(stack.back().second, acc, level);
+        stack.pop_back();
+        ++level;
       }
-      rowv = next;
-      w /= 2;
+      stack.emplace_back(level, acc);
     }
-    out.push_back(rowv[0]);
+    out.push_back(stack.back().second);
   }
   return true;
 }

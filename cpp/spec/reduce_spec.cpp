@@ -70,8 +70,8 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   // Contiguous rows shorter than 1 KiB: a row tile reads R short runs side by side, which the
   // hardware prefetchers do not follow; the lines 8 KiB past each main tile's are prefetched
   // into L1. Zen 5, one thread, CPU time, sums of 48 MB of f32 rows: 32 elements
-  // 35 -> 40 GB/s, 40 31 -> 43, 64 37 -> 43, 100 27 -> 36-38, 128 35 -> 42; 4 KiB 30-41; rows of
-  // 1 KiB and longer 0.85-1.0x (not prefetched).
+  // 35 -> 40 GB/s, 40 31 -> 43, 64 37 -> 43, 100 27 -> 36-38, 128 35 -> 42 (4 and 16 KiB ahead:
+  // less); rows of 1 KiB and longer measured 0.85-1.0x with it, so they are not prefetched.
   if (s.form == "row" && s.sx_c == 1 && s.sx_r > 0) {
     const int64_t row_bytes = s.sx_r * ir::size_in_bytes(s.in);
     if (row_bytes < 1024) p.prefetch = 8192;
@@ -100,20 +100,22 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   p.unit_y = s.sy_c == 1;
   // Down the columns of a small constant stride (the n x K view of K short rows of n elements):
   // the stride is built into the kernel, whose loads then read whole vectors and pick every
-  // stride-th element instead of gathering one element a lane.
+  // stride-th element instead of gathering one element a lane (strides of 2-16; segment tiles,
+  // below, up to 4S).
   // The pick needs registers of its own: 8 accumulator vectors, not 32 (which spilled).
   const bool segments = s.form == "column" && s.sx_r == 1 && s.rows == s.sx_c && s.sx_c >= 2 && s.sx_c <= 4 * p.simd_width;
   if (s.form == "column" && s.sx_c >= 2 && (s.sx_c <= 16 || segments)) {
     p.stride = s.sx_c;
     p.tile_cols = std::min(p.tile_cols, p.simd_width * 8);
-    // The view of K contiguous short rows of up to 2S elements (X's rows are the rows' n
+    // The view of K contiguous short rows of up to 4S elements (X's rows are the rows' n
     // elements, 1 apart; its columns the rows, n apart): each tile of S or 2S rows is one n x CW
     // load of n whole vectors a chunk of S rows (plan segments), reduced down its columns (the
     // lowering: rows of up to 7 through picks of each row of the view, longer ones row by row of X
     // with constant masks, then the S rows across their lanes together), where each of the n rows
     // of the view loaded the n vectors again, one element further on, and rows of 17-32 f32 were
     // gathered. Zen 5, one thread, CPU time, 48 MB, sums of f32 rows of 3 / 5 / 8 / 12 / 17 / 24 /
-    // 31 elements 19 / 13 / 12 / 11 / 8 / 8 / 4 -> 29 / 32 / 34 / 32 / 30 / 34 / 33 GB/s.
+    // 31 elements 14 / 13 / 12 / 12 / 8 / 8 / 5 -> 33 / 34 / 34 / 33 / 30 / 32 / 32 GB/s; int32
+    // rows of 17-31 (summed into int64, S = 8) 4-8 -> 23-42.
     if (segments) {
       p.segments = true;
       p.tile_cols = p.simd_width * (s.sx_c <= 4 ? 2 : 1);
