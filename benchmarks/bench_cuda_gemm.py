@@ -91,6 +91,8 @@ def main():
     ap.add_argument("--int8", action="store_true",
                     help="int8 -> int32 on both B layouts against torch._int_mm: the default plan and the older paths")
     ap.add_argument("--sizes", default="1024,2048,4096,8192", help="with --int8: the square sizes")
+    ap.add_argument("--plan", default="", help="with --hopper / --int8: plan fields (a JSON dict, e.g. '{\"tma_store\": \"no\"}') "
+                    "added to every coopjit plan of the run, the default rows' too (their matmul calls then take plan=)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.int8:
@@ -191,6 +193,7 @@ def hopper(args):
     # each launch: Python, the host-side preparation and the GPU time in series). "matmul" times what
     # a user calls: coopjit.matmul(a, b, out=c) of torch tensors, the default plan, queued on
     # torch's stream without waiting (the per-call fast path), in the same blocks of calls as torch.
+    extra = json.loads(args.plan or "{}")
     hdr = ("| case | ws TFLOP/s | TMA (ws=no) TFLOP/s | cp.async TFLOP/s | matmul TFLOP/s | torch TFLOP/s | ws / torch | "
            "TMA / torch | cp.async / torch | matmul / torch | spread ws / TMA / matmul / torch | rel. err vs f64 | plan |")
     lines = [hdr, "|" + "---|" * 13]
@@ -200,17 +203,17 @@ def hopper(args):
         cases, args.streamk = [], True
     for dt, s in cases:
         reps = 40 if s <= 2048 else 20 if s <= 4224 else 5
-        ws = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes", "ws": 2, "split": "dp"}, reps=reps)
-        tm = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "yes", "ws": "no", "split": "dp"}, reps=reps)
-        cp = gemm_case(s, s, s, dt, dt, plan={"wgmma": "yes", "tma": "no"}, reps=reps) if not args.no_cp_async else None
+        ws = gemm_case(s, s, s, dt, dt, plan={**extra, "wgmma": "yes", "tma": "yes", "ws": 2, "split": "dp"}, reps=reps)
+        tm = gemm_case(s, s, s, dt, dt, plan={**extra, "wgmma": "yes", "tma": "yes", "ws": "no", "split": "dp"}, reps=reps)
+        cp = gemm_case(s, s, s, dt, dt, plan={**extra, "wgmma": "yes", "tma": "no"}, reps=reps) if not args.no_cp_async else None
         a = torch.randn(s, s, device="cuda").to(dt)
         b = torch.randn(s, s, device="cuda").to(dt)
         c = torch.empty(s, s, device="cuda", dtype=dt)
         ref = torch.matmul(a.double(), b.double())
-        coopjit.matmul(a, b, out=c)
+        coopjit.matmul(a, b, out=c, plan=extra or None)
         mm_err = ((c.double() - ref).norm() / ref.norm()).item()
         del ref
-        mm = timed(lambda: coopjit.matmul(a, b, out=c), reps)
+        mm = timed(lambda: coopjit.matmul(a, b, out=c, plan=extra or None), reps)
         th = timed(lambda: torch.matmul(a, b), reps)
         f = 2 * s**3
         cps = f"{f / cp[0] / 1e12:.1f}" if cp else "-"
@@ -222,7 +225,7 @@ def hopper(args):
         print(lines[-1], flush=True)
     for plan in json.loads(args.variants or "[]"):
         s = plan.pop("s", 4096)
-        v = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=dict(plan, wgmma="yes"), reps=20)
+        v = gemm_case(s, s, s, torch.bfloat16, torch.bfloat16, plan=dict(extra, **plan, wgmma="yes"), reps=20)
         lines.append(f"| bf16 {s}^3 wgmma variant {plan} | {2 * s**3 / v[0] / 1e12:.1f} | - | - | - | - | - | - | - | - | {v[1]:.2f} | "
                      f"{v[2]:.1e} | {v[3]['macro_tile']} s{v[3]['stages']} {v[3]['split']} ws {str(v[3]['ws']).split(':')[0]} |")
         print(lines[-1], flush=True)
@@ -242,17 +245,17 @@ def hopper(args):
         shapes = [tuple(int(x) for x in v.split("x")) for v in args.streamk_shapes.split(",")]
         for m, n, k in shapes:
             reps = 20 if m * n * k <= 2**36 else 10
-            auto = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, reps=reps)
-            dpw = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp", "ws": 2}, reps=reps)
-            sk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "sk", "ws": 2}, reps=reps)
-            skdp = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "sk+dp", "ws": 2}, reps=reps)
-            dpsk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={"split": "dp+sk", "ws": 2}, reps=reps)
+            auto = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan=extra or None, reps=reps)
+            dpw = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={**extra, "split": "dp", "ws": 2}, reps=reps)
+            sk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={**extra, "split": "sk", "ws": 2}, reps=reps)
+            skdp = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={**extra, "split": "sk+dp", "ws": 2}, reps=reps)
+            dpsk = gemm_case(m, n, k, torch.bfloat16, torch.bfloat16, plan={**extra, "split": "dp+sk", "ws": 2}, reps=reps)
             a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
             th = timed(lambda: torch.matmul(a, b), reps)
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            mm = timed(lambda: coopjit.matmul(a, b, out=c), reps)
-            mmd = timed(lambda: coopjit.matmul(a, b, out=c, plan={"split": "dp"}), reps)
+            mm = timed(lambda: coopjit.matmul(a, b, out=c, plan=extra or None), reps)
+            mmd = timed(lambda: coopjit.matmul(a, b, out=c, plan={**extra, "split": "dp"}), reps)
             f = 2 * m * n * k
             mt, nt = (int(x) for x in dpw[3]["macro_tile"].split("x"))
             km, kn = (n, m) if dpw[3]["layout"] == "col" else (m, n)  # the kernel's M and N
@@ -304,6 +307,7 @@ def int8(args):  # noqa: C901
     per-call planning of a plan dict), against _int_mm's graph."""
     import json
 
+    extra = json.loads(args.plan or "{}")
     hdr = ("| size | B layout | coopjit plan | coopjit TOP/s | % of int8 peak | torch._int_mm TOP/s | coopjit / _int_mm | "
            "spread coopjit / torch | graph: coopjit TOP/s | graph: coopjit / _int_mm | exact |")
     lines = [hdr, "|" + "---|" * 11]
@@ -328,10 +332,11 @@ def int8(args):  # noqa: C901
                           ("64x128 blocks", {"sg_m": 4, "nr": 128, "sg_n": 1}),
                           ("64x128 blocks, no ws", {"sg_m": 4, "nr": 128, "sg_n": 1, "ws": "no"})]
             plans += [(f"variant {v}", v) for v in json.loads(args.variants or "[]")]
+            plans = [(pname, {**extra, **(plan or {})} or None) for pname, plan in plans]
             # The default plan and _int_mm once more as CUDA graphs of `reps` calls: the GPU's time
             # without the host's per-call work (Python, the launch's preparation, the tensor maps).
             try:
-                gr = graph_timed(lambda: coopjit.matmul(a, b, out=c), reps)
+                gr = graph_timed(lambda: coopjit.matmul(a, b, out=c, plan=extra or None), reps)
                 gth = graph_timed(lambda: torch._int_mm(a, b), reps)
                 lines.append(f"| {s}^3 | {name} | default, CUDA graph | {f / gr[0] / 1e12:.1f} | "
                              f"{100 * f / gr[0] / 1e12 / INT8_PEAK:.1f}% | {f / gth[0] / 1e12:.1f} (graph) | {gth[0] / gr[0]:.2f} | "

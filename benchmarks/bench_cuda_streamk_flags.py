@@ -1,6 +1,7 @@
 """Stream-K in the warp-specialized Hopper kernel with the split tiles' fix-up inside the kernel
 (plan field sk_flags: release / acquire flags) against the same splits with the fix-up launch,
-forced DP, the automatic plan and torch (cuBLAS), in one process. Every plan is timed as
+each Stream-K part's K tiles upward or downward (plan field sk_down), forced DP, the automatic
+plan and torch (cuBLAS), in one process. Every plan is timed as
 kern(a, b, c) of torch tensors (a compile_gemm kernel: its launch queued on torch's stream) captured
 `reps` times in a CUDA graph and replayed (so the host's work per call is not timed), in
 alternating rounds (medians); torch.matmul the same way. Each plan's result is checked against
@@ -17,13 +18,15 @@ import torch
 import coopjit
 from bench_cuda_gemm import graph_timed
 
-PLANS = {
+PLANS = {  # (sk_down 0: each Stream-K part's K tiles upward, as before session 14; 1: downward)
     "auto": None,
     "dp": {"split": "dp", "ws": 2},
-    "sk+dp flags": {"split": "sk+dp", "ws": 2, "sk_flags": 1},
-    "sk+dp fix-up": {"split": "sk+dp", "ws": 2, "sk_flags": 0},
-    "sk flags": {"split": "sk", "ws": 2, "sk_flags": 1},
-    "dp+sk flags": {"split": "dp+sk", "ws": 2, "sk_flags": 1},
+    "sk+dp flags": {"split": "sk+dp", "ws": 2, "sk_flags": 1, "sk_down": 0},
+    "sk+dp flags down": {"split": "sk+dp", "ws": 2, "sk_flags": 1, "sk_down": 1},
+    "sk+dp fix-up": {"split": "sk+dp", "ws": 2, "sk_flags": 0, "sk_down": 0},
+    "sk+dp fix-up down": {"split": "sk+dp", "ws": 2, "sk_flags": 0, "sk_down": 1},
+    "sk flags": {"split": "sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
+    "dp+sk flags": {"split": "dp+sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
 }
 SHAPES = "4864x896x8192,4352x1024x4096,896x4864x8192,1024x4864x8192,4864x1792x8192,4224x4224x4224,4224x4224x8192,2048x2048x2048,4096x4096x4096"
 
@@ -39,8 +42,9 @@ def main():
     plans = {p: PLANS[p] for p in args.plans.split(",")}
     cols = list(plans) + ["torch"]
     lines = ["| shape (bf16) | tiles | auto plan | " + " | ".join(f"{c} TFLOP/s" for c in cols) +
-             " | auto / dp | best flags / dp | sk+dp flags / fix-up | auto / torch | best flags / torch | max rel. err |",
-             "|" + "---|" * (len(cols) + 9)]
+             " | auto / dp | best flags / dp | sk+dp flags / fix-up | flags down / up | auto / torch | best flags / torch |"
+             " max rel. err |",
+             "|" + "---|" * (len(cols) + 10)]
     for shape in args.shapes.split(","):
         m, n, k = (int(x) for x in shape.split("x"))
         g = torch.Generator(device="cuda").manual_seed(1)
@@ -71,9 +75,11 @@ def main():
         flags = [p for p in med if "flags" in p]
         best = min(med[p] for p in flags) if flags else float("nan")
         ratio = lambda x, y: f"{med[x] / med[y]:.2f}" if x in med and y in med else "-"  # noqa: E731
-        lines.append(f"| {shape} | {tiles} | {cfg['split']}{' flags' if str(cfg.get('sk_flags', 'no')).startswith('yes') else ''} | " +
+        lines.append(f"| {shape} | {tiles} | {cfg['split']}{' flags' if str(cfg.get('sk_flags', 'no')).startswith('yes') else ''}"
+                     f"{' down' if str(cfg.get('sk_down', 'no')).startswith('yes') else ''} | " +
                      " | ".join(f"{f / med[p] / 1e12:.1f}" for p in cols) +
                      f" | {ratio('dp', 'auto')} | {med['dp'] / best:.2f} | {ratio('sk+dp fix-up', 'sk+dp flags')} | "
+                     f"{ratio('sk+dp flags', 'sk+dp flags down')} | "
                      f"{ratio('torch', 'auto')} | {med['torch'] / best:.2f} | {err:.1e} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines)

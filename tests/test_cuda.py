@@ -623,6 +623,7 @@ def test_wgmma_epilogue_staging(rng, plan, out):
     dtype = np.float16 if out == np.float16 else ml_dtypes.bfloat16
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
+    plan = dict(plan, tma_store="no")  # C by the lanes from the staging (by TMA stores: test_tma_store.py)
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp"))
     off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, split="dp", epi_smem="no"))
     assert kern.config["epi_smem"] == 3072 and off.config["epi_smem"] == "no"
@@ -673,6 +674,7 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
     m, n, k = 520, 400, 528
     a = _int8(rng, np.int8, (m, k))
     b = _int8(rng, np.int8, (n, k) if trans_b else (k, n))
+    plan = dict(plan, tma_store="no")  # C by the lanes from the staging (by TMA stores: test_tma_store.py)
     kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=trans_b, plan=dict(plan, wgmma="yes"))
     assert kern.config["epi_smem"] in (3072, 1536) and "bar.warp.sync" in kern.source("ptx")
     ref = a.astype(np.int64) @ (b.T if trans_b else b).astype(np.int64)
@@ -778,18 +780,21 @@ def test_wgmma_ws_persistent(rng, shape, plan):
 
 @pytest.mark.parametrize("shape,trans", [((1000, 600, 2056), (False, False)), ((520, 264, 2056), (True, False)),
                                          ((136, 1000, 1032), (False, True)), ((4200, 520, 712), (False, False))])
-@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1},
-                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1}, {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 1},
-                                  {"split": "sk+dp", "workers": 6, "group_m": 3, "sk_flags": 1}, {"split": "sk+dp"},
-                                  {"split": "dp+sk", "workers": 6, "sk_flags": 1}, {"split": "dp+sk", "workers": 7, "kt": 128},
-                                  {"split": "sk", "workers": 7}, {"split": "sk+dp", "workers": 5}])
+@pytest.mark.parametrize("plan", [{"split": "sk", "workers": 7, "sk_flags": 1}, {"split": "sk+dp", "workers": 5, "sk_flags": 1, "sk_down": 0},
+                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 0},
+                                  {"split": "sk+dp", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 1},
+                                  {"split": "sk+dp", "workers": 6, "group_m": 3, "sk_flags": 1}, {"split": "sk+dp", "sk_flags": 0},
+                                  {"split": "dp+sk", "workers": 6, "sk_flags": 1}, {"split": "dp+sk", "workers": 7, "kt": 128, "sk_flags": 0},
+                                  {"split": "sk", "workers": 7, "sk_flags": 0, "sk_down": 0}, {"split": "sk+dp", "workers": 5, "sk_flags": 0},
+                                  {"split": "sk+dp", "workers": 7, "sk_flags": 1, "sk_down": 1},
+                                  {"split": "sk", "workers": 7, "kt": 192, "ws": 1, "sk_flags": 0, "sk_down": 1}])
 def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     """Stream-K, 2-tile SK + DP and DP + SK (the last wave's tiles streamed) in the warp-specialized
     kernel (gemm_recipe_gpu.cpp, simt_tma_ws.cpp): a persistent grid, each block's Stream-K
     iterations (K ranges that start and end inside tiles; kt 192 does not divide K) then its DP
     tiles, the producer walking the same ranges; partials through the workspace, added by the
-    fix-up launch (the default) or in the kernel after flags (sk_flags 1; chains of parts where
-    they are shorter than a tile).
+    fix-up launch or in the kernel after flags (sk_flags 1; chains of parts where they are shorter
+    than a tile); each part's K steps downward (sk_down, the default for 16-bit inputs) or upward.
     Edge tiles, K tails, the band walk, workers 5-7 and the SMs (tiles that leave the last wave
     partly empty); alpha / beta; against float64."""
     _hopper()
@@ -799,7 +804,7 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=np.float32, trans_a=trans[0], trans_b=trans[1], plan=plan)
     cfg = kern.config
     assert cfg["split"] == plan["split"] and cfg["ws"] == ("yes" if plan["ws"] == 1 else 2) and cfg["persistent"].startswith("yes")
-    assert cfg["sk_flags"] == ("yes" if plan.get("sk_flags") else "no")
+    assert cfg["sk_flags"] == ("yes" if plan["sk_flags"] else "no") and cfg["sk_down"].startswith("yes" if plan.get("sk_down", 1) else "no")
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     a_, b_ = (a.T if trans[0] else a), (b.T if trans[1] else b)
@@ -810,21 +815,23 @@ def test_wgmma_ws_stream_k(rng, shape, trans, plan):
     _tc_check(c, a_, b_, c0, -1.5, 0.5)
 
 
-def test_wgmma_ws_stream_k_bf16_out_and_torch(rng):
-    """SK + DP ws with bf16 output (the f32 partials summed, then one rounding) and torch tensors;
-    the same result as forced DP within the outputs' rounding."""
+@pytest.mark.parametrize("sk_flags", [0, 1])
+def test_wgmma_ws_stream_k_bf16_out_and_torch(rng, sk_flags):
+    """SK + DP ws with bf16 output (the f32 partials summed, then one rounding) and torch tensors,
+    the parts added by the fix-up launch or in the kernel (sk_flags); the same result as forced DP
+    within the outputs' rounding."""
     _hopper()
     m, n, k = 896, 4864, 1000  # 152 tiles of 128 x 256 on the SMs
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
-    plan = {"split": "sk+dp", "ws": 2}
+    plan = {"split": "sk+dp", "ws": 2, "sk_flags": sk_flags}
     got = coopjit.matmul(a, b, device=DEV, plan=plan)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     assert got.dtype == ml_dtypes.bfloat16
     assert (np.abs(got.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + (k + 4) * 2.0**-23 * mag).all()
     torch = pytest.importorskip("torch")
-    # torch tensors: the prepared launch queues the product and its fix-up on torch's stream without
+    # torch tensors: the prepared launch queues the product (and its fix-up) on torch's stream without
     # waiting; three products back to back (the second and third through the per-call cache) share
     # the stream's workspace.
     a2 = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
@@ -833,6 +840,7 @@ def test_wgmma_ws_stream_k_bf16_out_and_torch(rng):
     launch = core.launcher(["bf16", "bf16", "bf16"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0], True)
     sms = coopjit.device_info(DEV)["compute_units"]
     assert launch is not None and launch.config["split"] == "sk+dp" and launch.groups == sms  # one block an SM
+    assert launch.config["sk_flags"].startswith("yes" if sk_flags else "no")
     outs = [coopjit.matmul(x, tb, plan=plan) for x in (ta, ta2, ta)]
     torch.cuda.synchronize()
     ref2 = a2.astype(np.float64) @ b.astype(np.float64)

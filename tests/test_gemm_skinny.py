@@ -214,3 +214,42 @@ def test_bad_ksplit_overrides():
         coopjit.matmul(a, b, plan={"ksplit": 2, "order": "m_inner"})
     with pytest.raises(ValueError, match="ksplit=-1 is out of range"):
         coopjit.matmul(a, b, plan={"ksplit": -1})
+
+
+@pytest.mark.parametrize("ahead", [0, 64, 1024, 8192])
+@pytest.mark.parametrize("m,n,k", [(1, 1000, 777), (9, 333, 1001)])
+def test_k_outer_prefetch_of_b(rng, ahead, m, n, k):
+    # b_prefetch only adds prefetches (which never fault, past B's end too): the product is the
+    # same for every distance, and the distance is part of the plan.
+    a, b = _operands(rng, np.float32, (m, k), (k, n))
+    plan = {"order": "k_outer", "b_prefetch": ahead}
+    _check_float(coopjit.matmul(a, b, plan=plan), a, b)
+    assert coopjit.compile_gemm(m, n, k, np.float32, plan=plan).config["b_prefetch"] == ahead
+    assert _order(1, 4096, 4096) == "k_outer"
+    # (the default below 8 workers; none on more, where it measured slower)
+    want = 1024 if coopjit.get_num_threads() < 8 else 0
+    assert coopjit.compile_gemm(1, 4096, 4096, np.float32).config["b_prefetch"] == want
+
+
+def test_bad_b_prefetch_overrides():
+    a, b = np.ones((4, 600), np.float32), np.ones((600, 300), np.float32)
+    with pytest.raises(ValueError, match="b_prefetch=100 must be a multiple of 64 bytes in \\[0, 8192\\]"):
+        coopjit.matmul(a, b, plan={"order": "k_outer", "b_prefetch": 100})
+    with pytest.raises(ValueError, match="b_prefetch=16384 must be"):
+        coopjit.matmul(a, b, plan={"order": "k_outer", "b_prefetch": 16384})
+    with pytest.raises(ValueError, match="b_prefetch=64 prefetches B's rows in the unpacked blocked nest .*m_inner"):
+        coopjit.matmul(a, b, plan={"order": "m_inner", "b_prefetch": 64})
+
+
+@pytest.mark.parametrize("threads", [2, 3, 7])
+@pytest.mark.parametrize("m,n", [(513, 129), (7 * 6, 500), (6 * 6 + 1, 77), (30, 1000)])
+def test_tile_walk_by_rows_covers_every_tile_once(rng, threads, m, n):
+    # The data-parallel walk gives each worker its rows of every column panel when there are at
+    # least as many row panels as workers (else blocks of the walk down M): edge tiles in M and N,
+    # workers with one row panel, idle workers. Beta C shows a tile written twice or never.
+    a, b = _operands(rng, np.float32, (m, 200), (200, n))
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=1.0, beta=0.5, plan={"threads": threads, "order": "m_inner", "pack": False})
+    ref = a.astype(np.float64) @ b.astype(np.float64) + 0.5 * c0
+    np.testing.assert_allclose(c, ref, rtol=2e-5, atol=2e-4)

@@ -28,11 +28,13 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
-                          int64_t(p.sg_m) * p.sg_n * p.epi_smem;  // the epilogue's staging, a region a warp
+                          int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
+                          (p.tma_store ? 1024 : 0);  // tma_store: the regions 1024-byte aligned
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
-  if (p.tma) f.attrs["tensor_maps"] = int64_t(2);  // A's and B's, kernel parameters after the IR's (simt_lower.cpp)
+  // A's and B's (and C's for TMA stores), kernel parameters after the IR's (simt_lower.cpp)
+  if (p.tma) f.attrs["tensor_maps"] = int64_t(p.tma_store ? 3 : 2);
   // ws: the TMA producer warp (ws 1) or warpgroup (ws 2) after the IR's subgroups (simt_tma_ws.cpp)
   // (the Stream-K fix-up has no K loop: no producers, the consumers' registers a thread)
   if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
@@ -64,18 +66,14 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // number of Stream-K workers, the Stream-K iterations (K tiles of the first output tiles) and
   // the K tiles per output tile, of kt elements.
   // sk_flags plans: the flags of the in-kernel fix-up, one a consumer warp of each worker (i32,
-  // zero between launches: each is set once and reset by the warp that waited for it), and a
-  // macro tile of zeros (ZT: what a part with no successor adds; nothing writes it).
-  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr, *FL = nullptr, *ZT = nullptr;
+  // zero between launches: each is set once and reset by the warp that waited for it).
+  Value *WS = nullptr, *workers = nullptr, *sk_iters = nullptr, *tiles_k = nullptr, *FL = nullptr;
   if (stream_k) {
     WS = f.add_param(Type::pointer(T), "WS");
     workers = idx("workers");
     sk_iters = idx("sk_iters");
     tiles_k = idx("tiles_k");
-    if (p.sk_flags) {
-      FL = f.add_param(Type::pointer(ScalarType::i32), "FL");
-      ZT = f.add_param(Type::pointer(T), "ZT");
-    }
+    if (p.sk_flags) FL = f.add_param(Type::pointer(ScalarType::i32), "FL");
   }
 
   Builder b(f);
@@ -179,6 +177,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       r->def->attrs["sg_m"] = int64_t(p.sg_m);
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
       if (p.epi_smem) r->def->attrs["epi_smem"] = int64_t(p.epi_smem);  // each warp's staging region (simt_wgmma.cpp)
+      if (p.tma_store) r->def->attrs["tma_store"] = int64_t(p.tma_store);  // the regions aligned for TMA boxes
       if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));
@@ -189,6 +188,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         r->def->attrs["group_m"] = int64_t(p.group_m);
         // Stream-K: the producer walks the block's Stream-K iterations, then its DP tiles (below)
         if (stream_k) r->def->attrs["stream_k_kt"] = int64_t(p.kt);
+        if (stream_k && p.sk_down) r->def->attrs["stream_k_down"] = int64_t(1);  // the parts' K steps from the top down
       }
       return r;
     }
@@ -226,7 +226,9 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         result = y.mat_bin(BinOp::add, result, y.scale(c_old, beta), "result");
       }
       if (p.c_type != result->type.scalar) result = y.convert_matrix(result, c_t, false, "out");
-      y.store(result, c_at, checked);
+      Op* st = y.store(result, c_at, checked);
+      // C (never the Stream-K workspace) by TMA stores from the staging: tensor map 2 (simt_wgmma.cpp)
+      if (p.tma_store && part != GpuGemmPart::fixup) st->attrs["tma_store"] = int64_t(p.tma_store);
       return std::vector<Value*>{};
     };
     x.if_(tl.full, {}, [&](Builder& y) { return body(y, false); }, [&](Builder& y) { return body(y, true); });
@@ -311,45 +313,62 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
     Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
     y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
+      Value* acc = k_range(z, tl, k_lo, k_hi);
       if (p.sk_flags) {
         // The fix-up in the kernel (plan field sk_flags; blocks resident together): the rest of
         // the tile after these iterations, when it has any, is worker g + 1's first part (its
         // iterations start at hi), which that worker's warp sg leaves in its workspace slot with
-        // everything after it added, then sets flag (g + 1, sg). This part waits for it first and
-        // starts its K loop from it (the accumulators loaded in wgmma's fragments, before the
-        // loop: nothing else is live then), else from the zero tile ZT (a select, not a branch).
-        // The worker with the tile's first iterations writes C; any other stores its sum and
-        // sets its own flag. Waits go only to higher workers (no cycle). With parts of a tile or
-        // more (2-tile SK + DP: the planner's default, gpu_plan.cpp) only a worker's last part
-        // (the tile's head) waits, for its successor's first, which was done long before; with
-        // shorter ones (the parts of a tile form a chain) the waits serialize the chain.
-        Value* t_end = z.add(t_first, tiles_k, "t_end");
-        Value* has_next = z.cmp(CmpPred::lt, hi, t_end, "has_next");
-        Value* next = z.add(g, one, "next");
+        // everything after it added, then sets flag (g + 1, sg). The K loop is the plain one
+        // (from zero); only after it does a part with a successor wait for that flag and add
+        // the successor's sum to its accumulators (the first form of session 13 loaded it as
+        // the loop's initial accumulators: ptxas spilled 572 bytes against the fix-up launch's
+        // 88, the part's bounds and flags live across the loop). The worker with the tile's
+        // first iterations writes C; any other stores its sum and sets its own flag. Waits go
+        // only to higher workers (no cycle); the waiter resets the flag (re-armed for the next
+        // launch). With parts of a tile or more (2-tile SK + DP: the planner's default,
+        // gpu_plan.cpp) only a worker's last part (the tile's head) waits, for its successor's
+        // first, which was done long before; with shorter ones (the parts of a tile form a
+        // chain) the waits serialize the chain. Four branches, so that no sum flows out of a
+        // branch (the accumulators stay in wgmma's fragments): the epilogue is built twice.
+        // Everything here is computed after the loop from the unit's bounds (nothing more live
+        // across it than with the fix-up launch).
         Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
-        Value* next_flag = z.add(z.mul(next, SGS), sg, "next_flag");
-        z.if_(has_next, {}, [&](Builder& u) {
+        auto with_next = [&](Builder& u) {  // acc + the successor's sum, its flag reset
+          Value* next = u.add(g, one, "next");
+          Value* next_flag = u.add(u.mul(next, SGS), sg, "next_flag");
           u.flag_wait(FL, next_flag, kFlagSpinLimit);
-          return std::vector<Value*>{};
-        }, {});
-        Value* src = z.select(has_next, slot(z, next, zero), ZT, "part_src");
-        Value* part = z.load(acc_t, {src, sg_row, sg_col, one, MT, MT, NT}, false, "part");
-        Value* acc = k_range(z, tl, k_lo, k_hi, part);
-        z.if_(has_next, {}, [&](Builder& u) {  // re-armed for the next launch
-          u.flag_set(FL, next_flag, u.constant(0.0, ScalarType::i32, "unset"));
-          return std::vector<Value*>{};
-        }, {});
+          Value* part = u.load(acc_t, part_at(u, next, zero, tl), false, "part");
+          Value* sum = u.mat_bin(BinOp::add, acc, part, "acc");
+          return std::make_pair(sum, next_flag);
+        };
+        auto unset = [&](Builder& u, Value* i) { u.flag_set(FL, i, u.constant(0.0, ScalarType::i32, "unset")); };
+        Value* has_next = z.cmp(CmpPred::lt, hi, z.add(t_first, tiles_k, "t_end"), "has_next");
         z.if_(z.cmp(CmpPred::eq, lo, t_first, "head"), {}, [&](Builder& u) {
-          epilogue(u, tl, acc);
+          u.if_(has_next, {}, [&](Builder& v) {
+            auto [sum, next_flag] = with_next(v);
+            epilogue(v, tl, sum);
+            unset(v, next_flag);
+            return std::vector<Value*>{};
+          }, [&](Builder& v) {
+            epilogue(v, tl, acc);
+            return std::vector<Value*>{};
+          });
           return std::vector<Value*>{};
         }, [&](Builder& u) {
-          u.store(acc, part_at(u, g, zero, tl), false);
+          u.if_(has_next, {}, [&](Builder& v) {
+            auto [sum, next_flag] = with_next(v);
+            v.store(sum, part_at(v, g, zero, tl), false);
+            unset(v, next_flag);
+            return std::vector<Value*>{};
+          }, [&](Builder& v) {
+            v.store(acc, part_at(v, g, zero, tl), false);
+            return std::vector<Value*>{};
+          });
           u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
           return std::vector<Value*>{};
         });
         return std::vector<Value*>{};
       }
-      Value* acc = k_range(z, tl, k_lo, k_hi);
       Value* whole = z.bin(BinOp::and_, z.cmp(CmpPred::eq, lo, t_first), z.cmp(CmpPred::eq, hi, z.add(t_first, tiles_k)), "whole");
       z.if_(whole, {}, [&](Builder& u) {
         epilogue(u, tl, acc);

@@ -161,23 +161,27 @@ void SimdLowering::load(const Op& o) {
     return;
   }
   if (vector_layout(t)) {
-    // attr prefetch (bytes): the line that many bytes past each chunk goes to L1 (prefetcht0):
-    // tiles of short rows read runs side by side that the hardware prefetchers do not follow.
-    const int64_t ahead = a.unit_col ? o.int_attr("prefetch", 0) : 0;
     if (segment_tile(o, t, a, out)) {
       mats_[o.result()] = out;
       return;
     }
-    for (int64_t i = 0; i < t.rows; ++i)
-      for (int j = 0; j < chunks(t); ++j) {
-        out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
-        if (ahead > 0) {
-          llvm::Value* off = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(a.row, b_.getInt64(i)), a.sr),
-                                          b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_)));
-          llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), b_.CreateGEP(scalar_ty(t.scalar), a.ptr, off), b_.getInt64(ahead));
-          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
-        }
+    // attr prefetch: each row's lines `prefetch` bytes further along the row go to L1
+    // (prefetcht0), one a 64-byte line of the row's chunks (contiguous rows only): GEMM plans'
+    // b_prefetch; reductions' row tiles of short rows, whose runs side by side the hardware
+    // prefetchers do not follow.
+    const int64_t ahead = a.unit_col ? o.int_attr("prefetch", 0) : 0;
+    const int64_t row_bytes = int64_t(chunks(t)) * S_ * size_in_bytes(t.scalar);
+    for (int64_t i = 0; i < t.rows; ++i) {
+      if (ahead > 0) {
+        llvm::Value* r = b_.CreateAdd(a.row, b_.getInt64(i));
+        llvm::Value* base = b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), a.col));
+        for (int64_t off = 0; off < row_bytes; off += 64)
+          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                             {b_.CreateGEP(b_.getInt8Ty(), base, b_.getInt64(ahead + off)), b_.getInt32(0), b_.getInt32(3),
+                              b_.getInt32(1)});
       }
+      for (int j = 0; j < chunks(t); ++j) out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+    }
     mats_[o.result()] = out;
     return;
   }

@@ -3,6 +3,7 @@
 #include "lower/ir_to_llvm.h"
 #include "lower/simt_lowering.h"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Intrinsics.h>
 
 #include "layout/coopmatrix_layout.h"
@@ -93,6 +94,10 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   }
   if (producer_warps_) ws_begin();  // the producer warps' own code (simt_tma_ws.cpp)
   block(f_.body);
+  if (tma_stores_) {  // the TMA stores' reads of the staging done before the block's shared memory goes (simt_wgmma.cpp)
+    auto* wty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+    b_.CreateCall(wty, llvm::InlineAsm::get(wty, "cp.async.bulk.wait_group.read 0;", "~{memory}", /*hasSideEffects=*/true));
+  }
   b_.CreateRetVoid();
   if (producer_warps_) ws_end();
   return std::move(mod_);

@@ -262,9 +262,11 @@ class SimtLowering {
   std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);
   /// The same loop as one tile of a warp-specialized persistent walk (simt_tma_ws.cpp; loop
   /// attribute persistent): the producer warp's TMA copies of every tile of the work-group, the
-  /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64).
+  /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64). sk_down: the
+  /// Stream-K parts' K steps copied from the part's last down to its first.
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
-                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0);
+                                        llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
+                                        bool sk_down = false);
   /// The kernel parameter the IR names `hint` (InternalError when there is none).
   llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent
@@ -288,7 +290,9 @@ class SimtLowering {
     llvm::Value* pad = nullptr;   // the stages' 1024-byte aligned base, bytes after stage_mem_'s start (i32)
     int64_t epi_off = 0;          // the warps' staging regions, bytes after that base
     int64_t epi_bytes = 0;        // each warp's region (0: no staging, the old path)
+    int tma_store = 0;            // the regions 1024-byte aligned for TMA stores: loop attribute tma_store (1, 2)
   };
+  bool tma_stores_ = false;  // a TMA store was issued: the kernel waits for their reads before it returns
   std::unordered_map<const Value*, Frag> frags_;
   std::deque<std::vector<llvm::Value*>> frag_views_;  // the gathered layouts mat() hands out
   std::map<std::pair<const Value*, llvm::BasicBlock*>, size_t> frag_view_at_;
@@ -306,6 +310,9 @@ class SimtLowering {
   std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
   /// The whole tile's store through the warp's shared-memory region: 16-byte chunks along C's
   /// unit-stride dimension, consecutive lanes on consecutive chunks; false where it does not apply.
+  /// frag_store's TMA path (store attribute tma_store): the boxes through the warp's staging
+  /// buffers, cp.async.bulk.tensor shared -> global from tensor map 2 (simt_wgmma.cpp).
+  void tma_store(const Frag& f, const Op& o, const Access& a, bool by_col);
   bool frag_store(const Frag& f, const Op& o);
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute

@@ -9,7 +9,10 @@
 // benchmarks/recorded/issue16-h100-session10.md). With the loop attribute stream_k_kt (Stream-K
 // plans, gemm_recipe_gpu.cpp) the walk is block g's Stream-K parts (the K tiles of kt elements
 // [g I / W, (g + 1) I / W) of the first sk_iters (tile, K tile) pairs, tile by tile; kernel
-// parameters workers, sk_iters, tiles_k) and then the DP tiles sk_tiles + g, + grid, ...
+// parameters workers, sk_iters, tiles_k) and then the DP tiles sk_tiles + g, + grid, ...; with
+// stream_k_down (plan field sk_down) each Stream-K part's K steps are copied from its last down to
+// its first, so that the blocks streaming at once are at K offsets of one or two phases (going up,
+// each block's offset is where its range starts inside a tile: as many phases as blocks).
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
@@ -79,7 +82,8 @@ llvm::Value* SimtLowering::param_named(const std::string& hint) {
 }
 
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
-                                                    llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt) {
+                                                    llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt,
+                                                    bool sk_down) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   llvm::Type* i32 = b_.getInt32Ty();
@@ -142,8 +146,11 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       llvm::Value* tiles_m = b_.CreateSDiv(b_.CreateAdd(M, i64v(t.MT - 1)), i64v(t.MT), "tiles_m");
       llvm::Value* tiles_n = b_.CreateSDiv(b_.CreateAdd(N, i64v(t.NT - 1)), i64v(t.NT), "tiles_n");
       llvm::Value* tiles = b_.CreateMul(tiles_m, tiles_n, "tiles");
-      // The steps of K range [lo, end) of tile `tile`, the walk's step count s_in[0] on entry.
-      auto tile_steps = [&](llvm::Value* tile, llvm::Value* lo, llvm::Value* end, const std::vector<llvm::Value*>& s_in) {
+      // The steps of K range [lo, end) of tile `tile`, the walk's step count s_in[0] on entry;
+      // `down`: from the range's last step to its first (the consumers take the stages in the
+      // order they fill: the sum's order changes, nothing else).
+      auto tile_steps = [&](llvm::Value* tile, llvm::Value* lo, llvm::Value* end, const std::vector<llvm::Value*>& s_in,
+                            bool down = false) {
         llvm::Value *mt, *nt;
         if (group_m > 0) {  // bands of group_m M tiles, down M inside a band
           llvm::Value* G = i64v(group_m);
@@ -159,8 +166,10 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         }
         llvm::Value* m0 = b_.CreateTrunc(b_.CreateMul(mt, i64v(t.MT)), i32, "m0");
         llvm::Value* n0 = b_.CreateTrunc(b_.CreateMul(nt, i64v(t.NT)), i32, "n0");
-        return emit_for(b_, fn_, i64v(0), steps(lo, end), i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
+        llvm::Value* nk = steps(lo, end);
+        return emit_for(b_, fn_, i64v(0), nk, i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
           llvm::Value* s = sv[0];
+          if (down) k = b_.CreateSub(b_.CreateSub(nk, i64v(1)), k, "k_down");
           llvm::Value* slot = slot_of(s);
           emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {  // use s / S - 1 of the slot released
             mbarrier_wait(empty(slot), b_.CreateXor(parity_of(s), c32(1)));
@@ -199,7 +208,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
           llvm::Value* k_hi = b_.CreateMul(b_.CreateSub(end, t_first), KT);
           k_hi = b_.CreateSelect(b_.CreateICmpSLT(k_hi, K), k_hi, K);
           // (a part the recipe skips, lo == end, has no steps: steps() is 0)
-          return emit_if(b_, fn_, b_.CreateICmpSLT(lo, end), [&] { return tile_steps(tile, k_lo, k_hi, s_in); },
+          return emit_if(b_, fn_, b_.CreateICmpSLT(lo, end), [&] { return tile_steps(tile, k_lo, k_hi, s_in, sk_down); },
                          [&] { return s_in; });
         });
       }, [&] { return std::vector<llvm::Value*>{i64v(0)}; });

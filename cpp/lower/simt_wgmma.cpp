@@ -120,20 +120,25 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   Panel pb{b_k ? NT : KB, (b_k ? KB : NT) / EPC, MT * KB * esz, b_k};
   for (const Panel* p : {&pa, &pb})
     if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
-  // TMA (attribute tma): tensor maps 0 (A) and 1 (B) after the IR's parameters; K-contiguous
+  // TMA (attribute tma): tensor maps 0 (A) and 1 (B) after the IR's parameters (and 2, C's, with
+  // attribute tma_store: frag_store's TMA stores); K-contiguous
   // panels in boxes of tma_box_* rows, M- / N-contiguous ones in boxes of 64 x KB (one atom column).
   const bool tma = o.int_attr("tma", 0) != 0;
   const int64_t box_a = o.int_attr("tma_box_a", 64), box_b = o.int_attr("tma_box_b", 64);
-  if (tma && (!target_.async_bulk_copies() || fn_->arg_size() != f_.params.size() + 2 || box_a < 64 || box_a > 256 ||
+  const size_t maps = o.int_attr("tma_store", 0) ? 3 : 2;
+  if (tma && (!target_.async_bulk_copies() || fn_->arg_size() != f_.params.size() + maps || box_a < 64 || box_a > 256 ||
               box_b < 64 || box_b > 256 || MT % box_a || NT % box_b || MT % 64 || NT % 64))
     return false;
   const int64_t stage_bytes = (MT + NT) * KB * esz;
   const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0);  // + alignment to 1024, the mbarriers
   // Attribute epi_smem: each warp's staging region for the epilogue (frag_store), after the
   // stages and mbarriers, when the kernel's shared memory has room for it.
-  const int64_t epi_off = stage_bytes * stages + (tma ? 16 * stages : 0), epi_want = o.int_attr("epi_smem", 0);
+  // Attribute tma_store: the regions start on a 1024-byte boundary (TMA stores' swizzled boxes).
+  const bool tma_store = tma && o.int_attr("tma_store", 0) != 0;
+  const int64_t epi_at = stage_bytes * stages + (tma ? 16 * stages : 0), epi_want = o.int_attr("epi_smem", 0);
+  const int64_t epi_off = tma_store ? (epi_at + 1023) / 1024 * 1024 : epi_at;
   int64_t epi_bytes = 0;
-  if (epi_want > 0 && epi_want % 16 == 0 && stage_memory(total + sgs_ * epi_want, 1024)) epi_bytes = epi_want;
+  if (epi_want > 0 && epi_want % 16 == 0 && stage_memory(total + (epi_off - epi_at) + sgs_ * epi_want, 1024)) epi_bytes = epi_want;
   else if (!stage_memory(total, 1024)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
@@ -262,7 +267,7 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (tma && o.int_attr("persistent", 0)) {  // warp specialized, one tile of a persistent walk (simt_tma_ws.cpp)
     D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                          pa.k_inner, pb.k_inner},
-                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0));
+                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0);
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});
@@ -309,7 +314,8 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // The accumulators stay in D's order (Frag; mat() gathers them into the layout where needed).
   // Without staging, gathered here as before (once, rather than in each branch of the epilogue).
   COOPJIT_INTERNAL_ASSERT(o.results.size() == 1);
-  Frag fr{D, tc, pad, epi_off, epi_bytes};
+  Frag fr{D, tc, pad, epi_off, epi_bytes,
+          tma_store && epi_bytes >= 2048 && epi_bytes % 1024 == 0 ? static_cast<int>(o.int_attr("tma_store", 0)) : 0};
   if (epi_bytes) frags_[o.results[0]] = fr;
   else bind(o.results, frag_layout(fr));
   return true;
@@ -466,6 +472,11 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   // time with the alignment) or its rows (by_col: the row stride the constant 1).
   const bool by_col = is_index_const(a.sr_ir, 1) && !is_index_const(a.sc_ir, 1);
   const bool by_row = !by_col;
+  if (o.int_attr("tma_store", 0) && f.tma_store && (esz == 2 || esz == 4) && fn_->arg_size() == f_.params.size() + 3 &&
+      NR % (128 / esz) == 0) {
+    tma_store(f, o, a, by_col);
+    return true;
+  }
   const int64_t row_pad = esz == 4 ? 32 : 16, col_pitch = esz == 2 ? 48 : 80;
   auto region = [&](int64_t P) { return by_row ? 16 * (P * esz + row_pad) : P * col_pitch; };
   int64_t P = 0;
@@ -495,6 +506,17 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     b_.CreateCall(fty, llvm::InlineAsm::get(fty, "bar.warp.sync -1;", "~{memory}", /*hasSideEffects=*/true));
   };
   either_path(ok, [&] {
+    if (f.tma_store) {  // a TMA store of C may still be reading the region (tma_store below)
+      auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+      b_.CreateCall(fty, llvm::InlineAsm::get(fty, "cp.async.bulk.wait_group.read 0;", "~{memory}", /*hasSideEffects=*/true));
+      if (f.tma_store == 2) {  // (boxes of a warpgroup: its first warp's store may be reading this warp's region)
+        llvm::Value* w = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), b_.getInt32Ty());
+        auto* bty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt32Ty()}, false);
+        b_.CreateCall(bty, llvm::InlineAsm::get(bty, "bar.sync $0, 128;", "r,~{memory}", /*hasSideEffects=*/true),
+                      {b_.CreateAdd(b_.CreateLShr(w, b_.getInt32(2)), b_.getInt32(1))});
+      }
+      warp_sync();
+    }
     llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32);
     llvm::Value* region_at = b_.CreateAdd(b_.CreateAdd(f.pad, c32(f.epi_off)), b_.CreateMul(sg, c32(f.epi_bytes)), "epi_region");
     auto smem = [&](llvm::Value* off) { return b_.CreateGEP(i8t, stage_mem_, {b_.CreateAdd(region_at, off)}); };
@@ -566,6 +588,133 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     return std::vector<llvm::Value*>{};
   }, "epi");
   return true;
+}
+
+// The epilogue's store of a warp's 16 x NR tile by the Tensor Memory Accelerator (loop and store
+// attribute tma_store; the host passes C's tensor map after A's and B's: dims (N, M) with unit-
+// stride columns, (M, N) with unit-stride rows, boxes of 16 x P or P x 16, P = 128 / element bytes):
+// P columns at a time, each a box of 2048 bytes in one of the warp's one or two buffers (Frag:
+// the regions 1024-byte aligned), laid out as the copy engine reads it: lines of the box's inner
+// dimension (a row of P elements, 128 bytes, or a column of 16 rows, 32 / 64 bytes) one after
+// another, swizzled as the map says (16-byte chunk c of line l at c ^ (l' % W / 16), l' counting
+// 128-byte lines: CU_TENSOR_MAP_SWIZZLE_128B / 64B / 32B for W = 128 / 64 / 32), which keeps the
+// lanes' writes in distinct banks:
+//   - wait until this warp's store of the box that last used the buffer has read it
+//     (cp.async.bulk.wait_group.read: one group at most in flight with two buffers), bar.warp.sync;
+//   - each lane writes its D components (16-bit C: stmatrix, .trans with unit-stride rows; else
+//     pairs / elements), fence.proxy.async.shared::cta (generic-proxy writes, async-proxy reads),
+//     bar.warp.sync;
+//   - lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group and commits it.
+// The last box's store stays in flight: the next tile's epilogue (or the kernel's end, simt_lower.cpp)
+// waits for it, so it runs under the next tile's K loop. Out-of-range rows and columns (edge tiles)
+// are clipped by the copy engine: no checked path.
+// tma_store 2, 16-bit C with contiguous rows (by_col) and regions of 4096 bytes: boxes of a
+// warpgroup's 64 rows (lines of 128 bytes, swizzle 128) in the four warps' regions, which are
+// consecutive (8 KiB a buffer, two buffers), warp w's rows at bytes 32 w.. of each line; the four
+// warps meet at the warpgroup's named barrier (bar.sync 1 + warpgroup, 128) where a warp would
+// bar.warp.sync, and lane 0 of its first warp waits, issues and commits.
+void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool by_col) {
+  const Type& t = o.operands[0]->type;
+  const int64_t esz = size_in_bytes(t.scalar), NR = t.cols, P = 128 / esz;
+  const bool wg = o.int_attr("tma_store", 0) == 2 && by_col && esz == 2 && f.epi_bytes >= 4096;
+  const int64_t W = wg ? 128 : by_col ? 16 * esz : 128;  // bytes a line of the box
+  const int64_t box = wg ? 8192 : 2048;
+  const int64_t pieces = NR / P, bufs = f.epi_bytes >= 4096 && pieces % 2 == 0 ? 2 : 1;
+  tma_stores_ = true;
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* i8t = b_.getInt8Ty();
+  llvm::Type* et = scalar_ty(t.scalar);
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  auto asm0 = [&](const std::string& text) {
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+    b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, "~{memory}", /*hasSideEffects=*/true));
+  };
+  auto swz = [&](llvm::Value* off) {  // the map's swizzle of a byte offset in a 1024-byte aligned box
+    return b_.CreateXor(off, b_.CreateShl(b_.CreateAnd(b_.CreateLShr(off, c32(7)), c32(W / 16 - 1)), c32(4)));
+  };
+  llvm::Value* sg = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32);
+  llvm::Value* wq = b_.CreateAnd(sg, c32(3));  // the warp in its warpgroup
+  // (wg: the warpgroup's first warp's region)
+  llvm::Value* region_at = b_.CreateAdd(b_.CreateAdd(f.pad, c32(f.epi_off)), b_.CreateMul(wg ? b_.CreateSub(sg, wq) : sg, c32(f.epi_bytes)),
+                                        "epi_region");
+  llvm::Value* mem_addr = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* in_line = wg ? b_.CreateMul(wq, c32(32)) : c32(0);  // wg: this warp's rows in a line
+  auto sync = [&] {
+    if (!wg) {
+      asm0("bar.warp.sync -1;");
+      return;
+    }
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i32}, false);
+    b_.CreateCall(fty, llvm::InlineAsm::get(fty, "bar.sync $0, 128;", "r,~{memory}", /*hasSideEffects=*/true),
+                  {b_.CreateAdd(b_.CreateLShr(sg, c32(2)), c32(1))});
+  };
+  llvm::Value* g = b_.CreateLShr(lane(), c32(2));
+  llvm::Value* tq = b_.CreateAnd(lane(), c32(3));
+  llvm::Value* blk = b_.CreateLShr(lane(), c32(3));  // stmatrix: this lane's block of four, and row in it
+  llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
+  llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));
+  llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
+  auto* pair_ty = llvm::FixedVectorType::get(et, 2);
+  auto* stm_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
+  auto* stm = llvm::InlineAsm::get(stm_ty, cat("stmatrix.sync.aligned.m8n8.x4", by_col ? ".trans" : "", ".shared.b16 [$0], {$1, $2, $3, $4};"),
+                                   "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
+  auto packed = [&](int64_t ni, int h) {
+    llvm::Value* v = llvm::PoisonValue::get(pair_ty);
+    v = b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h), uint64_t(0));
+    return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h + 1), uint64_t(1)), i32);
+  };
+  auto* st_ty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i32, i32, i32}, false);
+  auto* st = llvm::InlineAsm::get(st_ty, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
+                                  "l,r,r,r,~{memory}", /*hasSideEffects=*/true);
+  llvm::Value* map = b_.CreatePtrToInt(fn_->getArg(static_cast<unsigned>(f_.params.size() + 2)), i64);
+  llvm::Value* row0 = b_.CreateTrunc(a.row, i32, "tma_row");
+  if (wg) row0 = b_.CreateSub(row0, b_.CreateMul(wq, c32(16)));  // the warpgroup's first row
+  llvm::Value* col0 = b_.CreateTrunc(a.col, i32, "tma_col");
+  for (int64_t p = 0; p < pieces; ++p) {
+    llvm::Value* buf = b_.CreateAdd(region_at, c32((p % bufs) * box), "tma_buf");  // bytes after stage_mem_'s start
+    asm0(cat("cp.async.bulk.wait_group.read ", bufs - 1, ";"));  // the buffer's previous box read (lane 0's groups)
+    sync();
+    if (esz == 2) {
+      for (int64_t nl = 0; nl < P / 8; nl += 2) {
+        const int64_t ni = p * P / 8 + nl;
+        llvm::Value* cols = b_.CreateAdd(c32(8 * nl), b_.CreateMul(blk_n, c32(8)));  // the block's first column in the piece
+        llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
+        llvm::Value* off = by_col ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(W)), b_.CreateAdd(in_line, b_.CreateMul(rows, c32(2))))
+                                  : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(W)), b_.CreateMul(cols, c32(2)));
+        b_.CreateCall(stm_ty, stm, {b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), packed(ni, 0), packed(ni, 1),
+                                    packed(ni + 1, 0), packed(ni + 1, 1)});
+      }
+    } else {
+      for (int64_t nl = 0; nl < P / 8; ++nl) {
+        const int64_t ni = p * P / 8 + nl;
+        llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
+        for (int h = 0; h < 2; ++h) {
+          llvm::Value* row = b_.CreateAdd(g, c32(8 * h));
+          llvm::Value *v0 = f.d.at(ni * 4 + 2 * h), *v1 = f.d.at(ni * 4 + 2 * h + 1);
+          auto at = [&](llvm::Value* off) { return b_.CreateGEP(i8t, stage_mem_, {b_.CreateAdd(buf, swz(off))}); };
+          if (!by_col) {
+            llvm::Value* pair = b_.CreateInsertElement(b_.CreateInsertElement(llvm::PoisonValue::get(pair_ty), v0, uint64_t(0)), v1, uint64_t(1));
+            b_.CreateAlignedStore(pair, at(b_.CreateAdd(b_.CreateMul(row, c32(W)), b_.CreateMul(col, c32(esz)))), llvm::Align(2 * esz));
+          } else {
+            llvm::Value* off = b_.CreateAdd(b_.CreateMul(col, c32(W)), b_.CreateMul(row, c32(esz)));
+            b_.CreateAlignedStore(v0, at(off), llvm::Align(esz));
+            b_.CreateAlignedStore(v1, at(b_.CreateAdd(off, c32(W))), llvm::Align(esz));
+          }
+        }
+      }
+    }
+    target_.async_proxy_fence(b_);  // the writes visible to the copy engine
+    sync();
+    llvm::Value* along = b_.CreateAdd(col0, c32(p * P));
+    llvm::Value* issuer = b_.CreateICmpEQ(lane(), c32(0));
+    if (wg) issuer = b_.CreateAnd(issuer, b_.CreateICmpEQ(wq, c32(0)));
+    emit_if(b_, fn_, issuer, [&] {
+      b_.CreateCall(st_ty, st, {map, by_col ? row0 : along, by_col ? along : row0, b_.CreateAdd(mem_addr, buf)});
+      asm0("cp.async.bulk.commit_group;");
+      return std::vector<llvm::Value*>{};
+    }, [] { return std::vector<llvm::Value*>{}; });
+  }
 }
 
 }  // namespace coopjit

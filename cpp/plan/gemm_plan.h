@@ -110,6 +110,11 @@ struct GemmPlan {
   // it measured 0.80-1.20x the old order (shape to shape and run to run) with K tiles of 512-4096
   // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt.
   bool k_inner = false;
+  // The unpacked blocked nest ("k_outer"): each tile's rows of B are prefetched this many bytes
+  // further along (prefetcht0 a 64-byte line; 0: none). Part of the key. Its kt rows of B are
+  // kt streams through memory that the hardware prefetchers follow with too few lines in flight
+  // for one core's share of the memory bandwidth (see gemm_plan.cpp).
+  int b_prefetch = 0;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge

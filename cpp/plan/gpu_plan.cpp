@@ -69,16 +69,32 @@ constexpr int kWsDefault = 2;
 constexpr bool kWsInt8 = true;
 // The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
 constexpr bool kEpiSmemDefault = true;
+// wgmma TMA plans: C written by TMA stores from the staging (plan field tma_store) by default, 2:
+// boxes of a warpgroup where C's rows are contiguous (16-bit C), else of a warp. On the H100 (CUDA
+// graphs, benchmarks/recorded/issue16-h100-tmastore-session14.md) 1 against the lanes' stores:
+// 1.09-1.16x on products whose epilogue is a large share, 1.02-1.04x with edge tiles, 0.98-1.01x
+// elsewhere; 2 against 1: 1.01-1.03x (bf16 / f16 2048^3 1.03x, 4096^3 with the persistent walk 1.03x).
+constexpr int kTmaStoreDefault = 2;
 // ws plans: a persistent grid (plan field persistent) by default.
 constexpr bool kPersistentDefault = false;
-// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default. Off:
-// on the H100 (benchmarks/recorded/issue16-h100-streamk-session13.md, CUDA graphs) SK + DP with
-// the flags ran 0.86-0.92x the same split with the fix-up launch (133 tiles: 515 against 572
-// TFLOP/s): its main kernel is slower by more than the launch it saves (ptxas spills ~570 bytes
-// at the consumers' 168 registers where the fix-up kernel's spills 88).
-constexpr int kSkFlagsDefault = 0;
-// ws plans' split: 2-tile SK + DP where the last wave's tiles are at most 1 / this of the SMs,
-// after one or two full waves (plan_gpu_gemm).
+// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default (where
+// every worker's part is a tile or more). On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
+// CUDA graphs, bf16) SK + DP with the flags ran 1.03-1.13x the same split with the fix-up launch
+// (133 tiles: 615 against 566 TFLOP/s; 4224^2 x 8192 0.99x) since the part with a successor adds
+// its sum after the plain K loop (ptxas: 108 bytes of spills with bf16 C against the fix-up
+// kernel's 156). Session 13's form, the sum loaded as the K loop's initial accumulators, spilled
+// 572-736 bytes and ran 0.83-0.92x the fix-up launch.
+constexpr int kSkFlagsDefault = 1;
+// ws Stream-K plans of 16-bit inputs: each part's K tiles from its last down to its first (plan
+// field sk_down), by default: the blocks streaming at once then read the K panels of one or two
+// offsets, not of one an SM. On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
+// CUDA graphs, bf16, SK + DP with flags) against K upward: 133 tiles 1.03x, 136 1.01x, 144 1.83x,
+// 152 1.07-1.18x, 165 1.07x, 198 1.05x, 266 1.08x, 270 1.27x, 400 1.01x, 512 1.05x, 540 1.01x,
+// 561 1.03-1.18x. (Measured
+// with the flags; the fix-up launch's plans take it too, the walk being the same.)
+constexpr int kSkDownDefault = 1;
+// ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
+// this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
 constexpr int64_t kWsStreamKLast = 16;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -96,8 +112,8 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", persistent ? ".pers" : "",
-             sk_flags ? ".flags" : "", group_m ? cat(".gm", group_m) : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
+             sk_flags ? ".flags" : "", sk_down ? ".down" : "", group_m ? cat(".gm", group_m) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -139,9 +155,12 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
                            : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
           {"epi_smem", epi_smem ? cat(epi_smem, ": bytes of shared memory a warp to stage the accumulators; C written in 16-byte chunks")
                                 : "no"},
+          {"tma_store", tma_store == 2 ? "2: C written from the staging by cp.async.bulk.tensor, a box a warpgroup where C's rows are contiguous (16-bit C)"
+                        : tma_store ? "yes: C written from the staging by cp.async.bulk.tensor (a tensor map for C)" : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
           {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
                        : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
+          {"sk_down", sk_down ? "yes: each Stream-K part's K tiles from its last down to its first" : "no"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",
                                   " copied K-major into a workspace first (8-bit wgmma reads K-major operands)")
@@ -415,12 +434,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags")
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
+        k == "tma_store" || k == "sk_down")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, persistent, sk_flags, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, group_m, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -481,11 +501,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // the shape most favourable to Stream-K (a second wave 15% full).
   // The warp-specialized kernel (ws, below: TMA plans of one product of 16-bit inputs) streams
   // inside its persistent grid instead (simt_tma_ws.cpp), where it measured faster: 2-tile SK + DP
-  // (here all Stream-K) on one wave and a second at most 1 / kWsStreamKLast full. On the H100
-  // (benchmarks/recorded/issue16-h100-streamk-session12.md, kernel times) 133 tiles on 132 SMs ran
-  // 1.32x faster so (110 us + 17 us fix-up against 168); 266 tiles 1.09x (209 + 23 against 253, no
-  // faster through run(), which waits for both launches); 152 tiles, 561 (4224^2) and 32 (1024^2,
-  // Stream-K) slower with any split than DP.
+  // after one or two full waves (the rule and its figures below, ws_sk). On the H100 in session 12
+  // (benchmarks/recorded/issue16-h100-streamk-session12.md, kernel times, the fix-up launch) 133
+  // tiles on 132 SMs ran 1.32x faster so (110 us + 17 us fix-up against 168); 266 tiles 1.09x;
+  // 152 tiles, 561 (4224^2) and 32 (1024^2, Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
   // The ws level a TMA plan of one product takes by default: 16-bit inputs with two consumer
   // warpgroups (128-row blocks), the shape measured; with one, setmaxnreg has no registers to
@@ -502,12 +521,20 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // 1.15x DP on 133 tiles of 128 x 256 but 0.86x on 136, benchmarks/recorded/issue16-h100-int8-session13.md)
   const bool ws_sk = p.wgmma && p.tma && batch == 1 && (ws_o != overrides.end() ? ws_o->second != 0 : sixteen_bit && ws_default != 0);
   if (ws_sk) {
-    const int64_t last = tiles_mn % p.workers;  // the last wave's tiles
-    // (session 13, CUDA graphs, the fix-up launch: 133 tiles 1.35x DP, 136 1.09x, 266 1.10x, but 400
-    // (three waves and 4 tiles) 0.96x; 152 1.06x without edge tiles but 0.87x with them, 561
-    // (4224^2, a last wave 1/4 full) 0.87-0.90x)
-    if (tiles_k >= 2 && tiles_mn > p.workers && tiles_mn < 3 * p.workers && last > 0 && last * kWsStreamKLast <= p.workers)
-      p.split = "sk+dp";
+    const int64_t full = tiles_mn / p.workers, last = tiles_mn % p.workers;  // full waves, the last wave's tiles
+    // 16-bit inputs (the in-kernel fix-up and the downward parts by default, below): after one full
+    // wave where the second is at most half full, or after two where the third is at most a
+    // quarter full. On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md, CUDA
+    // graphs, bf16, SK + DP with flags and sk_down against DP, runs 2 and 3): 133 tiles
+    // 1.48-1.54x, 136 1.23-1.24x, 144 1.39-1.41x, 152 1.35-1.37x (1.02-1.04x with edge tiles: 896 x
+    // 4864), 165 1.30-1.31x, 198 1.12-1.13x, 266 1.24x, 270 1.17-1.18x, 297 1.14x; a second wave
+    // 3/4 full (231 tiles) 0.95x; after three or more full waves no gain: 400 tiles 1.04-1.05x,
+    // 540 1.00x, 561 (4224^2) 0.91-1.01x, 512 (4096^2) 0.86x. (Session 13, the fix-up launch and
+    // K upward: 133 1.35x, 136 1.09x, 266 1.10x, 400 0.96x, 152 0.87-1.06x: one or two full
+    // waves, the last at most 1 / kWsStreamKLast full, which 8-bit plans given ws keep.)
+    const bool streams = sixteen_bit ? (full == 1 && 2 * last <= p.workers) || (full == 2 && 4 * last <= p.workers)
+                                     : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
+    if (tiles_k >= 2 && last > 0 && streams) p.split = "sk+dp";
   } else if (sk_rule) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
   }
@@ -558,25 +585,56 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     const int64_t sk_it = co_resident ? stream_k_tiles(p.split, tiles_mn, tiles_k, p.workers) : 0;
     const bool whole_parts = sk_it > 0 && sk_it >= std::min(p.workers, sk_it) * tiles_k;
     p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident && whole_parts ? kSkFlagsDefault : 0;
+    auto dn = overrides.find("sk_down");
+    if (dn != overrides.end() && (dn->second < 0 || dn->second > 1))
+      throw UserError(cat("plan override sk_down=", dn->second, " must be 0 (K upward) or 1 (each Stream-K part's K tiles downward)"));
+    const bool ws_stream_k = p.ws && p.split != "dp";
+    if (dn != overrides.end() && dn->second == 1 && !ws_stream_k)
+      throw UserError(cat("plan override sk_down=1: the Stream-K parts' K order is the warp-specialized kernel's producer's (ws, split not dp), "
+                          "not ws=", p.ws, ", split ", p.split));
+    p.sk_down = dn != overrides.end() ? static_cast<int>(dn->second) : ws_stream_k && sixteen_bit ? kSkDownDefault : 0;
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");
     if (eo != overrides.end() && (eo->second < 0 || eo->second > 1))
       throw UserError(cat("plan override epi_smem=", eo->second, " must be 0 (no) or 1 (yes)"));
-    int fit = 0;
+    auto so = overrides.find("tma_store");
+    if (so != overrides.end() && (so->second < 0 || so->second > 2))
+      throw UserError(cat("plan override tma_store=", so->second, " must be 0 (no), 1 (yes) or 2 (boxes of a warpgroup)"));
+    const bool staged = eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault;
+    int fit = 0, fit_tma = 0;
+    const int64_t limit = std::max<int64_t>(48 * 1024, target.shared_bytes);
     if (p.wgmma) {
       const int64_t esz = ir::size_in_bytes(p.a_type), warps = int64_t(p.sg_m) * p.sg_n;
       const int64_t used = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
       for (int e : {3072, 1536, 768})
-        if (used + warps * e <= std::max<int64_t>(48 * 1024, target.shared_bytes)) {
+        if (used + warps * e <= limit) {
           fit = e;
           break;
         }
+      // TMA stores: one or two boxes of 2048 bytes a warp, the regions 1024-byte aligned (up to
+      // 1024 bytes more); C of 2- or 4-byte elements, the staged epilogue alone (alpha / beta).
+      const int64_t c_bytes = ir::size_in_bytes(p.c_type);
+      const bool c_ok = (c_bytes == 2 || c_bytes == 4) && p.c_type != ir::ScalarType::i16 && p.c_type != ir::ScalarType::u16 &&
+                        p.c_type != ir::ScalarType::u32;
+      if (p.tma && c_ok && !p.epilogue.any() && spec.batch1 * spec.batch2 == 1)
+        for (int e : {4096, 2048})
+          if (used + 1024 + warps * e <= limit) {
+            fit_tma = e;
+            break;
+          }
     }
     if (eo != overrides.end() && eo->second == 1 && !fit)
       throw UserError(cat("plan override epi_smem=1: the epilogue's staging needs a wgmma plan (sm_90) with at least 768 bytes a warp "
                           "of shared memory left after its ", p.stages, " stages, not wgmma=", p.wgmma));
-    p.epi_smem = (eo != overrides.end() ? eo->second != 0 : kEpiSmemDefault) ? fit : 0;
+    if (so != overrides.end() && so->second >= 1 && (!fit_tma || !staged))
+      throw UserError(cat("plan override tma_store=", so->second, ": TMA stores of C need a wgmma TMA plan (sm_90, tma) of one unbatched product ",
+                          "whose epilogue is staged (epi_smem, ", staged ? "on" : "off", ") with 2048 bytes a warp of shared memory "
+                          "left after its ", p.stages, " stages, alpha / beta only (no fused epilogue), and C of bf16, f16, f32 or "
+                          "int32, not wgmma=", p.wgmma, ", tma=", p.tma, ", batch=", spec.batch1 * spec.batch2, ", C ",
+                          ir::name(p.c_type), p.epilogue.any() ? ", a fused epilogue" : ""));
+    p.tma_store = staged && fit_tma ? (so != overrides.end() ? static_cast<int>(so->second) : kTmaStoreDefault) : 0;
+    p.epi_smem = staged ? (p.tma_store ? fit_tma : fit) : 0;
   }
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",

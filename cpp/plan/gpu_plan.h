@@ -128,6 +128,16 @@ struct GpuGemmPlan {
   // lane and store after a gather into the coopmatrix layout. 0 off; by default the largest of
   // 3072, 1536, 768 that fits the shared memory (plan override epi_smem: 0 / 1).
   int epi_smem = 0;
+  // wgmma TMA plans whose epilogue goes through the staging (alpha / beta, no fused steps; C of
+  // bf16 / f16 / f32 / s32): C written from each warp's staging by the Tensor Memory Accelerator
+  // (cp.async.bulk.tensor shared -> global, simt_wgmma.cpp), from a third tensor map the host makes
+  // for C; edge tiles clipped by the copy engine. Each warp's region then holds one or two boxes
+  // of 16 x (128 / C's element bytes) (epi_smem 4096 or 2048, the regions 1024-byte aligned), so
+  // that a warp's store of one box runs while it writes the next (and, in a persistent walk, the
+  // next tile's K loop). The host runs the plan without it where C's base or strides are not
+  // 16-byte multiples. 0 off, 1 on, 2 (the default) boxes of a warpgroup (64 rows of 128 bytes)
+  // where C is 16-bit with contiguous rows (layout col), else as 1 (plan override tma_store: 0 / 1 / 2).
+  int tma_store = 0;
   // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
   // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
   // block's next tile run while its consumers write this one's C. 0 one tile a block. Stream-K
@@ -139,6 +149,10 @@ struct GpuGemmPlan {
   // Only where the blocks are resident together (a persistent grid of at most the SMs, one block
   // an SM); 0: a second launch adds the parts (plan override sk_flags: 0 / 1).
   int sk_flags = 0;
+  // Stream-K ws plans: each Stream-K part's K steps walked from its last down to its first (the
+  // producer's copies, simt_tma_ws.cpp), so that the blocks streaming at once work on K panels of
+  // one or two offsets rather than one an SM (L2 reuse); 0 upward (plan override sk_down: 0 / 1).
+  int sk_down = 0;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

@@ -85,6 +85,7 @@ PYBIND11_MODULE(_core, m) {
     d["start_ns"] = t.start;
     d["end_ns"] = t.end;
     d["slept"] = t.slept;
+    d["cpu"] = t.cpu;
     d["join_ns"] = t.join;
     return d;
   }, "The last multi-worker launch's stamps (ns after its start), when the trace is on.");

@@ -392,7 +392,7 @@ std::shared_ptr<Device> open(const DeviceInfo& info, int ordinal) { return std::
 bool tensor_maps_available() { return discover().status.empty() && api().TensorMapEncodeTiled != nullptr; }
 
 std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, int elem_bytes, int64_t inner, int64_t outer,
-                                   int64_t outer_stride_bytes, int box_inner, int box_outer) {
+                                   int64_t outer_stride_bytes, int box_inner, int box_outer, int swizzle) {
   if (!tensor_maps_available()) throw DeviceError("CUDA: this driver has no cuTensorMapEncodeTiled (CUDA 12 or newer)");
   // CU_TENSOR_MAP_DATA_TYPE_UINT8 / UINT16 / UINT32 (the bits are copied as they are).
   const int dtype = elem_bytes == 1 ? 0 : elem_bytes == 2 ? 1 : elem_bytes == 4 ? 2 : -1;
@@ -407,10 +407,11 @@ std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, 
   const uint64_t strides[1] = {static_cast<uint64_t>(outer_stride_bytes)};
   const unsigned box[2] = {static_cast<unsigned>(box_inner), static_cast<unsigned>(box_outer)};
   const unsigned elem_strides[2] = {1, 1};
-  // Interleave none (0), swizzle 128 bytes (3), L2 promotion of 256 bytes (3), zero fill (0).
-  cu_check(api().TensorMapEncodeTiled(map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides, 0, 3, 3, 0),
+  if (swizzle < 1 || swizzle > 3) throw InternalError(cat("a tensor map with swizzle mode ", swizzle));
+  // Interleave none (0), swizzle 128 / 64 / 32 bytes (3 / 2 / 1), L2 promotion of 256 bytes (3), zero fill (0).
+  cu_check(api().TensorMapEncodeTiled(map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides, 0, swizzle, 3, 0),
            cat("cuTensorMapEncodeTiled(", inner, " x ", outer, ", row stride ", outer_stride_bytes, " bytes, box ", box_inner,
-               " x ", box_outer, ")").c_str());
+               " x ", box_outer, ", swizzle ", swizzle, ")").c_str());
   return std::vector<uint8_t>(map, map + 128);
 }
 

@@ -43,10 +43,11 @@ bool tensor_maps_available();
 /// A CUtensorMap (128 bytes) for the Tensor Memory Accelerator of CUDA device `device`: a 2-D matrix at `base` (16-byte
 /// aligned) of `outer` rows of `inner` contiguous elements of `elem_bytes` bytes, rows
 /// `outer_stride_bytes` apart (a multiple of 16), copied in boxes of box_inner x box_outer with
-/// the 128-byte swizzle (box_inner elem_bytes <= 128), zeros outside the matrix. DeviceError when
-/// the driver refuses it.
+/// the 128-byte swizzle (box_inner elem_bytes <= 128; `swizzle` 3; 2, 1: the 64- and 32-byte
+/// ones, box_inner elem_bytes <= 64 / 32), zeros outside the matrix. DeviceError when the driver
+/// refuses it.
 std::vector<uint8_t> tensor_map_2d(const std::string& device, const void* base, int elem_bytes, int64_t inner, int64_t outer,
-                                   int64_t outer_stride_bytes, int box_inner, int box_outer);
+                                   int64_t outer_stride_bytes, int box_inner, int box_outer, int swizzle = 3);
 
 /// PTX modules the driver compiled to machine code in this process (cuModuleLoadDataEx; the
 /// driver's own JIT cache may have served them).

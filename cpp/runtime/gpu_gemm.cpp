@@ -122,7 +122,7 @@ GpuGemmKernel without_copies(const GpuGemmKernel& k) {
 // shared memory allows; blocks [0, workers) streaming, every block walking DP tiles after that)
 // and the fix-up's (the streamed tiles; 0 when nothing streams).
 struct StreamKLaunch {
-  int64_t tiles_k = 1, sk_iters = 0, workers = 0, ws_bytes = 0, groups = 0, fixup_groups = 0, flags_bytes = 0, zero_off = 0;
+  int64_t tiles_k = 1, sk_iters = 0, workers = 0, ws_bytes = 0, groups = 0, fixup_groups = 0, flags_bytes = 0;
 };
 StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
   StreamKLaunch s;
@@ -134,13 +134,9 @@ StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
   s.groups = p.ws ? std::max<int64_t>(1, std::max(s.workers, std::min(p.workers, dp_tiles))) : s.workers + dp_tiles;
   s.fixup_groups = s.workers > 0 && !p.sk_flags ? s.sk_iters / s.tiles_k : 0;
   // sk_flags: a flag a consumer warp of each worker and of worker `workers` (never set: the last
-  // worker's next, which it never waits for), then a macro tile of zeros (the kernel's ZT). The
-  // whole allocation is zero between launches (each launch resets the flags it set), so plans
-  // of other sizes on the same stream may share it.
-  if (p.sk_flags) {
-    s.zero_off = ((std::max<int64_t>(1, s.workers) + 1) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
-    s.flags_bytes = s.zero_off + int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * ir::size_in_bytes(p.dtype);
-  }
+  // worker's next, which it never waits for). The allocation is zero between launches (each
+  // launch resets the flags it set), so plans of other sizes on the same stream may share it.
+  if (p.sk_flags) s.flags_bytes = ((std::max<int64_t>(1, s.workers) + 1) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
   return s;
 }
 
@@ -154,15 +150,32 @@ TmaGeometry tma_geometry(const GpuGemmPlan& p, const GemmArgs& g) {
   t.ok = g.batch1 * g.batch2 == 1 && t.a_rows > 0 && t.b_rows > 0 && t.a_rows % 16 == 0 && t.b_rows % 16 == 0 &&
          t.a_rows < (int64_t(1) << 40) && t.b_rows < (int64_t(1) << 40) && g.K >= 1 && g.K <= lim && g.M <= lim &&
          g.N <= lim && cuda::tensor_maps_available();
+  if (p.tma_store) {  // C's map: unit stride along its lines (rows; columns when unit_c), lines 16-byte multiples apart
+    t.c_esz = ir::size_in_bytes(p.c_type);
+    const int64_t unit = p.unit_c ? g.sc_r : g.sc_c, other = p.unit_c ? g.sc_c : g.sc_r;
+    t.c_lines = other * t.c_esz;
+    const int64_t lim31 = int64_t(1) << 31;  // the store's coordinates are signed 32-bit
+    t.c_ok = t.ok && unit == 1 && t.c_lines > 0 && t.c_lines % 16 == 0 && t.c_lines < (int64_t(1) << 40) && g.M < lim31 &&
+             g.N < lim31;
+  }
   return t;
 }
 
-// The two maps, in the orientation the lowering takes from the plan; they go after all of the
-// IR's parameters (simt_lower.cpp), Stream-K's too.
+// The two maps (three with tma_store: C's), in the orientation the lowering takes from the plan;
+// they go after all of the IR's parameters (simt_lower.cpp), Stream-K's too.
 std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const TmaGeometry& t, const std::string& device,
-                                const void* ka, const void* kb) {
+                                const void* ka, const void* kb, const void* c) {
   const int e = static_cast<int>(t.esz);
-  std::vector<KernelArg> maps(2);
+  std::vector<KernelArg> maps(p.tma_store ? 3 : 2);
+  if (p.tma_store) {  // boxes of 16 rows x 128 bytes (swizzle 128), or of 16-row columns (32 / 64 bytes: swizzle 32 / 64)
+    const int ce = static_cast<int>(t.c_esz), P = 128 / ce;
+    // tma_store 2, 16-bit C with contiguous rows: a box of a warpgroup's 64 rows (128 bytes, swizzle
+    // 128; simt_wgmma.cpp, tma_store) where each warp's region has room for two warps' boxes
+    const bool wg = p.tma_store == 2 && p.unit_c && ce == 2 && p.epi_smem >= 4096;
+    maps[2].value = wg         ? cuda::tensor_map_2d(device, c, ce, g.M, g.N, t.c_lines, 64, P, 3)
+                  : p.unit_c ? cuda::tensor_map_2d(device, c, ce, g.M, g.N, t.c_lines, 16, P, ce == 2 ? 1 : 2)
+                             : cuda::tensor_map_2d(device, c, ce, g.N, g.M, t.c_lines, P, 16, 3);
+  }
   const int row = 128 / e;  // a K-contiguous box row: 128 bytes of K (the plan's kb); M- / N-contiguous: 64 (16-bit only)
   maps[0].value = p.unit_ak ? cuda::tensor_map_2d(device, ka, e, g.K, g.M, t.a_rows, row, p.tma_box_rows(true))  // M rows of K
                             : cuda::tensor_map_2d(device, ka, e, g.M, g.K, t.a_rows, 64, 64);                      // K rows of M
@@ -172,6 +185,8 @@ std::vector<KernelArg> tma_maps(const GpuGemmPlan& p, const GemmArgs& g, const T
 }
 
 }  // namespace
+
+bool tma_store_ok(const TmaGeometry& t, const void* c) { return t.c_ok && (reinterpret_cast<uintptr_t>(c) & 15) == 0; }
 
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
                   double beta, const EpilogueArgs* epilogue) {
@@ -199,6 +214,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["tma_store"] = 0;
     o["ws"] = 0;
     o["persistent"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
@@ -208,8 +224,15 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   if (p.tma && !tma.ok) {
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
+    o["tma_store"] = 0;
     o["ws"] = 0;
     o["persistent"] = 0;
+    run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
+    return;
+  }
+  if (p.tma_store && !tma_store_ok(tma, c)) {  // C a tensor map cannot describe: stored from the staging by the lanes
+    PlanOverrides o = k.overrides;
+    o["tma_store"] = 0;
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -232,7 +255,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     for (const void* q : {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual})
       args.push_back(pointer_arg(const_cast<void*>(q ? q : c)));
   }
-  const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb) : std::vector<KernelArg>{};
+  const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb, c) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
     k.code->launch(args, p.persistent ? std::min(tiles, p.workers) : tiles);  // persistent: a grid of the SMs
@@ -244,11 +267,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const StreamKLaunch s = stream_k_launch(p, tiles, g.K);
   args.push_back(pointer_arg(stream_workspace("stream_k", k.device, 0, s.ws_bytes)));
   for (int64_t v : {s.workers, s.sk_iters, s.tiles_k}) args.push_back(scalar_arg(idx, v, 0.0));
-  if (p.sk_flags) {
-    int32_t* fl = stream_k_flags(k.device, 0, s.flags_bytes);
-    args.push_back(pointer_arg(fl));
-    args.push_back(pointer_arg(reinterpret_cast<uint8_t*>(fl) + s.zero_off));
-  }
+  if (p.sk_flags) args.push_back(pointer_arg(stream_k_flags(k.device, 0, s.flags_bytes)));
   args.insert(args.end(), maps.begin(), maps.end());
   k.code->launch(args, s.groups);
   if (s.fixup_groups > 0) k.fixup->launch(args, s.fixup_groups);
@@ -278,6 +297,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     o["stages"] = 0;
     o["wgmma"] = 0;
     o["tma"] = 0;
+    o["tma_store"] = 0;
     o["ws"] = 0;
     o["persistent"] = 0;
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
@@ -288,15 +308,23 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     if (!t.ok) {
       PlanOverrides o = l->k.overrides;
       o["tma"] = 0;
+      o["tma_store"] = 0;
       o["ws"] = 0;
       o["persistent"] = 0;
       l->k = gpu_gemm_kernel(spec, kernel.device, o);
       if (l->k.plan.split != "dp") return nullptr;
     }
   }
+  if (l->k.plan.tma_store && !tma_geometry(l->k.plan, gemm_args(spec, l->k.plan.as_cpu_plan())).c_ok) {  // C's strides
+    PlanOverrides o = l->k.overrides;
+    o["tma_store"] = 0;
+    l->k = gpu_gemm_kernel(spec, kernel.device, o);
+  }
   const GpuGemmPlan& p = l->k.plan;
   const GemmArgs g = gemm_args(spec, p.as_cpu_plan());
   l->g = g;
+  l->kspec = spec;
+  l->kaligned = aligned;
   if (p.tma) l->tma = tma_geometry(p, g);
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
@@ -326,20 +354,19 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
       std::memcpy(&bytes, a.value.data(), std::min<size_t>(8, a.value.size()));
       l->slots.push_back(bytes);
     }
-    if (p.sk_flags) {  // FL and ZT (launch_gpu_gemm)
+    if (p.sk_flags) {  // FL (launch_gpu_gemm)
       l->flags_slot = l->slots.size();
       l->slots.push_back(0);
-      l->slots.push_back(0);
       l->flags_bytes = s.flags_bytes;
-      l->zero_off = s.zero_off;
     }
     l->ws_bytes = s.ws_bytes;
     l->groups = s.groups;
     l->fixup_groups = s.fixup_groups;
   }
-  if (l->slots.size() != l->k.code->params.size() || l->k.code->tensor_maps != (p.tma ? 2 : 0))
+  const int64_t maps = p.tma ? (p.tma_store ? 3 : 2) : 0;
+  if (l->slots.size() != l->k.code->params.size() || l->k.code->tensor_maps != maps)
     throw InternalError(cat("the GEMM kernel takes ", l->k.code->params.size(), " parameters and ", l->k.code->tensor_maps,
-                            " tensor maps, not ", l->slots.size(), " and ", p.tma ? 2 : 0));
+                            " tensor maps, not ", l->slots.size(), " and ", maps));
   return l;
 }
 
@@ -347,10 +374,27 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
                      uintptr_t stream) {
   constexpr size_t kMax = 32;
   const size_t n = l.slots.size();
-  if (n + 2 > kMax) throw InternalError("a GEMM kernel with more than 30 parameters");
+  if (n + 3 > kMax) throw InternalError("a GEMM kernel with more than 29 parameters");
   uint64_t slots[kMax];
   void* params[kMax];
   if (l.kmajor) std::tie(a, b) = kmajor_copies(*l.copy, l.k.device, l.spec, l.kmajor, a, b, stream, false);
+  if (l.k.plan.tma_store && !tma_store_ok(l.tma, c)) {  // C not 16-byte aligned: the launch without TMA stores
+    std::shared_ptr<const GpuGemmLaunch> fb;
+    {
+      std::lock_guard<std::mutex> lock(l.no_tma_store.m);
+      if (!l.no_tma_store.l) {
+        PlanOverrides o = l.k.overrides;
+        o["tma_store"] = 0;
+        o.erase("kmajor");  // (the kernel's spec is that of the copies, already made)
+        l.no_tma_store.l = prepare_gpu_gemm_launch(gpu_gemm_kernel(l.kspec, l.k.device, o), l.kspec, l.kaligned);
+        if (!l.no_tma_store.l || l.no_tma_store.l->k.plan.tma_store || l.no_tma_store.l->kmajor)
+          throw InternalError(cat("no launch without TMA stores for ", l.k.plan.key()));
+      }
+      fb = l.no_tma_store.l;
+    }
+    launch_gpu_gemm(*fb, a, b, c, alpha, beta, stream);
+    return;
+  }
   std::memcpy(slots, l.slots.data(), n * sizeof(uint64_t));
   const void* ka = l.swap_ab ? b : a;
   const void* kb = l.swap_ab ? a : b;
@@ -368,26 +412,25 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
   // TMA plans: the tensor maps describe the operands' addresses, so they are made for a call on
   // other operands than the last one's (a host-side encoding in the device's context), passed by
   // value after the other parameters.
-  alignas(64) uint8_t maps[2][128];
+  alignas(64) uint8_t maps[3][128];
   if (l.k.plan.tma) {
+    const bool st = l.k.plan.tma_store != 0;
     std::lock_guard<std::mutex> lock(l.map_cache.m);
-    if (!l.map_cache.a || l.map_cache.a != ka || l.map_cache.b != kb) {
-      const std::vector<KernelArg> made = tma_maps(l.k.plan, l.g, l.tma, l.k.device, ka, kb);
-      for (int i = 0; i < 2; ++i) {
+    if (!l.map_cache.a || l.map_cache.a != ka || l.map_cache.b != kb || (st && l.map_cache.c != c)) {
+      const std::vector<KernelArg> made = tma_maps(l.k.plan, l.g, l.tma, l.k.device, ka, kb, c);
+      for (size_t i = 0; i < made.size(); ++i) {
         if (made[i].value.size() != 128) throw InternalError(cat("a tensor map of ", made[i].value.size(), " bytes"));
         std::memcpy(l.map_cache.maps[i], made[i].value.data(), 128);
       }
-      l.map_cache.a = ka, l.map_cache.b = kb;
+      l.map_cache.a = ka, l.map_cache.b = kb, l.map_cache.c = st ? c : nullptr;
     }
     std::memcpy(maps, l.map_cache.maps, sizeof maps);
     params[n] = maps[0];
     params[n + 1] = maps[1];
+    if (st) params[n + 2] = maps[2];
   }
   if (l.ws_slot) slots[l.ws_slot] = reinterpret_cast<uintptr_t>(stream_workspace("stream_k", l.k.device, stream, l.ws_bytes));
-  if (l.flags_slot) {
-    slots[l.flags_slot] = reinterpret_cast<uintptr_t>(stream_k_flags(l.k.device, stream, l.flags_bytes));
-    slots[l.flags_slot + 1] = slots[l.flags_slot] + static_cast<uint64_t>(l.zero_off);
-  }
+  if (l.flags_slot) slots[l.flags_slot] = reinterpret_cast<uintptr_t>(stream_k_flags(l.k.device, stream, l.flags_bytes));
   l.k.code->launch_on_stream(params, l.groups, stream);
   if (l.fixup_groups > 0) l.k.fixup->launch_on_stream(params, l.fixup_groups, stream);  // after it, on the same stream
 }

@@ -43,7 +43,12 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
 struct TmaGeometry {
   bool ok = false;
   int64_t esz = 0, a_rows = 0, b_rows = 0;
+  // tma_store plans: C's map (its strides and extents; the base's alignment is checked per call).
+  bool c_ok = false;
+  int64_t c_esz = 0, c_lines = 0;  // C's element bytes; bytes between its lines (rows, or columns when unit_c)
 };
+/// A tma_store plan's C at `c` can be written through a tensor map (the base 16-byte aligned too).
+bool tma_store_ok(const TmaGeometry& t, const void* c);
 
 struct GpuGemmLaunch {
   GpuGemmKernel k;
@@ -59,8 +64,8 @@ struct GpuGemmLaunch {
   // and stream), and the fix-up's work-groups (queued after the product; 0: no fix-up).
   size_t ws_slot = 0;
   int64_t ws_bytes = 0, fixup_groups = 0;
-  size_t flags_slot = 0;  // sk_flags plans: the flags' parameter (stream_k_flags), the zero tile's after it
-  int64_t flags_bytes = 0, zero_off = 0;
+  size_t flags_slot = 0;  // sk_flags plans: the flags' parameter (stream_k_flags)
+  int64_t flags_bytes = 0;
   // kmajor plans: the operands' K-major copies go first (on the same stream, into a workspace
   // per thread, device and stream); `k` is then the product on the copies. `spec`: the caller's.
   int kmajor = 0;
@@ -73,12 +78,25 @@ struct GpuGemmLaunch {
     std::mutex m;
     const void* a = nullptr;
     const void* b = nullptr;
-    alignas(64) uint8_t maps[2][128] = {};
+    const void* c = nullptr;  // tma_store plans: C's map too
+    alignas(64) uint8_t maps[3][128] = {};
     MapCache() = default;
     MapCache(const MapCache&) {}
     MapCache& operator=(const MapCache&) { return *this; }
   };
   mutable MapCache map_cache;
+  // tma_store plans: a call whose C is not 16-byte aligned runs the launch of the plan without
+  // TMA stores, prepared at its first such call (the kernel's spec and `aligned` kept for it).
+  GemmSpec kspec;
+  bool kaligned = false;
+  struct Fallback {
+    std::mutex m;
+    std::shared_ptr<const GpuGemmLaunch> l;
+    Fallback() = default;
+    Fallback(const Fallback&) {}
+    Fallback& operator=(const Fallback&) { return *this; }
+  };
+  mutable Fallback no_tma_store;
 };
 
 /// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they

@@ -32,7 +32,7 @@ std::atomic<bool> g_trace{[] {
 }()};
 struct alignas(64) Stamp {
   std::atomic<int64_t> start{0}, end{0};
-  std::atomic<int> slept{0};
+  std::atomic<int> slept{0}, cpu{-1};
 };
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -65,6 +65,7 @@ bool spin_until(const Ready& ready) {
     }
   }
 }
+
 }  // namespace
 
 struct ThreadPool::Impl {
@@ -156,6 +157,7 @@ struct ThreadPool::Impl {
     if (trace) {
       stamps[i].start.store(now_ns(), std::memory_order_relaxed);
       stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
+      stamps[i].cpu.store(sched_getcpu(), std::memory_order_relaxed);
     }
     std::exception_ptr err;
     try {
@@ -340,7 +342,10 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     // The caller claims indices like every pool thread (its errors go to impl_->error).
     impl_->claim_and_run(gen, workers, 0, true);
   } else {
-    if (trace) impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
+    if (trace) {
+      impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
+      impl_->stamps[0].cpu.store(sched_getcpu(), std::memory_order_relaxed);
+    }
     try {
       fn(0);
     } catch (...) {
@@ -362,7 +367,10 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     t.start.assign(static_cast<size_t>(shares), 0);
     t.end.assign(static_cast<size_t>(shares), 0);
     t.slept.assign(static_cast<size_t>(shares), 0);
+    t.cpu.assign(static_cast<size_t>(shares), -1);
     for (int w = 0; w < shares; ++w) {
+      t.cpu[w] = impl_->stamps[w].cpu.load(std::memory_order_relaxed);
+
       t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
       t.end[w] = impl_->stamps[w].end.load(std::memory_order_relaxed) - t0;
       t.slept[w] = impl_->stamps[w].slept.load(std::memory_order_relaxed);

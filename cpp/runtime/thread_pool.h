@@ -15,6 +15,7 @@ struct LaunchTrace {
   int workers = 0;
   std::vector<int64_t> start, end;  // per worker: fn(w) entered / returned (worker 0: the caller)
   std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
+  std::vector<int> cpu;             // per worker: the CPU fn(w) started on (-1: unknown)
   int64_t join = 0;                 // the caller saw every worker done
 };
 void set_launch_trace(bool on);

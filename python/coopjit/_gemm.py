@@ -521,6 +521,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   packs the K-tile slice of each of its column panels just before its tiles read it); k_inner (bool:
   the packed nest takes each block of row panels through every K tile before the next block, so the
   block's partial sums stay in L2; AMX: each tile's partial sums one contiguous 4 KiB block);
+  b_prefetch (bytes, a multiple of 64 up to 8192: the unpacked k_outer walk prefetches each tile's
+  rows of B that far ahead; 0 none);
   mc_tiles (row panels per block of the packed nest); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time);
   shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
@@ -538,9 +540,14 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'yes' with one); kmajor 'no' | 'yes' (int8 operands
   contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
   epi_smem 'no' | 'yes' (wgmma plans: the epilogue staged through shared memory, C written in
-  16-byte chunks; default yes); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
+  16-byte chunks; default yes); tma_store 'no' | 'yes' | 2 (wgmma TMA plans of one product, alpha /
+  beta epilogues, C of bf16 / f16 / f32 / int32: C written from the staging by TMA stores, edge
+  tiles clipped by the copy engine; 2: 16-bit C with contiguous rows in boxes of a warpgroup; C not
+  16-byte aligned runs without them; default 2); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)
   blocks walking the tiles; default no, but yes on int8 ws plans of more than a wave); sk_flags 'no' | 'yes' (ws Stream-K plans: the split
   tiles' parts added inside the kernel after release / acquire flags, where the persistent grid
-  fits the SMs; default 'no': a second, fix-up launch, measured faster); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  fits the SMs; default 'yes' where every worker's part is a tile or more, else 'no': a second,
+  fix-up launch); sk_down 'no' | 'yes' (ws Stream-K plans: each Stream-K part's K tiles from its
+  last down to its first; default 'no'); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")

@@ -13,7 +13,7 @@ from ._plan import Plan
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2, "dp+sk": 3}  # dp+sk: GPU plans only
 _ORDERS = {"m_inner": 0, "k_outer": 1, "dot": 2}  # the tile walk (plan field order)
-PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "amx_feed", "amx_prefetch", "demote", "direct_a", "inline_b", "k_inner", "mc_tiles",
+PLAN_FIELDS = ("layout", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "amx_feed", "amx_prefetch", "demote", "direct_a", "inline_b", "k_inner", "b_prefetch", "mc_tiles",
                "fixed", "order", "grid_m", "shares", "ksplit")
 
 
@@ -70,7 +70,8 @@ def _overrides(plan: dict | None) -> dict:
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
-               "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "persistent", "sk_flags")
+               "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "tma_store", "persistent", "sk_flags",
+               "sk_down")
 _GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
@@ -82,15 +83,18 @@ def _gpu_overrides(plan: dict | None) -> dict:
     Accelerator), 'ws': 'no'|'yes'|2 (a TMA producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer
     warpgroups; one tile a block), 'group_m': 0 (tiles walk down M) or bands of that many M tiles, 'kmajor': 'no'|'yes'
     (int8 operands contiguous along M / N copied K-major first, for wgmma; sm_90), 'epi_smem': 'no'|'yes' (wgmma plans: the
-    epilogue staged through shared memory, C written in 16-byte chunks), 'persistent': 'no'|'yes' (ws plans: a grid of
+    epilogue staged through shared memory, C written in 16-byte chunks), 'tma_store': 'no'|'yes'|2 (wgmma TMA plans: C
+    written from that staging by TMA stores, from a tensor map for C; 2: boxes of a warpgroup where they apply), 'persistent': 'no'|'yes' (ws plans: a grid of
     min(tiles, SMs) blocks walking the tiles), 'sk_flags': 'no'|'yes' (ws Stream-K plans: the split tiles' parts
-    added in the kernel after flags, where the grid fits the SMs; 'no', the default: a fix-up launch), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
+    added in the kernel after flags, where the grid fits the SMs; 'no': a fix-up launch), 'sk_down': 'no'|'yes' (ws Stream-K
+    plans: each Stream-K part's K tiles from its last down to its first), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
-    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "persistent", "sk_flags"),
+    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "tma_store", "persistent",
+                                                            "sk_flags", "sk_down"),
                         where=" for a GPU device")
 
 
