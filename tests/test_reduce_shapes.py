@@ -97,7 +97,7 @@ def _ending_at_a_guard_page(nbytes):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16])
-@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 12, 16, 17])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 24, 31])
 @pytest.mark.parametrize("K", [4096, 4096 + 37])
 def test_short_rows_of_every_small_length_end_at_the_buffer(rng, K, n, dtype):
     # Rows of 2..17 elements ending at an unreadable page. Strides up to 16 (and up to a
@@ -281,3 +281,137 @@ def test_rows_read_from_a_line_boundary_at_every_offset(rng, dtype, cols):
         np.testing.assert_array_equal(coopjit.reduce(x, 1, "min"), x.min(axis=1))
         buf[...] = rng.integers(0, 100, (rows, stride)).astype(dtype)
     assert keep
+
+
+@pytest.mark.parametrize("dtype,n", [(np.float32, 40), (np.float32, 100), (np.float32, 255), (np.float64, 100),
+                                     (np.int32, 100), (np.int8, 1000), (np.float16, 200)])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_prefetched_short_rows_end_at_the_buffer(rng, dtype, n, op):
+    # Rows shorter than 1 KiB: the row form prefetches the lines 8 KiB past each main tile, far
+    # past the buffer's end for the last tiles (a prefetch never faults; a load there would: the
+    # buffer ends at an unreadable page). Exact values: small integers, products of +-1 and 2.
+    K = 2000 + 3
+    item = np.dtype(dtype).itemsize
+    keep, raw = _ending_at_a_guard_page(K * n * item)
+    x = raw.view(dtype).reshape(K, n)
+    if op == "prod":
+        x[...] = rng.choice(np.array([1, -1, 1, 1], dtype), (K, n))
+        x[rng.integers(0, K, 50), rng.integers(0, n, 50)] = 2
+    else:
+        x[...] = rng.integers(-50 if np.dtype(dtype).kind != "u" else 0, 50, (K, n)).astype(dtype)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    got = coopjit.reduce(x, 1, op)
+    np.testing.assert_array_equal(np.asarray(got).astype(exact), getattr(np, op)(x.astype(exact), axis=1))
+    assert keep
+
+
+@pytest.mark.parametrize("n,prefetched", [(40, True), (100, True), (255, True), (256, False), (4096, False)])
+def test_rows_shorter_than_1_kib_are_prefetched(n, prefetched):
+    # The plan: row tiles of rows shorter than 1 KiB load with prefetch(8192) (the kernel IR's
+    # load attribute); rows of 1 KiB and more do not (the hardware prefetchers follow them).
+    x = np.ones((64, n), np.float32)
+    ir = coopjit._core.reduce_ir("sum", "row", x, np.empty(64, np.float32), "f32", "f32", "f32")
+    assert ("prefetch(8192)" in ir) == prefetched
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("n", [3, 7, 12])
+def test_column_form_into_contiguous_and_strided_outputs(rng, n, op):
+    # The column form (the n x K view of K short rows) stores whole vectors into a contiguous Y
+    # (its stride fixed at 1 in the kernel) and element by element into a strided one; both
+    # against NumPy, and nothing written between a strided Y's elements.
+    K = 5000 + 11
+    x = rng.integers(-100, 100, (K, n)).astype(np.float32)
+    view = x.T  # n x K, the view coopjit.reduce reduces down its columns
+    want = getattr(np, op)(x.astype(np.float64), axis=1)
+    y = np.full(K, 7.0, np.float32)
+    coopjit._core.reduce2d(op, "column", view, y, "f32", "f32", "f32")
+    np.testing.assert_array_equal(y.astype(np.float64), want)
+    ys = np.full(2 * K, 7.0, np.float32)
+    coopjit._core.reduce2d(op, "column", view, ys[::2], "f32", "f32", "f32")
+    np.testing.assert_array_equal(ys[::2].astype(np.float64), want)
+    assert np.all(ys[1::2] == 7.0)
+    ir = coopjit._core.reduce_ir(op, "column", view, y, "f32", "f32", "f32")
+    irs = coopjit._core.reduce_ir(op, "column", view, ys[::2], "f32", "f32", "f32")
+    assert "%Y[%c0, %c0_1] strides(%c1, %c1)" in ir and "strides(%c1, %sy_c)" in irs
+
+
+def _rows_each_before_a_guard_page(rows, row_bytes):
+    """(keep, buf): a uint8 buffer of `rows` rows 2 pages apart, each row ending where an
+    unreadable page starts, so that a load past any row's end faults."""
+    page = mmap.PAGESIZE
+    total = 2 * page * rows
+    m = mmap.mmap(-1, total, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    anchor = ctypes.c_char.from_buffer(m)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for r in range(rows):
+        if libc.mprotect(ctypes.addressof(anchor) + (2 * r + 1) * page, page, 0) != 0:
+            pytest.skip(f"mprotect failed (errno {ctypes.get_errno()}): no guard page on this system")
+    buf = np.frombuffer(m, np.uint8, count=total - page - 0, offset=0)
+    view = np.lib.stride_tricks.as_strided(buf[page - row_bytes:], (rows, row_bytes), (2 * page, 1))
+    return (m, anchor), view
+
+
+@pytest.mark.parametrize("dtype,n", [(np.float32, 100), (np.float32, 300), (np.float64, 100), (np.int16, 700)])
+@pytest.mark.parametrize("op", ["sum", "prod", "max"])
+def test_rows_read_past_their_end_only_into_the_next_row(rng, dtype, n, op):
+    # Contiguous rows (and rows a small gap apart): each row's tail tile is read whole, past the
+    # row's end into the next row, in every row tile but the last (whose tail is masked: the
+    # buffer ends at an unreadable page). Rows a page or more apart never read past their end:
+    # here each row is followed by an unreadable page.
+    item = np.dtype(dtype).itemsize
+    K = 1000 + 5
+    vals = (rng.choice(np.array([1, -1, 1, 1], dtype), (K, n)) if op == "prod"
+            else rng.integers(-50, 50, (K, n)).astype(dtype))
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    want = getattr(np, op)(vals.astype(exact), axis=1)
+    keep, raw = _ending_at_a_guard_page(K * (n + 3) * item)
+    wide = raw.view(dtype).reshape(K, n + 3)
+    for x in (raw[:K * n * item].view(dtype).reshape(K, n), wide[:, :n], wide[:, 3:]):
+        x[...] = vals
+        np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 1, op)).astype(exact), want)
+    keep2, rows = _rows_each_before_a_guard_page(64, n * item)
+    x = rows.view(dtype)
+    x[...] = vals[:64]
+    np.testing.assert_array_equal(np.asarray(coopjit.reduce(x, 1, op)).astype(exact), want[:64])
+    assert keep and keep2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, "bfloat16"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_short_rows_as_segment_tiles_every_length(rng, dtype, op):
+    # Contiguous rows of 2-64 elements (up to 4 vectors' lanes S): each tile of S or 2S rows is
+    # one n x CW load of whole vectors (plan segments), reduced down its columns: rows of up to 7
+    # through picks of each row of the view, longer ones row by row of X with constant masks, then
+    # the S rows' vectors across their lanes together. Against NumPy in float64 / exact integers;
+    # K leaves a partial last tile; reversed and strided views fall back to the row form.
+    if dtype == "bfloat16":
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16
+    dt = np.dtype(dtype)
+    exact = np.int64 if dt.kind in "iu" else np.float64
+    for n in [*range(2, 18), 24, 31, 33, 63]:
+        K = 3000 + n
+        if op == "prod":
+            x = rng.choice(np.array([1, 1, 2, -1] if dt.kind != "u" else [1, 1, 2, 1]), (K, n)).astype(dtype)
+        else:
+            x = rng.integers(0 if dt.kind == "u" else -20, 20, (K, n)).astype(dtype)
+        for v in (x, x[::-1]) if n % 4 else (x, x[::-1], x[:, ::-1]):
+            want = getattr(np, op)(v.astype(exact), axis=1)
+            got = np.asarray(coopjit.reduce(v, 1, op)).astype(exact)
+            if exact is np.float64 and dt.itemsize <= 2:  # accumulated exactly in f32, rounded once to the dtype
+                want = want.astype(dtype).astype(exact)
+            np.testing.assert_array_equal(got, want, err_msg=f"n={n} {v.strides}")
+
+
+@pytest.mark.parametrize("n,op,segments", [(3, "sum", True), (8, "max", True), (12, "max", True), (31, "sum", True),
+                                           (64, "sum", True), (65, "sum", False)])
+def test_short_rows_segment_plan(n, op, segments):
+    # The plan: segment tiles (one n x CW load of the n x K view) for rows of up to 4S elements
+    # (64 f32 with AVX-512, 32 with AVX2); the kernel IR shows the n-row load.
+    K = 4096
+    lanes = coopjit.cpu_info()["vector_bytes"] // 4  # S for f32
+    view = np.ones((K, n), np.float32).T
+    ir = coopjit._core.reduce_ir(op, "column", view, np.empty(K, np.float32), "f32", "f32", "f32")
+    assert (f"coopmatrix<f32, {n}, " in ir) == (segments and n <= 4 * lanes)

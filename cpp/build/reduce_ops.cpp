@@ -28,7 +28,8 @@ Value* reduce_identity(Builder& b, const std::string& op, ScalarType t) {
   return b.constant_int(v, t, "identity");
 }
 
-Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool checked, Value* start) const {
+Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool checked, Value* start,
+                                  Value* past_end) const {
   Value* len = row_form ? cols : rows;
   Value* step = row_form ? TC : TR;
   Value* first = start ? start : zero;
@@ -57,16 +58,36 @@ Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool 
       return std::vector<Value*>{widen(w, w.load(in_t(), at(whole_at), false, "x"))};
     }, [&](Builder& w) { return std::vector<Value*>{masked(w, pos, limit)}; })[0];
   };
+  // The tile at pos read whole (the row holds it: no checks), its elements from `limit` on the
+  // identity: a select with a mask that is the same for every tile, where the checked load of
+  // `masked` tests every row and column (rows of 256 f32 at offset 16 into a line: the head cost
+  // a third of the time).
+  auto selected = [&](Builder& k, Value* pos, Value* limit) {
+    Value* t = widen(k, k.load(in_t(), at(pos), false, "x"));
+    return k.per_element(t, {limit}, [&](Builder& e, Value* r, Value* c, Value* v, const std::vector<Value*>& xs) {
+      return e.select(e.cmp(CmpPred::lt, row_form ? c : r, xs[0]), v, id);
+    });
+  };
   if (start) {  // the elements before `start`: one tile at 0, its elements from `start` on the identity
     acc = x.if_(x.cmp(CmpPred::lt, zero, start, "head"), {acc_t()}, [&](Builder& k) {
-      return std::vector<Value*>{edge(k, zero, start, zero)};
+      if (idem || checked) return std::vector<Value*>{edge(k, zero, start, zero)};
+      return k.if_(k.cmp(CmpPred::le, step, len, "whole"), {acc_t()}, [&](Builder& w) {
+        return std::vector<Value*>{selected(w, zero, start)};
+      }, [&](Builder& w) { return std::vector<Value*>{masked(w, zero, start)}; });
     }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
   }
   acc = x.for_(first, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
-    Value* t = widen(k, k.load(in_t(), at(pos), checked, "x"));
+    Value* x = k.load(in_t(), at(pos), checked, "x");
+    if (row_form && prefetch > 0) x->def->attrs["prefetch"] = int64_t(prefetch);
+    Value* t = widen(k, x);
     return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
   }, row_form ? "c" : "r")[0];
   return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t()}, [&](Builder& k) {
+    if (!idem && !checked && past_end) {  // read whole, its elements past the row's end the identity
+      return std::vector<Value*>{k.mat_bin(comb, acc, k.if_(past_end, {acc_t()}, [&](Builder& w) {
+        return std::vector<Value*>{selected(w, main, w.sub(len, main))};
+      }, [&](Builder& w) { return std::vector<Value*>{masked(w, main, w.sub(len, main))}; })[0], "acc")};
+    }
     Value* t = idem ? edge(k, main, k.sub(len, main), k.sub(len, step)) : masked(k, main, k.sub(len, main));
     return std::vector<Value*>{k.mat_bin(comb, acc, t, "acc")};
   }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];

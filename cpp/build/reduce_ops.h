@@ -24,6 +24,7 @@ struct ReduceTilePass {
   ir::Value *TR, *TC, *zero, *id;            // tile rows and columns as index values, 0, identity
   int R, CW;                                 // tile rows and columns
   ir::BinOp comb;
+  int prefetch = 0;                          // row form: the main tiles' lines this many bytes on to L1
 
   ir::Type in_t() const { return ir::Type::matrix(s.in, R, CW, ir::Use::acc, ir::Scope::subgroup); }
   ir::Type acc_t() const { return ir::Type::matrix(s.acc, R, CW, ir::Use::acc, ir::Scope::subgroup); }
@@ -32,7 +33,11 @@ struct ReduceTilePass {
   /// `checked` when the tiles cross the other dimension's edge. `start` (row form, a runtime
   /// index below the row's length, or null for 0): the full tiles start there (a 64-byte
   /// boundary of the row), the elements before it taken from one masked tile at column 0.
-  ir::Value* accumulate(ir::Builder& x, bool row_form, ir::Value* fixed, bool checked, ir::Value* start = nullptr) const;
+  /// `past_end` (row form, unchecked tiles; an i1 or null): when true, every row of the tile is
+  /// followed by memory that may be read (a next row within a page), and the tail tile is read
+  /// whole, its elements past the row's end replaced by the identity, instead of masked.
+  ir::Value* accumulate(ir::Builder& x, bool row_form, ir::Value* fixed, bool checked, ir::Value* start = nullptr,
+                        ir::Value* past_end = nullptr) const;
 };
 
 }  // namespace coopjit

@@ -16,7 +16,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   Value* Y = f->add_param(Type::pointer(s.out), "Y");
   auto idx = [&](const char* n) { return f->add_param(Type::index(), n); };
   Value *rows = idx("rows"), *cols = idx("cols"), *sx_r = idx("sx_r"), *sx_c_param = idx("sx_c");
-  Value *sy_r = idx("sy_r"), *sy_c = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
+  Value *sy_r = idx("sy_r"), *sy_c_param = idx("sy_c"), *worker = idx("worker"), *workers = idx("workers");
   // The row form: the column where the full tiles start (a 64-byte boundary of every row; 0
   // when the rows do not share their offset into a cache line). Unused by the other forms.
   Value* head = idx("head");
@@ -25,6 +25,7 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
   Value* one = b.index(1, "c1");
   Value* zero = b.index(0, "c0");
   Value* sx_c = p.unit ? one : p.stride ? b.index(p.stride, "sx_c_fixed") : sx_c_param;
+  Value* sy_c = p.unit_y ? one : sy_c_param;
   const int R = p.tile_rows, CW = p.tile_cols;
   Value* TR = b.index(R, "TR");
   Value* TC = b.index(CW, "TC");
@@ -42,14 +43,19 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     Value* lo = x.min(x.mul(worker, per), n, "lo");
     return std::make_pair(lo, x.min(x.add(lo, per), n, "hi"));
   };
-  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb};
+  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb, p.prefetch};
 
   if (s.form == "row") {  // Y[i] = op over row i: tiles of R rows walk along the columns
     auto [lo, hi] = share(b, ceil_div(b, rows, TR));
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* rt, const std::vector<Value*>&) {
       Value* r0 = x.mul(rt, TR, "r0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(r0, TR), rows, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, false, head)}; },
+                         [&](Builder& y) {
+                           // A row after the tile's last: each row's tail may be read whole (plan
+                           // read_past: the rows' gaps are under a page and rows at least a tile long).
+                           Value* past = p.read_past ? y.cmp(CmpPred::lt, y.add(r0, TR), rows, "past_end") : nullptr;
+                           return std::vector<Value*>{pass.accumulate(y, true, r0, false, head, past)};
+                         },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, true, r0, true, head)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::row, acc_t(R, 1), comb, "sums");
       // Any order: the tile's lanes already hold sums of strided columns, so the element order
@@ -64,7 +70,19 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* ct, const std::vector<Value*>&) {
       Value* c0 = x.mul(ct, TC, "c0");
       Value* acc = x.if_(x.cmp(CmpPred::le, x.add(c0, TC), cols, "full"), {acc_t(R, CW)},
-                         [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, false)}; },
+                         [&](Builder& y) {
+                           if (!p.segments) return std::vector<Value*>{pass.accumulate(y, false, c0, false)};
+                           // Plan segments: X is the n x K view of K contiguous rows of n = rows
+                           // elements (strides 1 and n, both fixed): the tile's CW rows are one
+                           // n x CW load (whole vectors, each row picked from them), reduced down
+                           // its columns.
+                           const int n = static_cast<int>(p.stride);
+                           Value* t = y.load(in_t(n, CW), {X, zero, c0, one, sx_c, rows, cols}, false, "x");
+                           if (s.in != s.acc) t = y.convert_matrix(t, acc_t(n, CW));
+                           Value* r = y.reduce(t, ReduceMode::column, acc_t(1, CW), comb, "rows");
+                           r->def->attrs["order"] = std::string("any");  // each of X's rows in any order
+                           return std::vector<Value*>{r};
+                         },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");
       x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);

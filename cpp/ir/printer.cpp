@@ -100,6 +100,7 @@ class Printer {
         << name_of(v[base + 5]) << ", " << name_of(v[base + 6]) << ")";
     if (o.int_attr("checked")) os_ << " checked";
     if (o.int_attr("vnni", 1) != 1) os_ << " vnni(" << o.int_attr("vnni") << ")";
+    if (o.int_attr("prefetch")) os_ << " prefetch(" << o.int_attr("prefetch") << ")";
   }
 
   void op(const Op& o, int depth, bool regions) {

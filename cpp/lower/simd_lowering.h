@@ -100,6 +100,7 @@ class SimdLowering {
   llvm::Value* load_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked);
   static constexpr int64_t kMaxShuffledStride = 16;  // constant strides up to this load as vectors + a pick
   llvm::Value* strided_chunk(ScalarType t, llvm::Value* base, int64_t s);
+  bool segment_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out);
   void store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v);
 
   void load(const Op& o);
@@ -207,6 +208,7 @@ class SimdLowering {
   llvm::Value* combine(const Op& o, ScalarType t, llvm::Value* x, llvm::Value* y);
   // mat_reduce along rows as a tree of vector ops where the combine allows it (simd_matrix.cpp).
   bool row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out);
+  bool segment_rows(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out);
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
   llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* f32_to_bf16(llvm::Value* x);
@@ -249,6 +251,9 @@ class SimdLowering {
   std::unordered_map<const Value*, llvm::Value*> scalars_;
   std::unordered_map<const Value*, std::vector<llvm::Value*>> mats_;  // aggregates as values
   std::unordered_map<const Value*, llvm::Value*> mems_;                 // large matrices in memory
+  // Segment tiles (segment_tile): each chunk's n whole vectors of X, for a column reduce that
+  // combines them row by row instead of through the picks.
+  std::unordered_map<const Value*, std::vector<std::vector<llvm::Value*>>> segs_;
   llvm::Value* lane_mask_ = nullptr;  // inside a decode function: scalars are vectors of lanes
 
   // A scalar as the current mode needs it: itself, or splat over the lanes in a decode function.

@@ -281,6 +281,89 @@ bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vect
   return true;
 }
 
+// The column reduce of a segment tile (the n x CW view of CW contiguous rows of n elements,
+// segs_) whose combine is exact in any order or allowed any order (attribute order = "any"):
+// each row of X combined from the whole vectors it spans (lanes outside it the identity, by
+// constant masks), then the S rows' vectors of a chunk across their lanes together, halving the
+// lanes of each row at every level (pairs of vectors: one shuffle takes the rows' first halves,
+// one the second halves, one op; S - 1 ops and 2 (S - 1) shuffles for S rows). Where each of the
+// n rows of the tile was picked from the n vectors (about n / 2 two-source permutes a vector for
+// every n; past 8 their index vectors outgrow the registers), this costs about the same for any
+// n. False (nothing emitted) for any other reduce.
+bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out) {
+  const Value* src = o.operands[0];  // the segment tile, or its conversion to the accumulator type
+  if (!segs_.count(src) && src->def && src->def->kind == OpKind::mat_convert) src = src->def->operands[0];
+  auto it = segs_.find(src);
+  // Rows of up to 7 elements: the picks (at most 4 permutes a vector) and one combine a row of the
+  // view cost less than a combine or two and a select per row of X (16 of them in 3 vectors of
+  // rows of 3 f32; max of rows of 3 / 5 f32 32 / 33 GB/s through the picks, 16 / 21 here).
+  if (it == segs_.end() || m.rows < 8 || !o.regions.empty() || r.rows != 1 || r.cols != m.cols || (S_ & (S_ - 1)) != 0) return false;
+  const std::string& c = std::get<std::string>(o.attrs.at("combine"));
+  const bool any_order = o.has_attr("order") && std::get<std::string>(o.attrs.at("order")) == "any";
+  const bool exact = c == "min" || c == "max" ? (m.scalar == ScalarType::f32 || m.scalar == ScalarType::f64 || is_integer(m.scalar))
+                                              : (c == "add" || c == "mul") && (is_integer(m.scalar) || any_order);
+  if (!exact) return false;
+  const BinOp op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
+  const int64_t n = m.rows;
+  const Type& in = src->type;  // X's type (the reduce's: the accumulator's)
+  llvm::Value* id = nullptr;
+  {  // the identity of the combine, as a vector
+    llvm::Type* et = scalar_ty(m.scalar);
+    llvm::Constant* e;
+    if (is_float(m.scalar)) {
+      const double inf = std::numeric_limits<double>::infinity();
+      e = llvm::ConstantFP::get(et, op == BinOp::add ? 0.0 : op == BinOp::mul ? 1.0 : op == BinOp::min ? inf : -inf);
+    } else {
+      const unsigned bits = et->getIntegerBitWidth();
+      llvm::APInt v = op == BinOp::add ? llvm::APInt(bits, 0) : op == BinOp::mul ? llvm::APInt(bits, 1)
+                    : op == BinOp::min ? (is_signed(m.scalar) ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits))
+                                       : (is_signed(m.scalar) ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits));
+      e = llvm::ConstantInt::get(et, v);
+    }
+    id = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(S_), e);
+  }
+  // Two vectors of r rows of w lanes each -> one of 2r rows of w / 2 lanes (X's rows, then Y's).
+  auto halve = [&](llvm::Value* x, llvm::Value* y, int level) {
+    const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
+    std::vector<int> first, second;
+    for (int half = 0; half < 2; ++half)
+      for (int64_t q = 0; q < rows_in; ++q)
+        for (int64_t l = 0; l < w / 2; ++l) {
+          first.push_back(static_cast<int>(half * S_ + q * w + l));
+          second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
+        }
+    return scalar_bin(op, m.scalar, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
+  };
+  for (const auto& raw : it->second) {  // a chunk: S rows of X in n vectors
+    // Each row as soon as it is combined joins the tree (a stack of one vector a level, like a
+    // binary counter): a few vectors live at a time, not the S rows' (which spilled).
+    std::vector<std::pair<int, llvm::Value*>> stack;
+    for (int64_t i = 0; i < S_; ++i) {
+      const int64_t lo = i * n, hi = lo + n;
+      llvm::Value* acc = nullptr;
+      for (int64_t k = lo / S_; k <= (hi - 1) / S_; ++k) {
+        llvm::Value* v = raw[k];
+        if (m.scalar != in.scalar) v = convert_value(v, in.scalar, m.scalar);
+        if (k * S_ < lo || (k + 1) * S_ > hi) {
+          std::vector<llvm::Constant*> bits;
+          for (int64_t l = 0; l < S_; ++l) bits.push_back(b_.getInt1(k * S_ + l >= lo && k * S_ + l < hi));
+          v = b_.CreateSelect(llvm::ConstantVector::get(bits), v, id);
+        }
+        acc = acc ? scalar_bin(op, m.scalar, acc, v) : v;
+      }
+      int level = 0;
+      while (!stack.empty() && stack.back().first == level) {
+        acc = halve(stack.back().second, acc, level);
+        stack.pop_back();
+        ++level;
+      }
+      stack.emplace_back(level, acc);
+    }
+    out.push_back(stack.back().second);
+  }
+  return true;
+}
+
 void SimdLowering::matrix_op(const Op& o) {
   const auto& v = o.operands;
   switch (o.kind) {
@@ -302,6 +385,25 @@ void SimdLowering::matrix_op(const Op& o) {
           }
           break;
         case ReduceMode::column:  // the document's text says "row" here: the column is meant
+          if (std::vector<llvm::Value*> seg; vector_layout(r) && segment_rows(o, m, r, seg)) {
+            mats_[o.result()] = seg;
+            return;
+          }
+          if (vector_layout(m) && vector_layout(r) && o.regions.empty() && m.cols % S_ == 0 && r.cols == m.cols) {
+            // Whole vectors: the rows combined chunk by chunk, in row order (each lane's chain
+            // as the element-by-element one below).
+            const auto& vecs = mat(v[0]);
+            const int n = chunks(m);
+            std::vector<llvm::Value*> res;
+            std::vector<llvm::Value*> col(static_cast<size_t>(n));
+            for (int j = 0; j < n; ++j) {
+              col[j] = vecs[j];
+              for (int64_t i = 1; i < m.rows; ++i) col[j] = combine(o, m.scalar, col[j], vecs[i * n + j]);
+            }
+            for (int64_t i = 0; i < r.rows; ++i) res.insert(res.end(), col.begin(), col.end());
+            mats_[o.result()] = res;
+            return;
+          }
           for (int64_t c = 0; c < m.cols; ++c) {
             llvm::Value* acc = at(0, c);
             for (int64_t i = 1; i < m.rows; ++i) acc = combine(o, m.scalar, acc, at(i, c));

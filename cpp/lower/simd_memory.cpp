@@ -93,6 +93,51 @@ llvm::Value* SimdLowering::strided_chunk(ScalarType t, llvm::Value* base, int64_
   return b_.CreateShuffleVector(parts[0], pick);
 }
 
+// An unchecked n x CW tile at row 0 with strides (1, n), n its row count and a constant: the
+// columns are CW contiguous short rows of n elements (the n x K view of K short rows), chunk j
+// the n whole vectors of S rows from ptr + (col + j S) n. Each vector is loaded once and row i's
+// chunk picked from them (lanes i, i + n, ..., i + (S-1) n), where a load per row read the n
+// vectors again, one element further on (n loads a vector of X, most across two lines). False
+// (nothing emitted) for any other load.
+bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out) {
+  const int64_t n = a.sc_const;
+  auto* r0 = llvm::dyn_cast<llvm::ConstantInt>(a.row);
+  auto* sr = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
+  if (o.int_attr("checked") || a.unit_col || n < 2 || n > 4 * S_ || t.rows != n || t.cols % S_ != 0 || !r0 ||
+      !r0->isZero() || !sr || !sr->isOne() || (S_ & (S_ - 1)) != 0)
+    return false;
+  auto* vt = vec_ty(t.scalar);
+  llvm::Type* et = scalar_ty(t.scalar);
+  const int nch = chunks(t);
+  std::vector<std::vector<llvm::Value*>> picks(static_cast<size_t>(n));
+  for (int j = 0; j < nch; ++j) {
+    llvm::Value* base = b_.CreateGEP(et, a.ptr, b_.CreateMul(b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_)), a.sc));
+    std::vector<llvm::Value*> parts;
+    for (int64_t k = 0; k < n; ++k) parts.push_back(b_.CreateAlignedLoad(vt, b_.CreateConstGEP1_64(et, base, k * S_), align(t.scalar)));
+    segs_[o.result()].push_back(parts);
+    size_t width = 1;
+    while (width < parts.size()) width *= 2;
+    while (parts.size() < width) parts.push_back(llvm::PoisonValue::get(vt));
+    int len = S_;
+    while (parts.size() > 1) {
+      std::vector<int> idx(2 * len);
+      for (int k = 0; k < 2 * len; ++k) idx[k] = k;
+      std::vector<llvm::Value*> next;
+      for (size_t k = 0; k + 1 < parts.size(); k += 2) next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], idx));
+      parts = next;
+      len *= 2;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int> pick(S_);
+      for (int l = 0; l < S_; ++l) pick[l] = static_cast<int>(i + l * n);
+      picks[i].push_back(b_.CreateShuffleVector(parts[0], pick));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < nch; ++j) out.push_back(picks[i][j]);
+  return true;
+}
+
 void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v) {
   Chunk ch = chunk(t, a, i, j, checked);
   if (!a.unit_col) b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
@@ -116,8 +161,14 @@ void SimdLowering::load(const Op& o) {
     return;
   }
   if (vector_layout(t)) {
+    if (segment_tile(o, t, a, out)) {
+      mats_[o.result()] = out;
+      return;
+    }
     // attr prefetch: each row's lines `prefetch` bytes further along the row go to L1
-    // (prefetcht0), one a 64-byte line of the row's chunks (contiguous rows only).
+    // (prefetcht0), one a 64-byte line of the row's chunks (contiguous rows only): GEMM plans'
+    // b_prefetch; reductions' row tiles of short rows, whose runs side by side the hardware
+    // prefetchers do not follow.
     const int64_t ahead = a.unit_col ? o.int_attr("prefetch", 0) : 0;
     const int64_t row_bytes = int64_t(chunks(t)) * S_ * size_in_bytes(t.scalar);
     for (int64_t i = 0; i < t.rows; ++i) {

@@ -18,7 +18,9 @@ void ReduceSpec::validate() const {
 std::string ReducePlan::key(const ReduceSpec& s) const {
   return cat("reduce.", s.op, ".", s.form, ".", ir::name(s.in), ".", ir::name(s.acc), ".", ir::name(s.out), ".s",
              simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g",
-             block_cols ? cat(".cb", block_cols) : std::string(), stride ? cat(".sc", stride) : std::string());
+             block_cols ? cat(".cb", block_cols) : std::string(), stride ? cat(".sc", stride) : std::string(),
+             unit_y ? ".uy" : "", prefetch ? cat(".pf", prefetch) : std::string(),
+             read_past ? ".rp" : "", segments ? ".seg" : "");
 }
 
 ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
@@ -65,6 +67,26 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   } else if (s.form == "row" && p.tile_rows == 4 && s.cols * ir::size_in_bytes(s.in) <= 8192) {
     p.tile_cols = p.simd_width * 2;
   }
+  // Contiguous rows shorter than 1 KiB: a row tile reads R short runs side by side, which the
+  // hardware prefetchers do not follow; the lines 8 KiB past each main tile's are prefetched
+  // into L1. Zen 5, one thread, CPU time, sums of 48 MB of f32 rows: 32 elements
+  // 35 -> 40 GB/s, 40 31 -> 43, 64 37 -> 43, 100 27 -> 36-38, 128 35 -> 42 (4 and 16 KiB ahead:
+  // less); rows of 1 KiB and longer measured 0.85-1.0x with it, so they are not prefetched.
+  if (s.form == "row" && s.sx_c == 1 && s.sx_r > 0) {
+    const int64_t row_bytes = s.sx_r * ir::size_in_bytes(s.in);
+    if (row_bytes < 1024) p.prefetch = 8192;
+  }
+  // Rows followed by the next row (a stride of at least the row and a tile, the gap between
+  // rows under a page, so that every byte read past a row's end lies on a page that holds the
+  // next row): a row's tail tile is read whole and its elements past the row's end replaced by
+  // the identity, in every row tile with a row after it (the last keeps the masked tile, so
+  // nothing past the buffer is read). The masked tile checks every row and column. Zen 5, one
+  // thread, CPU time, sums of 48 MB of f32 rows at offset 16 into a line (the row's full tiles
+  // start at its first line boundary, so that a row of whole lines has a head and a tail):
+  // 256 elements 31 -> 39 GB/s, 512 40 -> 49, 1024 46 -> 51; 100 36 -> 36-41.
+  if (s.form == "row" && s.sx_c == 1 && s.sx_r >= s.cols && s.sx_r >= p.tile_cols &&
+      (s.sx_r - s.cols) * ir::size_in_bytes(s.in) < 4096 - 512)
+    p.read_past = true;
   if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
   if (s.form == "column_rows") {  // 4 rows x 8 vectors; blocks of 16 KiB of partials
     p.tile_rows = 4;
@@ -72,13 +94,32 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     p.block_cols = std::max(p.tile_cols, 16384 / ir::size_in_bytes(s.acc) / p.tile_cols * p.tile_cols);
   }
   p.unit = s.sx_c == 1;  // the tile's columns run along X's columns in every form
+  // A contiguous Y (what coopjit.reduce passes): the column form's results are stored as whole
+  // vectors. With the stride a kernel argument they were scattered, 2 vscatterqps a vector: rows
+  // of 3 f32 (the n x K view of short rows) read at 13 GB/s on one Zen 5 thread, ...
+  p.unit_y = s.sy_c == 1;
   // Down the columns of a small constant stride (the n x K view of K short rows of n elements):
   // the stride is built into the kernel, whose loads then read whole vectors and pick every
-  // stride-th element instead of gathering one element a lane.
+  // stride-th element instead of gathering one element a lane (strides of 2-16; segment tiles,
+  // below, up to 4S).
   // The pick needs registers of its own: 8 accumulator vectors, not 32 (which spilled).
-  if (s.form == "column" && s.sx_c >= 2 && s.sx_c <= 16) {
+  const bool segments = s.form == "column" && s.sx_r == 1 && s.rows == s.sx_c && s.sx_c >= 2 && s.sx_c <= 4 * p.simd_width;
+  if (s.form == "column" && s.sx_c >= 2 && (s.sx_c <= 16 || segments)) {
     p.stride = s.sx_c;
     p.tile_cols = std::min(p.tile_cols, p.simd_width * 8);
+    // The view of K contiguous short rows of up to 4S elements (X's rows are the rows' n
+    // elements, 1 apart; its columns the rows, n apart): each tile of S or 2S rows is one n x CW
+    // load of n whole vectors a chunk of S rows (plan segments), reduced down its columns (the
+    // lowering: rows of up to 7 through picks of each row of the view, longer ones row by row of X
+    // with constant masks, then the S rows across their lanes together), where each of the n rows
+    // of the view loaded the n vectors again, one element further on, and rows of 17-32 f32 were
+    // gathered. Zen 5, one thread, CPU time, 48 MB, sums of f32 rows of 3 / 5 / 8 / 12 / 17 / 24 /
+    // 31 elements 14 / 13 / 12 / 12 / 8 / 8 / 5 -> 33 / 34 / 34 / 33 / 30 / 32 / 32 GB/s; int32
+    // rows of 17-31 (summed into int64, S = 8) 4-8 -> 23-42.
+    if (segments) {
+      p.segments = true;
+      p.tile_cols = p.simd_width * (s.sx_c <= 4 ? 2 : 1);
+    }
   }
   return p;
 }

@@ -31,6 +31,10 @@ struct ReducePlan {
   int64_t stride = 0;  // X's stride along the tile's columns fixed in the kernel (2..16: vector loads + a pick), else 0
   int threads = 1;
   int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
+  int prefetch = 0;  // row form: the lines this many bytes past each main tile's are prefetched (0: none)
+  bool read_past = false;  // row form: a row's tail tile may read past its end into the next row
+  bool unit_y = false;
+  bool segments = false;  // column form of the n x K view of K contiguous rows of n = stride elements  // Y's stride is 1 (sy_c): the column form stores whole vectors, not scatters
   std::string key(const ReduceSpec& s) const;  // everything that changes the code
 };
 
