@@ -242,6 +242,21 @@ std::vector<llvm::Value*> SimdLowering::per_element(const Op& o) {
   return from_vectors(t, out);
 }
 
+namespace {
+// Whether a reduce's combine may run as a tree of vector ops (any order, the same result): min /
+// max of f32 / f64 / integers, sums and products of integers, and float sums and products whose
+// reduce allows any order (attribute order = "any": its producer holds no element order to keep);
+// `op` the combine.
+bool tree_combine(const Op& o, ScalarType s, BinOp& op) {
+  const std::string& c = std::get<std::string>(o.attrs.at("combine"));
+  const bool any_order = o.has_attr("order") && std::get<std::string>(o.attrs.at("order")) == "any";
+  const bool exact = c == "min" || c == "max" ? (s == ScalarType::f32 || s == ScalarType::f64 || is_integer(s))
+                                              : (c == "add" || c == "mul") && (is_integer(s) || any_order);
+  op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
+  return exact;
+}
+}  // namespace
+
 // A row reduction whose combine is exact in any order (float min / max; integer add, mul, min,
 // max), or whose op allows any order (attribute order = "any": the reduction recipe's float sums,
 // whose tile already summed its columns lane by lane), of rows of whole vectors: each row's vectors combined pairwise, then across the lanes by
@@ -252,13 +267,8 @@ std::vector<llvm::Value*> SimdLowering::per_element(const Op& o) {
 // on one Zen 5 core, a sum 40). False (nothing emitted) for any other reduction.
 bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out) {
   if (!o.regions.empty() || !m.is_matrix() || !vector_layout(m) || m.cols % S_ != 0 || (S_ & (S_ - 1)) != 0) return false;
-  const std::string& c = std::get<std::string>(o.attrs.at("combine"));
-  // (attribute order = "any": the producer allows float sums and products in any order too)
-  const bool any_order = o.has_attr("order") && std::get<std::string>(o.attrs.at("order")) == "any";
-  const bool exact = c == "min" || c == "max" ? (m.scalar == ScalarType::f32 || m.scalar == ScalarType::f64 || is_integer(m.scalar))
-                                              : (c == "add" || c == "mul") && (is_integer(m.scalar) || any_order);
-  if (!exact) return false;
-  const BinOp op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
+  BinOp op;
+  if (!tree_combine(o, m.scalar, op)) return false;
   const auto& vecs = mat(o.operands[0]);
   const int n = chunks(m);
   for (int64_t i = 0; i < m.rows; ++i) {
@@ -298,12 +308,8 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
   // view cost less than a combine or two and a select per row of X (16 of them in 3 vectors of
   // rows of 3 f32; max of rows of 3 / 5 f32 32 / 33 GB/s through the picks, 16 / 21 here).
   if (it == segs_.end() || m.rows < 8 || !o.regions.empty() || r.rows != 1 || r.cols != m.cols || (S_ & (S_ - 1)) != 0) return false;
-  const std::string& c = std::get<std::string>(o.attrs.at("combine"));
-  const bool any_order = o.has_attr("order") && std::get<std::string>(o.attrs.at("order")) == "any";
-  const bool exact = c == "min" || c == "max" ? (m.scalar == ScalarType::f32 || m.scalar == ScalarType::f64 || is_integer(m.scalar))
-                                              : (c == "add" || c == "mul") && (is_integer(m.scalar) || any_order);
-  if (!exact) return false;
-  const BinOp op = c == "add" ? BinOp::add : c == "mul" ? BinOp::mul : c == "min" ? BinOp::min : BinOp::max;
+  BinOp op;
+  if (!tree_combine(o, m.scalar, op)) return false;
   const int64_t n = m.rows;
   const Type& in = src->type;  // X's type (the reduce's: the accumulator's)
   llvm::Value* id = nullptr;

@@ -2,6 +2,8 @@
 // memory, and loads/stores through tensor layouts and views.
 #include "lower/simd_lowering.h"
 
+#include <llvm/Support/MathExtras.h>
+
 namespace coopjit {
 
 llvm::GlobalVariable* SimdLowering::zero_global(ScalarType t) {
@@ -75,22 +77,12 @@ llvm::Value* SimdLowering::strided_chunk(ScalarType t, llvm::Value* base, int64_
     if (k + 1 < n) parts.push_back(b_.CreateAlignedLoad(vt, p, align(t)));
     else parts.push_back(b_.CreateMaskedLoad(vt, p, align(t), lane_mask(S_ - n + 1), llvm::Constant::getNullValue(vt)));
   }
-  // Concatenate pairwise up to a power-of-two count of vectors (zeros pad), then pick.
-  size_t width = 1;
-  while (width < parts.size()) width *= 2;
-  while (parts.size() < width) parts.push_back(llvm::Constant::getNullValue(vt));
-  int len = S_;
-  while (parts.size() > 1) {
-    std::vector<int> idx(2 * len);
-    for (int k = 0; k < 2 * len; ++k) idx[k] = k;
-    std::vector<llvm::Value*> next;
-    for (size_t k = 0; k + 1 < parts.size(); k += 2) next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], idx));
-    parts = next;
-    len *= 2;
-  }
+  // Concatenated (zeros pad to a power-of-two count of vectors), then picked.
+  parts.resize(llvm::PowerOf2Ceil(parts.size()), llvm::Constant::getNullValue(vt));
+  llvm::Value* all = concat_vectors(b_, parts);
   std::vector<int> pick(S_);
   for (int l = 0; l < S_; ++l) pick[l] = l * n;
-  return b_.CreateShuffleVector(parts[0], pick);
+  return b_.CreateShuffleVector(all, pick);
 }
 
 // An unchecked n x CW tile at row 0 with strides (1, n), n its row count and a constant: the
@@ -115,22 +107,12 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
     std::vector<llvm::Value*> parts;
     for (int64_t k = 0; k < n; ++k) parts.push_back(b_.CreateAlignedLoad(vt, b_.CreateConstGEP1_64(et, base, k * S_), align(t.scalar)));
     segs_[o.result()].push_back(parts);
-    size_t width = 1;
-    while (width < parts.size()) width *= 2;
-    while (parts.size() < width) parts.push_back(llvm::PoisonValue::get(vt));
-    int len = S_;
-    while (parts.size() > 1) {
-      std::vector<int> idx(2 * len);
-      for (int k = 0; k < 2 * len; ++k) idx[k] = k;
-      std::vector<llvm::Value*> next;
-      for (size_t k = 0; k + 1 < parts.size(); k += 2) next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], idx));
-      parts = next;
-      len *= 2;
-    }
+    parts.resize(llvm::PowerOf2Ceil(parts.size()), llvm::PoisonValue::get(vt));
+    llvm::Value* all = concat_vectors(b_, parts);
     for (int64_t i = 0; i < n; ++i) {
       std::vector<int> pick(S_);
       for (int l = 0; l < S_; ++l) pick[l] = static_cast<int>(i + l * n);
-      picks[i].push_back(b_.CreateShuffleVector(parts[0], pick));
+      picks[i].push_back(b_.CreateShuffleVector(all, pick));
     }
   }
   for (int64_t i = 0; i < n; ++i)
