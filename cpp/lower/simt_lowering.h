@@ -313,6 +313,7 @@ class SimtLowering {
   /// frag_store's TMA path (store attribute tma_store): the boxes through the warp's staging
   /// buffers, cp.async.bulk.tensor shared -> global from tensor map 2 (simt_wgmma.cpp).
   void tma_store(const Frag& f, const Op& o, const Access& a, bool by_col);
+  void stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int64_t ni);
   bool frag_store(const Frag& f, const Op& o);
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute

@@ -426,6 +426,22 @@ bool SimtLowering::frag_op(const Op& o) {
   }
 }
 
+// stmatrix (sm_90) of the 16-bit fragment's columns ni and ni + 1 at shared address `addr` (i32):
+// four 8 x 8 blocks, (ni, 0), (ni, 1), (ni + 1, 0), (ni + 1, 1), a lane's pair of elements a block,
+// lane 8 i + j naming row j of block i (`trans`: the blocks transposed, row j is then column j).
+void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int64_t ni) {
+  llvm::Type* i32 = b_.getInt32Ty();
+  auto packed = [&](int64_t n, int h) {
+    llvm::Value* lo = f.d.at(n * 4 + 2 * h);
+    llvm::Value* v = b_.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(lo->getType(), 2)), lo, uint64_t(0));
+    return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(n * 4 + 2 * h + 1), uint64_t(1)), i32);
+  };
+  auto* ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
+  auto* stm = llvm::InlineAsm::get(ty, cat("stmatrix.sync.aligned.m8n8.x4", trans ? ".trans" : "", ".shared.b16 [$0], {$1, $2, $3, $4};"),
+                                   "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
+  b_.CreateCall(ty, stm, {addr, packed(ni, 0), packed(ni, 1), packed(ni + 1, 0), packed(ni + 1, 1)});
+}
+
 // The epilogue's store of a warp's whole 16 x NR tile (unchecked; C with a unit stride along its
 // rows or its columns, the other stride, the base and the tile's offset along the unit-stride
 // dimension multiples of 16 bytes: one uniform test) through the warp's own region of shared
@@ -531,14 +547,6 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
     llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
     llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
-    auto* stm_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
-    auto* stm = llvm::InlineAsm::get(stm_ty, cat("stmatrix.sync.aligned.m8n8.x4", by_row ? "" : ".trans", ".shared.b16 [$0], {$1, $2, $3, $4};"),
-                                     "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
-    auto packed = [&](int64_t ni, int h) {
-      llvm::Value* v = llvm::PoisonValue::get(pair_ty);
-      v = b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h), uint64_t(0));
-      return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h + 1), uint64_t(1)), i32);
-    };
     for (int64_t p = 0; p < NR / P; ++p) {
       for (int64_t nl = 0; esz == 2 && nl < P / 8; nl += 2) {
         const int64_t ni = p * P / 8 + nl;
@@ -547,7 +555,7 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
         llvm::Value* off = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(pitch)), b_.CreateMul(cols, c32(2)))
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(pitch)), b_.CreateMul(rows, c32(2)));
-        b_.CreateCall(stm_ty, stm, {b_.CreateAdd(region_addr, off), packed(ni, 0), packed(ni, 1), packed(ni + 1, 0), packed(ni + 1, 1)});
+        stmatrix_x4(b_.CreateAdd(region_addr, off), !by_row, f, ni);
       }
       for (int64_t nl = 0; esz != 2 && nl < P / 8; ++nl) {
         const int64_t ni = p * P / 8 + nl;
@@ -656,14 +664,6 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
   llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));
   llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
   auto* pair_ty = llvm::FixedVectorType::get(et, 2);
-  auto* stm_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
-  auto* stm = llvm::InlineAsm::get(stm_ty, cat("stmatrix.sync.aligned.m8n8.x4", by_col ? ".trans" : "", ".shared.b16 [$0], {$1, $2, $3, $4};"),
-                                   "r,r,r,r,r,~{memory}", /*hasSideEffects=*/true);
-  auto packed = [&](int64_t ni, int h) {
-    llvm::Value* v = llvm::PoisonValue::get(pair_ty);
-    v = b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h), uint64_t(0));
-    return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(ni * 4 + 2 * h + 1), uint64_t(1)), i32);
-  };
   auto* st_ty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i32, i32, i32}, false);
   auto* st = llvm::InlineAsm::get(st_ty, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
                                   "l,r,r,r,~{memory}", /*hasSideEffects=*/true);
@@ -682,8 +682,7 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
         llvm::Value* off = by_col ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(W)), b_.CreateAdd(in_line, b_.CreateMul(rows, c32(2))))
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(W)), b_.CreateMul(cols, c32(2)));
-        b_.CreateCall(stm_ty, stm, {b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), packed(ni, 0), packed(ni, 1),
-                                    packed(ni + 1, 0), packed(ni + 1, 1)});
+        stmatrix_x4(b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), by_col, f, ni);
       }
     } else {
       for (int64_t nl = 0; nl < P / 8; ++nl) {
