@@ -265,9 +265,12 @@ def test_skinny_products_with_b_rows_4k_apart_pack_b_on_many_cores():
         cfg = coopjit.cross_compile(a, bb, cpu="emeraldrapids", threads=16)["config"]
         assert cfg["pack"] and cfg["inline_b"] and cfg["order"] != "k_outer", cfg
         assert coopjit.cross_compile(a[:16], bb, cpu="emeraldrapids", threads=16)["config"]["inline_b"]
-    # The unpacked k_outer walk stays: rows not 4 KiB multiples apart, rows of only 4 KiB, one row
-    # tile (nothing reuses B), few cores, a walk asked for, f64 rows 4 KiB apart (2048 f64 = 16 KiB: packs).
-    for aa, bb, threads in ((a, np.ones((4096, 4000), np.float32), 16), (a, big[:, :1024].copy(), 16),
+        # A's rows 16 KiB apart alias too
+        assert coopjit.cross_compile(a, bb[:, :2500].copy(), cpu="emeraldrapids", threads=16)["config"]["inline_b"]
+    # The unpacked k_outer walk stays: rows of A and B not 4 KiB multiples apart (or only 4 KiB),
+    # one row tile (nothing reuses B), few cores, a walk asked for; f64 rows alias at 2048 (16 KiB).
+    a2 = np.ones((64, 4000), np.float32)
+    for aa, bb, threads in ((a2, np.ones((4000, 4000), np.float32), 16), (a2, np.ones((4000, 1024), np.float32), 16),
                             (a[:4], big, 16), (a, big, 2)):
         cfg = coopjit.cross_compile(aa, bb, cpu="emeraldrapids", threads=threads)["config"]
         assert cfg["order"] == "k_outer" and not cfg["pack"], (aa.shape, bb.shape, bb.strides, threads, cfg)
