@@ -726,18 +726,20 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));
-  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions):
-  // the worker's B slices of a block fill half of its L2 (4 panels of 64 f32 x 1024 K in 2 MiB).
-  // In the mc_tiles order each tile read its B slice (256 B a K step against 24 of A) from L2,
-  // and the first tile of each block from L3, at a rate L3 does not keep up with. Measured on the
-  // 16-core Emerald Rapids host (session 15) against that order with the same panels: one thread
-  // 2048^3 f32 81.5% -> 90.7% of the peak, 16 threads 4096^3 1.05x, 8192^3 1.06x, f64 4096^3 1.04x
-  // (with whole row ranges, nc_tiles 1); see benchmarks/recorded/issue14-emr16-f32-session15.txt.
+  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions): one
+  // column panel a block, so each K-tile slice of B (256 B a K step against 24 of A, 64 f32 x
+  // 1024 K) is read from L3 once and then from L2 by every row panel of the worker, and A streams
+  // past it. In the mc_tiles order each block of row panels read the slice again, its first tile
+  // from L3 at the micro kernel's rate, which L3 does not keep up with. Measured on the 16-core
+  // Emerald Rapids host (session 15, this order through mc_tiles=4096 against the default, the
+  // same panels and K tiles): one thread 2048^3 f32 81.5% -> 90.7% of the peak (130 -> 117 ms);
+  // 16 threads 4096^3 1.05x (114 -> 108 ms), 8192^3 1.06x, 2048^3 1.02x, f64 4096^3 1.04x (1024^3
+  // with 16 workers: one column panel a share, the same walk either way). Blocks of 2+ panels
+  // (A's slice reused from L1 across the block) are not measured there: plan= only.
+  // benchmarks/recorded/issue14-emr16-f32-session15.txt.
   if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
-      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
-    const int64_t slice = std::min(p.kt, ceil_to(spec.K, p.kb)) * int64_t(p.nr) * ir::size_in_bytes(p.dtype);
-    p.nc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(4096, cpu.l2_bytes / 2 / slice)));
-  }
+      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp")
+    p.nc_tiles = 1;
   if (p.nc_tiles > 0 && (!p.pack || p.amx || p.inline_b || p.k_inner))
     throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
                         "no AMX tiles, inline_b=0 and k_inner=0 (got pack=", p.pack, ", amx=", p.amx, ", inline_b=",
