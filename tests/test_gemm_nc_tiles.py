@@ -1,7 +1,7 @@
 """Plan nc_tiles: the packed blocked nest in blocks of column panels, each row panel across a
 block (B's K-tile slices stay in L2, A streams past them). Results against float64 NumPy with
 several K tiles, blocks that do not divide the worker's column panels, ragged edges, shares,
-worker grids, alpha / beta and a bf16 result; the planner's default (8+ cores, f32 / f64 only);
+worker grids, alpha / beta and a bf16 result; the planner's default (8+ cores, f32 / f64, a worker's rows past half its L2);
 the config's round trip; bad values."""
 import ml_dtypes
 import numpy as np
@@ -50,6 +50,10 @@ def test_the_planner_orders_many_cores_by_column_panels():
     assert (many["pack"], many["inline_b"], many["nc_tiles"]) == (True, False, 1), many
     assert coopjit.cross_compile(a.astype(np.float64), a.astype(np.float64), cpu="sapphirerapids",
                                  threads=16)["config"]["nc_tiles"] == 1
+    # A worker's row panels that fit half its L2 (a named CPU: 1 MiB) keep the row blocks.
+    small = np.zeros((384, 512), np.float32), np.zeros((512, 384), np.float32)
+    fits = coopjit.cross_compile(*small, cpu="sapphirerapids", threads=16)["config"]
+    assert (fits["pack"], fits["inline_b"], fits["nc_tiles"]) == (True, False, 0), fits
     # 2 cores: the row-block order, as before.
     assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 0
     # Dot-instruction and AMX plans keep their order; so does a plan that names mc_tiles.

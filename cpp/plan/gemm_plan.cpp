@@ -726,20 +726,38 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));
-  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions): one
-  // column panel a block, so each K-tile slice of B (256 B a K step against 24 of A, 64 f32 x
-  // 1024 K) is read from L3 once and then from L2 by every row panel of the worker, and A streams
-  // past it. In the mc_tiles order each block of row panels read the slice again, its first tile
-  // from L3 at the micro kernel's rate, which L3 does not keep up with. Measured on the 16-core
-  // Emerald Rapids host (session 15, this order through mc_tiles=4096 against the default, the
-  // same panels and K tiles): one thread 2048^3 f32 81.5% -> 90.7% of the peak (130 -> 117 ms);
-  // 16 threads 4096^3 1.05x (114 -> 108 ms), 8192^3 1.06x, 2048^3 1.02x, f64 4096^3 1.04x (1024^3
-  // with 16 workers: one column panel a share, the same walk either way). Blocks of 2+ panels
-  // (A's slice reused from L1 across the block) are not measured there: plan= only.
-  // benchmarks/recorded/issue14-emr16-f32-session15.txt.
+  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions), where
+  // a worker's row panels (one K tile of them) outgrow half its L2: one column panel a block, so
+  // each K-tile slice of B (256 B a K step against 24 of A, 64 f32 x 1024 K) is read from L3 once
+  // and then from L2 by every row panel of the worker, and A streams past it. In the mc_tiles
+  // order each block of row panels read the slice again, its first tile from L3 at the micro
+  // kernel's rate, which L3 does not keep up with. Measured on the 16-core Emerald Rapids host
+  // (session 15, this order through mc_tiles=4096 against the default, the same panels and K
+  // tiles): one thread 2048^3 f32 81.5% -> 90.7% of the peak (130 -> 117 ms); 16 threads 4096^3
+  // 1.05x (114 -> 108 ms), 8192^3 1.06x, 2048^3 1.02x, f64 4096^3 1.04x; 1024^3 on 16 threads,
+  // whose 22 row panels a share (540 KiB of A) stay in L2 either way, 0.94x (2.08 -> 2.21 ms):
+  // it keeps the row blocks. Blocks of 2+ panels (A's slice reused from L1 across the block) are
+  // not measured there: plan= only. benchmarks/recorded/issue14-emr16-f32-session15.txt.
   if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
-      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp")
-    p.nc_tiles = 1;
+      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
+    // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
+    // the shares), or of the divisors g of the threads x shares with g <= the row panels, the one
+    // whose blocks read the fewest rows of A plus columns of B (the smaller g on ties).
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    const int64_t W = int64_t(p.threads) * p.shares;
+    int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : 1;
+    if (p.grid_m == 0) {
+      int64_t best = -1;
+      for (int64_t g = 1; g <= W; ++g) {
+        if (W % g != 0 || g > tiles_m) continue;
+        const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + W / g - 1) / (W / g) * p.nr;
+        if (best < 0 || cost < best) best = cost, gm = g;
+      }
+    }
+    const double rows_a = double((tiles_m + gm - 1) / gm) * p.mr * double(std::min(p.kt, ceil_to(spec.K, p.kb))) *
+                          ir::size_in_bytes(p.dtype);
+    if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
+  }
   if (p.nc_tiles > 0 && (!p.pack || p.amx || p.inline_b || p.k_inner))
     throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
                         "no AMX tiles, inline_b=0 and k_inner=0 (got pack=", p.pack, ", amx=", p.amx, ", inline_b=",
