@@ -117,8 +117,9 @@ struct GemmPlan {
   // worker's column panels (their B slices, n x kt x nr, stay in L2), for each of the worker's
   // row panels, the block's column panels (mc_tiles unused): B, the operand a tile reads nr
   // elements of per K step, comes from L2, and A, read mr elements a step and kept in L1 across
-  // the block's tiles, is the one that streams from L3. Default on 8+ cores for f32 / f64 (see
-  // gemm_plan.cpp).
+  // the block's tiles, is the one that streams from L3. Default 1 on 8+ cores for f32 / f64 where
+  // a worker's row panels outgrow half its L2 (see gemm_plan.cpp); a plan that names mc_tiles
+  // keeps 0.
   int nc_tiles = 0;
   // The unpacked blocked nest ("k_outer"): each tile's rows of B are prefetched this many bytes
   // further along (prefetcht0 a 64-byte line; 0: none). Part of the key. Its kt rows of B are
