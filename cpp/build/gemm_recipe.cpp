@@ -639,6 +639,24 @@ class GemmRecipe {
         return std::vector<Value*>{};
       }, "nt");
     };
+    if (p_.nc_tiles > 0) {  // (plan nc_tiles: blocks of column panels, each row panel across a block; never inline_b)
+      Value* NC = b.index(p_.nc_tiles, "NC");
+      b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+        kx.for_(nlo, nhi, NC, {}, [&](Builder& nx, Value* nb, const std::vector<Value*>&) {
+          Value* nend = nx.min(nx.add(nb, NC), nhi, "n_end");
+          nx.for_(mlo, mhi, one_, {}, [&](Builder& mx, Value* mt, const std::vector<Value*>&) {
+            mx.for_(nb, nend, one_, {}, [&](Builder& tx, Value* nt, const std::vector<Value*>&) {
+              tile(tx, kt, mt, nt, scratch_cols);
+              return std::vector<Value*>{};
+            }, "nt");
+            return std::vector<Value*>{};
+          }, "mt");
+          return std::vector<Value*>{};
+        }, "nb");
+        return std::vector<Value*>{};
+      }, "kt");
+      return;
+    }
     if (p_.k_inner) {  // (plan k_inner: each block of row panels through every K tile; never inline_b)
       b.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
         Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");

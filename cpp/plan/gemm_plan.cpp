@@ -15,7 +15,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
                  : std::string(),
-             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", k_inner ? ".kinner" : "",
+             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
              b_prefetch ? cat(".bpf", b_prefetch) : std::string(), fixed_key(),
              epilogue.key());
 }
@@ -84,6 +84,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
           {"k_inner", k_inner ? "true" : "false"},
+          {"nc_tiles", std::to_string(nc_tiles)},
           {"b_prefetch", std::to_string(b_prefetch)},
           {"fixed_shape", fixed.empty() ? "false" : "true"},
           {"threads", std::to_string(threads)},
@@ -372,6 +373,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.k_inner = v != 0;  // checked once the packing is decided
       continue;
     }
+    if (k == "nc_tiles") {
+      if (v < 0 || v > 4096) throw UserError(cat("plan override nc_tiles=", v, " is out of range [0, 4096] (0: row blocks of mc_tiles)"));
+      p.nc_tiles = static_cast<int>(v);  // checked once the packing is decided
+      continue;
+    }
     if (k == "demote") {
       if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
       if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
@@ -418,7 +424,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, k_inner, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
@@ -586,7 +592,8 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
                    a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
-                   !(overrides.count("k_inner") && overrides.at("k_inner") == 1);  // (k_inner orders it)
+                   !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
+                   !(overrides.count("nc_tiles") && overrides.at("nc_tiles") > 0);  // (and nc_tiles)
     if (p.inline_b) {
       if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
         throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
@@ -738,6 +745,42 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));
+  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions), where
+  // a worker's row panels (one K tile of them) outgrow half its L2: one column panel a block, so
+  // each K-tile slice of B (256 B a K step against 24 of A, 64 f32 x 1024 K) is read from L3 once
+  // and then from L2 by every row panel of the worker, and A streams past it. In the mc_tiles
+  // order each block of row panels read the slice again, its first tile from L3 at the micro
+  // kernel's rate, which L3 does not keep up with. Measured on the 16-core Emerald Rapids host
+  // (session 15, this order through mc_tiles=4096 against the default, the same panels and K
+  // tiles): one thread 2048^3 f32 81.5% -> 90.7% of the peak (130 -> 117 ms); 16 threads 4096^3
+  // 1.05x (114 -> 108 ms), 8192^3 1.06x, 2048^3 1.02x, f64 4096^3 1.04x; 1024^3 on 16 threads,
+  // whose 22 row panels a share (540 KiB of A) stay in L2 either way, 0.94x (2.08 -> 2.21 ms):
+  // it keeps the row blocks. Blocks of 2+ panels (A's slice reused from L1 across the block) are
+  // not measured there: plan= only. benchmarks/recorded/issue14-emr16-f32-session15.txt.
+  if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
+      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
+    // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
+    // the shares), or of the divisors g of the threads x shares with g <= the row panels, the one
+    // whose blocks read the fewest rows of A plus columns of B (the smaller g on ties).
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    const int64_t W = int64_t(p.threads) * p.shares;
+    int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : 1;
+    if (p.grid_m == 0) {
+      int64_t best = -1;
+      for (int64_t g = 1; g <= W; ++g) {
+        if (W % g != 0 || g > tiles_m) continue;
+        const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + W / g - 1) / (W / g) * p.nr;
+        if (best < 0 || cost < best) best = cost, gm = g;
+      }
+    }
+    const double rows_a = double((tiles_m + gm - 1) / gm) * p.mr * double(std::min(p.kt, ceil_to(spec.K, p.kb))) *
+                          ir::size_in_bytes(p.dtype);
+    if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
+  }
+  if (p.nc_tiles > 0 && (!p.pack || p.amx || p.inline_b || p.k_inner))
+    throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
+                        "no AMX tiles, inline_b=0 and k_inner=0 (got pack=", p.pack, ", amx=", p.amx, ", inline_b=",
+                        p.inline_b, ", k_inner=", p.k_inner, ")"));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the

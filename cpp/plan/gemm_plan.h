@@ -110,6 +110,17 @@ struct GemmPlan {
   // it measured 0.80-1.20x the old order (shape to shape and run to run) with K tiles of 512-4096
   // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt.
   bool k_inner = false;
+  // The blocked nest's column-panel order (packed plans without AMX tiles, inline_b or k_inner;
+  // part of the key): 0 = for each K tile, for each block of mc_tiles row panels, for each of the
+  // worker's column panels, the block's row panels (each column panel's K-tile slice of B read
+  // from L3 for each block, then from L2); n > 0 = for each K tile, for each block of n of the
+  // worker's column panels (their B slices, n x kt x nr, stay in L2), for each of the worker's
+  // row panels, the block's column panels (mc_tiles unused): B, the operand a tile reads nr
+  // elements of per K step, comes from L2, and A, read mr elements a step and kept in L1 across
+  // the block's tiles, is the one that streams from L3. Default 1 on 8+ cores for f32 / f64 where
+  // a worker's row panels outgrow half its L2 (see gemm_plan.cpp); a plan that names mc_tiles
+  // keeps 0.
+  int nc_tiles = 0;
   // The unpacked blocked nest ("k_outer"): each tile's rows of B are prefetched this many bytes
   // further along (prefetcht0 a 64-byte line; 0: none). Part of the key. Its kt rows of B are
   // kt streams through memory that the hardware prefetchers follow with too few lines in flight

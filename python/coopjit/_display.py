@@ -24,6 +24,7 @@ _FIELDS = [
     ("b_prefetch", "unpacked blocked nest (k_outer): bytes ahead along B's rows that each tile prefetches (0 none)"),
     ("k_inner", "blocked nest: each block of row panels through every K tile (its partial sums stay in L2)"),
     ("mc_tiles", "row panels per block of the packed loop nest"),
+    ("nc_tiles", "packed nest: column panels per block, each row panel across a block (0: blocks of mc_tiles row panels)"),
     ("grid_m", "workers along M in the blocked nest (a grid_m x threads/grid_m grid of C blocks)"),
     ("shares", "blocked nest cut into threads x shares shares, a slower thread's taken by the others (1: one a worker)"),
     ("ksplit", "one row of C: K split into this many parts, a worker each over all of N (0: none)"),
