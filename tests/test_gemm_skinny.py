@@ -280,3 +280,44 @@ def test_rows_of_a_4_kib_apart_take_at_most_8_rows_a_tile(rng, dtype, m, n, k, t
         _check_float(coopjit.matmul(wide[:, :k], b), a, b)
     finally:
         coopjit.set_num_threads(before)
+
+
+# ---- skinny products whose rows of B alias in L1 (many cores: B packed by its reader)
+
+
+def test_skinny_products_with_b_rows_4k_apart_pack_b_on_many_cores():
+    a = np.ones((64, 4096), np.float32)
+    big = np.ones((4096, 4096), np.float32)
+    for bb in (big, big[:, :3000]):  # rows 16 KiB apart, N whole or a view
+        cfg = coopjit.cross_compile(a, bb, cpu="emeraldrapids", threads=16)["config"]
+        assert cfg["pack"] and cfg["inline_b"] and cfg["order"] != "k_outer", cfg
+        assert coopjit.cross_compile(a[:16], bb, cpu="emeraldrapids", threads=16)["config"]["inline_b"]
+        # A's rows 16 KiB apart alias too
+        assert coopjit.cross_compile(a, bb[:, :2500].copy(), cpu="emeraldrapids", threads=16)["config"]["inline_b"]
+    # The unpacked k_outer walk stays: rows of A and B not 4 KiB multiples apart (or only 4 KiB),
+    # one row tile (nothing reuses B), few cores, a walk asked for; f64 rows alias at 2048 (16 KiB).
+    a2 = np.ones((64, 4000), np.float32)
+    for aa, bb, threads in ((a2, np.ones((4000, 4000), np.float32), 16), (a2, np.ones((4000, 1024), np.float32), 16),
+                            (a[:4], big, 16), (a, big, 2)):
+        cfg = coopjit.cross_compile(aa, bb, cpu="emeraldrapids", threads=threads)["config"]
+        assert cfg["order"] == "k_outer" and not cfg["pack"], (aa.shape, bb.shape, bb.strides, threads, cfg)
+    cfg = coopjit.cross_compile(a, big, cpu="emeraldrapids", threads=16, plan={"order": "k_outer"})["config"]
+    assert cfg["order"] == "k_outer" and not cfg["pack"]
+    cfg = coopjit.cross_compile(a.astype(np.float64), np.ones((4096, 2048)), cpu="emeraldrapids", threads=16)["config"]
+    assert cfg["pack"] and cfg["order"] != "k_outer", cfg
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m, n", [(64, 3000), (17, 2048), (40, 1050)])
+def test_skinny_products_packing_b_by_its_reader(rng, threads, m, n):
+    # The plan the many-core planner picks (pack, inline_b), run here against float64 on B views
+    # whose rows are 16 KiB apart, with beta and a strided C.
+    a, big = _operands(rng, np.float32, (m, 1100), (1100, 4096))
+    b = big[:, 7:7 + n]
+    c0 = rng.uniform(-1, 1, (m, 2 * n)).astype(np.float32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c[:, ::2], alpha=1.5, beta=-0.5, plan={"pack": 1, "inline_b": 1, "threads": threads})
+    ref = 1.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 0.5 * c0[:, ::2]
+    mag = 1.5 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) + 0.5 * np.abs(c0[:, ::2])
+    assert np.all(np.abs(c[:, ::2] - ref) <= 1102 * np.finfo(np.float32).eps * mag)
+    assert np.array_equal(c[:, 1::2], c0[:, 1::2])  # the other columns untouched

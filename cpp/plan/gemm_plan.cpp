@@ -245,8 +245,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // rows there, on few cores (the 16-core plans are tuned apart). Zen 4, f32, CPU time, 11 ->
   // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
   // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
-  const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * ir::size_in_bytes(p.a_type);
-  if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
+  {
+    const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * ir::size_in_bytes(p.a_type);
+    if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
+  }
   if (M <= 256) {
     int best = mr;
     int64_t best_pad = INT64_MAX;
@@ -285,6 +287,25 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (cpu.max_threads >= 8 && spec.batch1 * spec.batch2 == 1 && std::min(spec.M, spec.N) >= 128 && spec.K >= 256 &&
       flops >= 5.0e7)
     p.pack = true;
+  // Skinny products on many cores (M up to 64 over several row tiles: the unpacked k_outer walk
+  // below) whose B rows (or A rows) lie a multiple of 4 KiB apart, 8 KiB or more: that walk's K
+  // tile of a column panel (kt rows of 256 bytes) sits at one page offset, in 4 of L1's 64 sets, so
+  // every M tile reads it again from L2 (A's K tile likewise, for every column panel). Packing
+  // (B by its reader, K tile by K tile: inline_b below) reads each once into contiguous panels.
+  // Measured on the 16-core Emerald Rapids host, f32, one thread (CPU time): 64x512x1024 60 -> 118
+  // GFLOP/s (64x512x1000, no aliasing: 118 either way), 64x4096x4096 69 -> 96, 64x4096x4000 81 ->
+  // 98; 16 workers: 64x4096x4096 3.09 -> 2.45 ms (NumPy 2.60), 16x4096x4096 1.28 -> 1.13 (NumPy
+  // 1.28), 64x4096x4000 3.37 -> 2.71 (NumPy 2.27), 64x4096x1024 0.86 / 1.01 -> 0.91 / 0.96 (two
+  // runs; NumPy 0.70-0.84).
+  {
+    auto aliased = [](int64_t bytes) { return bytes >= 8192 && bytes % 4096 == 0; };
+    const int64_t b_row_bytes = (col ? spec.sa_c : spec.sb_r) * int64_t(ir::size_in_bytes(p.b_type));
+    const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * int64_t(ir::size_in_bytes(p.a_type));
+    if (cpu.max_threads >= 8 && !overrides.count("order") && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr &&
+        spec.K >= 512 && N * esize >= 8192 && (aliased(b_row_bytes) || aliased(a_row_bytes)) && p.unit_b &&
+        flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
+      p.pack = true;
+  }
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
