@@ -477,8 +477,8 @@ def test_reduce_plan_overrides_checked_and_shown_in_the_kernel():
     assert coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32") == planner
 
 
-@pytest.mark.parametrize("dtype,n", [(np.int8, 33), (np.int8, 48), (np.uint8, 100), (np.int8, 127), (np.uint8, 65), (np.int16, 33),
-                                     (np.int16, 63), (np.int8, 32), (np.int16, 24), (np.float32, 31)])
+@pytest.mark.parametrize("dtype,n", [(np.int8, 33), (np.int8, 48), (np.uint8, 100), (np.int8, 127), (np.uint8, 65),
+                                     (np.int16, 33), (np.int16, 63), (np.int8, 32), (np.int16, 24), (np.float32, 31)])
 @pytest.mark.parametrize("op", ["sum", "max"])
 def test_short_rows_beyond_segment_tiles_take_the_row_form(rng, monkeypatch, dtype, n, op):
     # Short rows (up to 128 bytes) longer than the column form reads as whole vectors (strides

@@ -103,7 +103,8 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     const int64_t acc = ir::size_in_bytes(s.acc);
     const int64_t row = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
     p.tile_rows = row * acc <= 16384 ? 1 : 4;
-    p.block_cols = static_cast<int>(std::min<int64_t>(row, std::max<int64_t>(p.tile_cols, (int64_t(256) << 10) / acc / p.tile_cols * p.tile_cols)));
+    const int64_t most = std::max<int64_t>(p.tile_cols, (int64_t(256) << 10) / acc / p.tile_cols * p.tile_cols);
+    p.block_cols = static_cast<int>(std::min<int64_t>(row, most));
   }
   p.unit = s.sx_c == 1;  // the tile's columns run along X's columns in every form
   // A contiguous Y (what coopjit.reduce passes): the column form's results are stored as whole
