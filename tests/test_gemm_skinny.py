@@ -255,6 +255,33 @@ def test_tile_walk_by_rows_covers_every_tile_once(rng, threads, m, n):
     np.testing.assert_allclose(c, ref, rtol=2e-5, atol=2e-4)
 
 
+@pytest.mark.parametrize("dtype,m,n,k", [(np.float32, 64, 64, 8192), (np.float32, 100, 32, 1024),
+                                         (np.float64, 37, 16, 512), (np.float32, 64, 64, 1000)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_of_a_4_kib_apart_take_at_most_8_rows_a_tile(rng, dtype, m, n, k, threads):
+    # A's rows a multiple of 4 KiB apart (K of 1024 f32 / 512 f64) fall in one L1 set: on few
+    # cores a tile reads at most 8 of them (Zen 4's L1 has 8 ways); other K keep the taller
+    # tiles. The products match NumPy in float64, also through a transposed B and a sliced A.
+    before = coopjit.get_num_threads()
+    coopjit.set_num_threads(threads)
+    try:
+        a, b = _operands(rng, dtype, (m, k), (k, n))
+        c = np.empty((m, n), dtype)
+        plan = coopjit._core.gemm_plan(a, b, c, False, [{np.float32: "f32", np.float64: "f64"}[dtype]] * 3)
+        aliased = k * np.dtype(dtype).itemsize % 4096 == 0
+        if aliased:  # (threads < 8: the planner's worker pool is this small)
+            assert int(plan["mr"]) <= 8, plan["mr"]
+        else:
+            assert int(plan["mr"]) > 8 or n > 32, plan["mr"]  # (the 2-vector tiles of narrow N keep 9-12 rows)
+        _check_float(coopjit.matmul(a, b), a, b)
+        _check_float(coopjit.matmul(a, np.asfortranarray(b)), a, b)
+        wide = np.zeros((m, k + 1024 // np.dtype(dtype).itemsize), dtype)
+        wide[:, :k] = a
+        _check_float(coopjit.matmul(wide[:, :k], b), a, b)
+    finally:
+        coopjit.set_num_threads(before)
+
+
 # ---- skinny products whose rows of B alias in L1 (many cores: B packed by its reader)
 
 

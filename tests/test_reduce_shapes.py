@@ -415,3 +415,87 @@ def test_short_rows_segment_plan(n, op, segments):
     view = np.ones((K, n), np.float32).T
     ir = coopjit._core.reduce_ir(op, "column", view, np.empty(K, np.float32), "f32", "f32", "f32")
     assert (f"coopmatrix<f32, {n}, " in ir) == (segments and n <= 4 * lanes)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(20, 70_001), (17, 131_072 + 64)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_down_rows_wider_than_a_block_of_partials(rng, threads, shape, op):
+    """Down the columns of rows whose partials outgrow one block (256 KiB of f32: 65536 columns):
+    the blocks after the first and the last, partial one, against NumPy in float64."""
+    before = coopjit.get_num_threads()
+    coopjit.set_num_threads(threads)
+    try:
+        x = rng.integers(-2, 3, shape).astype(np.float32)
+        got = coopjit.reduce(x, 0, op)
+    finally:
+        coopjit.set_num_threads(before)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), getattr(np, op)(x.astype(np.float64), axis=0))
+
+
+@pytest.mark.parametrize("plan", [{"column_rows.tile_rows": 4, "column_rows.block_cols": 256},
+                                  {"column_rows.tile_rows": 3, "column_rows.tile_cols": 32, "column_rows.block_cols": 96},
+                                  {"column.split": 0, "column.tile_cols": 64},
+                                  {"row.tile_rows": 1, "row.tile_cols": 128, "row.prefetch": 2048, "threads": 1},
+                                  {"row.read_past": 0, "row.tile_rows": 2}])
+def test_reduce_plan_overrides_give_numpy_results(rng, plan):
+    # Plan overrides (for benchmarks' A/B of a plan choice) build other kernels; every one
+    # reduces as NumPy does, along both axes and over rows that leave tails; {} restores the
+    # planner's choices.
+    x = rng.integers(-2, 3, (203, 8193)).astype(np.float32)
+    try:
+        coopjit._core.reduce_plan_overrides(plan)
+        for axis in (0, 1):
+            for op in ("sum", "max"):
+                got = coopjit.reduce(x, axis, op)
+                np.testing.assert_array_equal(np.asarray(got, np.float64), getattr(np, op)(x.astype(np.float64), axis=axis),
+                                              err_msg=f"{plan} axis={axis} {op}")
+    finally:
+        coopjit._core.reduce_plan_overrides({})
+
+
+def test_reduce_plan_overrides_checked_and_shown_in_the_kernel():
+    x = np.ones((64, 4096), np.float32)
+    y = np.empty(64, np.float32)
+    planner = coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32")
+    assert "prefetch(" not in planner
+    try:
+        coopjit._core.reduce_plan_overrides({"row.prefetch": 4096})
+        assert "prefetch(4096)" in coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32")
+        with pytest.raises(ValueError, match="unknown reduce plan override 'row.tile'"):
+            coopjit._core.reduce_plan_overrides({"row.tile": 4})
+        with pytest.raises(ValueError, match="unknown reduce plan override 'row.split'"):
+            coopjit._core.reduce_plan_overrides({"row.split": 0})
+        with pytest.raises(ValueError, match=r"tile_rows=0 is out of range \[1, 256\]"):
+            coopjit._core.reduce_plan_overrides({"tile_rows": 0})
+        assert "prefetch(4096)" in coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32")  # (kept)
+        coopjit._core.reduce_plan_overrides({"row.tile_cols": 24})  # not a multiple of 16 lanes: checked at use
+        with pytest.raises(ValueError, match="multiple of the vector's"):
+            coopjit.reduce(x, 1)
+    finally:
+        coopjit._core.reduce_plan_overrides({})
+    assert coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32") == planner
+
+
+@pytest.mark.parametrize("dtype,n", [(np.int8, 33), (np.int8, 48), (np.uint8, 100), (np.int8, 127), (np.uint8, 65),
+                                     (np.int16, 33), (np.int16, 63), (np.int8, 32), (np.int16, 24), (np.float32, 31)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_short_rows_beyond_segment_tiles_take_the_row_form(rng, monkeypatch, dtype, n, op):
+    # Short rows (up to 128 bytes) longer than the column form reads as whole vectors (strides
+    # up to 16, segment tiles of up to 4 vectors of accumulator lanes: 32 int64 with AVX-512)
+    # take the row form, where the column form gathered them (or, max of int8 rows of 65-127,
+    # built a segment tile over coopmatrix.reduce's 4096 elements); the others keep the column form.
+    from coopjit import _reduce
+    forms = []
+    run = _reduce._run
+    monkeypatch.setattr(_reduce, "_run", lambda o, form, *a, **k: (forms.append(form), run(o, form, *a, **k))[1])
+    K = 5000
+    x = rng.integers(0, 100, (K, n)).astype(dtype)
+    got = coopjit.reduce(x, 1, op)
+    exact = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    np.testing.assert_array_equal(np.asarray(got).astype(exact), getattr(np, op)(x.astype(exact), axis=1))
+    # The accumulator: int64 for integer sums, float32 for float32, the dtype itself for max.
+    acc = (8 if np.dtype(dtype).kind in "iu" else 4) if op == "sum" else np.dtype(dtype).itemsize
+    lanes = coopjit.cpu_info()["vector_bytes"] // acc
+    limit = max(16, min(4 * lanes, 4096 // lanes))  # (a segment tile: n x lanes <= 4096 elements)
+    assert forms == ["column" if n <= limit else "row"], (forms, limit)

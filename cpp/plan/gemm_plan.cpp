@@ -240,6 +240,16 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // GFLOP/s, 256^3 183 / - / 222.
   int mr = std::max(1, (regs * 3 / 4) / nvec);
   mr = std::min(mr, regs >= 32 ? 16 : 8);
+  // A read in place along rows a multiple of 4 KiB apart (K of 1024 f32, 512 f64, ...): the mr
+  // rows a tile broadcasts from fall in the same L1 set, and more of them than its ways (8 on
+  // Zen 4's 32 KiB L1; 12 on Zen 5 and Golden Cove) evict each other every k step. At most 8
+  // rows there, on few cores (the 16-core plans are tuned apart). Zen 4, f32, CPU time, 11 ->
+  // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
+  // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
+  {
+    const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * ir::size_in_bytes(p.a_type);
+    if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
+  }
   if (M <= 256) {
     int best = mr;
     int64_t best_pad = INT64_MAX;

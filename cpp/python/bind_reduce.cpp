@@ -2,6 +2,7 @@
 // views; this converts and forwards, re-checking what memory safety needs.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "core/error.h"
 #include "runtime/reduce.h"
@@ -68,6 +69,10 @@ void bind_reduce(py::module_& m) {
         },
         py::arg("op"), py::arg("form"), py::arg("x"), py::arg("y"), py::arg("in_dtype"), py::arg("acc_dtype"),
         py::arg("out_dtype"), py::arg("threads") = 0);
+  m.def("reduce_plan_overrides", &set_reduce_plan_overrides, py::arg("overrides"),
+        "Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): "
+        "'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, "
+        "prefetch, read_past, threads; 'column.split' 0 keeps a column reduction in one pass.");
   m.def("reduce_ir",
         [](const std::string& op, const std::string& form, const py::array& x, py::array& y, const std::string& in,
            const std::string& acc, const std::string& out) { return reduce_ir(spec_of(op, form, x, y, in, acc, out)); });

@@ -133,8 +133,15 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s, const PlanOverrides& ove
   std::mutex& mu = memo_mutex();
   static std::unordered_map<MemoKey, GemmKernel, MemoHash> memo;
   // Exactly what plan_gemm looks at besides the values passed at run time.
+  // (Bits 7-14: each of A's and B's strides a multiple of 4 KiB in bytes, 4 KiB or 8 KiB and more:
+  // rows that alias in L1 cap the tile's rows on few cores and pack skinny products on many.)
+  auto alias = [](int64_t elems, ir::ScalarType t) {
+    const int64_t bytes = elems * ir::size_in_bytes(t);
+    return bytes == 0 || bytes % 4096 ? 0 : (bytes >= 8192 || bytes <= -8192) ? 2 : 1;
+  };
   const int flags = (s.sa_r == 1) | (s.sb_c == 1) << 1 | (s.sc_c == 1) << 2 | (s.sc_r == 1) << 3 |
-                    int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6;
+                    int(s.accumulate) << 4 | (s.sa_c == 1) << 5 | (s.sb_r == 1) << 6 | alias(s.sa_r, s.a_type) << 7 |
+                    alias(s.sa_c, s.a_type) << 9 | alias(s.sb_r, s.b_type) << 11 | alias(s.sb_c, s.b_type) << 13;
   MemoKey key{s.M, s.N, s.K, s.batch1 * s.batch2, int(s.dtype), flags, ThreadPool::get().size(),
               int(s.a_type) | int(s.b_type) << 8 | int(s.c_type) << 16,
               tuned_generation() + (g_memo_generation.load(std::memory_order_relaxed) << 40), {}, {}};

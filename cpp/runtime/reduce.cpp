@@ -1,10 +1,14 @@
 // Reductions on the CPU (reduce.h).
 #include "runtime/reduce.h"
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "build/reduce_recipe.h"
+#include "core/error.h"
 #include "runtime/kernel.h"
 #include "runtime/thread_pool.h"
 #include "target/cpu_info.h"
@@ -15,17 +19,75 @@ namespace {
 std::shared_ptr<const CompiledKernel> reduce_code(const ReduceSpec& s, const ReducePlan& p) {
   return cached_kernel(p.key(s), [&](const std::string& symbol) { return build_reduce(s, p, symbol); });
 }
+
+// set_reduce_plan_overrides: read by every reduction (a copy under the lock; none when empty).
+std::mutex overrides_mutex;
+std::shared_ptr<const std::map<std::string, int64_t>> overrides_map;
+std::atomic<bool> overrides_set{false};
+
+std::shared_ptr<const std::map<std::string, int64_t>> current_overrides() {
+  if (!overrides_set.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> lock(overrides_mutex);
+  return overrides_map;
+}
+
+// The override of `field` for `form`: "form.field", else "field", else `fallback`.
+int64_t overridden(const std::map<std::string, int64_t>* o, const std::string& form, const char* field,
+                   int64_t fallback) {
+  if (!o) return fallback;
+  auto it = o->find(form + "." + field);
+  if (it != o->end()) return it->second;
+  it = o->find(field);
+  return it != o->end() ? it->second : fallback;
+}
+
+void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& s, ReducePlan& p) {
+  if (!o) return;
+  p.tile_rows = static_cast<int>(overridden(o, s.form, "tile_rows", p.tile_rows));
+  p.tile_cols = static_cast<int>(overridden(o, s.form, "tile_cols", p.tile_cols));
+  p.block_cols = static_cast<int>(overridden(o, s.form, "block_cols", p.block_cols));
+  p.prefetch = static_cast<int>(overridden(o, s.form, "prefetch", p.prefetch));
+  p.read_past = overridden(o, s.form, "read_past", p.read_past) != 0;
+  p.threads = static_cast<int>(overridden(o, s.form, "threads", p.threads));
+  if (p.tile_cols % p.simd_width || (s.form == "2x2" && p.tile_rows % 2) ||
+      (s.form == "column_rows" && p.block_cols % p.tile_cols) || (p.segments && p.tile_rows != 1))
+    throw UserError(cat("reduce plan overrides give a ", s.form, " tile of ", p.tile_rows, " x ", p.tile_cols,
+                        " (block_cols ", p.block_cols, "): the columns must be a multiple of the vector's ", p.simd_width,
+                        " lanes, column_rows blocks a multiple of the tile's columns"));
+}
 }  // namespace
 
+void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) {
+  static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch", "read_past", "threads", "split"};
+  for (const auto& [key, v] : overrides) {
+    const size_t dot = key.find('.');
+    const std::string field = dot == std::string::npos ? key : key.substr(dot + 1);
+    bool known = false;
+    for (const char* f : fields) known = known || field == f;
+    if (!known || (field == "split" && key != "column.split"))
+      throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
+                          "prefetch, read_past, threads; column.split)"));
+    const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024 : 256;
+    const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
+    if (v < lo || v > hi)
+      throw UserError(cat("reduce plan override ", key, "=", v, " is out of range [", lo, ", ", hi, "]"));
+  }
+  std::lock_guard<std::mutex> lock(overrides_mutex);
+  overrides_map = overrides.empty() ? nullptr : std::make_shared<const std::map<std::string, int64_t>>(overrides);
+  overrides_set.store(!overrides.empty(), std::memory_order_release);
+}
+
 void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_override) {
+  const auto ov = current_overrides();
   ReducePlan p = plan_reduce(s, host_cpu().vector_bytes, ThreadPool::get().size());
   if (threads_override > 0) p.threads = threads_override;
+  apply_overrides(ov.get(), s, p);
   if (s.rows == 0 || s.cols == 0) return;
   // Down the columns of rows longer than a tile (2 KiB runs per row would be all the column walk
   // reads) and enough of them to share: the rows are split among the workers, each reducing its
   // share into a row of partials in long runs of whole rows ("column_rows"), then the column
   // form reduces the workers' partials.
-  if (s.form == "column" && p.unit && s.rows >= 8 * int64_t(p.threads) &&
+  if (s.form == "column" && p.unit && s.rows >= 8 * int64_t(p.threads) && overridden(ov.get(), "column", "split", 1) &&
       s.cols > p.tile_cols && s.cols * ir::size_in_bytes(s.in) > 2048) {
     ReduceSpec s1 = s;
     s1.form = "column_rows";
@@ -34,6 +96,7 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
     s1.sy_c = 1;
     ReducePlan p1 = plan_reduce(s1, host_cpu().vector_bytes, ThreadPool::get().size());
     p1.threads = p.threads;
+    apply_overrides(ov.get(), s1, p1);
     // The partials start half a page away from X modulo 4 KiB: a row of X whose stride is a
     // multiple of 4 KiB would otherwise sit at the partials' page offsets, and each load of X
     // would wait on the store to the partial at the same offset (4K aliasing: 0.6x measured).
@@ -76,6 +139,7 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
 
 std::string reduce_ir(const ReduceSpec& s) {
   ReducePlan p = plan_reduce(s, host_cpu().vector_bytes, ThreadPool::get().size());
+  apply_overrides(current_overrides().get(), s, p);
   return reduce_code(s, p)->ir_text;
 }
 

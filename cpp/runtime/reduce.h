@@ -1,12 +1,23 @@
 // Reductions on the CPU: plan, fetch (or build) the code, run on the worker pool. No LLVM here.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
+
 #include "spec/reduce_spec.h"
 
 namespace coopjit {
 
 /// Runs the reduction `spec` from x (element [0, 0] of X) into y.
 void run_reduce(const ReduceSpec& spec, const void* x, void* y, int threads_override = 0);
+
+/// Plan fields every later CPU reduction takes instead of plan_reduce's (for benchmarks and
+/// tests: the A/B of a plan choice in one process): keys "field" (every form) or "form.field"
+/// (that form only; it wins), fields tile_rows, tile_cols, block_cols, prefetch, read_past,
+/// threads, and "column.split" (0: the column form is not split into column_rows + column).
+/// An empty map restores the planner's choices. Checked here: unknown keys, values out of range.
+void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides);
 
 /// The kernel IR of the reduction `spec` (for tests and kernel.source).
 std::string reduce_ir(const ReduceSpec& spec);

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'GpuGemmLaunch', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
+__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'GpuGemmLaunch', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'reduce_plan_overrides', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
 class VerifyError(ValueError):
     pass
 class GemmKernel:
@@ -507,6 +507,10 @@ def ptx_cache_stats() -> dict:
     """
 def reduce2d(op: str, form: str, x: numpy.ndarray, y: numpy.ndarray, in_dtype: str, acc_dtype: str, out_dtype: str, threads: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
     ...
+def reduce_plan_overrides(overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex]) -> None:
+    """
+    Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): 'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, prefetch, read_past, threads; 'column.split' 0 keeps a column reduction in one pass.
+    """
 def reduce_ir(arg0: str, arg1: str, arg2: numpy.ndarray, arg3: numpy.ndarray, arg4: str, arg5: str, arg6: str) -> str:
     ...
 def set_cache_dir(path: str) -> None:

@@ -193,7 +193,8 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
             _run(op, "column", body[k], partial[k, :w], (src, acc, acc), device)
         partial[:, w:] = rows[:, nb * w:]
         _run(op, "row", partial, y[:K], (acc, acc, dst), device)
-    elif sr == item and n * item <= _SHORT_ROW_BYTES and (n * item) % _ALIGN and sk == n * item and K >= 4096:
+    elif (sr == item and n * item <= _SHORT_ROW_BYTES and (n * item) % _ALIGN and sk == n * item and K >= 4096
+          and (device != "cpu" or n <= _short_view_max(acc))):
         # Many short contiguous rows (4e6 x 3): a row tile of 4 x 64 lanes would load mostly
         # masked-off lanes and reduce each row across a vector. Instead the rows' n elements are
         # the rows of an n x K view, reduced down its columns: strided loads of whole vectors of
@@ -202,6 +203,12 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
         # Rows of whole 64-byte lines (16 or 32 f32) keep the row form, whose tile is then as wide
         # as the row (plan_reduce): Zen 5, 2 threads, 48 MB of f32, rows of 16: 28 -> 41 GB/s, of
         # 32: 18 -> 37.
+        # On the CPU only rows the kernel reads as whole vectors and picks from (plan_reduce:
+        # strides up to 16, segment tiles up to 4 vectors of accumulator lanes): longer ones were
+        # gathered one element a lane, and the row form reads them faster. Zen 4, one thread, CPU
+        # time, 48 MB, sums of int8 rows of 33 / 48 / 100 / 127 elements (int64 sums, 8 lanes)
+        # 2.7 / 2.6 / 2.2 / 2.1 -> 9.2 / 14 / 16 / 19 GB/s; int16 rows of 33 / 48 / 63 4.0 / 3.6 /
+        # 3.2 -> 18 / 28 / 28.
         x2d = _view(a, (n, K), (sr, sk))
         _run(op, "column", x2d, y, types, device)
     elif sr == item or sk != item:
@@ -213,6 +220,16 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
     if not np.shares_memory(y, result):  # computed into a temporary: out was not contiguous
         result[...] = y.reshape(out_shape)
     return result if out is not None or out_shape else result[()]
+
+
+@functools.lru_cache(maxsize=None)
+def _short_view_max(acc: str) -> int:
+    """The longest short row the CPU's column form reads as whole vectors (a stride it builds into
+    the kernel: up to 16, or segment tiles of up to 4 vectors of S `acc` lanes and n x S <= 4096
+    elements; plan_reduce)."""
+    from . import _core
+    lanes = _core.cpu_info()["vector_bytes"] // _np_of(acc).itemsize
+    return max(16, min(4 * lanes, 4096 // lanes))
 
 
 def _reduce_device_array(x, axis, op, out, device):
