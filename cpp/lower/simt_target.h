@@ -149,7 +149,7 @@ class SimtTarget {
   /// Every thread of the cluster: barrier.cluster.arrive.release then wait.acquire (threads may
   /// reach it apart: not .aligned).
   virtual void cluster_sync(llvm::IRBuilder<>& b) const;
-  /// One arrival (release at cluster scope) on the mbarrier at `bar` (this block's shared-window
+  /// One arrival on the mbarrier at `bar` (this block's shared-window
   /// address) in the shared memory of the cluster's block `rank` (i32; mapa).
   virtual void mbarrier_arrive_cluster(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* rank) const;
   /// tensor_load_2d into the same shared-window address `dst` and completing on the same mbarrier

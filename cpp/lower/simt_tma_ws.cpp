@@ -37,7 +37,7 @@
 // its A panel and half of B's boxes (rank h .. rank h + h - 1), the latter multicast into both
 // blocks' slot (.multicast::cluster, counted on both blocks' full barrier, which expects the whole
 // stage as before); empty[s] counts both blocks' consumer warps, each of which arrives on both
-// (mapa, release at cluster scope), since either producer writes into both blocks' slot. ws.init
+// (mapa), since either producer writes into both blocks' slot. ws.init
 // ends in a cluster barrier (the barriers made before the other block uses them) and every thread
 // waits at one before returning (no block leaves while the other may arrive on its barriers).
 // No block-wide barrier after ws.init: the epilogue and the next tile need none, and the producer
