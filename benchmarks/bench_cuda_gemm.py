@@ -4,6 +4,7 @@ pointers), a warm-up first, a pause before each library's blocks, medians of the
 
     python benchmarks/bench_cuda_gemm.py [--quick] [--out table.md]
     python benchmarks/bench_cuda_gemm.py --hopper [--streamk] [--out table.md]   # sm_90: wgmma (ws / TMA / cp.async) vs cuBLAS
+    python benchmarks/bench_cuda_gemm.py --cluster [--cluster-shapes 4096x4096x4096,...] [--out table.md]   # sm_90: clusters of 2 vs not vs cuBLAS
     python benchmarks/bench_cuda_gemm.py --int8 [--sizes 1024,2048,4096,8192] [--out table.md]   # int8 vs torch._int_mm
 
 Rows: bf16 / f16 4096^3 and 8192^3 (tensor cores, mma.sync pipeline), f32 4096^3 (CUDA cores;
@@ -88,6 +89,11 @@ def main():
     ap.add_argument("--streamk-only", action="store_true", help="with --hopper: only the Stream-K table")
     ap.add_argument("--no-cp-async", action="store_true", help="with --hopper: leave out the cp.async column")
     ap.add_argument("--variants", default="", help="with --hopper: extra wgmma plans (bf16; size 's', default 4096), a JSON list of dicts; with --int8: extra plans for every size")
+    ap.add_argument("--cluster", action="store_true",
+                    help="sm_90, bf16: ws DP plans with and without clusters of 2 (B's panels multicast) against torch, CUDA graphs, alternating rounds")
+    ap.add_argument("--cluster-shapes", default="4096x4096x4096,8192x8192x8192,2048x2048x2048,4864x1792x8192,896x4864x8192,4864x896x8192,"
+                    "4224x4224x4224,1024x4352x4096", help="with --cluster: MxNxK list")
+    ap.add_argument("--rounds", type=int, default=3, help="with --cluster: alternating rounds (medians)")
     ap.add_argument("--int8", action="store_true",
                     help="int8 -> int32 on both B layouts against torch._int_mm: the default plan and the older paths")
     ap.add_argument("--sizes", default="1024,2048,4096,8192", help="with --int8: the square sizes")
@@ -97,6 +103,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.int8:
         int8(args)
+        return
+    if args.cluster:
+        cluster(args)
         return
     if args.hopper:
         hopper(args)
@@ -272,6 +281,72 @@ def hopper(args):
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n{text}\n")
+
+
+def cluster(args):
+    """Clusters of 2 blocks sharing B's panels (plan field cluster, TMA multicast) against the same ws
+    DP plans without them and torch (cuBLAS), bf16, coopjit.matmul(a, b, out=c, plan=...) of torch
+    tensors and torch.matmul, each captured in a CUDA graph (graph_timed), in alternating rounds
+    (medians); a pause before each. Plans whose tiles along M are odd cannot take clusters ('-').
+    --plan adds fields to every plan, e.g. '{"sg_m": 12, "nr": 192, "ws": 2}' (192 x 192 tiles, as cuBLAS
+    takes on the shapes that 128 x 256 quantizes badly; no clusters: N tiles of 192).
+    Also the cuBLAS kernel torch runs (torch.profiler), for its tile and cluster shape."""
+    import json
+
+    extra = json.loads(args.plan or "{}")
+    plans = {"auto": None, "dp": {"split": "dp"}, "dp cl2": {"split": "dp", "cluster": 2},
+             "pers": {"split": "dp", "persistent": "yes"}, "pers cl2": {"split": "dp", "persistent": "yes", "cluster": 2}}
+    plans = {k: (None if v is None and not extra else {**extra, **(v or {})}) for k, v in plans.items()}
+    lines = ["| shape (bf16) | kernel tiles | " + " | ".join(f"{k} TFLOP/s" for k in plans) + " | torch TFLOP/s | dp cl2 / dp | "
+             "pers cl2 / pers | best / torch | rel. err vs f64 | auto plan | cuBLAS kernel |", "|" + "---|" * (len(plans) + 9)]
+    for shape in args.cluster_shapes.split(","):
+        m, n, k = (int(x) for x in shape.split("x"))
+        a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ref = torch.matmul(a.double(), b.double())
+        err, ok = 0.0, {}
+        for name, plan in plans.items():
+            try:
+                coopjit.matmul(a, b, out=c, plan=plan)
+            except ValueError as e:  # clusters refused (odd tiles along M)
+                print(f"{shape} {name}: {e}", flush=True)
+                continue
+            torch.cuda.synchronize()
+            ok[name] = plan
+            err = max(err, ((c.double() - ref).norm() / ref.norm()).item())
+        del ref
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.matmul(a, b)
+            torch.cuda.synchronize()
+        kname = ";".join(sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}))[:120]
+        reps = 20 if m * n * k <= 2**36 else 5
+        times = {name: [] for name in [*ok, "torch"]}
+        for _ in range(args.rounds):
+            for name, plan in ok.items():
+                time.sleep(0.5)
+                times[name].append(graph_timed(lambda: coopjit.matmul(a, b, out=c, plan=plan), reps)[0])
+            time.sleep(0.5)
+            times["torch"].append(graph_timed(lambda: torch.matmul(a, b, out=c), reps)[0])
+        med = {name: statistics.median(v) for name, v in times.items()}
+        f = 2 * m * n * k
+        tf = lambda name: f"{f / med[name] / 1e12:.1f}" if name in med else "-"  # noqa: E731
+        ratio = lambda x, y: f"{med[y] / med[x]:.2f}" if x in med and y in med else "-"  # noqa: E731
+        cfg = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, plan=ok.get("dp")).config
+        mt, nt = (int(x) for x in cfg["macro_tile"].split("x"))
+        km, kn = (n, m) if cfg["layout"] == "col" else (m, n)
+        auto = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, plan=ok.get("auto")).config
+        best = min(v for name, v in med.items() if name != "torch")
+        lines.append(f"| {shape} | {-(-km // mt)} x {-(-kn // nt)} | " + " | ".join(tf(name) for name in plans) + f" | {tf('torch')} | "
+                     f"{ratio('dp cl2', 'dp')} | {ratio('pers cl2', 'pers')} | {med['torch'] / best:.2f} | {err:.1e} | "
+                     f"{auto['split']} cl {auto['cluster']} | {kname} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; CUDA graphs, medians of {args.rounds} "
+                     f"alternating rounds\n\n{text}\n")
 
 
 def graph_timed(fn, reps):

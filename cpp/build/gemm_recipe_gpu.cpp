@@ -38,6 +38,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // ws: the TMA producer warp (ws 1) or warpgroup (ws 2) after the IR's subgroups (simt_tma_ws.cpp)
   // (the Stream-K fix-up has no K loop: no producers, the consumers' registers a thread)
   if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
+  // clusters of blocks sharing B's panels (simt_tma_ws.cpp): the walk below pairs them (the planner's conditions)
+  if (p.cluster && part != GpuGemmPart::fixup) f.attrs["cluster"] = int64_t(p.cluster);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };

@@ -34,6 +34,9 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx, const Simt
   sgs_ = s.work_group_size / s.subgroup_size - producer_warps_;
   if (producer_warps_ != 0 && producer_warps_ != 1 && producer_warps_ != 4)
     throw UserError(cat("SIMT lowering: function attribute producer_warps=", producer_warps_, " must be 0, 1 or 4"));
+  if (auto g = f.attrs.find("cluster"); g != f.attrs.end()) cluster_ = static_cast<int>(std::get<int64_t>(g->second));
+  if (cluster_ != 0 && (cluster_ != 2 || !producer_warps_))
+    throw UserError(cat("SIMT lowering: function attribute cluster=", cluster_, " must be 0, or 2 on a kernel with producer warps"));
   auto mode = [&](const char* key) {
     auto it = f.attrs.find(key);
     const int64_t v = it == f.attrs.end() ? 0 : std::get<int64_t>(it->second);
@@ -79,6 +82,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   fn_->addFnAttr(llvm::Attribute::Convergent);
   target_.mark_kernel(*fn_, S_, S_ * (sgs_ + producer_warps_));
+  if (cluster_) target_.mark_cluster(*fn_, cluster_);
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
   lane_ = target_.lane_id(b_);

@@ -253,10 +253,13 @@ class SimtLowering {
   };
   /// Initializes the S stages' mbarriers at `bars` (full[s] at bars + 8 s, one arrival; empty[s]
   /// at bars + 8 (S + s), one a consumer warp) and fences them (simt_tma.cpp; both TMA loops).
-  void init_stage_barriers(llvm::Value* bars, int64_t S);
+  void init_stage_barriers(llvm::Value* bars, int64_t S, int empty_blocks = 1);
   /// The TMA copies of K step `step` (i64) of the tile at (m0, n0) (i32) into the slot at `stage`,
   /// counted on its full barrier `bar` (simt_tma.cpp; both TMA loops issue them).
-  void tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0, llvm::Value* n0);
+  /// rank (i32, cluster plans): this block's rank in a cluster of 2 sharing the B panel; it copies
+  /// half of B's boxes, multicast to both blocks (the other half comes from the other block).
+  void tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0, llvm::Value* n0,
+                     llvm::Value* rank = nullptr);
   using StepFn = std::function<std::vector<llvm::Value*>(llvm::Value* stage, std::vector<llvm::Value*> acc)>;
   /// acc after the loop's K steps, each step's wgmmas issued by `multiply` on its stage.
   std::vector<llvm::Value*> tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t);
@@ -277,6 +280,7 @@ class SimtLowering {
   llvm::BasicBlock *ws_init_ = nullptr, *ws_prod_ = nullptr, *ws_main_ = nullptr;
   llvm::AllocaInst* ws_steps_ = nullptr;  // ws_tma_loop: K steps the consumers have taken
   int producer_warps_ = 0;                // function attribute producer_warps: warps after the IR's subgroups
+  int cluster_ = 0;                       // function attribute cluster: blocks a cluster (2) sharing B's panels
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at `bar` has completed.
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel

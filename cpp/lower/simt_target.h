@@ -140,6 +140,22 @@ class SimtTarget {
   /// on the mbarrier `bar`.
   virtual void tensor_load_2d(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* map, llvm::Value* x, llvm::Value* y,
                               llvm::Value* bar) const;
+
+  // ---- thread-block clusters (simt_tma_ws.cpp, plan field cluster; NVIDIA sm_90) -----------------
+  /// The kernel launched in clusters of `ctas` blocks along x (.reqnctapercluster ctas, 1, 1).
+  virtual void mark_cluster(llvm::Function& f, int ctas) const;
+  /// This block's rank in its cluster (i32).
+  virtual llvm::Value* cluster_rank(llvm::IRBuilder<>& b) const;
+  /// Every thread of the cluster: barrier.cluster.arrive.release then wait.acquire (threads may
+  /// reach it apart: not .aligned).
+  virtual void cluster_sync(llvm::IRBuilder<>& b) const;
+  /// One arrival on the mbarrier at `bar` (this block's shared-window
+  /// address) in the shared memory of the cluster's block `rank` (i32; mapa).
+  virtual void mbarrier_arrive_cluster(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* rank) const;
+  /// tensor_load_2d into the same shared-window address `dst` and completing on the same mbarrier
+  /// offset `bar` in each block of the cluster whose bit is set in `mask` (i16; .multicast::cluster).
+  virtual void tensor_load_2d_multicast(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* map, llvm::Value* x, llvm::Value* y,
+                                        llvm::Value* bar, llvm::Value* mask) const;
 };
 
 /// The SPIR-V target (OpenCL kernels for spirv64, Intel's subgroup built-ins).

@@ -276,6 +276,29 @@ class NvptxSimtTarget : public SimtTarget {
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
         "r,l,r,r,r,~{memory}", {dst, addr, x, y, bar});
   }
+  // Clusters (PTX ISA 8.0, sm_90): the backend writes nvvm.cluster_dim as .explicitcluster and
+  // .reqnctapercluster, which a plain launch honours (the grid a multiple of the cluster).
+  void mark_cluster(llvm::Function& f, int ctas) const override { f.addFnAttr("nvvm.cluster_dim", cat(ctas, ",1,1")); }
+  llvm::Value* cluster_rank(llvm::IRBuilder<>& b) const override {
+    return ptx(b, b.getInt32Ty(), "mov.u32 $0, %cluster_ctarank;", "=r", {});
+  }
+  void cluster_sync(llvm::IRBuilder<>& b) const override {
+    ptx(b, b.getVoidTy(), "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", "~{memory}", {});
+  }
+  // (the default semantics, release at CTA scope: the arrival only orders this warp's finished
+  // reads of the slot, done by wgmma, before the producer's next copy; .release.cluster ran the
+  // kernels at 0.46x on the H100, a cluster-scope fence a step and warp)
+  void mbarrier_arrive_cluster(llvm::IRBuilder<>& b, llvm::Value* bar, llvm::Value* rank) const override {
+    ptx(b, b.getVoidTy(), "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}",
+        "r,r,~{memory}", {bar, rank});
+  }
+  void tensor_load_2d_multicast(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* map, llvm::Value* x, llvm::Value* y,
+                                llvm::Value* bar, llvm::Value* mask) const override {
+    llvm::Value* addr = b.CreatePtrToInt(map, b.getInt64Ty());
+    ptx(b, b.getVoidTy(),
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {$2, $3}], [$4], $5;",
+        "r,l,r,r,r,h,~{memory}", {dst, addr, x, y, bar, mask});
+  }
 
  private:
   // wgmma.mma_async.sync.aligned.<shape> {D}, desc-a, desc-b, p<immediates>; as inline PTX: D's

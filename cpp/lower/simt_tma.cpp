@@ -34,17 +34,17 @@ void SimtLowering::mbarrier_wait(llvm::Value* bar, llvm::Value* parity) {
   b_.SetInsertPoint(done);
 }
 
-void SimtLowering::init_stage_barriers(llvm::Value* bars, int64_t S) {
+void SimtLowering::init_stage_barriers(llvm::Value* bars, int64_t S, int empty_blocks) {
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   for (int64_t s = 0; s < S; ++s) {
     target_.mbarrier_init(b_, b_.CreateAdd(bars, b_.CreateMul(c32(s), c32(8))), 1);
-    target_.mbarrier_init(b_, b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(c32(s), c32(S)), c32(8))), sgs_);
+    target_.mbarrier_init(b_, b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(c32(s), c32(S)), c32(8))), sgs_ * empty_blocks);
   }
   target_.mbarrier_init_fence(b_);
 }
 
 void SimtLowering::tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Value* bar, llvm::Value* step, llvm::Value* m0,
-                                 llvm::Value* n0) {
+                                 llvm::Value* n0, llvm::Value* rank) {
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   llvm::Value* map_a = fn_->getArg(static_cast<unsigned>(f_.params.size()));
   llvm::Value* map_b = fn_->getArg(static_cast<unsigned>(f_.params.size() + 1));
@@ -61,7 +61,23 @@ void SimtLowering::tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Val
         target_.tensor_load_2d(b_, b_.CreateAdd(at, c32(j * t.KB * 128)), map, b_.CreateAdd(first, c32(j * 64)), k0, bar);
   };
   panel(map_a, stage, m0, t.MT, t.box_a, t.a_k);
-  panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+  if (!rank) {
+    panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
+    return;
+  }
+  // A cluster of 2 sharing B's panel: this block's half of its boxes (boxes rank h .. rank h + h - 1
+  // of 2 h), each written to both blocks' slot and counted on both blocks' full barriers.
+  const int64_t box = t.b_k ? t.box_b : 64, boxes = t.NT / box, step_bytes = t.b_k ? box * 128 : t.KB * 128;
+  if (boxes % 2 || t.NT % box)
+    throw InternalError(cat("SIMT lowering: a cluster's B panel of ", t.NT, " rows in ", boxes, " boxes of ", box, " does not halve"));
+  llvm::Value* mask = b_.getInt16(3);
+  for (int64_t j = 0; j < boxes / 2; ++j) {
+    llvm::Value* jj = b_.CreateAdd(b_.CreateMul(rank, c32(boxes / 2)), c32(j), "box");
+    llvm::Value* dst = b_.CreateAdd(b_.CreateAdd(stage, c32(t.b_offset)), b_.CreateMul(jj, c32(step_bytes)));
+    llvm::Value* row = b_.CreateAdd(n0, b_.CreateMul(jj, c32(box)));
+    if (t.b_k) target_.tensor_load_2d_multicast(b_, dst, map_b, k0, row, bar, mask);
+    else target_.tensor_load_2d_multicast(b_, dst, map_b, row, k0, bar, mask);
+  }
 }
 
 std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t) {

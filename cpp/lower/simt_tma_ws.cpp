@@ -31,6 +31,15 @@
 //     step's wgmmas, wait until the previous step's wgmmas have retired (wgmma.wait_group 1: one
 //     group stays in flight) and release that step's slot (lane 0 of each warp); after the loop
 //     the last step's wgmmas are waited for and its slot released.
+// Clusters of 2 (function attribute cluster; plan field cluster): the two blocks take tiles at
+// the same N and adjacent M (the recipe's walk and the planner's conditions: an even grid, tiles
+// along M even, bands of even rows), so they read the same B panels. Each block's producer copies
+// its A panel and half of B's boxes (rank h .. rank h + h - 1), the latter multicast into both
+// blocks' slot (.multicast::cluster, counted on both blocks' full barrier, which expects the whole
+// stage as before); empty[s] counts both blocks' consumer warps, each of which arrives on both
+// (mapa), since either producer writes into both blocks' slot. ws.init
+// ends in a cluster barrier (the barriers made before the other block uses them) and every thread
+// waits at one before returning (no block leaves while the other may arrive on its barriers).
 // No block-wide barrier after ws.init: the epilogue and the next tile need none, and the producer
 // warps are gone. The mbarriers are not invalidated (their memory is not reused before the block
 // ends).
@@ -73,6 +82,14 @@ void SimtLowering::ws_end() {
     b_.SetInsertPoint(ws_prod_);
     b_.CreateRetVoid();
   }
+  // Clusters: no block leaves while the other may still arrive on its empty barriers (or copy
+  // into its slots): every thread waits at a cluster barrier before each return.
+  if (cluster_)
+    for (llvm::BasicBlock& bb : *fn_)
+      if (auto* ret = llvm::dyn_cast_or_null<llvm::ReturnInst>(bb.getTerminator())) {
+        llvm::IRBuilder<> rb(ret);
+        target_.cluster_sync(rb);
+      }
 }
 
 llvm::Value* SimtLowering::param_named(const std::string& hint) {
@@ -86,6 +103,8 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                                                     bool sk_down) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
+  if (cluster_ && sk_kt)
+    throw InternalError("SIMT lowering: a Stream-K walk in a kernel of clusters (the blocks of a cluster walk the same K steps)");
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
@@ -118,15 +137,19 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     llvm::Value* warp = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "warp");
     llvm::Value* tid = b_.CreateAdd(lane(), b_.CreateMul(warp, c32(32)), "tid");
     emit_if(b_, fn_, b_.CreateICmpEQ(tid, c32(0)), [&] {
-      init_stage_barriers(bars(), S);
+      init_stage_barriers(bars(), S, cluster_ ? cluster_ : 1);  // clusters: empty[s] counts both blocks' consumer warps
       return none();
     }, none);
-    target_.barrier(b_);  // every warp, the producers too
+    // every warp, the producers too (clusters: both blocks' barriers made before either copies
+    // into the other or arrives on its barriers)
+    if (cluster_) target_.cluster_sync(b_);
+    else target_.barrier(b_);
     b_.CreateCondBr(b_.CreateICmpUGE(warp, c32(sgs_)), ws_prod_, ws_main_);
 
     b_.SetInsertPoint(ws_prod_);
     base = stages_base();
     if (producer_warps_ == 4 && sgs_ == 8) set_max_registers(b_, false, kProducerRegs);
+    llvm::Value* rank = cluster_ ? target_.cluster_rank(b_) : nullptr;
     llvm::Value* ptid = b_.CreateAdd(lane(), b_.CreateMul(b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32), c32(32)));
     emit_if(b_, fn_, b_.CreateICmpEQ(ptid, c32(32 * sgs_)), [&] {
       auto steps = [&](llvm::Value* lo, llvm::Value* end) {  // K steps of [lo, end)
@@ -138,7 +161,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         llvm::Value* stage = stage_at(slot);
         TmaLoop at = t;
         at.lo = lo;
-        tma_copy_step(at, stage, full(slot), k, m0, n0);
+        tma_copy_step(at, stage, full(slot), k, m0, n0, rank);
       };
       // The walk: tiles block, block + grid, ... in the recipe's order (one batch).
       llvm::Value* grid = target_.work_id(b_, WorkId::groups, 0);
@@ -232,6 +255,12 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     base = loop_base;
   }
 
+  // A consumer warp's release of a slot: its empty barrier; in a cluster, both blocks' (each
+  // block's producer copies half of B into both blocks' slot).
+  auto release = [&](llvm::Value* bar) {
+    if (!cluster_) return target_.mbarrier_arrive(b_, bar);
+    for (int r = 0; r < cluster_; ++r) target_.mbarrier_arrive_cluster(b_, bar, c32(r));
+  };
   llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "ws_taken");
   // The loop and its last wait inside `nk > 0`: the accumulators of a loop that does not run
   // (the initial values) merge after wgmma.wait_group 0, outside every wgmma pipeline stage
@@ -243,7 +272,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       std::vector<llvm::Value*> r = multiply(stage_at(slot_of(s)), in);
       target_.wgmma_wait(b_, 1);  // this warpgroup's wgmmas of step s - 1 have retired: release its slot
       emit_if(b_, fn_, b_.CreateAnd(b_.CreateICmpSGT(i, i64v(0)), b_.CreateICmpEQ(lane(), c32(0))), [&] {
-        target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(s, i64v(1)))));
+        release(empty(slot_of(b_.CreateSub(s, i64v(1)))));
         return none();
       }, none);
       return r;
@@ -258,7 +287,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       v = b_.CreateCall(fty, keep, {v});
     }
     emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
-      target_.mbarrier_arrive(b_, empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
+      release(empty(slot_of(b_.CreateSub(b_.CreateAdd(taken, t.nk), i64v(1)))));
       return none();
     }, none);
     return out;

@@ -76,6 +76,19 @@ llvm::Value* SimtTarget::mbarrier_try_wait(llvm::IRBuilder<>&, llvm::Value*, llv
 void SimtTarget::tensor_load_2d(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*) const {
   no_tma(*this, "cp.async.bulk.tensor (the Tensor Memory Accelerator)");
 }
+void SimtTarget::mark_cluster(llvm::Function&, int) const { no_tma(*this, "thread-block clusters"); }
+llvm::Value* SimtTarget::cluster_rank(llvm::IRBuilder<>&) const {
+  no_tma(*this, "%cluster_ctarank");
+  return nullptr;
+}
+void SimtTarget::cluster_sync(llvm::IRBuilder<>&) const { no_tma(*this, "barrier.cluster"); }
+void SimtTarget::mbarrier_arrive_cluster(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*) const {
+  no_tma(*this, "mbarrier.arrive.shared::cluster");
+}
+void SimtTarget::tensor_load_2d_multicast(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*, llvm::Value*,
+                                          llvm::Value*) const {
+  no_tma(*this, "cp.async.bulk.tensor .multicast::cluster");
+}
 
 bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (!target_.warpgroup_mma() || !target_.async_copies() || S_ != 32) return false;

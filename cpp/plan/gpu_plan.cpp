@@ -113,7 +113,7 @@ std::string GpuGemmPlan::code_key() const {
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
              wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
-             sk_flags ? ".flags" : "", sk_down ? ".down" : "", group_m ? cat(".gm", group_m) : "",
+             sk_flags ? ".flags" : "", sk_down ? ".down" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -150,6 +150,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"mma", mma ? (ir::size_in_bytes(a_type) == 1 ? "yes: mma.sync m16n8k32 (tensor cores)" : "yes: mma.sync m16n8k16 (tensor cores)") : "no"},
           {"stages", std::to_string(stages)},
           {"group_m", std::to_string(group_m)},
+          {"cluster", cluster ? cat(cluster, ": clusters of blocks at the same N, B's panels multicast by TMA (half copied by each)") : "no"},
           {"ws", ws == 0 ? "no"
                  : ws == 1 ? "yes: a producer warp (TMA) and consumer warpgroups (wgmma)"
                            : "2: a producer warpgroup (TMA) and consumer warpgroups (wgmma), setmaxnreg"},
@@ -435,12 +436,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
         k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
-        k == "tma_store" || k == "sk_down")
+        k == "tma_store" || k == "sk_down" || k == "cluster")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, group_m, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, group_m, cluster, kmajor, split, kt, workers)"));
     if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
     *field = static_cast<int>(v);
   }
@@ -593,6 +594,24 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       throw UserError(cat("plan override sk_down=1: the Stream-K parts' K order is the warp-specialized kernel's producer's (ws, split not dp), "
                           "not ws=", p.ws, ", split ", p.split));
     p.sk_down = dn != overrides.end() ? static_cast<int>(dn->second) : ws_stream_k && sixteen_bit ? kSkDownDefault : 0;
+  }
+  {  // clusters of 2 blocks sharing B's panels (plan field cluster): off by default. On the H100
+     // (benchmarks/recorded/issue16-h100-cluster-session15.txt, CUDA graphs, bf16) against the same
+     // plan without them: 0.95-0.98x one tile a block, 0.98-1.00x persistent (4096^3, 8192^3,
+     // 4864x1792x8192, 896x4864x8192, 1024x4352x4096).
+    auto co = overrides.find("cluster");
+    if (co != overrides.end() && co->second != 0 && co->second != 2)
+      throw UserError(cat("plan override cluster=", co->second, " must be 0 (no clusters) or 2 (pairs of blocks sharing B's panels)"));
+    if (co != overrides.end() && co->second == 2) {
+      const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, tiles_m = (M + mt - 1) / mt;
+      // B's boxes must halve: K-contiguous B in boxes of nt / 2 rows (at most 256), else nt / 64 columns
+      if (!p.ws || p.split != "dp" || tiles_m % 2 || (p.group_m % 2) || nt % 128 || (p.persistent && p.workers < 2))
+        throw UserError(cat("plan override cluster=2: clusters need a warp-specialized DP plan (ws, split dp) whose tiles along M "
+                            "are even (M=", M, " in tiles of ", mt, ": ", tiles_m, "), group_m 0 or even, N tiles a multiple of 128 "
+                            "and 2 workers or more, not ws=", p.ws, ", split ", p.split, ", group_m=", p.group_m, ", N tile ", nt,
+                            ", workers=", p.workers));
+      p.cluster = 2;
+    }
   }
   {  // the epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits after the stages
     auto eo = overrides.find("epi_smem");

@@ -37,6 +37,7 @@
 // Speed on Intel GPUs cannot be measured here; these choices are unmeasured defaults.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -156,17 +157,27 @@ struct GpuGemmPlan {
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;
+  // ws DP plans: clusters of this many blocks (2) that share B's panels (simt_tma_ws.cpp): block
+  // pairs take tiles at the same N and adjacent M; each block copies its A panel and half of the B
+  // panel, multicast by TMA to both, so that L2 sends B's panels once a pair. 0 off. Needs tiles
+  // along M even, group_m 0 or even and split dp (plan override cluster: 0 / 2).
+  int cluster = 0;
   std::string split = "dp";  // "dp", "sk" or "sk+dp" (seeds/004), or "dp+sk": DP waves, the last wave's tiles streamed
   int kt = 64;               // the Stream-K K tile (a multiple of kb)
   int64_t workers = 1;       // Stream-K work-groups
   GemmEpilogue epilogue;     // fused steps before the store (gemm_spec.h); part of the code key
 
   int work_group_size() const { return subgroup_size * sg_m * sg_n; }
+  /// The blocks of a persistent grid over `tiles` tiles: min(tiles, workers), even with clusters.
+  int64_t persistent_grid(int64_t tiles) const {
+    const int64_t g = std::min(tiles, workers);
+    return cluster && g > 1 ? g - g % cluster : g;
+  }
   /// tma plans: the rows (along M for A, N for B) of one tensor-map box of an operand whose
   /// contiguous dimension is K: the largest of 256, 128, 64 that divides the block's rows (a
   /// box has at most 256 rows). Operands contiguous along M / N take boxes of 64 x kb.
   int tma_box_rows(bool a) const {
-    const int rows = a ? mr * sg_m : nr * sg_n;
+    const int rows = a ? mr * sg_m : (cluster ? nr * sg_n / cluster : nr * sg_n);  // clusters: a block copies its part of B
     return rows % 256 == 0 ? 256 : rows % 128 == 0 ? 128 : 64;
   }
   std::string key() const;

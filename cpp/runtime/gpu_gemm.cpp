@@ -258,7 +258,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   const std::vector<KernelArg> maps = p.tma ? tma_maps(p, g, tma, k.device, ka, kb, c) : std::vector<KernelArg>{};
   if (p.split == "dp") {
     args.insert(args.end(), maps.begin(), maps.end());
-    k.code->launch(args, p.persistent ? std::min(tiles, p.workers) : tiles);  // persistent: a grid of the SMs
+    k.code->launch(args, p.persistent ? p.persistent_grid(tiles) : tiles);  // persistent: a grid of the SMs
     return;
   }
   // Stream-K: the main launch, then the fix-up of the split tiles. The workspace is kept per
@@ -329,7 +329,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   l->swap_ab = g.swap_ab;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n;
   const int64_t tiles = g.batch1 * g.batch2 * ((g.M + mt - 1) / mt) * ((g.N + nt - 1) / nt);
-  l->groups = p.persistent ? std::min(tiles, p.workers) : tiles;  // persistent: a grid of the SMs
+  l->groups = p.persistent ? p.persistent_grid(tiles) : tiles;  // persistent: a grid of the SMs
   l->acc = p.dtype;
   l->int_scalars = !ir::is_float(p.dtype);
   const ir::Type idx = ir::Type::index();
