@@ -405,6 +405,16 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
         if (p.nr == 256 && 2 * tiles_of(64, 256) >= target.compute_units) p.sg_m = 4;
         else p.sg_m = 4, p.nr = std::min(p.nr, 128);
       }
+      // 16-bit products whose 128 x 256 tiles spill into a second wave that 192 x 192 tiles (three
+      // consumer warpgroups of 64 x 192, the warp-specialized kernel below) keep to one: 192 x 192,
+      // as cuBLAS takes there. On the H100 (benchmarks/recorded/issue16-h100-tiles-session15.md,
+      // CUDA graphs, bf16) 896x4864x8192, 152 tiles of 128 x 256 or 130 of 192 x 192: 439 (SK + DP)
+      // -> 719 TFLOP/s, cuBLAS 720 / 733. Where both need the same waves 192 x 192 lost (4096^3: 4
+      // waves either way, 682 against 754-769), and where a third wave goes away but Stream-K
+      // already fills the second it was no faster (4864x1792x8192: 647-684 against 692).
+      if (!wg_int8 && !shaped && p.sg_m == 8 && p.nr == 256 && spec.batch1 * spec.batch2 == 1 &&
+          tiles_of(128, 256) > target.compute_units && tiles_of(192, 192) <= target.compute_units)
+        p.sg_m = 12, p.nr = 192;
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
@@ -508,13 +518,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // 152 tiles, 561 (4224^2) and 32 (1024^2, Stream-K) slower with any split than DP.
   const bool sk_dp = !p.wgmma;
   // The ws level a TMA plan of one product takes by default: 16-bit inputs with two consumer
-  // warpgroups (128-row blocks), the shape measured; with one, setmaxnreg has no registers to
+  // warpgroups (128-row blocks) or three (192 x 192 tiles), the shapes measured; with one, setmaxnreg has no registers to
   // move (256 work-items may have 255 each). 8-bit inputs: kWsInt8.
   const bool sixteen_bit = ir::size_in_bytes(p.a_type) == 2;
   // (8-bit shapes that the rule below streams keep the kernel without producers, as measured before)
   const bool sk_rule = tiles_k >= 2 && tiles_mn > 0 && 4 * tiles_mn < 3 * waves * p.workers && (tiles_mn < p.workers || sk_dp);
   const int ws_default = !(p.wgmma && p.tma && batch == 1) ? 0
-                         : sixteen_bit                       ? (p.sg_m * p.sg_n == 8 ? kWsDefault : 0)
+                         : sixteen_bit                       ? (p.sg_m * p.sg_n == 8 || p.sg_m * p.sg_n == 12 ? kWsDefault : 0)
                          : kWsInt8 && !sk_rule               ? (p.sg_m * p.sg_n == 8 ? 2 : 1)
                                                              : 0;
   const auto ws_o = overrides.find("ws");
