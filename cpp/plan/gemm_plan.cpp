@@ -79,7 +79,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                : amx_prefetch == 2 ? ": A and B panel lines two K steps ahead"
                                                : amx_prefetch == 3 ? ": A panel lines two K steps ahead, A and B 8 steps ahead into L2"
                                                : amx_prefetch == 4 ? ": A panel lines two K steps ahead, A and B 16 steps ahead into L2"
-                                                                   : ": A and B panel lines 8 K steps ahead into L2")},
+                                               : amx_prefetch == 5 ? ": A and B panel lines 8 K steps ahead into L2"
+                                                                   : ": A panel lines two K steps ahead, the next cold panels into L2")},
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
@@ -360,9 +361,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "amx_prefetch") {
-      if (v < 0 || v > 5)
+      if (v < 0 || v > 6)
         throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
-                            "(1 and A and B 8 / 16 steps ahead into L2) or 5 (A and B 8 steps ahead into L2)"));
+                            "(1 and A and B 8 / 16 steps ahead into L2), 5 (A and B 8 steps ahead into L2) or 6 (1 and ",
+                            "the next cold panels into L2)"));
       p.amx_prefetch = static_cast<int>(v);
       continue;
     }
