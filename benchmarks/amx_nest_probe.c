@@ -15,7 +15,11 @@
 //   pf 3: pf 1 and 2, the cold parts fetched as prefetcht2 (L3 -> L2 hint) instead
 //
 //   gcc -O2 -mamx-tile -mamx-bf16 -mamx-int8 -o /tmp/amx_nest_probe benchmarks/amx_nest_probe.c
-//   taskset -c 2 /tmp/amx_nest_probe [M N K [MC]]
+//   taskset -c 2 /tmp/amx_nest_probe [M N K [MC [KT [k_inner [cases]]]]]
+// KT: the K tile in bf16 elements (int8: twice as many; 0 or absent: all of K), the partial sums
+// continued in C (tileloadd / tilestored, rows N * 4 bytes apart, as coopjit's scratch) between
+// K tiles; k_inner 1: each block of row panels through every K tile before the next block
+// (coopjit's plan k_inner); cases: pf 0 .. cases - 1 (4: all).
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdint.h>
@@ -100,7 +104,8 @@ static double peak(long iters) {
   return t / (4.0 * iters);
 }
 
-static long M, N, K, MC;
+static long M, N, K, MC, KT;
+static int k_inner;  // 0: for each K tile, for each block (coopjit's default); 1: for each block, for each K tile
 static char *PA, *PB;
 static float* C;
 
@@ -111,46 +116,65 @@ static void pf_lines(const char* p, long bytes, int hint) {
   }
 }
 
-// One pass of the nest; returns seconds.
-static double nest(int pf) {
-  const long steps = K / (int8_mode ? 64 : 32), step = 2048;  // a K step of a panel: 2 KiB
-  const long tm = M / 32, tn = N / 32, panel = steps * step;
+// The kernels of one K tile [k0, k0 + ksteps) of block [mb, mend), column panel nt.
+static void block_panel(int pf, long mb, long mend, long nt, long k0, long ksteps, int first) {
+  const long step = 2048, tm = M / 32, tn = N / 32, panel = (K / (int8_mode ? 64 : 32)) * step;
+  const long mcount = mend - mb;
   const int hint = pf == 3 ? 2 : 1;
+  for (long mt = mb; mt < mend; ++mt) {
+    const char* a = PA + mt * panel + k0 * step;
+    const char* b = PB + nt * panel + k0 * step;
+    // cold operands of later kernels, this kernel's part of them per K step
+    const char* nb = NULL;  // the next column panel's B slice, part (mt - mb) of mcount
+    long nb_per = 0;
+    if (pf >= 1 && nt + 1 < tn) {
+      const long part = (ksteps * step / mcount + 63) / 64 * 64;
+      nb = PB + (nt + 1) * panel + k0 * step + (mt - mb) * part;
+      nb_per = (part / ksteps + 63) / 64 * 64;
+    }
+    const char* na = NULL;  // the next block's A panel (mt + MC), over the last two column panels
+    long na_per = 0;
+    if (pf >= 2 && nt + 2 >= tn && mt + MC < tm) {
+      const long half = ksteps * step / 2;
+      na = PA + (mt + MC) * panel + k0 * step + (nt + 2 == tn ? 0 : half);
+      na_per = (half / ksteps + 63) / 64 * 64;
+    }
+    float* c = C + mt * 32 * N + nt * 32;
+    if (first) {
+      _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    } else {
+      _tile_loadd(0, c, N * 4); _tile_loadd(1, c + 16, N * 4);
+      _tile_loadd(2, c + 16 * N, N * 4); _tile_loadd(3, c + 16 * N + 16, N * 4);
+    }
+    for (long k = 0; k < ksteps; ++k, a += step, b += step) {
+      for (int l = 0; l < 32; ++l) _mm_prefetch(a + 2 * step + 64 * l, _MM_HINT_T0);
+      if (nb) pf_lines(nb + k * nb_per, nb_per, hint);
+      if (na) pf_lines(na + k * na_per, na_per, hint);
+      _tile_loadd(4, a, 64); _tile_loadd(5, a + 1024, 64);
+      _tile_loadd(6, b, 128); _tile_loadd(7, b + 64, 128);
+      DP(0, 4, 6); DP(1, 4, 7); DP(2, 5, 6); DP(3, 5, 7);
+    }
+    _tile_stored(0, c, N * 4); _tile_stored(1, c + 16, N * 4);
+    _tile_stored(2, c + 16 * N, N * 4); _tile_stored(3, c + 16 * N + 16, N * 4);
+  }
+}
+
+// One pass of the nest (K tiles of KT, blocks of MC row panels); returns seconds.
+static double nest(int pf) {
+  const long kstep = int8_mode ? 64 : 32, steps = K / kstep, kts = KT / kstep;
+  const long tm = M / 32, tn = N / 32;
   double t0 = now();
-  for (long mb = 0; mb < tm; mb += MC) {
-    const long mend = mb + MC < tm ? mb + MC : tm, mcount = mend - mb;
-    for (long nt = 0; nt < tn; ++nt) {
-      for (long mt = mb; mt < mend; ++mt) {
-        const char* a = PA + mt * panel;
-        const char* b = PB + nt * panel;
-        // cold operands of later kernels, this kernel's part of them per K step
-        const char* nb = NULL;  // the next column panel's B slice, part (mt - mb) of mcount
-        long nb_per = 0;
-        if ((pf == 1 || pf >= 2) && nt + 1 < tn) {
-          const long part = (panel / mcount + 63) / 64 * 64;
-          nb = PB + (nt + 1) * panel + (mt - mb) * part;
-          nb_per = (part / steps + 63) / 64 * 64;
-        }
-        const char* na = NULL;  // the next block's A panel (mt + MC), over the last two column panels
-        long na_per = 0;
-        if (pf >= 2 && nt + 2 >= tn && mt + MC < tm) {
-          const long half = panel / 2;
-          na = PA + (mt + MC) * panel + (nt + 2 == tn ? 0 : half);
-          na_per = (half / steps + 63) / 64 * 64;
-        }
-        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        for (long k = 0; k < steps; ++k, a += step, b += step) {
-          for (int l = 0; l < 32; ++l) _mm_prefetch(a + 2 * step + 64 * l, _MM_HINT_T0);
-          if (nb) pf_lines(nb + k * nb_per, nb_per, hint);
-          if (na) pf_lines(na + k * na_per, na_per, hint);
-          _tile_loadd(4, a, 64); _tile_loadd(5, a + 1024, 64);
-          _tile_loadd(6, b, 128); _tile_loadd(7, b + 64, 128);
-          DP(0, 4, 6); DP(1, 4, 7); DP(2, 5, 6); DP(3, 5, 7);
-        }
-        float* c = C + mt * 32 * N + nt * 32;
-        _tile_stored(0, c, N * 4); _tile_stored(1, c + 16, N * 4);
-        _tile_stored(2, c + 16 * N, N * 4); _tile_stored(3, c + 16 * N + 16, N * 4);
+  if (!k_inner) {
+    for (long k0 = 0; k0 < steps; k0 += kts)
+      for (long mb = 0; mb < tm; mb += MC) {
+        const long mend = mb + MC < tm ? mb + MC : tm;
+        for (long nt = 0; nt < tn; ++nt) block_panel(pf, mb, mend, nt, k0, kts < steps - k0 ? kts : steps - k0, k0 == 0);
       }
+  } else {
+    for (long mb = 0; mb < tm; mb += MC) {
+      const long mend = mb + MC < tm ? mb + MC : tm;
+      for (long k0 = 0; k0 < steps; k0 += kts)
+        for (long nt = 0; nt < tn; ++nt) block_panel(pf, mb, mend, nt, k0, kts < steps - k0 ? kts : steps - k0, k0 == 0);
     }
   }
   return now() - t0;
@@ -166,8 +190,13 @@ int main(int argc, char** argv) {
   N = argc > 3 ? atol(argv[2]) : 2048;
   K = argc > 3 ? atol(argv[3]) : 2048;
   MC = argc > 4 ? atol(argv[4]) : 8;
+  const long kt_arg = argc > 5 ? atol(argv[5]) : 0;  // K elements a K tile (bf16; int8 takes twice as many); 0: K
+  k_inner = argc > 6 ? atoi(argv[6]) : 0;
+  const int pfs = argc > 7 ? atoi(argv[7]) : 4;  // the prefetch cases run: pf 0 .. pfs - 1
   for (int mode = 0; mode < 2; ++mode) {
     int8_mode = mode;
+    KT = kt_arg ? kt_arg * (mode ? 2 : 1) : K;
+    if (KT > K) KT = K;
     const long bytes = M * K * (mode ? 1 : 2);
     PA = big(bytes);
     PB = big(N * K * (mode ? 1 : 2));
@@ -177,10 +206,10 @@ int main(int argc, char** argv) {
     memset(C, 0, M * N * 4);
     const double pk = peak(2000000);
     const double flop = 2.0 * M * N * K;
-    printf("%s %ldx%ldx%ld MC=%ld: peak loop %.2f ns/product (%.0f G/s)\n", mode ? "int8" : "bf16", M, N, K, MC,
+    printf("%s %ldx%ldx%ld MC=%ld KT=%ld k_inner=%d: peak loop %.2f ns/product (%.0f G/s)\n", mode ? "int8" : "bf16", M, N, K, MC, KT, k_inner,
            pk * 1e9, (mode ? 2.0 * 16 * 16 * 64 : 2.0 * 16 * 16 * 32) / pk / 1e9);
     for (int round = 0; round < 2; ++round)
-      for (int pf = 0; pf < 4; ++pf) {
+      for (int pf = 0; pf < pfs; ++pf) {
         double best = 1e9;
         for (int r = 0; r < 5; ++r) {
           double t = nest(pf);
