@@ -6,7 +6,8 @@ float64 first; plan_sweep.timed blocks after a pause, alternating rounds.
     taskset -c 3 python benchmarks/amx_nest_plans.py one
     python benchmarks/amx_nest_plans.py all
 
-Recorded: benchmarks/recorded/issue14-emr16-amx-nest-session15.txt."""
+Not run on the AMX host yet (session 15's run that was to measure it stopped first, see
+benchmarks/recorded/issue14-emr16-amx-nest-session15.txt)."""
 import json
 import os
 import sys

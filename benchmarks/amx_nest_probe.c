@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
   N = argc > 3 ? atol(argv[2]) : 2048;
   K = argc > 3 ? atol(argv[3]) : 2048;
   MC = argc > 4 ? atol(argv[4]) : 8;
+  if (MC < 1) {
+    printf("MC (row panels a block) must be at least 1, got %ld\n", MC);
+    return 1;
+  }
   const long kt_arg = argc > 5 ? atol(argv[5]) : 0;  // K elements a K tile (bf16; int8 takes twice as many); 0: K
   k_inner = argc > 6 ? atoi(argv[6]) : 0;
   const int pfs = argc > 7 ? atoi(argv[7]) : 4;  // the prefetch cases run: pf 0 .. pfs - 1
@@ -197,6 +201,10 @@ int main(int argc, char** argv) {
     int8_mode = mode;
     KT = kt_arg ? kt_arg * (mode ? 2 : 1) : K;
     if (KT > K) KT = K;
+    if (KT < (mode ? 64 : 32) || KT % (mode ? 64 : 32)) {
+      printf("KT %ld: a K tile is a whole number of K steps (%d elements)\n", KT, mode ? 64 : 32);
+      return 1;
+    }
     const long bytes = M * K * (mode ? 1 : 2);
     PA = big(bytes);
     PB = big(N * K * (mode ? 1 : 2));
