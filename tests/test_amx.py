@@ -569,3 +569,33 @@ def test_tile_plans_keep_the_block_of_a_in_l2(dtype, size, threads, capped):
     # without tiles (a CPU with none) the block rule is the vector plans' own
     vec = coopjit.cross_compile(a, a, cpu="znver4", threads=threads)["config"]
     assert vec["amx"] == "no" and vec["mc_tiles"] in (8, 48)
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt,threads,direct_a", [
+    (64, 64, 64, None, 1, 0), (64, 300, 1001, 256, 2, 0), (37, 129, 700, 128, 3, 0), (64, 256, 512, 128, 2, 1)])
+@pytest.mark.parametrize("tiles", ["emulated", "yes"])
+@needs_avx512
+def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
+    """plan inline_b with tiles: each worker packs its column panels' slices of one K tile into
+    its slot (VNNI rows, the tiles' layout) inside the blocked nest, against NumPy; edges in M, N
+    and K, several K tiles and workers, A packed or read where it is (direct_a). Taken only when
+    asked: the AMX default packs B first. Hardware tiles where this CPU has them."""
+    feature = "amx-int8" if np.issubdtype(dtype, np.integer) else "amx-fp16" if dtype == np.float16 else "amx-bf16"
+    if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
+        pytest.skip("this CPU (or process) has no AMX tiles")
+    plan = {"amx": tiles, "inline_b": 1, "pack": 1, "threads": threads, "direct_a": direct_a, **({"kt": kt} if kt else {})}
+    out = np.int32 if np.issubdtype(dtype, np.integer) else np.float32
+    if np.issubdtype(dtype, np.integer):
+        a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
+        cfg = plan_of(a, b, out, plan)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    else:
+        a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+        cfg = plan_of(a, b, out, plan)
+        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    assert cfg["inline_b"] is True and cfg["amx"] == tiles and cfg["grid_m"] == 1, cfg
+    assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
+    with pytest.raises(ValueError, match="inline_b=1 packs B inside the blocked nest"):
+        coopjit.matmul(a, coopjit.prepack(b, plan={"amx": tiles}), plan={"amx": tiles, "inline_b": 1})

@@ -571,10 +571,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1);  // (k_inner orders it)
     if (p.inline_b) {
-      if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
+      if (!p.pack || p.prepacked_b || p.split != "dp")
         throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
-                            "prepacked, no AMX tiles and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b,
-                            ", amx=", p.amx, ", split='", p.split, "')"));
+                            "prepacked and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b, ", split='",
+                            p.split, "')"));
       if (overrides.count("grid_m") && p.grid_m != 1)
         throw UserError(cat("plan inline_b=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
       p.grid_m = 1;
