@@ -5,7 +5,8 @@ blocks after a pause, alternating rounds; medians.
 
     taskset -c 3 python benchmarks/amx_nest_plans.py one 1024 2048     # one thread (no torch)
     python benchmarks/amx_nest_plans.py all 1024 4096 8192             # every thread, with torch
-    python benchmarks/amx_nest_plans.py skinny [M N]                   # MxNxN (64x4096x4096): B packed per call / prepacked / by its reader
+    python benchmarks/amx_nest_plans.py skinny [M N]                   # M x N x N (64 x 4096): B packed
+                                                                       # per call / prepacked / inline_b
 
 The figures of session 15 are in benchmarks/recorded/issue14-emr16-amx-nest-session15.txt."""
 import json
@@ -40,7 +41,8 @@ def err_of(c, ref):
 def torch_case(a, b, dt):
     import torch
     if dt == "bf16":
-        ta, tb = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16), torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
+        ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        tb = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
         return lambda: torch.matmul(ta, tb)
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     return lambda: torch._int_mm(ta, tb)
@@ -87,7 +89,8 @@ def main():
             ref = a.astype(np.float64) @ b.astype(np.float64)
             plan = {"amx": 2} if emu else None
             pb = coopjit.prepack(b, plan=plan)
-            cases = [("{}", lambda: coopjit.matmul(a, b, plan=plan)), ("{} B prepacked", lambda: coopjit.matmul(a, pb, plan=plan))]
+            cases = [("{}", lambda: coopjit.matmul(a, b, plan=plan)),
+                     ("{} B prepacked", lambda: coopjit.matmul(a, pb, plan=plan))]
             for v in INLINE:  # B packed by its reader (plan inline_b)
                 pv = {**plan_for(v, dt), **(plan or {})}
                 cases.append((json.dumps(plan_for(v, dt)), lambda pv=pv: coopjit.matmul(a, b, plan=pv)))

@@ -579,12 +579,14 @@ def test_tile_plans_keep_the_block_of_a_in_l2(dtype, size, threads, capped):
 def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
     """plan inline_b with tiles: each worker packs its column panels' slices of one K tile into
     its slot (VNNI rows, the tiles' layout) inside the blocked nest, against NumPy; edges in M, N
-    and K, several K tiles and workers, A packed or read where it is (direct_a). Taken only when
+    and K, several K tiles and workers (data-parallel: inline_b needs it; a many-core CPU would
+    choose Stream-K for these), A packed or read where it is (direct_a). Taken only when
     asked: the AMX default packs B first. Hardware tiles where this CPU has them."""
     feature = "amx-int8" if np.issubdtype(dtype, np.integer) else "amx-fp16" if dtype == np.float16 else "amx-bf16"
     if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
         pytest.skip("this CPU (or process) has no AMX tiles")
-    plan = {"amx": tiles, "inline_b": 1, "pack": 1, "threads": threads, "direct_a": direct_a, **({"kt": kt} if kt else {})}
+    plan = {"amx": tiles, "inline_b": 1, "pack": 1, "split": "dp", "threads": threads, "direct_a": direct_a,
+            **({"kt": kt} if kt else {})}
     out = np.int32 if np.issubdtype(dtype, np.integer) else np.float32
     if np.issubdtype(dtype, np.integer):
         a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
