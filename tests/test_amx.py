@@ -165,8 +165,8 @@ def test_amx_plan_errors(rng):
         coopjit.matmul(a, a, plan={**EMU, "amx_feed": 3})
     with pytest.raises(ValueError, match="amx_feed=2 is for AMX plans"):
         coopjit.matmul(a, a, plan={"amx": "no", "amx_feed": 2})
-    with pytest.raises(ValueError, match="amx_prefetch=6 must be 0"):
-        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 6})
+    with pytest.raises(ValueError, match="amx_prefetch=7 must be 0"):
+        coopjit.matmul(a, a, plan={**EMU, "amx_prefetch": 7})
 
 
 @needs_avx512
@@ -181,6 +181,50 @@ def test_l2_prefetch(rng, prefetch, direct_a):
         a, b = check_product(rng, dtype, m, n, k, plan)
     asm = coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes"})["asm"]
     assert re.search(r"\bprefetcht1\b", asm) and bool(re.search(r"\bprefetcht0\b", asm)) == (prefetch != 5)
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads,mc_tiles,kt,direct_a,prepacked", [(1, 2, 128, 0, 0), (2, 1, 256, 0, 1), (3, 3, 64, 0, 0),
+                                                                     (2, 2, 128, 1, 0), (1, 8, 1024, 0, 1)])
+def test_cold_panel_prefetch(rng, threads, mc_tiles, kt, direct_a, prepacked):
+    # amx_prefetch 6: the next column panel's B slice and the next block's A panels into L2
+    # (prefetcht1 at run-time offsets, past the panels' ends too: a prefetch never faults). Several
+    # blocks of row panels, column panels a worker and K tiles (the partial sums continued), ragged
+    # edges, B prepacked or packed; the products match float64 / int64.
+    m, n, k = (192, 160, 256) if direct_a else (230, 200, 300)
+    plan = {"amx": "yes" if HOST_AMX else "emulated", "amx_prefetch": 6, "threads": threads, "mc_tiles": mc_tiles,
+            "kt": kt, "direct_a": direct_a, "grid_m": 1}
+    for dtype in (BF16, np.int8):
+        if prepacked:
+            a = floats(rng, BF16, (m, k)) if dtype == BF16 else ints(rng, np.int8, (m, k))
+            b = floats(rng, BF16, (k, n)) if dtype == BF16 else ints(rng, np.int8, (k, n))
+            c = coopjit.matmul(a, coopjit.prepack(b, plan=plan), out=np.empty((m, n), np.int32 if dtype == np.int8 else np.float32),
+                               plan=plan)
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+            if dtype == BF16:
+                assert np.all(np.abs(c.astype(np.float64) - ref) <= f32_bound(a, b))
+            else:
+                np.testing.assert_array_equal(c, ref.astype(np.int64))
+        else:
+            check_product(rng, dtype, m, n, k, plan)
+
+
+def test_cold_panel_prefetch_code():
+    # amx_prefetch 6 adds, per K step of the blocked nest's kernels, the B part of its kernel (32
+    # lines of a 2 KiB step over mc_tiles kernels: 4 with 8) and A's 32 lines (prefetcht1) to the
+    # default's 32 prefetcht0 (the kernel's other tile walks have none).
+    a = np.zeros((512, 512), BF16)
+    for pf, t1 in ((1, 0), (6, 4 + 32)):
+        r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_prefetch": pf, "mc_tiles": 8})
+        assert r["config"]["amx_prefetch"] == pf
+        loops = k_loops(r["asm"], "tdpbf16ps")
+        assert loops
+        far = []
+        for body in loops:
+            steps = len(tile_order(body, "tdpbf16ps")) // 8
+            assert len(re.findall(r"\bprefetcht0\b", body)) == 32 * steps
+            far.append(len(re.findall(r"\bprefetcht1\b", body)) / steps)
+        assert set(far) == ({0, t1} if t1 else {0}), (pf, far)
 
 
 def test_amx_is_not_chosen_without_amx(rng):
@@ -525,3 +569,35 @@ def test_tile_plans_keep_the_block_of_a_in_l2(dtype, size, threads, capped):
     # without tiles (a CPU with none) the block rule is the vector plans' own
     vec = coopjit.cross_compile(a, a, cpu="znver4", threads=threads)["config"]
     assert vec["amx"] == "no" and vec["mc_tiles"] in (8, 48)
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.int8, np.uint8])
+@pytest.mark.parametrize("m,n,k,kt,threads,direct_a", [
+    (64, 64, 64, None, 1, 0), (64, 300, 1001, 256, 2, 0), (37, 129, 700, 128, 3, 0), (64, 256, 512, 128, 2, 1)])
+@pytest.mark.parametrize("tiles", ["emulated", "yes"])
+@needs_avx512
+def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
+    """plan inline_b with tiles: each worker packs its column panels' slices of one K tile into
+    its slot (VNNI rows, the tiles' layout) inside the blocked nest, against NumPy; edges in M, N
+    and K, several K tiles and workers (data-parallel: inline_b needs it; a many-core CPU would
+    choose Stream-K for these), A packed or read where it is (direct_a). Taken only when
+    asked: the AMX default packs B first. Hardware tiles where this CPU has them."""
+    feature = "amx-int8" if np.issubdtype(dtype, np.integer) else "amx-fp16" if dtype == np.float16 else "amx-bf16"
+    if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
+        pytest.skip("this CPU (or process) has no AMX tiles")
+    plan = {"amx": tiles, "inline_b": 1, "pack": 1, "split": "dp", "threads": threads, "direct_a": direct_a,
+            **({"kt": kt} if kt else {})}
+    out = np.int32 if np.issubdtype(dtype, np.integer) else np.float32
+    if np.issubdtype(dtype, np.integer):
+        a, b = ints(rng, dtype, (m, k)), ints(rng, np.int8, (k, n))
+        cfg = plan_of(a, b, out, plan)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    else:
+        a, b = floats(rng, dtype, (m, k)), floats(rng, dtype, (k, n))
+        cfg = plan_of(a, b, out, plan)
+        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+        assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
+    assert cfg["inline_b"] is True and cfg["amx"] == tiles and cfg["grid_m"] == 1, cfg
+    assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
+    with pytest.raises(ValueError, match="inline_b=1 packs B inside the blocked nest"):
+        coopjit.matmul(a, coopjit.prepack(b, plan={"amx": tiles}), plan={"amx": tiles, "inline_b": 1})

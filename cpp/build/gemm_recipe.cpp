@@ -403,8 +403,33 @@ class GemmRecipe {
     return {b.ptr_offset(panel, at), zero_, zero_, b.mul(b.index(16), VW_), one_, KB_, b.index(16), p_.vnni};
   }
 
+  // amx_prefetch 6: the panels that the blocked nest's next kernels read cold, into L2 a part
+  // each K step while the block's kernels run. B: the worker's next column panel (its first
+  // after the last: the next block's), lines part (mt - mb) of each K step in kernel mt of the
+  // block (mc_tiles parts). A: in the kernels of the worker's last column panel, row panel mt's
+  // successor in the next block (mt + mc_tiles), each K step whole. Offsets 0 (the kernel's own
+  // lines) where there is none.
+  int64_t cold_lines_b() const { return std::max<int64_t>(1, (int64_t(p_.nr) * p_.kb * ir::size_in_bytes(packed_b_type(p_)) / 64 + p_.mc_tiles - 1) / p_.mc_tiles); }
+  int64_t cold_lines_a() const { return int64_t(p_.mr) * p_.kb * ir::size_in_bytes(packed_a_type(p_)) / 64; }
+  std::pair<Value*, Value*> cold_offsets(Builder& b, Value* mt, Value* nt, Value* mb) {
+    if (p_.amx_prefetch != 6 || !cold_nhi_) return {nullptr, nullptr};
+    Value* last_n = b.cmp(CmpPred::eq, b.add(nt, one_), cold_nhi_, "last_n");
+    Value* next_n = b.select(last_n, cold_nlo_, b.add(nt, one_));
+    Value* b_panel = b.mul(b.mul(NR_, Kp_), b.index(ir::size_in_bytes(packed_b_type(p_))));
+    Value* far_b = b.add(b.mul(b.sub(next_n, nt), b_panel), b.mul(b.sub(mt, mb), b.index(cold_lines_b() * 64)), "far_b");
+    if (p_.direct_a) return {nullptr, far_b};
+    Value* next_m = b.add(mt, b.index(p_.mc_tiles));
+    Value* a_panel = b.mul(b.mul(MR_, Kp_), b.index(ir::size_in_bytes(packed_a_type(p_))));
+    Value* far_a = b.select(b.bin(BinOp::and_, last_n, b.cmp(CmpPred::lt, next_m, cold_mhi_)),
+                            b.mul(b.index(p_.mc_tiles), a_panel), zero_, "far_a");
+    return {far_a, far_b};
+  }
+
   // `init`: the partial sum to continue (AMX: loaded into the tiles), else zeros.
-  Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr) {
+  // far_a / far_b (amx_prefetch 6): the bytes from each K step of the A / B panel to the lines
+  // of a later kernel's cold panel that go to L2 with it (see cold_offsets).
+  Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr,
+                           Value* far_a = nullptr, Value* far_b = nullptr) {
     Value* k0 = b.mul(k_lo, g_.kt, "k0");
     Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
     Value* pa = p_.direct_a ? nullptr : b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
@@ -429,12 +454,17 @@ class GemmRecipe {
       // amx_prefetch 3 / 4 / 5: A's and B's lines 8 / 16 / 8 K steps ahead into L2 (prefetcht1; 5 without
       // the L1 prefetch of A): a panel's K steps cross a 4 KiB page every 2 steps, where the
       // hardware's L2 streamer stops, so a panel read from L3 stalls tileloadd at each page.
-      if (p_.amx && p_.amx_prefetch >= 3) {
+      if (p_.amx && p_.amx_prefetch >= 3 && p_.amx_prefetch <= 5) {
         const int64_t steps = p_.amx_prefetch == 4 ? 16 : 8;
         a->def->attrs["prefetch_l2"] = steps * a_step;
         bm->def->attrs["prefetch_l2"] = steps * b_step;
       }
       if (tiled_b()) bm->def->attrs["tile_cols"] = int64_t(16) * p_.kb * ir::size_in_bytes(packed_b_type(p_));
+      for (auto [ld, far, lines] : {std::tuple{a, far_a, cold_lines_a()}, std::tuple{bm, far_b, cold_lines_b()}})
+        if (far) {
+          ld->def->operands.push_back(far);
+          ld->def->attrs["prefetch_far"] = lines;
+        }
       return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
     }, "k")[0];
   }
@@ -614,6 +644,7 @@ class GemmRecipe {
     Value* mlo = b.min(b.mul(wm, rows_per), tiles_m_, "m_lo");
     Value* mhi = b.min(b.add(mlo, rows_per), tiles_m_, "m_hi");
     Value* MC = b.index(p_.mc_tiles, "MC");
+    cold_nlo_ = nlo, cold_nhi_ = nhi, cold_mhi_ = mhi;  // (amx_prefetch 6: cold_offsets)
     Value* scratch_cols = b.mul(tiles_n_, NR_, "scratch_cols");
     // inline_b: the worker's slot of B (its column panels' slices of one K tile, kt x nr each,
     // one after the other) and of their column sums (nr each); cols_per panels a worker (one
@@ -626,7 +657,7 @@ class GemmRecipe {
     // The tiles mt in [m_lo, m_hi) of column panel nt, K tile kt: blocks of MC row panels.
     auto rows = [&](Builder& rx, Value* kt, Value* nt, Value* m_lo, Value* m_hi) {
       rx.for_(m_lo, m_hi, one_, {}, [&](Builder& tx, Value* mt, const std::vector<Value*>&) {
-        tile(tx, kt, mt, nt, scratch_cols);
+        tile(tx, kt, mt, nt, scratch_cols, m_lo);
         return std::vector<Value*>{};
       }, "mt");
     };
@@ -683,7 +714,7 @@ class GemmRecipe {
   }
 
   // One tile of the blocked nest: row panel mt, column panel nt, K tile kt.
-  void tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scratch_cols) {
+  void tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scratch_cols, Value* mb = nullptr) {
     Tile t = tile_at(tx, Coords{mt, nt, zero_, zero_});
     Value* first = tx.cmp(CmpPred::eq, kt, zero_, "first_k");
     if (p_.amx && p_.pack) {
@@ -708,10 +739,11 @@ class GemmRecipe {
         });
         return std::vector<Value*>{};
       };
-      tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_))); },
+      auto [far_a, far_b] = mb ? cold_offsets(tx, mt, nt, mb) : std::pair<Value*, Value*>{nullptr, nullptr};
+      tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), nullptr, far_a, far_b)); },
              [&](Builder& e) {
                Value* sum = e.load(acc_t_, part, false, "partial");
-               return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum));
+               return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum, far_a, far_b));
              });
       return;
     }
@@ -758,6 +790,8 @@ class GemmRecipe {
         *Kp_ = nullptr, *VW_ = nullptr;
   // inline_b: the worker's slot of B's panels and column sums, its first column panel, the K tile's start
   Value *slot_pb_ = nullptr, *slot_cs_ = nullptr, *slot_nlo_ = nullptr, *slot_k0_ = nullptr;
+  // the blocked nest's worker ranges (amx_prefetch 6: cold_offsets)
+  Value *cold_nlo_ = nullptr, *cold_nhi_ = nullptr, *cold_mhi_ = nullptr;
 };
 
 }  // namespace

@@ -44,7 +44,7 @@ enum class OpKind : uint8_t {
   if_,        // (cond) region then, region else (each ends in yield) -> results
   yield,      // terminator of a region: (values...)
   // cooperative matrices
-  mat_load,     // (ptr, row, col, stride_row, stride_col, rows, cols) attr checked -> matrix
+  mat_load,     // (ptr, row, col, stride_row, stride_col, rows, cols[, far_bytes: attr prefetch_far]) attr checked -> matrix
   mat_store,    // (matrix, ptr, row, col, stride_row, stride_col, rows, cols) attr checked
   mat_splat,    // (scalar) -> matrix
   mat_mul_add,  // (a MxK, b KxN, c MxN) -> MxN acc

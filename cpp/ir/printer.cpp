@@ -101,6 +101,8 @@ class Printer {
     if (o.int_attr("checked")) os_ << " checked";
     if (o.int_attr("vnni", 1) != 1) os_ << " vnni(" << o.int_attr("vnni") << ")";
     if (o.int_attr("prefetch")) os_ << " prefetch(" << o.int_attr("prefetch") << ")";
+    if (o.int_attr("prefetch_far") && v.size() > base + 7)
+      os_ << " prefetch_far(" << o.int_attr("prefetch_far") << ", " << name_of(v[base + 7]) << ")";
   }
 
   void op(const Op& o, int depth, bool regions) {

@@ -124,7 +124,12 @@ class Verifier {
 
   void access(const Op& o, size_t base, const Type& m) {
     const auto& v = o.operands;
-    require(v.size() == base + 7, o, "load/store takes ptr, row, col, stride_row, stride_col, rows, cols");
+    // A load with attr prefetch_far takes one more operand: the far lines' offset in bytes.
+    const bool far = o.kind == OpKind::mat_load && o.int_attr("prefetch_far", 0) > 0;
+    require(v.size() == base + 7 + (far ? 1 : 0), o,
+            far ? "a load with prefetch_far takes ptr, row, col, stride_row, stride_col, rows, cols, far_bytes"
+                : "load/store takes ptr, row, col, stride_row, stride_col, rows, cols");
+    if (far) require(v[base + 7]->type.is_index(), o, cat("the far prefetch offset must be index, not ", v[base + 7]->type.str()));
     require(v[base]->type.is_pointer(), o, cat("the address must be a pointer, not ", v[base]->type.str()));
     require(m.is_matrix(), o, cat("the value must be a coopmatrix, not ", m.str()));
     const Type& p = v[base]->type;

@@ -206,7 +206,19 @@ void SimdLowering::load_tiles(const Op& o) {
         llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(j * 16));
         out.push_back(tile_load(b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(r, a.sr), c)), stride));
       }
-  } else if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
+  }
+  // attr prefetch_far (GemmPlan::amx_prefetch 6): `prefetch_far` lines from the first tile's
+  // address plus operand 7's bytes (a later micro kernel's cold panel) go to L2 (prefetcht1).
+  if (t.use != Use::acc && o.operands.size() == 8 && o.int_attr("prefetch_far", 0) > 0) {
+    llvm::Value* p0 = t.use == Use::a ? b_.CreateGEP(et, a.ptr, b_.CreateAdd(b_.CreateMul(a.row, a.sr), a.col))
+                                      : vnni_element_ptr(t, a, 0, 0);
+    llvm::Value* far = b_.CreateGEP(b_.getInt8Ty(), p0, scalar(o.operands[7]));
+    for (int64_t l = 0; l < o.int_attr("prefetch_far"); ++l)
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                         {b_.CreateConstGEP1_64(b_.getInt8Ty(), far, uint64_t(l) * 64), b_.getInt32(0), b_.getInt32(2),
+                          b_.getInt32(1)});
+  }
+  if (t.use == Use::a) {  // tile (i, kk): rows 16i.., K elements kk * 64 / e.., row-major
     // attr prefetch: the rows `prefetch` bytes past each tile row go to L1 (prefetcht0).
     // attr prefetch_l2: the same `prefetch_l2` bytes further on, into L2 (prefetcht1).
     const int64_t ahead = o.int_attr("prefetch", 0), ahead_l2 = o.int_attr("prefetch_l2", 0);
@@ -219,7 +231,7 @@ void SimdLowering::load_tiles(const Op& o) {
         if (ahead_l2 > 0) prefetch_rows(p, stride, ahead_l2, 2);
         out.push_back(tile_load(p, stride));
       }
-  } else {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
+  } else if (t.use == Use::b) {  // tile (kk, j): 16 VNNI rows of 4 / e K elements from K row kk * 64 / e, columns 16j..
     const int group = 4 / e;
     // attr tile_cols (B panels in 1 KiB tiles, GemmPlan::amx_feed 2): the column tiles of one
     // K step lie that many bytes apart, each 16 VNNI rows at the access's row stride (64 bytes).

@@ -79,7 +79,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                : amx_prefetch == 2 ? ": A and B panel lines two K steps ahead"
                                                : amx_prefetch == 3 ? ": A panel lines two K steps ahead, A and B 8 steps ahead into L2"
                                                : amx_prefetch == 4 ? ": A panel lines two K steps ahead, A and B 16 steps ahead into L2"
-                                                                   : ": A and B panel lines 8 K steps ahead into L2")},
+                                               : amx_prefetch == 5 ? ": A and B panel lines 8 K steps ahead into L2"
+                                                                   : ": A panel lines two K steps ahead, the next cold panels into L2")},
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
@@ -395,9 +396,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       continue;
     }
     if (k == "amx_prefetch") {
-      if (v < 0 || v > 5)
+      if (v < 0 || v > 6)
         throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
-                            "(1 and A and B 8 / 16 steps ahead into L2) or 5 (A and B 8 steps ahead into L2)"));
+                            "(1 and A and B 8 / 16 steps ahead into L2), 5 (A and B 8 steps ahead into L2) or 6 (1 and ",
+                            "the next cold panels into L2)"));
       p.amx_prefetch = static_cast<int>(v);
       continue;
     }
@@ -582,7 +584,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     // Rapids host, one core (session 11): the 2 x 2 tile loop with A's block in L2 at 65-69% of
     // the tile peak, with a 6 MiB block (48 panels of kt 2048) at 26-30%; coopjit with mc_tiles 48
     // -> 8, one thread: bf16 2048^3 557 -> 820 GFLOP/s, 4096^3 570 -> 811, int8 4096^3 845 -> 1040
-    // GOP/s; 16 workers: int8 8192^3 9.8 -> 11.4 TOP/s.
+    // GOP/s; 16 workers: int8 8192^3 9.8 -> 11.4 TOP/s. Smaller K tiles with bigger blocks (the
+    // same 1 MiB of A: kt 1024 / 512 / 256 bf16 elements with 16 / 32 / 64 panels, int8 twice the
+    // K) lose to this default (kt 2048 / 4096, 8 panels) (session 15, 16 workers against the
+    // default: bf16 4096^3 0.86 / 0.76 / 0.64x, 8192^3 0.79 / 0.66 / 0.53x, int8 4096^3 0.87 /
+    // 0.79 / 0.71x, 8192^3 0.90 / 0.74 / 0.67x; k_inner no better; the nest in C on one core,
+    // bf16 2048^3: 1021-1034 GFLOP/s with this default, 672-687 / 480-512 / 411-454 with those).
     if (p.amx) {
       const int64_t slice = int64_t(p.mr) * std::min(p.kt, ceil_to(spec.K, p.kb)) * ir::size_in_bytes(packed_a_type(p));
       p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.mc_tiles, (int64_t(1) << 20) / slice)));
@@ -594,6 +601,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // panels, read them back from L3 or memory) where this costs one. Needs one row of workers
   // (each packs only its own column panels) and at least a column panel per worker. Measured on
   // Zen 5, 2 threads: int8 64x4096x4096 see the README.
+  // AMX plans take it only when asked (the same VNNI rows the tiles read): on the 16-core Emerald
+  // Rapids host (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80
+  // ms (1.15x / 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a
+  // B packed beforehand (prepack) runs in 0.64 / 0.61 ms.
   {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
     const double a_slice =
@@ -605,10 +616,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
                    !(overrides.count("nc_tiles") && overrides.at("nc_tiles") > 0);  // (and nc_tiles)
     if (p.inline_b) {
-      if (!p.pack || p.prepacked_b || p.amx || p.split != "dp")
+      if (!p.pack || p.prepacked_b || p.split != "dp")
         throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
-                            "prepacked, no AMX tiles and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b,
-                            ", amx=", p.amx, ", split='", p.split, "')"));
+                            "prepacked and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b, ", split='",
+                            p.split, "')"));
       if (overrides.count("grid_m") && p.grid_m != 1)
         throw UserError(cat("plan inline_b=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
       p.grid_m = 1;

@@ -82,7 +82,11 @@ struct GemmPlan {
   // steps ahead into L2 (prefetcht1: a panel crosses a 4 KiB page every 2 K steps, where the
   // hardware's L2 streamer stops); 5 = A's and B's lines 8 K steps ahead into L2 only. (3-5:
   // 16 workers on the Emerald Rapids host, session 13: bf16 4096^3 / 8192^3 0.77-0.89x of 1, int8
-  // 0.92-1.07x.)
+  // 0.92-1.07x.) 6 = as 1, and the panels the blocked nest's next micro kernels read cold,
+  // into L2 (prefetcht1) while the block's kernels run: the next column panel's B slice, a
+  // part of it in each kernel of the block (B slices are read again from L3 for every block
+  // of A), and in the last column panel's kernels the next block's A panel (read from L3 at
+  // the block's first column panel).
   int amx_prefetch = 1;
   // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
