@@ -44,7 +44,7 @@ CASES = [
     ((520, 64, 136), BF16, np.float32, False, {}),                                # one warpgroup
     ((528, 64, 144), np.int8, None, False, {}),                                   # int32 out, one warpgroup
     ((2048, 2048, 2048), np.int8, None, True, {}),                                # int8 ws 2, beta C
-    ((896, 4864, 8192), BF16, BF16, False, {"split": "sk+dp"}),                   # Stream-K in the ws kernel
+    ((896, 4864, 8192), BF16, BF16, False, {"split": "sk+dp", "nr": 256}),        # Stream-K in the ws kernel
     ((1000, 600, 264), BF16, np.float32, False, {"ws": 2, "persistent": "yes", "split": "dp", "workers": 3}),
 ]
 

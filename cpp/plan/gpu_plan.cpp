@@ -364,6 +364,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   // Hopper (gpu_plan.h): bf16 / f16 pipelines on warpgroups, 128 x 256 blocks of 2 warpgroups
   // (64 x 256 each, 128 f32 accumulators a work-item), K steps of 64, 4 stages of 48 KiB; smaller
   // blocks where the matrix is smaller.
+  bool tiles192 = false;  // 16-bit TMA plans: 192 x 192 tiles (below)
   {
     // 8-bit operands (s8 / u8 -> s32, wgmma m64nNk32) where the pipeline is planned: both
     // operands contiguous along K (the int8 pipeline's condition; 8-bit wgmma has no transpose).
@@ -407,14 +408,14 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       }
       // 16-bit products whose 128 x 256 tiles spill into a second wave that 192 x 192 tiles (three
       // consumer warpgroups of 64 x 192, the warp-specialized kernel below) keep to one: 192 x 192,
-      // as cuBLAS takes there. On the H100 (benchmarks/recorded/issue16-h100-tiles-session15.md,
+      // as cuBLAS takes there (TMA plans: the kernel without producers has not run them). On the H100 (benchmarks/recorded/issue16-h100-tiles-session15.md,
       // CUDA graphs, bf16) 896x4864x8192, 152 tiles of 128 x 256 or 130 of 192 x 192: 439 (SK + DP)
       // -> 719 TFLOP/s, cuBLAS 720 / 733. Where both need the same waves 192 x 192 lost (4096^3: 4
       // waves either way, 682 against 754-769), and where a third wave goes away but Stream-K
       // already fills the second it was no faster (4864x1792x8192: 647-684 against 692).
       if (!wg_int8 && !shaped && p.sg_m == 8 && p.nr == 256 && spec.batch1 * spec.batch2 == 1 &&
           tiles_of(128, 256) > target.compute_units && tiles_of(192, 192) <= target.compute_units)
-        p.sg_m = 12, p.nr = 192;
+        tiles192 = true;  // (TMA plans only: set below, once tma is decided)
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
     }
@@ -428,6 +429,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
                       "inputs whose strides allow it, wgmma not turned off)");
     // Batched products keep cp.async (a 2-D tensor map describes one matrix).
     p.tma = p.wgmma && (to != overrides.end() ? to->second == 1 : kTmaDefault && spec.batch1 * spec.batch2 == 1);
+    if (tiles192 && p.tma) {
+      p.sg_m = 12, p.nr = 192;
+      p.stages = 4 * (16 * int64_t(p.sg_m) + p.nr) * 128 + 1024 <= target.shared_bytes ? 4 : 3;
+    }
   }
   if (auto it = overrides.find("group_m"); it != overrides.end()) {
     if (it->second < 0 || it->second > 256)
