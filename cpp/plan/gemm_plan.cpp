@@ -193,6 +193,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   int64_t N = col ? spec.M : spec.N, M = col ? spec.N : spec.M;
   p.unit_b = (col ? spec.sa_r : spec.sb_c) == 1;
   const bool a_unit = (col ? spec.sb_r : spec.sa_c) == 1;
+  // The bytes between the kernel's rows of A (along M) and of B (along K).
+  const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * int64_t(ir::size_in_bytes(p.a_type));
+  const int64_t b_row_bytes = (col ? spec.sa_c : spec.sb_r) * int64_t(ir::size_in_bytes(p.b_type));
   p.unit_c = (col ? spec.sc_r : spec.sc_c) == 1;
 
   // Register tile: mr x (nr / S) accumulators, the nr / S vectors of B and one broadcast of A
@@ -247,10 +250,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // rows there, on few cores (the 16-core plans are tuned apart). Zen 4, f32, CPU time, 11 ->
   // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
   // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
-  {
-    const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * ir::size_in_bytes(p.a_type);
-    if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
-  }
+  if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
   if (M <= 256) {
     int best = mr;
     int64_t best_pad = INT64_MAX;
@@ -301,8 +301,6 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // runs; NumPy 0.70-0.84).
   {
     auto aliased = [](int64_t bytes) { return bytes >= 8192 && bytes % 4096 == 0; };
-    const int64_t b_row_bytes = (col ? spec.sa_c : spec.sb_r) * int64_t(ir::size_in_bytes(p.b_type));
-    const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * int64_t(ir::size_in_bytes(p.a_type));
     if (cpu.max_threads >= 8 && !overrides.count("order") && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr &&
         spec.K >= 512 && N * esize >= 8192 && (aliased(b_row_bytes) || aliased(a_row_bytes)) && p.unit_b &&
         flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
@@ -561,17 +559,18 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // divisors g of the worker count with g <= the row panels, the one whose blocks read the fewest
   // rows of A plus columns of B per worker; the smaller g on ties (2 workers: 1 x 2). Estimated
   // here for mc_tiles.
-  int grid = p.grid_m;
-  if (grid == 0) {
+  // (of W workers: the rows of workers g)
+  auto run_time_grid = [&](int64_t W) {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
-    int64_t best = -1;
-    grid = 1;
-    for (int g = 1; g <= p.threads; ++g) {
-      if (p.threads % g != 0 || tiles_m < g) continue;
-      const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + p.threads / g - 1) / (p.threads / g) * p.nr;
+    int64_t best = -1, grid = 1;
+    for (int64_t g = 1; g <= W; ++g) {
+      if (W % g != 0 || tiles_m < g) continue;
+      const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + W / g - 1) / (W / g) * p.nr;
       if (best < 0 || cost < best) best = cost, grid = g;
     }
-  }
+    return grid;
+  };
+  const int grid = p.grid_m != 0 ? p.grid_m : static_cast<int>(run_time_grid(p.threads));
   if (p.pack && !overrides.count("mc_tiles")) {
     const int64_t gn = std::max(1, p.threads / std::min(grid, p.threads));  // worker columns
     const int64_t cols = (N + gn - 1) / gn;
@@ -781,19 +780,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
       p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
     // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
-    // the shares), or of the divisors g of the threads x shares with g <= the row panels, the one
-    // whose blocks read the fewest rows of A plus columns of B (the smaller g on ties).
-    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    // the shares), or run_time_grid of the threads x shares.
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr;
     const int64_t W = int64_t(p.threads) * p.shares;
-    int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : 1;
-    if (p.grid_m == 0) {
-      int64_t best = -1;
-      for (int64_t g = 1; g <= W; ++g) {
-        if (W % g != 0 || g > tiles_m) continue;
-        const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + W / g - 1) / (W / g) * p.nr;
-        if (best < 0 || cost < best) best = cost, gm = g;
-      }
-    }
+    const int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : run_time_grid(W);
     const double rows_a = double((tiles_m + gm - 1) / gm) * p.mr * double(std::min(p.kt, ceil_to(spec.K, p.kb))) *
                           ir::size_in_bytes(p.dtype);
     if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
