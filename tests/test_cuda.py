@@ -824,7 +824,7 @@ def test_wgmma_ws_stream_k_bf16_out_and_torch(rng, sk_flags):
     m, n, k = 896, 4864, 1000  # 152 tiles of 128 x 256 on the SMs
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
-    plan = {"split": "sk+dp", "ws": 2, "sk_flags": sk_flags}
+    plan = {"split": "sk+dp", "ws": 2, "sk_flags": sk_flags, "nr": 256}  # (the planner's own: 130 of 192 x 192)
     got = coopjit.matmul(a, b, device=DEV, plan=plan)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))

@@ -34,6 +34,8 @@ def test_planner_takes_192_tiles_where_they_save_a_wave(m, n, k, dtype, want):
     # a plan that names its tile keeps it; int8 keeps its own shapes
     assert _tile(ptx.compile_gemm(m, n, k, dtype, target="sm_90", plan={"nr": 256}).config) != (192, 192)
     assert _tile(ptx.compile_gemm(m, n, k, np.int8, target="sm_90", trans_b=True).config) != (192, 192)
+    # so do plans that ask for the kernel without producers, or for clusters
+    assert _tile(ptx.compile_gemm(m, n, k, dtype, target="sm_90", plan={"ws": "no"}).config) != (192, 192)
 
 
 def test_192_tile_module_assembles_without_spills():

@@ -440,8 +440,9 @@ def test_hopper_default_split():
     and 8192^2. The non-ws TMA kernel keeps DP on 152 tiles; mma.sync plans (sm_80) take SK + DP
     there."""
     bf16 = ml_dtypes.bfloat16
-    for (m, n, k), split in (((4864, 896, 8192), "sk+dp"), ((4352, 1024, 4096), "sk+dp"), ((4864, 1792, 8192), "sk+dp"),
-                             ((896, 4864, 8192), "sk+dp"), ((1024, 4864, 8192), "sk+dp"), ((4608, 1024, 8192), "sk+dp"),
+    # (4864 x 896 and 896 x 4864 take 192 x 192 tiles, 130 of them: one wave, DP; test_gpu_tiles192.py)
+    for (m, n, k), split in (((4864, 896, 8192), "dp"), ((4352, 1024, 4096), "sk+dp"), ((4864, 1792, 8192), "sk+dp"),
+                             ((896, 4864, 8192), "dp"), ((1024, 4864, 8192), "sk+dp"), ((4608, 1024, 8192), "sk+dp"),
                              ((2816, 1920, 8192), "sk+dp"), ((5632, 1152, 8192), "sk+dp"), ((6912, 1280, 8192), "sk+dp"),
                              ((1024, 1024, 1024), "dp"), ((4224, 4224, 4224), "dp"), ((6912, 2560, 4096), "dp"),
                              ((4096, 4096, 4096), "dp"), ((2048, 2048, 2048), "dp"), ((8192, 8192, 8192), "dp"),
@@ -454,6 +455,10 @@ def test_hopper_default_split():
         assert (split != "dp") == (k > 512 and last > 0 and ((full == 1 and last <= 66) or (full == 2 and last <= 33))), (m, n, k, tiles)
         streams = "yes" if split != "dp" else "no"
         assert cfg["sk_flags"].startswith(streams) and cfg["sk_down"].startswith(streams), (m, n, k, cfg["sk_flags"], cfg["sk_down"])
+    # their 128 x 256 plans: 133 and 152 tiles, SK + DP
+    for m, n in ((4864, 896), (896, 4864)):
+        cfg = ptx.compile_gemm(m, n, 8192, bf16, target="sm_90", plan={"nr": 256}).config
+        assert _tiles(cfg, m, n) in (133, 152) and cfg["split"] == "sk+dp", (m, n, cfg["split"])
     assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90", plan={"ws": "no"}).config["split"] == "dp"
     sm80 = ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_80").config
     assert sm80["wgmma"] == "no" and sm80["split"] == "sk+dp"
@@ -750,7 +755,7 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
     # By default where every worker's part is a tile or more (measured faster than the fix-up launch,
     # gpu_plan.cpp's kSkFlagsDefault): the automatic plan of 133 tiles on 132 SMs streams with flags;
     # plain Stream-K whose parts are shorter than a tile (chains of waits) keeps the fix-up launch.
-    auto = ptx.compile_gemm(4864, 896, 8192, bf16, target="sm_90").config
+    auto = ptx.compile_gemm(4864, 896, 8192, bf16, target="sm_90", plan={"nr": 256}).config  # (128 x 256 tiles)
     assert auto["split"] == "sk+dp" and auto["sk_flags"].startswith("yes")
     short = ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "workers": 40})
     assert short.config["sk_flags"] == "no" and short._core.fixup_ptx

@@ -413,7 +413,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       // -> 719 TFLOP/s, cuBLAS 720 / 733. Where both need the same waves 192 x 192 lost (4096^3: 4
       // waves either way, 682 against 754-769), and where a third wave goes away but Stream-K
       // already fills the second it was no faster (4864x1792x8192: 647-684 against 692).
+      // (Plans that ask for the kernel without producers or for clusters keep 128 x 256.)
+      const auto ws_o = overrides.find("ws"), cl_o = overrides.find("cluster");
       if (!wg_int8 && !shaped && p.sg_m == 8 && p.nr == 256 && spec.batch1 * spec.batch2 == 1 &&
+          (ws_o == overrides.end() || ws_o->second != 0) && (cl_o == overrides.end() || cl_o->second == 0) &&
           tiles_of(128, 256) > target.compute_units && tiles_of(192, 192) <= target.compute_units)
         tiles192 = true;  // (TMA plans only: set below, once tma is decided)
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
