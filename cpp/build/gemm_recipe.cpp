@@ -739,7 +739,8 @@ class GemmRecipe {
         });
         return std::vector<Value*>{};
       };
-      auto [far_a, far_b] = mb ? cold_offsets(tx, mt, nt, mb) : std::pair<Value*, Value*>{nullptr, nullptr};
+      const std::pair<Value*, Value*> far = mb ? cold_offsets(tx, mt, nt, mb) : std::pair<Value*, Value*>{nullptr, nullptr};
+      Value *far_a = far.first, *far_b = far.second;  // (not structured bindings: lambdas capture them)
       tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), nullptr, far_a, far_b)); },
              [&](Builder& e) {
                Value* sum = e.load(acc_t_, part, false, "partial");
