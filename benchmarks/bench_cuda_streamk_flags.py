@@ -27,6 +27,17 @@ PLANS = {  # (sk_down 0: each Stream-K part's K tiles upward, as before session 
     "sk+dp fix-up down": {"split": "sk+dp", "ws": 2, "sk_flags": 0, "sk_down": 1},
     "sk flags": {"split": "sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
     "dp+sk flags": {"split": "dp+sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
+    # persistent DP (the kernel's walk of its tiles, the next tile's loads under this one's epilogue)
+    "pers": {"split": "dp", "ws": 2, "persistent": 1},
+    # 128 x 256 tiles, named (the planner's choice of session 15 for the shapes that now take 192 x 192)
+    "256 dp": {"split": "dp", "ws": 2, "nr": 256, "persistent": 0},
+    "256 pers": {"split": "dp", "ws": 2, "nr": 256, "persistent": 1},
+    "256 sk+dp": {"split": "sk+dp", "ws": 2, "nr": 256, "sk_flags": 1, "sk_down": 1},
+    # 192 x 192 tiles (three consumer warpgroups): DP, persistent DP, 2-tile SK + DP
+    "192 dp": {"split": "dp", "ws": 2, "sg_m": 12, "nr": 192, "persistent": 0},
+    "192 pers": {"split": "dp", "ws": 2, "sg_m": 12, "nr": 192, "persistent": 1},
+    "192 sk+dp flags down": {"split": "sk+dp", "ws": 2, "sg_m": 12, "nr": 192, "sk_flags": 1, "sk_down": 1},
+    "192 sk+dp flags": {"split": "sk+dp", "ws": 2, "sg_m": 12, "nr": 192, "sk_flags": 1, "sk_down": 0},
 }
 SHAPES = "4864x896x8192,4352x1024x4096,896x4864x8192,1024x4864x8192,4864x1792x8192,4224x4224x4224,4224x4224x8192,2048x2048x2048,4096x4096x4096"
 

@@ -438,12 +438,12 @@ def test_hopper_default_split():
     4224^2 0.91-1.01x, 4096^2 0.86x), a second wave more than half full (231 tiles 0.95x), 32 tiles of 1024^2
     (Stream-K measured slower), waves the tiles fill (132 tiles of 1024 x 4224), one K tile, 2048^2
     and 8192^2. The non-ws TMA kernel keeps DP on 152 tiles; mma.sync plans (sm_80) take SK + DP
-    there."""
+    there. Shapes whose 192 x 192 tiles carry less work a block (test_gpu_tiles192.py) take them, DP:
+    4864 x 896, 896 x 4864 (130 tiles: one wave), 4864 x 1792 (260), 6912 x 1280 (252)."""
     bf16 = ml_dtypes.bfloat16
-    # (4864 x 896 and 896 x 4864 take 192 x 192 tiles, 130 of them: one wave, DP; test_gpu_tiles192.py)
-    for (m, n, k), split in (((4864, 896, 8192), "dp"), ((4352, 1024, 4096), "sk+dp"), ((4864, 1792, 8192), "sk+dp"),
+    for (m, n, k), split in (((4864, 896, 8192), "dp"), ((4352, 1024, 4096), "sk+dp"), ((4864, 1792, 8192), "dp"),
                              ((896, 4864, 8192), "dp"), ((1024, 4864, 8192), "sk+dp"), ((4608, 1024, 8192), "sk+dp"),
-                             ((2816, 1920, 8192), "sk+dp"), ((5632, 1152, 8192), "sk+dp"), ((6912, 1280, 8192), "sk+dp"),
+                             ((2816, 1920, 8192), "sk+dp"), ((5632, 1152, 8192), "sk+dp"), ((6912, 1280, 8192), "dp"),
                              ((1024, 1024, 1024), "dp"), ((4224, 4224, 4224), "dp"), ((6912, 2560, 4096), "dp"),
                              ((4096, 4096, 4096), "dp"), ((2048, 2048, 2048), "dp"), ((8192, 8192, 8192), "dp"),
                              ((1024, 4224, 4096), "dp"), ((4864, 896, 512), "dp"), ((5120, 2560, 4096), "dp"),
@@ -452,7 +452,8 @@ def test_hopper_default_split():
         tiles = _tiles(cfg, m, n)
         assert cfg["ws"] == 2 and cfg["split"] == split, (m, n, k, cfg["split"], tiles)
         full, last = divmod(tiles, 132)
-        assert (split != "dp") == (k > 512 and last > 0 and ((full == 1 and last <= 66) or (full == 2 and last <= 33))), (m, n, k, tiles)
+        assert (split != "dp") == (cfg["macro_tile"] != "192x192" and k > 512 and last > 0 and
+                                   ((full == 1 and last <= 66) or (full == 2 and last <= 33))), (m, n, k, tiles)
         streams = "yes" if split != "dp" else "no"
         assert cfg["sk_flags"].startswith(streams) and cfg["sk_down"].startswith(streams), (m, n, k, cfg["sk_flags"], cfg["sk_down"])
     # their 128 x 256 plans: 133 and 152 tiles, SK + DP
@@ -591,10 +592,14 @@ def test_wgmma_epilogue_staging_plan_fields():
 
 
 def test_wgmma_ws_persistent_plan_fields(ptxas):
-    """persistent: off by default; on a ws plan the kernel loops over tiles (nctaid) and assembles;
-    refused without ws or with another value, naming it."""
-    k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90")
-    assert k.config["persistent"] == "no"
+    """persistent: by default where the tiles take more than a wave (4096^3: 512 tiles of 128 x 256
+    on 132 SMs; 4224^3: 484 of 192 x 192), not where they fit one (2048^3: 128); on a ws plan the
+    kernel loops over tiles (nctaid) and assembles; refused without ws or with another value, naming it."""
+    assert ptx.compile_gemm(2048, 2048, 2048, ml_dtypes.bfloat16, target="sm_90").config["persistent"] == "no"
+    for n in (4096, 4224):
+        cfg = ptx.compile_gemm(n, n, n, ml_dtypes.bfloat16, target="sm_90").config
+        assert cfg["persistent"].startswith("yes") and cfg["split"] == "dp", cfg
+    assert ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"persistent": "no"}).config["persistent"] == "no"
     k = ptx.compile_gemm(4096, 4096, 4096, ml_dtypes.bfloat16, target="sm_90", plan={"persistent": "yes"})
     assert k.config["persistent"] == "yes" and k.config["ws"] == 2 and "_pers" in k.source("ptx")
     report = ptxas(k.source("ptx"), "sm_90")

@@ -75,8 +75,12 @@ constexpr bool kEpiSmemDefault = true;
 // 1.09-1.16x on products whose epilogue is a large share, 1.02-1.04x with edge tiles, 0.98-1.01x
 // elsewhere; 2 against 1: 1.01-1.03x (bf16 / f16 2048^3 1.03x, 4096^3 with the persistent walk 1.03x).
 constexpr int kTmaStoreDefault = 2;
-// ws plans: a persistent grid (plan field persistent) by default.
-constexpr bool kPersistentDefault = false;
+// ws plans: a persistent grid (plan field persistent) by default where the tiles take more than a
+// wave (the producer loads the block's next tile under this one's epilogue). On the H100 (CUDA
+// graphs, bf16, benchmarks/recorded/issue16-h100-tiles-session16.md) against one tile a block:
+// 128 x 256 tiles 4224^3 1.07x (683 against 641 TFLOP/s), 4096^3 1.02x, 6144^3 1.03x, 8192^3
+// 1.02x, 4224x4224x8192 1.02x; 192 x 192 tiles 1.01-1.03x; one wave 1.00-1.01x.
+constexpr bool kPersistentDefault = true;
 // ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default (where
 // every worker's part is a tile or more). On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
 // CUDA graphs, bf16) SK + DP with the flags ran 1.03-1.13x the same split with the fix-up launch
@@ -406,18 +410,25 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
         if (p.nr == 256 && 2 * tiles_of(64, 256) >= target.compute_units) p.sg_m = 4;
         else p.sg_m = 4, p.nr = std::min(p.nr, 128);
       }
-      // 16-bit products whose 128 x 256 tiles spill into a second wave that 192 x 192 tiles (three
-      // consumer warpgroups of 64 x 192, the warp-specialized kernel below) keep to one: 192 x 192,
-      // as cuBLAS takes there (TMA plans: the kernel without producers has not run them). On the H100 (benchmarks/recorded/issue16-h100-tiles-session15.md,
-      // CUDA graphs, bf16) 896x4864x8192, 152 tiles of 128 x 256 or 130 of 192 x 192: 439 (SK + DP)
-      // -> 719 TFLOP/s, cuBLAS 720 / 733. Where both need the same waves 192 x 192 lost (4096^3: 4
-      // waves either way, 682 against 754-769), and where a third wave goes away but Stream-K
-      // already fills the second it was no faster (4864x1792x8192: 647-684 against 692).
+      // 16-bit products whose 192 x 192 tiles (three consumer warpgroups of 64 x 192, the
+      // warp-specialized kernel below) carry less work a block than 128 x 256 tiles over their
+      // waves: waves x tile area, the 192 x 192 kernel's taken as 2% more (it ran at 0.97-0.99 of the
+      // 128 x 256 kernel's rate a tile element where their waves carry the same work: 4096^3,
+      // 6144^3, 8192^3), as cuBLAS takes 192 x 192 there (TMA plans: the kernel without producers
+      // has not run them). On the H100 (CUDA graphs, bf16, both persistent; session 15
+      // benchmarks/recorded/issue16-h100-tiles-session15.md, session 16 issue16-h100-tiles-session16.md):
+      // 896x4864x8192 (2 waves -> 1) 439 (SK + DP) -> 719-727 TFLOP/s, cuBLAS 720-735;
+      // 3072x3072x8192 (3 -> 2) 692 (SK + DP) -> 780, cuBLAS 799; 4864x1792x8192 (3 -> 2) 704 (SK +
+      // DP) -> 738, cuBLAS 738; 4224^3 (5 -> 4) 683 -> 736, cuBLAS 741. Kept 128 x 256: 4096^3 (4
+      // waves either way) 771 against 684, 8192^3 (16 -> 15) 742 against 686, 6144^3 (9 -> 8, the
+      // same work) 777 against 768, 2048^3 (1 wave either way) 672 against 604.
       // (Plans that ask for the kernel without producers or for clusters keep 128 x 256.)
       const auto ws_o = overrides.find("ws"), cl_o = overrides.find("cluster");
+      const int64_t sms = std::max<int64_t>(1, target.compute_units);
+      const int64_t waves256 = (tiles_of(128, 256) + sms - 1) / sms, waves192 = (tiles_of(192, 192) + sms - 1) / sms;
       if (!wg_int8 && !shaped && p.sg_m == 8 && p.nr == 256 && spec.batch1 * spec.batch2 == 1 &&
           (ws_o == overrides.end() || ws_o->second != 0) && (cl_o == overrides.end() || cl_o->second == 0) &&
-          tiles_of(128, 256) > target.compute_units && tiles_of(192, 192) <= target.compute_units)
+          102 * 192 * 192 * waves192 < 100 * 128 * 256 * waves256)
         tiles192 = true;  // (TMA plans only: set below, once tma is decided)
       const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
       p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
@@ -553,7 +564,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // waves, the last at most 1 / kWsStreamKLast full, which 8-bit plans given ws keep.)
     const bool streams = sixteen_bit ? (full == 1 && 2 * last <= p.workers) || (full == 2 && 4 * last <= p.workers)
                                      : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
-    if (tiles_k >= 2 && last > 0 && streams) p.split = "sk+dp";
+    // 192 x 192 tiles stay DP: their SK + DP (flags, K up or down) ran 0.74-0.89x of persistent DP
+    // on the H100 where the last wave is partly empty (4224^3, 3072x3072x8192, 4864x1792x8192;
+    // benchmarks/recorded/issue16-h100-tiles-session16.md).
+    if (tiles_k >= 2 && last > 0 && streams && p.sg_m * p.sg_n != 12) p.split = "sk+dp";
   } else if (sk_rule) {
     p.split = tiles_mn < p.workers ? "sk" : "sk+dp";
   }
@@ -584,8 +598,9 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     if (po != overrides.end() && po->second == 0 && p.ws && p.split != "dp")
       throw UserError(cat("plan override persistent=0: the warp-specialized Stream-K kernel (split ", p.split,
                           ") is a persistent grid of the SMs"));
-    const bool int8_waves = !sixteen_bit && tiles_mn > p.workers;  // (kWsInt8: measured faster so)
-    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (kPersistentDefault || p.split != "dp" || int8_waves) ? 1 : 0;
+    // (8-bit: kWsInt8's figures; 16-bit: kPersistentDefault's)
+    const bool waves = tiles_mn > p.workers && (!sixteen_bit || kPersistentDefault);
+    p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (p.split != "dp" || waves) ? 1 : 0;
     // The in-kernel fix-up spins on flags that other blocks of the launch set: only where every
     // block is resident at once (a grid of at most p.workers blocks, here at most the SMs, each
     // taking one SM: the ws kernels' 97-217 KiB of shared memory leave room for one).
