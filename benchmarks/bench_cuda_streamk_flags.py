@@ -86,12 +86,13 @@ def main():
         flags = [p for p in med if "flags" in p]
         best = min(med[p] for p in flags) if flags else float("nan")
         ratio = lambda x, y: f"{med[x] / med[y]:.2f}" if x in med and y in med else "-"  # noqa: E731
+        over_best = lambda x: f"{med[x] / best:.2f}" if x in med and flags else "-"  # noqa: E731
         lines.append(f"| {shape} | {tiles} | {cfg['split']}{' flags' if str(cfg.get('sk_flags', 'no')).startswith('yes') else ''}"
                      f"{' down' if str(cfg.get('sk_down', 'no')).startswith('yes') else ''} | " +
                      " | ".join(f"{f / med[p] / 1e12:.1f}" for p in cols) +
-                     f" | {ratio('dp', 'auto')} | {med['dp'] / best:.2f} | {ratio('sk+dp fix-up', 'sk+dp flags')} | "
+                     f" | {ratio('dp', 'auto')} | {over_best('dp')} | {ratio('sk+dp fix-up', 'sk+dp flags')} | "
                      f"{ratio('sk+dp flags', 'sk+dp flags down')} | "
-                     f"{ratio('torch', 'auto')} | {med['torch'] / best:.2f} | {err:.1e} |")
+                     f"{ratio('torch', 'auto')} | {over_best('torch')} | {err:.1e} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)
