@@ -788,10 +788,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                           ir::size_in_bytes(p.dtype);
     if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
   }
-  if (p.nc_tiles > 0 && (!p.pack || p.amx || p.inline_b || p.k_inner))
+  // AMX plans take the same order (each tile's partial sums continued in the tiles from the
+  // scratch, as in the row-block order); amx_prefetch 6 fetches the next block of row panels'
+  // cold panels, which this order does not have.
+  if (p.nc_tiles > 0 && (!p.pack || p.inline_b || p.k_inner || (p.amx && p.amx_prefetch == 6)))
     throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
-                        "no AMX tiles, inline_b=0 and k_inner=0 (got pack=", p.pack, ", amx=", p.amx, ", inline_b=",
-                        p.inline_b, ", k_inner=", p.k_inner, ")"));
+                        "inline_b=0, k_inner=0 and no amx_prefetch=6 (got pack=", p.pack, ", inline_b=", p.inline_b,
+                        ", k_inner=", p.k_inner, ", amx_prefetch=", p.amx ? p.amx_prefetch : 0, ")"));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the
