@@ -688,3 +688,14 @@ def test_cross_compiled_tiles_by_column_panels():
     loops = k_loops(r["asm"], "tdpbf16ps")
     assert loops and all(len(tile_order(body, "tdpbf16ps")) % 8 == 0 for body in loops)
     assert re.search(r"\btilestored\b", r["asm"])
+
+
+@pytest.mark.parametrize("dtype,size", [(BF16, 1024), (BF16, 4096), (np.int8, 4096), (np.int8, 8192)])
+def test_tile_plans_keep_the_row_block_order(dtype, size):
+    # nc_tiles with tiles measured within noise or slower than the row blocks on the 16-core
+    # host (session 16): the planner keeps 0 for AMX plans; a plan that names it gets it.
+    a = np.zeros((size, size), dtype)
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    assert (cfg["amx"], cfg["nc_tiles"]) == ("yes", 0), cfg
+    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"nc_tiles": 4})["config"]
+    assert (named["amx"], named["nc_tiles"]) == ("yes", 4), named
