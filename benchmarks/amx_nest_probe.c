@@ -15,11 +15,14 @@
 //   pf 3: pf 1 and 2, the cold parts fetched as prefetcht2 (L3 -> L2 hint) instead
 //
 //   gcc -O2 -mamx-tile -mamx-bf16 -mamx-int8 -o /tmp/amx_nest_probe benchmarks/amx_nest_probe.c
-//   taskset -c 2 /tmp/amx_nest_probe [M N K [MC [KT [k_inner [cases]]]]]
+//   taskset -c 2 /tmp/amx_nest_probe [M N K [MC [KT [order [cases]]]]]
 // KT: the K tile in bf16 elements (int8: twice as many; 0 or absent: all of K), the partial sums
 // continued in C (tileloadd / tilestored, rows N * 4 bytes apart, as coopjit's scratch) between
-// K tiles; k_inner 1: each block of row panels through every K tile before the next block
-// (coopjit's plan k_inner); cases: pf 0 .. cases - 1 (4: all).
+// K tiles; order 1 (k_inner): each block of row panels through every K tile before the next block
+// (coopjit's plan k_inner); order 2 (session 16, coopjit's plan nc_tiles = MC): for each K tile,
+// for each block of MC column panels (their B slices stay in L2), for each row panel, the block's
+// column panels (A's slice from L3 once, then from L1 / L2; pf 0 only); cases: pf 0 .. cases - 1
+// (4: all).
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdint.h>
@@ -105,7 +108,8 @@ static double peak(long iters) {
 }
 
 static long M, N, K, MC, KT;
-static int k_inner;  // 0: for each K tile, for each block (coopjit's default); 1: for each block, for each K tile
+static int k_inner;  // 0: for each K tile, for each block (coopjit's default); 1: for each block, for each K tile;
+                     // 2: for each K tile, for each block of MC column panels, each row panel across the block
 static char *PA, *PB;
 static float* C;
 
@@ -164,7 +168,14 @@ static double nest(int pf) {
   const long kstep = int8_mode ? 64 : 32, steps = K / kstep, kts = KT / kstep;
   const long tm = M / 32, tn = N / 32;
   double t0 = now();
-  if (!k_inner) {
+  if (k_inner == 2) {
+    for (long k0 = 0; k0 < steps; k0 += kts)
+      for (long nb = 0; nb < tn; nb += MC) {
+        const long nend = nb + MC < tn ? nb + MC : tn;
+        for (long mt = 0; mt < tm; ++mt)
+          for (long nt = nb; nt < nend; ++nt) block_panel(0, mt, mt + 1, nt, k0, kts < steps - k0 ? kts : steps - k0, k0 == 0);
+      }
+  } else if (!k_inner) {
     for (long k0 = 0; k0 < steps; k0 += kts)
       for (long mb = 0; mb < tm; mb += MC) {
         const long mend = mb + MC < tm ? mb + MC : tm;
@@ -196,7 +207,7 @@ int main(int argc, char** argv) {
   }
   const long kt_arg = argc > 5 ? atol(argv[5]) : 0;  // K elements a K tile (bf16; int8 takes twice as many); 0: K
   k_inner = argc > 6 ? atoi(argv[6]) : 0;
-  const int pfs = argc > 7 ? atoi(argv[7]) : 4;  // the prefetch cases run: pf 0 .. pfs - 1
+  const int pfs = k_inner == 2 ? 1 : argc > 7 ? atoi(argv[7]) : 4;  // the prefetch cases run: pf 0 .. pfs - 1
   for (int mode = 0; mode < 2; ++mode) {
     int8_mode = mode;
     KT = kt_arg ? kt_arg * (mode ? 2 : 1) : K;
@@ -214,7 +225,7 @@ int main(int argc, char** argv) {
     memset(C, 0, M * N * 4);
     const double pk = peak(2000000);
     const double flop = 2.0 * M * N * K;
-    printf("%s %ldx%ldx%ld MC=%ld KT=%ld k_inner=%d: peak loop %.2f ns/product (%.0f G/s)\n", mode ? "int8" : "bf16", M, N, K, MC, KT, k_inner,
+    printf("%s %ldx%ldx%ld MC=%ld KT=%ld order=%d: peak loop %.2f ns/product (%.0f G/s)\n", mode ? "int8" : "bf16", M, N, K, MC, KT, k_inner,
            pk * 1e9, (mode ? 2.0 * 16 * 16 * 64 : 2.0 * 16 * 16 * 32) / pk / 1e9);
     for (int round = 0; round < 2; ++round)
       for (int pf = 0; pf < pfs; ++pf) {

@@ -601,3 +601,101 @@ def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
     assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
     with pytest.raises(ValueError, match="inline_b=1 packs B inside the blocked nest"):
         coopjit.matmul(a, coopjit.prepack(b, plan={"amx": tiles}), plan={"amx": tiles, "inline_b": 1})
+
+
+NC_CASES = [  # (m, n, k, plan): edges in M, N and K, several K tiles and workers
+    (301, 257, 333, {"threads": 1, "kt": 128, "nc_tiles": 2, "split": "dp"}),  # 9 column panels: a short last block
+    (230, 200, 300, {"threads": 3, "kt": 128, "nc_tiles": 1, "split": "dp"}),
+    (200, 330, 700, {"threads": 4, "grid_m": 2, "kt": 256, "nc_tiles": 3, "split": "dp"}),  # a 2 x 2 grid
+    (300, 200, 700, {"threads": 4, "shares": 3, "kt": 256, "nc_tiles": 2, "split": "dp"}),  # shares cut the nest
+    (97, 70, 40, {"threads": 2, "nc_tiles": 4096, "split": "dp"}),  # one K tile, one block of everything
+    (192, 160, 256, {"threads": 2, "kt": 128, "direct_a": 1, "nc_tiles": 2, "split": "dp"}),  # A read where it is
+]
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "yes"])
+@pytest.mark.parametrize("ta,tb", [(BF16, BF16), (np.int8, np.int8), (np.uint8, np.int8), (np.uint8, np.uint8)])
+@pytest.mark.parametrize("m,n,k,plan", NC_CASES)
+@needs_avx512
+def test_tiles_by_column_panels(rng, tiles, ta, tb, m, n, k, plan):
+    """plan nc_tiles with tiles: for each K tile, blocks of column panels, each row panel across a
+    block, the partial sums continued in the tiles from the scratch between K tiles; against
+    float64 / int64. Hardware tiles where this CPU has them (else skipped, saying so)."""
+    feature = "amx-bf16" if ta == BF16 else "amx-int8"
+    if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
+        pytest.skip(f"this CPU (or process) has no AMX tiles ({feature}): the tile instructions cannot run")
+    full = {"amx": tiles, **plan}
+    if ta == BF16:
+        a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+        out = np.float32
+    else:
+        a, b = ints(rng, ta, (m, k)), ints(rng, tb, (k, n))
+        out = np.int32
+    cfg = plan_of(a, b, out, full)
+    assert (cfg["amx"], cfg["nc_tiles"], cfg["inline_b"]) == (tiles, plan["nc_tiles"], False), cfg
+    c = coopjit.matmul(a, b, out=np.empty((m, n), out), plan=full)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if ta == BF16:
+        assert np.all(np.abs(c - ref) <= f32_bound(a, b))
+    else:
+        np.testing.assert_array_equal(c, ref.astype(np.int64))
+
+
+@pytest.mark.parametrize("tiles", ["emulated", "yes"])
+@needs_avx512
+def test_tiles_by_column_panels_alpha_beta_out_types_and_prepacked_b(rng, tiles):
+    # alpha / beta and a bf16 C apply once, at the last K tile (the partial sums stay in the
+    # scratch); a prepacked B (VNNI panels of the tiles) reads the same; the key names nc_tiles.
+    if tiles == "yes" and not HOST_AMX:
+        pytest.skip("this CPU (or process) has no AMX tiles (amx-tile, amx-bf16): the tile instructions cannot run")
+    m, n, k = 150, 300, 400
+    plan = {"amx": tiles, "threads": 2, "kt": 128, "nc_tiles": 2, "split": "dp"}
+    a, b = floats(rng, BF16, (m, k)), floats(rng, BF16, (k, n))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    c0 = c.astype(np.float64)
+    coopjit.gemm(a, b, c, alpha=1.5, beta=-0.5, plan=plan)
+    assert np.all(np.abs(c - (1.5 * ref - 0.5 * c0)) <= 1.5 * f32_bound(a, b) + 1e-6 * np.abs(c0))
+    lo = coopjit.matmul(a, b, plan=plan)  # bf16 out: the f32 sum rounded once
+    assert lo.dtype == BF16
+    assert np.all(np.abs(lo.astype(np.float64) - ref) <= f32_bound(a, b) + np.abs(ref) * 2.0**-8)
+    pb = coopjit.prepack(b, plan={"amx": tiles})
+    got = coopjit.matmul(a, pb, out=np.empty((m, n), np.float32), plan=plan)
+    assert np.all(np.abs(got - ref) <= f32_bound(a, b))
+    keys = {nc: coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes", "nc_tiles": nc})["key"]
+            for nc in (0, 1, 2)}
+    assert len(set(keys.values())) == 3, keys
+
+
+@needs_avx512
+def test_tiles_by_column_panels_refuse_the_cold_panel_prefetch(rng):
+    # amx_prefetch 6 fetches the next block of row panels' cold panels: the column-panel order
+    # has no such block.
+    a = floats(rng, BF16, (64, 64))
+    with pytest.raises(ValueError, match=r"nc_tiles=2 orders the packed blocked nest.*amx_prefetch=6"):
+        coopjit.matmul(a, a, plan={**EMU, "nc_tiles": 2, "amx_prefetch": 6})
+    for pf in (0, 1, 5):
+        c = coopjit.matmul(a, a, out=np.empty((64, 64), np.float32), plan={**EMU, "nc_tiles": 2, "amx_prefetch": pf})
+        assert np.all(np.abs(c - a.astype(np.float64) @ a.astype(np.float64)) <= f32_bound(a, a))
+
+
+def test_cross_compiled_tiles_by_column_panels():
+    # The column-panel order keeps the tile kernel: the K loop's 2 + 2 tileloadd and 4 tile
+    # products, the partial sums moved whole between K tiles (tileloadd / tilestored).
+    a = np.zeros((1024, 1024), BF16)
+    r = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"nc_tiles": 2, "kt": 256})
+    assert r["config"]["nc_tiles"] == 2 and r["config"]["amx"] == "yes"
+    loops = k_loops(r["asm"], "tdpbf16ps")
+    assert loops and all(len(tile_order(body, "tdpbf16ps")) % 8 == 0 for body in loops)
+    assert re.search(r"\btilestored\b", r["asm"])
+
+
+@pytest.mark.parametrize("dtype,size", [(BF16, 1024), (BF16, 4096), (np.int8, 4096), (np.int8, 8192)])
+def test_tile_plans_keep_the_row_block_order(dtype, size):
+    # nc_tiles with tiles measured within noise or slower than the row blocks on the 16-core
+    # host (session 16): the planner keeps 0 for AMX plans; a plan that names it gets it.
+    a = np.zeros((size, size), dtype)
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    assert (cfg["amx"], cfg["nc_tiles"]) == ("yes", 0), cfg
+    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"nc_tiles": 4})["config"]
+    assert (named["amx"], named["nc_tiles"]) == ("yes", 4), named

@@ -777,6 +777,14 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // whose 22 row panels a share (540 KiB of A) stay in L2 either way, 0.94x (2.08 -> 2.21 ms):
   // it keeps the row blocks. Blocks of 2+ panels (A's slice reused from L1 across the block) are
   // not measured there: plan= only. benchmarks/recorded/issue14-emr16-f32-session15.txt.
+  // AMX plans keep the row blocks: with their tiles (plan= nc_tiles 1 / 2 / 4 / 8 against the
+  // default, the 16-core host, session 16) 16 workers measured bf16 1024^3 0.82-0.94x, 2048^3
+  // 0.84-0.96x, 4096^3 0.86-1.05x, 8192^3 0.84-0.97x; int8 1024^3 0.69-0.85x, 2048^3 0.85-0.91x,
+  // 4096^3 1.02-1.15x, 8192^3 0.85-1.11x (the wins within that host's round-to-round noise); one
+  // thread 2048^3 bf16 0.68-1.02x, int8 0.81-1.10x. The nest in C on one core (amx_nest_probe.c
+  // order 2) got more from 8-panel blocks (2048^3 int8 74% of the tile loop's peak against 32-40%
+  // in the row-block order; bf16 54% against 48%), which coopjit's nest did not show.
+  // benchmarks/recorded/issue14-emr16-amx-nc-tiles-session16.txt.
   if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
       p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
     // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
@@ -788,10 +796,13 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                           ir::size_in_bytes(p.dtype);
     if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
   }
-  if (p.nc_tiles > 0 && (!p.pack || p.amx || p.inline_b || p.k_inner))
+  // AMX plans take the same order (each tile's partial sums continued in the tiles from the
+  // scratch, as in the row-block order); amx_prefetch 6 fetches the next block of row panels'
+  // cold panels, which this order does not have.
+  if (p.nc_tiles > 0 && (!p.pack || p.inline_b || p.k_inner || (p.amx && p.amx_prefetch == 6)))
     throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
-                        "no AMX tiles, inline_b=0 and k_inner=0 (got pack=", p.pack, ", amx=", p.amx, ", inline_b=",
-                        p.inline_b, ", k_inner=", p.k_inner, ")"));
+                        "inline_b=0, k_inner=0 and no amx_prefetch=6 (got pack=", p.pack, ", inline_b=", p.inline_b,
+                        ", k_inner=", p.k_inner, ", amx_prefetch=", p.amx ? p.amx_prefetch : 0, ")"));
   if (p.kt % p.kb != 0)
     throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the

@@ -114,7 +114,8 @@ struct GemmPlan {
   // it measured 0.80-1.20x the old order (shape to shape and run to run) with K tiles of 512-4096
   // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt.
   bool k_inner = false;
-  // The blocked nest's column-panel order (packed plans without AMX tiles, inline_b or k_inner;
+  // The blocked nest's column-panel order (packed plans without inline_b or k_inner, AMX tiles
+  // too except with amx_prefetch 6;
   // part of the key): 0 = for each K tile, for each block of mc_tiles row panels, for each of the
   // worker's column panels, the block's row panels (each column panel's K-tile slice of B read
   // from L3 for each block, then from L2); n > 0 = for each K tile, for each block of n of the
@@ -123,7 +124,9 @@ struct GemmPlan {
   // elements of per K step, comes from L2, and A, read mr elements a step and kept in L1 across
   // the block's tiles, is the one that streams from L3. Default 1 on 8+ cores for f32 / f64 where
   // a worker's row panels outgrow half its L2 (see gemm_plan.cpp); a plan that names mc_tiles
-  // keeps 0.
+  // keeps 0. AMX plans: each tile's K-tile slice of A (mr x kt, 128 KiB at kt 2048 bf16) is
+  // read by the block's tiles from L1 / L2, the partial sums continued from the scratch as in
+  // the row-block order.
   int nc_tiles = 0;
   // The unpacked blocked nest ("k_outer"): each tile's rows of B are prefetched this many bytes
   // further along (prefetcht0 a 64-byte line; 0: none). Part of the key. Its kt rows of B are
