@@ -611,9 +611,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     // Skinny products on many cores (up to 64 rows, the rows of the aliasing rule above): their A
     // slice at inline_b's own K tile (below) is at most 64 KiB, but at the packed K tile f64's 64
     // rows (13 tiles of 5: 65 rows of 8 KiB, 520 KiB) passed the bound above and kept the packing
-    // phase. Measured on the 16-core Emerald Rapids host (session 16, h14f32b, medians of rounds
-    // through plan=): f64 64x4096x2048 3.66 -> 2.81 ms (NumPy 2.60; the packing launch took 2.4 ms
-    // of the 4.6 of a traced call). benchmarks/recorded/issue14-emr16-gemv-session16.txt.
+    // phase. Measured on the 16-core Emerald Rapids host (session 16, medians of rounds through
+    // plan=): f64 64x4096x2048 3.66 -> 2.81 ms (NumPy 2.60; the packing launch took 2.4 ms of the
+    // 4.6 of a traced call), a second, noisier run 4.71 -> 3.71 (NumPy 4.07).
+    // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
     const bool skinny = cpu.max_threads >= 8 && M <= 64;
     if (!overrides.count("inline_b"))
       p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
@@ -743,12 +744,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
       // Every core otherwise: each worker streams its rows at about one core's rate while it runs,
       // so the call lasts as long as the slowest worker's share (plus the launch). Measured on the
-      // 16-core Emerald Rapids host (session 16, h14f32b; 12 workers, the 3/4 of the cores that an
-      // earlier session measured as saturating the memory, against 16; medians of rounds, wall
-      // time through plan=; the launch trace's worker medians at 16: 17.6 GB/s a worker, the one-
-      // thread rate 15.8): 4096x4096 f32 0.60 -> 0.47 ms (NumPy 0.40), 16384x4096 2.64 -> 2.14
-      // (NumPy 2.32), 2048x2048 0.165 -> 0.084 (NumPy 0.062). benchmarks/recorded/
-      // issue14-emr16-gemv-session16.txt.
+      // 16-core Emerald Rapids host (session 16; 12 workers, the 3/4 of the cores that an earlier
+      // session measured as saturating the memory, against 16; medians of rounds, wall time through
+      // plan=; the launch trace's busy medians at 16 workers: 17.6 GB/s a worker, one thread 15.8
+      // GB/s): 4096x4096 f32 0.60 -> 0.47 ms (NumPy 0.40), 16384x4096 2.64 -> 2.14 (NumPy 2.32),
+      // 2048x2048 0.165 -> 0.084 (NumPy 0.062); a second, noisier run 1.17 -> 0.72, 4.40 -> 3.66,
+      // 0.83 -> 0.25. benchmarks/recorded/issue14-emr16-gemv-session16.txt.
       const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
       if (!overrides.count("threads"))
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
