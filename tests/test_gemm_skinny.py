@@ -65,7 +65,25 @@ def test_matrix_vector_takes_the_dot_plan():
     assert _order(4096, 1, 4096, trans_a=True) != "dot"  # A's rows are strided along K
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_matrix_vector_takes_every_core_of_a_many_core_host():
+    # The dot walk on 16 cores: one worker a core (the call lasts as long as the slowest share), at
+    # least 64 KiB of A a worker; few cores keep their count.
+    def threads(m, k, dtype=np.float32, cpu_threads=16):
+        a, x = np.ones((m, k), dtype), np.ones((k, 1), dtype)
+        cfg = coopjit.cross_compile(a, x, cpu="sapphirerapids", threads=cpu_threads)["config"]
+        assert cfg["order"] == "dot", cfg
+        return int(cfg["threads"])
+    assert threads(4096, 4096) == 16
+    assert threads(16384, 4096) == 16
+    assert threads(2048, 2048) == 16
+    assert threads(1000, 300, np.float64) == 16  # 2.4 MB of A: 150 KB a worker
+    assert threads(256, 256) == 4  # 256 KiB of A: 64 KiB a worker
+    assert threads(40, 4096) == 10  # 10 row tiles of 4
+    assert threads(4096, 4096, cpu_threads=2) == 2
+    assert threads(4096, 4096, cpu_threads=8) == 8
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7, 16])
 def test_matrix_vector_alpha_beta_strided_output(rng, threads):
     m, k = 203, 777
     a, x = _operands(rng, np.float32, (m, k), (k, 1))
@@ -307,17 +325,32 @@ def test_skinny_products_with_b_rows_4k_apart_pack_b_on_many_cores():
     assert cfg["pack"] and cfg["order"] != "k_outer", cfg
 
 
+def test_skinny_f64_products_of_64_rows_pack_b_by_its_reader_on_many_cores():
+    # f64, 64 rows (13 row tiles of 5: 65 rows of 8 KiB at the packed K tile, over the 512 KiB
+    # bound): B packed by its reader on 16 cores, in K tiles of 128 (32 KiB of a 32-column panel).
+    a = np.ones((64, 4096))
+    for n in (2048, 4096):
+        cfg = coopjit.cross_compile(a, np.ones((4096, n)), cpu="sapphirerapids", threads=16)["config"]
+        assert cfg["pack"] and cfg["inline_b"] and int(cfg["kt"]) == 128 and int(cfg["shares"]) == 1, cfg
+    # More rows (A's slice over the bound, not skinny) and few cores keep their plans.
+    cfg = coopjit.cross_compile(np.ones((128, 4096)), np.ones((4096, 2048)), cpu="sapphirerapids", threads=16)["config"]
+    assert cfg["pack"] and not cfg["inline_b"], cfg
+    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="sapphirerapids", threads=2)["config"]
+    assert not cfg["inline_b"], cfg
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("m, n", [(64, 3000), (17, 2048), (40, 1050)])
-def test_skinny_products_packing_b_by_its_reader(rng, threads, m, n):
+def test_skinny_products_packing_b_by_its_reader(rng, threads, m, n, dtype):
     # The plan the many-core planner picks (pack, inline_b), run here against float64 on B views
-    # whose rows are 16 KiB apart, with beta and a strided C.
-    a, big = _operands(rng, np.float32, (m, 1100), (1100, 4096))
+    # whose rows are 16 KiB apart, with beta and a strided C (f64: 64 rows in 13 tiles of 5).
+    a, big = _operands(rng, dtype, (m, 1100), (1100, 4096))
     b = big[:, 7:7 + n]
-    c0 = rng.uniform(-1, 1, (m, 2 * n)).astype(np.float32)
+    c0 = rng.uniform(-1, 1, (m, 2 * n)).astype(dtype)
     c = c0.copy()
     coopjit.gemm(a, b, c[:, ::2], alpha=1.5, beta=-0.5, plan={"pack": 1, "inline_b": 1, "threads": threads})
     ref = 1.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 0.5 * c0[:, ::2]
     mag = 1.5 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) + 0.5 * np.abs(c0[:, ::2])
-    assert np.all(np.abs(c[:, ::2] - ref) <= 1102 * np.finfo(np.float32).eps * mag)
+    assert np.all(np.abs(c[:, ::2] - ref) <= 1102 * np.finfo(dtype).eps * mag)
     assert np.array_equal(c[:, 1::2], c0[:, 1::2])  # the other columns untouched

@@ -608,9 +608,17 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
     const double a_slice =
         double(tiles_m * p.mr) * double(std::min(p.kt, ceil_to(spec.K, p.kb))) * ir::size_in_bytes(packed_a_type(p));
+    // Skinny products on many cores (up to 64 rows, the rows of the aliasing rule above): their A
+    // slice at inline_b's own K tile (below) is at most 64 KiB, but at the packed K tile f64's 64
+    // rows (13 tiles of 5: 65 rows of 8 KiB, 520 KiB) passed the bound above and kept the packing
+    // phase. Measured on the 16-core Emerald Rapids host (session 16, medians of rounds through
+    // plan=): f64 64x4096x2048 3.66 -> 2.81 ms (NumPy 2.60; the packing launch took 2.4 ms of the
+    // 4.6 of a traced call), a second, noisier run 4.71 -> 3.71 (NumPy 4.07).
+    // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
+    const bool skinny = cpu.max_threads >= 8 && M <= 64;
     if (!overrides.count("inline_b"))
       p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
-                   a_slice <= 512.0 * 1024 && (!overrides.count("grid_m") || p.grid_m == 1) &&
+                   (a_slice <= 512.0 * 1024 || skinny) && (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
                    !(overrides.count("nc_tiles") && overrides.at("nc_tiles") > 0);  // (and nc_tiles)
@@ -734,12 +742,17 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       if (p.split != "dp") throw UserError("plan order=2 (dot) is data-parallel over rows: it needs split='dp'");
       const int64_t tiles_m = (M + p.mr - 1) / p.mr;
       // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
+      // Every core otherwise: each worker streams its rows at about one core's rate while it runs,
+      // so the call lasts as long as the slowest worker's share (plus the launch). Measured on the
+      // 16-core Emerald Rapids host (session 16; 12 workers, the 3/4 of the cores that an earlier
+      // session measured as saturating the memory, against 16; medians of rounds, wall time through
+      // plan=; the launch trace's busy medians at 16 workers: 17.6 GB/s a worker, one thread 15.8
+      // GB/s): 4096x4096 f32 0.60 -> 0.47 ms (NumPy 0.40), 16384x4096 2.64 -> 2.14 (NumPy 2.32),
+      // 2048x2048 0.165 -> 0.084 (NumPy 0.062); a second, noisier run 1.17 -> 0.72, 4.40 -> 3.66,
+      // 0.83 -> 0.25. benchmarks/recorded/issue14-emr16-gemv-session16.txt.
       const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
-      // On many cores about 3/4 of them saturate the memory (16 cores, 4096x4096 f32: 8 / 12 / 16
-      // workers 0.62 / 0.60 / 0.79 ms).
-      const int64_t most = cpu.max_threads >= 8 ? cpu.max_threads * 3 / 4 : cpu.max_threads;
       if (!overrides.count("threads"))
-        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({most, tiles_m, bytes >> 16})));
+        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
     }
   }
   // Many cores: the blocked nest as 4 shares a thread (GemmPlan::shares). A call lasts as long as
