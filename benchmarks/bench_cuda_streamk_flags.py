@@ -33,6 +33,9 @@ PLANS = {  # (sk_down 0: each Stream-K part's K tiles upward, as before session 
     "256 dp": {"split": "dp", "ws": 2, "nr": 256, "persistent": 0},
     "256 pers": {"split": "dp", "ws": 2, "nr": 256, "persistent": 1},
     "256 sk+dp": {"split": "sk+dp", "ws": 2, "nr": 256, "sk_flags": 1, "sk_down": 1},
+    # 128 x 192 tiles (two consumer warpgroups of 64 x 192)
+    "n192 dp": {"split": "dp", "ws": 2, "nr": 192, "persistent": 1},
+    "n192 sk+dp": {"split": "sk+dp", "ws": 2, "nr": 192, "sk_flags": 1, "sk_down": 1},
     # 192 x 192 tiles (three consumer warpgroups): DP, persistent DP, 2-tile SK + DP
     "192 dp": {"split": "dp", "ws": 2, "sg_m": 12, "nr": 192, "persistent": 0},
     "192 pers": {"split": "dp", "ws": 2, "sg_m": 12, "nr": 192, "persistent": 1},
