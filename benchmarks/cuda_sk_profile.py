@@ -5,7 +5,13 @@ kernels torch.matmul (cuBLAS) runs for it (torch.profiler); `skdp` / `dp` run co
     python benchmarks/cuda_sk_profile.py torchprof
     ncu -k regex:gemm --launch-skip 1 --launch-count 2 --section SpeedOfLight python benchmarks/cuda_sk_profile.py skdp
 """
-import sys, torch, ml_dtypes, coopjit
+import sys
+
+import ml_dtypes
+import torch
+
+import coopjit
+
 m, n, k = 4352, 1024, 4096
 g = torch.Generator(device="cuda").manual_seed(1)
 a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
@@ -15,7 +21,8 @@ plans = {"skdp": None, "dp": {"split": "dp", "ws": 2}}
 which = sys.argv[1] if len(sys.argv) > 1 else "all"
 if which == "torchprof":
     from torch.profiler import profile, ProfilerActivity
-    torch.matmul(a, b, out=c); torch.cuda.synchronize()
+    torch.matmul(a, b, out=c)
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
             torch.matmul(a, b, out=c)
