@@ -26,6 +26,7 @@ PLANS = {  # (sk_down 0: each Stream-K part's K tiles upward, as before session 
     "sk+dp fix-up": {"split": "sk+dp", "ws": 2, "sk_flags": 0, "sk_down": 0},
     "sk+dp fix-up down": {"split": "sk+dp", "ws": 2, "sk_flags": 0, "sk_down": 1},
     "sk flags": {"split": "sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
+    "sk flags down": {"split": "sk", "ws": 2, "sk_flags": 1, "sk_down": 1},
     "dp+sk flags": {"split": "dp+sk", "ws": 2, "sk_flags": 1, "sk_down": 0},
     # persistent DP (the kernel's walk of its tiles, the next tile's loads under this one's epilogue)
     "pers": {"split": "dp", "ws": 2, "persistent": 1},

@@ -333,13 +333,16 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // chain) the waits serialize the chain. Four branches, so that no sum flows out of a
         // branch (the accumulators stay in wgmma's fragments): the epilogue is built twice.
         // Everything here is computed after the loop from the unit's bounds (nothing more live
-        // across it than with the fix-up launch).
+        // across it than with the fix-up launch). The parts are in the fragments' own order
+        // (frag_native, simt_wgmma.cpp: 16-byte accesses; only the same warp position of this
+        // kernel reads them), not the fix-up launch's column-major tile.
         Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
         auto with_next = [&](Builder& u) {  // acc + the successor's sum, its flag reset
           Value* next = u.add(g, one, "next");
           Value* next_flag = u.add(u.mul(next, SGS), sg, "next_flag");
           u.flag_wait(FL, next_flag, kFlagSpinLimit);
           Value* part = u.load(acc_t, part_at(u, next, zero, tl), false, "part");
+          part->def->attrs["frag_native"] = int64_t(1);
           Value* sum = u.mat_bin(BinOp::add, acc, part, "acc");
           return std::make_pair(sum, next_flag);
         };
@@ -359,11 +362,11 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         }, [&](Builder& u) {
           u.if_(has_next, {}, [&](Builder& v) {
             auto [sum, next_flag] = with_next(v);
-            v.store(sum, part_at(v, g, zero, tl), false);
+            v.store(sum, part_at(v, g, zero, tl), false)->attrs["frag_native"] = int64_t(1);
             unset(v, next_flag);
             return std::vector<Value*>{};
           }, [&](Builder& v) {
-            v.store(acc, part_at(v, g, zero, tl), false);
+            v.store(acc, part_at(v, g, zero, tl), false)->attrs["frag_native"] = int64_t(1);
             return std::vector<Value*>{};
           });
           u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));

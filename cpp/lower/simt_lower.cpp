@@ -98,6 +98,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   }
   if (producer_warps_) ws_begin();  // the producer warps' own code (simt_tma_ws.cpp)
   block(f_.body);
+  if (!native_loads_.empty()) throw InternalError("a frag_native load not read as a wgmma fragment (simt_wgmma.cpp)");
   if (tma_stores_) {  // the TMA stores' reads of the staging done before the block's shared memory goes (simt_wgmma.cpp)
     auto* wty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
     b_.CreateCall(wty, llvm::InlineAsm::get(wty, "cp.async.bulk.wait_group.read 0;", "~{memory}", /*hasSideEffects=*/true));
@@ -379,6 +380,11 @@ void SimtLowering::op(const Op& o) {
     }
     case OpKind::mat_load: case OpKind::mat_store:
       if (o.kind == OpKind::mat_store && frag_op(o)) return;
+      if (o.int_attr("frag_native", 0)) {  // a wgmma fragment's own order (simt_wgmma.cpp): only a fragment's store / add
+        if (o.kind == OpKind::mat_store) throw InternalError(cat("a frag_native store of a value that is not a wgmma fragment: ", mnemonic(o)));
+        native_loads_.insert(o.result());
+        return;
+      }
       if (o.operands[o.kind == OpKind::mat_load ? 0 : 1]->type.is_groupshared()) return shared_access(o);
       // VNNI-packed memory (builder.h) is the CPU recipes' panel format; device recipes keep
       // plain strided matrices (their VNNI is in registers: simt_dpas.cpp).

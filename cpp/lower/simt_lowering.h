@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -312,6 +313,10 @@ class SimtLowering {
   /// conversion or plain load of one shaped like it: the load issued again at f's positions,
   /// the layout's load left unused); nullopt for anything else.
   std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
+  /// Lane-interleaved 16-byte group q of a frag_native access (frag_store).
+  llvm::Value* native_at(const Access& a, const Type& t, size_t q);
+  /// frag_native loads not yet read through frag_like (any left at the end: an internal error)
+  std::unordered_set<const Value*> native_loads_;
   /// The whole tile's store through the warp's shared-memory region: 16-byte chunks along C's
   /// unit-stride dimension, consecutive lanes on consecutive chunks; false where it does not apply.
   /// frag_store's TMA path (store attribute tma_store): the boxes through the warp's staging

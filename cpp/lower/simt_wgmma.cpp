@@ -382,6 +382,16 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       if (o.operands[0]->type.is_groupshared() || o.int_attr("vnni", 1) != 1) return std::nullopt;
       if (auto le = load_epoch_.find(v); le == load_epoch_.end() || le->second != mem_epoch_) return std::nullopt;  // a store since
       const Access a = access(o, 0);
+      if (o.int_attr("frag_native", 0)) {  // what frag_store wrote in the fragment's own order
+        if (o.int_attr("checked") || t.rows != 16 || f.d.size() % 4 || static_cast<int64_t>(f.d.size()) != t.cols / 2) return std::nullopt;
+        native_loads_.erase(v);
+        std::vector<llvm::Value*> out(f.d.size());
+        for (size_t q = 0; q < f.d.size() / 4; ++q) {
+          llvm::Value* x = b_.CreateAlignedLoad(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4), native_at(a, t, q), llvm::Align(16));
+          for (int i = 0; i < 4; ++i) out[q * 4 + i] = b_.CreateExtractElement(x, uint64_t(i));
+        }
+        return out;
+      }
       const bool checked = o.int_attr("checked") != 0;
       llvm::Type* et = scalar_ty(t.scalar);
       std::vector<llvm::Value*> out(f.d.size());
@@ -471,9 +481,32 @@ void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int
 // go, one element a store. (Before: a gather of each component into the coopmatrix layout,
 // shuffles and selects, and one 2- or 4-byte store per component: on the H100, one wave of
 // 128 x 256 tiles at K = 64 ran ~2400 instructions a warp and spilled.)
+// A fragment in its own order (attribute frag_native: Stream-K's partial tiles, written and read
+// only by the same warp position of this kernel): the warp's 16 x NR elements at ptr + row NR +
+// col sc, D[4 q .. 4 q + 3] of lane l in 16 bytes at element 4 (32 q + l), so that each of a
+// lane's NR / 8 vector accesses covers 512 contiguous bytes of the warp (the strided form costs
+// a 4-byte access an element: ncu, session 17).
+llvm::Value* SimtLowering::native_at(const Access& a, const Type& t, size_t q) {
+  llvm::Type* et = scalar_ty(t.scalar);
+  llvm::Value* base = b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc));
+  llvm::Value* l = b_.CreateZExt(lane(), b_.getInt64Ty());
+  llvm::Value* at = b_.CreateAdd(base, b_.CreateMul(b_.CreateAdd(l, b_.getInt64(static_cast<int64_t>(32 * q))), b_.getInt64(4)));
+  return b_.CreateGEP(et, a.ptr, at);
+}
+
 bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   const Type& t = o.operands[0]->type;
   const int64_t esz = size_in_bytes(t.scalar), NR = t.cols;
+  if (o.int_attr("frag_native", 0)) {
+    if (o.int_attr("checked") || t.rows != 16 || f.d.size() % 4 || static_cast<int64_t>(f.d.size()) != NR / 2) return false;
+    const Access a = access(o, 1);
+    for (size_t q = 0; q < f.d.size() / 4; ++q) {
+      llvm::Value* x = llvm::PoisonValue::get(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4));
+      for (int i = 0; i < 4; ++i) x = b_.CreateInsertElement(x, f.d[q * 4 + i], uint64_t(i));
+      b_.CreateAlignedStore(x, native_at(a, t, q), llvm::Align(16));
+    }
+    return true;
+  }
   if (!f.epi_bytes || t.rows != 16 || NR % 8 || static_cast<int64_t>(f.d.size()) != NR / 2) return false;
   const Access a = access(o, 1);
   llvm::Type* et = scalar_ty(t.scalar);
