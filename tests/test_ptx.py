@@ -695,6 +695,13 @@ def test_wgmma_ws_stream_k_flags_assemble(ptxas, split, workers):
     text = kern.source("ptx")
     for insn in ("atom.release.gpu.global.exch.b32", "ld.acquire.gpu.global.b32", "bar.warp.sync", "trap;", "nanosleep.u32"):
         assert insn in text, insn
+    # The parts in the fragments' own order (frag_native, session 17): each lane's NR / 2 f32 sums
+    # as NR / 8 16-byte accesses a store / load, none element by element (two epilogues: the
+    # part's store and the successor's load are built twice).
+    groups = int(cfg["nr"]) // 8
+    accesses = re.findall(r"^\s*((?:ld|st)\.global[\w.]*)", text, re.M)
+    assert accesses.count("ld.global.v4.b32") == 2 * groups and accesses.count("st.global.v4.b32") == 2 * groups, accesses
+    assert all(".v4." in a for a in accesses), sorted(set(accesses))
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
     spills = max(int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x)
