@@ -337,3 +337,30 @@ def test_cupy_stacks_on_their_stream():
     coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=cupy.empty((8, 8), np.float32))
     with pytest.raises(ValueError, match="overlaps a's memory"):
         coopjit.matmul(sq, cupy.ones((8, 8), np.float32), out=sq)
+
+
+@needs_cuda
+def test_dependent_products_back_to_back():
+    """Launches on one stream stay ordered: a chain of products queued without synchronizing, each
+    reading the one before, the last one overwriting an operand the first reads (write after read),
+    a Stream-K plan in the chain, against float64 of the values each product read."""
+    import ml_dtypes
+    import torch
+
+    n = 1024
+    g = torch.Generator(device="cuda").manual_seed(17)
+    x = torch.randn(n, n, device="cuda", generator=g).bfloat16()
+    w = [(torch.randn(n, n, device="cuda", generator=g) * n ** -0.5).bfloat16() for _ in range(3)]
+    sk = coopjit.compile_gemm(n, n, n, ml_dtypes.bfloat16, device="cuda:0", plan={"split": "sk"})
+    x0 = _ref(x)
+    torch.cuda.synchronize()
+    for _ in range(2):
+        y1 = coopjit.matmul(x, w[0])  # reads x
+        y2 = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+        sk(y1, w[1], y2)  # reads y1 as soon as it is written
+        coopjit.matmul(y2, w[2], out=x)  # overwrites x, which the first product read
+        torch.cuda.synchronize()
+        _lowp_close(y1, x0 @ _ref(w[0]), n)
+        _lowp_close(y2, _ref(y1) @ _ref(w[1]), n)
+        _lowp_close(x, _ref(y2) @ _ref(w[2]), n)
+        x0 = _ref(x)
