@@ -245,9 +245,42 @@ def test_k_outer_prefetch_of_b(rng, ahead, m, n, k):
     _check_float(coopjit.matmul(a, b, plan=plan), a, b)
     assert coopjit.compile_gemm(m, n, k, np.float32, plan=plan).config["b_prefetch"] == ahead
     assert _order(1, 4096, 4096) == "k_outer"
-    # (the default below 8 workers; none on more, where it measured slower)
-    want = 1024 if coopjit.get_num_threads() < 8 else 0
+    # (the default below 8 workers; none on more, where it measured slower, nor on Zen 4 for one
+    # row panel)
+    want = 1024 if coopjit.get_num_threads() < 8 and coopjit.cpu_info()["name"] != "znver4" else 0
     assert coopjit.compile_gemm(1, 4096, 4096, np.float32).config["b_prefetch"] == want
+
+
+@pytest.mark.parametrize("m,want_zen4", [(1, 0), (4, 0), (6, 0), (8, 1024), (16, 1024), (64, 1024)])
+def test_k_outer_prefetch_rule_by_cpu(m, want_zen4):
+    # On the 2-core Zen 4 the k_outer walk of one row panel (M up to mr) reads B without
+    # prefetches (the hardware prefetchers follow its few rows; the prefetches measured slower);
+    # two or more row panels, and other CPUs below 8 cores, prefetch 1 KiB ahead.
+    a, b = np.ones((m, 4096), np.float32), np.ones((4096, 4096), np.float32)
+    for threads in (1, 2):
+        cfg = coopjit.cross_compile(a, b, cpu="znver4", threads=threads)["config"]
+        assert cfg["order"] == "k_outer" and int(cfg["b_prefetch"]) == want_zen4, (threads, cfg)
+        assert (int(cfg["mr"]) >= m) == (want_zen4 == 0), cfg
+        for other in ("znver5", "sapphirerapids"):
+            cfg = coopjit.cross_compile(a, b, cpu=other, threads=threads)["config"]
+            assert cfg["order"] == "k_outer" and int(cfg["b_prefetch"]) == 1024, (other, threads, cfg)
+    # 8 threads: none on any of them
+    assert int(coopjit.cross_compile(a, b, cpu="znver4", threads=8)["config"]["b_prefetch"]) == 0
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 1500), (1, 1000, 4096), (3, 2000, 1111), (5, 777, 2048)])
+def test_k_outer_one_row_panel_default(rng, m, n, k):
+    # The default plan of one row panel (no prefetches on Zen 4, 1 KiB ahead elsewhere), one
+    # worker and all of them, against NumPy in float64.
+    a, b = _operands(rng, np.float32, (m, k), (k, n))
+    threads = coopjit.get_num_threads()
+    try:
+        for t in sorted({1, threads}):
+            coopjit.set_num_threads(t)
+            assert _order(m, n, k) == "k_outer"
+            _check_float(coopjit.matmul(a, b), a, b)
+    finally:
+        coopjit.set_num_threads(threads)
 
 
 def test_bad_b_prefetch_overrides():

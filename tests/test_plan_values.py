@@ -118,3 +118,25 @@ def test_tile_width_when_a_outgrows_l2(dtype, name, lanes):
         a, b, c = np.empty((513, k), dtype), np.empty((k, 129), dtype), np.empty((513, 129), dtype)
         plan = coopjit._core.gemm_plan(a, b, c, False, [name] * 3)
         assert plan["layout"] == "row" and int(plan["nr"]) in widths, (k, plan["mr"], plan["nr"])
+
+
+@pytest.mark.parametrize("m,n,k,dtype,want", [(32, 32, 32, np.float32, 8), (20, 33, 50, np.float32, 5),
+                                              (64, 64, 64, np.float32, 4), (32, 32, 32, np.float64, 4),
+                                              (48, 48, 48, np.float32, 8)])
+def test_small_fixed_products_take_whole_tiles(rng, m, n, k, dtype, want):
+    # Up to 64 in every dimension (code for the exact shape), the tile height comes from down to
+    # half the tallest: a whole number of tiles where one divides M (32 rows: 4 x 8, not 11 + 11 +
+    # 10), checked here on the znver4 plan and computed on this CPU against NumPy in float64.
+    a, b = _random(rng, (m, k), dtype), _random(rng, (k, n), dtype)
+    for threads in (1, 2):
+        cfg = coopjit.cross_compile(a, b, cpu="znver4", threads=threads)["config"]
+        assert int(cfg["mr"]) == want and cfg["fixed_shape"] in (True, "true"), cfg
+    c = coopjit.matmul(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert np.all(np.abs(c - ref) <= (k + 2) * np.finfo(dtype).eps * mag), np.abs(c - ref).max()
+    # 44 rows of 64-wide tiles (at most 6 rows): 11 x 4 when the product is small, 9 x 5 (the
+    # height in [3/4 max, max] that pads least) once K passes 64
+    for kk, rows in ((64, 4), (65, 5)):
+        a, b = _random(rng, (44, kk), np.float32), _random(rng, (kk, 64), np.float32)
+        assert int(coopjit.cross_compile(a, b, cpu="znver4", threads=1)["config"]["mr"]) == rows, kk

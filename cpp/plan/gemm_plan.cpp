@@ -251,10 +251,16 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
   // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
   if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
+  // Small products (code for their exact shape, up to 64 in every dimension: see `fix` below) look
+  // down to half the height: a whole number of shorter tiles beats a ragged last one there (its
+  // rows checked). Measured on the 2-core Zen 4 (session 17), one thread, CPU time of the kernel
+  // call alone (blocks of calls, medians of 9): 32x32x32 f32 11 rows (3 tiles, the last of 10) 1.5
+  // us, 8 rows 1.25 (NumPy's whole matmul 1.6); 64x64x64 5 rows 5.5-5.6, 4 rows 5.4 (NumPy 5.8).
+  const bool small_fixed = std::max({spec.M, spec.N, spec.K}) <= 64;
   if (M <= 256) {
     int best = mr;
     int64_t best_pad = INT64_MAX;
-    for (int cand = mr; cand >= std::max(1, mr - mr / 4); --cand) {
+    for (int cand = mr; cand >= std::max(1, small_fixed ? mr / 2 : mr - mr / 4); --cand) {
       int64_t pad = (M + cand - 1) / cand * cand - M;
       if (pad < best_pad) best_pad = pad, best = cand;
     }
@@ -717,7 +723,18 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 41); 256 / 512 / 2048 / 4096 bytes ahead 36.7 / 35.6 / 35.8 / 29.7; 64x4096x4096 127 -> 135
   // GFLOP/s, 16x4096x4096 74 -> 77. Below 8 cores only: on the 16-core Emerald Rapids host (16
   // workers, blocks of calls) 64x4096x4096 f32 took 4.8 ms with it and 4.3 without.
-  if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8) p.b_prefetch = 1024;
+  // Not on Zen 4 for one row panel (M up to mr: kt of 8 to 16 rows, as many streams of B, which its
+  // hardware prefetchers follow; the prefetches, one per line loaded, cost it a quarter). Measured on
+  // the 2-core Zen 4 (session 17, blocks of calls alternating, medians, load 2-5 of other builds),
+  // 1x4096x4096 f32, one thread (CPU time) 1024 / none: 3.89 / 3.42, 4.05 / 2.93, 4.79 / 3.68 ms
+  // (three runs; NumPy 2.39 / 2.70 / 2.95); 2 threads (wall, ksplit 2) 2.04 / 1.73 ms (NumPy 1.58);
+  // 4x4096x4096 one thread 6.04 / 5.26, 2 threads 4.62 / 4.12. With two or more row panels (kt 64:
+  // 64 rows of B at once) it keeps them: one thread 16x4096x4096 12.2 / 16.4 ms, 8x4096x4096 8.0 /
+  // 10.3. benchmarks/recorded/issue14-zen4-2core-rows-session17.txt.
+  const bool one_row_panel = (M + p.mr - 1) / p.mr == 1;
+  if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8 &&
+      !(cpu.name == "znver4" && one_row_panel))
+    p.b_prefetch = 1024;
   if (p.b_prefetch && p.order != "k_outer")
     throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer); "
                         "the plan's walk is ", p.order));

@@ -24,6 +24,7 @@ struct CpuTargetInfo {
   bool amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
   bool cldemote = false;  // CLDEMOTE: a line pushed from the core's caches to the shared L3
   int64_t l2_bytes = 1 << 20;  // one core's L2 (the host's from the OS; 1 MiB for a named CPU)
+  std::string name;  // LLVM's CPU name ("znver4", "sapphirerapids"; empty: unknown): rules measured on one CPU
 };
 
 struct GemmPlan {

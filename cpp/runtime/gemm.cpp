@@ -28,7 +28,10 @@
 namespace coopjit {
 
 CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable) {
-  CpuTargetInfo t{cpu.vector_bytes, cpu.vector_registers, threads};
+  CpuTargetInfo t;
+  t.vector_bytes = cpu.vector_bytes;
+  t.vector_registers = cpu.vector_registers;
+  t.max_threads = threads;
   // The dot instructions the SIMD lowering uses (simd_vnni.cpp), on 16-lane (AVX-512) vectors.
   t.dot_bf16 = cpu.vector_bytes == 64 && cpu.has("avx512bf16");
   t.dot_i8 = (cpu.vector_bytes == 64 && cpu.has("avx512vnni") && cpu.has("avx512bw")) ||
@@ -39,6 +42,7 @@ CpuTargetInfo target_info(const CpuInfo& cpu, int threads, bool amx_usable) {
   t.amx_int8 = amx && cpu.has("amx-int8");
   t.amx_fp16 = amx && cpu.has("amx-fp16");
   t.cldemote = cpu.has("cldemote");
+  t.name = cpu.name;
   return t;
 }
 
