@@ -269,9 +269,17 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 64x64x200 f32 7.6 -> 5.1; data-parallel launches are independent, so a late worker no longer
   // holds the call), from 4 MFLOP every core (below that, 16 workers' hand-off would cost more
   // than their shares of a few microseconds).
+  // On 8+ cores every core from 1.5 MFLOP: a launch to spinning workers costs 2-3 us with 2-4
+  // of them and 5-8 us with 16 (the pool's launch trace, 256x16x16 f32 on the 16-core Emerald
+  // Rapids host, session 17), while these products run at a third of a core's peak (unpacked,
+  // ragged tiles: 100x37x250 f32 37 us on one thread). Measured there (medians of 5 rounds,
+  // plan=None calls, the plan through the tuned-plan table): 100x37x250 f32 2 / 4 / 8 / 16
+  // workers 23.6 / 15.3 / 13.1 / 11.3 us (NumPy 22.3, torch 12.9).
   const double flops = 2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2;
   const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
-  p.threads = flops < 1.5e6 ? 1 : flops < 4.0e6 ? std::min(2, std::max(1, cpu.max_threads)) : std::max(1, cpu.max_threads);
+  p.threads = flops < 1.5e6 ? 1
+              : flops < 4.0e6 && cpu.max_threads < 8 ? std::min(2, std::max(1, cpu.max_threads))
+                                                     : std::max(1, cpu.max_threads);
   p.kt = 256;
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
@@ -600,10 +608,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // panels, read them back from L3 or memory) where this costs one. Needs one row of workers
   // (each packs only its own column panels) and at least a column panel per worker. Measured on
   // Zen 5, 2 threads: int8 64x4096x4096 see the README.
-  // AMX plans take it only when asked (the same VNNI rows the tiles read): on the 16-core Emerald
-  // Rapids host (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80
-  // ms (1.15x / 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a
-  // B packed beforehand (prepack) runs in 0.64 / 0.61 ms.
+  // AMX plans (the same VNNI rows the tiles read) take it on many cores where the product is
+  // skinny (up to 64 rows, below), else only when asked: on the 16-core Emerald Rapids host
+  // (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80 ms (1.15x /
+  // 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a B packed
+  // beforehand (prepack) runs in 0.64 / 0.61 ms; session 17 (medians of 5 rounds, the plan through
+  // the tuned-plan table, plan=None calls): int8 64x4096x4096 748 -> 534 us (torch._int_mm 508).
   {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
     const double a_slice =
@@ -617,7 +627,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
     const bool skinny = cpu.max_threads >= 8 && M <= 64;
     if (!overrides.count("inline_b"))
-      p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
+      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || skinny) && p.split == "dp" && tiles_n >= p.threads &&
                    (a_slice <= 512.0 * 1024 || skinny) && (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
