@@ -31,28 +31,46 @@ def work_units(cfg, m, n, k):
     return -(-m // cfg["mr"]) * -(-n // cfg["nr"]) * -(-k // cfg["kt"])
 
 
-@pytest.mark.parametrize("m,n,k", [(100, 37, 250), (64, 64, 200), (128, 128, 64), (96, 96, 90)])
+@pytest.mark.parametrize("m,n,k", [(100, 37, 250), (64, 64, 200), (128, 128, 64), (96, 96, 90), (96, 96, 64)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_small_products_take_every_core_of_a_many_core_host(m, n, k, dtype):
     flops = 2.0 * m * n * k
-    assert 1.5e6 <= flops < 4.0e6  # the range where few cores take 2 workers
+    assert 1.0e6 <= flops < 4.0e6  # the range where few cores take 1 or 2 workers
     cfg = planned(m, n, k, dtype)
     assert cfg["threads"] == min(16, work_units(cfg, m, n, k)) and cfg["threads"] > 2, cfg
-    assert planned(m, n, k, dtype, threads=8)["threads"] == min(8, work_units(cfg, m, n, k))
-    # few cores keep 2 workers; below 1.5 MFLOP one worker on any host
-    assert planned(m, n, k, dtype, threads=4, cpu="znver4")["threads"] == 2
-    assert planned(m, n, k, dtype, threads=7, cpu="znver4")["threads"] == 2
+    assert cfg["split"] == "dp", cfg  # any thread takes any share: no Stream-K waits
+    cfg8 = planned(m, n, k, dtype, threads=8)
+    assert (cfg8["threads"], cfg8["split"]) == (min(8, work_units(cfg, m, n, k)), "dp"), cfg8
+    # few cores: 2 workers from 1.5 MFLOP, one below; below 1 MFLOP one worker on any host
+    few = 2 if flops >= 1.5e6 else 1
+    assert planned(m, n, k, dtype, threads=4, cpu="znver4")["threads"] == few
+    assert planned(m, n, k, dtype, threads=7, cpu="znver4")["threads"] == few
     assert planned(64, 64, 64, dtype)["threads"] == 1
+    # from 4 MFLOP the earlier rule: every core, Stream-K where the tiles are few
+    big = planned(128, 128, 160, dtype)
+    assert big["threads"] == min(16, work_units(big, 128, 128, 160)), big
 
 
-@pytest.mark.parametrize("m,n,k", [(100, 37, 250), (64, 64, 200), (128, 128, 64), (33, 130, 180)])
+@pytest.mark.parametrize("threads,cpu", [(16, "sapphirerapids"), (2, "znver4")])
+def test_a_plan_asking_to_pack_takes_the_packed_split(threads, cpu):
+    """pack=1 on a few-tile product gets the packed plans' data-parallel split unless the plan
+    names one (on 16 cores it kept Stream-K, which inline_b=1 then refused)."""
+    cfg = planned(37, 300, 1001, np.float32, threads=threads, cpu=cpu, plan={"pack": 1})
+    assert (cfg["pack"], cfg["split"]) == (True, "dp"), cfg
+    cfg = planned(37, 300, 1001, np.float32, threads=threads, cpu=cpu, plan={"pack": 1, "inline_b": 1})
+    assert (cfg["pack"], cfg["split"], cfg["inline_b"]) == (True, "dp", True), cfg
+    cfg = planned(37, 300, 1001, np.float32, threads=threads, cpu=cpu, plan={"pack": 1, "split": "sk"})
+    assert cfg["split"] == "sk", cfg
+
+
+@pytest.mark.parametrize("m,n,k", [(100, 37, 250), (64, 64, 200), (128, 128, 64), (33, 130, 180), (96, 96, 64)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_small_products_on_sixteen_workers_match_numpy(rng, pool, m, n, k, dtype):
     pool(16)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
     cfg = coopjit.compile_gemm(m, n, k, dtype).config
-    assert cfg["threads"] == min(16, work_units(cfg, m, n, k)) and cfg["threads"] > 2, cfg
+    assert cfg["threads"] == min(16, work_units(cfg, m, n, k)) and cfg["threads"] > 2 and cfg["split"] == "dp", cfg
     ref = a.astype(np.float64) @ b.astype(np.float64)
     tol = 8 * np.sqrt(k) * np.finfo(dtype).eps * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
     for _ in range(3):  # back to back, the pool's threads still spinning

@@ -269,17 +269,25 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 64x64x200 f32 7.6 -> 5.1; data-parallel launches are independent, so a late worker no longer
   // holds the call), from 4 MFLOP every core (below that, 16 workers' hand-off would cost more
   // than their shares of a few microseconds).
-  // On 8+ cores every core from 1.5 MFLOP: a launch to spinning workers costs 2-3 us with 2-4
-  // of them and 5-8 us with 16 (the pool's launch trace, 256x16x16 f32 on the 16-core Emerald
-  // Rapids host, session 17), while these products run at a third of a core's peak (unpacked,
-  // ragged tiles: 100x37x250 f32 37 us on one thread). Measured there (medians of 5 rounds,
-  // plan=None calls, the plan through the tuned-plan table): 100x37x250 f32 2 / 4 / 8 / 16
-  // workers 23.6 / 15.3 / 13.1 / 11.3 us (NumPy 22.3, torch 12.9).
+  // On 8+ cores every core from 1 MFLOP, data-parallel below 4 MFLOP: a launch to spinning
+  // workers costs 2-3 us with 2-4 of them and 5-8 us with 16 (the pool's launch trace, 256x16x16
+  // f32 on the 16-core Emerald Rapids host, session 17), while these products run at a third of
+  // a core's peak (unpacked, ragged tiles: 100x37x250 f32 37 us on one thread). Measured there
+  // (medians of 5 rounds, plan=None calls, the plan through the tuned-plan table), us a call:
+  // 100x37x250 f32 2 workers (Stream-K) 22.4-23.6, 4 / 8 / 16 data-parallel 15.3 / 13.1-14.3 /
+  // 13.2, 16 Stream-K 11.3-11.6 (NumPy 18.6-22.3, torch 12.9-14.1); f64 2 / 8 61.7 / 24.5;
+  // 64x64x200 f32 2 / 8 15.7 / 10.5; 128x128x64 2 / 8 19.2 / 10.2; 96x96x64 (1.2 MFLOP) 1 / 4 /
+  // 8 / 16 14.8 / 10.2 / 9.1 / 9.6 (NumPy 12.7, torch 10.0); 64x64x64 (0.5 MFLOP) 1 / 2 / 4 / 8
+  // 7.2 / 7.1 / 6.7 / 7.8 (NumPy 6.8): one worker. Data-parallel, not Stream-K: the 16-worker
+  // Stream-K rounds that ran at 3 ms a call (2 of 5, f32 and f64: a split tile's owner waiting
+  // for a worker the host had descheduled) had no data-parallel counterpart, whose shares any
+  // thread takes.
   const double flops = 2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2;
   const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
-  p.threads = flops < 1.5e6 ? 1
-              : flops < 4.0e6 && cpu.max_threads < 8 ? std::min(2, std::max(1, cpu.max_threads))
-                                                     : std::max(1, cpu.max_threads);
+  const bool many = cpu.max_threads >= 8;
+  p.threads = flops < (many ? 1.0e6 : 1.5e6) ? 1
+              : flops < 4.0e6 && !many ? std::min(2, std::max(1, cpu.max_threads))
+                                       : std::max(1, cpu.max_threads);
   p.kt = 256;
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
@@ -287,7 +295,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Many whole tiles per worker: the last wave's imbalance is under an eighth, less than what
   // Stream-K's partial tiles cost (workspace, flags). Measured on 16 cores (Emerald Rapids),
   // 4096x64x4096 f32 (683 tiles): dp 2.25 ms, sk+dp 3.16.
-  if (tiles_mn >= 8 * int64_t(p.threads)) p.split = "dp";
+  if (tiles_mn >= 8 * int64_t(p.threads) || (many && flops < 4.0e6)) p.split = "dp";
   // Packing pays for itself once each panel is reused many times: one batch, big in every
   // dimension (the copies are O(MK + KN) against O(MNK) work).
   p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
@@ -341,6 +349,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "pack") {
       if (v != 0 && v != 1) throw UserError(cat("plan override pack=", v, " must be 0 or 1"));
       p.pack = v == 1;
+      // (a packed plan's split, as the planner's own packed plans take it, unless one is named:
+      // on many cores a few-tile product asked to pack had Stream-K, which inline_b refuses)
+      if (p.pack && !overrides.count("split")) p.split = "dp";
       continue;
     }
     if (k == "fixed") continue;  // decided at the end
