@@ -180,3 +180,37 @@ def test_launches_back_to_back_with_uneven_shares_match_numpy_with_and_without_t
                 time.sleep(0.002)  # past kSpin: the threads sleep
     finally:
         coopjit._core._set_pool_hold(True)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, BF16])
+@pytest.mark.parametrize("threads,cpu", [(2, "znver4"), (16, "sapphirerapids")])
+def test_skinny_products_with_dot_instructions_pack_from_four_rows(dtype, threads, cpu):
+    for m in (4, 16, 48):
+        cfg = planned(m, 4096, 4096, dtype, threads=threads, cpu=cpu)
+        assert cfg["pack"] is True and cfg["vnni"] > 1, (m, cfg)
+        assert planned(4096, m, 4096, dtype, threads=threads, cpu=cpu)["pack"] is True  # a few columns
+    assert planned(1, 4096, 4096, dtype, threads=threads, cpu=cpu)["pack"] is False  # one row: unpacked
+    assert planned(3, 4096, 4096, dtype, threads=threads, cpu=cpu)["pack"] is False
+    if dtype == np.int8:  # (the k_outer walk needs C in the accumulator type: int32 here, not bf16)
+        assert planned(16, 4096, 4096, dtype, threads=threads, cpu=cpu, plan={"order": "k_outer"})["pack"] is False
+    assert planned(16, 4000, 4000, np.float32, threads=threads, cpu=cpu)["pack"] is False  # no dot instruction
+
+
+@pytest.mark.parametrize("ta,tb", [(np.int8, np.int8), (np.uint8, np.int8), (BF16, BF16)])
+@pytest.mark.parametrize("m,n,k", [(4, 700, 1500), (7, 333, 1001), (33, 520, 2100), (300, 5, 700)])
+def test_skinny_products_with_dot_instructions_match_numpy(rng, ta, tb, m, n, k):
+    if ta == BF16:
+        a, b = rng.uniform(-2, 2, (m, k)).astype(BF16), rng.uniform(-2, 2, (k, n)).astype(BF16)
+        got = coopjit.matmul(a, b, out=np.empty((m, n), np.float32))
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        bound = (k + 2) * np.finfo(np.float32).eps * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        assert np.all(np.abs(got - ref) <= bound)
+    else:
+        a, b = ints(rng, ta, (m, k)), ints(rng, tb, (k, n))
+        np.testing.assert_array_equal(coopjit.matmul(a, b), a.astype(np.int64) @ b.astype(np.int64))
+    # strided views and a transposed B read the same way
+    if ta != BF16:
+        big = ints(rng, ta, (m, 2 * k))
+        bt = ints(rng, tb, (n, k))
+        np.testing.assert_array_equal(coopjit.matmul(big[:, ::2], bt.T),
+                                      big[:, ::2].astype(np.int64) @ bt.T.astype(np.int64))

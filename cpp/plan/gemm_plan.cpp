@@ -325,10 +325,23 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
-  if (spec.batch1 * spec.batch2 == 1 &&
-      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0) &&
-      std::min({spec.M, spec.N, spec.K}) >= 64 && flops >= 2.0e6)
-    p.pack = true;
+  // Skinny ones too, from 4 rows (or columns): unpacked, each element was widened and multiplied
+  // on its own. Measured on Zen 4 (session 17, one thread, CPU time, default -> pack=1, B then
+  // packed by its reader): int8 x 4096x4096 with 4 / 8 / 16 / 32 / 48 rows 3.20 / 6.21 / 9.34 /
+  // 17.4 / 24.9 -> 2.14 / 2.49 / 3.16 / 3.93 / 5.95 ms, 32x1024x4096 4.75 -> 1.83, 16x4096x1024
+  // 2.68 -> 1.50; bf16 16 / 32 rows 16.8 / 32.1 -> 5.67 / 8.81 ms (one row: 1.41 -> 1.57, kept).
+  // On the 16-core Emerald Rapids host these ran 6-12x behind torch (session 17, 16 threads:
+  // int8 32 / 48 rows 3.2 / 4.9 ms against torch._int_mm's 0.51 / 0.41, bf16 16 rows 2.3 against
+  // 0.61); packed they take AMX tiles there, which was not measured for fewer than 64 rows.
+  // (Not where the plan names a walk: the unpacked k_outer walk stays asked for.)
+  {
+    const bool dots = spec.batch1 * spec.batch2 == 1 && flops >= 2.0e6 &&
+                      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0);
+    if (dots && (std::min({spec.M, spec.N, spec.K}) >= 64 ||
+                 (!overrides.count("order") && spec.K >= 64 && std::min(spec.M, spec.N) >= 4 &&
+                  std::max(spec.M, spec.N) >= 64)))
+      p.pack = true;
+  }
   // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
   // the cache-blocked nest (data-parallel over column panels) is what they need.
   if (p.pack) p.split = "dp";
