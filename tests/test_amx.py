@@ -580,8 +580,9 @@ def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
     """plan inline_b with tiles: each worker packs its column panels' slices of one K tile into
     its slot (VNNI rows, the tiles' layout) inside the blocked nest, against NumPy; edges in M, N
     and K, several K tiles and workers (data-parallel: inline_b needs it; a many-core CPU would
-    choose Stream-K for these), A packed or read where it is (direct_a). Taken only when
-    asked: the AMX default packs B first. Hardware tiles where this CPU has them."""
+    choose Stream-K for these), A packed or read where it is (direct_a). The planner takes it
+    for products of up to 64 rows on 8+ cores (test_many_core_small.py), with enough column panels
+    for the workers: these pack B first. Hardware tiles where this CPU has them."""
     feature = "amx-int8" if np.issubdtype(dtype, np.integer) else "amx-fp16" if dtype == np.float16 else "amx-bf16"
     if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
         pytest.skip("this CPU (or process) has no AMX tiles")

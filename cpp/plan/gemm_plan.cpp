@@ -275,9 +275,25 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // 64x64x200 f32 7.6 -> 5.1; data-parallel launches are independent, so a late worker no longer
   // holds the call), from 4 MFLOP every core (below that, 16 workers' hand-off would cost more
   // than their shares of a few microseconds).
+  // On 8+ cores every core from 1 MFLOP, data-parallel below 4 MFLOP: a launch to spinning
+  // workers costs 2-3 us with 2-4 of them and 5-8 us with 16 (the pool's launch trace, 256x16x16
+  // f32 on the 16-core Emerald Rapids host, session 17), while these products run at a third of
+  // a core's peak (unpacked, ragged tiles: 100x37x250 f32 37 us on one thread). Measured there
+  // (medians of 5 rounds, plan=None calls, the plan through the tuned-plan table), us a call:
+  // 100x37x250 f32 2 workers (Stream-K) 22.4-23.6, 4 / 8 / 16 data-parallel 15.3 / 13.1-14.3 /
+  // 13.2, 16 Stream-K 11.3-11.6 (NumPy 18.6-22.3, torch 12.9-14.1); f64 2 / 8 61.7 / 24.5;
+  // 64x64x200 f32 2 / 8 15.7 / 10.5; 128x128x64 2 / 8 19.2 / 10.2; 96x96x64 (1.2 MFLOP) 1 / 4 /
+  // 8 / 16 14.8 / 10.2 / 9.1 / 9.6 (NumPy 12.7, torch 10.0); 64x64x64 (0.5 MFLOP) 1 / 2 / 4 / 8
+  // 7.2 / 7.1 / 6.7 / 7.8 (NumPy 6.8): one worker. Data-parallel, not Stream-K: the 16-worker
+  // Stream-K rounds that ran at 3 ms a call (2 of 5, f32 and f64: a split tile's owner waiting
+  // for a worker the host had descheduled) had no data-parallel counterpart, whose shares any
+  // thread takes.
   const double flops = 2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2;
   const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
-  p.threads = flops < 1.5e6 ? 1 : flops < 4.0e6 ? std::min(2, std::max(1, cpu.max_threads)) : std::max(1, cpu.max_threads);
+  const bool many = cpu.max_threads >= 8;
+  p.threads = flops < (many ? 1.0e6 : 1.5e6) ? 1
+              : flops < 4.0e6 && !many ? std::min(2, std::max(1, cpu.max_threads))
+                                       : std::max(1, cpu.max_threads);
   p.kt = 256;
   const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
   if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
@@ -285,7 +301,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Many whole tiles per worker: the last wave's imbalance is under an eighth, less than what
   // Stream-K's partial tiles cost (workspace, flags). Measured on 16 cores (Emerald Rapids),
   // 4096x64x4096 f32 (683 tiles): dp 2.25 ms, sk+dp 3.16.
-  if (tiles_mn >= 8 * int64_t(p.threads)) p.split = "dp";
+  if (tiles_mn >= 8 * int64_t(p.threads) || (many && flops < 4.0e6)) p.split = "dp";
   // Packing pays for itself once each panel is reused many times: one batch, big in every
   // dimension (the copies are O(MK + KN) against O(MNK) work).
   p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
@@ -315,10 +331,23 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
-  if (spec.batch1 * spec.batch2 == 1 &&
-      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0) &&
-      std::min({spec.M, spec.N, spec.K}) >= 64 && flops >= 2.0e6)
-    p.pack = true;
+  // Skinny ones too, from 4 rows (or columns): unpacked, each element was widened and multiplied
+  // on its own. Measured on Zen 4 (session 17, one thread, CPU time, default -> pack=1, B then
+  // packed by its reader): int8 x 4096x4096 with 4 / 8 / 16 / 32 / 48 rows 3.20 / 6.21 / 9.34 /
+  // 17.4 / 24.9 -> 2.14 / 2.49 / 3.16 / 3.93 / 5.95 ms, 32x1024x4096 4.75 -> 1.83, 16x4096x1024
+  // 2.68 -> 1.50; bf16 16 / 32 rows 16.8 / 32.1 -> 5.67 / 8.81 ms (one row: 1.41 -> 1.57, kept).
+  // On the 16-core Emerald Rapids host these ran 6-12x behind torch (session 17, 16 threads:
+  // int8 32 / 48 rows 3.2 / 4.9 ms against torch._int_mm's 0.51 / 0.41, bf16 16 rows 2.3 against
+  // 0.61); packed they take AMX tiles there, which was not measured for fewer than 64 rows.
+  // (Not where the plan names a walk: the unpacked k_outer walk stays asked for.)
+  {
+    const bool dots = spec.batch1 * spec.batch2 == 1 && flops >= 2.0e6 &&
+                      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0);
+    if (dots && (std::min({spec.M, spec.N, spec.K}) >= 64 ||
+                 (!overrides.count("order") && spec.K >= 64 && std::min(spec.M, spec.N) >= 4 &&
+                  std::max(spec.M, spec.N) >= 64)))
+      p.pack = true;
+  }
   // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
   // the cache-blocked nest (data-parallel over column panels) is what they need.
   if (p.pack) p.split = "dp";
@@ -339,6 +368,9 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "pack") {
       if (v != 0 && v != 1) throw UserError(cat("plan override pack=", v, " must be 0 or 1"));
       p.pack = v == 1;
+      // (a packed plan's split, as the planner's own packed plans take it, unless one is named:
+      // on many cores a few-tile product asked to pack had Stream-K, which inline_b refuses)
+      if (p.pack && !overrides.count("split")) p.split = "dp";
       continue;
     }
     if (k == "fixed") continue;  // decided at the end
@@ -606,10 +638,12 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   // panels, read them back from L3 or memory) where this costs one. Needs one row of workers
   // (each packs only its own column panels) and at least a column panel per worker. Measured on
   // Zen 5, 2 threads: int8 64x4096x4096 see the README.
-  // AMX plans take it only when asked (the same VNNI rows the tiles read): on the 16-core Emerald
-  // Rapids host (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80
-  // ms (1.15x / 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a
-  // B packed beforehand (prepack) runs in 0.64 / 0.61 ms.
+  // AMX plans (the same VNNI rows the tiles read) take it on many cores where the product is
+  // skinny (up to 64 rows, below), else only when asked: on the 16-core Emerald Rapids host
+  // (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80 ms (1.15x /
+  // 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a B packed
+  // beforehand (prepack) runs in 0.64 / 0.61 ms; session 17 (medians of 5 rounds, the plan through
+  // the tuned-plan table, plan=None calls): int8 64x4096x4096 748 -> 534 us (torch._int_mm 508).
   {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
     const double a_slice =
@@ -623,7 +657,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
     const bool skinny = cpu.max_threads >= 8 && M <= 64;
     if (!overrides.count("inline_b"))
-      p.inline_b = p.pack && !p.prepacked_b && !p.amx && p.split == "dp" && tiles_n >= p.threads &&
+      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || skinny) && p.split == "dp" && tiles_n >= p.threads &&
                    (a_slice <= 512.0 * 1024 || skinny) && (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)

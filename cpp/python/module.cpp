@@ -78,6 +78,8 @@ PYBIND11_MODULE(_core, m) {
         "Sets the number of CPU workers used by later calls.");
   // The opt-in launch trace (thread_pool.h; COOPJIT_TRACE=1): private, for benchmarks/amx_probe.py.
   m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
+  // Whether a launch's threads keep spinning while it runs (thread_pool.cpp): private, for A/B runs.
+  m.def("_set_pool_hold", &coopjit::set_pool_hold, py::arg("on"));
   m.def("_launch_trace", [] {
     const coopjit::LaunchTrace t = coopjit::last_launch_trace();
     py::dict d;

@@ -45,17 +45,29 @@ int64_t now_ns() {
 // tile waits for the late worker); a launch that follows another within kSpin finds its workers
 // still spinning. The cost: up to kSpin of a core after each launch.
 constexpr auto kSpin = std::chrono::microseconds(200);
+// While the launch a thread took part in is still running (a slower worker's share: 1.2-1.6x the
+// median on the 16-core Emerald Rapids host), its kSpin starts over, up to kHold: a worker that
+// finished 300 us before the slowest one otherwise slept, and the next launch woke it from the
+// futex 20-40 us late (the launch trace, session 17: 1x4096x4096 f32 b2b, 12 workers, 58% of
+// them woken from sleep, starts median 20 us; f32 1024^3 with one share a worker, 81%, 36 us).
+// The caller, waiting for the last worker, likewise. Not with more workers than the CPUs the
+// process may run on (each spinning thread would hold a core another worker needs).
+constexpr auto kHold = std::chrono::microseconds(5000);
+std::atomic<bool> g_hold{true};  // set_pool_hold: for A/B runs
 
-template <class Ready>
-bool spin_until(const Ready& ready) {
-  const auto end = std::chrono::steady_clock::now() + kSpin;
+template <class Ready, class Busy>
+bool spin_until(const Ready& ready, const Busy& busy) {
+  const auto start = std::chrono::steady_clock::now();
+  auto end = start + kSpin;
   for (int i = 0;; ++i) {
     if (ready()) return true;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
     if ((i & 63) == 63) {
-      if (std::chrono::steady_clock::now() > end) return false;
+      const auto now = std::chrono::steady_clock::now();
+      if (now < start + kHold && busy()) end = now + kSpin;
+      if (now > end) return false;
       // Give the core to a thread that is waiting for it (a syscall of well under a microsecond
       // when none is). With the cores oversubscribed, or a woken worker placed on its waker's
       // core, a spinning thread otherwise holds the core that the caller needs for its own share
@@ -76,6 +88,7 @@ struct ThreadPool::Impl {
   std::condition_variable wake, done;
   std::vector<std::thread> threads;
   int size = 1;
+  int cpus = 1;  // affinity_cpus() when the pool was made
   // The current launch: its generation and worker count in one word (generation << 32 |
   // workers), published after fn; pending counts the pool workers still running it. fn may be
   // read by a worker of this launch only: the next launch rewrites it after every one of them
@@ -105,6 +118,13 @@ struct ThreadPool::Impl {
   std::exception_ptr error;  // under mu
   // The trace of the current launch (g_trace): its start, and each worker's stamps.
   std::atomic<bool> tracing{false};
+  // Whether this launch's threads keep spinning while it runs (kHold): g_hold, and no more
+  // workers than CPUs.
+  std::atomic<bool> hold{false};
+  bool running() const {  // the current launch's pool workers / shares not all done
+    return hold.load(std::memory_order_relaxed) &&
+           (pending.load(std::memory_order_relaxed) > 0 || left.load(std::memory_order_relaxed) > 0);
+  }
   int64_t t0 = 0;
   std::unique_ptr<Stamp[]> stamps;
   int stamp_slots = 0;
@@ -124,19 +144,21 @@ struct ThreadPool::Impl {
   void claim_shares(uint64_t gen, int threads, int own, bool spun);
 
   void loop(int index, uint64_t seen) {
+    bool took_part = false;  // in the last launch (threads past its worker count only wait for the next)
     for (;;) {
       uint64_t now = 0;
       auto launched = [&] {
         now = state.load(std::memory_order_acquire);
         return (now >> 32) != seen;
       };
-      const bool spun = spin_until(launched);
+      const bool spun = spin_until(launched, [&] { return took_part && running(); });
       if (!spun) {
         std::unique_lock<std::mutex> g(mu);
         wake.wait(g, launched);
       }
       seen = now >> 32;
       const int n = static_cast<int>(now & 0x3fffffffu);
+      took_part = index < n;
       if (index >= n) continue;
       if (now & 0x40000000u) {
         claim_shares(seen, n, index, spun);
@@ -222,7 +244,7 @@ void ThreadPool::Impl::claim_shares(uint64_t gen, int threads, int own, bool spu
 }
 
 ThreadPool::ThreadPool() : impl_(new Impl) {
-  impl_->size = affinity_cpus();
+  impl_->size = impl_->cpus = affinity_cpus();
   // COOPJIT_NUM_THREADS, else OMP_NUM_THREADS as NumPy's BLAS and PyTorch read it (its first
   // number: "4,2" asks for 4 at the outer level).
   for (const char* name : {"COOPJIT_NUM_THREADS", "OMP_NUM_THREADS"}) {
@@ -255,6 +277,7 @@ void ThreadPool::after_fork_in_child() {
   // start on the first launch that needs them. The size (set_num_threads) carries over.
   Impl* fresh = new Impl;
   fresh->size = impl_->size;  // read without mu: no other thread exists in the child
+  fresh->cpus = impl_->cpus;
   impl_ = fresh;
 }
 
@@ -308,6 +331,7 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_threads(workers);
     impl_->tracing.store(trace, std::memory_order_relaxed);
+    impl_->hold.store(g_hold.load(std::memory_order_relaxed) && workers <= impl_->cpus, std::memory_order_relaxed);
     if (trace) {
       if (impl_->stamp_slots < shares) {
         impl_->stamps.reset(new Stamp[static_cast<size_t>(shares)]);
@@ -357,7 +381,8 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     return independent ? impl_->left.load(std::memory_order_acquire) == 0
                        : impl_->pending.load(std::memory_order_acquire) == 0;
   };
-  const bool spun = spin_until(finished);
+  const bool hold = impl_->hold.load(std::memory_order_relaxed);
+  const bool spun = spin_until(finished, [hold] { return hold; });
   std::unique_lock<std::mutex> g(impl_->mu);
   if (!spun) impl_->done.wait(g, finished);
   if (trace) {
@@ -380,6 +405,8 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
   if (mine) std::rethrow_exception(mine);
   if (impl_->error) std::rethrow_exception(impl_->error);
 }
+
+void set_pool_hold(bool on) { g_hold.store(on, std::memory_order_relaxed); }
 
 void set_launch_trace(bool on) { g_trace.store(on, std::memory_order_relaxed); }
 bool launch_trace_on() { return g_trace.load(std::memory_order_relaxed); }

@@ -19,6 +19,9 @@ struct LaunchTrace {
   int64_t join = 0;                 // the caller saw every worker done
 };
 void set_launch_trace(bool on);
+/// Whether a launch's threads keep spinning while it runs (thread_pool.cpp's kHold; on by
+/// default): off gives the earlier waits, for A/B runs (coopjit._core._set_pool_hold).
+void set_pool_hold(bool on);
 bool launch_trace_on();
 /// The last traced launch (workers 0 when none was).
 LaunchTrace last_launch_trace();
