@@ -240,21 +240,30 @@ class GemmRecipe {
       Value* a128 = sums ? x.splat(a128_t, x.constant(128.0, ScalarType::u8), "c128") : nullptr;
       std::vector<Value*> init;
       if (sums) init.push_back(sums);
-      std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
-        if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
-          const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
-          for (int j = 0; j < p_.nr / 16; ++j) {
-            Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
-            demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
+      // K steps [lo, hi), continuing the column sums `from`; loads checked only in the last
+      // panel and the K tail (as A's).
+      auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked, const std::vector<Value*>& from) {
+        return z.for_(lo, hi, KB_, from, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+          if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
+            const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
+            for (int j = 0; j < p_.nr / 16; ++j) {
+              Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
+              demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
+            }
+            return std::vector<Value*>{};
           }
-          return std::vector<Value*>{};
-        }
-        Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
-        if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
-        demote(y.store(bm, panel_b(y, dst, k), false));
-        if (it.empty()) return std::vector<Value*>{};
-        return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
-      }, "k");
+          Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
+          if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
+          demote(y.store(bm, panel_b(y, dst, k), false));
+          if (it.empty()) return std::vector<Value*>{};
+          return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
+        }, "k");
+      };
+      std::vector<Type> carried;
+      if (sums) carried.push_back(sums->type);
+      std::vector<Value*> out = x.if_(x.cmp(CmpPred::le, x.add(n0, NR_), g_.N, "full_panel"), carried, [&](Builder& y) {
+        return steps(y, k_main, Kp_, true, steps(y, zero_, k_main, false, init));
+      }, [&](Builder& y) { return steps(y, zero_, Kp_, true, init); });
       if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
       return std::vector<Value*>{};
     }, "q");
@@ -503,7 +512,29 @@ class GemmRecipe {
       x.store(result, c_at, checked);
       return std::vector<Value*>{};
     };
-    b.if_(full, {}, [&](Builder& x) { return body(x, false); }, [&](Builder& x) { return body(x, true); });
+    auto general = [&](Builder& y) {
+      y.if_(full, {}, [&](Builder& x) { return body(x, false); }, [&](Builder& x) { return body(x, true); });
+      return std::vector<Value*>{};
+    };
+    if (add_to_c || !tile_store_c()) {
+      general(b);
+      return;
+    }
+    // plan amx_store: a full tile with alpha 1 goes from the tiles to C (tilestored at C's row
+    // stride; bf16 C: the lowering converts the tiles' rows with vcvtneps2bf16 where it can).
+    Value* alpha_one = b.cmp(CmpPred::eq, g_.alpha, b.constant(1.0, T), "alpha_one");
+    b.if_(b.bin(BinOp::and_, full, alpha_one, "store_tiles"), {}, [&](Builder& x) {
+      Value* out = acc;
+      if (p_.c_type != T) out = x.convert_matrix(acc, Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup), false, "out");
+      x.store(out, {t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N}, false);
+      return std::vector<Value*>{};
+    }, general);
+  }
+
+  // plan amx_store: the AMX nest's full tiles may go from the tiles to C (see epilogue()).
+  bool tile_store_c() const {
+    return p_.amx && p_.pack && p_.amx_store && !p_.epilogue.any() && !p_.accumulate && p_.unit_c && !needs_column_sums(p_) &&
+           (p_.c_type == T || (p_.c_type == ScalarType::bf16 && T == ScalarType::f32));
   }
 
   // The worker's slot of the workspace: an mr x nr tile, row-major.
