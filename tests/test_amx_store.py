@@ -70,8 +70,10 @@ def test_tile_store_gives_the_reference_and_the_old_epilogue(rng, tiles, dtype, 
             np.testing.assert_array_equal(got[1], ref.astype(np.int64))
         elif out == np.float32:
             assert np.all(np.abs(got[1] - ref) <= f32_bound(a, b))
-        else:  # the f32 sum rounded once to bf16
+        else:  # the f32 sum rounded once to bf16, to nearest even (as ml_dtypes rounds it)
             assert np.all(np.abs(got[1].astype(np.float64) - ref) <= f32_bound(a, b) + np.abs(ref) * 2.0**-8)
+            f32 = coopjit.matmul(a, b, plan={"amx": tiles, **plan}, out=np.empty((m, n), np.float32))
+            np.testing.assert_array_equal(got[1].view(np.uint16), f32.astype(BF16).view(np.uint16))
         bits = np.uint16 if out == BF16 else np.uint32
         np.testing.assert_array_equal(got[1].view(bits), got[0].view(bits))
 
@@ -119,6 +121,8 @@ def test_tile_store_rounds_special_values_as_the_old_epilogue(rng, tiles):
     got = {s: coopjit.matmul(a, b, plan={"amx": tiles, "amx_store": s, "threads": 1}) for s in (1, 0)}
     assert got[1].dtype == BF16
     np.testing.assert_array_equal(got[1].view(np.uint16), got[0].view(np.uint16))
+    f32 = coopjit.matmul(a, b, plan={"amx": tiles, "threads": 1}, out=np.empty((m, n), np.float32))
+    np.testing.assert_array_equal(got[1].astype(np.float32), f32.astype(BF16).astype(np.float32))  # (NaN == NaN here)
     assert np.isinf(got[1][10].astype(np.float32)).any() and np.isnan(got[1][7].astype(np.float32)).all()
 
 

@@ -240,30 +240,21 @@ class GemmRecipe {
       Value* a128 = sums ? x.splat(a128_t, x.constant(128.0, ScalarType::u8), "c128") : nullptr;
       std::vector<Value*> init;
       if (sums) init.push_back(sums);
-      // K steps [lo, hi), continuing the column sums `from`; loads checked only in the last
-      // panel and the K tail (as A's).
-      auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked, const std::vector<Value*>& from) {
-        return z.for_(lo, hi, KB_, from, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
-          if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
-            const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
-            for (int j = 0; j < p_.nr / 16; ++j) {
-              Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
-              demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
-            }
-            return std::vector<Value*>{};
+      std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+        if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
+          const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
+          for (int j = 0; j < p_.nr / 16; ++j) {
+            Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+            demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
           }
-          Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
-          if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
-          demote(y.store(bm, panel_b(y, dst, k), false));
-          if (it.empty()) return std::vector<Value*>{};
-          return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
-        }, "k");
-      };
-      std::vector<Type> carried;
-      if (sums) carried.push_back(sums->type);
-      std::vector<Value*> out = x.if_(x.cmp(CmpPred::le, x.add(n0, NR_), g_.N, "full_panel"), carried, [&](Builder& y) {
-        return steps(y, k_main, Kp_, true, steps(y, zero_, k_main, false, init));
-      }, [&](Builder& y) { return steps(y, zero_, Kp_, true, init); });
+          return std::vector<Value*>{};
+        }
+        Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+        if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
+        demote(y.store(bm, panel_b(y, dst, k), false));
+        if (it.empty()) return std::vector<Value*>{};
+        return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
+      }, "k");
       if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
       return std::vector<Value*>{};
     }, "q");
