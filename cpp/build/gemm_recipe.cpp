@@ -503,7 +503,29 @@ class GemmRecipe {
       x.store(result, c_at, checked);
       return std::vector<Value*>{};
     };
-    b.if_(full, {}, [&](Builder& x) { return body(x, false); }, [&](Builder& x) { return body(x, true); });
+    auto general = [&](Builder& y) {
+      y.if_(full, {}, [&](Builder& x) { return body(x, false); }, [&](Builder& x) { return body(x, true); });
+      return std::vector<Value*>{};
+    };
+    if (add_to_c || !tile_store_c()) {
+      general(b);
+      return;
+    }
+    // plan amx_store: a full tile with alpha 1 goes from the tiles to C (tilestored at C's row
+    // stride; bf16 C: the lowering converts the tiles' rows with vcvtneps2bf16 where it can).
+    Value* alpha_one = b.cmp(CmpPred::eq, g_.alpha, b.constant(1.0, T), "alpha_one");
+    b.if_(b.bin(BinOp::and_, full, alpha_one, "store_tiles"), {}, [&](Builder& x) {
+      Value* out = acc;
+      if (p_.c_type != T) out = x.convert_matrix(acc, Type::matrix(p_.c_type, p_.mr, p_.nr, Use::acc, Scope::subgroup), false, "out");
+      x.store(out, {t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N}, false);
+      return std::vector<Value*>{};
+    }, general);
+  }
+
+  // plan amx_store: the AMX nest's full tiles may go from the tiles to C (see epilogue()).
+  bool tile_store_c() const {
+    return p_.amx && p_.pack && p_.amx_store && !p_.epilogue.any() && !p_.accumulate && p_.unit_c && !needs_column_sums(p_) &&
+           (p_.c_type == T || (p_.c_type == ScalarType::bf16 && T == ScalarType::f32));
   }
 
   // The worker's slot of the workspace: an mr x nr tile, row-major.

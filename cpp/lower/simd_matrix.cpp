@@ -437,8 +437,19 @@ void SimdLowering::matrix_op(const Op& o) {
     case OpKind::mat_convert: {
       const Type &m = v[0]->type, &r = o.result()->type;
       if (vector_layout(m) && vector_layout(r)) {
+        // f32 sums of AMX tiles to bf16 (plan amx_store): vcvtneps2bf16 rounds to nearest even as
+        // the general conversion does, but takes subnormal inputs as zero; the tiles' sums hold
+        // none (the dot products flush them, and so does their emulation).
+        const bool tile_sums = amx_ && tiles_.count(v[0]) && m.scalar == ScalarType::f32 && r.scalar == ScalarType::bf16 &&
+                               cpu_.has("avx512bf16");
         std::vector<llvm::Value*> out;
-        for (llvm::Value* x : mat(v[0])) out.push_back(convert_value(x, m.scalar, r.scalar));
+        for (llvm::Value* x : mat(v[0])) {
+          auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+          if (tile_sums && vt && vt->getNumElements() == 16 && vt->getElementType()->isFloatTy())
+            out.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512, {}, {x}));
+          else
+            out.push_back(convert_value(x, m.scalar, r.scalar));
+        }
         mats_[o.result()] = out;
         return;
       }

@@ -13,7 +13,7 @@ std::string GemmPlan::key() const {
              unit_a ? ".ua" : "", unit_b ? ".ub" : ".gb", unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", ".", order,
              pack ? cat(".pack", mc_tiles) : std::string(), grid_m > 0 ? cat(".gm", grid_m) : std::string(),
              prepacked_b ? ".prepackedb" : "",
-             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string())
+             vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string(), amx_store ? "" : "s0")
                  : std::string(),
              demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
              b_prefetch ? cat(".bpf", b_prefetch) : std::string(), fixed_key(),
@@ -81,6 +81,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                : amx_prefetch == 4 ? ": A panel lines two K steps ahead, A and B 16 steps ahead into L2"
                                                : amx_prefetch == 5 ? ": A and B panel lines 8 K steps ahead into L2"
                                                                    : ": A panel lines two K steps ahead, the next cold panels into L2")},
+          {"amx_store", amx_store ? "true" : "false"},
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
@@ -431,6 +432,11 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
       p.demote = v != 0;
       continue;
     }
+    if (k == "amx_store") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override amx_store=", v, " must be 0 or 1"));
+      p.amx_store = v != 0;
+      continue;
+    }
     if (k == "amx_prefetch") {
       if (v < 0 || v > 6)
         throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
@@ -472,7 +478,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, demote, direct_a, inline_b, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, direct_a, inline_b, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)

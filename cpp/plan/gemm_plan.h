@@ -89,6 +89,16 @@ struct GemmPlan {
   // of A), and in the last column panel's kernels the next block's A panel (read from L3 at
   // the block's first column panel).
   int amx_prefetch = 1;
+  // AMX plans (part of the key): a full tile of the blocked nest's last K tile leaves its tiles
+  // straight for C when alpha is 1 at run time (no fused epilogue, beta, column sums; unit
+  // column stride of C): f32 / i32 C by tilestored at C's row stride, bf16 C through one
+  // vcvtneps2bf16 a row (AVX512-BF16; the tiles' sums hold no subnormals, so it rounds as the
+  // general conversion) instead of the tiles stored to the stack, read into vectors, multiplied
+  // by alpha and rounded by integer operations (about 1000 instructions a 32 x 32 bf16 tile, 300
+  // for i32, where the tile's K loop at kt 2048 is 256 (int8: 128) dot products). 16 threads on
+  // the Emerald Rapids host (session 17), old time / new: bf16 1024^3-8192^3 1.04 / 1.14 / 0.94 /
+  // 1.03, int8 1.25 / 1.20 / 1.06 / 0.82 (noise at 8192: the rounds overlap).
+  bool amx_store = true;
   // Packed panels demoted to the shared L3 as they are written (CLDEMOTE, one per 64-byte line;
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
   // packer's L2 for lines it holds modified. Part of the key.
