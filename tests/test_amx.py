@@ -599,7 +599,10 @@ def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
         c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
         assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
     assert cfg["inline_b"] is True and cfg["amx"] == tiles and cfg["grid_m"] == 1, cfg
-    assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
+    if coopjit.get_num_threads() < 8:  # (8+ cores take it for these skinny products: test_many_core_small.py)
+        assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
+    with pytest.raises(ValueError, match="amx_feed=2 reads B as whole 1 KiB tiles"):
+        coopjit.matmul(a, b, plan={**plan, "amx_feed": 2})
     with pytest.raises(ValueError, match="inline_b=1 packs B inside the blocked nest"):
         coopjit.matmul(a, coopjit.prepack(b, plan={"amx": tiles}), plan={"amx": tiles, "inline_b": 1})
 

@@ -169,8 +169,10 @@ def test_packed_nest_on_a_grid_of_workers(rng, threads, grid_m):
 
 
 def test_grid_is_chosen_at_run_time_and_the_code_serves_every_size():
-    k1 = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan={"threads": 16})
-    k2 = coopjit.compile_gemm(301, 1500, 700, np.float32, plan={"threads": 16})
+    # (the nest's form named: on a pool of 8+ the planner's shares / nc_tiles rules differ by size)
+    nest = {"threads": 16, "shares": 1, "nc_tiles": 0}
+    k1 = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan=nest)
+    k2 = coopjit.compile_gemm(301, 1500, 700, np.float32, plan=nest)
     assert k1.config["pack"] is True and k1.config["grid_m"] == 0
     assert k1.source("ir") == k2.source("ir")
     assert "better" in k1.source("ir")  # the run-time choice of the grid

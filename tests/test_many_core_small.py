@@ -214,3 +214,27 @@ def test_skinny_products_with_dot_instructions_match_numpy(rng, ta, tb, m, n, k)
         bt = ints(rng, tb, (n, k))
         np.testing.assert_array_equal(coopjit.matmul(big[:, ::2], bt.T),
                                       big[:, ::2].astype(np.int64) @ bt.T.astype(np.int64))
+
+
+@pytest.mark.skipif(not WIDE, reason="the AMX emulation needs AVX-512 vectors")
+@pytest.mark.parametrize("dtype", [BF16, np.int8])
+@pytest.mark.parametrize("feed", [0, 1, 2])
+def test_skinny_tiles_with_every_feed_on_a_many_core_pool(pool, dtype, feed):
+    """The skinny rule's inline_b on a pool of 16 with each amx_feed: feed 2 reads B as whole 1 KiB
+    tiles, which the reader's VNNI rows are not, so it keeps the packing phase (session 17: the
+    pair gave wrong sums on the 16-core host); against NumPy in float64 / int64."""
+    pool(16)
+    rng = np.random.default_rng(feed)
+    m, n, k = 64, 64, 64
+    plan = {"amx": "emulated", "amx_feed": feed}
+    if dtype == np.int8:
+        a, b = rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+        np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+        cfg = coopjit.compile_gemm(m, n, k, np.int8, plan=plan).config
+    else:
+        a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
+        assert np.max(np.abs(c - ref)) <= 1e-4 * (1 + np.max(np.abs(ref))), np.max(np.abs(c - ref))
+        cfg = coopjit.compile_gemm(m, n, k, dtype, out_dtype=np.float32, plan=plan).config
+    assert cfg["inline_b"] is (feed != 2), cfg

@@ -663,7 +663,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
     // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
     const bool skinny = cpu.max_threads >= 8 && M <= 64;
     if (!overrides.count("inline_b"))
-      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || skinny) && p.split == "dp" && tiles_n >= p.threads &&
+      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || (skinny && p.amx_feed != 2)) && p.split == "dp" && tiles_n >= p.threads &&
                    (a_slice <= 512.0 * 1024 || skinny) && (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
@@ -675,6 +675,10 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
                             p.split, "')"));
       if (overrides.count("grid_m") && p.grid_m != 1)
         throw UserError(cat("plan inline_b=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
+      // (amx_feed 2 reads B as packed 1 KiB tiles; the reader packs VNNI rows: session 17 found the
+      // pair giving wrong sums once the skinny rule above took inline_b on 8+ cores)
+      if (p.amx && p.amx_feed == 2)
+        throw UserError("plan inline_b=1 packs B in VNNI rows; amx_feed=2 reads B as whole 1 KiB tiles: use amx_feed 0 or 1, or inline_b=0");
       p.grid_m = 1;
       // K tiles whose slice of a column panel stays in L1 (32 KiB: int8 512, bf16 256, f32 128 in
       // K), reused by every row panel; C's column panel stays in L1 / L2 across them.
