@@ -357,6 +357,12 @@ std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
   return C;
 }
 
+// frag_native accesses (frag_like, frag_store): an unchecked 16 x NR fragment, NR / 2 components a
+// lane in whole 16-byte groups.
+static bool native_shape(const Op& o, const Type& t, size_t components) {
+  return !o.int_attr("checked") && t.rows == 16 && components % 4 == 0 && static_cast<int64_t>(components) == t.cols / 2;
+}
+
 std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v, const Frag& f, int depth) {
   if (auto it = frags_.find(v); it != frags_.end()) return it->second.d;
   const Type& t = v->type;
@@ -383,7 +389,7 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       if (auto le = load_epoch_.find(v); le == load_epoch_.end() || le->second != mem_epoch_) return std::nullopt;  // a store since
       const Access a = access(o, 0);
       if (o.int_attr("frag_native", 0)) {  // what frag_store wrote in the fragment's own order
-        if (o.int_attr("checked") || t.rows != 16 || f.d.size() % 4 || static_cast<int64_t>(f.d.size()) != t.cols / 2) return std::nullopt;
+        if (!native_shape(o, t, f.d.size())) return std::nullopt;
         native_loads_.erase(v);
         std::vector<llvm::Value*> out(f.d.size());
         for (size_t q = 0; q < f.d.size() / 4; ++q) {
@@ -465,6 +471,19 @@ void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int
   b_.CreateCall(ty, stm, {addr, packed(ni, 0), packed(ni, 1), packed(ni + 1, 0), packed(ni + 1, 1)});
 }
 
+// A fragment in its own order (attribute frag_native: Stream-K's partial tiles, written and read
+// only by the same warp position of this kernel): the warp's 16 x NR elements at ptr + row NR +
+// col sc, D[4 q .. 4 q + 3] of lane l in 16 bytes at element 4 (32 q + l), so that each of a
+// lane's NR / 8 vector accesses covers 512 contiguous bytes of the warp (the strided form costs
+// a 4-byte access an element: ncu, session 17).
+llvm::Value* SimtLowering::native_at(const Access& a, const Type& t, size_t q) {
+  llvm::Type* et = scalar_ty(t.scalar);
+  llvm::Value* base = b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc));
+  llvm::Value* l = b_.CreateZExt(lane(), b_.getInt64Ty());
+  llvm::Value* at = b_.CreateAdd(base, b_.CreateMul(b_.CreateAdd(l, b_.getInt64(static_cast<int64_t>(32 * q))), b_.getInt64(4)));
+  return b_.CreateGEP(et, a.ptr, at);
+}
+
 // The epilogue's store of a warp's whole 16 x NR tile (unchecked; C with a unit stride along its
 // rows or its columns, the other stride, the base and the tile's offset along the unit-stride
 // dimension multiples of 16 bytes: one uniform test) through the warp's own region of shared
@@ -481,24 +500,11 @@ void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int
 // go, one element a store. (Before: a gather of each component into the coopmatrix layout,
 // shuffles and selects, and one 2- or 4-byte store per component: on the H100, one wave of
 // 128 x 256 tiles at K = 64 ran ~2400 instructions a warp and spilled.)
-// A fragment in its own order (attribute frag_native: Stream-K's partial tiles, written and read
-// only by the same warp position of this kernel): the warp's 16 x NR elements at ptr + row NR +
-// col sc, D[4 q .. 4 q + 3] of lane l in 16 bytes at element 4 (32 q + l), so that each of a
-// lane's NR / 8 vector accesses covers 512 contiguous bytes of the warp (the strided form costs
-// a 4-byte access an element: ncu, session 17).
-llvm::Value* SimtLowering::native_at(const Access& a, const Type& t, size_t q) {
-  llvm::Type* et = scalar_ty(t.scalar);
-  llvm::Value* base = b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc));
-  llvm::Value* l = b_.CreateZExt(lane(), b_.getInt64Ty());
-  llvm::Value* at = b_.CreateAdd(base, b_.CreateMul(b_.CreateAdd(l, b_.getInt64(static_cast<int64_t>(32 * q))), b_.getInt64(4)));
-  return b_.CreateGEP(et, a.ptr, at);
-}
-
 bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   const Type& t = o.operands[0]->type;
   const int64_t esz = size_in_bytes(t.scalar), NR = t.cols;
   if (o.int_attr("frag_native", 0)) {
-    if (o.int_attr("checked") || t.rows != 16 || f.d.size() % 4 || static_cast<int64_t>(f.d.size()) != NR / 2) return false;
+    if (!native_shape(o, t, f.d.size())) return false;
     const Access a = access(o, 1);
     for (size_t q = 0; q < f.d.size() / 4; ++q) {
       llvm::Value* x = llvm::PoisonValue::get(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4));
