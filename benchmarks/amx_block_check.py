@@ -13,7 +13,7 @@ import numpy as np
 
 import coopjit
 from amx_probe import operands
-from plan_sweep import timed
+from _rounds import timed
 
 
 def main():

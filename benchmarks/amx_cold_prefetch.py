@@ -8,19 +8,13 @@ Recorded: benchmarks/recorded/issue14-emr16-amx-nest-session15.txt."""
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
+from _rounds import alternate, amx_peak, err_of, torch_case  # noqa: E402
 from amx_probe import operands  # noqa: E402
-from plan_sweep import timed  # noqa: E402
-
-
-def err_of(c, ref):
-    c = c.float().numpy() if hasattr(c, "numpy") else c
-    return float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
 
 
 def one_thread(pk, rng):
@@ -38,13 +32,9 @@ def one_thread(pk, rng):
                 pb = coopjit.prepack(b, plan=plan)
                 cases.append((json.dumps(v), lambda plan=plan: coopjit.matmul(a, b, plan=plan)))
                 cases.append((json.dumps(v) + " prepacked", lambda plan=plan, pb=pb: coopjit.matmul(a, pb, plan=plan)))
-            rows = {}
-            for name, f in cases:
-                rows[name] = ([], err_of(f(), ref))
-            for _ in range(2):
-                for name, f in cases:
-                    time.sleep(0.3)
-                    rows[name][0].append(timed(f, seconds=0.3 if m < 4096 else 0.6, blocks=3))
+            errs = {name: err_of(f(), ref) for name, f in cases}
+            times = alternate(cases, rounds=2, pause=0.3, seconds=0.3 if m < 4096 else 0.6, blocks=3)
+            rows = {name: (times[name], errs[name]) for name, _ in cases}
             for name, (ts, e) in rows.items():
                 t = min(ts)
                 rate = 2 * m * n * k / t / 1e9
@@ -60,22 +50,13 @@ def all_threads(pk, rng, sizes):
         for s in sizes:
             a, b = operands(rng, dt, s, s, s)
             ref = a.astype(np.float64) @ b.astype(np.float64)
-            if dt == "bf16":
-                ta, tb = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16), torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
-                tf = lambda: torch.matmul(ta, tb)
-            else:
-                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-                tf = lambda: torch._int_mm(ta, tb)
+            tf = torch_case(a, b, dt)
             cases = [("{}", lambda: coopjit.matmul(a, b)),
                      ('{"amx_prefetch": 6}', lambda: coopjit.matmul(a, b, plan={"amx_prefetch": 6})),
                      ("torch", tf)]
-            rows = {}
-            for name, f in cases:
-                rows[name] = ([], err_of(f(), ref))
-            for _ in range(3):
-                for name, f in cases:
-                    time.sleep(0.5)
-                    rows[name][0].append(timed(f, seconds=0.3, blocks=3))
+            errs = {name: err_of(f(), ref) for name, f in cases}
+            times = alternate(cases, rounds=3, pause=0.5, seconds=0.3, blocks=3)
+            rows = {name: (times[name], errs[name]) for name, _ in cases}
             t_torch = float(np.median(rows["torch"][0]))
             for name, (ts, e) in rows.items():
                 t = float(np.median(ts))
@@ -85,9 +66,7 @@ def all_threads(pk, rng, sizes):
 
 
 def main():
-    pk = coopjit.peak()
-    print("peak (one core, all cores):", json.dumps({k: (round(v["single"]), round(v["all"]))
-                                                     for k, v in pk.items() if k.startswith("amx")}), flush=True)
+    pk, _ = amx_peak()  # no AMX here: the products run without tiles (a check of this script, not a timing)
     rng = np.random.default_rng(0)
     if sys.argv[1] == "one":
         one_thread(pk, rng)

@@ -1,6 +1,6 @@
 """Issue 14, session 15: coopjit's AMX blocked nest with the K tile / block shapes that
 amx_nest_probe.c measures (kt, mc_tiles, k_inner) against the default plan and torch, in one
-run; each product checked against float64 first (8192: its first 256 rows); plan_sweep.timed
+run; each product checked against float64 first (8192: its first 256 rows); _rounds.timed
 blocks after a pause, alternating rounds; medians.
 
     taskset -c 3 python benchmarks/amx_nest_plans.py one 1024 2048     # one thread (no torch)
@@ -15,14 +15,13 @@ session 16 (nc modes) in benchmarks/recorded/issue14-emr16-amx-nc-tiles-session1
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
+from _rounds import amx_peak, measure, torch_case  # noqa: E402
 from amx_probe import operands  # noqa: E402
-from plan_sweep import timed  # noqa: E402
 
 # K tiles in bf16 elements (int8: twice as many: the same bytes a panel step)
 SHAPES = [{}, {"kt": 1024, "mc_tiles": 16}, {"kt": 512, "mc_tiles": 32}, {"kt": 512, "mc_tiles": 32, "k_inner": 1},
@@ -38,22 +37,6 @@ def plan_for(v, dt):
     return {**v, "kt": v["kt"] * 2} if dt == "int8" and "kt" in v else dict(v)
 
 
-def err_of(c, ref):
-    c = c.float().numpy() if hasattr(c, "numpy") and not isinstance(c, np.ndarray) else c
-    c = c[: ref.shape[0]]
-    return float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
-
-
-def torch_case(a, b, dt):
-    import torch
-    if dt == "bf16":
-        ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-        tb = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
-        return lambda: torch.matmul(ta, tb)
-    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    return lambda: torch._int_mm(ta, tb)
-
-
 def config_of(a, b, plan):
     """The plan's nest fields for these operands (the planner's choices where the plan names none)."""
     out = np.int32 if a.dtype == np.int8 else np.float32
@@ -63,35 +46,11 @@ def config_of(a, b, plan):
     return " ".join(f"{k}={cfg[k]}" for k in ("split", "threads", "shares", "grid_m", "kt", "mc_tiles", "nc_tiles", "direct_a"))
 
 
-def measure(label, cases, ref, flop, peak, seconds):
-    rows = {}
-    for name, f in cases:
-        rows[name] = ([], err_of(f(), ref))
-    for _ in range(3):
-        for name, f in cases:
-            time.sleep(0.3)
-            rows[name][0].append(timed(f, seconds=seconds, blocks=3))
-    base = float(np.median(rows[cases[0][0]][0]))
-    tref = float(np.median(rows["torch"][0])) if "torch" in rows else None
-    for name, (ts, e) in rows.items():
-        t = float(np.median(ts))
-        rate = flop / t / 1e9
-        vs = f"  torch time / this {tref / t:5.2f}" if tref else ""
-        print(f"{label} {name:<46} {t * 1e3:8.3f} ms {rate:7.0f} G/s {rate / peak * 100:5.1f}% of peak  "
-              f"default time / this {base / t:5.2f}{vs}  rounds {' '.join(f'{x * 1e3:.2f}' for x in ts)}  err {e:.1e}",
-              flush=True)
-
-
 def main():
     mode, sizes = sys.argv[1], [int(x) for x in sys.argv[2:]]
     one = mode in ("one", "nc-one")
     shapes = NC_SHAPES if mode.startswith("nc") else SHAPES
-    pk = coopjit.peak()
-    emu = not pk["amx_bf16"]["single"]  # no AMX here: the emulated tiles (a check of this script, not a timing)
-    if emu:
-        pk = {k: {"single": 1.0, "all": 1.0} for k in ("amx_bf16", "amx_int8")}
-    print("peak (one core, all cores):", json.dumps({k: (round(v["single"]), round(v["all"]))
-                                                     for k, v in pk.items() if k.startswith("amx")}), flush=True)
+    pk, emu = amx_peak()  # no AMX here: the emulated tiles (a check of this script, not a timing)
     threads = 1 if one else os.cpu_count()
     if not one:
         import torch
@@ -111,7 +70,7 @@ def main():
                 pv = {**plan_for(v, dt), **(plan or {})}
                 cases.append((json.dumps(plan_for(v, dt)), lambda pv=pv: coopjit.matmul(a, b, plan=pv)))
             cases.append(("torch", torch_case(a, b, dt)))
-            measure(f"{dt:5} {m}x{n}x{n} {threads:2} threads", cases, ref, 2.0 * m * n * n, peak, 0.15)
+            measure(f"{dt:5} {m}x{n}x{n} {threads:2} threads", cases, ref, 2.0 * m * n * n, peak, 0.15, base_label="default", width=46)
             continue
         for s in sizes:
             a, b = operands(rng, dt, s, s, s)
@@ -125,7 +84,7 @@ def main():
                     print(f"  plan {json.dumps(plan_for(v, dt))}: {config_of(a, b, plan or None)}", flush=True)
             if not one:
                 cases.append(("torch", torch_case(a, b, dt)))
-            measure(f"{dt:5} {s}^3 {threads:2} threads", cases, ref, 2.0 * s ** 3, peak, 0.15)
+            measure(f"{dt:5} {s}^3 {threads:2} threads", cases, ref, 2.0 * s ** 3, peak, 0.15, base_label="default", width=46)
 
 
 if __name__ == "__main__":

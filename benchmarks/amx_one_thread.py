@@ -15,7 +15,7 @@ import numpy as np
 
 import coopjit
 from amx_probe import operands
-from plan_sweep import timed
+from _rounds import timed
 
 VARIANTS = {
     "bf16": [{}, {"kt": 256}, {"kt": 512}, {"kt": 512, "amx_prefetch": 2}, {"amx_prefetch": 0}, {"amx_prefetch": 2},

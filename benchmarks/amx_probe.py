@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 import coopjit
-from plan_sweep import timed  # this folder: the same blocks-after-a-pause timer
+from _rounds import timed  # this folder: the same blocks-after-a-pause timer
 
 
 def operands(rng, dt, m, n, k):

@@ -10,42 +10,20 @@ as matmul allocates C; into a preallocated `out`; with B prepacked (coopjit.prep
 packing); amx_store 0 (the old epilogue) for each. "A packing" is M x 32 x K with B prepacked:
 the A panels of the whole product and 1/64 of its dot products. Every product is checked
 against float64 first (err: max |c - ref| / max |ref|; 8192: its first 256 rows); 3 alternating
-rounds of plan_sweep.timed (3 blocks) after a 0.3 s pause each; medians; % of coopjit.peak()'s
+rounds of _rounds.timed (3 blocks) after a 0.3 s pause each; medians; % of coopjit.peak()'s
 AMX rate (one core / all cores).
 
 Recorded: benchmarks/recorded/issue14-emr16-amx-store-session17.txt."""
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
-from amx_nest_plans import err_of, torch_case  # noqa: E402
+from _rounds import amx_peak, measure, torch_case  # noqa: E402
 from amx_probe import operands  # noqa: E402
-from plan_sweep import timed  # noqa: E402
-
-
-def measure(label, cases, refs, flops, peak, seconds, base=None):
-    rows = {}
-    for name, f in cases:
-        rows[name] = ([], err_of(f(), refs[name]) if refs.get(name) is not None else float("nan"))
-    for _ in range(3):
-        for name, f in cases:
-            time.sleep(0.3)
-            rows[name][0].append(timed(f, seconds=seconds, blocks=3))
-    base = base or cases[0][0]
-    tb = float(np.median(rows[base][0]))
-    tref = float(np.median(rows["torch"][0])) if "torch" in rows else None
-    for name, (ts, e) in rows.items():
-        t = float(np.median(ts))
-        rate = flops[name] / t / 1e9
-        vs = f"  torch time / this {tref / t:5.2f}" if tref else ""
-        print(f"{label} {name:<44} {t * 1e3:8.3f} ms {rate:7.0f} G/s {rate / peak * 100:5.1f}% of peak  "
-              f"{base} time / this {tb / t:5.2f}{vs}  rounds {' '.join(f'{x * 1e3:.2f}' for x in ts)}  err {e:.1e}",
-              flush=True)
 
 
 def one_thread(pk, rng, s, emu):
@@ -105,12 +83,7 @@ def all_threads(pk, rng, sizes, emu):
 
 def main():
     mode, sizes = sys.argv[1], [int(x) for x in sys.argv[2:]]
-    pk = coopjit.peak()
-    emu = not pk["amx_bf16"]["single"]  # no AMX here: the emulated tiles (a check of this script, not a timing)
-    if emu:
-        pk = {k: {"single": 1.0, "all": 1.0} for k in ("amx_bf16", "amx_int8")}
-    print("peak (one core, all cores):", json.dumps({k: (round(v["single"]), round(v["all"]))
-                                                     for k, v in pk.items() if k.startswith("amx")}), flush=True)
+    pk, emu = amx_peak()  # no AMX here: the emulated tiles (a check of this script, not a timing)
     rng = np.random.default_rng(0)
     if mode == "one":
         one_thread(pk, rng, (sizes or [2048])[0], emu)

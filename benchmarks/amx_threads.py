@@ -27,7 +27,7 @@ import numpy as np
 
 import coopjit
 from amx_probe import operands as amx_operands
-from plan_sweep import timed
+from _rounds import timed
 
 THREADS = os.cpu_count()
 SMOKE = int(os.environ.get("AMX_THREADS_SMOKE", "1"))  # divides the sizes (a quick check of the script)

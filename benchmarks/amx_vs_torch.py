@@ -1,7 +1,7 @@
 """coopjit's AMX products on every core against torch on the same cores (issue 14): bf16
 (torch.matmul) and int8 (torch._int_mm) squares, coopjit with its own plan and with the plan
 variants given as JSON arguments, as rates and shares of coopjit.peak()'s all-core AMX peak. Each
-case is checked (float64 / exact integers) and timed in blocks after a pause (plan_sweep.timed);
+case is checked (float64 / exact integers) and timed in blocks after a pause (_rounds.timed);
 coopjit and torch alternate over 3 rounds and each reports its median round.
 
     python benchmarks/amx_vs_torch.py ['{"amx_prefetch": 0}' ...]
@@ -10,13 +10,12 @@ Recorded: benchmarks/recorded/issue14-emr16-amx-session11.txt."""
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 import coopjit
+from _rounds import alternate, err_of, torch_case
 from amx_probe import operands
-from plan_sweep import timed
 
 
 def main():
@@ -37,23 +36,10 @@ def main():
         for s in (1024, 2048, 4096):
             a, b = operands(rng, dt, s, s, s)
             ref = a.astype(np.float64) @ b.astype(np.float64)
-            if dt == "bf16":
-                ta, tb = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16), torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
-                tf = lambda: torch.matmul(ta, tb)
-            else:
-                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-                tf = lambda: torch._int_mm(ta, tb)
-            cases = [(json.dumps(v), (lambda v=v: coopjit.matmul(a, b, plan=v or None))) for v in variants] + [("torch", tf)]
-            rows = {}
-            for name, f in cases:
-                c = f()
-                c = c.float().numpy() if hasattr(c, "numpy") else c
-                err = float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
-                rows[name] = ([], err)
-            for _ in range(3):
-                for name, f in cases:
-                    time.sleep(0.1)
-                    rows[name][0].append(timed(f, seconds=0.3, blocks=5))
+            cases = [(json.dumps(v), (lambda v=v: coopjit.matmul(a, b, plan=v or None))) for v in variants] + [("torch", torch_case(a, b, dt))]
+            errs = {name: err_of(f(), ref) for name, f in cases}
+            times = alternate(cases, rounds=3, pause=0.1, seconds=0.3, blocks=5)
+            rows = {name: (times[name], errs[name]) for name, _ in cases}
             t_torch = float(np.median(rows["torch"][0]))
             for name, (ts, err) in rows.items():
                 t = float(np.median(ts))

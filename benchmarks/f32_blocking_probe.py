@@ -11,16 +11,8 @@ Recorded: benchmarks/recorded/issue14-emr16-f32-session15.txt (the 16-core Emera
 import json, sys, time
 import numpy as np
 import coopjit
+from _rounds import timed
 from coopjit import _core
-
-def timed(f, blocks=5, seconds=0.3):
-    f(); t = time.perf_counter(); f(); one = max(time.perf_counter() - t, 1e-6)
-    inner = max(1, int(seconds / blocks / one)); out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner): f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
 
 pk = coopjit.peak()
 P1, P16 = pk["f32_fma"]["single"], pk["f32_fma"]["all"]

@@ -14,6 +14,7 @@ Recorded: benchmarks/recorded/issue14-emr16-gemv-session16.txt."""
 import sys, time, json
 import numpy as np
 import coopjit
+from _rounds import timed
 from coopjit import _core
 import torch
 torch.set_num_threads(16)
@@ -26,16 +27,6 @@ S = int(os.environ.get("SHRINK", "1"))  # (a dry run: shapes / S)
 pk = coopjit.peak()
 P16, P1, COPY, COPY1 = pk["f32_fma"]["all"], pk["f32_fma"]["single"], pk["copy"]["all"], pk["copy"]["single"]
 print(f"peak f32 {P1:.0f} / {P16:.0f} GF/s, copy {COPY1:.1f} / {COPY:.1f} GB/s", flush=True)
-
-
-def timed(f, blocks=5, seconds=0.1, clock=time.perf_counter):
-    f(); t = clock(); f(); one = max(clock() - t, 1e-6)
-    inner = max(1, int(seconds / blocks / one)); out = []
-    for _ in range(blocks):
-        t = clock()
-        for _ in range(inner): f()
-        out.append((clock() - t) / inner)
-    return float(np.median(out))
 
 
 def trace(f, reps=5):

@@ -9,26 +9,12 @@ import time
 import numpy as np
 
 import coopjit
+from _rounds import timed
 
 try:
     import ml_dtypes
 except ImportError:
     ml_dtypes = None
-
-
-def timed(f, seconds=0.3, blocks=5):
-    f()
-    t = time.perf_counter()
-    f()
-    one = max(time.perf_counter() - t, 1e-6)
-    inner = max(1, int(seconds / blocks / one))
-    out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner):
-            f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
 
 
 def operands(dtype, m, n, k, rng):
@@ -81,7 +67,7 @@ def main():
                 continue
             err = float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
             time.sleep(0.1)
-            t = timed(lambda: coopjit.matmul(a, b, plan=plan), 0.15 if quick else 0.4)
+            t = timed(lambda: coopjit.matmul(a, b, plan=plan), seconds=0.15 if quick else 0.4)
             base = base or t
             cf = kern.config
             desc = " ".join(f"{f}={cf[f]}" for f in ("order", "mr", "nr", "kt", "mc_tiles", "grid_m", "threads", "split", "pack",

@@ -15,6 +15,7 @@ Recorded: benchmarks/recorded/issue14-emr16-small-calls-session17.txt."""
 import os, sys, time
 import numpy as np
 import coopjit
+from _rounds import gapped, timed
 from coopjit import _core
 from coopjit._kernel_args import _overrides
 from coopjit._arrays import gemm_types
@@ -27,25 +28,6 @@ PAUSE = float(os.environ.get("PAUSE", "0.3"))
 rng = np.random.default_rng(0)
 print(f"coopjit {coopjit.__version__} numpy {np.__version__} torch {torch.__version__} threads {coopjit.get_num_threads()}",
       flush=True)
-
-
-def timed(f, blocks=5, seconds=0.05):
-    f(); t = time.perf_counter(); f(); one = max(time.perf_counter() - t, 1e-7)
-    inner = max(1, int(seconds / blocks / one)); out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner): f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
-
-
-def gapped(f, n=40, gap=0.002):
-    """One call at a time after `gap` seconds idle (the pool's workers asleep after 200 us)."""
-    f(); out = []
-    for _ in range(n):
-        time.sleep(gap)
-        t = time.perf_counter(); f(); out.append(time.perf_counter() - t)
-    return float(np.median(out))
 
 
 def use(a, b, plan):

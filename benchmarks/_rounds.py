@@ -1,0 +1,107 @@
+"""What the CPU benchmark scripts of this folder share: a call timed in blocks, one call after an
+idle gap, cases timed in alternating rounds with a pause before each block (so that one library's
+spinning workers do not steal the next one's cores), their report lines, the relative error against
+a float64 reference, torch's AMX-backed peer, and coopjit.peak()'s AMX rows (or stand-ins where
+the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`)."""
+import json
+import time
+
+import numpy as np
+
+import coopjit
+
+
+def timed(f, blocks=5, seconds=0.3, clock=time.perf_counter):
+    """Median seconds a call over `blocks` blocks of back-to-back calls, about `seconds` in all
+    (one warm-up call first; `clock` time.thread_time gives one thread's CPU time)."""
+    f()
+    t = clock()
+    f()
+    one = max(clock() - t, 1e-7)
+    inner = max(1, int(seconds / blocks / one))
+    out = []
+    for _ in range(blocks):
+        t = clock()
+        for _ in range(inner):
+            f()
+        out.append((clock() - t) / inner)
+    return float(np.median(out))
+
+
+def gapped(f, n=40, gap=0.002):
+    """Median seconds of one call at a time after `gap` seconds idle (the pool's workers asleep)."""
+    f()
+    out = []
+    for _ in range(n):
+        time.sleep(gap)
+        t = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - t)
+    return float(np.median(out))
+
+
+def err_of(c, ref):
+    """max |c - ref| / max |ref| over ref's rows (c may be a torch tensor or have more rows)."""
+    c = c.float().numpy() if hasattr(c, "numpy") and not isinstance(c, np.ndarray) else c
+    c = c[: ref.shape[0]]
+    return float(np.max(np.abs(c.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-30)
+
+
+def torch_case(a, b, dt):
+    """torch's product of the same operands: matmul for bf16 (given as int16 bit patterns or
+    ml_dtypes), _int_mm for int8."""
+    import torch
+    if dt == "bf16":
+        ta = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        tb = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
+        return lambda: torch.matmul(ta, tb)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    return lambda: torch._int_mm(ta, tb)
+
+
+def amx_peak():
+    """(coopjit.peak(), emulated): where the CPU has no AMX tiles, the AMX rows are 1.0 (the scripts
+    then check themselves on emulated tiles; their rates mean nothing) and `emulated` is True.
+    Prints the AMX rows (one core, all cores)."""
+    pk = coopjit.peak()
+    emu = not pk["amx_bf16"]["single"]
+    if emu:
+        pk = {k: {"single": 1.0, "all": 1.0} for k in ("amx_bf16", "amx_int8")}
+    print("peak (one core, all cores):", json.dumps({k: (round(v["single"]), round(v["all"]))
+                                                     for k, v in pk.items() if k.startswith("amx")}), flush=True)
+    return pk, emu
+
+
+def alternate(cases, rounds=3, pause=0.3, seconds=0.3, blocks=3):
+    """{name: [seconds a call, one a round]}: every case of [(name, f)] timed in turn, `rounds`
+    times, each after `pause` seconds idle."""
+    out = {name: [] for name, _ in cases}
+    for _ in range(rounds):
+        for name, f in cases:
+            time.sleep(pause)
+            out[name].append(timed(f, blocks=blocks, seconds=seconds))
+    return out
+
+
+def measure(label, cases, refs, flops, peak, seconds, base=None, base_label=None, width=44, rounds=3, pause=0.3):
+    """Checks each case against its reference (refs[name] None: no check), times them in alternating
+    rounds (`alternate`) and prints a line each: median time, rate, % of `peak`, the base case's
+    time / this (the first case unless `base` names one), torch's time / this where a case is
+    named "torch", the rounds and the error. `refs` and `flops` are dicts by name or one value."""
+    names = [n for n, _ in cases]
+    refs = refs if isinstance(refs, dict) else dict.fromkeys(names, refs)
+    flops = flops if isinstance(flops, dict) else dict.fromkeys(names, flops)
+    errs = {name: (err_of(f(), refs[name]) if refs.get(name) is not None else float("nan")) for name, f in cases}
+    times = alternate(cases, rounds=rounds, pause=pause, seconds=seconds)
+    base = base or names[0]
+    tb = float(np.median(times[base]))
+    tref = float(np.median(times["torch"])) if "torch" in times else None
+    for name in names:
+        ts = times[name]
+        t = float(np.median(ts))
+        rate = flops[name] / t / 1e9
+        vs = f"  torch time / this {tref / t:5.2f}" if tref else ""
+        print(f"{label} {name:<{width}} {t * 1e3:8.3f} ms {rate:7.0f} G/s {rate / peak * 100:5.1f}% of peak  "
+              f"{base_label or base} time / this {tb / t:5.2f}{vs}  rounds {' '.join(f'{x * 1e3:.2f}' for x in ts)}  err {errs[name]:.1e}",
+              flush=True)
+    return times
