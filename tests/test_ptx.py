@@ -10,15 +10,9 @@ import pytest
 
 import coopjit
 from coopjit import ptx
+from conftest import spill_stores
 
 TARGETS = ["sm_80", "sm_90"]
-
-
-@pytest.fixture(scope="module")
-def ptxas():
-    if ptx.ptxas_path() is None:
-        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
-    return ptx.ptxas
 
 
 def assembled(ptxas, text, target):
@@ -268,7 +262,7 @@ def test_wgmma_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert "for 'sm_90a'" in report and "Used" in report, report
     # N tiles of 256 hold 128 f32 accumulators a work-item: ptxas reports a few spilled words.
     assert "Potential Performance Loss" not in report, report  # no wgmma serialization
-    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    spills = spill_stores(report)
     assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
 
 
@@ -303,7 +297,7 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
     assert ("setmaxnreg.inc.sync.aligned.u32 224" in text) == (tma == "yes" and consumers == 8)
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
-    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    spills = spill_stores(report)
     # N tiles of 256 hold 128 s32 accumulators a work-item (ptxas 13: none spilled; a few words allowed as for 16-bit)
     assert spills and max(spills) <= (64 if cfg["nr"] == 256 else 0), report
     if copied:
@@ -370,10 +364,10 @@ def test_wgmma_ws_kernels_assemble(ptxas, shape, tile, trans):
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Used" in report, report
     assert "Potential Performance Loss" not in report, report
-    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    spills = spill_stores(report)
     plain = ptxas(ptx.compile_gemm(m, n, k, dtype, target="sm_90", trans_a=trans[0], trans_b=trans[1], out_dtype=np.float32,
                                    plan={"ws": "no"}).source("ptx"), "sm_90")
-    plain_spills = [int(x.split()[0]) for x in plain.split(",") if "bytes spill stores" in x]
+    plain_spills = spill_stores(plain)
     assert spills and max(spills) <= max(plain_spills) + 64, (report, plain)  # a few words (ptxas: 8-48 bytes)
 
 
@@ -570,7 +564,7 @@ def test_wgmma_epilogue_staging_assembles(ptxas, case):
     off = ptx.compile_gemm(*shape, dtype, target="sm_90", trans_b=dtype == np.int8, accumulate=acc, plan=dict(plan, epi_smem="no"), **kw)
     assert off.config["epi_smem"] == "no" and "bar.warp.sync" not in off.source("ptx")
     assert "Potential Performance Loss" not in report, report
-    spilled = [int(x.split()[0]) for r in (report, ptxas(off.source("ptx"), "sm_90")) for x in r.split(",") if "bytes spill stores" in x]
+    spilled = [sum(spill_stores(r)) for r in (report, ptxas(off.source("ptx"), "sm_90"))]
     # beta C: some spills remain (C's old values and the accumulators live together), fewer than before
     assert spilled[0] == 0 if not acc else spilled[0] < spilled[1], (spilled, report)
 
@@ -628,10 +622,10 @@ def test_wgmma_ws_stream_k_assembles(ptxas, split, plan):
     assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", text)
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
-    spills = [int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x]
+    spills = spill_stores(report)
     dp = ptxas(ptx.compile_gemm(1000, 600, 2056, ml_dtypes.bfloat16, target="sm_90", out_dtype=np.float32,
                                 plan=dict(plan, split="dp", persistent="yes", tma_store="no")).source("ptx"), "sm_90")
-    dp_spills = [int(x.split()[0]) for x in dp.split(",") if "bytes spill stores" in x]
+    dp_spills = spill_stores(dp)
     # (against the DP kernel without TMA stores, which spills more than with them: 544 bytes
     # against 0 with ws 1; the Stream-K kernel with them 356, without 696)
     # (ptxas, 168 registers a consumer thread: 88 bytes more than the persistent DP kernel with ws 2,
@@ -704,12 +698,12 @@ def test_wgmma_ws_stream_k_flags_assemble(ptxas, split, workers):
     assert all(".v4." in a for a in accesses), sorted(set(accesses))
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
-    spills = max(int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x)
+    spills = max(spill_stores(report))
     off = ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", out_dtype=np.float32,
                            plan={"split": split, "ws": 2, "workers": workers, "sk_flags": 0})
     assert off.config["sk_flags"] == "no" and "ld.acquire" not in off.source("ptx")
     assert "Used" in ptxas(off._core.fixup_ptx, "sm_90")
-    off_spills = max(int(x.split()[0]) for x in ptxas(off.source("ptx"), "sm_90").split(",") if "bytes spill stores" in x)
+    off_spills = max(spill_stores(ptxas(off.source("ptx"), "sm_90")))
     # (ptxas 13: 160 against 88 bytes with f32 C, 108 against 156 with bf16 C: the K loop is the
     # plain one and the successor's part is added after it; session 13's form, the part loaded as
     # the loop's initial accumulators, spilled 572)
@@ -735,7 +729,7 @@ def test_wgmma_ws_stream_k_down_assembles(ptxas, sk_flags):
     for k in (down, up):
         report = ptxas(k.source("ptx"), "sm_90")
         assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
-        spills.append(max(int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x))
+        spills.append(max(spill_stores(report)))
     assert spills[0] <= spills[1] + 16, spills
     assert kern(1, ws=1, kt=192).config["sk_down"].startswith("yes")
     with pytest.raises(ValueError, match="sk_down=1: .*ws=2, split dp"):

@@ -14,20 +14,10 @@ import pytest
 
 import coopjit
 from coopjit import _core, ptx
+from conftest import spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
-
-
-@pytest.fixture(scope="module")
-def ptxas():
-    if ptx.ptxas_path() is None:
-        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
-    return ptx.ptxas
-
-
-def _spills(report):
-    return sum(int(x.split()[0]) for x in report.split(",") if "bytes spill stores" in x)
 
 
 # Every module form the planner makes with TMA stores: C contiguous along the kernel's rows (layout
@@ -77,7 +67,7 @@ def test_tma_store_modules_assemble(ptxas, case):
     assert "Potential Performance Loss" not in report, report
     off = ptx.compile_gemm(*shape, dtype, plan=dict(plan, tma_store="no"), **args)
     assert off.config["tma_store"] == "no" and "cp.async.bulk.tensor.2d.global.shared" not in off.source("ptx")
-    assert _spills(report) <= _spills(ptxas(off.source("ptx"), "sm_90")), report
+    assert sum(spill_stores(report)) <= sum(spill_stores(ptxas(off.source("ptx"), "sm_90"))), report
     if cfg["split"] != "dp":  # the fix-up kernel writes C as before (its sums are not in wgmma's fragments)
         assert "cp.async.bulk.tensor.2d.global.shared" not in kern._core.fixup_ptx
 
