@@ -47,11 +47,11 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   if (cpu.max_threads >= 8 && spec.batch1 * spec.batch2 == 1 && std::min(spec.M, spec.N) >= 128 && spec.K >= 256 &&
       flops >= 5.0e7)
     p.pack = true;
-  // Skinny products on many cores (M up to 64 over several row tiles: the unpacked k_outer walk
-  // below) whose B rows (or A rows) lie a multiple of 4 KiB apart, 8 KiB or more: that walk's K
-  // tile of a column panel (kt rows of 256 bytes) sits at one page offset, in 4 of L1's 64 sets, so
-  // every M tile reads it again from L2 (A's K tile likewise, for every column panel). Packing
-  // (B by its reader, K tile by K tile: inline_b below) reads each once into contiguous panels.
+  // Skinny products on many cores (M up to 64 over several row tiles: the unpacked k_outer walk,
+  // plan_skinny_walk) whose B rows (or A rows) lie a multiple of 4 KiB apart, 8 KiB or more: that
+  // walk's K tile of a column panel (kt rows of 256 bytes) sits at one page offset, in 4 of L1's 64
+  // sets, so every M tile reads it again from L2 (A's K tile likewise, for every column panel).
+  // Packing (B by its reader, K tile by K tile: plan_inline_b) reads each once into contiguous panels.
   // Measured on the 16-core Emerald Rapids host, f32, one thread (CPU time): 64x512x1024 60 -> 118
   // GFLOP/s (64x512x1000, no aliasing: 118 either way), 64x4096x4096 69 -> 96, 64x4096x4000 81 ->
   // 98; 16 workers: 64x4096x4096 3.09 -> 2.45 ms (NumPy 2.60), 16x4096x4096 1.28 -> 1.13 (NumPy
@@ -157,8 +157,8 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
     const double a_slice =
         double(tiles_m * p.mr) * double(std::min(p.kt, ceil_to(spec.K, p.kb))) * ir::size_in_bytes(packed_a_type(p));
-    // Skinny products on many cores (up to 64 rows, the rows of the aliasing rule above): their A
-    // slice at inline_b's own K tile (below) is at most 64 KiB, but at the packed K tile f64's 64
+    // Skinny products on many cores (up to 64 rows, the rows of plan_packing's aliasing rule): their
+    // A slice at inline_b's own K tile (below) is at most 64 KiB, but at the packed K tile f64's 64
     // rows (13 tiles of 5: 65 rows of 8 KiB, 520 KiB) passed the bound above and kept the packing
     // phase. Measured on the 16-core Emerald Rapids host (session 16, medians of rounds through
     // plan=): f64 64x4096x2048 3.66 -> 2.81 ms (NumPy 2.60; the packing launch took 2.4 ms of the

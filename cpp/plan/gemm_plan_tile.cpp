@@ -24,7 +24,7 @@ PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, con
   int col_score = (spec.sa_r == 1) + (spec.sc_r == 1);
   p.layout = col_score > row_score ? "col" : "row";
   // A vector times a matrix whose columns are contiguous (C = a B, B's K stride 1): in "col" the
-  // kernel's N is 1 and both operands run along K with unit stride (the "dot" walk below).
+  // kernel's N is 1 and both operands run along K with unit stride (the "dot" walk: plan_gemv).
   if (spec.M == 1 && spec.N > 1 && spec.sb_r == 1 && spec.sa_c == 1 && spec.sb_c != 1) p.layout = "col";
   if (auto it = overrides.find("layout"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1)
@@ -105,7 +105,7 @@ void plan_register_tile(GemmPlan& p, const PlanContext& c) {
   // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
   // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
   if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
-  // Small products (code for their exact shape, up to 64 in every dimension: see `fix` below) look
+  // Small products (code for their exact shape, up to 64 in every dimension: plan_fixed_shape) look
   // down to half the height: a whole number of shorter tiles beats a ragged last one there (its
   // rows checked). Measured on the 2-core Zen 4 (session 17), one thread, CPU time of the kernel
   // call alone (blocks of calls, medians of 9): 32x32x32 f32 11 rows (3 tiles, the last of 10) 1.5
