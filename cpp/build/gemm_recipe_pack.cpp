@@ -1,0 +1,181 @@
+// The GEMM recipe's packing: A and B copied into mr-row / nr-column panels (VNNI channels for the
+// dot instructions and AMX tiles), B packed by its reader (inline_b), and the panels' addressing.
+#include "build/gemm_recipe_internal.h"
+
+#include "core/error.h"
+
+namespace coopjit {
+
+// Packing (plan.pack, one batch): before any tile, the workers copy A into mr-row panels
+// (column-major inside: the k-th column of a panel is mr consecutive elements) and B into
+// nr-column panels (row-major inside), zero-padded to whole tiles and to Kp = K rounded up to
+// KB: in the accumulator type, or with VNNI (plan.vnni = w) in the input types, w consecutive
+// K elements side by side (a column of w-element channels for A, a row of them for B). Tiles
+// then read only contiguous, aligned-enough, never-ragged memory: no edge checks, no K tail,
+// no cache-set conflicts of strided rows.
+void GemmRecipe::pack(Builder& b) {
+  Kp_ = b.mul(ceil_div(b, g_.K, KB_), KB_, "Kp");
+  const int w = p_.vnni;
+  VW_ = b.index(w, "VNNI");
+  const ScalarType pa_t = packed_a_type(p_), pb_t = packed_b_type(p_);
+  const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
+  const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
+  const Type a_pk = Type::matrix(pa_t, p_.mr, p_.kb, Use::a, Scope::subgroup);
+  const Type b_pk = Type::matrix(pb_t, p_.kb, p_.nr, Use::b, Scope::subgroup);
+  auto share = [&](Builder& x, Value* n, const char* hint) {
+    Value* per = ceil_div(x, n, g_.workers);
+    Value* lo = x.min(x.mul(g_.worker, per), n);
+    return std::make_pair(lo, x.min(x.add(lo, per), n, hint));
+  };
+  // phase 2 (compute only): the panels are packed.
+  Value* packs = b.cmp(CmpPred::ne, g_.phase, b.index(2), "packs");
+  auto [alo, ahi] = share(b, p_.direct_a ? zero_ : b.select(packs, tiles_m_, zero_), "a_panels");  // direct_a: A is read where it is
+  // A unit column stride is a constant (the lowering's loads of a row become vector loads);
+  // the bounds are checked only in the last panel and the K tail.
+  Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
+  Value* k_main = b.mul(b.div(g_.K, KB_), KB_, "k_main");
+  b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
+    Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
+    Value* m0 = x.mul(q, MR_);
+    // AMX panels: each mr x kb block row-major, copied by rows (vector loads and stores).
+    const Type a_rows = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::b, Scope::subgroup);
+    auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked) {
+      z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+        if (p_.amx) {
+          Value* a = y.load(a_rows, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+          demote(y.store(a, panel_a(y, dst, k), false));
+          return std::vector<Value*>{};
+        }
+        Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+        if (needs_column_sums(p_)) {  // s8 -> u8: a + 128, in bytes (mod 256: the sign bit flipped)
+          const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, p_.kb, Use::a, Scope::subgroup);
+          a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
+        }
+        if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
+        demote(y.store(a, panel_a(y, dst, k), false));
+        return std::vector<Value*>{};
+      }, "k");
+    };
+    x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_panel"), {}, [&](Builder& y) {
+      steps(y, zero_, k_main, false);
+      steps(y, k_main, Kp_, true);
+      return std::vector<Value*>{};
+    }, [&](Builder& y) {
+      steps(y, zero_, Kp_, true);
+      return std::vector<Value*>{};
+    });
+    return std::vector<Value*>{};
+  }, "q");
+  // A prepacked B is ready; inline_b packs it in the blocked nest (pack_b_rows).
+  auto [blo, bhi] = share(b, p_.prepacked_b || p_.inline_b ? zero_ : b.select(packs, tiles_n_, zero_), "b_panels");
+  b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
+    Value* dst = x.ptr_offset(g_.PB, x.mul(x.mul(q, NR_), Kp_), "panel");
+    Value* n0 = x.mul(q, NR_);
+    const Type sums_t = Type::matrix(T, 1, p_.nr, Use::acc, Scope::subgroup);
+    const Type a128_t = Type::matrix(ScalarType::u8, 1, p_.kb, Use::a, Scope::subgroup);
+    Value* sums = needs_column_sums(p_) ? x.splat(sums_t, fzero_, "sums") : nullptr;
+    Value* a128 = sums ? x.splat(a128_t, x.constant(128.0, ScalarType::u8), "c128") : nullptr;
+    std::vector<Value*> init;
+    if (sums) init.push_back(sums);
+    std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+      if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
+        const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
+        for (int j = 0; j < p_.nr / 16; ++j) {
+          Value* bm = y.load(b16, {g_.B, k, y.add(n0, y.index(16 * j)), g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+          demote(y.store(bm, panel_b_tile(y, dst, k, j), false));
+        }
+        return std::vector<Value*>{};
+      }
+      Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
+      if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
+      demote(y.store(bm, panel_b(y, dst, k), false));
+      if (it.empty()) return std::vector<Value*>{};
+      return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
+    }, "k");
+    if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
+    return std::vector<Value*>{};
+  }, "q");
+  // A barrier: every worker's panels are written before any tile reads them (phase 0; phases
+  // 1 and 2 are two launches).
+  b.if_(b.cmp(CmpPred::eq, g_.phase, zero_, "barrier"), {}, [&](Builder& y) {
+    Value* flags = y.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
+    y.flag_set(flags, g_.worker);
+    y.for_(zero_, g_.workers, one_, {}, [&](Builder& x, Value* w2, const std::vector<Value*>&) {
+      x.flag_wait(flags, w2);
+      return std::vector<Value*>{};
+    }, "w");
+    return std::vector<Value*>{};
+  }, [](Builder&) { return std::vector<Value*>{}; });
+}
+
+// inline_b: column panel nt's slice in the slot, addressed as a whole panel (panel_b with K
+// steps k0.. of the K tile), and its column sums.
+Value* GemmRecipe::slot_panel(Builder& x, Value* nt) {
+  Value* at = x.sub(x.mul(x.sub(nt, slot_nlo_), g_.kt), slot_k0_);
+  return x.ptr_offset(slot_pb_, x.mul(at, NR_), "pb");
+}
+
+// inline_b: K steps [k0, k1) of column panels [nlo, nhi) into the slot, row by row (each K step
+// reads kb rows of B along the worker's columns); s8 x s8 also sums each panel's columns
+// (times 128) in its slot of sums. Loads are checked only at B's edges.
+void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value* nhi) {
+  slot_k0_ = k0;
+  const ScalarType pb_t = packed_b_type(p_);
+  const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
+  const Type b_pk = Type::matrix(pb_t, p_.kb, p_.nr, Use::b, Scope::subgroup);
+  const Type sums_t = Type::matrix(T, 1, p_.nr, Use::acc, Scope::subgroup);
+  const Type a128_t = Type::matrix(ScalarType::u8, 1, p_.kb, Use::a, Scope::subgroup);
+  const bool sums = needs_column_sums(p_);
+  auto sums_at = [&](Builder& x, Value* nt) { return Builder::Access{slot_sums(x, nt), zero_, zero_, zero_, one_, one_, NR_}; };
+  if (sums)
+    b.for_(nlo, nhi, one_, {}, [&](Builder& x, Value* nt, const std::vector<Value*>&) {
+      x.store(x.splat(sums_t, fzero_, "zero_sums"), sums_at(x, nt), false);
+      return std::vector<Value*>{};
+    }, "nt");
+  Value* a128 = sums ? b.splat(a128_t, b.constant(128.0, ScalarType::u8), "c128") : nullptr;
+  b.for_(k0, k1, KB_, {}, [&](Builder& x, Value* k, const std::vector<Value*>&) {
+    Value* full_k = x.cmp(CmpPred::le, x.add(k, KB_), g_.K, "full_k");
+    x.for_(nlo, nhi, one_, {}, [&](Builder& y, Value* nt, const std::vector<Value*>&) {
+      Value* n0 = y.mul(nt, NR_, "n0");
+      Value* full = y.bin(BinOp::and_, full_k, y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
+      auto step = [&](Builder& z, bool checked) {
+        Value* bm = z.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
+        if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
+        z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
+        if (sums) z.store(z.mul_add(a128, bm, z.load(sums_t, sums_at(z, nt), false)), sums_at(z, nt), false);
+        return std::vector<Value*>{};
+      };
+      y.if_(full, {}, [&](Builder& z) { return step(z, false); }, [&](Builder& z) { return step(z, true); });
+      return std::vector<Value*>{};
+    }, "nt");
+    return std::vector<Value*>{};
+  }, "k");
+}
+
+// plan.demote: the stored block (contiguous in every panel layout) goes to the shared L3.
+void GemmRecipe::demote(Op* store) {
+  if (!p_.demote) return;
+  const Type& t = store->operands[0]->type;
+  store->attrs["demote"] = t.rows * t.cols * int64_t(ir::size_in_bytes(t.scalar));
+}
+
+// Where K step k of a packed panel lives (see pack()).
+// AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
+Builder::Access GemmRecipe::panel_a(Builder& b, Value* panel, Value* k) {
+  if (p_.amx) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
+  if (p_.vnni == 1) return {panel, zero_, k, one_, MR_, MR_, Kp_};
+  return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
+}
+
+Builder::Access GemmRecipe::panel_b(Builder& b, Value* panel, Value* k) {
+  if (tiled_b()) return panel_b_tile(b, panel, k, 0);  // (the load's attr tile_cols finds the others)
+  if (p_.vnni == 1) return {panel, k, zero_, NR_, one_, Kp_, NR_};
+  return {panel, k, zero_, b.mul(NR_, VW_), one_, Kp_, NR_, p_.vnni};
+}
+
+Builder::Access GemmRecipe::panel_b_tile(Builder& b, Value* panel, Value* k, int j) {
+  Value* at = b.add(b.mul(k, NR_), b.index(int64_t(16) * j * p_.kb));
+  return {b.ptr_offset(panel, at), zero_, zero_, b.mul(b.index(16), VW_), one_, KB_, b.index(16), p_.vnni};
+}
+
+}  // namespace coopjit

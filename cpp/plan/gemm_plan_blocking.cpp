@@ -1,0 +1,243 @@
+// The GEMM planner's packed-nest phases: whether to pack, the K tile and row-panel blocks of the
+// packed nest and its 2-D grid of workers, B packed by its reader (inline_b) and column-panel
+// blocks (nc_tiles).
+#include "plan/gemm_plan_internal.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+namespace {
+
+// The 2-D grid of the blocked nest (grid_m 0: the kernel's own choice at run time): of the
+// divisors g of the worker count with g <= the row panels, the one whose blocks read the fewest
+// rows of A plus columns of B per worker; the smaller g on ties (2 workers: 1 x 2). Estimated
+// here for mc_tiles.
+// (of W workers: the rows of workers g)
+int64_t run_time_grid(const GemmPlan& p, const PlanContext& c, int64_t W) {
+  const int64_t M = c.M, N = c.N;
+  const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+  int64_t best = -1, grid = 1;
+  for (int64_t g = 1; g <= W; ++g) {
+    if (W % g != 0 || tiles_m < g) continue;
+    const int64_t cost = (tiles_m + g - 1) / g * p.mr + (tiles_n + W / g - 1) / (W / g) * p.nr;
+    if (best < 0 || cost < best) best = cost, grid = g;
+  }
+  return grid;
+}
+
+}  // namespace
+
+void plan_packing(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M, N = c.N;
+  const int64_t a_row_bytes = c.a_row_bytes, b_row_bytes = c.b_row_bytes;
+  const int esize = c.esize;
+  const double flops = c.flops;
+  // Packing pays for itself once each panel is reused many times: one batch, big in every
+  // dimension (the copies are O(MK + KN) against O(MNK) work).
+  p.pack = spec.batch1 * spec.batch2 == 1 && std::min({spec.M, spec.N, spec.K}) >= 256 && flops >= 5.0e7;
+  // On many cores the unpacked walk's strided reads of B cost more (every worker's panels come
+  // from L3): from 128 rows and columns. Measured on 16 cores, 513x129x700 f32: 598 us
+  // unpacked, 333 packed.
+  if (cpu.max_threads >= 8 && spec.batch1 * spec.batch2 == 1 && std::min(spec.M, spec.N) >= 128 && spec.K >= 256 &&
+      flops >= 5.0e7)
+    p.pack = true;
+  // Skinny products on many cores (M up to 64 over several row tiles: the unpacked k_outer walk,
+  // plan_skinny_walk) whose B rows (or A rows) lie a multiple of 4 KiB apart, 8 KiB or more: that
+  // walk's K tile of a column panel (kt rows of 256 bytes) sits at one page offset, in 4 of L1's 64
+  // sets, so every M tile reads it again from L2 (A's K tile likewise, for every column panel).
+  // Packing (B by its reader, K tile by K tile: plan_inline_b) reads each once into contiguous panels.
+  // Measured on the 16-core Emerald Rapids host, f32, one thread (CPU time): 64x512x1024 60 -> 118
+  // GFLOP/s (64x512x1000, no aliasing: 118 either way), 64x4096x4096 69 -> 96, 64x4096x4000 81 ->
+  // 98; 16 workers: 64x4096x4096 3.09 -> 2.45 ms (NumPy 2.60), 16x4096x4096 1.28 -> 1.13 (NumPy
+  // 1.28), 64x4096x4000 3.37 -> 2.71 (NumPy 2.27), 64x4096x1024 0.86 / 1.01 -> 0.91 / 0.96 (two
+  // runs; NumPy 0.70-0.84).
+  {
+    auto aliased = [](int64_t bytes) { return bytes >= 8192 && bytes % 4096 == 0; };
+    if (cpu.max_threads >= 8 && !overrides.count("order") && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr &&
+        spec.K >= 512 && N * esize >= 8192 && (aliased(b_row_bytes) || aliased(a_row_bytes)) && p.unit_b &&
+        flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
+      p.pack = true;
+  }
+  // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
+  // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
+  // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.
+  // Skinny ones too, from 4 rows (or columns): unpacked, each element was widened and multiplied
+  // on its own. Measured on Zen 4 (session 17, one thread, CPU time, default -> pack=1, B then
+  // packed by its reader): int8 x 4096x4096 with 4 / 8 / 16 / 32 / 48 rows 3.20 / 6.21 / 9.34 /
+  // 17.4 / 24.9 -> 2.14 / 2.49 / 3.16 / 3.93 / 5.95 ms, 32x1024x4096 4.75 -> 1.83, 16x4096x1024
+  // 2.68 -> 1.50; bf16 16 / 32 rows 16.8 / 32.1 -> 5.67 / 8.81 ms (one row: 1.41 -> 1.57, kept).
+  // On the 16-core Emerald Rapids host these ran 6-12x behind torch (session 17, 16 threads:
+  // int8 32 / 48 rows 3.2 / 4.9 ms against torch._int_mm's 0.51 / 0.41, bf16 16 rows 2.3 against
+  // 0.61); packed they take AMX tiles there, which was not measured for fewer than 64 rows.
+  // (Not where the plan names a walk: the unpacked k_outer walk stays asked for.)
+  {
+    const bool dots = spec.batch1 * spec.batch2 == 1 && flops >= 2.0e6 &&
+                      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0);
+    if (dots && (std::min({spec.M, spec.N, spec.K}) >= 64 ||
+                 (!overrides.count("order") && spec.K >= 64 && std::min(spec.M, spec.N) >= 4 &&
+                  std::max(spec.M, spec.N) >= 64)))
+      p.pack = true;
+  }
+  // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
+  // the cache-blocked nest (data-parallel over column panels) is what they need.
+  if (p.pack) p.split = "dp";
+}
+
+void plan_packed_blocks(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t N = c.N;
+  // The blocked nest's K tile: C (or the scratch of partial sums) is read and written once per
+  // K tile, which costs more than a B slice that spills from L1 to L2. 4 KiB of B per column
+  // (1024 f32, 2048 bf16, 4096 int8 in K; a 256 KiB slice of a 64-column panel, in L2 with the
+  // A block; f64 1024 as well), in equal tiles. Measured on Zen 5, one thread, 2048^3: f32 212 ->
+  // 233 GFLOP/s (kt 256 -> 1024), bf16 344 -> 462, int8 719 -> 898, f64 102 -> 109 (512 -> 1024).
+  // (AMX plans too: measured on the 16-core Emerald Rapids host, 4096^3, 16 threads, with their
+  // partial sums continued in the tiles: bf16 3.66 / 3.96 / 3.86 TFLOP/s with kt 256 / 512 / 2048,
+  // int8 3.80 / 6.23 / 8.50 TOP/s with kt 512 / 1024 / 4096.)
+  if (p.pack && !overrides.count("kt")) {
+    const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
+    const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
+    p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
+  }
+  // Row panels per block: the worker's B slices of one K tile stream past each block of A
+  // (from L3 once they outgrow L2), so once they pass 4 MiB the blocks grow 6x. Measured on
+  // Zen 5, one thread, 4096^3: f32 / bf16 / int8 219 / 410 / 835 GFLOP/s with 8 panels, 229 /
+  // 448 / 891 with 48; at 1024 and 2048 the two are within noise.
+  const int grid = p.grid_m != 0 ? p.grid_m : static_cast<int>(run_time_grid(p, c, p.threads));
+  if (p.pack && !overrides.count("mc_tiles")) {
+    const int64_t gn = std::max(1, p.threads / std::min(grid, p.threads));  // worker columns
+    const int64_t cols = (N + gn - 1) / gn;
+    const double bset = double(std::min(p.kt, ceil_to(spec.K, p.kb))) * cols * ir::size_in_bytes(packed_b_type(p));
+    p.mc_tiles = bset > 4.0 * (1 << 20) ? 48 : 8;
+    // AMX tiles: each micro kernel reads its A panel's K-tile slice (mr x kt) straight into the
+    // tiles, once per column panel, and tileloadd keeps pace with the tile products only from L2:
+    // the block of A (mc_tiles of those slices) stays within 1 MiB, half the 2 MiB L2 per core of
+    // every AMX CPU so far (Sapphire, Emerald, Granite Rapids). Measured on the 16-core Emerald
+    // Rapids host, one core (session 11): the 2 x 2 tile loop with A's block in L2 at 65-69% of
+    // the tile peak, with a 6 MiB block (48 panels of kt 2048) at 26-30%; coopjit with mc_tiles 48
+    // -> 8, one thread: bf16 2048^3 557 -> 820 GFLOP/s, 4096^3 570 -> 811, int8 4096^3 845 -> 1040
+    // GOP/s; 16 workers: int8 8192^3 9.8 -> 11.4 TOP/s. Smaller K tiles with bigger blocks (the
+    // same 1 MiB of A: kt 1024 / 512 / 256 bf16 elements with 16 / 32 / 64 panels, int8 twice the
+    // K) lose to this default (kt 2048 / 4096, 8 panels) (session 15, 16 workers against the
+    // default: bf16 4096^3 0.86 / 0.76 / 0.64x, 8192^3 0.79 / 0.66 / 0.53x, int8 4096^3 0.87 /
+    // 0.79 / 0.71x, 8192^3 0.90 / 0.74 / 0.67x; k_inner no better; the nest in C on one core,
+    // bf16 2048^3: 1021-1034 GFLOP/s with this default, 672-687 / 480-512 / 411-454 with those).
+    if (p.amx) {
+      const int64_t slice = int64_t(p.mr) * std::min(p.kt, ceil_to(spec.K, p.kb)) * ir::size_in_bytes(packed_a_type(p));
+      p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.mc_tiles, (int64_t(1) << 20) / slice)));
+    }
+  }
+}
+
+void plan_inline_b(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M, N = c.N;
+  // B packed by its reader, per K tile and column panel (GemmPlan::inline_b): where the packed A
+  // of all the rows, one K tile of it, stays in L2 (512 KiB at most: one block of row panels), B
+  // is the big operand and a packing phase costs three passes over its bytes (read, write the
+  // panels, read them back from L3 or memory) where this costs one. Needs one row of workers
+  // (each packs only its own column panels) and at least a column panel per worker. Measured on
+  // Zen 5, 2 threads: int8 64x4096x4096 see the README.
+  // AMX plans (the same VNNI rows the tiles read) take it on many cores where the product is
+  // skinny (up to 64 rows, below), else only when asked: on the 16-core Emerald Rapids host
+  // (session 15, 16 workers, 64x4096x4096) bf16 1.146 -> 0.99 ms, int8 0.87 -> 0.80 ms (1.15x /
+  // 1.08x, within that host's round-to-round noise; torch 1.14 / 0.76 ms), where a B packed
+  // beforehand (prepack) runs in 0.64 / 0.61 ms; session 17 (medians of 5 rounds, the plan through
+  // the tuned-plan table, plan=None calls): int8 64x4096x4096 748 -> 534 us (torch._int_mm 508).
+  {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr;
+    const double a_slice =
+        double(tiles_m * p.mr) * double(std::min(p.kt, ceil_to(spec.K, p.kb))) * ir::size_in_bytes(packed_a_type(p));
+    // Skinny products on many cores (up to 64 rows, the rows of plan_packing's aliasing rule): their
+    // A slice at inline_b's own K tile (below) is at most 64 KiB, but at the packed K tile f64's 64
+    // rows (13 tiles of 5: 65 rows of 8 KiB, 520 KiB) passed the bound above and kept the packing
+    // phase. Measured on the 16-core Emerald Rapids host (session 16, medians of rounds through
+    // plan=): f64 64x4096x2048 3.66 -> 2.81 ms (NumPy 2.60; the packing launch took 2.4 ms of the
+    // 4.6 of a traced call), a second, noisier run 4.71 -> 3.71 (NumPy 4.07).
+    // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
+    const bool skinny = cpu.max_threads >= 8 && M <= 64;
+    if (!overrides.count("inline_b"))
+      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || (skinny && p.amx_feed != 2)) && p.split == "dp" && tiles_n >= p.threads &&
+                   (a_slice <= 512.0 * 1024 || skinny) && (!overrides.count("grid_m") || p.grid_m == 1) &&
+                   !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
+                   !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
+                   !(overrides.count("nc_tiles") && overrides.at("nc_tiles") > 0);  // (and nc_tiles)
+    if (p.inline_b) {
+      if (!p.pack || p.prepacked_b || p.split != "dp")
+        throw UserError(cat("plan inline_b=1 packs B inside the blocked nest: it needs pack=1, a B that is not ",
+                            "prepacked and split='dp' (got pack=", p.pack, ", prepacked_b=", p.prepacked_b, ", split='",
+                            p.split, "')"));
+      if (overrides.count("grid_m") && p.grid_m != 1)
+        throw UserError(cat("plan inline_b=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
+      // (amx_feed 2 reads B as packed 1 KiB tiles; the reader packs VNNI rows: session 17 found the
+      // pair giving wrong sums once the skinny rule above took inline_b on 8+ cores)
+      if (p.amx && p.amx_feed == 2)
+        throw UserError("plan inline_b=1 packs B in VNNI rows; amx_feed=2 reads B as whole 1 KiB tiles: use amx_feed 0 or 1, or inline_b=0");
+      p.grid_m = 1;
+      // K tiles whose slice of a column panel stays in L1 (32 KiB: int8 512, bf16 256, f32 128 in
+      // K), reused by every row panel; C's column panel stays in L1 / L2 across them.
+      if (!overrides.count("kt")) {
+        const int64_t cap = std::max<int64_t>(p.kb, (int64_t(32) << 10) / (int64_t(p.nr) * ir::size_in_bytes(packed_b_type(p))) / p.kb * p.kb);
+        const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
+        p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
+      }
+      if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(4096, tiles_m)));
+    }
+  }
+}
+
+void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M;
+  // Column-panel blocks (GemmPlan::nc_tiles) on many cores, f32 / f64 (no dot instructions), where
+  // a worker's row panels (one K tile of them) outgrow half its L2: one column panel a block, so
+  // each K-tile slice of B (256 B a K step against 24 of A, 64 f32 x 1024 K) is read from L3 once
+  // and then from L2 by every row panel of the worker, and A streams past it. In the mc_tiles
+  // order each block of row panels read the slice again, its first tile from L3 at the micro
+  // kernel's rate, which L3 does not keep up with. Measured on the 16-core Emerald Rapids host
+  // (session 15, this order through mc_tiles=4096 against the default, the same panels and K
+  // tiles): one thread 2048^3 f32 81.5% -> 90.7% of the peak (130 -> 117 ms); 16 threads 4096^3
+  // 1.05x (114 -> 108 ms), 8192^3 1.06x, 2048^3 1.02x, f64 4096^3 1.04x; 1024^3 on 16 threads,
+  // whose 22 row panels a share (540 KiB of A) stay in L2 either way, 0.94x (2.08 -> 2.21 ms):
+  // it keeps the row blocks. Blocks of 2+ panels (A's slice reused from L1 across the block) are
+  // not measured there: plan= only. benchmarks/recorded/issue14-emr16-f32-session15.txt.
+  // AMX plans keep the row blocks: with their tiles (plan= nc_tiles 1 / 2 / 4 / 8 against the
+  // default, the 16-core host, session 16) 16 workers measured bf16 1024^3 0.82-0.94x, 2048^3
+  // 0.84-0.96x, 4096^3 0.86-1.05x, 8192^3 0.84-0.97x; int8 1024^3 0.69-0.85x, 2048^3 0.85-0.91x,
+  // 4096^3 1.02-1.15x, 8192^3 0.85-1.11x (the wins within that host's round-to-round noise); one
+  // thread 2048^3 bf16 0.68-1.02x, int8 0.81-1.10x. The nest in C on one core (amx_nest_probe.c
+  // order 2) got more from 8-panel blocks (2048^3 int8 74% of the tile loop's peak against 32-40%
+  // in the row-block order; bf16 54% against 48%), which coopjit's nest did not show.
+  // benchmarks/recorded/issue14-emr16-amx-nc-tiles-session16.txt.
+  if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
+      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
+    // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
+    // the shares), or run_time_grid of the threads x shares.
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+    const int64_t W = int64_t(p.threads) * p.shares;
+    const int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : run_time_grid(p, c, W);
+    const double rows_a = double((tiles_m + gm - 1) / gm) * p.mr * double(std::min(p.kt, ceil_to(spec.K, p.kb))) *
+                          ir::size_in_bytes(p.dtype);
+    if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
+  }
+  // AMX plans take the same order (each tile's partial sums continued in the tiles from the
+  // scratch, as in the row-block order); amx_prefetch 6 fetches the next block of row panels'
+  // cold panels, which this order does not have.
+  if (p.nc_tiles > 0 && (!p.pack || p.inline_b || p.k_inner || (p.amx && p.amx_prefetch == 6)))
+    throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
+                        "inline_b=0, k_inner=0 and no amx_prefetch=6 (got pack=", p.pack, ", inline_b=", p.inline_b,
+                        ", k_inner=", p.k_inner, ", amx_prefetch=", p.amx ? p.amx_prefetch : 0, ")"));
+}
+
+}  // namespace coopjit

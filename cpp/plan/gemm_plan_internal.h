@@ -1,0 +1,61 @@
+// The GEMM planner's phases (internal to cpp/plan/): plan_gemm (gemm_plan.cpp) runs them in
+// order on one GemmPlan, each deciding its own fields from the facts of the product (PlanContext)
+// and what the earlier phases left; overrides are applied after the defaults of the phases before
+// apply_overrides and checked by the phases after it.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/gemm_plan.h"
+
+namespace coopjit {
+
+/// The facts of one product in the kernel's orientation ("col" swaps the caller's A and B).
+struct PlanContext {
+  const GemmSpec& spec;
+  const CpuTargetInfo& cpu;
+  const PlanOverrides& overrides;
+  bool col;                     // layout "col": the kernel computes C^T = B^T A^T
+  int64_t M, N;                 // the kernel's M and N (the caller's N and M in "col")
+  bool a_unit;                  // the kernel's A has unit stride along K
+  int64_t a_row_bytes;          // bytes between the kernel's rows of A (along M)
+  int64_t b_row_bytes;          // bytes between the kernel's rows of B (along K)
+  int esize;                    // bytes of the accumulator type
+  double flops;                 // 2 M N K over the whole batch
+};
+
+inline int64_t ceil_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// gemm_plan_tile.cpp: the layout and types (returns the context), the register tile and the K
+// step, and (last) the check that the tile fits the register file.
+PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOverrides& overrides,
+                             GemmPlan& p);
+void plan_register_tile(GemmPlan& p, const PlanContext& c);
+void check_register_tile(const GemmPlan& p, const PlanContext& c);
+
+// gemm_plan_threads.cpp: the workers and the split among them (DP / Stream-K), and the shares a
+// worker of the packed nest takes.
+void plan_workers(GemmPlan& p, const PlanContext& c);
+void plan_shares(GemmPlan& p, const PlanContext& c);
+
+// gemm_plan_overrides.cpp: the caller's overrides, each checked for range, replacing the defaults.
+void apply_overrides(GemmPlan& p, const PlanContext& c);
+
+// gemm_plan_kernel.cpp: the instruction family: FMA, dot instructions (VNNI panels) or AMX tiles.
+void plan_instructions(GemmPlan& p, const PlanContext& c);
+
+// gemm_plan_blocking.cpp: the packed blocked nest: whether to pack, its K tile and row-panel
+// blocks, B packed by its reader (inline_b), column-panel blocks (nc_tiles).
+void plan_packing(GemmPlan& p, const PlanContext& c);
+void plan_packed_blocks(GemmPlan& p, const PlanContext& c);
+void plan_inline_b(GemmPlan& p, const PlanContext& c);
+void plan_column_blocks(GemmPlan& p, const PlanContext& c);
+
+// gemm_plan_small.cpp: the walks of skinny and small products: the unpacked blocked nest
+// (k_outer, ksplit, b_prefetch), matrix-vector products (dot) and fixed-shape code.
+void plan_skinny_walk(GemmPlan& p, const PlanContext& c);
+void plan_b_prefetch(GemmPlan& p, const PlanContext& c);
+void plan_gemv(GemmPlan& p, const PlanContext& c);
+void plan_fixed_shape(GemmPlan& p, const PlanContext& c);
+
+}  // namespace coopjit

@@ -1,0 +1,153 @@
+// The GEMM planner's override phase: each plan field the caller names, checked for range and
+// put in place of the default the phases before chose (the phases after check it against the rest).
+#include "plan/gemm_plan_internal.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+void apply_overrides(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  for (const auto& [k, v] : overrides) {
+    if (k == "layout") continue;
+    if (k == "split") {
+      static const char* names[] = {"dp", "sk", "sk+dp"};
+      if (v < 0 || v > 2) throw UserError(cat("plan override split=", v, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
+      p.split = names[v];
+      continue;
+    }
+    if (k == "prepacked_b") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override prepacked_b=", v, " must be 0 or 1"));
+      p.prepacked_b = v != 0;
+      continue;
+    }
+    if (k == "pack") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override pack=", v, " must be 0 or 1"));
+      p.pack = v == 1;
+      // (a packed plan's split, as the planner's own packed plans take it, unless one is named:
+      // on many cores a few-tile product asked to pack had Stream-K, which inline_b refuses)
+      if (p.pack && !overrides.count("split")) p.split = "dp";
+      continue;
+    }
+    if (k == "fixed") continue;  // decided at the end
+    if (k == "b_prefetch") {
+      if (v < 0 || v > 8192 || v % 64 != 0)
+        throw UserError(cat("plan override b_prefetch=", v, " must be a multiple of 64 bytes in [0, 8192]"));
+      p.b_prefetch = static_cast<int>(v);  // checked once the walk is decided
+      continue;
+    }
+    if (k == "order") {
+      if (v < 0 || v > 2) throw UserError(cat("plan override order=", v, " must be 0 (m_inner), 1 (k_outer) or 2 (dot)"));
+      if (v == 2) {
+        p.order = "dot";
+        continue;
+      }
+      p.order = v ? "k_outer" : "m_inner";
+      continue;
+    }
+    if (k == "vnni") {
+      if (v != 1 && v != 2 && v != 4) throw UserError(cat("plan override vnni=", v, " must be 1, 2 or 4"));
+      p.vnni = static_cast<int>(v);
+      continue;
+    }
+    if (k == "amx") {
+      if (v < 0 || v > 2) throw UserError(cat("plan override amx=", v, " must be 0 (none), 1 (tiles) or 2 (emulated)"));
+      continue;  // decided after the packing
+    }
+    if (k == "amx_feed") {
+      if (v < 0 || v > 2)
+        throw UserError(cat("plan override amx_feed=", v, " must be 0 (loads first), 1 (interleaved) or 2 (interleaved, ",
+                            "B in 1 KiB tiles)"));
+      p.amx_feed = static_cast<int>(v);
+      continue;
+    }
+    if (k == "direct_a") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override direct_a=", v, " must be 0 or 1"));
+      p.direct_a = v != 0;  // checked once the tiles are decided
+      continue;
+    }
+    if (k == "inline_b") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override inline_b=", v, " must be 0 or 1"));
+      p.inline_b = v != 0;  // checked once the packing and the K tile are decided
+      continue;
+    }
+    if (k == "k_inner") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override k_inner=", v, " must be 0 or 1"));
+      p.k_inner = v != 0;  // checked once the packing is decided
+      continue;
+    }
+    if (k == "nc_tiles") {
+      if (v < 0 || v > 4096) throw UserError(cat("plan override nc_tiles=", v, " is out of range [0, 4096] (0: row blocks of mc_tiles)"));
+      p.nc_tiles = static_cast<int>(v);  // checked once the packing is decided
+      continue;
+    }
+    if (k == "demote") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
+      if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
+      p.demote = v != 0;
+      continue;
+    }
+    if (k == "amx_store") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override amx_store=", v, " must be 0 or 1"));
+      p.amx_store = v != 0;
+      continue;
+    }
+    if (k == "amx_prefetch") {
+      if (v < 0 || v > 6)
+        throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
+                            "(1 and A and B 8 / 16 steps ahead into L2), 5 (A and B 8 steps ahead into L2) or 6 (1 and ",
+                            "the next cold panels into L2)"));
+      p.amx_prefetch = static_cast<int>(v);
+      continue;
+    }
+    if (k == "grid_m") {
+      if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
+      p.grid_m = static_cast<int>(v);
+      continue;
+    }
+    if (k == "mc_tiles") {
+      if (v < 1 || v > 4096) throw UserError(cat("plan override mc_tiles=", v, " is out of range [1, 4096]"));
+      p.mc_tiles = static_cast<int>(v);
+      continue;
+    }
+    if (k == "shares") {
+      if (v < 1 || v > 64) throw UserError(cat("plan override shares=", v, " is out of range [1, 64]"));
+      p.shares = static_cast<int>(v);
+      continue;
+    }
+    if (k == "threads") {
+      if (v < 1 || v > 1024) throw UserError(cat("plan override threads=", v, " is out of range [1, 1024]"));
+      p.threads = static_cast<int>(v);
+      continue;
+    }
+    if (k == "ksplit") {
+      if (v < 0 || v > 1024) throw UserError(cat("plan override ksplit=", v, " is out of range [0, 1024] (0: none)"));
+      p.ksplit = static_cast<int>(v);  // checked once the walk is decided
+      continue;
+    }
+    if (k == "kt") {
+      if (v < 1 || v > (int64_t(1) << 30)) throw UserError(cat("plan override kt=", v, " is out of range [1, 2^30]"));
+      p.kt = v;
+      continue;
+    }
+    if (k == "mr") p.mr = static_cast<int>(v);
+    else if (k == "nr") p.nr = static_cast<int>(v);
+    else if (k == "kb") p.kb = static_cast<int>(v);
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, direct_a, inline_b, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
+  }
+  if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)
+    throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
+                        "scope matrices)"));
+  if (p.demote && !p.pack) throw UserError("plan demote=1 needs packed panels (pack=1)");
+  if (p.prepacked_b && (!p.pack || p.layout != "row"))
+    throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
+  if (p.pack && spec.batch1 * spec.batch2 != 1)
+    throw UserError(cat("plan pack=1 needs one product, not a batch of ", spec.batch1 * spec.batch2));
+}
+
+}  // namespace coopjit

@@ -1,0 +1,180 @@
+// The GEMM planner's phases for skinny and small products: the unpacked blocked nest (k_outer,
+// K split among the workers, B's rows prefetched), matrix-vector products (the dot walk) and code
+// built for one exact shape (fixed).
+#include "plan/gemm_plan_internal.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M, N = c.N;
+  const int esize = c.esize;
+  const double flops = c.flops;
+  // Skinny products (the kernel's M up to 64 rows, long K, N wide enough to share among the
+  // workers): B is the big operand, and each M tile of the tile walk would read its whole K x nr
+  // panel again (1 MiB for f32 at K 4096: from L3 or memory). The blocked nest without packing
+  // ("k_outer") reads a kt x nr slice of B once for all the M tiles (in L1 / L2), the workers
+  // each on their own column panels, and adds the K tiles' partial products into C (an M x nr
+  // panel that stays in L1 / L2). Needs one product and C in the accumulator type (no scratch).
+  {
+    const int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
+    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 &&
+        (p.c_type == p.dtype || p.epilogue.any()) && M <= 64 &&
+        spec.K >= 512 && N >= 256 && flops >= 4.0e6)
+      p.order = "k_outer";
+    if (p.order == "k_outer") {
+      if (p.pack) throw UserError("plan order=1 (k_outer) is the unpacked blocked nest: it needs pack=0");
+      if (spec.batch1 * spec.batch2 != 1 || (p.c_type != p.dtype && !p.epilogue.any()))
+        throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
+                            ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
+      if (!overrides.count("split")) p.split = "dp";
+      // Workers share the column panels. One row of tiles only streams B: on many cores about
+      // 3/4 of them saturate the memory (16 cores, 1x4096x4096 f32: 12 workers 0.79 ms, 16
+      // workers 1.19).
+      if (!overrides.count("threads")) {
+        int64_t t = std::min<int64_t>(p.threads, tiles_n);
+        if (tiles_m == 1 && cpu.max_threads >= 8) t = std::min<int64_t>(t, cpu.max_threads * 3 / 4);
+        p.threads = static_cast<int>(std::max<int64_t>(1, t));
+      }
+      // A 16 KiB slice of B per column panel and K tile, reused by every M tile from L1 (with the
+      // M x nr panel of C). With one M tile nothing reuses it: K tiles of about 64 KiB of the
+      // worker's columns keep its reads of B to a few rows at a time (streams the prefetchers
+      // follow) with enough work per tile. Measured on Zen 4, 2 threads: 64x4096x4096 f32 17.8 /
+      // 15.1 ms with kt 256 / 64; 1x4096x4096 (1 thread) 5.3 / 4.0 / 3.6 ms with kt 256 / 16 / 4;
+      // on 16 cores 1.19 / 0.56 ms with kt 4 / 64.
+      // On fewer than 8 cores, 128 KiB: one Zen 5 thread, 1x4096x4096 f32 from memory (CPU time)
+      // kt 4 / 8 / 16 at 20.6 / 28.0 / 26.0 GB/s (64 KiB gave kt 4 there).
+      if (!overrides.count("kt")) {
+        const int64_t cols = (N + p.threads - 1) / p.threads;
+        const int64_t span = cpu.max_threads < 8 ? (int64_t(128) << 10) : (int64_t(64) << 10);
+        const int64_t cap = tiles_m == 1
+                                ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, span / (cols * esize)) / p.kb * p.kb)
+                                : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
+        const int64_t parts = (spec.K + cap - 1) / cap;
+        p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
+      }
+      if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::min<int64_t>(4096, tiles_m));
+      // One row of C (a vector times a row-major matrix): K split among the workers, each over
+      // all of N (GemmPlan::ksplit), instead of the workers sharing N's column panels, where each
+      // K tile of a worker's half of B was kt runs of 8 KiB 16 KiB apart (N 4096 f32): the
+      // prefetchers restart every two pages. Measured on Zen 5, 2 threads, 1x4096x4096 f32 (the
+      // dot walk of 4096x1x4096, which reads its rows whole, at 1.15 ms): see the README.
+      // Needs C in the accumulator type f32 / f64 (the partial rows are added in the caller)
+      // and no fused epilogue (it applies once, to the whole sum).
+      const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() && p.c_type == p.dtype &&
+                         (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+      if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
+          spec.K >= 256 * int64_t(p.threads))
+        p.ksplit = p.threads;
+      if (p.ksplit > 1) {
+        if (!ks_ok)
+          throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
+                              "C in the accumulator type f32 / f64 and no fused epilogue (got M=", M, ", C ",
+                              ir::name(p.c_type), ", accumulator ", ir::name(p.dtype), ")"));
+        // Each worker's K tiles over all of N: about 128 KiB of B a tile (8 rows of 16 KiB).
+        // Measured on Zen 5, one thread, B in L3 (1x512x4096 and 1x2048x1024 f32): kt 4 / 8 / 16 /
+        // 32 at 60-69 / 71-75 / 57-64 / 42-51 GB/s (CPU time), the dot walk 56-70.
+        if (!overrides.count("kt")) {
+          const int64_t cap = std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(128) << 10) / (N * esize)) / p.kb * p.kb);
+          const int64_t part = (spec.K + p.ksplit - 1) / p.ksplit, parts = (part + cap - 1) / cap;
+          p.kt = ceil_to((part + parts - 1) / parts, p.kb);
+        }
+      }
+    }
+  }
+}
+
+void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M;
+  // b_prefetch: B's rows of each k_outer tile prefetched 1 KiB ahead (4 tiles of 64 f32). One
+  // Zen 5 thread, 1x4096x4096 f32 from memory (CPU time, session 14): 33-34 -> 36-38 GB/s (NumPy
+  // 41); 256 / 512 / 2048 / 4096 bytes ahead 36.7 / 35.6 / 35.8 / 29.7; 64x4096x4096 127 -> 135
+  // GFLOP/s, 16x4096x4096 74 -> 77. Below 8 cores only: on the 16-core Emerald Rapids host (16
+  // workers, blocks of calls) 64x4096x4096 f32 took 4.8 ms with it and 4.3 without.
+  // Not on Zen 4 for one row panel (M up to mr: kt of 8 to 16 rows, as many streams of B, which its
+  // hardware prefetchers follow; the prefetches, one per line loaded, cost it a quarter). Measured on
+  // the 2-core Zen 4 (session 17, blocks of calls alternating, medians, load 2-5 of other builds),
+  // 1x4096x4096 f32, one thread (CPU time) 1024 / none: 3.89 / 3.42, 4.05 / 2.93, 4.79 / 3.68 ms
+  // (three runs; NumPy 2.39 / 2.70 / 2.95); 2 threads (wall, ksplit 2) 2.04 / 1.73 ms (NumPy 1.58);
+  // 4x4096x4096 one thread 6.04 / 5.26, 2 threads 4.62 / 4.12. With two or more row panels (kt 64:
+  // 64 rows of B at once) it keeps them: one thread 16x4096x4096 12.2 / 16.4 ms, 8x4096x4096 8.0 /
+  // 10.3. benchmarks/recorded/issue14-zen4-2core-rows-session17.txt.
+  const bool one_row_panel = (M + p.mr - 1) / p.mr == 1;
+  if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8 &&
+      !(cpu.name == "znver4" && one_row_panel))
+    p.b_prefetch = 1024;
+  if (p.b_prefetch && p.order != "k_outer")
+    throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer); "
+                        "the plan's walk is ", p.order));
+  if (p.ksplit > 1 && p.order != "k_outer")
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order=1); the plan's walk is ", p.order));
+}
+
+void plan_gemv(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const bool col = c.col;
+  const int64_t M = c.M, N = c.N;
+  const bool a_unit = c.a_unit;
+  // Matrix-vector products (the kernel's N is 1; A's rows and B's column with unit stride along
+  // K): the "dot" walk streams A once, each worker on its own block of rows, at the memory's
+  // speed (see the recipe); mr rows x nr lanes along K per tile.
+  {
+    const bool dot_ok = N == 1 && a_unit && (col ? spec.sa_c : spec.sb_r) == 1 && spec.batch1 * spec.batch2 == 1;
+    if (!overrides.count("order") && dot_ok && !p.pack && M >= 8 && spec.K >= 64 &&
+        std::max({spec.M, spec.N, spec.K}) > 64)
+      p.order = "dot";
+    if (p.order == "dot") {
+      if (!dot_ok || p.pack)
+        throw UserError(cat("plan order=2 (dot) needs one matrix-vector product (N = 1 in the kernel's orientation) ",
+                            "with A's rows and B's column of unit stride, unpacked; got M=", M, " N=", N));
+      if (!overrides.count("mr")) p.mr = 4;
+      if (!overrides.count("nr")) p.nr = 4 * p.simd_width;
+      if (!overrides.count("split")) p.split = "dp";
+      p.kt = std::max<int64_t>(p.kb, ceil_to(std::max<int64_t>(1, spec.K), p.kb));  // one K tile: no Stream-K here
+      if (p.split != "dp") throw UserError("plan order=2 (dot) is data-parallel over rows: it needs split='dp'");
+      const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+      // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
+      // Every core otherwise: each worker streams its rows at about one core's rate while it runs,
+      // so the call lasts as long as the slowest worker's share (plus the launch). Measured on the
+      // 16-core Emerald Rapids host (session 16; 12 workers, the 3/4 of the cores that an earlier
+      // session measured as saturating the memory, against 16; medians of rounds, wall time through
+      // plan=; the launch trace's busy medians at 16 workers: 17.6 GB/s a worker, one thread 15.8
+      // GB/s): 4096x4096 f32 0.60 -> 0.47 ms (NumPy 0.40), 16384x4096 2.64 -> 2.14 (NumPy 2.32),
+      // 2048x2048 0.165 -> 0.084 (NumPy 0.062); a second, noisier run 1.17 -> 0.72, 4.40 -> 3.66,
+      // 0.83 -> 0.25. benchmarks/recorded/issue14-emr16-gemv-session16.txt.
+      const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
+      if (!overrides.count("threads"))
+        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
+    }
+  }
+}
+
+void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const PlanOverrides& overrides = c.overrides;
+  if (p.kt % p.kb != 0)
+    throw UserError(cat("plan kt=", p.kt, " must be a multiple of kb=", p.kb, " (whole mul_add steps per K tile)"));
+  // Small products get code for their exact shape and strides (see GemmPlan::fixed): the
+  // per-product work is a few hundred cycles, and runtime strides cost a third of it in
+  // address arithmetic (spilled row pointers). `fixed=0` turns it off.
+  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0 && p.ksplit <= 1;
+  if (auto it = overrides.find("fixed"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1) throw UserError(cat("plan override fixed=", it->second, " must be 0 or 1"));
+    if (it->second == 1 && p.ksplit > 1)
+      throw UserError(cat("plan fixed=1 builds K into the code; ksplit=", p.ksplit, " runs it on parts of K"));
+    fix = it->second == 1 && !p.pack;
+  }
+  if (fix) p.fixed = gemm_args(spec, p).fixed_view();
+}
+
+}  // namespace coopjit

@@ -1,0 +1,80 @@
+// The GEMM planner's worker phases: how many workers, how they split the output tiles
+// (data-parallel, Stream-K or both), and how many shares of the packed nest each takes.
+#include "plan/gemm_plan_internal.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+void plan_workers(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const int64_t M = c.M, N = c.N;
+  const double flops = c.flops;
+  // Workers: one per core for problems worth the hand-off (a few microseconds), one otherwise;
+  // never more workers than output tiles unless Stream-K can split K among them. From 1.5 MFLOP
+  // two workers (2-core Zen 5, back to back: 100x37x250 f32 / f64 13.4 / 32 -> 8 / 18 us,
+  // 64x64x200 f32 7.6 -> 5.1; data-parallel launches are independent, so a late worker no longer
+  // holds the call), from 4 MFLOP every core (below that, 16 workers' hand-off would cost more
+  // than their shares of a few microseconds).
+  // On 8+ cores every core from 1 MFLOP, data-parallel below 4 MFLOP: a launch to spinning
+  // workers costs 2-3 us with 2-4 of them and 5-8 us with 16 (the pool's launch trace, 256x16x16
+  // f32 on the 16-core Emerald Rapids host, session 17), while these products run at a third of
+  // a core's peak (unpacked, ragged tiles: 100x37x250 f32 37 us on one thread). Measured there
+  // (medians of 5 rounds, plan=None calls, the plan through the tuned-plan table), us a call:
+  // 100x37x250 f32 2 workers (Stream-K) 22.4-23.6, 4 / 8 / 16 data-parallel 15.3 / 13.1-14.3 /
+  // 13.2, 16 Stream-K 11.3-11.6 (NumPy 18.6-22.3, torch 12.9-14.1); f64 2 / 8 61.7 / 24.5;
+  // 64x64x200 f32 2 / 8 15.7 / 10.5; 128x128x64 2 / 8 19.2 / 10.2; 96x96x64 (1.2 MFLOP) 1 / 4 /
+  // 8 / 16 14.8 / 10.2 / 9.1 / 9.6 (NumPy 12.7, torch 10.0); 64x64x64 (0.5 MFLOP) 1 / 2 / 4 / 8
+  // 7.2 / 7.1 / 6.7 / 7.8 (NumPy 6.8): one worker. Data-parallel, not Stream-K: the 16-worker
+  // Stream-K rounds that ran at 3 ms a call (2 of 5, f32 and f64: a split tile's owner waiting
+  // for a worker the host had descheduled) had no data-parallel counterpart, whose shares any
+  // thread takes.
+  const int64_t tiles_mn = spec.batch1 * spec.batch2 * ((M + p.mr - 1) / p.mr) * ((N + p.nr - 1) / p.nr);
+  const bool many = cpu.max_threads >= 8;
+  p.threads = flops < (many ? 1.0e6 : 1.5e6) ? 1
+              : flops < 4.0e6 && !many ? std::min(2, std::max(1, cpu.max_threads))
+                                       : std::max(1, cpu.max_threads);
+  p.kt = 256;
+  const int64_t tiles_k = std::max<int64_t>(1, (spec.K + p.kt - 1) / p.kt);
+  if (p.threads > tiles_mn * tiles_k) p.threads = static_cast<int>(std::max<int64_t>(1, tiles_mn * tiles_k));
+  p.split = p.threads > 1 ? "sk+dp" : "dp";
+  // Many whole tiles per worker: the last wave's imbalance is under an eighth, less than what
+  // Stream-K's partial tiles cost (workspace, flags). Measured on 16 cores (Emerald Rapids),
+  // 4096x64x4096 f32 (683 tiles): dp 2.25 ms, sk+dp 3.16.
+  if (tiles_mn >= 8 * int64_t(p.threads) || (many && flops < 4.0e6)) p.split = "dp";
+}
+
+void plan_shares(GemmPlan& p, const PlanContext& c) {
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  const int64_t M = c.M;
+  const double flops = c.flops;
+  // Many cores: the blocked nest as 4 shares a thread (GemmPlan::shares). A call lasts as long as
+  // its slowest worker, and on the 16-core Emerald Rapids host (a virtual machine) one worker of
+  // 16 ran up to 1.5x the median worker's time with the same work (session 12, the pool's launch
+  // trace: bf16 4096^3 kernel time median 17.1 ms, longest 25.9; int8 13.5 / 20.2; f32 1024^3
+  // 1.6 / 2.4), the slow ones not the same from call to call (pinning the threads made it worse).
+  // From 50 MFLOP a worker (1024^3 on 16): below it a share's panels, packed by other cores, cost
+  // more than the balance saves (16 workers, all through plan=: f32 513x129x700 159 -> 255 us with
+  // 4 shares a thread, 1000x130x1000 359 -> 560). And with 2 row panels a share at least (bf16 64 x
+  // 4096 x 4096, 2 row panels: 0.96 -> 1.14 ms).
+  {
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+    if (!overrides.count("shares"))
+      p.shares = cpu.max_threads >= 8 && p.threads >= 8 && p.pack && !p.inline_b && p.split == "dp" &&
+                         flops >= 5.0e7 * p.threads && tiles_m >= 2 * 4 * std::max(1, p.grid_m)
+                     ? 4
+                     : 1;
+  }
+  if (p.shares > 1 && (!p.pack || p.inline_b))
+    throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
+                        p.pack, ", inline_b=", p.inline_b, ")"));
+  if (p.k_inner && (!p.pack || p.inline_b))
+    throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
+                        ", inline_b=", p.inline_b, ")"));
+}
+
+}  // namespace coopjit

@@ -1,0 +1,137 @@
+// The GEMM planner's first phases: the kernel's orientation (layout, operand types, unit strides)
+// and its register tile (mr x nr accumulators, the K step kb); and the check that a tile, overridden
+// or not, fits the register file.
+#include "plan/gemm_plan_internal.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/error.h"
+
+namespace coopjit {
+
+PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOverrides& overrides,
+                             GemmPlan& p) {
+  p.dtype = spec.dtype;
+  p.accumulate = spec.accumulate;
+  p.epilogue = spec.epilogue;
+  const int esize = ir::size_in_bytes(spec.dtype);
+  p.simd_width = cpu.vector_bytes / esize;
+
+  // Layout: score each orientation by how many of (B, C) have unit stride along the kernel's N.
+  // "col" swaps the roles: the kernel's B is A^T (its N stride is sa_r), its C is C^T (sc_r).
+  int row_score = (spec.sb_c == 1) + (spec.sc_c == 1);
+  int col_score = (spec.sa_r == 1) + (spec.sc_r == 1);
+  p.layout = col_score > row_score ? "col" : "row";
+  // A vector times a matrix whose columns are contiguous (C = a B, B's K stride 1): in "col" the
+  // kernel's N is 1 and both operands run along K with unit stride (the "dot" walk: plan_gemv).
+  if (spec.M == 1 && spec.N > 1 && spec.sb_r == 1 && spec.sa_c == 1 && spec.sb_c != 1) p.layout = "col";
+  if (auto it = overrides.find("layout"); it != overrides.end()) {
+    if (it->second != 0 && it->second != 1)
+      throw UserError(cat("plan override layout=", it->second, " must be 0 (row) or 1 (col)"));
+    p.layout = it->second ? "col" : "row";
+  }
+  bool col = p.layout == "col";
+  p.a_type = col ? spec.b_type : spec.a_type;  // the kernel's A is the caller's B^T in "col"
+  p.b_type = col ? spec.a_type : spec.b_type;
+  p.c_type = spec.c_type;
+  int64_t N = col ? spec.M : spec.N, M = col ? spec.N : spec.M;
+  p.unit_b = (col ? spec.sa_r : spec.sb_c) == 1;
+  const bool a_unit = (col ? spec.sb_r : spec.sa_c) == 1;
+  // The bytes between the kernel's rows of A (along M) and of B (along K).
+  const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * int64_t(ir::size_in_bytes(p.a_type));
+  const int64_t b_row_bytes = (col ? spec.sa_c : spec.sb_r) * int64_t(ir::size_in_bytes(p.b_type));
+  p.unit_c = (col ? spec.sc_r : spec.sc_c) == 1;
+  return PlanContext{spec, cpu, overrides, col, M, N, a_unit, a_row_bytes, b_row_bytes, esize,
+                     2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2};
+}
+
+void plan_register_tile(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const int64_t M = c.M, N = c.N;
+  const bool a_unit = c.a_unit;
+  const int64_t a_row_bytes = c.a_row_bytes;
+  // Register tile: mr x (nr / S) accumulators, the nr / S vectors of B and one broadcast of A
+  // must fit the register file. Four vectors of B per k (nr = 64 f32 lanes) and mr = 6 rows: one
+  // broadcast of A feeds four FMAs. Measured on Zen 5 (2 cores, 1024^3, one thread, f32 / bf16 /
+  // int8): 6 x 64 runs at 89% / 79% / 75% of peak where 14 x 32 (one broadcast per two FMAs, every
+  // register in use) runs at 73% / 54% / 57%: broadcasts take FP pipe slots there, and a full
+  // register file leaves the scheduler nothing to rename. About 3/4 of the registers hold
+  // accumulators.
+  const int regs = cpu.vector_registers;
+  const int64_t nvec_n = ceil_to(N, p.simd_width) / p.simd_width;  // vectors N needs
+  int nvec = static_cast<int>(std::min<int64_t>(regs >= 32 ? 4 : 2, std::max<int64_t>(1, nvec_n)));
+  // Up to a few hundred columns: the width (4, 2 or 1 vectors) that pads N least, the wider on
+  // ties (ragged edge tiles take the slower checked path).
+  // Where A outgrows half the core's L2, each column tile reads A again from L3, so narrow
+  // tiles cost more than their padding saves: of 1 to 3 vectors, the width with the least
+  // padded vectors x (1 + 1 / width) (a read of A per tile of width vectors), the wider on ties.
+  // (4 vectors, whose unpacked B slice of a K tile outgrows L1, ran slower everywhere here.)
+  // Measured on Zen 5, one thread, CPU time per call (us), least padding -> this:
+  // 513x129x700 f32 16x16 690-720 -> 8x48 500-525, f64 16x8 1440-1670 -> 8x24 970-990;
+  // 2000x200x300 f32 1620 -> 1330, f64 3280 -> 2460; 1000x130x1000 f64 4330 -> 2560;
+  // 256x100x2000 f32 700-730 -> 740 (12x32: 650-670), f64 1600 -> 1130-1180.
+  const bool a_streams = double(M) * double(spec.K) * ir::size_in_bytes(p.a_type) > 0.5 * double(cpu.l2_bytes);
+  if (N <= 256 && a_streams) {
+    int best = nvec;
+    double best_cost = 1e300;
+    for (int cand = std::min(nvec, 3); cand >= 1; --cand) {
+      const double cost = double(ceil_to(nvec_n, cand)) * (1.0 + 1.0 / cand);
+      if (cost < best_cost) best_cost = cost, best = cand;
+    }
+    nvec = best;
+  } else if (N <= 256) {
+    int best = nvec;
+    int64_t best_pad = INT64_MAX;
+    for (int cand = nvec; cand >= 1; cand /= 2) {
+      int64_t pad = ceil_to(nvec_n, cand) - nvec_n;
+      if (pad < best_pad) best_pad = pad, best = cand;
+    }
+    nvec = best;
+  }
+  p.nr = nvec * p.simd_width;
+  // mr: as tall as the accumulator budget allows (each broadcast of A feeds a row's FMAs, so
+  // shorter tiles pay more broadcasts per FMA); for matrices up to a few hundred rows, the height
+  // in [3/4 max, max] that leaves the least padding (edge tiles take the slower checked path).
+  // Measured on Zen 5, one thread, unpacked f32: 128^3 with 4 / 5 / 6 rows 173 / 196 / 192
+  // GFLOP/s, 256^3 183 / - / 222.
+  int mr = std::max(1, (regs * 3 / 4) / nvec);
+  mr = std::min(mr, regs >= 32 ? 16 : 8);
+  // A read in place along rows a multiple of 4 KiB apart (K of 1024 f32, 512 f64, ...): the mr
+  // rows a tile broadcasts from fall in the same L1 set, and more of them than its ways (8 on
+  // Zen 4's 32 KiB L1; 12 on Zen 5 and Golden Cove) evict each other every k step. At most 8
+  // rows there, on few cores (the 16-core plans are tuned apart). Zen 4, f32, CPU time, 11 ->
+  // 8 rows x 32 lanes: 64x64x8192 one thread 74 -> 107 GFLOP/s (2 threads 71 -> 189, wall, load
+  // 2.4); 4096x64x4096 83 -> 100; 256x64x8192 96 -> 106; 128x32x4096 70 -> 87 (12 -> 8 rows).
+  if (a_unit && a_row_bytes != 0 && a_row_bytes % 4096 == 0 && cpu.max_threads < 8) mr = std::min(mr, 8);
+  // Small products (code for their exact shape, up to 64 in every dimension: plan_fixed_shape) look
+  // down to half the height: a whole number of shorter tiles beats a ragged last one there (its
+  // rows checked). Measured on the 2-core Zen 4 (session 17), one thread, CPU time of the kernel
+  // call alone (blocks of calls, medians of 9): 32x32x32 f32 11 rows (3 tiles, the last of 10) 1.5
+  // us, 8 rows 1.25 (NumPy's whole matmul 1.6); 64x64x64 5 rows 5.5-5.6, 4 rows 5.4 (NumPy 5.8).
+  const bool small_fixed = std::max({spec.M, spec.N, spec.K}) <= 64;
+  if (M <= 256) {
+    int best = mr;
+    int64_t best_pad = INT64_MAX;
+    for (int cand = mr; cand >= std::max(1, small_fixed ? mr / 2 : mr - mr / 4); --cand) {
+      int64_t pad = (M + cand - 1) / cand * cand - M;
+      if (pad < best_pad) best_pad = pad, best = cand;
+    }
+    mr = best;
+  }
+  p.mr = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(mr, M)));
+  // K step of one mul_add: HLSL 0035 allows powers of two in [4, 128] for subgroup scope.
+  p.kb = 4;
+}
+
+void check_register_tile(const GemmPlan& p, const PlanContext& c) {
+  const int regs = c.cpu.vector_registers;
+  if (p.nr % p.simd_width != 0)
+    throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
+  if (p.mr * (p.nr / p.simd_width) > 4 * regs)
+    throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " needs ", p.mr * (p.nr / p.simd_width),
+                        " accumulator registers; at most ", 4 * regs, " are allowed"));
+}
+
+}  // namespace coopjit
