@@ -75,7 +75,7 @@ def cases():
 
 
 def child(tag):
-    import coopjit  # noqa: F401
+    import coopjit
     from coopjit import _core
     out = []
     for (m, n, k, dname, lay, batch, ov) in cases():
@@ -102,7 +102,6 @@ def child(tag):
                         a_t, b_t = DTYPES[dname]
                         a, b = view((m, k), (k, 1), a_t), view((k, n), (n, 1), b_t)
                         try:
-                            import coopjit
                             r = coopjit.cross_compile(a, b, cpu=cpu, threads=threads)
                             cfg = r["config"]
                             res = r["key"] + " | " + " ".join(f"{key}={cfg[key]}" for key in sorted(cfg))
