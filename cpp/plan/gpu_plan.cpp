@@ -272,8 +272,11 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     PlanOverrides o = overrides;
     o["layout"] = by_strides;
     GpuGemmPlan p0 = plan_gpu_gemm(spec, target, o);
+    // (full tiles only, 128 x 256 or 192 x 192: the rate a tile element measured alike; the smaller
+    // tiles of small products keep the strides' layout)
     auto orientable = [](const GpuGemmPlan& q) {
-      return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster;
+      return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster &&
+             int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= 128 * 256;
     };
     if (!orientable(p0)) return p0;
     o["layout"] = 1 - by_strides;
