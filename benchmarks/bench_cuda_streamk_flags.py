@@ -20,6 +20,8 @@ from bench_cuda_gemm import graph_timed
 
 PLANS = {  # (sk_down 0: each Stream-K part's K tiles upward, as before session 14; 1: downward)
     "auto": None,
+    # the layout by the strides alone (C row-major: col), the automatic orientation before session 18
+    "col": {"layout": "col"},
     "dp": {"split": "dp", "ws": 2},
     "sk+dp flags": {"split": "sk+dp", "ws": 2, "sk_flags": 1, "sk_down": 0},
     "sk+dp flags down": {"split": "sk+dp", "ws": 2, "sk_flags": 1, "sk_down": 1},

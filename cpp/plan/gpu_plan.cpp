@@ -97,6 +97,16 @@ constexpr int kSkFlagsDefault = 1;
 // 561 1.03-1.18x. (Measured
 // with the flags; the fix-up launch's plans take it too, the walk being the same.)
 constexpr int kSkDownDefault = 1;
+// 16-bit warp-specialized TMA plans: the orientation (layout row / col: which of the product's
+// M and N the kernel's 128-row side runs along) whose tiles carry less work over their waves, by
+// default (a plan that names layout or a tile keeps it). The layout by the strides alone
+// (C row-major: col) cut 4224x1024 into 8 x 17 tiles of 128 x 256 (136: two waves; 192 x 192 the
+// planner's way out, one wave of 132 at 0.9 of cuBLAS), where the other orientation cuts it into 33 x
+// 4 = 132, one wave, as cuBLAS does (nvjet 256 x 128 tiles, 128 along the 4224; session 18,
+// benchmarks/recorded/issue16-h100-single-wave-session18.md). On the H100 one wave of 128 whole
+// 128 x 256 tiles (4096x1024x8192) ran 779-794 TFLOP/s against cuBLAS's 791-804, and the row layout
+// ran the same products at 1.00-1.02x of col (session 11, issue16-h100-session11.md).
+constexpr bool kOrientByWaves = true;
 // ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
 // this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
 constexpr int64_t kWsStreamKLast = 16;
@@ -232,6 +242,15 @@ int kmajor_choice(const GemmSpec& spec, const GpuTargetInfo& target, const PlanO
 }
 }  // namespace
 
+double gpu_tile_work(const GpuGemmPlan& p, const GemmSpec& spec) {
+  const bool col = p.layout == "col";
+  const int64_t M = col ? spec.N : spec.M, N = col ? spec.M : spec.N;
+  const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, workers = std::max<int64_t>(1, p.workers);
+  const int64_t tiles = spec.batch1 * spec.batch2 * ((M + mt - 1) / mt) * ((N + nt - 1) / nt);
+  if (p.split != "dp") return double(tiles) * double(mt * nt) / double(workers);
+  return double((tiles + workers - 1) / workers) * double(mt * nt);
+}
+
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides) {
   spec.validate();
   if (const int km = kmajor_choice(spec, target, overrides)) {
@@ -244,6 +263,30 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     }
     if (overrides.count("kmajor"))
       throw UserError(cat("plan override kmajor=1: the product on the K-major copies does not plan the wgmma pipeline (", p.key(), ")"));
+  }
+  // The orientation (kOrientByWaves): both layouts planned, the other taken where it is a DP plan
+  // whose waves carry less tile area than this one's (this one's Stream-K split counted as perfect).
+  if (kOrientByWaves && target.wgmma && !overrides.count("layout") && !overrides.count("mr") && !overrides.count("nr") &&
+      !overrides.count("sg_m") && !overrides.count("sg_n")) {
+    const int by_strides = (spec.sc_c == 1) + (spec.sb_c == 1) >= (spec.sc_r == 1) + (spec.sa_r == 1) ? 1 : 0;  // 1: col
+    PlanOverrides o = overrides;
+    o["layout"] = by_strides;
+    GpuGemmPlan p0 = plan_gpu_gemm(spec, target, o);
+    // (full tiles only, 128 x 256 or 192 x 192: the rate a tile element measured alike; the smaller
+    // tiles of small products keep the strides' layout)
+    auto orientable = [](const GpuGemmPlan& q) {
+      return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster &&
+             int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= 128 * 256;
+    };
+    if (!orientable(p0)) return p0;
+    o["layout"] = 1 - by_strides;
+    GpuGemmPlan p1;
+    try {
+      p1 = plan_gpu_gemm(spec, target, o);
+    } catch (const UserError&) {
+      return p0;
+    }
+    return orientable(p1) && p1.split == "dp" && gpu_tile_work(p1, spec) < gpu_tile_work(p0, spec) ? p1 : p0;
   }
   GpuGemmPlan p;
   p.dtype = spec.dtype;

@@ -200,6 +200,10 @@ inline int64_t kmajor_ld(int64_t K) { return (K + 15) / 16 * 16; }
 /// operands copied K-major on sm_90).
 /// UserError for an unknown or illegal one.
 GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides = {});
+/// The tile area a block of `p` computes over the product's waves: whole waves of its tiles (DP),
+/// or the tiles' area shared evenly among the workers (Stream-K splits); the planner compares the
+/// two orientations of a Hopper plan by it.
+double gpu_tile_work(const GpuGemmPlan& p, const GemmSpec& spec);
 
 struct GpuReducePlan {
   int subgroup_size = 16;
