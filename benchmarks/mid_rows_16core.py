@@ -4,7 +4,9 @@ automatic plan (its config), plan variants through `plan=` (compiled first, then
 their kernels' own `run` into a new array each call, so that no call pays plan='s Python), NumPy and torch, all in
 alternating rounds with a pause before each block (benchmarks/_rounds.py), medians.
 
-Run: python benchmarks/mid_rows_16core.py [small] [rows] [CASE ...] (CASE: a substring of "f32 513x129x700").
+Run: python benchmarks/mid_rows_16core.py [small] [rows] [confirm] [CASE ...] (CASE: a substring of
+"f32 513x129x700"; `confirm`: the session-18 mid-size rule's plans against the packed ones; not run
+on the 16-core host yet).
 `small` also prints what one call's parts cost (the fast path, the kernel, NumPy's dtype
 comparisons that matmul_fast made before session 18)."""
 import os
@@ -97,6 +99,17 @@ ROWS = [
     ("float64", 4096, 4096, 4096, [{"mr": 8, "nr": 24}, {"kt": 512}]),
 ]
 
+# The mid-size rule (session 18: on 8+ AVX-512 cores, f32 / f64 products whose packed nest gives
+# its busiest worker 10% more tiles than the tile walk's stay unpacked): its plans against the
+# packed ones they replace, and two products it leaves packed against their unpacked plans.
+CONFIRM = [
+    ("float32", 513, 129, 700, [{"pack": 1}, {"pack": 0, "mr": 12, "nr": 32}]),
+    ("float32", 512, 129, 700, [{"pack": 1}]),
+    ("float64", 257, 129, 1000, [{"pack": 1}]),
+    ("float32", 512, 512, 512, [{"pack": 0}]),
+    ("float32", 1000, 130, 1000, [{"pack": 0}]),
+]
+
 
 def small():
     """One call's parts, f32 4^3 / 16^3 / 32^3: alternating rounds, medians."""
@@ -133,8 +146,9 @@ def small():
 
 def main():
     args = sys.argv[1:]
-    sections = [s for s in args if s in ("small", "rows")] or ["small", "rows"]
-    only = [s for s in args if s not in ("small", "rows")]
+    names = ("small", "rows", "confirm")
+    sections = [s for s in args if s in names] or ["small", "rows"]
+    only = [s for s in args if s not in names]
     print(f"coopjit {coopjit.__version__}, {coopjit.get_num_threads()} workers, {coopjit.cpu_info()['name']}, numpy "
           f"{np.__version__}, torch {torch.__version__ if torch else '-'}", flush=True)
     if "small" in sections:
@@ -145,6 +159,9 @@ def main():
                 continue
             big = m * n * k > 1e10
             row(dtype, m, n, k, variants, rounds=3, seconds=0.6 if big else 0.2, pause=0.2)
+    if "confirm" in sections:
+        for dtype, m, n, k, variants in CONFIRM:
+            row(dtype, m, n, k, variants, rounds=3, seconds=0.15, pause=0.15)
 
 
 if __name__ == "__main__":
