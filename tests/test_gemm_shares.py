@@ -107,7 +107,7 @@ def test_the_planner_gives_many_cores_four_shares_a_thread():
     small = coopjit.cross_compile(np.zeros((32, 32), np.float32), a[:32, :32], cpu="sapphirerapids", threads=16)["config"]
     assert small["shares"] == 1, small  # unpacked
     # Packed, but under 50 MFLOP a worker: one share a worker.
-    odd = coopjit.cross_compile(np.zeros((513, 700), np.float32), np.zeros((700, 129), np.float32),
+    odd = coopjit.cross_compile(np.zeros((1000, 1000), np.float32), np.zeros((1000, 130), np.float32),
                                 cpu="sapphirerapids", threads=16)["config"]
     assert (odd["pack"], odd["shares"]) == (True, 1), odd
     assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16)["config"]["shares"] == 1

@@ -105,7 +105,9 @@ constexpr int kSkDownDefault = 1;
 // 4 = 132, one wave, as cuBLAS does (nvjet 256 x 128 tiles, 128 along the 4224; session 18,
 // benchmarks/recorded/issue16-h100-single-wave-session18.md). On the H100 one wave of 128 whole
 // 128 x 256 tiles (4096x1024x8192) ran 779-794 TFLOP/s against cuBLAS's 791-804, and the row layout
-// ran the same products at 1.00-1.02x of col (session 11, issue16-h100-session11.md).
+// ran the same products at 1.00-1.02x of col (session 11, issue16-h100-session11.md); 4224x1024x4096
+// / x8192 now run at 742-761 / 791-796 TFLOP/s against cuBLAS's 752-762 / 789-794 (1.00x; the 192 x 192
+// plan before: 671-676 / 710-717). Whole tiles only (see plan_gpu_gemm).
 constexpr bool kOrientByWaves = true;
 // ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
 // this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
@@ -286,7 +288,14 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     } catch (const UserError&) {
       return p0;
     }
-    return orientable(p1) && p1.split == "dp" && gpu_tile_work(p1, spec) < gpu_tile_work(p0, spec) ? p1 : p0;
+    // (and only whole tiles: 4200x1000 took row's 132 tiles with edges both ways and ran them at 468
+    // TFLOP/s against the strides' 192 x 192 plan's 563 on the H100, session 18, where 4224x1024's
+    // whole tiles ran at cuBLAS's rate)
+    auto whole = [&](const GpuGemmPlan& q) {
+      const bool col = q.layout == "col";
+      return (col ? spec.N : spec.M) % (int64_t(q.mr) * q.sg_m) == 0 && (col ? spec.M : spec.N) % (int64_t(q.nr) * q.sg_n) == 0;
+    };
+    return orientable(p1) && whole(p1) && p1.split == "dp" && gpu_tile_work(p1, spec) < gpu_tile_work(p0, spec) ? p1 : p0;
   }
   GpuGemmPlan p;
   p.dtype = spec.dtype;
