@@ -121,3 +121,27 @@ def test_default_plan_on_this_cpu(rng):
     znver4 = coopjit.cpu_info()["name"] == "znver4"
     assert (cfg["simd_width"] == 8) == znver4, cfg
     _check(coopjit.matmul(a, b), a.astype(np.float64) @ b.astype(np.float64), np.float32, 250)
+
+
+@pytest.mark.skipif(not AVX512, reason="half-width vectors are asked for on AVX-512 CPUs")
+def test_half_vectors_in_other_walks_and_types(rng):
+    # Asked for by plan=: the packed nest, the k_outer walk, one row of C, a matrix times a vector,
+    # and unpacked bf16 / int8 inputs (widened on load); dot instructions (VNNI panels) refuse them.
+    import ml_dtypes
+
+    for m, n, k, plan in ((300, 300, 300, {"pack": 1}), (8, 1000, 2048, {"order": "k_outer"}), (1, 1000, 2048, {}),
+                          (1000, 1, 700, {})):
+        a, b = _operands(rng, np.float32, (m, k), (k, n))
+        got = coopjit.matmul(a, b, plan=dict(plan, simd_width=8))
+        _check(got, a.astype(np.float64) @ b.astype(np.float64), np.float32, k)
+    bf = ml_dtypes.bfloat16
+    a, b = _operands(rng, bf, (100, 250), (250, 37))
+    got = coopjit.matmul(a, b, plan={"simd_width": 8})
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=2 ** -7, atol=2 ** -7 * np.abs(want).max())
+    a8, b8 = rng.integers(-100, 100, (64, 300)).astype(np.int8), rng.integers(-100, 100, (300, 20)).astype(np.int8)
+    np.testing.assert_array_equal(coopjit.matmul(a8, b8, plan={"simd_width": 8}).astype(np.int64),
+                                  a8.astype(np.int64) @ b8.astype(np.int64))
+    if coopjit.cpu_info()["name"] in ("znver4", "znver5", "sapphirerapids", "emeraldrapids", "graniterapids"):
+        with pytest.raises(ValueError, match=r"simd_width=8.*vnni=2"):
+            coopjit.matmul(*_operands(rng, bf, (300, 300), (300, 300)), plan={"simd_width": 8, "pack": 1, "amx": "no"})
