@@ -10,7 +10,7 @@ The load average is printed before and after each case.
 
 Usage: python benchmarks/zen4_rows.py [--rounds 9] [--only 1t|2t] [--plan '{"k": v}'] [case ...]
 (cases by label, e.g. "f32 513x129x700"; default: all; --plan adds fields to coopjit's plan).
-Recorded: benchmarks/recorded/issue14-zen4-2core-rows-session17.txt."""
+Recorded: benchmarks/recorded/issue14-zen4-2core-rows-session17.txt, ...-session18.txt."""
 import argparse, json, os, time
 
 import numpy as np
@@ -45,6 +45,18 @@ CASES = [
     ("f64 128x128x128", np.float64, 0, 128, 128, 128),
     ("f32 32x 128x128x128", np.float32, 32, 128, 128, 128),
     ("f32 1024x1024x1024", np.float32, 0, 1024, 1024, 1024),
+    # narrow N (session 18: half-width vectors on Zen 4)
+    ("f32 100x33x250", np.float32, 0, 100, 33, 250),
+    ("f32 100x20x250", np.float32, 0, 100, 20, 250),
+    ("f32 100x5x250", np.float32, 0, 100, 5, 250),
+    ("f32 300x37x250", np.float32, 0, 300, 37, 250),
+    ("f32 1000x37x250", np.float32, 0, 1000, 37, 250),
+    ("f32 64x37x64", np.float32, 0, 64, 37, 64),
+    ("f64 100x17x250", np.float64, 0, 100, 17, 250),
+    ("f64 100x37x250", np.float64, 0, 100, 37, 250),
+    ("f32 100x48x250", np.float32, 0, 100, 48, 250),
+    ("f32 8x8x8", np.float32, 0, 8, 8, 8),
+    ("f32 4x4x4", np.float32, 0, 4, 4, 4),
 ]
 
 
@@ -117,7 +129,7 @@ def main():
         # (the 2-D plan: a batch's plan differs in threads and packing)
         cfg = coopjit.cross_compile(a[0] if batch else a, b[0] if batch else b, cpu="znver4", threads=2,
                                     plan=extra or None)["config"]
-        brief = " ".join(f"{f}={cfg[f]}" for f in ("layout", "mr", "nr", "kt", "order", "pack", "inline_b", "mc_tiles",
+        brief = " ".join(f"{f}={cfg[f]}" for f in ("layout", "simd_width", "mr", "nr", "kt", "order", "pack", "inline_b", "mc_tiles",
                                                      "threads", "split", "ksplit", "fixed_shape") if f in cfg)
         print(f"{label:>22} | {r1[0]*1e6:9.1f} {r1[1]*1e6:9.1f} {r1[1]/r1[0]:6.2f} | {r2[0]*1e6:9.1f} {r2[1]*1e6:9.1f} "
               f"{r2[1]/r2[0]:6.2f} | {l0} -> {load()} | {brief}", flush=True)

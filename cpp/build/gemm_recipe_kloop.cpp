@@ -3,6 +3,8 @@
 // epilogue into C.
 #include "build/gemm_recipe_internal.h"
 
+#include <cstdint>
+
 #include "core/error.h"
 
 namespace coopjit {
@@ -21,19 +23,23 @@ Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_h
   auto body = [&](Builder& x, bool check_a, bool check_b) {
     const Type a_t = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
     const Type b_t = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
-    auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk_a, bool chk_b) {
+    // (in_k: a step of the K loop, whose kb rows of B are all below K: B's checked loads there bound
+    // its rows by INT64_MAX, so only its columns are checked, with a mask the loop does not
+    // recompute; the per-row checks became branches in the loop, which spilled accumulators of the
+    // 8-lane tiles: 100x37x250 f32 on Zen 4, 4 x 40 lanes, one thread 28.8 -> 19.1 us)
+    auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk_a, bool chk_b, bool in_k) {
       Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk_a, "a");
-      Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, g_.K, g_.N}, chk_b, "b");
+      Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, in_k ? kb.index(INT64_MAX) : g_.K, g_.N}, chk_b, "b");
       if (p_.b_prefetch && !p_.pack) bm->def->attrs["prefetch"] = int64_t(p_.b_prefetch);  // (k_outer plans, gemm_plan.h)
       return kb.mul_add(a, bm, acc_in, "acc");
     };
     Value* acc = x.splat(acc_t_, fzero_, "acc");
     acc = x.for_(k0, k_main, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      return std::vector<Value*>{step(kb, k, it[0], check_a, check_b)};
+      return std::vector<Value*>{step(kb, k, it[0], check_a, check_b, true)};
     }, "k")[0];
     // The last partial K step (K not a multiple of KB) reads zeros past K.
     acc = x.if_(x.cmp(CmpPred::lt, k_main, k1, "k_tail"), {acc_t_},
-                [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true, true)}; },
+                [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true, true, false)}; },
                 [&](Builder&) { return std::vector<Value*>{acc}; })[0];
     return std::vector<Value*>{acc};
   };

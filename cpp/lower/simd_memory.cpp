@@ -43,8 +43,16 @@ SimdLowering::Chunk SimdLowering::chunk(const Type& t, const Addr& a, llvm::Valu
     llvm::Value* in_cols = b_.CreateAnd(b_.CreateICmpSGE(cv, llvm::Constant::getNullValue(cv->getType())),
                                         b_.CreateICmpSLT(cv, b_.CreateVectorSplat(S_, a.cols)));
     llvm::Value* m = b_.CreateAnd(in_cols, lane_mask(valid));
-    llvm::Value* row_ok = b_.CreateAnd(b_.CreateICmpSGE(r, b_.getInt64(0)), b_.CreateICmpSLT(r, a.rows));
-    ch.mask = b_.CreateSelect(row_ok, m, llvm::Constant::getNullValue(m->getType()));
+    // Rows of INT64_MAX: the caller knows every row is in range (a GEMM tile at N's edge inside
+    // its K loop): only the columns are checked, so the mask stays loop-invariant (a per-row
+    // select of it became branches in the K loop, and with them spilled accumulators).
+    auto* rows_c = llvm::dyn_cast<llvm::ConstantInt>(a.rows);
+    if (rows_c && rows_c->isMaxValue(true)) {
+      ch.mask = m;
+    } else {
+      llvm::Value* row_ok = b_.CreateAnd(b_.CreateICmpSGE(r, b_.getInt64(0)), b_.CreateICmpSLT(r, a.rows));
+      ch.mask = b_.CreateSelect(row_ok, m, llvm::Constant::getNullValue(m->getType()));
+    }
   } else if (valid < S_) {
     ch.mask = lane_mask(valid);
   }

@@ -42,6 +42,31 @@ PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, con
   const int64_t a_row_bytes = (col ? spec.sb_c : spec.sa_r) * int64_t(ir::size_in_bytes(p.a_type));
   const int64_t b_row_bytes = (col ? spec.sa_c : spec.sb_r) * int64_t(ir::size_in_bytes(p.b_type));
   p.unit_c = (col ? spec.sc_r : spec.sc_c) == 1;
+  // Half-width vectors (8 f32 / 4 f64 lanes on an AVX-512 CPU, its 32 registers and masks kept).
+  // Zen 4 runs a 512-bit FMA as two 256-bit halves: 8-lane FMAs do as much a cycle, and pad a
+  // narrow N less. Taken there for the kernel's N of 2 to 5 half vectors where they pad less (one
+  // column tile over all of N: plan_register_tile): 37 f32 columns in 40 lanes, not 48. Measured on
+  // the 2-core Zen 4 (session 18), one thread, CPU time of the kernel call (blocks alternating,
+  // medians of 9), 16 -> 8 lanes, us (NumPy): 100x37x250 f32 26.2 -> 19.1 (18.6), 100x33x250 25.4 ->
+  // 19.0 (16.3), 100x20x250 16.2 -> 13.1 (10.4), 100x5x250 10.3 -> 8.3 (4.2), 300x37x250 69.2 -> 55.7
+  // (69.4), 1000x37x250 224 -> 186 (235), 64x37x64 4.3 -> 4.1 (4.1), 20x33x50 1.6 / 1.6 (1.8);
+  // 100x40x250 (no edge) 25.4 -> 19.1 (19.4). Not for dot / VNNI / AMX products (16-lane
+  // instructions), nor N = 1 (the dot walk). benchmarks/recorded/issue14-zen4-2core-rows-session18.txt.
+  {
+    const int full = cpu.vector_bytes / esize, half = full / 2;
+    const bool plain = p.a_type == spec.dtype && p.b_type == spec.dtype &&
+                       (spec.dtype == ir::ScalarType::f32 || spec.dtype == ir::ScalarType::f64);
+    if (auto it = overrides.find("simd_width"); it != overrides.end()) {
+      if (it->second != full && !(cpu.vector_bytes == 64 && it->second == half))
+        throw UserError(cat("plan override simd_width=", it->second, " must be ", full,
+                            cpu.vector_bytes == 64 ? cat(" or ", half, " (half-width vectors of an AVX-512 CPU)") : std::string(),
+                            " for ", ir::name(spec.dtype), " on this CPU (", cpu.vector_bytes, "-byte vectors)"));
+      p.simd_width = static_cast<int>(it->second);
+    } else if (cpu.name == "znver4" && cpu.vector_bytes == 64 && plain && N >= 2 && N <= 5 * half &&
+               ceil_to(N, half) < ceil_to(N, full)) {
+      p.simd_width = half;
+    }
+  }
   return PlanContext{spec, cpu, overrides, col, M, N, a_unit, a_row_bytes, b_row_bytes, esize,
                      2.0 * spec.M * spec.N * spec.K * spec.batch1 * spec.batch2};
 }
@@ -73,7 +98,11 @@ void plan_register_tile(GemmPlan& p, const PlanContext& c) {
   // 2000x200x300 f32 1620 -> 1330, f64 3280 -> 2460; 1000x130x1000 f64 4330 -> 2560;
   // 256x100x2000 f32 700-730 -> 740 (12x32: 650-670), f64 1600 -> 1130-1180.
   const bool a_streams = double(M) * double(spec.K) * ir::size_in_bytes(p.a_type) > 0.5 * double(cpu.l2_bytes);
-  if (N <= 256 && a_streams) {
+  // Half-width vectors (plan_orientation) for up to 5 of them: one column tile over all of N (their
+  // FMAs cost half of a full one's on Zen 4, so five take the room of two and a half; A is read once).
+  if (p.simd_width * c.esize * 2 == cpu.vector_bytes && nvec_n <= 5) {
+    nvec = static_cast<int>(std::max<int64_t>(1, nvec_n));
+  } else if (N <= 256 && a_streams) {
     int best = nvec;
     double best_cost = 1e300;
     for (int cand = std::min(nvec, 3); cand >= 1; --cand) {
@@ -127,6 +156,9 @@ void plan_register_tile(GemmPlan& p, const PlanContext& c) {
 
 void check_register_tile(const GemmPlan& p, const PlanContext& c) {
   const int regs = c.cpu.vector_registers;
+  if (p.simd_width * c.esize != c.cpu.vector_bytes && (p.vnni > 1 || p.amx))
+    throw UserError(cat("plan simd_width=", p.simd_width, " (half-width vectors) is for FMA products; this plan has vnni=",
+                        p.vnni, ", amx=", p.amx, " (16-lane instructions)"));
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
   if (p.mr * (p.nr / p.simd_width) > 4 * regs)

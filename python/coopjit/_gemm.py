@@ -508,8 +508,9 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
 
 #: Every field plan= takes (the CPU's; then the devices'), appended to the docstrings that take a plan.
 PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field optional, the planner fills the rest):
-  CPU: layout 'row' | 'col'; mr, nr (register tile rows / columns; nr a multiple of the vector
-  width); kb (K step of one mul_add, a power of two 4..128); kt (K elements per K tile); threads
+  CPU: layout 'row' | 'col'; simd_width (vector lanes: the CPU's full width, or half of it on
+  AVX-512, e.g. 8 f32 lanes, which the planner takes for narrow N on Zen 4); mr, nr (register tile
+  rows / columns; nr a multiple of simd_width); kb (K step of one mul_add, a power of two 4..128); kt (K elements per K tile); threads
   (workers); split 'dp' | 'sk' | 'sk+dp' (Stream-K, seeds/004); pack (bool: A and B copied into
   tile panels); prepacked_b (bool: B from coopjit.prepack); vnni 1 | 2 | 4 (K pairs / quads for the
   dot instructions); amx 'no' | 'yes' | 'emulated' (AMX tiles); amx_feed 0 | 1 | 2 (AMX: tile loads

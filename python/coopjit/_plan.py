@@ -13,7 +13,7 @@ import re
 #: The core's words for the AMX mode -> the names plan= takes.
 _AMX_WORDS = {"none": "no", "tiles": "yes", "emulated": "emulated"}
 #: Fields that are facts of the problem or of the target, not choices: shown, never passed back.
-_FACTS = frozenset({"dtype", "a_type", "b_type", "c_type", "simd_width", "unit_stride_a", "unit_stride_a_k", "unit_stride_b",
+_FACTS = frozenset({"dtype", "a_type", "b_type", "c_type", "unit_stride_a", "unit_stride_a_k", "unit_stride_b",
                     "unit_stride_c", "accumulate", "work_group_size", "macro_tile", "source",
                     "epilogue"})
 #: config's name of a field -> the plan= name of the same choice.
@@ -26,7 +26,7 @@ class Plan(dict):
 
     `compile_gemm(..., plan=kernel.config)` and `matmul(a, b, plan=kernel.config)` plan the same
     kernel again (the fields that are choices are passed back; facts of the problem such as
-    dtype or simd_width are shown but not passed). `notes` holds, per field, what the value means
+    dtype are shown but not passed). `notes` holds, per field, what the value means
     in words; `overrides()` the choices alone as a plain dict.
     """
 
@@ -40,7 +40,9 @@ class Plan(dict):
         """The plan's choices as plan= takes them (facts of the problem left out)."""
         out = {}
         for key, value in self.items():
-            if key in _FACTS or (key == "vnni" and self.target != "cpu"):  # a device's vnni: a fact
+            # a device's vnni and subgroup width: facts (a CPU plan's simd_width is a choice: full or
+            # half-width vectors)
+            if key in _FACTS or (key in ("vnni", "simd_width") and self.target != "cpu"):
                 continue
             out[_PLAN_NAME.get(key, key)] = value
         return out
