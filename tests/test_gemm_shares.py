@@ -64,6 +64,35 @@ def test_the_trace_shows_every_share_run_once(rng):
     assert all(0 <= s <= e <= t["join_ns"] for s, e in zip(t["start_ns"], t["end_ns"])), t
 
 
+def test_the_trace_keeps_a_calls_launches_in_order(rng):
+    # _launch_traces: the packing launch (a worker each), then the shares, each with its start;
+    # the list is emptied by the call that reads it, and a call with nothing to pack has one launch.
+    a, b = _operands(rng, np.float32, 400, 384, 300)
+    plan = {"pack": 1, "threads": 3, "shares": 4}
+    coopjit.matmul(a, b, plan=plan)  # (compiled before the trace)
+    coopjit._core._set_launch_trace(True)
+    try:
+        coopjit._core._launch_traces()
+        got = coopjit.matmul(a, b, plan=plan)
+        launches = coopjit._core._launch_traces()
+        again = coopjit._core._launch_traces()
+        coopjit.matmul(a, b, plan={**plan, "threads": 2})
+        two = coopjit._core._launch_traces()
+    finally:
+        coopjit._core._set_launch_trace(False)
+    assert_gemm_close(got, a, b)
+    assert [t["workers"] for t in launches] == [3, 12], launches
+    pack, shares = launches
+    assert pack["origin_ns"] + pack["join_ns"] <= shares["origin_ns"], launches  # the barrier: one after the other
+    for t in launches:
+        assert all(0 <= s <= e <= t["join_ns"] for s, e in zip(t["start_ns"], t["end_ns"])), t
+    assert again == [], again
+    assert [t["workers"] for t in two] == [2, 8], two
+    # Off, nothing is kept.
+    coopjit.matmul(a, b, plan=plan)
+    assert coopjit._core._launch_traces() == []
+
+
 def test_the_planner_gives_many_cores_four_shares_a_thread():
     a = np.zeros((1024, 1024), np.float32)
     bf = a.astype(ml_dtypes.bfloat16)

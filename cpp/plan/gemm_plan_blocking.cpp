@@ -64,6 +64,37 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
         flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
       p.pack = true;
   }
+  // Mid-size float products on many cores whose packed nest leaves its busiest worker 10% more
+  // tiles than the unpacked tile walk's: the nest's grid gives each worker a block of row and
+  // column panels behind the packing barrier (513x129x700 f32 on 16: 65 row panels of 8 by 3
+  // column panels, a 16 x 1 grid, 13 workers with 15 tiles and 3 idle; the launch trace: busy
+  // median 130 us, the last 182), where the tile walk shares its 195 tiles among all 16, 13 at
+  // most (any thread takes any share: median 110, the last 137). Fewer column panels than
+  // workers, up to 20 MFLOP and 8+ tiles a worker (the data-parallel split), AVX-512 (measured
+  // there); f32 / f64 without conversions (the dot-instruction products pack below); not the
+  // skinny products (up to 64 rows: the rules above), nor plans that name the workers, the tile,
+  // the grid or the walk. Measured on the 16-core Emerald Rapids host, 16 workers, plan= against
+  // the packed default, medians of 3 alternating rounds (session 18, benchmarks/mid_rows_16core.py;
+  // NumPy, torch in the same rounds): f32 513x129x700 195 -> 163 us (NumPy 174, torch 138);
+  // session 17 1.16x / 1.09x. Where the nest's blocks are even the tile walk gained nothing
+  // measurable (session 17: 1000x130x1000 f32 0.99x) and the rule leaves them packed (512^3 f32,
+  // 1.16x once in session 17, is not measured again). (The many-core rule above had measured 598
+  // us unpacked against 333 packed in an earlier session, before session 17's data-parallel
+  // launches and the pool's hold.) benchmarks/recorded/issue14-emr16-mid-rows-session18.txt.
+  {
+    const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
+                       p.b_type == p.dtype && p.c_type == p.dtype;
+    const bool own = !overrides.count("order") && !overrides.count("threads") && !overrides.count("mr") &&
+                     !overrides.count("nr") && !overrides.count("grid_m");  // (the planner's own choices)
+    const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr, W = p.threads;
+    if (p.pack && own && plain && cpu.max_threads >= 8 && cpu.vector_registers >= 32 && W >= 8 &&
+        spec.batch1 * spec.batch2 == 1 && M > 64 && tiles_n < W && tiles_m * tiles_n >= 8 * W && flops < 2.0e7 * double(W)) {
+      const int64_t gm = run_time_grid(p, c, W), gn = W / gm;
+      const int64_t nest_most = (tiles_m + gm - 1) / gm * ((tiles_n + gn - 1) / gn);
+      const int64_t walk_most = (tiles_m * tiles_n + W - 1) / W;
+      if (10 * nest_most >= 11 * walk_most) p.pack = false;
+    }
+  }
   // Products with a dot instruction need packed panels for it (pairs / quads side by side, and
   // s8 x s8's column sums): the copies pay for themselves much sooner. Measured on Zen 5, both
   // threads, 256^3: int8 189 -> 842 GOP/s, bf16 244 -> 483 GFLOP/s; 128^3 int8 204 -> 555.

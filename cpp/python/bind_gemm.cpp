@@ -123,6 +123,17 @@ FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
     return r;
   }
   if (!da.is(db) && !da.equal(db)) return r;
+  // NumPy's own floats first (type numbers below NPY_USERDEF, 256; ml_dtypes' are user types from
+  // 256 on): comparing a float32 dtype with ml_dtypes' three (a cast lookup each) took 0.2-0.3 us
+  // apiece, most of a small product's call.
+  const int num = da.num();
+  if (num == 23 || num == 11 || num == 12) {  // NPY_HALF, NPY_FLOAT, NPY_DOUBLE
+    r.a = r.b = r.c = num == 23 ? ir::ScalarType::f16 : num == 11 ? ir::ScalarType::f32 : ir::ScalarType::f64;
+    r.c_dtype = da;
+    r.f32_out_allowed = num == 23;
+    r.ok = true;
+    return r;
+  }
   for (int i = 0; i < 3; ++i) {
     if (ml[i].is_none() || !da.equal(py::reinterpret_borrow<py::dtype>(ml[i]))) continue;
     if (i == 0) {  // bfloat16: bfloat16 or float32 out
@@ -137,13 +148,6 @@ FastTypes fast_types(const py::dtype& da, const py::dtype& db) {
     r.ok = true;
     return r;
   }
-  // NumPy's own floats (after ml_dtypes': some of those say kind 'f' too)
-  const int num = da.num();
-  if (num != 23 && num != 11 && num != 12) return r;  // NPY_HALF, NPY_FLOAT, NPY_DOUBLE
-  r.a = r.b = r.c = num == 23 ? ir::ScalarType::f16 : num == 11 ? ir::ScalarType::f32 : ir::ScalarType::f64;
-  r.c_dtype = da;
-  r.f32_out_allowed = num == 23;
-  r.ok = true;
   return r;
 }
 

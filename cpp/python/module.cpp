@@ -80,8 +80,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
   // Whether a launch's threads keep spinning while it runs (thread_pool.cpp): private, for A/B runs.
   m.def("_set_pool_hold", &coopjit::set_pool_hold, py::arg("on"));
-  m.def("_launch_trace", [] {
-    const coopjit::LaunchTrace t = coopjit::last_launch_trace();
+  auto trace_dict = [](const coopjit::LaunchTrace& t) {
     py::dict d;
     d["workers"] = t.workers;
     d["start_ns"] = t.start;
@@ -89,8 +88,16 @@ PYBIND11_MODULE(_core, m) {
     d["slept"] = t.slept;
     d["cpu"] = t.cpu;
     d["join_ns"] = t.join;
+    d["origin_ns"] = t.origin;
     return d;
-  }, "The last multi-worker launch's stamps (ns after its start), when the trace is on.");
+  };
+  m.def("_launch_trace", [trace_dict] { return trace_dict(coopjit::last_launch_trace()); },
+        "The last multi-worker launch's stamps (ns after its start), when the trace is on.");
+  m.def("_launch_traces", [trace_dict] {
+    py::list out;
+    for (const coopjit::LaunchTrace& t : coopjit::take_launch_traces()) out.append(trace_dict(t));
+    return out;
+  }, "The traced launches since the last call (up to 64, oldest first; origin_ns: each one's start), then none.");
   m.def("stream_k_tiles", &coopjit::stream_k_tiles, py::arg("split"), py::arg("tiles_mn"), py::arg("tiles_k"),
         py::arg("workers"), "Global tiles in the Stream-K partition (seeds/004); the rest are data-parallel.");
 

@@ -129,6 +129,8 @@ struct ThreadPool::Impl {
   std::unique_ptr<Stamp[]> stamps;
   int stamp_slots = 0;
   LaunchTrace last;
+  std::vector<LaunchTrace> recent;  // take_launch_traces (at most kRecent)
+  static constexpr size_t kRecent = 64;
 
   void ensure_threads(int n) {  // n - 1 pool threads (worker 0 is the caller)
     while (static_cast<int>(threads.size()) < n - 1) {
@@ -401,6 +403,8 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
       t.slept[w] = impl_->stamps[w].slept.load(std::memory_order_relaxed);
     }
     t.join = now_ns() - t0;
+    t.origin = t0;
+    if (impl_->recent.size() < Impl::kRecent) impl_->recent.push_back(t);
   }
   if (mine) std::rethrow_exception(mine);
   if (impl_->error) std::rethrow_exception(impl_->error);
@@ -415,6 +419,14 @@ LaunchTrace last_launch_trace() {
   ThreadPool::Impl* impl = ThreadPool::get().impl_;
   std::lock_guard<std::mutex> g(impl->mu);
   return impl->last;
+}
+
+std::vector<LaunchTrace> take_launch_traces() {
+  ThreadPool::Impl* impl = ThreadPool::get().impl_;
+  std::lock_guard<std::mutex> g(impl->mu);
+  std::vector<LaunchTrace> out;
+  out.swap(impl->recent);
+  return out;
 }
 
 }  // namespace coopjit

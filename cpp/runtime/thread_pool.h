@@ -17,6 +17,7 @@ struct LaunchTrace {
   std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
   std::vector<int> cpu;             // per worker: the CPU fn(w) started on (-1: unknown)
   int64_t join = 0;                 // the caller saw every worker done
+  int64_t origin = 0;               // the launch's start (steady_clock ns): the gap between launches
 };
 void set_launch_trace(bool on);
 /// Whether a launch's threads keep spinning while it runs (thread_pool.cpp's kHold; on by
@@ -25,6 +26,9 @@ void set_pool_hold(bool on);
 bool launch_trace_on();
 /// The last traced launch (workers 0 when none was).
 LaunchTrace last_launch_trace();
+/// The traced launches since the last call (up to 64, oldest first), then forgets them: a call
+/// of several launches (a packing launch, then the shares of the blocked nest) as its phases.
+std::vector<LaunchTrace> take_launch_traces();
 
 class ThreadPool {
  public:
@@ -55,6 +59,7 @@ class ThreadPool {
 
  private:
   friend LaunchTrace last_launch_trace();
+  friend std::vector<LaunchTrace> take_launch_traces();
   ThreadPool();
   void launch(int workers, int shares, const std::function<void(int)>& fn, int mode);
   struct Impl;
