@@ -512,8 +512,10 @@ def test_wgmma_plan_field():
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "no", "tma": "yes"})
     with pytest.raises(ValueError, match="tma=2 must be 0 or 1"):
         ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"tma": 2})
-    with pytest.raises(ValueError, match="plan wgmma: mr=16"):
-        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 96})
+    with pytest.raises(ValueError, match="plan wgmma: mr=16"):  # (nr a multiple of 64 without TMA)
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 96, "tma": 0})
+    with pytest.raises(ValueError, match="nr of 8"):  # (any multiple of 8 with TMA and K-major B: tests/test_gpu_ntile.py)
+        ptx.compile_gemm(256, 256, 256, ml_dtypes.bfloat16, target="sm_90", plan={"wgmma": "yes", "nr": 100})
 
 
 @pytest.mark.parametrize("target", TARGETS)

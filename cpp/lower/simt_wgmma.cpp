@@ -115,7 +115,12 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (!i8 && (ta.scalar != tb.scalar || (!bf && ta.scalar != ScalarType::f16) || tc.scalar != ScalarType::f32)) return false;
   const int64_t esz = i8 ? 1 : 2, EPC = 16 / esz;  // bytes an element, elements a 16-byte chunk
   const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
-  if (MR != 16 || NR % 64 || NR > 256 || KB * esz != 128 || !is_index_const(o.operands[2], KB)) return false;
+  // N tiles: multiples of 64; with TMA and a K-major B any multiple of 8 up to 256 (wgmma's n: a
+  // K-major panel's rows are whole 8-row swizzle atoms; an N-major one's atoms are 64 columns wide).
+  const bool tma = o.int_attr("tma", 0) != 0;
+  const bool b_k_early = is_index_const(lb.operands[3], 1);
+  if (MR != 16 || NR % 8 || NR > 256 || (NR % 64 && !(tma && b_k_early)) || KB * esz != 128 || !is_index_const(o.operands[2], KB))
+    return false;
   const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
   if (sg_m < 4 || sg_m % 4 || sgs_ % sg_m || stages < 2) return false;
   const int sg_n = sgs_ / sg_m, threads = 32 * sgs_;
@@ -132,15 +137,14 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   Panel pa{a_k ? MT : KB, (a_k ? KB : MT) / EPC, 0, a_k};
   Panel pb{b_k ? NT : KB, (b_k ? KB : NT) / EPC, MT * KB * esz, b_k};
   for (const Panel* p : {&pa, &pb})
-    if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
+    if (!tma && (p->outer * p->cpr) % threads) return false;  // whole chunks per work-item (cp.async)
   // TMA (attribute tma): tensor maps 0 (A) and 1 (B) after the IR's parameters (and 2, C's, with
   // attribute tma_store: frag_store's TMA stores); K-contiguous
   // panels in boxes of tma_box_* rows, M- / N-contiguous ones in boxes of 64 x KB (one atom column).
-  const bool tma = o.int_attr("tma", 0) != 0;
   const int64_t box_a = o.int_attr("tma_box_a", 64), box_b = o.int_attr("tma_box_b", 64);
   const size_t maps = o.int_attr("tma_store", 0) ? 3 : 2;
   if (tma && (!target_.async_bulk_copies() || fn_->arg_size() != f_.params.size() + maps || box_a < 64 || box_a > 256 ||
-              box_b < 64 || box_b > 256 || MT % box_a || NT % box_b || MT % 64 || NT % 64))
+              box_b < 8 || box_b > 256 || box_b % 8 || MT % box_a || NT % box_b || MT % 64 || NT % (b_k ? 8 : 64)))
     return false;
   const int64_t stage_bytes = (MT + NT) * KB * esz;
   const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0);  // + alignment to 1024, the mbarriers

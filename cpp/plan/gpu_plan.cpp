@@ -112,6 +112,10 @@ constexpr bool kOrientByWaves = true;
 // ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
 // this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
 constexpr int64_t kWsStreamKLast = 16;
+// 16-bit ws plans: N tiles of any multiple of 8 (128..256) chosen so that the tiles fill their
+// waves (plan_gpu_gemm, issue 16 session 18): off until measured on the H100 (the tiles take a
+// plan's nr override meanwhile: {"nr": 136} etc.).
+constexpr bool kNTileByWaves = false;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
@@ -278,7 +282,7 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // tiles of small products keep the strides' layout)
     auto orientable = [](const GpuGemmPlan& q) {
       return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster &&
-             int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= 128 * 256;
+             int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= (kNTileByWaves ? 128 * 128 : 128 * 256);
     };
     if (!orientable(p0)) return p0;
     o["layout"] = 1 - by_strides;
@@ -499,6 +503,34 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
       p.sg_m = 12, p.nr = 192;
       p.stages = 4 * (16 * int64_t(p.sg_m) + p.nr) * 128 + 1024 <= target.shared_bytes ? 4 : 3;
     }
+    // kNTileByWaves (off by default): 16-bit ws plans whose 128 x 256 / 192 x 192 tiles leave the
+    // last wave partly empty take the tile of 128 x nt (nt a multiple of 8, 128..232) or 192 x 192
+    // whose waves carry the least tile area (192-row tiles counted 2% more, as above), where that
+    // cuts it by 3% or more. (ptxas, bf16 4352x1024: 128 x nt up to 232 spill 0-24 bytes, 240 and
+    // 248 104-116, 256 88; 192 x nt other than 192 (128 registers a work-item) 16-364, 192 none.)
+    const bool shaped = overrides.count("mr") || overrides.count("nr") || overrides.count("sg_m") || overrides.count("sg_n");
+    const auto ws_o = overrides.find("ws"), cl_o = overrides.find("cluster");
+    if (kNTileByWaves && p.tma && p.unit_b && !shaped && ir::size_in_bytes(p.a_type) == 2 && p.sg_n == 1 && p.mr == 16 &&
+        ((p.sg_m == 8 && p.nr == 256) || (p.sg_m == 12 && p.nr == 192)) && spec.batch1 * spec.batch2 == 1 &&
+        (ws_o == overrides.end() || ws_o->second != 0) && (cl_o == overrides.end() || cl_o->second == 0)) {
+      const int64_t sms = std::max<int64_t>(1, target.compute_units);
+      auto cost = [&](int64_t mt, int64_t nt) {
+        const int64_t tiles = ((M + mt - 1) / mt) * ((N + nt - 1) / nt);
+        return double((tiles + sms - 1) / sms) * double(mt * nt) * (mt == 192 ? 1.02 : 1.0);
+      };
+      const int64_t mt0 = 16 * int64_t(p.sg_m), nt0 = p.nr;
+      const int64_t tiles0 = ((M + mt0 - 1) / mt0) * ((N + nt0 - 1) / nt0);
+      double best = cost(mt0, nt0);
+      int64_t bm = 0, bn = 0;
+      if (tiles0 % sms)
+        for (int64_t mt : {128, 192})
+          for (int64_t nt = mt == 192 ? 192 : 128; nt <= (mt == 192 ? 192 : 232); nt += 8)
+            if (const double c = cost(mt, nt); c < 0.97 * cost(mt0, nt0) && c < best) best = c, bm = mt, bn = nt;
+      if (bm) {
+        p.sg_m = static_cast<int>(bm / 16), p.nr = static_cast<int>(bn);
+        p.stages = 4 * (bm + bn) * 128 + 1024 <= target.shared_bytes ? 4 : 3;
+      }
+    }
   }
   if (auto it = overrides.find("group_m"); it != overrides.end()) {
     if (it->second < 0 || it->second > 256)
@@ -544,8 +576,10 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.stages) {
     const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
     const int64_t esz = ir::size_in_bytes(p.a_type);
-    if (p.mr % 16 || p.nr % 16 || (p.mma && p.kb % (32 / esz)) || (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads ||
-        (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
+    // (TMA plans' copies are not split among the work-items: B's panel any multiple of 8 rows, below)
+    const bool chunks = !(p.wgmma && p.tma);
+    if (p.mr % 16 || (chunks && p.nr % 16) || (p.mma && p.kb % (32 / esz)) || (chunks && (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads) ||
+        (chunks && (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads) || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
@@ -553,9 +587,13 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
   if (p.wgmma) {
     const int64_t esz = ir::size_in_bytes(p.a_type), kb_want = 128 / esz;  // kb: 64 (16-bit), 128 (8-bit)
     const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
-    if (p.mr != 16 || p.sg_m % 4 || p.nr % 64 || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
+    // nr: wgmma's n, a multiple of 64 (B's N-major panels: atoms of 64 columns); with TMA and a
+    // K-major B (unit_b) any multiple of 8 (wgmma's n; B's boxes of nr rows, C's epilogue stores
+    // staged in pieces of 16 columns or lane by lane, simt_wgmma.cpp)
+    const int nr_unit = p.tma && p.unit_b && p.sg_n == 1 ? 8 : 64;
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % nr_unit || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
         bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
-      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 up to 256, kb=", kb_want, " and 2..8 stages "
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B and sg_n 1) up to 256, kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
                           ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }

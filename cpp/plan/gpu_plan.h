@@ -175,10 +175,11 @@ struct GpuGemmPlan {
   }
   /// tma plans: the rows (along M for A, N for B) of one tensor-map box of an operand whose
   /// contiguous dimension is K: the largest of 256, 128, 64 that divides the block's rows (a
-  /// box has at most 256 rows). Operands contiguous along M / N take boxes of 64 x kb.
+  /// box has at most 256 rows), else (N tiles a multiple of 8, not of 64) the block's rows when at
+  /// most 256. Operands contiguous along M / N take boxes of 64 x kb.
   int tma_box_rows(bool a) const {
     const int rows = a ? mr * sg_m : (cluster ? nr * sg_n / cluster : nr * sg_n);  // clusters: a block copies its part of B
-    return rows % 256 == 0 ? 256 : rows % 128 == 0 ? 128 : 64;
+    return rows % 256 == 0 ? 256 : rows % 128 == 0 ? 128 : rows % 64 == 0 || rows > 256 ? 64 : rows;
   }
   std::string key() const;
   /// What the kernel's code depends on (key() less the Stream-K launch: sk or sk+dp, workers).

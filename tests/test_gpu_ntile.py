@@ -1,0 +1,107 @@
+"""Hopper N tiles of any multiple of 8 (issue 16, session 18): the warp-specialized TMA kernel takes
+wgmma m64nNk16 for N up to 256 in steps of 8 where B is K-major (its panel's rows whole 8-row swizzle
+atoms, a TMA box of N rows), so that tiles can be cut to fill the SMs' waves: 4352 x 1024 in 8 x 32
+tiles of 128 x 136 (two waves of 128 on 132 SMs) rather than 136 tiles of 128 x 256. The plan's nr
+override names such a tile; the planner's rule for them (kNTileByWaves) is off until measured.
+Without a GPU: the plans and the modules on this machine's ptxas (PyPI's nvidia-cuda-nvcc; skipped,
+saying so, without it). On an sm_90 GPU (cuda:0; skipped, saying which, elsewhere): against NumPy
+in float64."""
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+from coopjit import _core, ptx
+
+DEV = "cuda:0"
+BF16 = ml_dtypes.bfloat16
+
+
+def _tile(cfg):
+    return int(cfg["mr"]) * int(cfg["sg_m"]), int(cfg["nr"]) * int(cfg["sg_n"])
+
+
+# (layout col: C row-major, A's rows (contiguous along K) are the kernel's K-major B)
+T136 = {"layout": "col", "sg_m": 8, "nr": 136}
+T200 = {"layout": "col", "sg_m": 12, "nr": 200}
+
+
+@pytest.mark.parametrize("plan, tile", [(T136, (128, 136)), (T200, (192, 200)),
+                                        ({"layout": "col", "sg_m": 8, "nr": 168}, (128, 168))])
+def test_plan_takes_n_tiles_of_multiples_of_8(plan, tile):
+    cfg = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", plan=plan).config
+    assert _tile(cfg) == tile and cfg["layout"] == "col", cfg
+    assert str(cfg["ws"]).startswith("2") and cfg["tma"].startswith("yes"), cfg
+
+
+def test_n_tiles_off_64_need_tma_and_k_major_b():
+    # trans_a: A (k x m) is the kernel's B (col) contiguous along N: its atoms are 64 columns wide
+    with pytest.raises(Exception, match="nr"):
+        ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", trans_a=True, plan=T136)
+    with pytest.raises(Exception, match="nr|stages"):
+        ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", plan={**T136, "tma": 0})
+    with pytest.raises(Exception, match="nr"):
+        ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", plan={**T136, "nr": 132})  # not a multiple of 8
+    with pytest.raises(Exception, match="cluster"):
+        ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", plan={**T136, "cluster": 2})
+
+
+def test_planner_default_keeps_its_tiles():
+    # kNTileByWaves is off: the automatic plan's N tile stays a multiple of 64
+    cfg = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90").config
+    assert _tile(cfg)[1] % 64 == 0, cfg
+
+
+@pytest.mark.parametrize("plan, out, most", [(T136, BF16, 0), (T136, np.float32, 0), ({**T136, "nr": 200}, BF16, 0),
+                                             ({**T136, "nr": 232}, BF16, 88), ({**T136, "split": "sk+dp"}, BF16, 0)])
+def test_n_tile_modules_assemble_without_spills(plan, out, most):
+    """128-row tiles up to 232 wide: no spills beyond the 128 x 256 kernel's (88 bytes here; 240 and
+    248 spilled 104-116, and 192-row tiles other than 192 wide, 128 registers a work-item, 16-364:
+    the planner's rule keeps to the others)."""
+    if ptx.ptxas_path() is None:
+        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
+    kern = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out, plan=plan)
+    text = kern.source("ptx")
+    n = int(plan["nr"])
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k16\.f32\.bf16\.bf16", text), "no m64n%dk16" % n
+    report = ptx.ptxas(text, "sm_90")
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]
+    assert spills and max(spills) <= most, report
+    ref = ptx.ptxas(ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out,
+                                     plan={"layout": "col", "sg_m": 8, "nr": 256}).source("ptx"), "sm_90")
+    assert max(spills) <= max(int(x) for x in re.findall(r"(\d+) bytes spill stores", ref)), (report, ref)
+
+
+def _gpu():
+    if DEV not in coopjit.devices():
+        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
+        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+    if coopjit.device_info(DEV)["arch"] != "sm_90":
+        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): the N tiles are its ws kernel's")
+
+
+@pytest.mark.parametrize("m, n, k, dtype, out, trans_b, plan", [
+    (4352, 1024, 4096, BF16, BF16, False, T136),
+    (4352, 1024, 512, BF16, np.float32, True, T136),
+    (4300, 1000, 200, BF16, BF16, False, T136),           # edges in M, N and K
+    (4300, 1000, 136, np.float16, np.float32, True, T200),
+    (4352, 1024, 1024, BF16, BF16, False, T200),
+    (4352, 1024, 2048, BF16, BF16, False, {**T136, "split": "sk+dp"}),
+    (4352, 1024, 2048, BF16, np.float32, False, {**T136, "split": "sk+dp", "sk_flags": 0}),
+    (4352, 1024, 1024, BF16, BF16, False, {**T136, "persistent": 0}),
+    (1024, 4352, 1024, BF16, BF16, True, {"layout": "row", "sg_m": 8, "nr": 136}),  # row: B (n x k) K-major
+])
+def test_n_tiles_against_float64(rng, m, n, k, dtype, out, trans_b, plan):
+    _gpu()
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, trans_b=trans_b, plan=plan)
+    assert int(kern.config["nr"]) == plan["nr"], kern.config
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (n, k) if trans_b else (k, n)).astype(dtype)
+    c = np.asarray(kern(a, b), dtype=np.float64)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    b64 = b64.T if trans_b else b64
+    ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    eps = 2.0**-8 if out == BF16 else (2.0**-11 if out == np.float16 else 2.0**-23)
+    assert np.all(np.abs(c - ref) <= (k + 2) * 2.0**-23 * mag + eps * np.abs(ref) + 1e-6), np.abs(c - ref).max()
