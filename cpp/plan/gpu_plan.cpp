@@ -113,8 +113,11 @@ constexpr bool kOrientByWaves = true;
 // this of the SMs after one or two full waves (16-bit inputs: plan_gpu_gemm's rule).
 constexpr int64_t kWsStreamKLast = 16;
 // 16-bit ws plans: N tiles of any multiple of 8 (128..256) chosen so that the tiles fill their
-// waves (plan_gpu_gemm, issue 16 session 18): off until measured on the H100 (the tiles take a
-// plan's nr override meanwhile: {"nr": 136} etc.).
+// waves (plan_gpu_gemm, issue 16 session 18). Measured on the H100 with the plan's nr override:
+// 128 x 136 ran 4352x1024x4096 / x8192 at 620 / 666 TFLOP/s against the automatic SK + DP plan's 529 /
+// 652 (cuBLAS 681 / 696), 128 x 144 4608x1024x8192 at 724 against 648 (cuBLAS 749). Off until the other
+// shapes it would change are measured (1024x4864, 2816x1920, 5632x1152 (128 x 128), 2816x3456, and
+// 4224^3 / 4864x1792, which run at 0.99-1.00x cuBLAS today).
 constexpr bool kNTileByWaves = false;
 bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
@@ -590,10 +593,12 @@ GpuGemmPlan plan_gpu_gemm(const GemmSpec& spec, const GpuTargetInfo& target, con
     // nr: wgmma's n, a multiple of 64 (B's N-major panels: atoms of 64 columns); with TMA and a
     // K-major B (unit_b) any multiple of 8 (wgmma's n; B's boxes of nr rows, C's epilogue stores
     // staged in pieces of 16 columns or lane by lane, simt_wgmma.cpp)
-    const int nr_unit = p.tma && p.unit_b && p.sg_n == 1 ? 8 : 64;
+    // (128-row tiles or fewer: 192-row ones have 128 registers a work-item, and 192 x 216 did not
+    // assemble (ptxas: insufficient registers), 192 x 200 spilled 364 bytes and ran at 0.99x 192 x 192)
+    const int nr_unit = p.tma && p.unit_b && p.sg_n == 1 && p.sg_m <= 8 ? 8 : 64;
     if (p.mr != 16 || p.sg_m % 4 || p.nr % nr_unit || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
         bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
-      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B and sg_n 1) up to 256, kb=", kb_want, " and 2..8 stages "
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256, kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
                           ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }
