@@ -86,6 +86,33 @@ def ptxas():
     return ptx.ptxas
 
 
+def needs_hopper(dev, what):
+    """Skips, saying which, unless `dev` is an sm_90 (Hopper) GPU: `what` names the kernel feature."""
+    import coopjit
+    from coopjit import _core
+    if dev not in coopjit.devices():
+        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
+        pytest.skip(f"no {dev}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+    if coopjit.device_info(dev)["arch"] != "sm_90":
+        pytest.skip(f"{dev} is {coopjit.device_info(dev)['arch']}, not sm_90 (Hopper): {what}")
+
+
+@pytest.fixture
+def pool():
+    """Sets the CPU pool's size for the test (the planner plans for it), restoring it after."""
+    import coopjit
+    old = coopjit.get_num_threads()
+    yield coopjit.set_num_threads
+    coopjit.set_num_threads(old)
+
+
+def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=None):
+    """The plan coopjit.cross_compile makes for an m x k times k x n product on `threads` cores of `cpu`."""
+    import coopjit
+    a, b = np.zeros((m, k), dtype), np.zeros((k, n), dtype)
+    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
+
+
 def spill_stores(report):
     """Bytes of spill stores of each function in a ptxas -v report (or a CUDA build log), in order."""
     return [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]

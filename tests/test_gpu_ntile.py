@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import coopjit
-from coopjit import _core, ptx
+from coopjit import ptx
+from conftest import needs_hopper
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -80,11 +81,7 @@ def test_n_tile_modules_assemble_without_spills(plan, out, most):
 
 
 def _gpu():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
-    if coopjit.device_info(DEV)["arch"] != "sm_90":
-        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): the N tiles are its ws kernel's")
+    needs_hopper(DEV, "the N tiles are its ws kernel's")
 
 
 @pytest.mark.parametrize("m, n, k, dtype, out, trans_b, plan", [

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import coopjit
-from coopjit import _core, ptx
+from coopjit import ptx
+from conftest import needs_hopper
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -64,11 +65,7 @@ def test_192_tile_module_assembles_without_spills():
 
 
 def _gpu():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
-    if coopjit.device_info(DEV)["arch"] != "sm_90":
-        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): 192 x 192 tiles are its ws kernel's")
+    needs_hopper(DEV, "192 x 192 tiles are its ws kernel's")
 
 
 @pytest.mark.parametrize("m, n, k, dtype, out", [

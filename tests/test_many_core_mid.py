@@ -9,19 +9,7 @@ import numpy as np
 import pytest
 
 import coopjit
-
-
-@pytest.fixture
-def pool():
-    """Sets the pool's size for the test (the planner plans for it), restoring it after."""
-    old = coopjit.get_num_threads()
-    yield coopjit.set_num_threads
-    coopjit.set_num_threads(old)
-
-
-def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=None):
-    a, b = np.zeros((m, k), dtype), np.zeros((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
+from conftest import planned
 
 
 def tiles_n(cfg, n):

@@ -8,22 +8,10 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import planned
 
 BF16 = ml_dtypes.bfloat16
 WIDE = coopjit.cpu_info()["vector_bytes"] >= 64  # (the AMX emulation needs AVX-512 vectors)
-
-
-@pytest.fixture
-def pool():
-    """Sets the pool's size for the test (the planner plans for it), restoring it after."""
-    old = coopjit.get_num_threads()
-    yield coopjit.set_num_threads
-    coopjit.set_num_threads(old)
-
-
-def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=None):
-    a, b = np.zeros((m, k), dtype), np.zeros((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
 
 
 def work_units(cfg, m, n, k):
