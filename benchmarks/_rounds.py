@@ -1,8 +1,8 @@
 """What the CPU benchmark scripts of this folder share: a call timed in blocks, one call after an
 idle gap, cases timed in alternating rounds with a pause before each block (so that one library's
-spinning workers do not steal the next one's cores), their report lines, the relative error against
-a float64 reference, torch's AMX-backed peer, and coopjit.peak()'s AMX rows (or stand-ins where
-the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`)."""
+spinning workers do not steal the next one's cores), their report lines, random operands, the
+relative error against a float64 reference, torch's AMX-backed peer, and coopjit.peak()'s AMX rows
+(or stand-ins where the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`)."""
 import json
 import time
 
@@ -38,6 +38,18 @@ def gapped(f, n=40, gap=0.002):
         f()
         out.append(time.perf_counter() - t)
     return float(np.median(out))
+
+
+def operands(rng, dt, m, n, k):
+    """Random m x k and k x n operands: int8 (all 256 values), bf16 / bfloat16 (normal values
+    rounded), else float32 (normal)."""
+    if dt == "int8":
+        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    if dt in ("bf16", "bfloat16"):
+        import ml_dtypes
+        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    return a, b
 
 
 def err_of(c, ref):

@@ -12,8 +12,7 @@ import time
 import numpy as np
 
 import coopjit
-from amx_probe import operands
-from _rounds import timed
+from _rounds import operands, timed
 
 
 def main():

@@ -13,8 +13,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
-from _rounds import alternate, amx_peak, err_of, torch_case  # noqa: E402
-from amx_probe import operands  # noqa: E402
+from _rounds import alternate, amx_peak, err_of, operands, torch_case  # noqa: E402
 
 
 def one_thread(pk, rng):

@@ -20,8 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
-from _rounds import amx_peak, measure, torch_case  # noqa: E402
-from amx_probe import operands  # noqa: E402
+from _rounds import amx_peak, measure, operands, torch_case  # noqa: E402
 
 # K tiles in bf16 elements (int8: twice as many: the same bytes a panel step)
 SHAPES = [{}, {"kt": 1024, "mc_tiles": 16}, {"kt": 512, "mc_tiles": 32}, {"kt": 512, "mc_tiles": 32, "k_inner": 1},

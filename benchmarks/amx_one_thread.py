@@ -14,8 +14,7 @@ import time
 import numpy as np
 
 import coopjit
-from amx_probe import operands
-from _rounds import timed
+from _rounds import operands, timed
 
 VARIANTS = {
     "bf16": [{}, {"kt": 256}, {"kt": 512}, {"kt": 512, "amx_prefetch": 2}, {"amx_prefetch": 0}, {"amx_prefetch": 2},

@@ -15,18 +15,10 @@ import json
 import sys
 import time
 
-import ml_dtypes
 import numpy as np
 
 import coopjit
-from _rounds import timed  # this folder: the same blocks-after-a-pause timer
-
-
-def operands(rng, dt, m, n, k):
-    if dt == "int8":
-        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
-    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+from _rounds import operands, timed  # this folder: operands, and the blocks-after-a-pause timer
 
 
 def main():

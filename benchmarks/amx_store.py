@@ -22,8 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
-from _rounds import amx_peak, measure, torch_case  # noqa: E402
-from amx_probe import operands  # noqa: E402
+from _rounds import amx_peak, measure, operands, torch_case  # noqa: E402
 
 
 def one_thread(pk, rng, s, emu):

@@ -26,17 +26,10 @@ import time
 import numpy as np
 
 import coopjit
-from amx_probe import operands as amx_operands
-from _rounds import timed
+from _rounds import operands, timed
 
 THREADS = os.cpu_count()
 SMOKE = int(os.environ.get("AMX_THREADS_SMOKE", "1"))  # divides the sizes (a quick check of the script)
-
-
-def operands(rng, dt, m, n, k):
-    if dt == "f32":
-        return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    return amx_operands(rng, dt, m, n, k)
 
 
 def check(c, a, b, dt, ref=None):

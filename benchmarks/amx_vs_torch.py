@@ -14,8 +14,7 @@ import sys
 import numpy as np
 
 import coopjit
-from _rounds import alternate, err_of, torch_case
-from amx_probe import operands
+from _rounds import alternate, err_of, operands, torch_case
 
 
 def main():

@@ -8,7 +8,7 @@ session 14 default.
     python benchmarks/f32_blocking_probe.py [all | one | 16]
 
 Recorded: benchmarks/recorded/issue14-emr16-f32-session15.txt (the 16-core Emerald Rapids host)."""
-import json, sys, time
+import sys, time
 import numpy as np
 import coopjit
 from _rounds import timed

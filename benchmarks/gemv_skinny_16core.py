@@ -11,7 +11,7 @@ Rates as % of coopjit.peak()'s 16-thread f32 FMA peak or its copy bandwidth.
   SHRINK=8 ...                                     a dry run on shapes / 8
 Recorded: benchmarks/recorded/issue14-emr16-gemv-session16.txt."""
 
-import sys, time, json
+import sys, time
 import numpy as np
 import coopjit
 from _rounds import timed

@@ -11,7 +11,6 @@ on the 16-core host yet).
 comparisons that matmul_fast made before session 18)."""
 import os
 import sys
-import time
 
 import numpy as np
 

@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coopjit  # noqa: E402
 from coopjit import _core  # noqa: E402
+from _rounds import operands  # noqa: E402
 
 try:
     import ml_dtypes
@@ -37,15 +38,6 @@ except ImportError:
 
 FIELDS = ("split", "threads", "shares", "grid_m", "mr", "nr", "kb", "kt", "mc_tiles", "nc_tiles", "amx", "amx_store", "amx_feed",
           "direct_a", "pack")
-
-
-def operands(rng, dt, m, n, k):
-    if dt == "int8":
-        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
-    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    if dt == "bf16":
-        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
-    return a, b
 
 
 def out_of(a, b):

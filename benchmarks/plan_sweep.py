@@ -9,21 +9,12 @@ import time
 import numpy as np
 
 import coopjit
-from _rounds import timed
+from _rounds import operands, timed
 
 try:
     import ml_dtypes
 except ImportError:
     ml_dtypes = None
-
-
-def operands(dtype, m, n, k, rng):
-    if dtype == "int8":
-        return rng.integers(-128, 128, (m, k), dtype=np.int8), rng.integers(-128, 128, (k, n), dtype=np.int8)
-    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    if dtype == "bfloat16":
-        return a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
-    return a, b
 
 
 CASES = [
@@ -55,7 +46,7 @@ def main():
     for dtype, m, n, k, variants in CASES:
         if (dtype == "bfloat16" and ml_dtypes is None) or (only and not any(o in f"{dtype} {m}x{n}x{k}" for o in only)):
             continue
-        a, b = operands(dtype, m, n, k, rng)
+        a, b = operands(rng, dtype, m, n, k)
         ref = a.astype(np.float64) @ b.astype(np.float64)
         base = None
         for plan in [None] + variants:
