@@ -60,12 +60,13 @@ def test_planner_default_keeps_its_tiles():
     assert _tile(cfg)[1] % 64 == 0, cfg
 
 
-@pytest.mark.parametrize("plan, out, most", [(T136, BF16, 0), (T136, np.float32, 0), ({**T136, "nr": 200}, BF16, 0),
+@pytest.mark.parametrize("plan, out, most", [(T136, BF16, 0), (T136, np.float32, 0), ({**T136, "nr": 200}, BF16, 8),
                                              ({**T136, "nr": 232}, BF16, 88), ({**T136, "split": "sk+dp"}, BF16, 0)])
 def test_n_tile_modules_assemble_without_spills(plan, out, most):
     """128-row tiles up to 232 wide: no spills beyond the 128 x 256 kernel's (88 bytes here; 240 and
     248 spilled 104-116, and 192-row tiles other than 192 wide, 128 registers a work-item, 16-364:
-    the planner's rule keeps to the others)."""
+    the planner's rule keeps to the others). (Since C is staged in pieces down to 8 columns, session
+    19: 128 x 200 8 bytes, 192 8, 232 16, the others from 128 to 224 none.)"""
     if ptx.ptxas_path() is None:
         pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
     kern = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out, plan=plan)
@@ -78,6 +79,23 @@ def test_n_tile_modules_assemble_without_spills(plan, out, most):
     ref = ptx.ptxas(ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out,
                                      plan={"layout": "col", "sg_m": 8, "nr": 256}).source("ptx"), "sm_90")
     assert max(spills) <= max(int(x) for x in re.findall(r"(\d+) bytes spill stores", ref)), (report, ref)
+
+
+@pytest.mark.parametrize("layout, n, out", [("col", 136, BF16), ("col", 152, np.float32), ("row", 168, BF16), ("row", 136, np.float32)])
+def test_n_tiles_off_16_stage_their_epilogue(layout, n, out):
+    """N tiles that are not a multiple of 16 store C through the warp's staging too (pieces of 64, 32
+    or 16 columns, then 8), in 16-byte chunks, as the multiples of 16 do; before session 19 each lane
+    stored its own elements (the checked path of edge tiles still does)."""
+    if ptx.ptxas_path() is None:
+        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
+    m, k = (4352, 1024) if layout == "col" else (1024, 4352)
+    kern = ptx.compile_gemm(m, k, 4096, BF16, target="sm_90", out_dtype=out, trans_b=layout == "row",
+                            plan={"layout": layout, "sg_m": 8, "nr": n, "split": "dp"})
+    assert int(kern.config["nr"]) == n and kern.config["layout"] == layout, kern.config
+    text = kern.source("ptx")
+    assert re.search(r"st\.global\.v4\.(b32|u32|f32)", text), "C's 16-byte stores missing"
+    report = ptx.ptxas(text, "sm_90")
+    assert "0 bytes spill stores" in report, report
 
 
 def _gpu():
@@ -94,6 +112,12 @@ def _gpu():
     (4352, 1024, 2048, BF16, np.float32, False, {**T136, "split": "sk+dp", "sk_flags": 0}),
     (4352, 1024, 1024, BF16, BF16, False, {**T136, "persistent": 0}),
     (1024, 4352, 1024, BF16, BF16, True, {"layout": "row", "sg_m": 8, "nr": 136}),  # row: B (n x k) K-major
+    # C staged in pieces of 64, 32, 16 and 8 columns (152 = 64 + 64 + 16 + 8; f32 C: 168 = 5 x 32 + 8)
+    (4352, 1024, 1024, BF16, BF16, False, {**T136, "nr": 152}),
+    (4352, 1024, 512, np.float16, np.float32, False, {**T136, "nr": 168}),
+    (4480, 1024, 256, BF16, np.float32, False, {**T136, "nr": 152}),
+    (1024, 4352, 1024, BF16, BF16, True, {"layout": "row", "sg_m": 8, "nr": 152}),
+    (1024, 4256, 512, np.float16, np.float32, True, {"layout": "row", "sg_m": 8, "nr": 168}),
 ])
 def test_n_tiles_against_float64(rng, m, n, k, dtype, out, trans_b, plan):
     _gpu()
