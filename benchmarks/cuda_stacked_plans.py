@@ -2,7 +2,7 @@
 in one run: the prepared launch (C++ GpuGemmLaunch) of every plan variant queued back to back on
 the legacy default stream, CUDA events around blocks of 300 launches, medians of 5 blocks; each
 result checked against float64 first. The default plan takes the FMA kernel for products of one
-16 x 16 x 16 step at most (cpp/plan/gpu_plan.cpp); {"mma": "yes"} is the tensor-core pipeline.
+16 x 16 x 16 step at most (cpp/plan/gpu_plan_kernel.cpp); {"mma": "yes"} is the tensor-core pipeline.
 
     python benchmarks/cuda_stacked_plans.py
 """

@@ -8,7 +8,24 @@ build after, then `cmp` the two files.
     PYTHONPATH=<build after>  python3 scripts/plan_dump.py after.txt && cmp before.txt after.txt
 
 It reruns itself under COOPJIT_NUM_THREADS=1 / 2 / 16 and COOPJIT_CPU_LEVEL=avx2 (the planner
-reads the pool's size and the CPU level)."""
+reads the pool's size and the CPU level).
+
+`gpu` mode: the GPU planner's plans (plan_gpu_gemm through _core.gpu_gemm_plan: every field, key and
+code_key, or the error message) on the named targets (sm_80, sm_90, xe-hpc, xe2, generic; sm_120,
+which is not one, for its message) for ~200,000 cases: shapes x type triples x layouts / strides /
+batches x accumulate x fused epilogues, and ~120 override sets (valid and invalid) on a subset.
+A plan's fields are written out once, as `F<n> = ...` where it first appears; each case names its
+plan's number.
+
+    PYTHONPATH=<build before> python3 scripts/plan_dump.py gpu before.txt
+    PYTHONPATH=<build after>  python3 scripts/plan_dump.py gpu after.txt && cmp before.txt after.txt
+
+`ir` mode: the kernel IR (and the optimized LLVM IR) of ~180 CPU kernels that the recipe's
+epilogues build differently (beta, fused steps, C of another type, the dot walk, Stream-K's
+additions, AMX stores), for a refactor of the CPU recipe; under COOPJIT_NUM_THREADS=2, without
+the kernel cache.
+
+    PYTHONPATH=<build before> python3 scripts/plan_dump.py ir before.txt"""
 import os
 import subprocess
 import sys
@@ -111,7 +128,183 @@ def child(tag):
     print("\n".join(out))
 
 
+# --- gpu mode -----------------------------------------------------------------------------------
+GPU_TARGETS = ["sm_80", "sm_90", "xe-hpc", "xe2", "generic"]
+GPU_SHAPES = [(1, 1, 1), (8, 8, 8), (16, 16, 16), (16, 16, 17), (17, 16, 16), (32, 32, 32), (64, 64, 64), (65, 65, 65),
+              (3, 70, 5), (100, 37, 250), (96, 96, 64), (128, 128, 64), (520, 64, 136), (256, 256, 256), (64, 4096, 4096),
+              (1, 4096, 4096), (4096, 1, 4096), (16, 4096, 1024), (513, 129, 700), (1024, 1024, 1024), (2048, 2048, 2048),
+              (4096, 4096, 4096), (8192, 8192, 8192), (4224, 4224, 4224), (4224, 1024, 4096), (4224, 1024, 8192),
+              (1024, 4224, 4096), (4352, 1024, 4096), (4352, 1024, 8192), (4608, 1024, 8192), (896, 4864, 8192),
+              (1024, 4864, 4096), (1024, 4352, 4096), (2816, 1920, 8192), (5632, 1152, 4096), (2816, 3456, 4096),
+              (4864, 1792, 8192), (3072, 3072, 8192), (6144, 6144, 6144), (4200, 1000, 320), (4224, 4224, 8192),
+              (1024, 1024, 64), (256, 16384, 128), (16384, 256, 128), (132 * 128, 256, 512), (128, 33 * 256, 4096)]
+# (a, b, c) IR types: every pairing the planner distinguishes, C of the accumulator's type or the inputs'
+GPU_TYPES = [("f32", "f32", "f32"), ("f64", "f64", "f64"), ("f16", "f16", "f32"), ("f16", "f16", "f16"),
+             ("bf16", "bf16", "f32"), ("bf16", "bf16", "bf16"), ("f8_e4m3", "f8_e4m3", "f32"),
+             ("f8_e5m2", "f8_e5m2", "f32"), ("i8", "i8", "i32"), ("u8", "i8", "i32"), ("i8", "u8", "i32"),
+             ("u8", "u8", "i32")]
+GPU_LAYOUTS = ["nn", "tn", "nt", "tt", "cF", "strided", "padded", "oddld", "negb", "batch", "batch2"]
+# fused epilogues (python_epilogue's dicts; {}: the conversion to C's type alone), with C's type
+GPU_EPILOGUES = [(None, None), ({}, "bf16"), ({}, "f16"), ({"bias": True}, "f32"), ({"bias": True, "bias_axis": 0, "activation": "gelu"}, "bf16"),
+                 ({"residual": True, "scale": True}, "f32"), ({"row_scale": True, "activation": "relu"}, "f32")]
+_ON = [0, 1, 2, 3, -1]
+GPU_OVERRIDES = ([{}] + [{"layout": v} for v in (0, 1, 2)] + [{"subgroup_size": v} for v in (8, 16, 32, 64)] +
+                 [{"mr": v} for v in (3, 16, 32, 64, 128)] + [{"nr": v} for v in (8, 64, 128, 136, 144, 192, 216, 256, 300)] +
+                 [{"kb": v} for v in (3, 4, 8, 16, 32, 64, 128)] + [{"sg_m": v} for v in (1, 2, 4, 8, 12)] +
+                 [{"sg_n": v} for v in (1, 2, 4)] +
+                 [{k: v} for k in ("dpas", "block2d", "mma", "wgmma", "tma", "ws", "persistent", "sk_flags", "sk_down",
+                                   "epi_smem", "tma_store", "kmajor", "cluster") for v in _ON] +
+                 [{"stages": v} for v in (0, 1, 2, 3, 4, 8, 9)] + [{"split": v} for v in (-1, 0, 1, 2, 3, 4)] +
+                 [{"kt": v} for v in (24, 64, 100, 128, 256, 512)] + [{"workers": v} for v in (0, 1, 64, 132, 264, 1 << 21)] +
+                 [{"group_m": v} for v in (-1, 0, 8, 16, 300)] + [{"bogus": 1}] +
+                 [{"sg_m": 12, "nr": 192}, {"sg_m": 8, "nr": 256}, {"sg_m": 8, "nr": 136}, {"sg_m": 4, "nr": 128},
+                  {"mr": 16, "sg_m": 8, "nr": 256, "kb": 64}, {"layout": 0, "nr": 136}, {"layout": 1, "sg_m": 12, "nr": 192},
+                  {"ws": 2, "split": 2}, {"ws": 1, "split": 1, "sk_flags": 1}, {"ws": 2, "split": 3, "sk_down": 1},
+                  {"split": 2, "workers": 64, "sk_flags": 1}, {"split": 2, "persistent": 0}, {"ws": 0, "persistent": 1},
+                  {"wgmma": 0, "mma": 1, "stages": 4}, {"wgmma": 0, "stages": 0}, {"wgmma": 1, "stages": 0},
+                  {"tma": 0, "ws": 1}, {"tma": 0, "tma_store": 1}, {"epi_smem": 0, "tma_store": 1}, {"ws": 0, "cluster": 2},
+                  {"cluster": 2, "group_m": 3}, {"cluster": 2, "group_m": 4}, {"cluster": 2, "persistent": 0},
+                  {"cluster": 2, "workers": 1}, {"dpas": 2, "block2d": 2}, {"subgroup_size": 32, "dpas": 1},
+                  {"kb": 16, "kt": 24}, {"kmajor": 1, "layout": 0}, {"kmajor": 1, "wgmma": 0}, {"mma": 0, "stages": 3},
+                  {"split": 1, "kt": 128, "workers": 64}, {"ws": 1, "persistent": 1, "split": 0}, {"sg_n": 2, "nr": 128}])
+GPU_OV_SHAPES = [(16, 16, 16), (64, 64, 64), (100, 37, 250), (520, 64, 136), (1024, 1024, 1024), (4096, 4096, 4096),
+                 (4224, 1024, 4096), (4352, 1024, 8192), (896, 4864, 8192), (1024, 4864, 4096), (2816, 1920, 8192),
+                 (8192, 8192, 8192)]
+GPU_OV_TYPES = [("f32", "f32", "f32"), ("f64", "f64", "f64"), ("bf16", "bf16", "f32"), ("f16", "f16", "f16"),
+                ("i8", "i8", "i32"), ("u8", "i8", "i32")]
+
+
+def gpu_strides(m, n, k, lay):
+    """(shape [M, N, K, batch1, batch2], the 12 element strides of gemm_spec) of a layout."""
+    sa, sb, sc = [k, 1], [n, 1], [n, 1]
+    batch, bs = [1, 1], [0] * 6
+    if lay in ("tn", "tt"):
+        sa = [1, m]
+    if lay in ("nt", "tt"):
+        sb = [1, k]
+    if lay == "cF":
+        sc = [1, m]
+    if lay == "strided":
+        sa, sb, sc = [2 * k, 2], [2 * n, 2], [2 * n, 2]
+    if lay == "padded":
+        sa, sb, sc = [k + 8, 1], [n + 8, 1], [n + 8, 1]
+    if lay == "oddld":
+        sa, sb, sc = [k + 1, 1], [1, k + 3], [n + 5, 1]
+    if lay == "negb":
+        sb = [-n, 1]
+    if lay == "batch":
+        batch, bs = [3, 1], [m * k, k * n, m * n, 0, 0, 0]
+    if lay == "batch2":
+        batch, bs = [2, 3], [3 * m * k, 0, 3 * m * n, m * k, k * n, m * n]
+    return [m, n, k, *batch], [*sa, *sb, *sc, bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]]
+
+
+def gpu_cases():
+    for target in GPU_TARGETS:
+        for (m, n, k) in GPU_SHAPES:
+            for types in GPU_TYPES:
+                for lay in GPU_LAYOUTS:
+                    for acc in (False, True):
+                        yield target, m, n, k, types, lay, acc, None, {}
+            for lay in ("nn", "tn", "nt", "batch"):
+                for a in ("f32", "f64", "bf16", "f16", "i8"):
+                    for epi, c in GPU_EPILOGUES[1:]:
+                        b = "i8" if a == "i8" else a
+                        yield target, m, n, k, (a, b, "f64" if a == "f64" and c == "f32" else c), lay, False, epi, {}
+        for (m, n, k) in GPU_OV_SHAPES:
+            for types in GPU_OV_TYPES:
+                for lay in ("nn", "tn", "nt", "tt"):
+                    for ov in GPU_OVERRIDES:
+                        yield target, m, n, k, types, lay, False, None, ov
+    for lay in ("nn", "tt"):  # not a named target: its message
+        yield "sm_120", 4096, 4096, 4096, ("bf16", "bf16", "f32"), lay, False, None, {}
+
+
+def gpu_dump(path):
+    from coopjit import _core
+    ids, out = {}, []
+    for (target, m, n, k, types, lay, acc, epi, ov) in gpu_cases():
+        shape, strides = gpu_strides(m, n, k, lay)
+        try:
+            f = _core.gpu_gemm_plan("target:" + target, list(types), shape, strides, acc, ov, epi)
+            text = " ".join(f"{key}={f[key]}" for key in sorted(f))
+            if text not in ids:
+                ids[text] = len(ids)
+                out.append(f"F{ids[text]} = {text}")
+            res = f"F{ids[text]}"
+        except Exception as e:  # noqa: BLE001 (the message is part of the behaviour)
+            res = f"ERROR {type(e).__name__}: {e}"
+        out.append(f"{target} {m}x{n}x{k} {'x'.join(types)} {lay} acc={acc} epi={epi} {sorted(ov.items())}: {res}")
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+    n = len(out) - len(ids)
+    errors = sum(1 for line in out if ": ERROR " in line)
+    print(f"{n} cases ({len(ids)} distinct plans, {errors} errors) -> {path}")
+
+
+# --- ir mode ------------------------------------------------------------------------------------
+IR_SHAPES = [(100, 37, 250), (513, 129, 700), (300, 1, 200), (1, 300, 200)]
+IR_DTYPES = [("f32", np.float32, None), ("f64", np.float64, None), ("bf16", BF16, None), ("bf16>f32", BF16, np.float32),
+             ("f16", np.float16, None), ("i8", np.int8, None), ("u8", np.uint8, None)]
+IR_EPILOGUES = [{"bias": True, "activation": "relu"}, {"residual": True}, {"bias": True, "bias_axis": 0, "scale": True},
+                {"row_scale": True, "activation": "gelu"}]
+IR_PLANS = [{"pack": True}, {"pack": False}, {"split": "sk", "threads": 2}, {"split": "sk+dp", "threads": 2, "kt": 64},
+            {"ksplit": 2}, {"inline_b": True}, {"fixed": True}, {"amx": "emulated"}, {"amx": "emulated", "amx_store": False},
+            {"order": "n_inner"}]
+
+
+def ir_cases():
+    for (m, n, k) in IR_SHAPES:
+        for name, dt, out in IR_DTYPES:
+            for acc in (False, True):
+                yield m, n, k, name, dt, out, acc, {}, {}
+    for (m, n, k) in [(100, 37, 250), (300, 1, 200)]:
+        for name, dt, out in IR_DTYPES:
+            for acc in (False, True):
+                for epi in (IR_EPILOGUES[:1] if acc else IR_EPILOGUES):
+                    if acc and name in ("i8", "u8"):  # (an int8 product with an epilogue takes no beta)
+                        continue
+                    yield m, n, k, name, dt, out, acc, epi, {}
+    for (m, n, k) in [(257, 250, 256)]:
+        for name, dt, out in [("f32", np.float32, None), ("bf16", BF16, None), ("i8", np.int8, None)]:
+            for plan in IR_PLANS:
+                for acc in (False, True):
+                    yield m, n, k, name, dt, out, acc, {}, plan
+
+
+def ir_child(path):
+    import coopjit
+    out = []
+    for (m, n, k, name, dt, odt, acc, epi, plan) in ir_cases():
+        head = f"== {m}x{n}x{k} {name} acc={acc} epi={sorted(epi.items())} plan={sorted(plan.items())}"
+        try:
+            kern = coopjit.compile_gemm(m, n, k, dt, accumulate=acc, out_dtype=odt, plan=plan or None, **epi)
+            cfg = kern.config
+            res = " ".join(f"{key}={cfg[key]}" for key in sorted(cfg))
+            res += "\n-- ir\n" + kern.source("ir") + "\n-- llvm\n" + kern.source("llvm")
+        except Exception as e:  # noqa: BLE001
+            res = f"ERROR {type(e).__name__}: {e}"
+        out.append(f"{head}: {res}")
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+    print(f"{len(out)} kernels -> {path}")
+
+
+def ir_dump(path):
+    e = {**os.environ, "COOPJIT_NUM_THREADS": "2", "COOPJIT_CACHE": "0"}
+    r = subprocess.run([sys.executable, __file__, "--ir-child", path], env=e)
+    sys.exit(r.returncode)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "ir":
+        ir_dump(sys.argv[2])
+    if len(sys.argv) > 2 and sys.argv[1] == "--ir-child":
+        ir_child(sys.argv[2])
+        sys.exit(0)
+    if len(sys.argv) > 2 and sys.argv[1] == "gpu":
+        gpu_dump(sys.argv[2])
+        sys.exit(0)
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2])
         sys.exit(0)

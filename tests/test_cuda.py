@@ -686,7 +686,7 @@ def test_wgmma_int8_epilogue_staging(rng, trans_b, plan):
 
 
 # 8-bit inputs in the warp-specialized kernel (s8 / u8 -> s32; simt_tma_ws.cpp): the default on
-# sm_90 TMA plans (gpu_plan.cpp), persistent where the tiles take more than a wave.
+# sm_90 TMA plans (gpu_plan_split.cpp), persistent where the tiles take more than a wave.
 @pytest.mark.parametrize("shape,plan", [((1024, 1024, 1024), {}), ((1008, 1008, 1040), {}), ((608, 2064, 1040), {}),
                                         ((1040, 4112, 528), {}),
                                         ((520, 272, 1040), {"ws": "yes", "split": "dp", "nr": 128, "sg_n": 2}),

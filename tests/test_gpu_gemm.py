@@ -156,7 +156,7 @@ def test_the_gpu_plan_runs_and_validates(rng):
         assert "OpGroupBroadcast" in text  # B's elements broadcast for the FMAs
         assert "coopmatrix.mul_add" in k.source("ir") and "spir_kernel" in k.source("llvm")
     else:
-        # NVIDIA (gpu_plan.cpp): warps of 32, the SIMT tile 2S x 32 (64 x 32 f32), K step 8, 2 x 2
+        # NVIDIA (gpu_plan_tile.cpp): warps of 32, the SIMT tile 2S x 32 (64 x 32 f32), K step 8, 2 x 2
         # warps; FMAs (no tensor cores for f32).
         assert (cfg["subgroup_size"], cfg["mr"], cfg["nr"], cfg["kb"], cfg["sg_m"], cfg["sg_n"]) == (32, 64, 32, 8, 2, 2)
         assert cfg["work_group_size"] == 128 and cfg["layout"] == "col" and cfg["split"] == "dp"

@@ -1,6 +1,6 @@
 """Hopper 192 x 192 tiles (issue 16): 16-bit products whose 128 x 256 tiles spill into a second wave
 that 192 x 192 tiles keep to one take three consumer warpgroups of 64 x 192 in the warp-specialized
-kernel (gpu_plan.cpp). Without a GPU: the planner's choice and the module on this machine's ptxas
+kernel (gpu_plan_tile.cpp). Without a GPU: the planner's choice and the module on this machine's ptxas
 (PyPI's nvidia-cuda-nvcc; skipped, saying so, without it). On an sm_90 GPU (cuda:0; skipped, saying
 which, elsewhere): against NumPy in float64."""
 import ml_dtypes

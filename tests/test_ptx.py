@@ -279,7 +279,7 @@ def test_wgmma_int8_kernels_assemble(ptxas, shape, tile, trans, tma):
                             plan=None if tma == "yes" else {"tma": "no"})
     cfg = kern.config
     assert cfg["wgmma"].startswith("yes") and "k32" in cfg["wgmma"] and cfg["kb"] == 128 and cfg["tma"].startswith(tma)
-    # TMA plans take the warp-specialized kernel (gpu_plan.cpp, kWsInt8): a producer warpgroup over
+    # TMA plans take the warp-specialized kernel (gpu_plan_split.cpp, kWsInt8): a producer warpgroup over
     # two consumer warpgroups, a producer warp over one
     consumers = cfg["sg_m"] * cfg["sg_n"]
     assert cfg["ws"] == ((2 if consumers == 8 else "yes") if tma == "yes" else "no")
@@ -764,7 +764,7 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "sk_flags": 2})
     assert ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "dp"}).config["sk_flags"] == "no"
     # By default where every worker's part is a tile or more (measured faster than the fix-up launch,
-    # gpu_plan.cpp's kSkFlagsDefault): the automatic plan of 133 tiles on 132 SMs streams with flags;
+    # gpu_plan_internal.h's kSkFlagsDefault): the automatic plan of 133 tiles on 132 SMs streams with flags;
     # plain Stream-K whose parts are shorter than a tile (chains of waits) keeps the fix-up launch.
     auto = ptx.compile_gemm(4864, 896, 8192, bf16, target="sm_90", plan={"nr": 256}).config  # (128 x 256 tiles)
     assert auto["split"] == "sk+dp" and auto["sk_flags"].startswith("yes")

@@ -328,7 +328,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // first iterations writes C; any other stores its sum and sets its own flag. Waits go
         // only to higher workers (no cycle); the waiter resets the flag (re-armed for the next
         // launch). With parts of a tile or more (2-tile SK + DP: the planner's default,
-        // gpu_plan.cpp) only a worker's last part (the tile's head) waits, for its successor's
+        // gpu_plan_split.cpp) only a worker's last part (the tile's head) waits, for its successor's
         // first, which was done long before; with shorter ones (the parts of a tile form a
         // chain) the waits serialize the chain. Four branches, so that no sum flows out of a
         // branch (the accumulators stay in wgmma's fragments): the epilogue is built twice.

@@ -17,7 +17,7 @@
 //     instruction's C fragments across the loop; they move into the coopmatrix layout once, after it.
 // Loads that are `checked` zero-fill outside the matrix, at 16-byte granularity: the attribute
 // also promises 16-byte aligned bases, non-unit strides that are multiples of 8 elements and
-// contiguous extents that are multiples of 8 (gpu_plan.cpp plans it only then; the host checks
+// contiguous extents that are multiples of 8 (gpu_plan_kernel.cpp plans it only then; the host checks
 // the pointers). A loop that does not match falls back to the ordinary lowering (same result).
 #include <llvm/IR/IntrinsicsNVPTX.h>
 

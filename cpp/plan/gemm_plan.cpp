@@ -106,7 +106,7 @@ int64_t stream_k_tiles(const std::string& split, int64_t tiles_mn, int64_t tiles
   if (split == "dp" || workers <= 1) return 0;
   if (split == "sk") return total;
   // DP on the full waves, Stream-K over the last wave's tiles (GPU plans: the warp-specialized
-  // Hopper kernel's default where it streams, gpu_plan.cpp): the streamed tiles are few, and the
+  // Hopper kernel's default where it streams, gpu_plan_split.cpp): the streamed tiles are few, and the
   // panels they share stay in L2.
   if (split == "dp+sk") return tiles_mn % workers * tiles_k;
   // 2-tile Stream-K + DP (seeds/004): N_DP = ((M*N) // WG - 1) * WG * K whole output tiles per

@@ -209,6 +209,20 @@ void bind_gpu(py::module_& m) {
      py::arg("overrides") = PlanOverrides{}, py::arg("epilogue") = py::none(),
      "Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.");
 
+  m.def("gpu_gemm_plan", [](const std::string& device, const std::vector<std::string>& types,
+                            const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,
+                            const PlanOverrides& overrides, const py::object& epilogue) {
+    GemmSpec s = gemm_spec(types, shape, strides, accumulate, epilogue);
+    const GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(device), overrides);
+    std::map<std::string, std::string> f = p.fields();
+    f["key"] = p.key();
+    f["code_key"] = p.code_key();
+    return f;
+  }, py::arg("device"), py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("accumulate"),
+     py::arg("overrides") = PlanOverrides{}, py::arg("epilogue") = py::none(),
+     "The plan gpu_gemm_kernel would compile (its fields, key and code_key), without compiling it "
+     "(scripts/plan_dump.py gpu).");
+
   m.def("gpu_reduce_program", [](const std::string& device, const std::string& op, const std::string& form,
                                  const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                                  const std::vector<int64_t>& strides) {

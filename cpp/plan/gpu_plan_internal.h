@@ -1,0 +1,196 @@
+// The GPU GEMM planner's phases (internal to cpp/plan/): plan_gpu_gemm (gpu_plan.cpp) runs them in
+// order on one GpuGemmPlan, each deciding its own fields from the facts of the product
+// (GpuPlanContext) and what the earlier phases left. The caller's tile overrides are applied after
+// the instruction and tile phases (apply_gpu_overrides) and checked by check_gpu_tile; the phases
+// after it check the overrides they read. The defaults the rules take (measured on the H100) are
+// the constants below, each with its figures.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+#include "plan/gpu_plan.h"
+
+namespace coopjit {
+
+// Whether sm_90 plans take the wgmma pipeline by default (the plan field wgmma chooses either way).
+inline constexpr bool kWgmmaDefault = true;
+// Whether wgmma plans take the Tensor Memory Accelerator by default (the plan field tma chooses).
+inline constexpr bool kTmaDefault = true;
+// The warp-specialized kernel data-parallel TMA plans take by default (plan field ws): 0 none, 1 a
+// producer warp, 2 a producer warpgroup with setmaxnreg. On the H100, bf16 4096^3: 553 TFLOP/s
+// with 2 against 474 without (benchmarks/recorded/issue16-h100-session10.md).
+inline constexpr int kWsDefault = 2;
+// 8-bit (s8 / u8 -> s32) TMA plans take it too (2 with two consumer warpgroups, else 1), and a
+// persistent grid where the tiles take more than a wave: on the H100 (CUDA graphs,
+// benchmarks/recorded/issue16-h100-int8-session13.md) 128 x 256 blocks of two warpgroups, 2048^3
+// 16.5 us with ws 2 against 17.1 without, 4096^3 103 (99 persistent) against 105, 8192^3 760 (750)
+// against 775; 1024^3 in 64 x 128 blocks (one warpgroup) 5.0 with ws 1 against 5.9.
+inline constexpr bool kWsInt8 = true;
+// The epilogue staged through shared memory (plan field epi_smem) by default on wgmma plans.
+inline constexpr bool kEpiSmemDefault = true;
+// wgmma TMA plans: C written by TMA stores from the staging (plan field tma_store) by default, 2:
+// boxes of a warpgroup where C's rows are contiguous (16-bit C), else of a warp. On the H100 (CUDA
+// graphs, benchmarks/recorded/issue16-h100-tmastore-session14.md) 1 against the lanes' stores:
+// 1.09-1.16x on products whose epilogue is a large share, 1.02-1.04x with edge tiles, 0.98-1.01x
+// elsewhere; 2 against 1: 1.01-1.03x (bf16 / f16 2048^3 1.03x, 4096^3 with the persistent walk 1.03x).
+inline constexpr int kTmaStoreDefault = 2;
+// ws plans: a persistent grid (plan field persistent) by default where the tiles take more than a
+// wave (the producer loads the block's next tile under this one's epilogue). On the H100 (CUDA
+// graphs, bf16, benchmarks/recorded/issue16-h100-tiles-session16.md) against one tile a block:
+// 128 x 256 tiles 4224^3 1.07x (683 against 641 TFLOP/s), 4096^3 1.02x, 6144^3 1.03x, 8192^3
+// 1.02x, 4224x4224x8192 1.02x; 192 x 192 tiles 1.01-1.03x; one wave 1.00-1.01x.
+inline constexpr bool kPersistentDefault = true;
+// ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default (where
+// every worker's part is a tile or more). On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
+// CUDA graphs, bf16) SK + DP with the flags ran 1.03-1.13x the same split with the fix-up launch
+// (133 tiles: 615 against 566 TFLOP/s; 4224^2 x 8192 0.99x) since the part with a successor adds
+// its sum after the plain K loop (ptxas: 108 bytes of spills with bf16 C against the fix-up
+// kernel's 156). Session 13's form, the sum loaded as the K loop's initial accumulators, spilled
+// 572-736 bytes and ran 0.83-0.92x the fix-up launch.
+inline constexpr int kSkFlagsDefault = 1;
+// ws Stream-K plans of 16-bit inputs: each part's K tiles from its last down to its first (plan
+// field sk_down), by default: the blocks streaming at once then read the K panels of one or two
+// offsets, not of one an SM. On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
+// CUDA graphs, bf16, SK + DP with flags) against K upward: 133 tiles 1.03x, 136 1.01x, 144 1.83x,
+// 152 1.07-1.18x, 165 1.07x, 198 1.05x, 266 1.08x, 270 1.27x, 400 1.01x, 512 1.05x, 540 1.01x,
+// 561 1.03-1.18x. (Measured
+// with the flags; the fix-up launch's plans take it too, the walk being the same.)
+inline constexpr int kSkDownDefault = 1;
+// 16-bit warp-specialized TMA plans: the orientation (layout row / col: which of the product's
+// M and N the kernel's 128-row side runs along) whose tiles carry less work over their waves, by
+// default (a plan that names layout or a tile keeps it). The layout by the strides alone
+// (C row-major: col) cut 4224x1024 into 8 x 17 tiles of 128 x 256 (136: two waves; 192 x 192 the
+// planner's way out, one wave of 132 at 0.9 of cuBLAS), where the other orientation cuts it into 33 x
+// 4 = 132, one wave, as cuBLAS does (nvjet 256 x 128 tiles, 128 along the 4224; session 18,
+// benchmarks/recorded/issue16-h100-single-wave-session18.md). On the H100 one wave of 128 whole
+// 128 x 256 tiles (4096x1024x8192) ran 779-794 TFLOP/s against cuBLAS's 791-804, and the row layout
+// ran the same products at 1.00-1.02x of col (session 11, issue16-h100-session11.md); 4224x1024x4096
+// / x8192 now run at 742-761 / 791-796 TFLOP/s against cuBLAS's 752-762 / 789-794 (1.00x; the 192 x 192
+// plan before: 671-676 / 710-717). Whole tiles only (see plan_gpu_orient_by_waves, gpu_plan_tile.cpp).
+inline constexpr bool kOrientByWaves = true;
+// ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
+// this of the SMs after one or two full waves (16-bit inputs: plan_gpu_split's rule).
+inline constexpr int64_t kWsStreamKLast = 16;
+// 16-bit ws plans: the N tile (128 x nt) chosen so that the tiles fill their waves (plan_gpu_hopper_tile,
+// issue 16, sessions 18-19), by a cost: waves x tile area / the rate a tile element of 128 x nt ran at
+// (ntile_rate), against the plan's own tile, whose 2-tile SK + DP is counted as full + 0.3 + last /
+// (2 SMs) waves (sk_waves). Only N tiles that cut the kernel's N whole, with a measured rate, DP,
+// more than a wave of the plan's own tiles, and 3% less cost. Measured on the H100 (session 19,
+// benchmarks/recorded/issue16-h100-waves-session19.md, CUDA graphs, bf16, K 8192 unless named;
+// TFLOP/s, cuBLAS / the plan before / the N tile):
+//   4352x1024x4096  col 128 x 136: 682 / 536 (SK + DP 128 x 256) / 617   (x8192: 700 / 627 / 654; f16 676 / 644 / 668)
+//   4608x1024       col 128 x 144: 745 / 648 (SK + DP) / 722
+//   5632x1152       row 128 x 192: 790 / 740 (SK + DP) / 772   (col 128 x 128: 656)
+//   2816x3456       row 128 x 192: 792 / 721 (SK + DP) / 797   (col 128 x 152, edges: 623)
+//   4224^3          col 128 x 176: 751 / 741 (192 x 192) / 747  (x8192: 775 / 766 / 773)
+// and kept: 1024x4864 764 / 671 (SK + DP) against col 128 x 176 with edges 653; 2816x1920 815 / 715
+// (SK + DP) against col 128 x 168 with edges 701; 4864x1792 746 / 749 (192 x 192) against 128 x 176
+// with edges 759 (not taken: edges); 4352x1024 col 128 x 144 with edges 601 / 613 (x4096 / x8192).
+// (The row layout's B is N-major there: N tiles of multiples of 64, 128 x 192.) With C staged in
+// pieces down to 8 columns (simt_wgmma.cpp) 128 x 136 then ran 4352x1024x4096 / x8192 at 654 / 695
+// (cuBLAS 679 / 699, before 532 / 646), and 3456x4608 took 128 x 192 at 772 (128 x 256 DP 718,
+// cuBLAS 780).
+inline constexpr bool kNTileByWaves = true;
+// The rate a tile element of 128 x nt tiles ran at on the H100 against 128 x 256 (one wave of whole
+// tiles, 4224x1024x8192: 790 TFLOP/s), from the session-19 table above (time a wave of tiles at K
+// 8192: 128 54.0 us, 136 52.5 (55.8 before C was staged in pieces of 8 columns too), 144 53.6, 176
+// 63.0, 192 66.7-68.8, 256 89.7); 0: not measured with whole tiles, not taken (152 and 168 ran
+// 0.84 / 0.93 with edges). 192 x 192: 0.98 (as tiles192 counts it).
+inline double ntile_rate(int64_t mt, int64_t nt) {
+  if (mt == 192) return nt == 192 ? 0.98 : 0.0;
+  if (mt != 128) return 0.0;
+  switch (nt) {
+    case 128: return 0.83;
+    case 136: return 0.91;
+    case 144: return 0.94;
+    case 176: return 0.98;
+    case 192:
+    case 256: return 1.0;
+    default: return 0.0;
+  }
+}
+// 16-bit ws plans' 2-tile SK + DP on the H100 (the automatic plans of session 19's table, whole
+// 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
+// 2.47): about full waves + 0.3 + last / (2 SMs).
+inline double sk_waves(int64_t tiles, int64_t workers) {
+  const int64_t full = tiles / workers, last = tiles % workers;
+  return double(full) + 0.3 + 0.5 * double(last) / double(workers);
+}
+// 16-bit ws plans: where 2-tile SK + DP is the default (plan_gpu_split's rule and its figures).
+inline bool ws16_streams(int64_t tiles, int64_t tiles_k, int64_t workers) {
+  const int64_t full = tiles / workers, last = tiles % workers;
+  return tiles_k >= 2 && last > 0 && ((full == 1 && 2 * last <= workers) || (full == 2 && 4 * last <= workers));
+}
+
+inline bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
+
+// 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.
+inline int choose_subgroup(const GpuTargetInfo& t) {
+  const auto& s = t.subgroup_sizes;
+  if (s.empty() || std::find(s.begin(), s.end(), 16) != s.end()) return 16;
+  if (std::find(s.begin(), s.end(), 32) != s.end()) return 32;
+  return static_cast<int>(*std::max_element(s.begin(), s.end()));
+}
+
+// DPAS's K (the instruction's K for the kernel's A type): 16 for 16-bit inputs, 32 for 8-bit.
+inline int dpas_k(const GpuGemmPlan& p) { return ir::size_in_bytes(p.a_type) == 1 ? 32 : 16; }
+
+// Whether the overrides name the tile (mr, nr, sg_m or sg_n): the tile rules then leave it.
+inline bool names_tile(const PlanOverrides& o) { return o.count("mr") || o.count("nr") || o.count("sg_m") || o.count("sg_n"); }
+
+/// The facts of one product in the kernel's orientation ("col" swaps the caller's A and B).
+struct GpuPlanContext {
+  const GemmSpec& spec;
+  const GpuTargetInfo& target;
+  const PlanOverrides& overrides;
+  bool col;        // layout "col": the kernel computes C^T = B^T A^T
+  int64_t M, N;    // the kernel's M and N (the caller's N and M in "col")
+};
+
+/// What plan_gpu_split found that plan_gpu_ws decides by.
+struct GpuTileCounts {
+  int64_t batch;     // batch1 x batch2
+  int64_t tiles_mn;  // output tiles over the batch
+  int64_t tiles_k;   // K tiles of kt
+  int ws_default;    // the ws level the plan takes when the overrides do not name one
+};
+
+// gpu_plan_layout.cpp: the plans made by planning another product (the K-major copies of 8-bit
+// operands), and the layout by the strides with the types and unit strides (returns the context).
+std::optional<GpuGemmPlan> plan_gpu_kmajor(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides);
+GpuPlanContext plan_gpu_orientation(const GemmSpec& spec, const GpuTargetInfo& target, const PlanOverrides& overrides,
+                                    GpuGemmPlan& p);
+
+// gpu_plan_tile.cpp: the orientation by waves (kOrientByWaves: both layouts planned), the subgroup
+// size and the SIMT register tile, and Hopper's tiles (8-bit products of few tiles, 192 x 192,
+// kNTileByWaves) with the stages that fit them.
+std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const GpuTargetInfo& target,
+                                                    const PlanOverrides& overrides);
+void plan_gpu_simt_tile(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c);
+
+// gpu_plan_kernel.cpp: the instructions: DPAS and 2-D block I/O (Intel), mma.sync and the
+// multi-stage pipeline (NVIDIA), wgmma and the Tensor Memory Accelerator (Hopper), and the
+// epilogue's staging through shared memory with TMA stores of C.
+void plan_gpu_dpas(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_mma(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_pipeline(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_wgmma(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_tma(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c);
+
+// gpu_plan_overrides.cpp: the caller's tile fields in place of the defaults, the checks of the
+// tile against the instructions, and (last) of the work-group's size.
+void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c);
+void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c);
+void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c);
+
+// gpu_plan_split.cpp: the K tile, the workers and the split among them (DP / Stream-K); then the
+// warp-specialized kernel (ws) with its persistent grid and Stream-K options, and clusters.
+GpuTileCounts plan_gpu_split(GpuGemmPlan& p, const GpuPlanContext& c);
+void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t);
+void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c);
+
+}  // namespace coopjit

@@ -1,0 +1,90 @@
+// The GPU planner's overrides of the tile (gpu_plan_internal.h): the caller's fields in place of the
+// defaults the instruction and tile phases chose, each checked for range, then the tile checked
+// against the instructions it feeds; and the work-group's size against the target's.
+#include "core/error.h"
+#include "plan/gpu_plan_internal.h"
+
+namespace coopjit {
+
+void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
+  const PlanOverrides& overrides = c.overrides;
+  if (auto it = overrides.find("group_m"); it != overrides.end()) {
+    if (it->second < 0 || it->second > 256)
+      throw UserError(cat("plan override group_m=", it->second, " is out of range [0, 256] (0: the tiles walk down M)"));
+    p.group_m = static_cast<int>(it->second);
+  }
+  if (auto it = overrides.find("stages"); it != overrides.end()) {
+    if (it->second != 0 && (it->second < 2 || it->second > 8))
+      throw UserError(cat("plan override stages=", it->second, ": 0 (no pipeline) or 2..8 on an mma plan whose operands allow it"));
+    if (it->second != 0 && !p.stages)
+      throw UserError(cat("plan override stages=", it->second, ": the pipeline needs unit-stride operands whose other strides and "
+                          "contiguous extents are multiples of 8 elements"));
+    p.stages = static_cast<int>(it->second);
+  }
+
+  for (const auto& [k, v] : overrides) {
+    if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
+        k == "tma_store" || k == "sk_down" || k == "cluster")
+      continue;
+    int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
+               : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
+    if (!field)
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, group_m, cluster, kmajor, split, kt, workers)"));
+    if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
+    *field = static_cast<int>(v);
+  }
+}
+
+void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
+  const GpuTargetInfo& target = c.target;
+  if (!pow2(p.subgroup_size) ||
+      (!target.subgroup_sizes.empty() &&
+       std::find(target.subgroup_sizes.begin(), target.subgroup_sizes.end(), p.subgroup_size) == target.subgroup_sizes.end()))
+    throw UserError(cat("plan subgroup_size=", p.subgroup_size, " is not one of ", target.device, "'s subgroup sizes"));
+  if (!pow2(p.mr)) throw UserError(cat("plan mr=", p.mr, " must be a power of two (the coopmatrix layout's M)"));
+  if (p.kb < 4 || p.kb > 128 || !pow2(p.kb))
+    throw UserError(cat("plan kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup scope matrices)"));
+  if ((p.dpas || p.block2d) && p.subgroup_size != 16)
+    throw UserError(cat("plan dpas / block2d need subgroup_size 16, not ", p.subgroup_size));
+  if (p.dpas && (p.mr % 16 != 0 || p.kb % dpas_k(p) != 0 || (p.nr % 8 != 0 && p.nr != 1 && p.nr != 2 && p.nr != 4)))
+    throw UserError(cat("plan dpas: mr=", p.mr, " must be a multiple of 16, kb=", p.kb, " of ", dpas_k(p),
+                        ", nr=", p.nr, " a multiple of 8 or 1, 2, 4 (the instruction's N, K and M)"));
+  if (p.mma && (p.subgroup_size != 32 || p.mr % 16 != 0 || p.nr % 8 != 0 || p.kb % 16 != 0))
+    throw UserError(cat("plan mma: subgroup_size 32, mr a multiple of 16, nr of 8 and kb of 16 (the instruction's M, N, K), not ",
+                        p.subgroup_size, ", ", p.mr, ", ", p.nr, ", ", p.kb));
+  if (p.stages) {
+    const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
+    const int64_t esz = ir::size_in_bytes(p.a_type);
+    // (TMA plans' copies are not split among the work-items: B's panel any multiple of 8 rows, below)
+    const bool chunks = !(p.wgmma && p.tma);
+    if (p.mr % 16 || (chunks && p.nr % 16) || (p.mma && p.kb % (32 / esz)) || (chunks && (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads) ||
+        (chunks && (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads) || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
+                          " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
+                          " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
+  }
+  if (p.wgmma) {
+    const int64_t esz = ir::size_in_bytes(p.a_type), kb_want = 128 / esz;  // kb: 64 (16-bit), 128 (8-bit)
+    const int64_t bytes = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
+    // nr: wgmma's n, a multiple of 64 (B's N-major panels: atoms of 64 columns); with TMA and a
+    // K-major B (unit_b) any multiple of 8 (wgmma's n; B's boxes of nr rows, C's epilogue stores
+    // staged in pieces of 16 columns or lane by lane, simt_wgmma.cpp)
+    // (128-row tiles or fewer: 192-row ones have 128 registers a work-item, and 192 x 216 did not
+    // assemble (ptxas: insufficient registers), 192 x 200 spilled 364 bytes and ran at 0.99x 192 x 192)
+    const int nr_unit = p.tma && p.unit_b && p.sg_n == 1 && p.sg_m <= 8 ? 8 : 64;
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % nr_unit || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
+        bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256, kb=", kb_want, " and 2..8 stages "
+                          "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
+                          ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
+  }
+}
+
+void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c) {
+  if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > c.target.max_work_group_size)
+    throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
+                        p.work_group_size(), " work-items exceeds ", c.target.device, "'s maximum ", c.target.max_work_group_size));
+}
+
+}  // namespace coopjit
