@@ -2,9 +2,10 @@
 wgmma m64nNk16 for N up to 256 in steps of 8 where B is K-major (its panel's rows whole 8-row swizzle
 atoms, a TMA box of N rows), so that tiles can be cut to fill the SMs' waves: 4352 x 1024 in 8 x 32
 tiles of 128 x 136 (two waves of 128 on 132 SMs) rather than 136 tiles of 128 x 256. The plan's nr
-override names such a tile; the planner's rule for them (kNTileByWaves) stays off until measured
-on more shapes (on the H100: 128 x 136 ran 4352x1024x4096 at 620 TFLOP/s against the automatic
-plan's 529, 128 x 144 4608x1024x8192 at 724 against 648).
+override names such a tile; the planner's rule for them (kNTileByWaves, on since session 19) takes
+them where a measured rate and whole tiles along N make the waves cheaper (on the H100: 128 x 136
+ran 4352x1024x4096 at 617 TFLOP/s against the plan before's 536, 128 x 144 4608x1024x8192 at 722
+against 648; 128 x 192 in the row layout 2816x3456x8192 at 797 against 721).
 Without a GPU: the plans and the modules on this machine's ptxas (PyPI's nvidia-cuda-nvcc; skipped,
 saying so, without it). On an sm_90 GPU (cuda:0; skipped, saying which, elsewhere): against NumPy
 in float64."""
@@ -54,18 +55,64 @@ def test_n_tiles_off_64_need_tma_and_k_major_b():
         ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", plan={"layout": "col", "sg_m": 12, "nr": 200})
 
 
-def test_planner_default_keeps_its_tiles():
-    # kNTileByWaves is off: the automatic plan's N tile stays a multiple of 64
-    cfg = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90").config
-    assert _tile(cfg)[1] % 64 == 0, cfg
+SMS = 132
 
 
-@pytest.mark.parametrize("plan, out, most", [(T136, BF16, 0), (T136, np.float32, 0), ({**T136, "nr": 200}, BF16, 0),
+def _kernel_mn(m, n, layout):
+    return (n, m) if layout == "col" else (m, n)
+
+
+# (H100, session 19, TFLOP/s, cuBLAS / the plan before / the planner's N tile:
+# benchmarks/recorded/issue16-h100-waves-session19.md)
+@pytest.mark.parametrize("m, n, k, trans_b, layout, tile", [
+    (4352, 1024, 4096, False, "col", (128, 136)),  # 682 / 536 (136 tiles of 128 x 256, SK + DP) / 617
+    (4352, 1024, 8192, True, "col", (128, 136)),   # 700 / 627 / 654
+    (4608, 1024, 8192, False, "col", (128, 144)),  # 745 / 648 / 722
+    (5632, 1152, 8192, False, "row", (128, 192)),  # 790 / 740 / 772: row's B is N-major, multiples of 64
+    (2816, 3456, 8192, False, "row", (128, 192)),  # 792 / 721 / 797
+    (4224, 4224, 4224, False, "col", (128, 176)),  # 751 / 741 (484 tiles of 192 x 192) / 747
+])
+def test_planner_takes_n_tiles_that_fill_their_waves(m, n, k, trans_b, layout, tile):
+    cfg = ptx.compile_gemm(m, n, k, BF16, target="sm_90", trans_b=trans_b).config
+    assert cfg["layout"] == layout and _tile(cfg) == tile and cfg["split"] == "dp", cfg
+    km, kn = _kernel_mn(m, n, layout)
+    assert kn % tile[1] == 0, (kn, tile)  # whole along the kernel's N
+    tiles = -(-km // tile[0]) * (kn // tile[1])
+    # more than a wave, the last at least 90% full where the 128 x 256 tiles' was under half
+    assert tiles > SMS and (tiles % SMS == 0 or tiles % SMS >= 0.9 * SMS), tiles
+    t256 = -(-n // 128) * -(-m // 256)  # the strides' layout (col), 128 x 256
+    t192 = -(-n // 192) * -(-m // 192)
+    assert (t256 % SMS and t256 % SMS <= SMS // 2) or t192 % SMS <= 0.75 * SMS, (t256, t192)
+    assert str(cfg["ws"]).startswith("2") and cfg["tma"].startswith("yes"), cfg
+    # f16 takes the same; a plan that names a tile, the layout where the rule's tile is the other's,
+    # or no producers keeps its own
+    assert _tile(ptx.compile_gemm(m, n, k, np.float16, target="sm_90", trans_b=trans_b).config) == tile
+    assert _tile(ptx.compile_gemm(m, n, k, BF16, target="sm_90", trans_b=trans_b, plan={"sg_m": 8, "nr": 256}).config) == (128, 256)
+    assert _tile(ptx.compile_gemm(m, n, k, BF16, target="sm_90", trans_b=trans_b, plan={"ws": 0}).config)[1] % 64 == 0
+
+
+@pytest.mark.parametrize("m, n, k, trans_a, tile, split", [
+    (1024, 4864, 8192, False, (128, 256), "sk+dp"),  # col 128 x 176 (edges) ran 653 against SK + DP's 671
+    (2816, 1920, 8192, False, (128, 256), "sk+dp"),  # 128 x 168 (edges) 701 against 715; 128 x 176 under the 3% margin
+    (4864, 1792, 8192, False, (192, 192), "dp"),     # 128 x 176 would cut 4864 with an edge (759 against 749)
+    (896, 4864, 8192, False, (192, 192), "dp"),      # 130 tiles: one wave
+    (4096, 4096, 4096, False, (128, 256), "dp"),
+    (8192, 8192, 8192, False, (128, 256), "dp"),
+    (2048, 2048, 2048, False, (128, 256), "dp"),     # under a wave: unchanged
+    (4352, 1024, 4096, True, (128, 256), "sk+dp"),   # trans_a: the kernel's B (op(A)) N-major, 136 not allowed
+])
+def test_planner_keeps_its_tiles_where_they_measured_as_fast(m, n, k, trans_a, tile, split):
+    cfg = ptx.compile_gemm(m, n, k, BF16, target="sm_90", trans_a=trans_a).config
+    assert _tile(cfg) == tile and cfg["split"] == split and cfg["layout"] == "col", cfg
+
+
+@pytest.mark.parametrize("plan, out, most", [(T136, BF16, 0), (T136, np.float32, 0), ({**T136, "nr": 200}, BF16, 8),
                                              ({**T136, "nr": 232}, BF16, 88), ({**T136, "split": "sk+dp"}, BF16, 0)])
 def test_n_tile_modules_assemble_without_spills(plan, out, most):
     """128-row tiles up to 232 wide: no spills beyond the 128 x 256 kernel's (88 bytes here; 240 and
     248 spilled 104-116, and 192-row tiles other than 192 wide, 128 registers a work-item, 16-364:
-    the planner's rule keeps to the others)."""
+    the planner's rule keeps to the others). (Since C is staged in pieces down to 8 columns, session
+    19: 128 x 200 8 bytes, 192 8, 232 16, the others from 128 to 224 none.)"""
     if ptx.ptxas_path() is None:
         pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
     kern = ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out, plan=plan)
@@ -78,6 +125,23 @@ def test_n_tile_modules_assemble_without_spills(plan, out, most):
     ref = ptx.ptxas(ptx.compile_gemm(4352, 1024, 4096, BF16, target="sm_90", out_dtype=out,
                                      plan={"layout": "col", "sg_m": 8, "nr": 256}).source("ptx"), "sm_90")
     assert max(spills) <= max(int(x) for x in re.findall(r"(\d+) bytes spill stores", ref)), (report, ref)
+
+
+@pytest.mark.parametrize("layout, n, out", [("col", 136, BF16), ("col", 152, np.float32), ("row", 168, BF16), ("row", 136, np.float32)])
+def test_n_tiles_off_16_stage_their_epilogue(layout, n, out):
+    """N tiles that are not a multiple of 16 store C through the warp's staging too (pieces of 64, 32
+    or 16 columns, then 8), in 16-byte chunks, as the multiples of 16 do; before session 19 each lane
+    stored its own elements (the checked path of edge tiles still does)."""
+    if ptx.ptxas_path() is None:
+        pytest.skip("no ptxas: pip install nvidia-cuda-nvcc (scripts/setup.sh installs it)")
+    m, k = (4352, 1024) if layout == "col" else (1024, 4352)
+    kern = ptx.compile_gemm(m, k, 4096, BF16, target="sm_90", out_dtype=out, trans_b=layout == "row",
+                            plan={"layout": layout, "sg_m": 8, "nr": n, "split": "dp"})
+    assert int(kern.config["nr"]) == n and kern.config["layout"] == layout, kern.config
+    text = kern.source("ptx")
+    assert re.search(r"st\.global\.v4\.(b32|u32|f32)", text), "C's 16-byte stores missing"
+    report = ptx.ptxas(text, "sm_90")
+    assert "0 bytes spill stores" in report, report
 
 
 def _gpu():
@@ -94,6 +158,12 @@ def _gpu():
     (4352, 1024, 2048, BF16, np.float32, False, {**T136, "split": "sk+dp", "sk_flags": 0}),
     (4352, 1024, 1024, BF16, BF16, False, {**T136, "persistent": 0}),
     (1024, 4352, 1024, BF16, BF16, True, {"layout": "row", "sg_m": 8, "nr": 136}),  # row: B (n x k) K-major
+    # C staged in pieces of 64, 32, 16 and 8 columns (152 = 64 + 64 + 16 + 8; f32 C: 168 = 5 x 32 + 8)
+    (4352, 1024, 1024, BF16, BF16, False, {**T136, "nr": 152}),
+    (4352, 1024, 512, np.float16, np.float32, False, {**T136, "nr": 168}),
+    (4480, 1024, 256, BF16, np.float32, False, {**T136, "nr": 152}),
+    (1024, 4352, 1024, BF16, BF16, True, {"layout": "row", "sg_m": 8, "nr": 152}),
+    (1024, 4256, 512, np.float16, np.float32, True, {"layout": "row", "sg_m": 8, "nr": 168}),
 ])
 def test_n_tiles_against_float64(rng, m, n, k, dtype, out, trans_b, plan):
     _gpu()
@@ -104,6 +174,24 @@ def test_n_tiles_against_float64(rng, m, n, k, dtype, out, trans_b, plan):
     c = np.asarray(kern(a, b), dtype=np.float64)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     b64 = b64.T if trans_b else b64
+    ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    eps = 2.0**-8 if out == BF16 else (2.0**-11 if out == np.float16 else 2.0**-23)
+    assert np.all(np.abs(c - ref) <= (k + 2) * 2.0**-23 * mag + eps * np.abs(ref) + 1e-6), np.abs(c - ref).max()
+
+
+@pytest.mark.parametrize("m, n, k, dtype, out, tile", [
+    (4352, 1024, 320, BF16, BF16, (128, 136)),
+    (5632, 1152, 256, np.float16, np.float32, (128, 192)),  # row
+    (4224, 4224, 200, BF16, BF16, (128, 176)),
+])
+def test_planner_n_tiles_against_float64(rng, m, n, k, dtype, out, tile):
+    _gpu()
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out)
+    assert _tile(kern.config) == tile, kern.config
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype)
+    c = np.asarray(kern(a, b), dtype=np.float64)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
     eps = 2.0**-8 if out == BF16 else (2.0**-11 if out == np.float16 else 2.0**-23)
     assert np.all(np.abs(c - ref) <= (k + 2) * 2.0**-23 * mag + eps * np.abs(ref) + 1e-6), np.abs(c - ref).max()

@@ -36,7 +36,7 @@ def _work(m, n, layout, tile, sms=SMS):
     (4224, 1024, 4096, True, True, "row"),
     (4200, 1000, 320, False, False, "col"),   # row's tiles would have edges both ways: slower on the H100 (468 against 563)
     (1024, 4224, 4096, False, False, "col"),  # the strides' layout already cuts 4224 into 128s
-    (4352, 1024, 4096, False, False, "col"),  # 136 tiles either way: Stream-K, the strides' layout kept
+    (4352, 1024, 4096, False, False, "col"),  # 136 tiles of 128 x 256 either way: col's 128 x 136 (256, DP) kept
     (2816, 1920, 8192, False, False, "col"),  # col 165 (Stream-K), row 176
     (896, 4864, 8192, False, False, "col"),   # 130 tiles of 192 x 192 either way
     (4096, 4096, 4096, False, False, "col"),

@@ -491,7 +491,8 @@ llvm::Value* SimtLowering::native_at(const Access& a, const Type& t, size_t q) {
 // The epilogue's store of a warp's whole 16 x NR tile (unchecked; C with a unit stride along its
 // rows or its columns, the other stride, the base and the tile's offset along the unit-stride
 // dimension multiples of 16 bytes: one uniform test) through the warp's own region of shared
-// memory (Frag::epi_bytes; no other warp touches it), P columns at a time:
+// memory (Frag::epi_bytes; no other warp touches it), P columns at a time (then 32, 16 or 8 for
+// what is left of an N tile that is not a multiple of P: 136 = 64 + 64 + 8):
 //   - each lane writes its D components: with unit-stride columns as pairs (2 consecutive columns
 //     of a row, rows of P elements padded by 16 / 32 bytes so that the 32 lanes' pairs fall in
 //     distinct banks), with unit-stride rows element by element into columns of 16 rows padded
@@ -551,13 +552,23 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   }
   const int64_t row_pad = esz == 4 ? 32 : 16, col_pitch = esz == 2 ? 48 : 80;
   auto region = [&](int64_t P) { return by_row ? 16 * (P * esz + row_pad) : P * col_pitch; };
+  // P: the widest piece (64, 32 or 16 columns) whose region fits; NR in pieces of P, then what
+  // is left in pieces of 32, 16 and 8 columns (N tiles of any multiple of 8: 136 = 64 + 64 + 8;
+  // an 8-column piece of 16-bit C is 16 chunks, half the lanes' reads).
   int64_t P = 0;
   if ((esz == 2 || esz == 4) && !o.int_attr("checked"))
     for (int64_t c : {64, 32, 16})
-      if (NR % c == 0 && (c * esz) % 32 == 0 && region(c) <= f.epi_bytes) {
+      if (c <= NR && (c * esz) % 32 == 0 && region(c) <= f.epi_bytes) {
         P = c;
         break;
       }
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // (first column, columns)
+  for (int64_t c0 = 0; P && c0 < NR;) {
+    int64_t w = P;
+    while (w > NR - c0) w /= 2;
+    pieces.emplace_back(c0, w);
+    c0 += w;
+  }
   if (!P) {
     direct(o.int_attr("checked") != 0);
     return true;
@@ -603,9 +614,11 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
     llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
     llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
-    for (int64_t p = 0; p < NR / P; ++p) {
-      for (int64_t nl = 0; esz == 2 && nl < P / 8; nl += 2) {
-        const int64_t ni = p * P / 8 + nl;
+    for (const auto& [c0, w] : pieces) {
+      // 16-bit C: stmatrix for each pair of 8-column blocks, the pair path below for an odd last one
+      const int64_t paired = esz == 2 ? w / 16 * 2 : 0;
+      for (int64_t nl = 0; nl < paired; nl += 2) {
+        const int64_t ni = c0 / 8 + nl;
         // this lane's row: block (nl + blk_n, blk_h), row blk_row
         llvm::Value* cols = b_.CreateAdd(c32(8 * nl), b_.CreateMul(blk_n, c32(8)));  // the block's first column in the piece
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
@@ -613,8 +626,8 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(pitch)), b_.CreateMul(rows, c32(2)));
         stmatrix_x4(b_.CreateAdd(region_addr, off), !by_row, f, ni);
       }
-      for (int64_t nl = 0; esz != 2 && nl < P / 8; ++nl) {
-        const int64_t ni = p * P / 8 + nl;
+      for (int64_t nl = paired; nl < w / 8; ++nl) {
+        const int64_t ni = c0 / 8 + nl;
         llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
         for (int h = 0; h < 2; ++h) {
           llvm::Value* row = b_.CreateAdd(g, c32(8 * h));
@@ -631,18 +644,23 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
         }
       }
       warp_sync();
-      const int64_t per = by_row ? P * esz / 16 : esz;  // chunks a row (by_row) or a column
-      for (int64_t it = 0; it < P * esz / 32; ++it) {
+      const int64_t per = by_row ? w * esz / 16 : esz;  // chunks a row (by_row) or a column
+      const int64_t chunks = w * esz;                    // the piece's 16-byte chunks (16 rows of w elements)
+      for (int64_t it = 0; it * 32 < chunks; ++it) {
         llvm::Value* q = b_.CreateAdd(c32(it * 32), lane());
-        llvm::Value* major = b_.CreateUDiv(q, c32(per));  // the row (by_row) or the column in the piece
-        llvm::Value* minor = b_.CreateURem(q, c32(per));  // the chunk along it
-        llvm::Value* v = b_.CreateAlignedLoad(chunk_ty, smem(b_.CreateAdd(b_.CreateMul(major, c32(pitch)), b_.CreateMul(minor, c32(16)))),
-                                              llvm::Align(16));
-        llvm::Value* maj64 = b_.CreateZExt(major, i64);
-        llvm::Value* min64 = b_.CreateMul(b_.CreateZExt(minor, i64), i64v(16 / esz));
-        llvm::Value* elem = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(a.row, maj64), a.sr), b_.CreateAdd(a.col, b_.CreateAdd(i64v(p * P), min64)))
-                                   : b_.CreateAdd(b_.CreateAdd(a.row, min64), b_.CreateMul(b_.CreateAdd(a.col, b_.CreateAdd(i64v(p * P), maj64)), a.sc));
-        b_.CreateAlignedStore(v, b_.CreateGEP(i8t, a.ptr, {b_.CreateMul(elem, i64v(esz))}), llvm::Align(16));
+        auto copy = [&] {
+          llvm::Value* major = b_.CreateUDiv(q, c32(per));  // the row (by_row) or the column in the piece
+          llvm::Value* minor = b_.CreateURem(q, c32(per));  // the chunk along it
+          llvm::Value* v = b_.CreateAlignedLoad(chunk_ty, smem(b_.CreateAdd(b_.CreateMul(major, c32(pitch)), b_.CreateMul(minor, c32(16)))),
+                                                llvm::Align(16));
+          llvm::Value* maj64 = b_.CreateZExt(major, i64);
+          llvm::Value* min64 = b_.CreateMul(b_.CreateZExt(minor, i64), i64v(16 / esz));
+          llvm::Value* elem = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(a.row, maj64), a.sr), b_.CreateAdd(a.col, b_.CreateAdd(i64v(c0), min64)))
+                                     : b_.CreateAdd(b_.CreateAdd(a.row, min64), b_.CreateMul(b_.CreateAdd(a.col, b_.CreateAdd(i64v(c0), maj64)), a.sc));
+          b_.CreateAlignedStore(v, b_.CreateGEP(i8t, a.ptr, {b_.CreateMul(elem, i64v(esz))}), llvm::Align(16));
+        };
+        if ((it + 1) * 32 <= chunks) copy();
+        else guarded(b_.CreateICmpULT(q, c32(chunks)), copy);  // (an 8-column piece of 16-bit C: 16 chunks)
       }
       warp_sync();
     }

@@ -151,8 +151,11 @@ double gpu_tile_work(const GpuGemmPlan& p, const GemmSpec& spec) {
   const int64_t M = col ? spec.N : spec.M, N = col ? spec.M : spec.N;
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, workers = std::max<int64_t>(1, p.workers);
   const int64_t tiles = spec.batch1 * spec.batch2 * ((M + mt - 1) / mt) * ((N + nt - 1) / nt);
-  if (p.split != "dp") return double(tiles) * double(mt * nt) / double(workers);
-  return double((tiles + workers - 1) / workers) * double(mt * nt);
+  // (the tile's measured rate where there is one; 2-tile SK + DP as measured, other splits as perfect)
+  const double rate = ntile_rate(mt, nt) > 0 ? ntile_rate(mt, nt) : 1.0;
+  if (p.split == "sk+dp" && tiles > workers) return sk_waves(tiles, workers) * double(mt * nt) / rate;
+  if (p.split != "dp") return double(tiles) * double(mt * nt) / double(workers) / rate;
+  return double((tiles + workers - 1) / workers) * double(mt * nt) / rate;
 }
 
 // The planner: its phases in order (gpu_plan_internal.h), each on the plan the earlier ones left.

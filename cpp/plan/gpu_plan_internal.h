@@ -73,13 +73,56 @@ inline constexpr bool kOrientByWaves = true;
 // ws plans of 8-bit inputs given ws: 2-tile SK + DP where the last wave's tiles are at most 1 /
 // this of the SMs after one or two full waves (16-bit inputs: plan_gpu_split's rule).
 inline constexpr int64_t kWsStreamKLast = 16;
-// 16-bit ws plans: N tiles of any multiple of 8 (128..256) chosen so that the tiles fill their
-// waves (plan_gpu_hopper_tile, issue 16 session 18). Measured on the H100 with the plan's nr override:
-// 128 x 136 ran 4352x1024x4096 / x8192 at 620 / 666 TFLOP/s against the automatic SK + DP plan's 529 /
-// 652 (cuBLAS 681 / 696), 128 x 144 4608x1024x8192 at 724 against 648 (cuBLAS 749). Off until the other
-// shapes it would change are measured (1024x4864, 2816x1920, 5632x1152 (128 x 128), 2816x3456, and
-// 4224^3 / 4864x1792, which run at 0.99-1.00x cuBLAS today).
-inline constexpr bool kNTileByWaves = false;
+// 16-bit ws plans: the N tile (128 x nt) chosen so that the tiles fill their waves (plan_gpu_hopper_tile,
+// issue 16, sessions 18-19), by a cost: waves x tile area / the rate a tile element of 128 x nt ran at
+// (ntile_rate), against the plan's own tile, whose 2-tile SK + DP is counted as full + 0.3 + last /
+// (2 SMs) waves (sk_waves). Only N tiles that cut the kernel's N whole, with a measured rate, DP,
+// more than a wave of the plan's own tiles, and 3% less cost. Measured on the H100 (session 19,
+// benchmarks/recorded/issue16-h100-waves-session19.md, CUDA graphs, bf16, K 8192 unless named;
+// TFLOP/s, cuBLAS / the plan before / the N tile):
+//   4352x1024x4096  col 128 x 136: 682 / 536 (SK + DP 128 x 256) / 617   (x8192: 700 / 627 / 654; f16 676 / 644 / 668)
+//   4608x1024       col 128 x 144: 745 / 648 (SK + DP) / 722
+//   5632x1152       row 128 x 192: 790 / 740 (SK + DP) / 772   (col 128 x 128: 656)
+//   2816x3456       row 128 x 192: 792 / 721 (SK + DP) / 797   (col 128 x 152, edges: 623)
+//   4224^3          col 128 x 176: 751 / 741 (192 x 192) / 747  (x8192: 775 / 766 / 773)
+// and kept: 1024x4864 764 / 671 (SK + DP) against col 128 x 176 with edges 653; 2816x1920 815 / 715
+// (SK + DP) against col 128 x 168 with edges 701; 4864x1792 746 / 749 (192 x 192) against 128 x 176
+// with edges 759 (not taken: edges); 4352x1024 col 128 x 144 with edges 601 / 613 (x4096 / x8192).
+// (The row layout's B is N-major there: N tiles of multiples of 64, 128 x 192.) With C staged in
+// pieces down to 8 columns (simt_wgmma.cpp) 128 x 136 then ran 4352x1024x4096 / x8192 at 654 / 695
+// (cuBLAS 679 / 699, before 532 / 646), and 3456x4608 took 128 x 192 at 772 (128 x 256 DP 718,
+// cuBLAS 780).
+inline constexpr bool kNTileByWaves = true;
+// The rate a tile element of 128 x nt tiles ran at on the H100 against 128 x 256 (one wave of whole
+// tiles, 4224x1024x8192: 790 TFLOP/s), from the session-19 table above (time a wave of tiles at K
+// 8192: 128 54.0 us, 136 52.5 (55.8 before C was staged in pieces of 8 columns too), 144 53.6, 176
+// 63.0, 192 66.7-68.8, 256 89.7); 0: not measured with whole tiles, not taken (152 and 168 ran
+// 0.84 / 0.93 with edges). 192 x 192: 0.98 (as tiles192 counts it).
+inline double ntile_rate(int64_t mt, int64_t nt) {
+  if (mt == 192) return nt == 192 ? 0.98 : 0.0;
+  if (mt != 128) return 0.0;
+  switch (nt) {
+    case 128: return 0.83;
+    case 136: return 0.91;
+    case 144: return 0.94;
+    case 176: return 0.98;
+    case 192:
+    case 256: return 1.0;
+    default: return 0.0;
+  }
+}
+// 16-bit ws plans' 2-tile SK + DP on the H100 (the automatic plans of session 19's table, whole
+// 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
+// 2.47): about full waves + 0.3 + last / (2 SMs).
+inline double sk_waves(int64_t tiles, int64_t workers) {
+  const int64_t full = tiles / workers, last = tiles % workers;
+  return double(full) + 0.3 + 0.5 * double(last) / double(workers);
+}
+// 16-bit ws plans: where 2-tile SK + DP is the default (plan_gpu_split's rule and its figures).
+inline bool ws16_streams(int64_t tiles, int64_t tiles_k, int64_t workers) {
+  const int64_t full = tiles / workers, last = tiles % workers;
+  return tiles_k >= 2 && last > 0 && ((full == 1 && 2 * last <= workers) || (full == 2 && 4 * last <= workers));
+}
 
 inline bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 

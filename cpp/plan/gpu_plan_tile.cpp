@@ -6,7 +6,8 @@
 namespace coopjit {
 
 // The orientation (kOrientByWaves): both layouts planned, the other taken where it is a DP plan
-// whose waves carry less tile area than this one's (this one's Stream-K split counted as perfect).
+// whose waves carry less tile area than this one's (gpu_tile_work: the tiles' measured rates, this
+// one's 2-tile SK + DP counted as measured, sk_waves).
 // Nothing (plan this product as its strides orient it) where the rule does not apply.
 std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const GpuTargetInfo& target,
                                                     const PlanOverrides& overrides) {
@@ -94,27 +95,33 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
       (ws_o == overrides.end() || ws_o->second != 0) && (cl_o == overrides.end() || cl_o->second == 0) &&
       102 * 192 * 192 * waves192 < 100 * 128 * 256 * waves256)
     p.sg_m = 12, p.nr = 192;
-  // kNTileByWaves (off by default): 16-bit ws plans whose 128 x 256 / 192 x 192 tiles leave the
-  // last wave partly empty take the tile of 128 x nt (nt a multiple of 8, 128..232) or 192 x 192
-  // whose waves carry the least tile area (192-row tiles counted 2% more, as above), where that
-  // cuts it by 3% or more. (ptxas, bf16 4352x1024: 128 x nt up to 232 spill 0-24 bytes, 240 and
-  // 248 104-116, 256 88; 192 x nt other than 192 (128 registers a work-item) 16-364, 192 none.)
-  if (kNTileByWaves && p.tma && p.unit_b && !shaped && ir::size_in_bytes(p.a_type) == 2 && p.sg_n == 1 && p.mr == 16 &&
+  // kNTileByWaves: 16-bit ws plans whose 128 x 256 / 192 x 192 tiles take more than a wave and
+  // leave the last partly empty take the 128 x nt tile of least cost (gpu_plan_internal.h): nt with
+  // a measured rate that cuts the kernel's N whole, any multiple of 8 where B is K-major (unit_b),
+  // else of 64, DP, where that cuts the cost by 3% or more. (ptxas, bf16 4352x1024: 128 x nt up to
+  // 232 spill 0-16 bytes, 240 and 248 104-116, 256 88.)
+  if (kNTileByWaves && p.tma && !shaped && ir::size_in_bytes(p.a_type) == 2 && p.sg_n == 1 && p.mr == 16 &&
       ((p.sg_m == 8 && p.nr == 256) || (p.sg_m == 12 && p.nr == 192)) && spec.batch1 * spec.batch2 == 1 &&
       (ws_o == overrides.end() || ws_o->second != 0) && (cl_o == overrides.end() || cl_o->second == 0)) {
+    const auto kt_o = overrides.find("kt");
+    const int64_t kt = kt_o != overrides.end() && kt_o->second > 0 ? kt_o->second : 8 * int64_t(p.kb);
+    const int64_t tiles_k = (spec.K + kt - 1) / kt;
+    auto tiles = [&](int64_t mt, int64_t nt) { return ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
+    auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
     auto cost = [&](int64_t mt, int64_t nt) {
-      const int64_t tiles = ((M + mt - 1) / mt) * ((N + nt - 1) / nt);
-      return double((tiles + sms - 1) / sms) * double(mt * nt) * (mt == 192 ? 1.02 : 1.0);
+      const int64_t t = tiles(mt, nt);
+      const double waves = streams(mt, nt) ? sk_waves(t, sms) : double((t + sms - 1) / sms);
+      return waves * double(mt * nt) / ntile_rate(mt, nt);
     };
-    const int64_t mt0 = 16 * int64_t(p.sg_m), nt0 = p.nr;
-    const int64_t tiles0 = ((M + mt0 - 1) / mt0) * ((N + nt0 - 1) / nt0);
-    double best = cost(mt0, nt0);
-    int64_t bm = 0, bn = 0;
-    if (tiles0 % sms)
-      for (int64_t mt : {128, 192})
-        for (int64_t nt = mt == 192 ? 192 : 128; nt <= (mt == 192 ? 192 : 232); nt += 8)
-          if (const double w = cost(mt, nt); w < 0.97 * cost(mt0, nt0) && w < best) best = w, bm = mt, bn = nt;
-    if (bm) p.sg_m = static_cast<int>(bm / 16), p.nr = static_cast<int>(bn);
+    const int64_t mt0 = 16 * int64_t(p.sg_m), nt0 = p.nr, tiles0 = tiles(mt0, nt0);
+    const double cost0 = cost(mt0, nt0);
+    double best = cost0;
+    int64_t bn = 0;
+    if (tiles0 > sms && tiles0 % sms)
+      for (int64_t nt = 128; nt <= 256; nt += 8)
+        if (ntile_rate(128, nt) > 0 && N % nt == 0 && (nt % 64 == 0 || p.unit_b) && !(mt0 == 128 && nt == nt0) && !streams(128, nt))
+          if (const double c = cost(128, nt); c < 0.97 * cost0 && c < best) best = c, bn = nt;
+    if (bn) p.sg_m = 8, p.nr = static_cast<int>(bn);
   }
   // 4 stages where the shared memory holds them (a stage: the block's A and B rows of 128 bytes
   // a K step; plus 1 KiB), else 3.
