@@ -770,3 +770,17 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
     assert auto["split"] == "sk+dp" and auto["sk_flags"].startswith("yes")
     short = ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "workers": 40})
     assert short.config["sk_flags"] == "no" and short._core.fixup_ptx
+
+
+def test_a_hopper_plans_own_k_tile_is_a_valid_override():
+    # The planner's Stream-K K tile is 8 K steps (512 elements for kb 64); a plan handed back with it
+    # must build the same kernel, where the override's range once stopped at 256.
+    kern = ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90")
+    plan = kern.config
+    assert plan["split"] == "sk+dp" and plan["kt"] > 256
+    again = ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": plan["kt"], "split": plan["split"]})
+    assert again.config == plan
+    with pytest.raises(ValueError, match=r"kt=2147483648 is out of range \[1, 2\^30\]"):
+        ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 2**31})
+    with pytest.raises(ValueError, match="kt=96 must be a multiple of kb=64"):
+        ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 96})

@@ -31,7 +31,10 @@ void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
       throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, group_m, cluster, kmajor, split, kt, workers)"));
-    if (v < 1 || v > 256) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 256]"));
+    // (kt, the Stream-K K tile, is K elements: the planner's own is 8 K steps, 512 for kb 64)
+    const bool kt = k == "kt";
+    if (v < 1 || v > (kt ? int64_t(1) << 30 : 256))
+      throw UserError(cat("plan override ", k, "=", v, " is out of range [1, ", kt ? "2^30" : "256", "]"));
     *field = static_cast<int>(v);
   }
 }
