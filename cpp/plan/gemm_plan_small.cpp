@@ -34,7 +34,7 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
                             ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
       if (!overrides.count("split")) p.split = "dp";
-      // Zen 4, f32, 16 to 64 rows: tiles of 8 rows x 3 vectors (24 accumulators; 6-8 rows, the
+      // Zen 4, f32 / f64, 16 to 64 rows: tiles of 8 rows x 3 vectors (24 accumulators; 6-8 rows, the
       // height that pads M least) and K tiles of 256 rows, where the register-tile rule gave 4
       // vectors and 5-6 rows with K tiles of 64. B's rows are read in place (a K tile's slice of
       // 4-vector rows 16 KiB apart at N 4096 does not stay in Zen 4's 8-way L1: it comes from L2),
@@ -47,9 +47,12 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // 16x1024x1024 0.72 -> 0.36 (0.71), 64x4096x1024 8.71 -> 5.96 (7.17), 33x700x3000 2.03 ->
       // 1.74 (2.22), 64x256x4096 1.87 -> 1.77 (1.71); 12x4096x4096 8.74 / 8.64 (equal). Not below
       // 16 rows: 9x4096x4096 7.90 -> 8.80, 10x2000x2000 1.44 -> 1.66 (two tiles of 6 rows padded
-      // where 5 + 5 were not). Zen 5 and f64 unmeasured: not taken there.
+      // where 5 + 5 were not). f64 (kernel calls, best of 5, load 12): 32x2048x4096 17.7 -> 12.2
+      // (NumPy 14.9), 64x2048x2048 15.3 -> 12.3 (12.6), 16x4096x2048 9.7 -> 8.8 (9.9). Zen 5
+      // unmeasured: not taken there.
       bool zen4_tile = false;
-      if (cpu.name == "znver4" && cpu.max_threads < 8 && p.dtype == ir::ScalarType::f32 &&
+      if (cpu.name == "znver4" && cpu.max_threads < 8 &&
+          (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) &&
           p.a_type == p.dtype && p.b_type == p.dtype && p.simd_width * esize == cpu.vector_bytes &&
           p.nr == 4 * p.simd_width && M >= 16 && !overrides.count("mr") && !overrides.count("nr")) {
         int best = 8;
