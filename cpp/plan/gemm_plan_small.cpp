@@ -23,7 +23,7 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
   // each on their own column panels, and adds the K tiles' partial products into C (an M x nr
   // panel that stays in L1 / L2). Needs one product and C in the accumulator type (no scratch).
   {
-    const int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
+    int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
     if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 &&
         (p.c_type == p.dtype || p.epilogue.any()) && M <= 64 &&
         spec.K >= 512 && N >= 256 && flops >= 4.0e6)
@@ -34,6 +34,38 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
                             ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
       if (!overrides.count("split")) p.split = "dp";
+      // Zen 4, f32 / f64, 16 to 64 rows: tiles of 8 rows x 3 vectors (24 accumulators; 6-8 rows, the
+      // height that pads M least) and K tiles of 256 rows, where the register-tile rule gave 4
+      // vectors and 5-6 rows with K tiles of 64. B's rows are read in place (a K tile's slice of
+      // 4-vector rows 16 KiB apart at N 4096 does not stay in Zen 4's 8-way L1: it comes from L2),
+      // and 8 rows a load of B do better. Measured on the 2-core Zen 4 (session 19), one thread,
+      // CPU time (OpenBLAS on one thread), before -> after, ms (NumPy): kernel calls (blocks
+      // alternating, best of 5) 64x4096x4096 27.5-29.2 -> 22.7-23.8 (27.2-28.8), 32x4096x4096 17.1
+      // -> 12.8 (18.0), 16x4096x4096 12.1 -> 7.9 (12.9), 64x4000x4000 25.7 -> 20.6 (25.6),
+      // 64x2048x2048 7.05 -> 6.10 (7.33); coopjit.matmul, the two builds in alternating processes
+      // (medians of 5): 24x512x2048 1.01 -> 0.50 (0.69), 48x1000x1500 3.12 -> 1.48 (1.98),
+      // 16x1024x1024 0.72 -> 0.36 (0.71), 64x4096x1024 8.71 -> 5.96 (7.17), 33x700x3000 2.03 ->
+      // 1.74 (2.22), 64x256x4096 1.87 -> 1.77 (1.71); 12x4096x4096 8.74 / 8.64 (equal). Not below
+      // 16 rows: 9x4096x4096 7.90 -> 8.80, 10x2000x2000 1.44 -> 1.66 (two tiles of 6 rows padded
+      // where 5 + 5 were not). f64 (kernel calls, best of 5, load 12): 32x2048x4096 17.7 -> 12.2
+      // (NumPy 14.9), 64x2048x2048 15.3 -> 12.3 (12.6), 16x4096x2048 9.7 -> 8.8 (9.9). Zen 5
+      // unmeasured: not taken there.
+      bool zen4_tile = false;
+      if (cpu.name == "znver4" && cpu.max_threads < 8 &&
+          (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) &&
+          p.a_type == p.dtype && p.b_type == p.dtype && p.simd_width * esize == cpu.vector_bytes &&
+          p.nr == 4 * p.simd_width && M >= 16 && !overrides.count("mr") && !overrides.count("nr")) {
+        int best = 8;
+        int64_t best_pad = INT64_MAX;
+        for (int cand = 8; cand >= 6; --cand) {
+          const int64_t pad = ceil_to(M, cand) - M;
+          if (pad < best_pad) best_pad = pad, best = cand;
+        }
+        p.mr = best;
+        p.nr = 3 * p.simd_width;
+        zen4_tile = true;
+      }
+      tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
       // Workers share the column panels. One row of tiles only streams B: on many cores about
       // 3/4 of them saturate the memory (16 cores, 1x4096x4096 f32: 12 workers 0.79 ms, 16
       // workers 1.19).
@@ -50,7 +82,9 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // on 16 cores 1.19 / 0.56 ms with kt 4 / 64.
       // On fewer than 8 cores, 128 KiB: one Zen 5 thread, 1x4096x4096 f32 from memory (CPU time)
       // kt 4 / 8 / 16 at 20.6 / 28.0 / 26.0 GB/s (64 KiB gave kt 4 there).
-      if (!overrides.count("kt")) {
+      if (zen4_tile && !overrides.count("kt")) {
+        p.kt = 256;
+      } else if (!overrides.count("kt")) {
         const int64_t cols = (N + p.threads - 1) / p.threads;
         const int64_t span = cpu.max_threads < 8 ? (int64_t(128) << 10) : (int64_t(64) << 10);
         const int64_t cap = tiles_m == 1

@@ -1,0 +1,81 @@
+"""The k_outer walk's register tile on Zen 4 (issue 14, session 19): f32 / f64 products of 16
+to 64 rows (long K) take tiles of 6-8 rows x 3 vectors and K tiles of 256 rows there (the
+rule through cross_compile, on znver4 and not on other CPUs, bf16 or with the caller's tile), and
+such products give NumPy's result (float64 reference) at M / N / K edges on 1 and 2 workers."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+
+BF16 = ml_dtypes.bfloat16
+
+def _cfg(m, n, k, cpu, dtype=np.float32, threads=2, **kw):
+    a, b = np.ones((m, k), dtype), np.ones((k, n), dtype)
+    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, **kw)["config"]
+
+
+def _check(c, a, b):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    eps = np.finfo(a.dtype).eps
+    err = np.abs(c.astype(np.float64) - ref)
+    assert np.all(err <= (a.shape[1] + 2) * eps * mag + eps * np.abs(ref)), err.max()
+
+
+@pytest.mark.parametrize("m,want_mr", [(16, 8), (17, 6), (21, 7), (24, 8), (30, 6), (35, 7), (63, 7), (64, 8)])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype,lanes", [(np.float32, 16), (np.float64, 8)])
+def test_zen4_k_outer_tile(m, want_mr, threads, dtype, lanes):
+    # the height in [6, 8] that pads M least (the taller on ties), 3 vectors, K tiles of 256
+    cfg = _cfg(m, 1024, 2048, "znver4", dtype=dtype, threads=threads)
+    assert cfg["order"] == "k_outer", cfg
+    assert (int(cfg["mr"]), int(cfg["nr"]), int(cfg["kt"])) == (want_mr, 3 * lanes, 256), cfg
+    pad = -m % int(cfg["mr"])
+    assert all(pad <= -m % r for r in (6, 7, 8)), cfg
+
+
+@pytest.mark.parametrize("m,prefetch", [(1, 0), (4, 0), (6, 0), (8, 1024), (10, 1024), (15, 1024)])
+def test_zen4_k_outer_below_16_rows_keep_their_tile(m, prefetch):
+    # below 16 rows: the plans of session 17 (4 vectors; one row panel without prefetches)
+    cfg = _cfg(m, 1024, 2048, "znver4")
+    assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64 and int(cfg["b_prefetch"]) == prefetch, cfg
+
+
+def test_zen4_k_outer_tile_only_where_measured():
+    for cpu in ("znver5", "sapphirerapids"):
+        cfg = _cfg(64, 1024, 2048, cpu)
+        assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64, (cpu, cfg)
+    cfg = coopjit.cross_compile(np.ones((64, 2048), BF16), np.ones((2048, 1024), BF16), cpu="znver4",
+                                threads=2)["config"]  # bf16 (dot products): unmeasured
+    assert not (int(cfg["mr"]) == 8 and int(cfg["nr"]) == 48 and int(cfg["kt"]) == 256), cfg
+    cfg = _cfg(64, 1024, 2048, "znver4", threads=8)
+    assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64, cfg
+    # the caller's tile or K tile wins
+    cfg = _cfg(64, 1024, 2048, "znver4", plan={"mr": 5, "nr": 64})
+    assert (int(cfg["mr"]), int(cfg["nr"])) == (5, 64), cfg
+    cfg = _cfg(64, 1024, 2048, "znver4", plan={"kt": 64})
+    assert (int(cfg["mr"]), int(cfg["nr"]), int(cfg["kt"])) == (8, 48, 64), cfg
+
+
+@pytest.mark.parametrize("m,n,k", [(9, 300, 600), (13, 257, 1001), (64, 4096, 777), (63, 97, 2049), (40, 1000, 520)])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype,lanes", [(np.float32, 16), (np.float64, 8)])
+def test_zen4_k_outer_tile_products(rng, m, n, k, threads, dtype, lanes):
+    # the Zen 4 tile asked for by plan= (any CPU runs it), and the host's default, against NumPy
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype)
+    plan = {"order": "k_outer", "mr": 8 if m % 7 else 7, "nr": 3 * lanes, "kt": 256, "threads": threads}
+    _check(coopjit.matmul(a, b, plan=plan), a, b)
+    bs = np.asfortranarray(b)[:, :]  # B read with a non-unit stride along N
+    _check(coopjit.matmul(a, bs, plan={k2: v for k2, v in plan.items() if k2 != "order"}), a, bs)
+    old = coopjit.get_num_threads()
+    try:
+        coopjit.set_num_threads(threads)
+        _check(coopjit.matmul(a, b), a, b)
+        c = np.full((m, n), 0.5, dtype)
+        coopjit.gemm(a, b, c, alpha=-1.5, beta=2.0, plan=plan)
+        ref = -1.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 1.0
+        assert np.allclose(c, ref, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+    finally:
+        coopjit.set_num_threads(old)
