@@ -7,6 +7,13 @@
  *
  *   gcc -O2 -pthread -o /tmp/cpu_probe benchmarks/cpu_probe.c
  *   /tmp/cpu_probe fma|amx_bf16|amx_int8 [ms per unit, default 30]
+ *   /tmp/cpu_probe gaps fma|amx_bf16 [seconds, default 1]
+ *
+ * `gaps`: every CPU at once, each thread running the loop in chunks of about a microsecond and
+ * stamping each chunk (CLOCK_MONOTONIC): per CPU, the 1 ms windows at full rate (> 75% of the best
+ * window seen on any CPU) and at about half (35-65%), and the pauses between two chunks longer
+ * than 50 us (a vCPU that the host time-slices runs at full rate between pauses; one whose core's
+ * other hardware thread is busy runs at half rate without pauses).
  *
  * Sections: each CPU alone (3 runs, one CPU at a time); all CPUs together (5 runs); pairs (0, j)
  * for every j (and (j, j + n/2)); the first half of the CPUs, then every other CPU. Rates in
@@ -151,7 +158,106 @@ static void run_set(const char* label, const int* cpus, int n) {
   fflush(stdout);
 }
 
+/* The `gaps` mode (see the top). */
+enum { kMaxWindows = 20000 };
+struct GapThread {
+  int cpu;
+  double seconds;
+  int64_t chunk;
+  int windows;
+  float* work_in_window;  /* chunks done per 1 ms window */
+  int gaps;
+  double gap_total, gap_max;
+  pthread_t th;
+};
+
+static void* gap_body(void* p) {
+  struct GapThread* t = p;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(t->cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (g_kind) syscall(SYS_arch_prctl, 0x1023, 18);
+  g_sink = work(1000);
+  __sync_fetch_and_add(&g_ready, 1);
+  while (!g_go) {
+  }
+  const double t0 = now(CLOCK_MONOTONIC);
+  double last = t0;
+  for (;;) {
+    g_sink = work(t->chunk);
+    const double n = now(CLOCK_MONOTONIC);
+    if (n - last > 50e-6) {
+      ++t->gaps;
+      t->gap_total += n - last;
+      if (n - last > t->gap_max) t->gap_max = n - last;
+    }
+    last = n;
+    const int w = (int)((n - t0) * 1e3);
+    if (w >= t->windows || w >= kMaxWindows) break;
+    t->work_in_window[w] += 1;
+  }
+  return NULL;
+}
+
+static int gaps_mode(const char* kind, double seconds) {
+  g_kind = !strcmp(kind, "amx_bf16") ? 1 : 0;
+  if (g_kind && syscall(SYS_arch_prctl, 0x1023, 18) != 0) {
+    printf("gaps %s: AMX tile data refused (arch_prctl)\n", kind);
+    return 0;
+  }
+  memset(g_tiles, 0, sizeof g_tiles);
+  for (int i = 0; i < 2048; ++i) ((uint16_t*)g_tiles)[i] = 0x3c80;
+  cpu_set_t set;
+  sched_getaffinity(0, sizeof set, &set);
+  static struct GapThread t[1024];
+  int n = 0;
+  const int64_t chunk = g_kind ? 50 : 300;  /* about a microsecond at full rate */
+  for (int c = 0; c < 1024; ++c)
+    if (CPU_ISSET(c, &set)) {
+      memset(&t[n], 0, sizeof t[n]);
+      t[n].cpu = c;
+      t[n].chunk = chunk;
+      t[n].windows = (int)(seconds * 1e3);
+      t[n].work_in_window = calloc(kMaxWindows, sizeof(float));
+      ++n;
+    }
+  g_go = 0;
+  g_ready = 0;
+  for (int i = 0; i < n; ++i) pthread_create(&t[i].th, NULL, gap_body, &t[i]);
+  while (g_ready < n) {
+  }
+  g_go = 1;
+  for (int i = 0; i < n; ++i) pthread_join(t[i].th, NULL);
+  float best = 0;
+  for (int i = 0; i < n; ++i)
+    for (int w = 1; w < t[i].windows - 1; ++w)
+      if (t[i].work_in_window[w] > best) best = t[i].work_in_window[w];
+  printf("gaps %s, all %d CPUs for %.1f s, chunks of %lld iterations; best 1 ms window %.0f chunks (%.0f G/s)\n", kind, n,
+         seconds, (long long)chunk, best, best * chunk * (g_kind ? 4 * 2.0 * 16 * 16 * 32 : 12 * 32.0) / 1e6);
+  printf("cpu: windows full / half / other, pauses > 50 us: count, total ms, longest ms; the run of 1 ms windows (F full, h half, . other), first 120 ms\n");
+  for (int i = 0; i < n; ++i) {
+    int full = 0, half = 0, other = 0;
+    char row[121];
+    for (int w = 0; w < t[i].windows; ++w) {
+      const float r = t[i].work_in_window[w] / best;
+      const char k = r > 0.75f ? 'F' : (r > 0.35f && r < 0.65f) ? 'h' : '.';
+      if (w > 0 && w < t[i].windows - 1) {
+        full += k == 'F';
+        half += k == 'h';
+        other += k == '.';
+      }
+      if (w < 120) row[w] = k;
+    }
+    row[t[i].windows < 120 ? t[i].windows : 120] = 0;
+    printf("%3d: %4d / %4d / %4d  pauses %4d %7.2f %6.2f  %s\n", t[i].cpu, full, half, other, t[i].gaps, t[i].gap_total * 1e3,
+           t[i].gap_max * 1e3, row);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 2 && !strcmp(argv[1], "gaps")) return gaps_mode(argv[2], argc > 3 ? atof(argv[3]) : 1.0);
   const char* kind = argc > 1 ? argv[1] : "fma";
   double ms = argc > 2 ? atof(argv[2]) : 30;
   g_kind = !strcmp(kind, "amx_bf16") ? 1 : !strcmp(kind, "amx_int8") ? 2 : 0;
