@@ -3,6 +3,8 @@
 taking the next of another thread's once it has none left. Results against float64 NumPy (exact
 for int8) with more shares than threads and odd sizes, the launch trace (every share run once),
 the planner's default, and bad values."""
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -91,6 +93,66 @@ def test_the_trace_keeps_a_calls_launches_in_order(rng):
     # Off, nothing is kept.
     coopjit.matmul(a, b, plan=plan)
     assert coopjit._core._launch_traces() == []
+
+
+def test_the_trace_names_each_shares_thread_and_cpu_time(rng):
+    # Session 19: each share's thread (its owner first: thread t owns [t * per, (t + 1) * per)),
+    # its CPU at the start and at the end, and its thread's CPU time (at most its wall time).
+    a, b = _operands(rng, np.float32, 400, 384, 300)
+    plan = {"pack": 1, "threads": 3, "shares": 4}
+    coopjit.matmul(a, b, plan=plan)
+    coopjit._core._set_launch_trace(True)
+    try:
+        coopjit._core._launch_traces()
+        got = coopjit.matmul(a, b, plan=plan)
+        launches = coopjit._core._launch_traces()
+    finally:
+        coopjit._core._set_launch_trace(False)
+    assert_gemm_close(got, a, b)
+    shares = launches[-1]
+    assert shares["workers"] == 12, launches
+    assert all(0 <= t < 3 for t in shares["thread"]), shares
+    assert 0 in shares["thread"], shares  # the caller runs shares too
+    n_cpus = os.cpu_count()
+    assert all(0 <= c < n_cpus for c in shares["cpu"] + shares["cpu_end"]), shares
+    for s, e, c in zip(shares["start_ns"], shares["end_ns"], shares["cpu_time_ns"]):
+        assert 0 <= c <= (e - s) + 2_000_000, shares  # (the two clocks' granularity)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "int8"])
+def test_pinned_pool_threads_run_on_their_cpus(rng, dtype):
+    # _set_pool_pin (COOPJIT_PIN_THREADS=1): thread t on the t-th CPU of _pin_order() (modulo
+    # their count); off gives the threads the whole mask back. Products are unchanged.
+    order = coopjit._core._pin_order()
+    assert sorted(order) == sorted(os.sched_getaffinity(0)), order
+    if dtype == "int8":
+        a, b = rng.integers(-128, 128, (300, 256), dtype=np.int8), rng.integers(-128, 128, (256, 320), dtype=np.int8)
+    else:
+        a, b = _operands(rng, dtype, 300, 320, 256)
+    plan = {"pack": 1, "threads": 3, "shares": 4}
+    mask = os.sched_getaffinity(0)
+    try:
+        coopjit._core._set_pool_pin(True)
+        coopjit.matmul(a, b, plan=plan)  # (each thread pins itself at its next launch)
+        coopjit._core._set_launch_trace(True)
+        coopjit._core._launch_traces()
+        got = coopjit.matmul(a, b, plan=plan)
+        launches = coopjit._core._launch_traces()
+        coopjit._core._set_launch_trace(False)
+        assert os.sched_getaffinity(0) == {order[0]}  # the caller is thread 0
+    finally:
+        coopjit._core._set_launch_trace(False)
+        coopjit._core._set_pool_pin(False)
+        coopjit.matmul(a, b, plan=plan)  # (unpinned again at this launch)
+    if dtype == "int8":
+        ref = a.astype(np.int64) @ b.astype(np.int64)
+        np.testing.assert_array_equal(got.astype(np.int64), ref)
+    else:
+        assert_gemm_close(got, a, b)
+    for t in launches:
+        for th, c, ce in zip(t["thread"], t["cpu"], t["cpu_end"]):
+            assert c == ce == order[th % len(order)], (t, order)
+    assert os.sched_getaffinity(0) == mask
 
 
 def test_the_planner_gives_many_cores_four_shares_a_thread():

@@ -80,6 +80,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
   // Whether a launch's threads keep spinning while it runs (thread_pool.cpp): private, for A/B runs.
   m.def("_set_pool_hold", &coopjit::set_pool_hold, py::arg("on"));
+  // Pinning the pool's threads, one per CPU in _pin_order() (thread_pool.h): private, for A/B runs.
+  m.def("_set_pool_pin", &coopjit::set_pool_pin, py::arg("on"));
+  m.def("_pin_order", &coopjit::pin_order, "The CPUs pinned threads take: one per physical core, then the siblings.");
   auto trace_dict = [](const coopjit::LaunchTrace& t) {
     py::dict d;
     d["workers"] = t.workers;
@@ -87,6 +90,9 @@ PYBIND11_MODULE(_core, m) {
     d["end_ns"] = t.end;
     d["slept"] = t.slept;
     d["cpu"] = t.cpu;
+    d["cpu_end"] = t.cpu_end;
+    d["thread"] = t.thread;
+    d["cpu_time_ns"] = t.cpu_time;
     d["join_ns"] = t.join;
     d["origin_ns"] = t.origin;
     return d;

@@ -1,13 +1,17 @@
 // The persistent worker pool (thread_pool.h).
 #include "runtime/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -31,12 +35,35 @@ std::atomic<bool> g_trace{[] {
   return e && *e && *e != '0';
 }()};
 struct alignas(64) Stamp {
-  std::atomic<int64_t> start{0}, end{0};
-  std::atomic<int> slept{0}, cpu{-1};
+  std::atomic<int64_t> start{0}, end{0}, cpu_time{0};
+  std::atomic<int> slept{0}, cpu{-1}, cpu_end{-1}, thread{-1};
 };
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// Pinning (set_pool_pin): the setting's generation (odd: on), and each thread's applied one.
+std::atomic<int> g_pin{0};
+thread_local int t_pin_applied = 0;
+void apply_pin(int thread) {
+  const int want = g_pin.load(std::memory_order_relaxed);
+  if (want == t_pin_applied) return;
+  t_pin_applied = want;
+  static const std::vector<int> order = pin_order();  // the mask when first pinned
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (want & 1) {
+    CPU_SET(order[static_cast<size_t>(thread) % order.size()], &set);
+  } else {
+    for (int c : order) CPU_SET(c, &set);
+  }
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 // Waiting: spin (with pause) for up to kSpin before sleeping on a condition variable. A worker
@@ -162,6 +189,7 @@ struct ThreadPool::Impl {
       const int n = static_cast<int>(now & 0x3fffffffu);
       took_part = index < n;
       if (index >= n) continue;
+      apply_pin(index);
       if (now & 0x40000000u) {
         claim_shares(seen, n, index, spun);
         continue;
@@ -170,18 +198,21 @@ struct ThreadPool::Impl {
         claim_and_run(seen, n, index, spun);
         continue;
       }
-      run_one(*fn.load(std::memory_order_relaxed), index, spun, pending);
+      run_one(*fn.load(std::memory_order_relaxed), index, spun, pending, index);
     }
   }
 
   // fn(i) of the current launch (its trace stamps; the first error kept), then one less in
   // `counter`: the thread that brings it to zero wakes the caller.
-  void run_one(const std::function<void(int)>& job, int i, bool spun, std::atomic<int>& counter) {
+  void run_one(const std::function<void(int)>& job, int i, bool spun, std::atomic<int>& counter, int thread) {
     const bool trace = tracing.load(std::memory_order_relaxed);
+    int64_t cpu0 = 0;
     if (trace) {
       stamps[i].start.store(now_ns(), std::memory_order_relaxed);
       stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
       stamps[i].cpu.store(sched_getcpu(), std::memory_order_relaxed);
+      stamps[i].thread.store(thread, std::memory_order_relaxed);
+      cpu0 = thread_cpu_ns();
     }
     std::exception_ptr err;
     try {
@@ -189,7 +220,11 @@ struct ThreadPool::Impl {
     } catch (...) {
       err = std::current_exception();
     }
-    if (trace) stamps[i].end.store(now_ns(), std::memory_order_relaxed);
+    if (trace) {
+      stamps[i].end.store(now_ns(), std::memory_order_relaxed);
+      stamps[i].cpu_time.store(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+      stamps[i].cpu_end.store(sched_getcpu(), std::memory_order_relaxed);
+    }
     if (err) {
       std::lock_guard<std::mutex> g(mu);
       if (!error) error = err;
@@ -205,6 +240,7 @@ struct ThreadPool::Impl {
 // then any free index, running each; the thread that finishes the last one wakes the caller.
 // Returns at once for an older generation.
 void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool spun) {
+  const int thread = own;
   const uint64_t all = workers >= 32 ? 0xffffffffull : (uint64_t(1) << workers) - 1;
   for (;;) {
     uint64_t c = claim.load(std::memory_order_acquire);
@@ -221,7 +257,7 @@ void ThreadPool::Impl::claim_and_run(uint64_t gen, int workers, int own, bool sp
     }
     own = -1;
     if (i < 0) return;
-    run_one(*fn.load(std::memory_order_acquire), i, spun, left);
+    run_one(*fn.load(std::memory_order_acquire), i, spun, left, thread);
   }
 }
 
@@ -240,13 +276,15 @@ void ThreadPool::Impl::claim_shares(uint64_t gen, int threads, int own, bool spu
       if (!range.word.compare_exchange_weak(c, c + (uint64_t(1) << 16), std::memory_order_acq_rel,
                                             std::memory_order_acquire))
         continue;
-      run_one(*fn.load(std::memory_order_acquire), next, spun, left);
+      run_one(*fn.load(std::memory_order_acquire), next, spun, left, own);
     }
   }
 }
 
 ThreadPool::ThreadPool() : impl_(new Impl) {
   impl_->size = impl_->cpus = affinity_cpus();
+  // COOPJIT_PIN_THREADS=1: the pool's threads pinned from the start (set_pool_pin).
+  if (const char* pin = std::getenv("COOPJIT_PIN_THREADS"); pin && *pin && *pin != '0') set_pool_pin(true);
   // COOPJIT_NUM_THREADS, else OMP_NUM_THREADS as NumPy's BLAS and PyTorch read it (its first
   // number: "4,2" asks for 4 at the outer level).
   for (const char* name : {"COOPJIT_NUM_THREADS", "OMP_NUM_THREADS"}) {
@@ -361,6 +399,7 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
                        std::memory_order_release);
   }
   impl_->wake.notify_all();
+  apply_pin(0);
   std::exception_ptr mine;
   if (mode == 2) {
     impl_->claim_shares(gen, workers, 0, true);  // (the caller is thread 0)
@@ -371,13 +410,19 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     if (trace) {
       impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
       impl_->stamps[0].cpu.store(sched_getcpu(), std::memory_order_relaxed);
+      impl_->stamps[0].thread.store(0, std::memory_order_relaxed);
     }
+    const int64_t cpu0 = trace ? thread_cpu_ns() : 0;
     try {
       fn(0);
     } catch (...) {
       mine = std::current_exception();
     }
-    if (trace) impl_->stamps[0].end.store(now_ns(), std::memory_order_relaxed);
+    if (trace) {
+      impl_->stamps[0].end.store(now_ns(), std::memory_order_relaxed);
+      impl_->stamps[0].cpu_time.store(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
+      impl_->stamps[0].cpu_end.store(sched_getcpu(), std::memory_order_relaxed);
+    }
   }
   auto finished = [&] {
     return independent ? impl_->left.load(std::memory_order_acquire) == 0
@@ -395,8 +440,14 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     t.end.assign(static_cast<size_t>(shares), 0);
     t.slept.assign(static_cast<size_t>(shares), 0);
     t.cpu.assign(static_cast<size_t>(shares), -1);
+    t.cpu_end.assign(static_cast<size_t>(shares), -1);
+    t.thread.assign(static_cast<size_t>(shares), -1);
+    t.cpu_time.assign(static_cast<size_t>(shares), 0);
     for (int w = 0; w < shares; ++w) {
       t.cpu[w] = impl_->stamps[w].cpu.load(std::memory_order_relaxed);
+      t.cpu_end[w] = impl_->stamps[w].cpu_end.load(std::memory_order_relaxed);
+      t.thread[w] = impl_->stamps[w].thread.load(std::memory_order_relaxed);
+      t.cpu_time[w] = impl_->stamps[w].cpu_time.load(std::memory_order_relaxed);
 
       t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
       t.end[w] = impl_->stamps[w].end.load(std::memory_order_relaxed) - t0;
@@ -411,6 +462,31 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
 }
 
 void set_pool_hold(bool on) { g_hold.store(on, std::memory_order_relaxed); }
+
+void set_pool_pin(bool on) {
+  int g = g_pin.load(std::memory_order_relaxed);
+  if (bool(g & 1) != on) g_pin.store(g + 1, std::memory_order_relaxed);
+}
+
+std::vector<int> pin_order() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {0};
+  // Per CPU: its (package, core) from sysfs; the first CPU of each core goes first.
+  std::map<std::pair<int, int>, int> seen;
+  std::vector<int> first, rest;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    int p = -1, id = -1;
+    if (!(pkg >> p && core >> id)) id = 1000000 + c;  // unknown: a core of its own
+    if (seen.emplace(std::make_pair(p, id), c).second) first.push_back(c);
+    else rest.push_back(c);
+  }
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first.empty() ? std::vector<int>{0} : first;
+}
 
 void set_launch_trace(bool on) { g_trace.store(on, std::memory_order_relaxed); }
 bool launch_trace_on() { return g_trace.load(std::memory_order_relaxed); }

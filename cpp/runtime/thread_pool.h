@@ -16,6 +16,9 @@ struct LaunchTrace {
   std::vector<int64_t> start, end;  // per worker: fn(w) entered / returned (worker 0: the caller)
   std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
   std::vector<int> cpu;             // per worker: the CPU fn(w) started on (-1: unknown)
+  std::vector<int> cpu_end;         // per worker: the CPU it returned on (another one: it migrated)
+  std::vector<int> thread;          // per worker: the pool thread that ran it (0: the caller)
+  std::vector<int64_t> cpu_time;    // per worker: the thread's CPU time in fn(w) (CLOCK_THREAD_CPUTIME_ID)
   int64_t join = 0;                 // the caller saw every worker done
   int64_t origin = 0;               // the launch's start (steady_clock ns): the gap between launches
 };
@@ -23,6 +26,14 @@ void set_launch_trace(bool on);
 /// Whether a launch's threads keep spinning while it runs (thread_pool.cpp's kHold; on by
 /// default): off gives the earlier waits, for A/B runs (coopjit._core._set_pool_hold).
 void set_pool_hold(bool on);
+/// Pins the pool's threads (coopjit._core._set_pool_pin, for A/B runs; off by default): thread t
+/// (the caller is thread 0) to the t-th CPU of the affinity mask in pin_order() (one CPU of each
+/// physical core first, then their SMT siblings); off gives each thread the whole mask back.
+/// Applied by each thread at its next launch. COOPJIT_PIN_THREADS=1 in the environment: on from the start.
+void set_pool_pin(bool on);
+/// The affinity mask's CPUs, one of each physical core first (by core), then the other SMT
+/// threads: the order pinned threads take.
+std::vector<int> pin_order();
 bool launch_trace_on();
 /// The last traced launch (workers 0 when none was).
 LaunchTrace last_launch_trace();
