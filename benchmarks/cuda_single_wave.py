@@ -20,16 +20,10 @@ import ml_dtypes
 import torch
 
 import coopjit
+from _cuda_rounds import bf16_operands, cublas_kernels
 from bench_cuda_gemm import graph_timed
 
 W256 = {"split": "dp", "ws": 2, "sg_m": 8, "nr": 256, "persistent": 0}
-
-
-def data(m, n, k):
-    g = torch.Generator(device="cuda").manual_seed(1)
-    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-    b = torch.randn(k, n, device="cuda", generator=g).bfloat16()
-    return a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
 
 def shp(s):
@@ -37,22 +31,14 @@ def shp(s):
 
 
 def names(shapes):
-    from torch.profiler import profile, ProfilerActivity
     for s in shapes:
-        a, b, c = data(*shp(s))
-        torch.matmul(a, b, out=c)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
-                torch.matmul(a, b, out=c)
-            torch.cuda.synchronize()
-        for e in prof.key_averages():
-            print(s, "cuBLAS kernel:", e.key, f"{e.device_time_total / 5:.1f} us a call", flush=True)
+        for key, us in cublas_kernels(*bf16_operands(*shp(s)), 5):
+            print(s, "cuBLAS kernel:", key, f"{us:.1f} us a call", flush=True)
 
 
 def one(which, s, plan):
     m, n, k = shp(s)
-    a, b, c = data(m, n, k)
+    a, b, c = bf16_operands(m, n, k)
     if which == "cublas":
         fn = lambda: torch.matmul(a, b, out=c)  # noqa: E731
     else:
@@ -73,7 +59,7 @@ def sweep(spec, rounds=3):
     """spec: list of (shape, {label: plan or 'cublas'})"""
     for s, plans in spec:
         m, n, k = shp(s)
-        a, b, _ = data(m, n, k)
+        a, b, _ = bf16_operands(m, n, k)
         ref = a.double() @ b.double()
         fns, outs = {}, {}
         for lab, pl in plans.items():

@@ -11,24 +11,15 @@ import ml_dtypes
 import torch
 
 import coopjit
+from _cuda_rounds import bf16_operands, cublas_kernels
 
 m, n, k = 4352, 1024, 4096
-g = torch.Generator(device="cuda").manual_seed(1)
-a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
-b = torch.randn(k, n, device="cuda", generator=g).bfloat16()
-c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+a, b, c = bf16_operands(m, n, k)
 plans = {"skdp": None, "dp": {"split": "dp", "ws": 2}}
 which = sys.argv[1] if len(sys.argv) > 1 else "all"
 if which == "torchprof":
-    from torch.profiler import profile, ProfilerActivity
-    torch.matmul(a, b, out=c)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(3):
-            torch.matmul(a, b, out=c)
-        torch.cuda.synchronize()
-    for e in prof.key_averages():
-        print("cuBLAS kernel:", e.key, f"{e.device_time_total / 3:.1f} us a call" if hasattr(e, "device_time_total") else "")
+    for key, us in cublas_kernels(a, b, c, 3):
+        print("cuBLAS kernel:", key, f"{us:.1f} us a call" if us is not None else "")
     sys.exit(0)
 for name, pl in plans.items():
     if which not in ("all", name):

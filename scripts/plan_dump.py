@@ -249,8 +249,8 @@ IR_DTYPES = [("f32", np.float32, None), ("f64", np.float64, None), ("bf16", BF16
 IR_EPILOGUES = [{"bias": True, "activation": "relu"}, {"residual": True}, {"bias": True, "bias_axis": 0, "scale": True},
                 {"row_scale": True, "activation": "gelu"}]
 IR_PLANS = [{"pack": True}, {"pack": False}, {"split": "sk", "threads": 2}, {"split": "sk+dp", "threads": 2, "kt": 64},
-            {"ksplit": 2}, {"inline_b": True}, {"fixed": True}, {"amx": "emulated"}, {"amx": "emulated", "amx_store": False},
-            {"order": "n_inner"}]
+            {"order": "k_outer"}, {"order": "k_outer", "ksplit": 2}, {"pack": True, "inline_b": True}, {"fixed": True},
+            {"amx": "emulated"}, {"amx": "emulated", "amx_store": False}]
 
 
 def ir_cases():

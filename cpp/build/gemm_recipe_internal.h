@@ -56,6 +56,10 @@ class GemmRecipe {
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr,
                            Value* far_a = nullptr, Value* far_b = nullptr);
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false);
+  // C's part of an epilogue (the tiles' and the dot walk's): result + beta * C, C read at c_at as
+  // c_t and converted to e_t's type; and result written to C at c_at, converted to c_t.
+  Value* add_beta_c(Builder& b, Value* result, const Type& c_t, const Builder::Access& c_at, bool checked, const Type& e_t);
+  void store_c(Builder& b, Value* result, const Type& c_t, const Builder::Access& c_at, bool checked);
 
   // gemm_recipe_pack.cpp: packing A and B into panels, and addressing the panels.
   void pack(Builder& b);

@@ -93,6 +93,18 @@ Value* GemmRecipe::accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Val
   }, "k")[0];
 }
 
+Value* GemmRecipe::add_beta_c(Builder& b, Value* result, const Type& c_t, const Builder::Access& c_at, bool checked,
+                              const Type& e_t) {
+  Value* c_old = b.load(c_t, c_at, checked, "c");
+  if (p_.c_type != e_t.scalar) c_old = b.convert_matrix(c_old, e_t);
+  return b.mat_bin(BinOp::add, result, b.scale(c_old, g_.beta), "result");
+}
+
+void GemmRecipe::store_c(Builder& b, Value* result, const Type& c_t, const Builder::Access& c_at, bool checked) {
+  if (p_.c_type != result->type.scalar) result = b.convert_matrix(result, c_t, false, "out");
+  b.store(result, c_at, checked);
+}
+
 // C = alpha * acc (+ beta * C), by the tile's owner only, once; with add_to_c, C += alpha * acc
 // (the later K blocks of the blocked loop nest).
 void GemmRecipe::epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c) {
@@ -109,22 +121,16 @@ void GemmRecipe::epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c) 
       Builder::Access r_at = c_at;
       r_at.ptr = t.R;
       result = apply_epilogue(x, p_.epilogue, epi_, result, t.m0, t.n0, p_.mr, p_.nr, checked, [&](Builder& y, Value* r, const Type& e_t) {
-        if (!p_.accumulate) return r;
-        Value* c_old = y.load(c_t, c_at, checked, "c");
-        if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
-        return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
+        return p_.accumulate ? add_beta_c(y, r, c_t, c_at, checked, e_t) : r;
       }, t.R ? &r_at : nullptr);
     } else if (add_to_c) {  // (only with C in the accumulator type at run time: see data_parallel)
       Value* c_old = x.load(c_t, c_at, checked, "c");
       if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
       result = x.mat_bin(BinOp::add, result, c_old, "result");
     } else if (p_.accumulate) {
-      Value* c_old = x.load(c_t, c_at, checked, "c");
-      if (p_.c_type != T) c_old = x.convert_matrix(c_old, acc_t_);
-      result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
+      result = add_beta_c(x, result, c_t, c_at, checked, acc_t_);
     }
-    if (p_.c_type != result->type.scalar) result = x.convert_matrix(result, c_t, false, "out");
-    x.store(result, c_at, checked);
+    store_c(x, result, c_t, c_at, checked);
     return std::vector<Value*>{};
   };
   auto general = [&](Builder& y) {

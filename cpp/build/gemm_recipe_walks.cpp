@@ -50,18 +50,12 @@ void GemmRecipe::dot(Builder& b) {
     if (p_.epilogue.any()) {
       Builder::Access r_at{g_.RES, m0, zero_, g_.sc_r, one_, g_.M, one_};
       result = apply_epilogue(x, p_.epilogue, epi_, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
-        if (!p_.accumulate) return r;
-        Value* c_old = y.load(c_col, c_at, true, "c");
-        if (p_.c_type != e_t.scalar) c_old = y.convert_matrix(c_old, e_t);
-        return y.mat_bin(BinOp::add, r, y.scale(c_old, g_.beta), "result");
+        return p_.accumulate ? add_beta_c(y, r, c_col, c_at, true, e_t) : r;
       }, &r_at);
     } else if (p_.accumulate) {
-      Value* c_old = x.load(c_col, c_at, true, "c");
-      if (p_.c_type != T) c_old = x.convert_matrix(c_old, col_t);
-      result = x.mat_bin(BinOp::add, result, x.scale(c_old, g_.beta), "result");
+      result = add_beta_c(x, result, c_col, c_at, true, col_t);
     }
-    if (p_.c_type != result->type.scalar) result = x.convert_matrix(result, c_col, false, "out");
-    x.store(result, c_at, true);
+    store_c(x, result, c_col, c_at, true);
     return std::vector<Value*>{};
   }, "mt");
 }
