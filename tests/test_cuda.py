@@ -44,6 +44,18 @@ def test_matmul(rng, dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(16, 4096, 1024), (8, 512, 64), (4096, 16, 1024), (13, 700, 300)])
+def test_matmul_with_few_rows_or_columns(rng, dtype, shape):
+    """N or M of 16 or less on the FMA pipeline (f32's 16-column tiles: once refused by the planner)."""
+    m, n, k = shape
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = coopjit.matmul(a, b, device=DEV)
+    assert c.dtype == dtype and c.shape == (m, n)
+    assert_gemm_close(c, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("trans_a", [False, True])
 @pytest.mark.parametrize("trans_b", [False, True])
 def test_gemm_transposes_alpha_beta(rng, dtype, trans_a, trans_b):

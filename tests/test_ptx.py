@@ -784,3 +784,20 @@ def test_a_hopper_plans_own_k_tile_is_a_valid_override():
         ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 2**31})
     with pytest.raises(ValueError, match="kt=96 must be a multiple of kb=64"):
         ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 96})
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("shape", [(16, 4096, 1024), (8, 512, 64), (1, 4096, 512), (4096, 16, 1024), (100, 8, 64), (17, 3000, 100)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_pipeline_plans_products_with_at_most_16_columns(target, shape, dtype):
+    # The f32 FMA pipeline's N tile of 16 gave B's panel 32 16-byte chunks a stage for 64 work-items:
+    # the planner's own check refused its plan (16x4096x1024 f32). Each work-item now copies whole
+    # chunks of both panels, and ptxas assembles the kernel.
+    kern = ptx.compile_gemm(*shape, dtype, target=target)
+    p = kern.config
+    threads = 32 * int(p["sg_m"]) * int(p["sg_n"])
+    esz = np.dtype(dtype).itemsize
+    if int(p["stages"]):
+        for rows in (int(p["mr"]) * int(p["sg_m"]), int(p["nr"]) * int(p["sg_n"])):
+            assert rows * int(p["kb"]) * esz // 16 % threads == 0, p
+    assert ".entry" in kern.source("ptx")
