@@ -71,6 +71,7 @@ def _kernel_mn(m, n, layout):
     (5632, 1152, 8192, False, "row", (128, 192)),  # 790 / 740 / 772: row's B is N-major, multiples of 64
     (2816, 3456, 8192, False, "row", (128, 192)),  # 792 / 721 / 797
     (4224, 4224, 4224, False, "col", (128, 176)),  # 751 / 741 (484 tiles of 192 x 192) / 747
+    (5632, 1024, 8192, False, "col", (128, 176)),  # 742 / 695 (SK + DP) / 762: ahead of cuBLAS (lead's run)
 ])
 def test_planner_takes_n_tiles_that_fill_their_waves(m, n, k, trans_b, layout, tile):
     cfg = ptx.compile_gemm(m, n, k, BF16, target="sm_90", trans_b=trans_b).config
@@ -98,6 +99,7 @@ def test_planner_takes_n_tiles_that_fill_their_waves(m, n, k, trans_b, layout, t
     (896, 4864, 8192, False, (192, 192), "dp"),      # 130 tiles: one wave
     (4096, 4096, 4096, False, (128, 256), "dp"),
     (8192, 8192, 8192, False, (128, 256), "dp"),
+    (5632, 5632, 8192, False, (128, 256), "dp"),     # 7.3 waves: 757 against 128 x 176's 742 (cuBLAS 802)
     (2048, 2048, 2048, False, (128, 256), "dp"),     # under a wave: unchanged
     (4352, 1024, 4096, True, (128, 256), "sk+dp"),   # trans_a: the kernel's B (op(A)) N-major, 136 not allowed
 ])

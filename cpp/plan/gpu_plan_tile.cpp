@@ -117,7 +117,10 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     const double cost0 = cost(mt0, nt0);
     double best = cost0;
     int64_t bn = 0;
-    if (tiles0 > sms && tiles0 % sms)
+    // (Fewer than 6 waves of the plan's own tiles: 5632x5632x8192's 968 tiles of 128 x 256 (7.3 waves)
+    // ran 757 TFLOP/s DP against 742 with the 1408 of 128 x 176 the cost chose, cuBLAS 802; where the
+    // last wave is a small part of many, the rates' error outweighs it. Session 19, lead's run.)
+    if (tiles0 > sms && tiles0 % sms && tiles0 < 6 * sms)
       for (int64_t nt = 128; nt <= 256; nt += 8)
         if (ntile_rate(128, nt) > 0 && N % nt == 0 && (nt % 64 == 0 || p.unit_b) && !(mt0 == 128 && nt == nt0) && !streams(128, nt))
           if (const double c = cost(128, nt); c < 0.97 * cost0 && c < best) best = c, bn = nt;
