@@ -136,6 +136,12 @@ inline int choose_subgroup(const GpuTargetInfo& t) {
 
 // DPAS's K (the instruction's K for the kernel's A type): 16 for 16-bit inputs, 32 for 8-bit.
 inline int dpas_k(const GpuGemmPlan& p) { return ir::size_in_bytes(p.a_type) == 1 ? 32 : 16; }
+// The pipeline's copies (cp.async, not TMA): each work-item of the block copies whole 16-byte chunks
+// of both panels (A's mr x sg_m rows, B's nr x sg_n, kb elements each) a stage.
+inline bool panel_chunks_whole(const GpuGemmPlan& p) {
+  const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, esz = ir::size_in_bytes(p.a_type);
+  return (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads == 0 && (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads == 0;
+}
 
 // Whether the overrides name the tile (mr, nr, sg_m or sg_n): the tile rules then leave it.
 inline bool names_tile(const PlanOverrides& o) { return o.count("mr") || o.count("nr") || o.count("sg_m") || o.count("sg_n"); }

@@ -106,15 +106,9 @@ void plan_gpu_pipeline(GpuGemmPlan& p, const GpuPlanContext& c) {
     // Each work-item copies whole 16-byte chunks of both panels (check_gpu_tile): f32 N tiles of 16
     // (N <= 16) give B's panel 32 chunks a stage, too few for 2 x 1 warps: one warp down M there
     // (16x4096x1024 f32 on sm_90 was refused by the planner's own check).
-    const int64_t esz = ir::size_in_bytes(p.a_type);
-    auto whole = [&] {
-      const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n;
-      return (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads == 0 && (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads == 0;
-    };
-    const bool shaped = overrides.count("mr") || overrides.count("nr") || overrides.count("sg_m") || overrides.count("sg_n") ||
-                        overrides.count("kb");  // (a plan that names its tile keeps it, checked as named)
-    if (!shaped && !whole() && p.sg_m > 1) p.sg_m = 1;
-    if (!shaped && !whole() && p.sg_n > 1) p.sg_n = 1;
+    const bool shaped = names_tile(overrides) || overrides.count("kb");  // (a plan naming its tile keeps it, checked as named)
+    if (!shaped && !panel_chunks_whole(p) && p.sg_m > 1) p.sg_m = 1;
+    if (!shaped && !panel_chunks_whole(p) && p.sg_n > 1) p.sg_n = 1;
   }
 }
 

@@ -57,12 +57,12 @@ void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
     throw UserError(cat("plan mma: subgroup_size 32, mr a multiple of 16, nr of 8 and kb of 16 (the instruction's M, N, K), not ",
                         p.subgroup_size, ", ", p.mr, ", ", p.nr, ", ", p.kb));
   if (p.stages) {
-    const int64_t threads = 32 * int64_t(p.sg_m) * p.sg_n, panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
+    const int64_t panels = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb;
     const int64_t esz = ir::size_in_bytes(p.a_type);
     // (TMA plans' copies are not split among the work-items: B's panel any multiple of 8 rows, below)
     const bool chunks = !(p.wgmma && p.tma);
-    if (p.mr % 16 || (chunks && p.nr % 16) || (p.mma && p.kb % (32 / esz)) || (chunks && (int64_t(p.mr) * p.sg_m * p.kb * esz / 16) % threads) ||
-        (chunks && (int64_t(p.nr) * p.sg_n * p.kb * esz / 16) % threads) || panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
+    if (p.mr % 16 || (chunks && p.nr % 16) || (p.mma && p.kb % (32 / esz)) || (chunks && !panel_chunks_whole(p)) ||
+        panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
