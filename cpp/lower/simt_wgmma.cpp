@@ -614,7 +614,8 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
     llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
     llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
-    for (const auto& [c0, w] : pieces) {
+    for (const auto& piece : pieces) {
+      const int64_t c0 = piece.first, w = piece.second;  // (not a structured binding: a lambda below captures them)
       // 16-bit C: stmatrix for each pair of 8-column blocks, the pair path below for an odd last one
       const int64_t paired = esz == 2 ? w / 16 * 2 : 0;
       for (int64_t nl = 0; nl < paired; nl += 2) {
