@@ -697,9 +697,11 @@ def test_wgmma_ws_stream_k_flags_assemble(ptxas, split, workers):
     # The parts in the fragments' own order (frag_native, session 17): each lane's NR / 2 f32 sums
     # as NR / 8 16-byte accesses a store / load, none element by element (two epilogues: the
     # part's store and the successor's load are built twice).
+    # (sk_stage, the default where it fits: the successor's part by cp.async through the stage slots)
     groups = int(cfg["nr"]) // 8
     accesses = re.findall(r"^\s*((?:ld|st)\.global[\w.]*)", text, re.M)
-    assert accesses.count("ld.global.v4.b32") == 2 * groups and accesses.count("st.global.v4.b32") == 2 * groups, accesses
+    loads = len(re.findall(r"^\s*cp\.async\.cg\.shared\.global", text, re.M)) if cfg["sk_stage"].startswith("yes") else accesses.count("ld.global.v4.b32")
+    assert loads == 2 * groups and accesses.count("st.global.v4.b32") == 2 * groups, accesses
     assert all(".v4." in a for a in accesses), sorted(set(accesses))
     report = ptxas(text, "sm_90")
     assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
@@ -743,6 +745,73 @@ def test_wgmma_ws_stream_k_down_assembles(ptxas, sk_flags):
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 0, "sk_down": 1})
     with pytest.raises(ValueError, match="sk_down=2 must be 0"):
         ptx.compile_gemm(1000, 600, 2056, bf16, target="sm_90", plan={"split": "sk", "ws": 2, "sk_down": 2})
+
+
+STREAMED = {"layout": "col", "sg_m": 8, "nr": 256, "split": "sk+dp"}  # the automatic plan of 1024x4864x8192
+
+
+@pytest.mark.parametrize("shape,extra", [((1024, 4864, 8192), {}), ((1000, 600, 2056), {"workers": 7}),
+                                         ((512, 4224, 8192), {"split": "sk"})])
+def test_wgmma_ws_stream_k_stage_read_and_one_release_assemble(ptxas, shape, extra):
+    """The in-kernel fix-up's defaults of session 20: the successor's partial read through the
+    stage slots (plan field sk_stage: each lane's NR / 8 16-byte groups by cp.async, then
+    ld.shared.v4, where plain 16-byte global loads were latency-bound) and each flag set by one
+    work-item of the warp after bar.warp.sync (sk_one_release: one atom.release a set, not 32);
+    both off give session 19's kernel. ptxas: no wgmma serialization, spills no worse."""
+    bf16 = ml_dtypes.bfloat16
+    on = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=dict(STREAMED, **extra))
+    off = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=dict(STREAMED, sk_stage=0, sk_one_release=0, **extra))
+    assert on.config["sk_flags"] == "yes" and on.config["sk_stage"].startswith("yes") and on.config["sk_one_release"].startswith("yes")
+    assert off.config["sk_stage"] == "no" and off.config["sk_one_release"] == "no"
+    assert ".stg.rel1." in on._core.plan_key and ".stg" not in off._core.plan_key
+    groups = 256 // 8
+    t_on, t_off = on.source("ptx"), off.source("ptx")
+    count = lambda t, pat: len(re.findall(pat, t, re.M))  # noqa: E731
+    # (the successor's part is read in two branches: a tile's head writes C, any other part its own sum)
+    assert count(t_on, r"^\s*cp\.async\.cg\.shared\.global") == 2 * groups and count(t_on, r"^\s*ld\.shared\.v4\.f32") == 2 * groups
+    assert count(t_on, r"^\s*ld\.global\.v4") == 0 and count(t_off, r"^\s*ld\.global\.v4") == 2 * groups
+    assert "cp.async.wait_all" in t_on and "cp.async" not in t_off.replace("cp.async.bulk", "")
+    # one release exchange a flag set, inside a branch on the lane (3 sets: own flag, 2 resets)
+    assert count(t_on, r"atom\.release\.gpu\.global\.exch") == 3 == count(t_off, r"atom\.release\.gpu\.global\.exch")
+    spills = []
+    for t in (t_on, t_off):
+        report = ptxas(t, "sm_90")
+        assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
+        spills.append(max(spill_stores(report)))
+    assert spills[0] <= spills[1] + 16, spills
+
+
+def test_stream_k_debug_and_option_fields_plan_rules(ptxas):
+    """sk_trace (debug: the consumers' %clock / %globaltimer_lo at each unit's boundaries, plain
+    stores after the flags) and sk_prefetch (cp.async.bulk.prefetch.L2 of the successor's partial
+    by the producer) only when asked for, in the key; sk_stage / sk_one_release / sk_trace /
+    sk_prefetch need the in-kernel fix-up and refuse other values, naming them; sk_stage refuses
+    a tile whose partial does not fit the stage slots."""
+    bf16 = ml_dtypes.bfloat16
+    auto = ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90")
+    assert auto.config["sk_trace"] == "no" and auto.config["sk_prefetch"] == "no" and ".trace" not in auto._core.plan_key
+    tr = ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, sk_trace=1))
+    text = tr.source("ptx")
+    assert ".trace." in tr._core.plan_key and "%globaltimer_lo" in text and "%clock" in text
+    assert "%globaltimer" not in auto.source("ptx")
+    pf = ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, sk_prefetch=1))
+    assert ".pf." in pf._core.plan_key and text.count("cp.async.bulk.prefetch.L2") == 0
+    assert pf.source("ptx").count("cp.async.bulk.prefetch.L2.global") == 1
+    for k in (tr, pf):
+        report = ptxas(k.source("ptx"), "sm_90")
+        assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
+    for field in ("sk_trace", "sk_prefetch", "sk_one_release", "sk_stage"):
+        with pytest.raises(ValueError, match=f"{field}=2 must be 0"):
+            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, **{field: 2}))
+        with pytest.raises(ValueError, match=f"{field}=1: .*sk_flags"):
+            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, sk_flags=0, **{field: 1}))
+    # 128 x 256 tiles of 2 stages: 128 KiB of partial in 2 slots of 48 KiB
+    with pytest.raises(ValueError, match="sk_stage=1: .*131072 bytes fill at most the 2 stage slots of 49152"):
+        ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, stages=2, sk_stage=1))
+    two = ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, stages=2))
+    assert two.config["sk_stage"] == "no" and two.config["sk_one_release"].startswith("yes")
+    from coopjit import _core
+    assert _core.gpu_stream_k_flags("cuda:7", 12345) == []  # no flags allocation of that device and stream
 
 
 def test_wgmma_ws_stream_k_flags_plan_rules():

@@ -191,6 +191,10 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // Stream-K: the producer walks the block's Stream-K iterations, then its DP tiles (below)
         if (stream_k) r->def->attrs["stream_k_kt"] = int64_t(p.kt);
         if (stream_k && p.sk_down) r->def->attrs["stream_k_down"] = int64_t(1);  // the parts' K steps from the top down
+        if (stream_k && p.sk_prefetch)  // the successor's partial into L2 (a macro tile of T)
+          r->def->attrs["stream_k_prefetch"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
+        if (stream_k && p.sk_stage)  // a successor's partial read through the stage slots (its bytes)
+          r->def->attrs["stream_k_stage_read"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
       }
       return r;
     }
@@ -310,12 +314,29 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   // sk_tiles + g + grid, ... (the walk the producer warps take, simt_tma_ws.cpp).
   // The iterations [lo, hi) of tile t (its first t_first) of worker g, whose own first is it_lo:
   // C when they are all of the tile's, else the worker's workspace slot 0 (its first part) or 1.
-  auto sk_part = [&](Builder& y, Value* t, Value* t_first, Value* lo, Value* hi, Value* it_lo) {
+  // sk_trace (debug, gpu_plan.h): each consumer warp's clock at unit u's boundaries, entry
+  // ((g U + min(u, U - 1)) S + e) SGS + sg after the flags' (workers + 1) SGS; `form` 2: the SM's
+  // clock, 3: the device's timer (entry e and e + 1 take both: `clock_at`), 1: the i32 value v.
+  auto trace = [&](Builder& x, Value* unit, int64_t e, int64_t form, Value* v = nullptr) {
+    if (!p.sk_trace || !unit) return;
+    Value* SGS = x.index(int64_t(p.sg_m) * p.sg_n, "SGS");
+    Value* uu = x.min(unit, x.index(GpuGemmPlan::kSkTraceUnits - 1), "trace_unit");
+    Value* row = x.add(x.mul(x.add(x.mul(g, x.index(GpuGemmPlan::kSkTraceUnits)), uu), x.index(GpuGemmPlan::kSkTraceSlots)), x.index(e));
+    Value* at = x.add(x.mul(x.add(workers, one), SGS), x.add(x.mul(row, SGS), sg), "trace_at");
+    x.flag_set(FL, at, v)->attrs["trace"] = form;
+  };
+  auto clock_at = [&](Builder& x, Value* unit, int64_t e) {
+    trace(x, unit, e, 2);
+    trace(x, unit, e + 1, 3);
+  };
+  auto sk_part = [&](Builder& y, Value* t, Value* t_first, Value* lo, Value* hi, Value* it_lo, Value* unit = nullptr) {
     Tile tl = tile(y, t);
     Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
     Value* k_hi = y.min(y.mul(y.sub(hi, t_first), KT), K, "k_hi");
     y.if_(y.bin(BinOp::and_, tl.live, y.cmp(CmpPred::lt, lo, hi)), {}, [&](Builder& z) {
+      clock_at(z, unit, 0);  // (sk_trace) the unit's start
       Value* acc = k_range(z, tl, k_lo, k_hi);
+      clock_at(z, unit, 2);  // its K loop's end
       if (p.sk_flags) {
         // The fix-up in the kernel (plan field sk_flags; blocks resident together): the rest of
         // the tile after these iterations, when it has any, is worker g + 1's first part (its
@@ -340,22 +361,36 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         auto with_next = [&](Builder& u) {  // acc + the successor's sum, its flag reset
           Value* next = u.add(g, one, "next");
           Value* next_flag = u.add(u.mul(next, SGS), sg, "next_flag");
+          clock_at(u, unit, 4);  // (sk_trace) the wait's start and end
           u.flag_wait(FL, next_flag, kFlagSpinLimit);
+          clock_at(u, unit, 6);
           Value* part = u.load(acc_t, part_at(u, next, zero, tl), false, "part");
           part->def->attrs["frag_native"] = int64_t(1);
+          if (p.sk_stage) part->def->attrs["stage_read"] = int64_t(1);  // through the stage slots (simt_tma_ws.cpp)
           Value* sum = u.mat_bin(BinOp::add, acc, part, "acc");
           return std::make_pair(sum, next_flag);
         };
-        auto unset = [&](Builder& u, Value* i) { u.flag_set(FL, i, u.constant(0.0, ScalarType::i32, "unset")); };
+        auto unset = [&](Builder& u, Value* i) {
+          Op* o = u.flag_set(FL, i, u.constant(0.0, ScalarType::i32, "unset"));
+          if (p.sk_one_release) o->attrs["one_lane"] = int64_t(1);
+        };
         Value* has_next = z.cmp(CmpPred::lt, hi, z.add(t_first, tiles_k, "t_end"), "has_next");
-        z.if_(z.cmp(CmpPred::eq, lo, t_first, "head"), {}, [&](Builder& u) {
+        Value* head = z.cmp(CmpPred::eq, lo, t_first, "head");
+        if (p.sk_trace) {  // the unit: its tile, whether it is the tile's head and has a successor; its K tiles
+          Value* kind = z.add(z.mul(t, z.index(4)), z.add(z.mul(z.select(head, one, zero), z.index(2)), z.select(has_next, one, zero)));
+          trace(z, unit, 12, 1, z.convert(kind, ScalarType::i32, "trace_kind"));
+          trace(z, unit, 13, 1, z.convert(z.sub(hi, lo), ScalarType::i32, "trace_tiles"));
+        }
+        z.if_(head, {}, [&](Builder& u) {
           u.if_(has_next, {}, [&](Builder& v) {
             auto [sum, next_flag] = with_next(v);
             epilogue(v, tl, sum);
+            clock_at(v, unit, 8);  // (sk_trace) C written (its stores issued)
             unset(v, next_flag);
             return std::vector<Value*>{};
           }, [&](Builder& v) {
             epilogue(v, tl, acc);
+            clock_at(v, unit, 8);
             return std::vector<Value*>{};
           });
           return std::vector<Value*>{};
@@ -369,7 +404,10 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
             v.store(acc, part_at(v, g, zero, tl), false)->attrs["frag_native"] = int64_t(1);
             return std::vector<Value*>{};
           });
-          u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
+          clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued
+          Op* own = u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
+          if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
+          clock_at(u, unit, 10);  // and released
           return std::vector<Value*>{};
         });
         return std::vector<Value*>{};
@@ -408,7 +446,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       Value* t_end = y.add(t_first, tiles_k, "t_end");
       Value* lo = y.select(sk, y.bin(BinOp::max, it_lo, t_first), t_first, "lo");
       Value* hi = y.select(sk, y.min(it_hi, t_end), t_end, "hi");
-      sk_part(y, t, t_first, lo, hi, it_lo);
+      sk_part(y, t, t_first, lo, hi, it_lo, u);
       return std::vector<Value*>{};
     }, "u");
     return fp;

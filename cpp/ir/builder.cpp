@@ -216,8 +216,8 @@ Value* Builder::load_tensor(Value* ptr, Value* object, Value* layout, Value* vie
 Value* Builder::ptr_offset(Value* ptr, Value* elements, std::string hint) {
   return append(OpKind::ptr_offset, {ptr, elements}, {ptr->type}, {std::move(hint)})->result();
 }
-void Builder::flag_set(Value* flags, Value* i, Value* value) {
-  append(OpKind::flag_set, value ? std::vector<Value*>{flags, i, value} : std::vector<Value*>{flags, i}, {});
+Op* Builder::flag_set(Value* flags, Value* i, Value* value) {
+  return append(OpKind::flag_set, value ? std::vector<Value*>{flags, i, value} : std::vector<Value*>{flags, i}, {});
 }
 void Builder::flag_wait(Value* flags, Value* i, int64_t spin_limit) {
   Op* o = append(OpKind::flag_wait, {flags, i}, {});

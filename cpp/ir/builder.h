@@ -35,7 +35,7 @@ class Builder {
   /// Stream-K flags at device scope: flags[i] = value (i32; 1 when null), a release store; wait
   /// until flags[i] != 0 (acquire; SIMT: the subgroup leaves together), trapping after spin_limit
   /// polls when it is positive.
-  void flag_set(Value* flags, Value* i, Value* value = nullptr);
+  Op* flag_set(Value* flags, Value* i, Value* value = nullptr);
   void flag_wait(Value* flags, Value* i, int64_t spin_limit = 0);
   /// ptr[index], unchecked: for decode functions, which the load calls only inside the buffer.
   Value* load_scalar(Value* ptr, Value* index, std::string hint = {});

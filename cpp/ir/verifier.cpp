@@ -319,6 +319,10 @@ class Verifier {
                 cat(mnemonic(o), o.kind == OpKind::flag_set ? " takes (ptr<i32>, index[, i32])" : " takes (ptr<i32>, index)", ", got ", types(v)));
         require(o.int_attr("spin_limit", 0) >= 0 && (o.kind == OpKind::flag_wait || !o.has_attr("spin_limit")), o,
                 cat(mnemonic(o), ": spin_limit must be a count >= 0 of flag.wait, got ", o.int_attr("spin_limit", 0)));
+        require(!o.has_attr("trace") || (o.kind == OpKind::flag_set && (o.int_attr("trace") == 1) == (v.size() == 3) &&
+                                         o.int_attr("trace") >= 1 && o.int_attr("trace") <= 3), o,
+                cat(mnemonic(o), ": trace must be 1 (the value), 2 (the SM's clock) or 3 (the device's timer) of flag.set, "
+                    "with a value only for 1, got ", o.int_attr("trace", 0)));
         break;
       case OpKind::load:
         require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() &&

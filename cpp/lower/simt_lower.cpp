@@ -266,6 +266,12 @@ void SimtTarget::flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::
 llvm::Value* SimtTarget::flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const {
   return b.CreateAtomicRMW(llvm::AtomicRMWInst::Or, p, b.getInt32(0), llvm::Align(4), llvm::AtomicOrdering::Acquire);
 }
+void SimtTarget::prefetch_l2_bulk(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*) const {
+  throw InternalError(cat("cp.async.bulk.prefetch.L2 (sk_prefetch) on ", name()));
+}
+llvm::Value* SimtTarget::trace_clock(llvm::IRBuilder<>&, bool) const {
+  throw UserError(cat("flag.set's trace (sk_trace) on ", name(), ": the target has no clock to read"));
+}
 void SimtTarget::trap(llvm::IRBuilder<>&) const {
   throw UserError(cat("flag.wait with a spin_limit on ", name(), ": the target has no trap to end a stuck kernel (use spin_limit 0)"));
 }
@@ -277,6 +283,24 @@ void SimtTarget::trap(llvm::IRBuilder<>&) const {
 // polling). spin_limit > 0: the target's trap after that many polls (a launch error, not a hang).
 void SimtLowering::flag_op(const Op& o) {
   llvm::Value* p = b_.CreateGEP(b_.getInt32Ty(), scalar(o.operands[0]), scalar(o.operands[1]));
+  if (o.kind == OpKind::flag_set && o.int_attr("trace", 0)) {
+    // Debug (sk_trace): a plain volatile store, no release (nothing waits for it): the given value
+    // (trace 1), this SM's clock (2) or the device's nanosecond timer (3), low 32 bits.
+    const int64_t tr = o.int_attr("trace", 0);
+    llvm::Value* v = tr == 1 ? scalar(o.operands.at(2)) : target_.trace_clock(b_, tr == 3);
+    b_.CreateAlignedStore(v, p, llvm::Align(4), /*isVolatile=*/true);
+    return;
+  }
+  if (o.kind == OpKind::flag_set && o.int_attr("one_lane", 0)) {
+    // (attribute one_lane: Stream-K's sk_flags plans with sk_one_release) the subgroup synchronizes
+    // (ordering its work-items' earlier writes before what follows, for them all), then work-item 0
+    // alone sets the flag with its release, cumulative over what the barrier ordered: one atomic a
+    // subgroup where every work-item's exchange queued 32 on one address.
+    // (predicated, no branch: a branch here cost ptxas 560-1,970 bytes of spills with f32 C)
+    target_.subgroup_sync(b_);
+    target_.flag_store_release_first(b_, p, o.operands.size() > 2 ? scalar(o.operands[2]) : b_.getInt32(1), lane());
+    return;
+  }
   if (o.kind == OpKind::flag_set) {
     target_.flag_store_release(b_, p, o.operands.size() > 2 ? scalar(o.operands[2]) : b_.getInt32(1));
     return;

@@ -267,10 +267,18 @@ class SimtLowering {
   /// The same loop as one tile of a warp-specialized persistent walk (simt_tma_ws.cpp; loop
   /// attribute persistent): the producer warp's TMA copies of every tile of the work-group, the
   /// consumer warps' waits, wgmmas and releases. M, N: the kernel's extents (i64). sk_down: the
-  /// Stream-K parts' K steps copied from the part's last down to its first.
+  /// Stream-K parts' K steps copied from the part's last down to its first. sk_prefetch: the bytes
+  /// of a partial tile in the workspace (kernel parameter WS), which the producer prefetches into L2
+  /// for a part that adds its successor's, after that part's copies (0: none).
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                         llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
-                                        bool sk_down = false);
+                                        bool sk_down = false, int64_t sk_prefetch = 0, int64_t sk_stage = 0);
+  /// sk_stage (the loop's stream_k_stage_read: a partial tile's bytes): the frag_native load of a
+  /// successor's partial (attribute stage_read) through the stage slots, as pseudo K steps the
+  /// producer hands over after the part's copies: each lane's 16-byte groups by cp.async into the
+  /// warp's part of them, read back from shared memory, the slots released (simt_tma_ws.cpp).
+  std::vector<llvm::Value*> ws_stage_read(const Access& a, const Type& t, size_t components);
+  int64_t ws_stage_pseudo_ = 0, ws_stage_slots_ = 0, ws_stage_bytes_ = 0;  // ws_tma_loop's: pseudo steps, S, a slot's bytes
   /// The kernel parameter the IR names `hint` (InternalError when there is none).
   llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent

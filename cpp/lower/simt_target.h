@@ -67,6 +67,12 @@ class SimtTarget {
   /// (read-modify-writes continue a release's sequence). The default: LLVM's atomicrmw xchg
   /// release (SPIR-V: OpAtomicExchange; LLVM 22's SPIR-V backend writes atomic stores as plain ones).
   virtual void flag_store_release(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v) const;
+  /// flag_store_release by the work-item whose `lane` (i32) is 0 only, after a subgroup barrier
+  /// (flag.set's one_lane); the default: every work-item's (the same flag, released by all).
+  virtual void flag_store_release_first(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v, llvm::Value* lane) const {
+    (void)lane;
+    flag_store_release(b, p, v);
+  }
   /// A load of the flag at p (i32) that acquires at device scope. Default: atomicrmw or 0, acquire.
   virtual llvm::Value* flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const;
   /// A pause between polls of a spin loop (NVPTX: nanosleep); default none.
@@ -75,6 +81,12 @@ class SimtTarget {
   virtual void subgroup_sync(llvm::IRBuilder<>& b) const = 0;
   /// Ends the kernel with an error the launch reports (NVPTX: trap); the default refuses with a UserError.
   virtual void trap(llvm::IRBuilder<>& b) const;
+  /// cp.async.bulk.prefetch.L2 (sm_90): `bytes` (i32, a multiple of 16) at global address `addr` (i64, 16-byte
+  /// aligned) fetched into L2; the default refuses with an InternalError (only sm_90 plans ask for it).
+  virtual void prefetch_l2_bulk(llvm::IRBuilder<>& b, llvm::Value* addr, llvm::Value* bytes) const;
+  /// flag.set's trace forms (debug: Stream-K's sk_trace): this SM's cycle counter (`global` false)
+  /// or the device's nanosecond timer (true), the low 32 bits (i32); the default refuses with a UserError.
+  virtual llvm::Value* trace_clock(llvm::IRBuilder<>& b, bool global) const;
   /// SPV_INTEL_subgroups' block reads / writes, DPAS and 2-D block I/O are available.
   virtual bool intel_subgroups() const { return false; }
   /// mma.sync m16n8k16 (NVIDIA tensor cores, sm_80 and newer).

@@ -240,12 +240,24 @@ class NvptxSimtTarget : public SimtTarget {
     ptx(b, b.getInt32Ty(), cat("atom.release.gpu", space(p), ".exch.b32 $0, [$1], $2;"), "=r,l,r,~{memory}",
         {b.CreatePtrToInt(p, b.getInt64Ty()), v});
   }
+  void flag_store_release_first(llvm::IRBuilder<>& b, llvm::Value* p, llvm::Value* v, llvm::Value* lane) const override {
+    ptx(b, b.getVoidTy(),
+        cat("{\n.reg .pred first;\n.reg .b32 old;\nsetp.eq.u32 first, $2, 0;\n@first atom.release.gpu", space(p),
+            ".exch.b32 old, [$0], $1;\n}"),
+        "l,r,r,~{memory}", {b.CreatePtrToInt(p, b.getInt64Ty()), v, lane});
+  }
   llvm::Value* flag_load_acquire(llvm::IRBuilder<>& b, llvm::Value* p) const override {
     return ptx(b, b.getInt32Ty(), cat("ld.acquire.gpu", space(p), ".b32 $0, [$1];"), "=r,l,~{memory}", {b.CreatePtrToInt(p, b.getInt64Ty())});
   }
   void spin_pause(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "nanosleep.u32 32;", "~{memory}", {}); }
   void subgroup_sync(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "bar.warp.sync -1;", "~{memory}", {}); }
   void trap(llvm::IRBuilder<>& b) const override { ptx(b, b.getVoidTy(), "trap;", "~{memory}", {}); }
+  void prefetch_l2_bulk(llvm::IRBuilder<>& b, llvm::Value* addr, llvm::Value* bytes) const override {
+    ptx(b, b.getVoidTy(), "cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r,~{memory}", {addr, bytes});
+  }
+  llvm::Value* trace_clock(llvm::IRBuilder<>& b, bool global) const override {
+    return ptx(b, b.getInt32Ty(), global ? "mov.u32 $0, %globaltimer_lo;" : "mov.u32 $0, %clock;", "=r,~{memory}", {});
+  }
 
   void mbarrier_init(llvm::IRBuilder<>& b, llvm::Value* bar, int count) const override {
     ptx(b, b.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}", {bar, b.getInt32(static_cast<uint32_t>(count))});

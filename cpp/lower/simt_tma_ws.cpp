@@ -100,7 +100,7 @@ llvm::Value* SimtLowering::param_named(const std::string& hint) {
 
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                                     llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt,
-                                                    bool sk_down) {
+                                                    bool sk_down, int64_t sk_prefetch, int64_t sk_stage) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   if (cluster_ && sk_kt)
@@ -111,6 +111,10 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   auto i64v = [&](int64_t v) { return b_.getInt64(v); };
   auto none = [] { return std::vector<llvm::Value*>{}; };
   const int64_t S = t.stages;
+  // sk_stage: the pseudo steps of a successor's partial read through the slots (ws_stage_read)
+  const int64_t pseudo = sk_stage ? (sk_stage + t.stage_bytes - 1) / t.stage_bytes : 0;
+  if (pseudo > S) throw InternalError(cat("SIMT lowering: a partial tile of ", sk_stage, " bytes in ", S, " stage slots of ", t.stage_bytes));
+  ws_stage_pseudo_ = pseudo, ws_stage_slots_ = S, ws_stage_bytes_ = t.stage_bytes;
   // The stages' shared-window address (as simt_wgmma.cpp: the first 1024-byte boundary of the
   // stage memory), made where it is used: ws.init and the producer's code see only the entry's values.
   auto stages_base = [&] {
@@ -231,8 +235,44 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
           llvm::Value* k_hi = b_.CreateMul(b_.CreateSub(end, t_first), KT);
           k_hi = b_.CreateSelect(b_.CreateICmpSLT(k_hi, K), k_hi, K);
           // (a part the recipe skips, lo == end, has no steps: steps() is 0)
-          return emit_if(b_, fn_, b_.CreateICmpSLT(lo, end), [&] { return tile_steps(tile, k_lo, k_hi, s_in, sk_down); },
-                         [&] { return s_in; });
+          std::vector<llvm::Value*> s_out = emit_if(b_, fn_, b_.CreateICmpSLT(lo, end), [&] { return tile_steps(tile, k_lo, k_hi, s_in, sk_down); },
+                                                    [&] { return s_in; });
+          if (sk_prefetch) {
+            // A tile's head with a successor (lo at the tile's first K tile, end before its last) adds
+            // the successor's partial (workspace slot 0 of block + 1) after its K loop: its copies
+            // are issued some stages before the consumers finish, so the partial (written by then,
+            // or being written: L2 is where the writes land) is fetched into L2 meanwhile, should
+            // it have been evicted since (plan field sk_prefetch).
+            llvm::Value* head = b_.CreateAnd(b_.CreateICmpEQ(lo, t_first), b_.CreateICmpSLT(end, t_end));
+            emit_if(b_, fn_, b_.CreateAnd(head, b_.CreateICmpSLT(lo, end)), [&] {
+              llvm::Value* slot = b_.CreateMul(b_.CreateMul(b_.CreateAdd(first_tile, i64v(1)), i64v(2)), i64v(sk_prefetch));
+              llvm::Value* at = b_.CreateAdd(b_.CreatePtrToInt(param_named("WS"), i64), slot);
+              target_.prefetch_l2_bulk(b_, at, c32(sk_prefetch));
+              return none();
+            }, none);
+          }
+          if (pseudo) {
+            // sk_stage: a part with a successor (end before the tile's last K tile) reads its
+            // partial through `pseudo` slots after its own steps: pseudo steps for which the
+            // producer waits as for a copy (the slot's previous use released) and then arrives on
+            // the slot's full barrier with no bytes (the consumers' ws_stage_read takes them).
+            llvm::Value* has_next = b_.CreateAnd(b_.CreateICmpSLT(end, t_end), b_.CreateICmpSLT(lo, end));
+            s_out = emit_if(b_, fn_, has_next, [&] {
+              llvm::Value* s = s_out[0];
+              for (int64_t i = 0; i < pseudo; ++i) {
+                llvm::Value* slot = slot_of(s);
+                llvm::Value* sv = s;
+                emit_if(b_, fn_, b_.CreateICmpSGE(sv, i64v(S)), [&] {
+                  mbarrier_wait(empty(slot), b_.CreateXor(parity_of(sv), c32(1)));
+                  return none();
+                }, none);
+                target_.mbarrier_arrive(b_, full(slot));
+                s = b_.CreateAdd(s, i64v(1));
+              }
+              return std::vector<llvm::Value*>{s};
+            }, [&] { return s_out; });
+          }
+          return s_out;
         });
       }, [&] { return std::vector<llvm::Value*>{i64v(0)}; });
       llvm::Value* sk_tiles = b_.CreateSDiv(sk_iters, tiles_k, "sk_tiles");
@@ -294,6 +334,69 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   }, [&] { return acc; });
   b_.CreateStore(b_.CreateAdd(taken, t.nk), ws_steps_);
   return D;
+}
+
+// sk_stage (gemm_recipe_gpu.cpp): the successor's partial, a warp's 16 x NR fragment in its own
+// order (frag_native, simt_wgmma.cpp), through the stage slots that the producer handed over as
+// pseudo steps after the part's copies (ws_tma_loop): the warp's region of the partial tile (its
+// element offset, as native_at's) lies in pseudo step i = bytes / slot bytes; the warp waits for
+// the pseudo steps' full barriers, each lane copies its 16-byte groups there with cp.async (all in flight
+// at once, no registers held: a lane's 32 ld.global.v4 were latency-bound, ~9,000 cycles a part
+// on the H100, session 20), waits for them, reads them back from shared memory; then every warp
+// releases all the pseudo steps (empty barriers count every consumer warp) and counts them taken.
+std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Type& t, size_t components) {
+  if (!ws_steps_ || !ws_stage_pseudo_)
+    throw InternalError("SIMT lowering: a stage_read load without a persistent wgmma loop of stream_k_stage_read before it");
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* f32 = b_.getFloatTy();
+  if (scalar_ty(t.scalar) != f32) throw InternalError("SIMT lowering: a stage_read load of a type other than f32");
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  const int64_t S = ws_stage_slots_, SB = ws_stage_bytes_;
+  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "stg_base");
+  llvm::Value* bars = b_.CreateAdd(base, c32(S * SB));
+  auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, b_.getInt64(S)), i32); };
+  auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, b_.getInt64(S)), b_.getInt64(1)), i32); };
+  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "stg_taken");
+  // the warp's region: bytes from the partial's start (native_at's element offset)
+  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
+  llvm::Value* step = b_.CreateAdd(taken, b_.CreateUDiv(r0, b_.getInt64(SB)), "stg_step");
+  llvm::Value* slot = slot_of(step);
+  // every pseudo step handed over (not only this warp's): its arrivals on their empty barriers
+  // below then count toward the pseudo uses, never a previous use another warp has yet to release
+  for (int64_t j = 0; j < ws_stage_pseudo_; ++j) {
+    llvm::Value* sj = b_.CreateAdd(taken, b_.getInt64(j));
+    mbarrier_wait(b_.CreateAdd(bars, b_.CreateMul(slot_of(sj), c32(8))), parity_of(sj));
+  }
+  llvm::Value* dst0 = b_.CreateAdd(b_.CreateAdd(base, b_.CreateMul(slot, c32(SB))), b_.CreateTrunc(b_.CreateURem(r0, b_.getInt64(SB)), i32));
+  llvm::Value* l16 = b_.CreateMul(lane(), c32(16));
+  auto* cp_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i64}, false);
+  auto* cp = llvm::InlineAsm::get(cp_ty, "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", /*hasSideEffects=*/true);
+  const size_t groups = components / 4;
+  std::vector<llvm::Value*> at(groups);
+  for (size_t q = 0; q < groups; ++q) {
+    at[q] = b_.CreateAdd(dst0, b_.CreateAdd(l16, c32(static_cast<int64_t>(512 * q))));
+    b_.CreateCall(cp_ty, cp, {at[q], b_.CreatePtrToInt(native_at(a, t, q), i64)});
+  }
+  auto* wait_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+  b_.CreateCall(wait_ty, llvm::InlineAsm::get(wait_ty, "cp.async.wait_all;", "~{memory}", /*hasSideEffects=*/true));
+  auto* v4 = llvm::StructType::get(ctx_, {f32, f32, f32, f32});
+  auto* ld_ty = llvm::FunctionType::get(v4, {i32}, false);
+  auto* ld = llvm::InlineAsm::get(ld_ty, "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r,~{memory}", /*hasSideEffects=*/true);
+  std::vector<llvm::Value*> out(components);
+  for (size_t q = 0; q < groups; ++q) {
+    llvm::Value* x = b_.CreateCall(ld_ty, ld, {at[q]});
+    for (unsigned i = 0; i < 4; ++i) out[q * 4 + i] = b_.CreateExtractValue(x, {i});
+  }
+  target_.subgroup_sync(b_);  // every lane's reads done before lane 0 releases the slots
+  emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
+    for (int64_t j = 0; j < ws_stage_pseudo_; ++j)
+      target_.mbarrier_arrive(b_, b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(slot_of(b_.CreateAdd(taken, b_.getInt64(j))), c32(S)), c32(8))));
+    return std::vector<llvm::Value*>{};
+  }, [] { return std::vector<llvm::Value*>{}; });
+  b_.CreateStore(b_.CreateAdd(taken, b_.getInt64(ws_stage_pseudo_)), ws_steps_);
+  return out;
 }
 
 }  // namespace coopjit

@@ -284,7 +284,8 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   if (tma && o.int_attr("persistent", 0)) {  // warp specialized, one tile of a persistent walk (simt_tma_ws.cpp)
     D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                          pa.k_inner, pb.k_inner},
-                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0);
+                    hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0,
+                    o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0));
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});
@@ -395,6 +396,7 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       if (o.int_attr("frag_native", 0)) {  // what frag_store wrote in the fragment's own order
         if (!native_shape(o, t, f.d.size())) return std::nullopt;
         native_loads_.erase(v);
+        if (o.int_attr("stage_read", 0)) return ws_stage_read(a, t, f.d.size());  // through the stage slots (simt_tma_ws.cpp)
         std::vector<llvm::Value*> out(f.d.size());
         for (size_t q = 0; q < f.d.size() / 4; ++q) {
           llvm::Value* x = b_.CreateAlignedLoad(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4), native_at(a, t, q), llvm::Align(16));

@@ -154,6 +154,27 @@ struct GpuGemmPlan {
   // producer's copies, simt_tma_ws.cpp), so that the blocks streaming at once work on K panels of
   // one or two offsets rather than one an SM (L2 reuse); 0 upward (plan override sk_down: 0 / 1).
   int sk_down = 0;
+  // Debug (plan override sk_trace: 0 / 1; never chosen by the planner): sk_flags plans whose
+  // consumer warps write %clock / %globaltimer_lo at the boundaries of each unit of the walk
+  // (part start, K loop end, flag wait, partial stored, epilogue end) into the flags' allocation
+  // after the flags (gemm_recipe_gpu.cpp; read back with _core.gpu_stream_k_flags).
+  int sk_trace = 0;
+  // sk_flags plans: the producer prefetches into L2 the successor's partial tile that a tile's
+  // head adds, once it has issued that part's copies (simt_tma_ws.cpp; plan override sk_prefetch: 0 / 1).
+  int sk_prefetch = 0;
+  // sk_flags plans: the successor's partial tile read through the pipeline's stage slots, which
+  // the producer hands over as pseudo K steps after the part's copies: cp.async into shared
+  // memory, then read back (simt_tma_ws.cpp ws_stage_read; plan override sk_stage: 0 / 1). Only
+  // where each warp's 16 x NR f32 region lies in one slot and the partial fits the slots; there by
+  // default (kSkStageDefault).
+  int sk_stage = 0;
+  // sk_flags plans: each flag set by one work-item of the warp after a warp barrier, not by all 32
+  // with their own release exchanges (plan override sk_one_release: 0 / 1; sk_flags plans' default,
+  // kSkOneReleaseDefault).
+  int sk_one_release = 0;
+  // sk_trace's layout: i32 entry ((g kSkTraceUnits + min(u, kSkTraceUnits - 1)) kSkTraceSlots + e)
+  // sg_m sg_n + warp of block g's unit u, after the flags' (workers + 1) sg_m sg_n entries.
+  static constexpr int kSkTraceUnits = 8, kSkTraceSlots = 16;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp).
   int group_m = 0;

@@ -58,6 +58,17 @@ inline constexpr int kSkFlagsDefault = 1;
 // 561 1.03-1.18x. (Measured
 // with the flags; the fix-up launch's plans take it too, the walk being the same.)
 inline constexpr int kSkDownDefault = 1;
+// sk_flags plans: the successor's partial read through the stage slots (plan field sk_stage, where
+// it fits them) and each flag set by one work-item of the warp after a warp barrier (plan field
+// sk_one_release), by default. A per-block timeline (plan field sk_trace) put a part with a
+// successor at ~9,200 cycles more than a plain epilogue (its 32 ld.global.v4 a lane latency-bound),
+// the part that stores its sum at ~4,500 cycles of stores, ~2,100 to its release and ~5,300 more
+// before the next part starts. On the H100 (benchmarks/recorded/issue16-h100-streamk-session20.md,
+// CUDA graphs, bf16, medians of 3 alternating rounds, every round faster) both against neither:
+// 1024x4864x8192 1.064x (115.4 against 122.8 us), 2816x1920x8192 1.034x (120.4 against 124.5),
+// SK + DP forced on 896x4864x8192 1.063x and on 4352x1024x4096 1.129x; C bit-identical.
+inline constexpr int kSkStageDefault = 1;
+inline constexpr int kSkOneReleaseDefault = 1;
 // 16-bit warp-specialized TMA plans: the orientation (layout row / col: which of the product's
 // M and N the kernel's 128-row side runs along) whose tiles carry less work over their waves, by
 // default (a plan that names layout or a tile keeps it). The layout by the strides alone

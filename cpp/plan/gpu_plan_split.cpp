@@ -138,6 +138,38 @@ void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t
     throw UserError(cat("plan override sk_down=1: the Stream-K parts' K order is the warp-specialized kernel's producer's (ws, split not dp), "
                         "not ws=", p.ws, ", split ", p.split));
   p.sk_down = dn != overrides.end() ? static_cast<int>(dn->second) : ws_stream_k && sixteen_bit ? kSkDownDefault : 0;
+  // A debug field: the consumers' clock at the units' boundaries, only when asked for.
+  auto tr = overrides.find("sk_trace");
+  if (tr != overrides.end() && (tr->second < 0 || tr->second > 1))
+    throw UserError(cat("plan override sk_trace=", tr->second, " must be 0 (no) or 1 (the units' clock after the flags)"));
+  if (tr != overrides.end() && tr->second == 1 && !p.sk_flags)
+    throw UserError(cat("plan override sk_trace=1: the trace is written after the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags));
+  p.sk_trace = tr != overrides.end() ? static_cast<int>(tr->second) : 0;
+  auto pf = overrides.find("sk_prefetch");
+  if (pf != overrides.end() && (pf->second < 0 || pf->second > 1))
+    throw UserError(cat("plan override sk_prefetch=", pf->second, " must be 0 (no) or 1 (the successor's partial prefetched into L2)"));
+  if (pf != overrides.end() && pf->second == 1 && !p.sk_flags)
+    throw UserError(cat("plan override sk_prefetch=1: the prefetch is of the in-kernel fix-up's partial tiles (sk_flags 1), not sk_flags=", p.sk_flags));
+  p.sk_prefetch = pf != overrides.end() ? static_cast<int>(pf->second) : 0;
+  auto st = overrides.find("sk_stage");
+  if (st != overrides.end() && (st->second < 0 || st->second > 1))
+    throw UserError(cat("plan override sk_stage=", st->second, " must be 0 (no) or 1 (the successor's partial through the stage slots)"));
+  const int64_t slot = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
+  const int64_t region = int64_t(p.mr) * p.nr * ir::size_in_bytes(p.dtype);  // a warp's part of the partial
+  const int64_t part = region * p.sg_m * p.sg_n;
+  const bool stage_fits = p.sk_flags && p.stages > 0 && p.dtype == ir::ScalarType::f32 && slot % region == 0 &&
+                          (part + slot - 1) / slot <= p.stages;
+  if (st != overrides.end() && st->second == 1 && !stage_fits)
+    throw UserError(cat("plan override sk_stage=1: the in-kernel fix-up (sk_flags 1, not ", p.sk_flags, ") of f32 partial tiles whose ",
+                        part, " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region,
+                        " in one slot"));
+  p.sk_stage = st != overrides.end() ? static_cast<int>(st->second) : stage_fits ? kSkStageDefault : 0;
+  auto r1 = overrides.find("sk_one_release");
+  if (r1 != overrides.end() && (r1->second < 0 || r1->second > 1))
+    throw UserError(cat("plan override sk_one_release=", r1->second, " must be 0 (every work-item's release) or 1 (one a warp)"));
+  if (r1 != overrides.end() && r1->second == 1 && !p.sk_flags)
+    throw UserError(cat("plan override sk_one_release=1: the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags));
+  p.sk_one_release = r1 != overrides.end() ? static_cast<int>(r1->second) : p.sk_flags ? kSkOneReleaseDefault : 0;
 }
 
 void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c) {

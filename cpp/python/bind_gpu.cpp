@@ -209,6 +209,14 @@ void bind_gpu(py::module_& m) {
      py::arg("overrides") = PlanOverrides{}, py::arg("epilogue") = py::none(),
      "Plans and compiles (or takes from the cache) the GEMM of a spec on a SPIR-V device.");
 
+  m.def("gpu_stream_k_flags", [](const std::string& device, uintptr_t stream, bool clear) {
+    py::gil_scoped_release nogil;
+    return read_stream_k_flags(device, stream, clear);
+  }, py::arg("device"), py::arg("stream") = 0, py::arg("clear") = true,
+     "This thread's in-kernel Stream-K flags of `device` and `stream` (else stream 0's) as i32, [] when there are none "
+     "(debug: the flags are zero between launches; after them, the trace entries of sk_trace plans, gpu_plan.h); "
+     "`clear`: zeroed after the copy (call it with no launch in flight).");
+
   m.def("gpu_gemm_plan", [](const std::string& device, const std::vector<std::string>& types,
                             const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,
                             const PlanOverrides& overrides, const py::object& epilogue) {

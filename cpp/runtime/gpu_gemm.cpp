@@ -63,9 +63,16 @@ uint8_t* stream_workspace(const char* what, const std::string& device, uintptr_t
 // The in-kernel Stream-K fix-up's flags (plan field sk_flags), kept as the workspaces are: zero
 // when made, and every launch leaves them zero (each flag is reset by the warp that waited for it),
 // so that no launch clears them first.
-int32_t* stream_k_flags(const std::string& device, uintptr_t stream, int64_t bytes) {
+std::map<std::tuple<std::string, uintptr_t>, std::unique_ptr<SharedAllocation>>& stream_k_flag_spaces() {
   thread_local std::map<std::tuple<std::string, uintptr_t>, std::unique_ptr<SharedAllocation>> spaces;
-  auto& fl = spaces[{device, stream}];
+  return spaces;
+}
+SharedAllocation* stream_k_flags_allocation(const std::string& device, uintptr_t stream) {
+  auto it = stream_k_flag_spaces().find({device, stream});
+  return it == stream_k_flag_spaces().end() ? nullptr : it->second.get();
+}
+int32_t* stream_k_flags(const std::string& device, uintptr_t stream, int64_t bytes) {
+  auto& fl = stream_k_flag_spaces()[{device, stream}];
   if (!fl || fl->bytes() < static_cast<size_t>(bytes)) {
     fl.reset();
     fl = std::make_unique<SharedAllocation>(open_device(device), static_cast<size_t>(bytes), 256);
@@ -136,7 +143,9 @@ StreamKLaunch stream_k_launch(const GpuGemmPlan& p, int64_t tiles, int64_t K) {
   // sk_flags: a flag a consumer warp of each worker and of worker `workers` (never set: the last
   // worker's next, which it never waits for). The allocation is zero between launches (each
   // launch resets the flags it set), so plans of other sizes on the same stream may share it.
-  if (p.sk_flags) s.flags_bytes = ((std::max<int64_t>(1, s.workers) + 1) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
+  // sk_trace (debug): the blocks' trace entries after the flags (gpu_plan.h).
+  const int64_t trace = p.sk_trace ? s.groups * GpuGemmPlan::kSkTraceUnits * GpuGemmPlan::kSkTraceSlots : 0;
+  if (p.sk_flags) s.flags_bytes = ((std::max<int64_t>(1, s.workers) + 1 + trace) * p.sg_m * p.sg_n * 4 + 255) / 256 * 256;
   return s;
 }
 
@@ -271,6 +280,22 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
   args.insert(args.end(), maps.begin(), maps.end());
   k.code->launch(args, s.groups);
   if (s.fixup_groups > 0) k.fixup->launch(args, s.fixup_groups);
+}
+
+std::vector<int32_t> read_stream_k_flags(const std::string& device, uintptr_t stream, bool clear) {
+  std::vector<int32_t> out;
+  for (uintptr_t st : {stream, uintptr_t(0)}) {  // (the synchronous path's allocation: stream 0)
+    SharedAllocation* fl = stream_k_flags_allocation(device, st);
+    if (!fl) continue;
+    out.resize(fl->bytes() / 4);
+    fl->download(out.data(), out.size() * 4);
+    if (clear) {
+      const std::vector<uint8_t> zeros(fl->bytes(), 0);
+      fl->upload(zeros.data(), zeros.size());
+    }
+    return out;
+  }
+  return out;
 }
 
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& kernel, const GemmSpec& spec,

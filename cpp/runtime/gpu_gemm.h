@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "plan/gpu_plan.h"
 #include "runtime/device_program.h"
@@ -108,5 +109,10 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
 /// Queues the product on `stream` (a CUstream handle) and returns without waiting.
 void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void* c, double alpha, double beta,
                      uintptr_t stream);
+
+/// The in-kernel Stream-K flags' allocation of this thread, `device` and `stream` (else of
+/// stream 0, the synchronous path's), as i32 (empty when there is none): zero between launches,
+/// after them sk_trace plans' trace entries (gpu_plan.h). `clear`: zeroed after the copy.
+std::vector<int32_t> read_stream_k_flags(const std::string& device, uintptr_t stream, bool clear);
 
 }  // namespace coopjit
