@@ -887,3 +887,64 @@ def test_wgmma_ws_stream_k_flags_chains_and_reuse(rng, shape, workers):
     for tc, (r, mg) in zip(outs, refs):
         err = np.abs(tc.double().cpu().numpy() - r)
         assert tc.dtype == torch.bfloat16 and (err <= 2.0**-8 * np.abs(r) + (k + 4) * 2.0**-23 * mg).all()
+
+
+@pytest.mark.parametrize("shape,extra", [((1024, 4864, 1024), {}), ((4224, 1024, 1536), {}), ((512, 1024, 4096), {"split": "sk"}),
+                                         ((520, 264, 2056), {"workers": 7})])
+def test_wgmma_ws_stream_k_stage_read_one_release_exact(rng, shape, extra):
+    """Session 20's in-kernel fix-up (the successor's partial read through the stage slots, sk_stage;
+    one release a warp, sk_one_release; the L2 prefetch, sk_prefetch): C bit-identical to the same
+    plan without them (the same sums in the same order) and within f32 rounding of float64; 152
+    tiles streamed (1024x4864), Stream-K parts then DP tiles (4224x1024: 136 tiles), chains of short
+    parts (plain Stream-K), edge tiles (520x264). Called three times (the pseudo steps' parities,
+    the flags reset)."""
+    _hopper()
+    m, n, k = shape
+    base = dict({"layout": "col", "sg_m": 8, "nr": 256, "split": "sk+dp", "sk_flags": 1}, **extra)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    old = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, sk_stage=0, sk_one_release=0))
+    want = old(a, b)
+    _tc_check(want, a, b)
+    for more in ({}, {"sk_prefetch": 1}):
+        kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, **more))
+        assert kern.config["sk_stage"].startswith("yes") and kern.config["sk_one_release"].startswith("yes")
+        for _ in range(3):
+            got = kern(a, b)
+            assert np.array_equal(got, want)
+
+
+def test_wgmma_ws_stream_k_trace_reads_back(rng):
+    """sk_trace (debug): after one launch the flags' allocation holds, after the flags, each block's
+    units (tile, kind, K tiles) and its consumer warps' clocks in order (K loop end after the start,
+    a part's stores before its release); the result unchanged."""
+    _hopper()
+    m, n, k = 1024, 4864, 1024
+    plan = {"layout": "col", "sg_m": 8, "nr": 256, "split": "sk+dp", "sk_flags": 1, "sk_trace": 1}
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
+    kern(a, b)
+    _core.gpu_stream_k_flags(DEV, 0, True)
+    _tc_check(kern(a, b), a, b)
+    fl = np.array(_core.gpu_stream_k_flags(DEV, 0, False), dtype=np.int64) & 0xFFFFFFFF
+    sms = coopjit.device_info(DEV)["compute_units"]
+    tiles_k, tiles = -(-k // int(kern.config["kt"])), 8 * 19  # 152 tiles of 128 x 256
+    sk_iters = _core.stream_k_tiles("sk+dp", tiles, tiles_k, sms)
+    workers = min(sms, sk_iters)
+    assert sk_iters == tiles * tiles_k and fl.size and not fl[:(workers + 1) * 8].any()  # the flags: reset by the launch
+    tr = fl[(workers + 1) * 8:(workers + 1) * 8 + sms * 8 * 16 * 8].reshape(sms, 8, 16, 8)
+    seen = set()
+    for g in range(sms):
+        for u in range(8):
+            e = tr[g, u]
+            if not e[1].all():
+                continue
+            d = lambda x, y: (e[x] - e[y]) % 2**32  # noqa: E731  (cycles, every warp)
+            assert (d(2, 0) > 0).all() and (d(2, 0) < 2**31).all()
+            kind, kt = e[12, 0], e[13, 0]
+            assert (e[12] == kind).all() and 1 <= kt <= tiles_k
+            seen.add(int(kind) // 4)
+            if not (kind >> 1) & 1:  # not a tile's head: its sum stored, then released
+                assert (d(10, 8) < 2**31).all() and (d(8, 2) < 2**31).all()
+    assert seen == set(range(tiles))  # every tile's units

@@ -552,7 +552,12 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   tiles' parts added inside the kernel after release / acquire flags, where the persistent grid
   fits the SMs; default 'yes' where every worker's part is a tile or more, else 'no': a second,
   fix-up launch); sk_down 'no' | 'yes' (ws Stream-K plans: each Stream-K part's K tiles from its
-  last down to its first; default 'no'); cluster 'no' | 2 (ws DP plans whose tiles along M are even:
+  last down to its first; default 'no'); sk_stage 'no' | 'yes' (sk_flags plans: the successor's partial
+  read through the pipeline's stage slots by cp.async; default 'yes' where it fits them); sk_one_release
+  'no' | 'yes' (sk_flags plans: each flag set by one work-item a warp; default 'yes'); sk_prefetch
+  'no' | 'yes' (sk_flags plans: the successor's partial prefetched into L2; default 'no'); sk_trace
+  'no' | 'yes' (debug: the consumers' clock at each unit's boundaries, _core.gpu_stream_k_flags reads
+  it; default 'no'); cluster 'no' | 2 (ws DP plans whose tiles along M are even:
   pairs of blocks at the same N, each copying half of B's panel, multicast by TMA to both; default
   'no'); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
