@@ -751,7 +751,7 @@ STREAMED = {"layout": "col", "sg_m": 8, "nr": 256, "split": "sk+dp"}  # the auto
 
 
 @pytest.mark.parametrize("shape,extra", [((1024, 4864, 8192), {}), ((1000, 600, 2056), {"workers": 7}),
-                                         ((512, 4224, 8192), {"split": "sk"})])
+                                         ((512, 4224, 8192), {"split": "sk", "sk_flags": 1})])
 def test_wgmma_ws_stream_k_stage_read_and_one_release_assemble(ptxas, shape, extra):
     """The in-kernel fix-up's defaults of session 20: the successor's partial read through the
     stage slots (plan field sk_stage: each lane's NR / 8 16-byte groups by cp.async, then

@@ -12,7 +12,9 @@
 // parameters workers, sk_iters, tiles_k) and then the DP tiles sk_tiles + g, + grid, ...; with
 // stream_k_down (plan field sk_down) each Stream-K part's K steps are copied from its last down to
 // its first, so that the blocks streaming at once are at K offsets of one or two phases (going up,
-// each block's offset is where its range starts inside a tile: as many phases as blocks).
+// each block's offset is where its range starts inside a tile: as many phases as blocks). With
+// stream_k_stage_read (plan field sk_stage) a part that has a successor is followed by pseudo steps:
+// stage slots the producer hands over, empty, for the successor's partial (ws_stage_read, below).
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
