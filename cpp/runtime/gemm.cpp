@@ -271,8 +271,10 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     }
     if (needs_column_sums(k.plan))
       cs = static_cast<char*>(pb) + (k.plan.inline_b ? slot_sums_at : packed_b_panel_bytes(k.plan, g.K, g.N));
-  } else if (k.plan.order == "k_outer" && k.plan.epilogue.any() && n_sk == 0 && tiles_k > 1) {
-    // The unpacked blocked nest keeps a fused epilogue's partial sums in the scratch matrix too.
+  } else if (k.plan.order == "k_outer" && (k.plan.c_type != k.plan.dtype || k.plan.epilogue.any()) && n_sk == 0 &&
+             tiles_k > 1) {
+    // The unpacked blocked nest keeps its partial sums in the scratch matrix too (C in another type
+    // than the accumulator's, or a fused epilogue).
     const size_t s_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                            ir::size_in_bytes(k.plan.dtype);
     char* raw = panel_memory.get(s_bytes + 64);

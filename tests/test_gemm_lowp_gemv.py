@@ -1,0 +1,100 @@
+"""Few-row products of 16-bit inputs with 16-bit C (issue 14, session 20): the unpacked blocked
+nest ("k_outer") keeps the K tiles' partial sums in a scratch matrix in the accumulator type and
+writes C once, so bf16 / f16 vector-matrix products take it (they kept the tile walk, which read
+B's column strips down all of K). The plans through cross_compile, and the products against NumPy
+in float64 at M / N / K edges, strided and transposed operands, alpha / beta, bf16 and f32 C, 1
+and 2 workers."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import coopjit
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _cfg(m, n, k, cpu, dtype=BF16, threads=2, **kw):
+    a, b = np.ones((m, k), dtype), np.ones((k, n), dtype)
+    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, **kw)["config"]
+
+
+def _check(c, a, b, alpha=1.0, beta=0.0, c0=None):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = alpha * (a64 @ b64)
+    mag = abs(alpha) * (np.abs(a64) @ np.abs(b64))
+    if beta:
+        ref = ref + beta * c0.astype(np.float64)
+        mag = mag + abs(beta) * np.abs(c0.astype(np.float64))
+    out_eps = 2.0**-8 if c.dtype == BF16 else np.finfo(c.dtype).eps
+    err = np.abs(c.astype(np.float64) - ref)
+    bound = (a.shape[1] + 2) * np.finfo(np.float32).eps * mag + out_eps * np.abs(ref) + 1e-30
+    assert np.all(err <= bound), (err - bound).max()
+
+
+@pytest.mark.parametrize("cpu,threads", [("znver4", 2), ("znver4", 1), ("znver5", 2), ("sapphirerapids", 16),
+                                         ("sapphirerapids", 2)])
+@pytest.mark.parametrize("dtype", [BF16, np.float16])
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_one_to_three_rows_of_16_bit_inputs_take_the_blocked_nest(cpu, threads, dtype, m):
+    cfg = _cfg(m, 4096, 4096, cpu, dtype, threads)
+    assert cfg["order"] == "k_outer" and cfg["pack"] is False, cfg
+    assert cfg["c_type"] in ("bf16", "f16") and cfg["dtype"] == "f32", cfg
+    assert int(cfg["kt"]) < 4096, cfg  # several K tiles: the partial sums go through the scratch
+
+
+def test_k_outer_with_16_bit_c_asked_for():
+    # the caller's order=k_outer with bf16 C (refused before session 20) and its remaining refusals
+    cfg = _cfg(16, 300, 1200, "znver4", plan={"order": "k_outer", "pack": False})
+    assert cfg["order"] == "k_outer" and cfg["c_type"] == "bf16", cfg
+    with pytest.raises(ValueError, match="k_outer.*needs pack=0"):
+        _cfg(16, 300, 1200, "znver4", plan={"order": "k_outer", "pack": True})
+    with pytest.raises(ValueError, match="ksplit=2 splits K of one row of C.*C in the accumulator type"):
+        _cfg(1, 4096, 4096, "znver4", plan={"ksplit": 2})
+
+
+@pytest.mark.parametrize("m", list(range(1, 10)))
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("out", [BF16, np.float32])
+def test_k_outer_with_16_bit_inputs_matches_numpy(rng, m, threads, out):
+    n, k = 257 + 64 * (m % 3), 515 + 700 * (m % 2)
+    a = rng.uniform(-1, 1, (m, k)).astype(BF16)
+    b = rng.uniform(-1, 1, (k, n)).astype(BF16)
+    for kt in (64, 200):  # several K tiles (the scratch), one a multiple of kb, one not a divisor of K
+        plan = {"order": "k_outer", "pack": False, "kt": kt, "threads": threads}
+        _check(coopjit.matmul(a, b, plan=plan, out_dtype=out), a, b)
+    # strided and transposed operands: A's rows every other column, B read along its columns
+    a2 = rng.uniform(-1, 1, (m, 2 * k)).astype(BF16)[:, ::2]
+    bt = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(BF16)).T
+    at = np.ascontiguousarray(rng.uniform(-1, 1, (k, m)).astype(BF16)).T
+    plan = {"order": "k_outer", "pack": False, "kt": 128, "threads": threads}
+    for x, y in ((a2, b), (a, bt), (at, b), (at, bt)):
+        _check(coopjit.matmul(x, y, plan=plan, out_dtype=out), x, y)
+    # alpha / beta into an existing C of the output type
+    c0 = rng.uniform(-1, 1, (m, n)).astype(out)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-1.5, beta=0.75, plan=plan)
+    _check(c, a, b, alpha=-1.5, beta=0.75, c0=c0)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (1, 1000, 3001), (2, 777, 2048), (3, 600, 1200), (1, 2048, 1025)])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [BF16, np.float16])
+def test_vector_matrix_products_of_16_bit_inputs_by_default(rng, m, n, k, threads, dtype):
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype)
+    old = coopjit.get_num_threads()
+    try:
+        coopjit.set_num_threads(threads)
+        cfg = coopjit.compile_gemm(m, n, k, dtype).config
+        assert cfg["order"] == "k_outer" and cfg["c_type"] in ("bf16", "f16"), cfg
+        _check(coopjit.matmul(a, b), a, b)
+        _check(coopjit.matmul(a[0], b), a[:1], b)  # a 1-D vector times a matrix
+        bias = rng.uniform(-1, 1, n).astype(np.float32)
+        got = coopjit.matmul(a, b, bias=bias)
+        ref = a.astype(np.float64) @ b.astype(np.float64) + bias
+        mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+        out_eps = 2.0**-8 if dtype == BF16 else np.finfo(dtype).eps
+        assert np.all(np.abs(got.astype(np.float64) - ref) <= (k + 2) * np.finfo(np.float32).eps * mag
+                      + out_eps * np.abs(ref))
+    finally:
+        coopjit.set_num_threads(old)
