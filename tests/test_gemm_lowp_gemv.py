@@ -48,8 +48,49 @@ def test_k_outer_with_16_bit_c_asked_for():
     assert cfg["order"] == "k_outer" and cfg["c_type"] == "bf16", cfg
     with pytest.raises(ValueError, match="k_outer.*needs pack=0"):
         _cfg(16, 300, 1200, "znver4", plan={"order": "k_outer", "pack": True})
-    with pytest.raises(ValueError, match="ksplit=2 splits K of one row of C.*C in the accumulator type"):
-        _cfg(1, 4096, 4096, "znver4", plan={"ksplit": 2})
+    with pytest.raises(ValueError, match="ksplit=2 splits K of one row of C.*or bf16 C of f32 sums"):
+        _cfg(1, 4096, 4096, "znver4", dtype=np.float16, plan={"ksplit": 2})  # f16 C: no K split
+    with pytest.raises(ValueError, match="ksplit=2 splits K of one row of C"):
+        _cfg(2, 4096, 4096, "znver4", plan={"ksplit": 2})
+
+
+@pytest.mark.parametrize("cpu,threads,want", [("znver4", 2, 2), ("znver5", 2, 2), ("znver4", 1, 0),
+                                              ("sapphirerapids", 16, 0)])
+def test_one_row_of_bf16_c_splits_k_on_few_cores(cpu, threads, want):
+    # as f32 C does (under 8 cores, 2 workers or more): each worker over all of N
+    assert int(_cfg(1, 4096, 4096, cpu, threads=threads)["ksplit"]) == want
+    assert int(_cfg(1, 4096, 4096, cpu, dtype=np.float16, threads=threads)["ksplit"]) == 0
+
+
+@pytest.mark.parametrize("ksplit,kt", [(2, 8), (2, 64), (3, 16), (5, 200), (64, 8)])
+@pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 3001), (257, 515)])
+def test_k_split_with_bf16_c_matches_numpy(rng, ksplit, kt, n, k):
+    a = rng.uniform(-1, 1, (1, k)).astype(BF16)
+    b = rng.uniform(-1, 1, (k, n)).astype(BF16)
+    plan = {"order": "k_outer", "pack": False, "ksplit": ksplit, "kt": kt, "threads": 2}
+    assert int(coopjit.compile_gemm(1, n, k, BF16, plan=plan).config["ksplit"]) == ksplit
+    _check(coopjit.matmul(a, b, plan=plan), a, b)
+    _check(coopjit.matmul(a[0], b, plan=plan)[None], a, b)  # a 1-D vector
+    # alpha / beta into C, a row of a strided bf16 array (C's column stride 3)
+    big = rng.uniform(-1, 1, (2, 3 * n)).astype(BF16)
+    keep = big.copy()
+    c0 = big[1:, ::3].copy()
+    coopjit.gemm(a, b, big[1:, ::3], alpha=0.5, beta=-2.0, plan=plan)
+    _check(big[1:, ::3], a, b, alpha=0.5, beta=-2.0, c0=c0)
+    big[1:, ::3] = keep[1:, ::3]
+    np.testing.assert_array_equal(big.view(np.uint16), keep.view(np.uint16))  # nothing else written
+    # A read with a stride along K, B with a stride along N
+    a2 = rng.uniform(-1, 1, (1, 2 * k)).astype(BF16)[:, ::2]
+    b2 = rng.uniform(-1, 1, (k, 2 * n)).astype(BF16)[:, ::2]
+    _check(coopjit.matmul(a2, b2, plan=plan), a2, b2)
+    # NaN and infinities reach C as the kernel would round them
+    bn = b.copy()
+    bn[3, 0] = np.nan
+    bn[5, 1] = np.inf
+    got = coopjit.matmul(a, bn, plan=plan).astype(np.float64)
+    ref = a.astype(np.float64) @ bn.astype(np.float64)
+    assert np.isnan(got[0, 0]) and (np.isnan(ref[0, 1]) == np.isnan(got[0, 1]))
+    assert got[0, 1] == ref[0, 1] or np.isnan(ref[0, 1])
 
 
 @pytest.mark.parametrize("m", list(range(1, 10)))
