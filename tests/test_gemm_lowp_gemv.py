@@ -56,9 +56,10 @@ def test_k_outer_with_16_bit_c_asked_for():
 
 @pytest.mark.parametrize("cpu,threads,want", [("znver4", 2, 2), ("znver5", 2, 2), ("znver4", 1, 0),
                                               ("sapphirerapids", 16, 0)])
-def test_one_row_of_bf16_c_splits_k_on_few_cores(cpu, threads, want):
+def test_one_row_of_bf16_or_int32_c_splits_k_on_few_cores(cpu, threads, want):
     # as f32 C does (under 8 cores, 2 workers or more): each worker over all of N
     assert int(_cfg(1, 4096, 4096, cpu, threads=threads)["ksplit"]) == want
+    assert int(_cfg(1, 4096, 4096, cpu, dtype=np.int8, threads=threads)["ksplit"]) == want
     assert int(_cfg(1, 4096, 4096, cpu, dtype=np.float16, threads=threads)["ksplit"]) == 0
 
 
@@ -139,3 +140,34 @@ def test_vector_matrix_products_of_16_bit_inputs_by_default(rng, m, n, k, thread
                       + out_eps * np.abs(ref))
     finally:
         coopjit.set_num_threads(old)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, -3.0])
+def test_k_split_with_bf16_c_beta(rng, beta):
+    a = rng.uniform(-1, 1, (1, 2051)).astype(BF16)
+    b = rng.uniform(-1, 1, (2051, 700)).astype(BF16)
+    c = rng.uniform(-1, 1, (1, 700)).astype(BF16)
+    c0 = c.copy()
+    if beta == 0.0:
+        c[0, ::3] = np.nan  # beta 0: C is not read, NaN there does not propagate
+    coopjit.gemm(a, b, c, alpha=2.0, beta=beta, plan={"order": "k_outer", "ksplit": 3, "kt": 32})
+    _check(c, a, b, alpha=2.0, beta=beta, c0=c0)
+
+
+@pytest.mark.parametrize("ta,tb", [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)])
+@pytest.mark.parametrize("ksplit,kt,k", [(2, 8, 4096), (3, 16, 3001), (5, 8, 515), (2, 8, 7)])
+def test_k_split_of_integer_products_is_exact(rng, ta, tb, ksplit, kt, k):
+    def ints(t, shape):
+        info = np.iinfo(t)
+        return rng.integers(info.min, info.max + 1, shape).astype(t)
+    a, b = ints(ta, (1, k)), ints(tb, (k, 1031))
+    plan = {"order": "k_outer", "ksplit": ksplit, "kt": kt, "threads": 2}
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=plan), a.astype(np.int64) @ b.astype(np.int64))
+    # alpha / beta (integers) into a strided int32 C; the other elements untouched
+    big = rng.integers(-1000, 1000, (3, 2 * 1031)).astype(np.int32)
+    keep = big.copy()
+    coopjit.gemm(a, b, big[1:2, ::2], alpha=3, beta=-2, plan=plan)
+    ref = 3 * (a.astype(np.int64) @ b.astype(np.int64)) - 2 * keep[1:2, ::2].astype(np.int64)
+    np.testing.assert_array_equal(big[1:2, ::2], ref)
+    big[1:2, ::2] = keep[1:2, ::2]
+    np.testing.assert_array_equal(big, keep)

@@ -109,7 +109,8 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // parts and rounds once (the nest's phase 3). 2-core Zen 4, 1x4096x4096 bf16, 2 threads
       // (wall): see the CHANGELOG (session 20).
       const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() &&
-                         ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64)) ||
+                         ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
+                                                   p.dtype == ir::ScalarType::i32)) ||
                           (p.c_type == ir::ScalarType::bf16 && p.dtype == ir::ScalarType::f32));
       if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
           spec.K >= 256 * int64_t(p.threads))
@@ -117,7 +118,7 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       if (p.ksplit > 1) {
         if (!ks_ok)
           throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
-                              "C in the accumulator type f32 / f64 (or bf16 C of f32 sums) and no fused epilogue (got M=", M, ", C ",
+                              "C in the accumulator type f32 / f64 / i32 (or bf16 C of f32 sums) and no fused epilogue (got M=", M, ", C ",
                               ir::name(p.c_type), ", accumulator ", ir::name(p.dtype), ")"));
         // Each worker's K tiles over all of N: about 128 KiB of B a tile (8 rows of 16 KiB).
         // Measured on Zen 5, one thread, B in L3 (1x512x4096 and 1x2048x1024 f32): kt 4 / 8 / 16 /

@@ -357,13 +357,14 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       float s = 0.0f;
       for (int w = 0; w < parts; ++w) s += reinterpret_cast<const float*>(sums + size_t(w) * part_bytes)[n];
       float r = fa * s;
-      if (k.plan.accumulate) r += fb * bf16_to_f32(cc[n * g.sc_c]);
+      if (k.plan.accumulate && beta != 0.0) r += fb * bf16_to_f32(cc[n * g.sc_c]);  // (beta 0: C is not read)
       cc[n * g.sc_c] = f32_to_bf16(r);
     }
     return;
   }
   if (k.plan.ksplit > 1 && !k.plan.pack && n_sk == 0 && g.M == 1 && g.K > 0 && g.batch1 * g.batch2 == 1 &&
-      (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64) && k.plan.c_type == k.plan.dtype) {
+      (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
+      k.plan.c_type == k.plan.dtype) {
     const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
     const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
     const int parts = static_cast<int>((g.K + step - 1) / step);
@@ -394,6 +395,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       }
     };
     if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
+    else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)
     else add(0.0);
     return;
   }
