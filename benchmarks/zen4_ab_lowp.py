@@ -1,4 +1,4 @@
-"""A/B of two builds (two PYTHONPATHs) in alternating subprocess rounds: bf16 (torch.matmul the peer), f32
+"""A/B of two builds (two PYTHONPATHs) in alternating subprocess rounds: bf16 / f16 (torch.matmul the peer), f32
 (numpy.matmul) or int8 (no peer for M < 17: torch.matmul of the f32 values) products through coopjit.matmul.
 Each round: one subprocess per build (order alternating) timing coopjit and the peer, each a block of calls
 (2 threads: wall after a 0.5 s pause; 1 thread: CPU time of the calling thread, OpenBLAS on one thread), the
@@ -19,13 +19,14 @@ if dt == "int8":
     ref = a.astype(np.int64) @ b.astype(np.int64); tol = 0
 else:
     a = rng.standard_normal((m, k), dtype=np.float32); b = rng.standard_normal((k, n), dtype=np.float32)
-    if dt == "bf16":
-        a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
-        ta = torch.from_numpy(a.astype(np.float32)).bfloat16(); tb = torch.from_numpy(b.astype(np.float32)).bfloat16()
+    if dt in ("bf16", "f16"):
+        a, b = (a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)) if dt == "bf16" else (a.astype(np.float16), b.astype(np.float16))
+        tt = torch.bfloat16 if dt == "bf16" else torch.float16
+        ta = torch.from_numpy(a.astype(np.float32)).to(tt); tb = torch.from_numpy(b.astype(np.float32)).to(tt)
         peer = lambda: torch.matmul(ta, tb)
     else:
         cn = np.empty((m, n), np.float32); peer = lambda: np.matmul(a, b, out=cn)
-    ref = a.astype(np.float64) @ b.astype(np.float64); tol = 2e-2 if dt == "bf16" else 1e-4
+    ref = a.astype(np.float64) @ b.astype(np.float64); tol = 2e-2 if dt in ("bf16", "f16") else 1e-4
 c = coopjit.matmul(a, b); assert np.abs(c.astype(np.float64) - ref).max() <= tol * np.abs(ref).max()
 t = time.perf_counter(); coopjit.matmul(a, b); calls = max(2, min(20, int(0.05 / (time.perf_counter() - t))))
 out = {"plan": "{order} mr{mr} nr{nr} kt{kt} ksplit{ksplit} t{threads}".format(**dict(coopjit.compile_gemm(m, n, k, a.dtype).config))}

@@ -1,5 +1,6 @@
 """The peak microbenchmarks (coopjit.peak) and the benchmark runner (coopjit.bench) in a tiny
 configuration: keys, fields, files and graceful "n/a" cells. Speed is never asserted."""
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -147,6 +148,11 @@ def test_table_names_each_section_and_the_peaks(tiny_run):
         title = {"jit": "JIT: first call compiling", "streamk": "Stream-K: the automatic plan", "scaling": "thread scaling"}
         assert title.get(sec, bench.report.SECTIONS.get(sec) and bench.report.SECTIONS[sec].title) in table
     assert "peaks measured by coopjit.peak()" in table and "f32 FMA" in table
+    # a compute peak measured again (the cores did not scale at first) is said so under the peaks
+    again = copy.deepcopy(result)
+    again["peak"]["f32_fma"]["note"] += "; all-core figure below 0.7 x single x threads, measured 2 times (all: 1, 2), the best kept"
+    lines = bench.report.format_table(again).splitlines()
+    assert lines[2].startswith("NOTE: f32 FMA: all-core figure below 0.7") and "NOTE" not in table
 
 
 def test_missing_or_refusing_coopjit_entry_points_give_na_cells(monkeypatch, peak):
