@@ -184,6 +184,19 @@ void GemmRecipe::tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scrat
                          [&](Builder& f) {
                            return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
                          })[0];
+    // The unpacked nest with 16-bit C and no fused epilogue (phase 3: one part of a K split,
+    // GemmPlan::ksplit): the part's sums stay in the scratch, in the accumulator type, and the
+    // caller adds the parts and writes C.
+    if (!p_.pack && p_.c_type != T && !p_.epilogue.any()) {
+      e.if_(e.cmp(CmpPred::eq, g_.phase, e.index(3), "k_part"), {}, [&](Builder& f) {
+        f.store(total, part, false);
+        return std::vector<Value*>{};
+      }, [&](Builder& f) {
+        epilogue(f, t, total);
+        return std::vector<Value*>{};
+      });
+      return std::vector<Value*>{};
+    }
     epilogue(e, t, total);
     return std::vector<Value*>{};
   }, [&](Builder& e) {

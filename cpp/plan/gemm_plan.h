@@ -52,8 +52,10 @@ struct GemmPlan {
   // The k_outer walk of one row of C (M = 1 in the kernel's orientation: a vector times a
   // row-major matrix): K split into ksplit parts, one worker each over the whole of N, each part
   // of B read front to back; worker 0 writes C (with beta), the others their own zeroed row of
-  // partial sums, which the caller then adds into C. 0: none (the workers share N's column
-  // panels). Not in the key: the kernel is the same, only its launch differs.
+  // partial sums, which the caller then adds into C (f32 / f64 / i32 C). bf16 C of f32 sums: every
+  // part runs as phase 3 (its sums left in its own scratch row, in f32) and the caller writes C
+  // once, rounded. 0: none (the workers share N's column panels). Not in the key: the kernel is
+  // the same, only its launch differs.
   int ksplit = 0;
   GemmEpilogue epilogue;  // fused steps before the store (GemmEpilogue); part of the key
   bool prepacked_b = false;  // B comes already packed (coopjit.prepack): only A is packed per call

@@ -21,18 +21,22 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
   // panel again (1 MiB for f32 at K 4096: from L3 or memory). The blocked nest without packing
   // ("k_outer") reads a kt x nr slice of B once for all the M tiles (in L1 / L2), the workers
   // each on their own column panels, and adds the K tiles' partial products into C (an M x nr
-  // panel that stays in L1 / L2). Needs one product and C in the accumulator type (no scratch).
+  // panel that stays in L1 / L2). Needs one product. With C in another type than the
+  // accumulator's (bf16 C of bf16 inputs) or a fused epilogue, the K tiles' partial sums stay in
+  // the accumulator type in a scratch matrix (ceil(M / mr) * mr x ceil(N / nr) * nr, 16 KiB for
+  // one row of 4096 f32), and the last K tile writes C once. Before, bf16 C kept the tile walk,
+  // whose 1 x nr tile reads its column strip of B down all of K (a run of 128 bytes every 8 KiB
+  // at N 4096): 2-core Zen 4, 1x4096x4096 bf16, one thread (CPU time), 5.5 ms (6 GB/s; torch
+  // 5.4) where the same walk with f32 C took 1.7 ms (CHANGELOG, session 20).
   {
     int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
-    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 &&
-        (p.c_type == p.dtype || p.epilogue.any()) && M <= 64 &&
+    if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 && M <= 64 &&
         spec.K >= 512 && N >= 256 && flops >= 4.0e6)
       p.order = "k_outer";
     if (p.order == "k_outer") {
       if (p.pack) throw UserError("plan order=1 (k_outer) is the unpacked blocked nest: it needs pack=0");
-      if (spec.batch1 * spec.batch2 != 1 || (p.c_type != p.dtype && !p.epilogue.any()))
-        throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2,
-                            ") and C in the accumulator type (", ir::name(p.dtype), ", not ", ir::name(p.c_type), ")"));
+      if (spec.batch1 * spec.batch2 != 1)
+        throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2, ")"));
       if (!overrides.count("split")) p.split = "dp";
       // Zen 4, f32 / f64, 16 to 64 rows: tiles of 8 rows x 3 vectors (24 accumulators; 6-8 rows, the
       // height that pads M least) and K tiles of 256 rows, where the register-tile rule gave 4
@@ -101,15 +105,20 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // dot walk of 4096x1x4096, which reads its rows whole, at 1.15 ms): see the README.
       // Needs C in the accumulator type f32 / f64 (the partial rows are added in the caller)
       // and no fused epilogue (it applies once, to the whole sum).
-      const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() && p.c_type == p.dtype &&
-                         (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+      // bf16 C (f32 sums): each part's sums stay in its own scratch row and the caller adds the
+      // parts and rounds once (the nest's phase 3). 2-core Zen 4, 1x4096x4096 bf16, 2 threads
+      // (wall): see the CHANGELOG (session 20).
+      const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() &&
+                         ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
+                                                   p.dtype == ir::ScalarType::i32)) ||
+                          (p.c_type == ir::ScalarType::bf16 && p.dtype == ir::ScalarType::f32));
       if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
           spec.K >= 256 * int64_t(p.threads))
         p.ksplit = p.threads;
       if (p.ksplit > 1) {
         if (!ks_ok)
           throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
-                              "C in the accumulator type f32 / f64 and no fused epilogue (got M=", M, ", C ",
+                              "C in the accumulator type f32 / f64 / i32 (or bf16 C of f32 sums) and no fused epilogue (got M=", M, ", C ",
                               ir::name(p.c_type), ", accumulator ", ir::name(p.dtype), ")"));
         // Each worker's K tiles over all of N: about 128 KiB of B a tile (8 rows of 16 KiB).
         // Measured on Zen 5, one thread, B in L3 (1x512x4096 and 1x2048x1024 f32): kt 4 / 8 / 16 /

@@ -172,6 +172,20 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& s, const PlanOverrides& ove
 }
 
 namespace {
+// bf16 bits <-> f32 as the kernels convert them: round to nearest even, NaN kept quiet with its sign.
+float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
 // Memory for the packed panels, kept per calling thread between launches: fresh pages for
 // every call cost a page fault per 4 KiB (about 1 ms for 2 x 2 MiB of panels, a quarter of a
 // 1024^3 bf16 product). 2 MiB aligned and advised as huge pages (fewer TLB misses while the
@@ -271,8 +285,10 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     }
     if (needs_column_sums(k.plan))
       cs = static_cast<char*>(pb) + (k.plan.inline_b ? slot_sums_at : packed_b_panel_bytes(k.plan, g.K, g.N));
-  } else if (k.plan.order == "k_outer" && k.plan.epilogue.any() && n_sk == 0 && tiles_k > 1) {
-    // The unpacked blocked nest keeps a fused epilogue's partial sums in the scratch matrix too.
+  } else if (k.plan.order == "k_outer" && (k.plan.c_type != k.plan.dtype || k.plan.epilogue.any()) && n_sk == 0 &&
+             tiles_k > 1) {
+    // The unpacked blocked nest keeps its partial sums in the scratch matrix too (C in another type
+    // than the accumulator's, or a fused epilogue).
     const size_t s_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                            ir::size_in_bytes(k.plan.dtype);
     char* raw = panel_memory.get(s_bytes + 64);
@@ -311,8 +327,44 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // K split among the workers (GemmPlan::ksplit: one row of C, the k_outer walk): worker w
   // runs the kernel on its K range over all of N, worker 0 into C (beta applied there), the
   // others into zeroed rows of partial sums, added into C here once all are done.
+  // bf16 C (f32 sums): every worker runs its part as phase 3, its sums left in its own scratch (in
+  // f32), and the caller writes C = bf16(alpha * (the parts' sum) + beta * C) (one rounding).
+  const bool ksplit_bf16 = k.plan.c_type == ir::ScalarType::bf16 && k.plan.dtype == ir::ScalarType::f32 &&
+                           !k.plan.epilogue.any();
+  if (ksplit_bf16 && k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.M == 1 &&
+      g.K > 0 && g.batch1 * g.batch2 == 1) {
+    const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
+    const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
+    const int parts = static_cast<int>((g.K + step - 1) / step);
+    // A part's scratch as the kernel addresses it: ceil(M / mr) * mr rows of ceil(N / nr) * nr.
+    const size_t cols = size_t((g.N + g.nr - 1) / g.nr * g.nr);
+    const size_t part_bytes = (size_t((g.M + g.mr - 1) / g.mr * g.mr) * cols * sizeof(float) + 63) / 64 * 64;
+    char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
+    char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
+    const size_t ea = ir::size_in_bytes(k.plan.a_type), eb = ir::size_in_bytes(k.plan.b_type);
+    ThreadPool::get().run(parts, [&](int w) {
+      const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
+      void* p[12];
+      std::copy(ptrs, ptrs + 12, p);
+      p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ea);
+      p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(eb);
+      p[3] = sums + size_t(w) * part_bytes;
+      launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
+    }, true);
+    uint16_t* cc = static_cast<uint16_t*>(c);
+    const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    for (int64_t n = 0; n < g.N; ++n) {
+      float s = 0.0f;
+      for (int w = 0; w < parts; ++w) s += reinterpret_cast<const float*>(sums + size_t(w) * part_bytes)[n];
+      float r = fa * s;
+      if (k.plan.accumulate && beta != 0.0) r += fb * bf16_to_f32(cc[n * g.sc_c]);  // (beta 0: C is not read)
+      cc[n * g.sc_c] = f32_to_bf16(r);
+    }
+    return;
+  }
   if (k.plan.ksplit > 1 && !k.plan.pack && n_sk == 0 && g.M == 1 && g.K > 0 && g.batch1 * g.batch2 == 1 &&
-      (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64) && k.plan.c_type == k.plan.dtype) {
+      (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
+      k.plan.c_type == k.plan.dtype) {
     const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
     const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
     const int parts = static_cast<int>((g.K + step - 1) / step);
@@ -343,6 +395,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
       }
     };
     if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
+    else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)
     else add(0.0);
     return;
   }
