@@ -173,7 +173,7 @@ def plan_menu(rng, dtype, m, n, k):
         opts = [
             {"order": "k_outer"},
             {"order": "k_outer", "mr": int(rng.integers(6, 9)), "nr": 3 * w, "kt": 256},
-            {"order": "k_outer", "kt": int(rng.choice([1, 3, 8, 64, 255, 256, 257]))},
+            {"order": "k_outer", "kt": int(rng.choice([4, 8, 64, 252, 256, 260, 255]))},
             {"order": "k_outer", "b_prefetch": int(rng.choice([0, 64, 256, 8192]))},
             {"simd_width": w // 2},
             {"simd_width": w // 2, "mr": int(rng.integers(1, 9)), "nr": int(rng.integers(1, 6)) * (w // 2)},
@@ -184,7 +184,7 @@ def plan_menu(rng, dtype, m, n, k):
             {"split": "sk"},
             {"split": "sk+dp"},
             {"order": "dot"},
-            {"ksplit": int(rng.integers(2, 5))},
+            {"order": "k_outer", "ksplit": int(rng.integers(2, 5))},  # (one row of C: draw() makes M 1)
             {"mr": int(rng.integers(1, 13)), "nr": int(rng.integers(1, 5)) * w},
             {"threads": int(rng.choice([1, 2, 3, 5, 16]))},
             {"pack": 1, "shares": int(rng.choice([1, 2, 4]))},
@@ -236,6 +236,8 @@ def draw(rng, threads_choices, k0=True):
     c.threads = int(rng.choice(threads_choices))
     c.exact = bool(rng.random() < 0.5)
     c.plan = plan_menu(rng, c.dtype, c.m, c.n, c.k)
+    if c.plan and "ksplit" in c.plan:
+        c.m = 1
     layouts = ["contiguous", "contiguous", "fortran", "transposed", "reversed", "stepped", "stepped_rows"]
     c.la, c.lb = str(rng.choice(layouts)), str(rng.choice(layouts))
     if c.api.endswith("kernel") and rng.random() < 0.7:  # compiled kernels are planned for contiguous operands
@@ -449,7 +451,7 @@ def run_case(c, stats) -> str | None:
                 for name in ("bias_axis", "activation", "out_dtype"):
                     if name in epi_kw:
                         ckw[name] = epi_kw[name]
-            odt_k = None
+            odt_k = ckw.pop("out_dtype", None)
             if not c.epi and c.dtype.itemsize == 2 and rng.random() < 0.3:
                 odt_k = np.float32  # a 16-bit product into float32
                 if G is not None:
@@ -627,6 +629,74 @@ def extreme_cases(failures, quick=False, k0=True):
     return checked
 
 
+def aliasing_cases(failures) -> int:
+    """Epilogue operands (bias, scale, row_scale, residual) that are views of the output itself,
+    through matmul, gemm, a compiled kernel, a batch and a prepacked B: the result must be what
+    NumPy computes from the operands' values before the call."""
+    rng = np.random.default_rng(5)
+    checked = 0
+    for (m, n, k) in [(4, 8, 5), (16, 64, 32), (33, 130, 70)]:
+        for dt in (np.float32, np.float64):
+            for threads in (1, 3):
+                coopjit.set_num_threads(threads)
+                a = rng.integers(-3, 4, (m, k)).astype(dt)
+                b = rng.integers(-3, 4, (k, n)).astype(dt)
+                ab = a.astype(np.float64) @ b.astype(np.float64)
+                for step in ("bias", "scale", "row_scale", "bias0", "residual"):
+                    for api in ("matmul", "gemm", "kernel", "prepack", "batch"):
+                        # a C-contiguous out (the kernel writes it in place) and a vector inside it
+                        big = rng.integers(-3, 4, (m + 1) * n).astype(dt)
+                        out = big[: m * n].reshape(m, n)
+                        length = n if step in ("bias", "scale") else m
+                        start = int(rng.integers(0, m * n - length + 1))
+                        vec = big[start: start + length]
+                        kw = {}
+                        v0 = vec.astype(np.float64).copy()
+                        c0 = out.astype(np.float64).copy()
+                        if step == "bias":
+                            kw = {"bias": vec}
+                            want = ab + v0[None, :]
+                        elif step == "scale":
+                            kw = {"scale": vec}
+                            want = ab * v0[None, :]
+                        elif step == "row_scale":
+                            kw = {"row_scale": vec}
+                            want = ab * v0[:, None]
+                        elif step == "bias0":
+                            kw = {"bias": vec, "bias_axis": 0}
+                            want = ab + v0[:, None]
+                        else:
+                            kw = {"residual": out}
+                            want = ab + c0
+                        try:
+                            if api == "matmul":
+                                got = coopjit.matmul(a, b, out=out, **kw)
+                            elif api == "gemm":
+                                got = coopjit.gemm(a, b, out, alpha=1.0, beta=0.5, **kw)
+                                want = want + 0.5 * c0 if step != "residual" else ab + 0.5 * c0 + c0
+                                if step in ("scale", "row_scale"):
+                                    want = (ab * (v0[None, :] if step == "scale" else v0[:, None])) + 0.5 * c0
+                            elif api == "kernel":
+                                ck = {key: (True if key != "bias_axis" else val) for key, val in kw.items()}
+                                kern = coopjit.compile_gemm(m, n, k, dt, **ck)
+                                got = kern(a, b, out, **{key: val for key, val in kw.items() if key != "bias_axis"})
+                            elif api == "prepack":
+                                got = coopjit.matmul(a, coopjit.prepack(b), out=out, **kw)
+                            else:
+                                got = coopjit.matmul(a[None], b[None], out=out[None], **kw)[0]
+                                if step == "residual":
+                                    continue  # (a residual of the 2-D out against a batch of 1: shape differs)
+                        except (ValueError, TypeError) as e:
+                            failures.append(f"aliasing {api} {step} {np.dtype(dt).name} {m}x{n}x{k}: refused: {e}")
+                            continue
+                        checked += 1
+                        err = np.abs(np.asarray(got, np.float64) - want).max()
+                        if err > 1e-6 * (1 + np.abs(want).max()):
+                            failures.append(f"aliasing {api} {step}=view of the output {np.dtype(dt).name} "
+                                            f"{m}x{n}x{k} threads={threads}: max error {err}")
+    return checked
+
+
 BAD = []
 
 
@@ -740,6 +810,9 @@ def main(argv=None) -> int:
         print(f"bad inputs: {n_bad} checked, {len(failures)} failures ({time.monotonic() - t0:.0f} s)", flush=True)
         for f in failures:
             print("FAIL", f, flush=True)
+        n_alias = aliasing_cases(failures)
+        print(f"epilogue operands in the output: {n_alias} checked, {len(failures)} failures "
+              f"({time.monotonic() - t0:.0f} s)", flush=True)
         n_ext = extreme_cases(failures, args.quick_fixed, not args.no_k0)
         print(f"fixed checks: {n_bad} bad inputs, {n_ext} extreme-shape results, {len(failures)} failures "
               f"({time.monotonic() - t0:.0f} s)", flush=True)

@@ -1,7 +1,8 @@
-"""Edges of the CPU plans that session 20's audit (scripts/fuzz_cpu_plans.py) found broken: products
+"""Edges of the CPU products that session 20's audit (scripts/fuzz_cpu_plans.py) found broken: products
 with K = 0 under the plans that size their K tiles from K (the packed nest, B packed by its reader,
-the k_outer walk, ksplit), and kernels compiled for K = 0 called with their own operands. Every
-result is checked against NumPy in float64 (alpha * 0 + beta * c, the fused epilogue of a zero sum)."""
+the k_outer walk, ksplit), kernels compiled for K = 0 called with their own operands, and fused
+epilogues whose bias / scale / row_scale vectors lie in the output's memory. Every result is checked
+against NumPy in float64."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -85,3 +86,35 @@ def test_fused_kernel_compiled_for_k_zero(rng, dtype):
     # the same through matmul
     got = coopjit.matmul(np.ones((m, 0), dtype), np.ones((0, n), dtype), bias=bias, activation="relu", residual=res)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("api", ["matmul", "gemm", "kernel", "prepack", "batch"])
+@pytest.mark.parametrize("step", ["bias", "scale", "row_scale", "bias_axis0"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_epilogue_vectors_inside_the_output(rng, api, step, dtype):
+    """bias= / scale= / row_scale= given as views of the output's own memory: read as they were
+    before the call (the kernel read them while writing the output over them)."""
+    m, n, k = 16, 64, 32
+    a = rng.integers(-3, 4, (m, k)).astype(dtype)
+    b = rng.integers(-3, 4, (k, n)).astype(dtype)
+    out = rng.integers(-3, 4, (m, n)).astype(dtype)
+    length = m if step in ("row_scale", "bias_axis0") else n
+    vec = out.reshape(-1)[5: 5 + length]  # the second row and the next, in out's memory
+    v, c0, ab = vec.astype(np.float64), out.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64)
+    kw = {"bias": vec, "bias_axis": 0} if step == "bias_axis0" else {step: vec}
+    want = {"bias": lambda: ab + v[None, :], "scale": lambda: ab * v[None, :], "row_scale": lambda: ab * v[:, None],
+            "bias_axis0": lambda: ab + v[:, None]}[step]()
+    if api == "matmul":
+        got = coopjit.matmul(a, b, out=out, **kw)
+    elif api == "gemm":
+        got = coopjit.gemm(a, b, out, beta=0.5, **kw)
+        want = want + 0.5 * c0
+    elif api == "kernel":
+        kern = coopjit.compile_gemm(m, n, k, dtype, **{key: (val if key == "bias_axis" else True) for key, val in kw.items()})
+        got = kern(a, b, out, **{key: val for key, val in kw.items() if key != "bias_axis"})
+    elif api == "prepack":
+        got = coopjit.matmul(a, coopjit.prepack(b), out=out, **kw)
+    else:
+        got = coopjit.matmul(a[None], b[None], out=out[None], **kw)[0]
+    assert np.shares_memory(got, out)
+    np.testing.assert_array_equal(np.asarray(got, np.float64), want)
