@@ -282,7 +282,8 @@ def draw(rng, threads_choices, k0=True):
 
 def describe(c) -> str:
     return (f"{c.api} {c.dtype.name}{'x' + c.b_dtype.name if c.b_dtype != c.dtype else ''} {c.m}x{c.n}x{c.k} "
-            f"threads={c.threads} plan={c.plan} a={c.la}{' T' if c.trans_a else ''} b={c.lb}{' T' if c.trans_b else ''} "
+            f"threads={c.threads} plan={c.plan} a={c.la}{' T' if c.trans_a else ''} "
+            f"b={c.lb}{' T' if c.trans_b else ''} "
             f"out={c.out} alpha={c.alpha} beta={c.beta} epi={c.epi} exact={c.exact} seed={c.seed}")
 
 

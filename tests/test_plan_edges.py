@@ -110,7 +110,8 @@ def test_epilogue_vectors_inside_the_output(rng, api, step, dtype):
         got = coopjit.gemm(a, b, out, beta=0.5, **kw)
         want = want + 0.5 * c0
     elif api == "kernel":
-        kern = coopjit.compile_gemm(m, n, k, dtype, **{key: (val if key == "bias_axis" else True) for key, val in kw.items()})
+        steps = {key: (val if key == "bias_axis" else True) for key, val in kw.items()}
+        kern = coopjit.compile_gemm(m, n, k, dtype, **steps)
         got = kern(a, b, out, **{key: val for key, val in kw.items() if key != "bias_axis"})
     elif api == "prepack":
         got = coopjit.matmul(a, coopjit.prepack(b), out=out, **kw)

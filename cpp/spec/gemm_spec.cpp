@@ -75,7 +75,8 @@ void GemmSpec::validate() const {
     const int64_t mag = stride < 0 ? (stride == INT64_MIN ? INT64_MAX : -stride) : stride;
     if (__builtin_mul_overflow(mag, std::max<int64_t>(extent, 1), &bytes) || __builtin_mul_overflow(bytes, 8, &bytes) ||
         bytes > (int64_t(1) << 57))
-      throw UserError(cat("gemm: ", name, " stride ", stride, " over ", extent, " elements spans more than 2^57 bytes"));
+      throw UserError(
+          cat("gemm: ", name, " stride ", stride, " over ", extent, " elements spans more than 2^57 bytes"));
   };
   span("A's row", sa_r, M); span("A's column", sa_c, K);
   span("B's row", sb_r, K); span("B's column", sb_c, N);
