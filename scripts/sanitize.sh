@@ -38,12 +38,14 @@ PYBIN=$($PY -c "import sys; print(sys.executable)")  # not a shell shim: the pre
 # test_simt_ops, test_simt_workgroup), the fused epilogues and the CPU's launch grid (test_epilogue, test_kernel_grid), the operation
 # probes and their support by target, SIMT and CPU accumulates of every type (test_conformance_table,
 # test_accumulate_types), groupshared arrays (test_groupshared), decode functions written in Python and
-# the SNorm / UNorm lowering (test_tensor_decode, test_norm_types) and the C++ unit tests (test_cpp_units).
+# the SNorm / UNorm lowering (test_tensor_decode, test_norm_types), the C++ unit tests (test_cpp_units) and the
+# K = 0 plans and epilogue operands in the output that session 20's audit found (test_plan_edges).
 TESTS=${SANITIZE_TESTS:-"tests/test_ir_ops.py tests/test_kernel_api.py tests/test_layout.py tests/test_tensor_addressing.py \
 tests/test_gemm_correctness.py tests/test_gemm_errors.py tests/test_gemm_lowp.py tests/test_gemm_splits.py \
 tests/test_reduce.py tests/test_reduce_shapes.py tests/test_prepack.py tests/test_cache.py tests/test_spirv.py tests/test_simt_ops.py tests/test_cpp_units.py \
 tests/test_gemm_skinny.py tests/test_gemm_inline_b.py tests/test_gemm_shares.py tests/test_epilogue.py tests/test_kernel_grid.py tests/test_conformance_table.py \
-tests/test_accumulate_types.py tests/test_simt_workgroup.py tests/test_groupshared.py tests/test_tensor_decode.py tests/test_norm_types.py"}
+tests/test_accumulate_types.py tests/test_simt_workgroup.py tests/test_groupshared.py tests/test_tensor_decode.py tests/test_norm_types.py \
+tests/test_plan_edges.py"}
 echo "sanitize: running $TESTS"
 # Reports go to files as well as stderr: a report ends the process, and pytest would lose what
 # it had captured of the failing test's stderr.

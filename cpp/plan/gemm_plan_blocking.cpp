@@ -134,7 +134,8 @@ void plan_packed_blocks(GemmPlan& p, const PlanContext& c) {
   // int8 3.80 / 6.23 / 8.50 TOP/s with kt 512 / 1024 / 4096.)
   if (p.pack && !overrides.count("kt")) {
     const int64_t cap = 4096 / std::min(4, ir::size_in_bytes(p.vnni > 1 ? p.b_type : p.dtype));  // f64: 1024 too
-    const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
+    // (K = 0: one K tile of kb; dividing by no parts was a SIGFPE, session 20's audit)
+    const int64_t kp = ceil_to(std::max<int64_t>(1, spec.K), p.kb), parts = (kp + cap - 1) / cap;
     p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
   }
   // Row panels per block: the worker's B slices of one K tile stream past each block of A
@@ -218,7 +219,7 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
       // K), reused by every row panel; C's column panel stays in L1 / L2 across them.
       if (!overrides.count("kt")) {
         const int64_t cap = std::max<int64_t>(p.kb, (int64_t(32) << 10) / (int64_t(p.nr) * ir::size_in_bytes(packed_b_type(p))) / p.kb * p.kb);
-        const int64_t kp = ceil_to(spec.K, p.kb), parts = (kp + cap - 1) / cap;
+        const int64_t kp = ceil_to(std::max<int64_t>(1, spec.K), p.kb), parts = (kp + cap - 1) / cap;
         p.kt = ceil_to((kp + parts - 1) / parts, p.kb);
       }
       if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(4096, tiles_m)));

@@ -94,8 +94,9 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         const int64_t cap = tiles_m == 1
                                 ? std::max<int64_t>(p.kb, std::min<int64_t>(1024, span / (cols * esize)) / p.kb * p.kb)
                                 : std::max<int64_t>(p.kb, (int64_t(16) << 10) / (int64_t(p.nr) * esize) / p.kb * p.kb);
-        const int64_t parts = (spec.K + cap - 1) / cap;
-        p.kt = ceil_to((spec.K + parts - 1) / parts, p.kb);
+        const int64_t K1 = std::max<int64_t>(1, spec.K);  // K = 0: one K tile (no parts was a SIGFPE)
+        const int64_t parts = (K1 + cap - 1) / cap;
+        p.kt = ceil_to((K1 + parts - 1) / parts, p.kb);
       }
       if (!overrides.count("mc_tiles")) p.mc_tiles = static_cast<int>(std::min<int64_t>(4096, tiles_m));
       // One row of C (a vector times a row-major matrix): K split among the workers, each over
@@ -125,7 +126,7 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         // 32 at 60-69 / 71-75 / 57-64 / 42-51 GB/s (CPU time), the dot walk 56-70.
         if (!overrides.count("kt")) {
           const int64_t cap = std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(128) << 10) / (N * esize)) / p.kb * p.kb);
-          const int64_t part = (spec.K + p.ksplit - 1) / p.ksplit, parts = (part + cap - 1) / cap;
+          const int64_t part = std::max<int64_t>(1, (spec.K + p.ksplit - 1) / p.ksplit), parts = (part + cap - 1) / cap;
           p.kt = ceil_to((part + parts - 1) / parts, p.kb);
         }
       }

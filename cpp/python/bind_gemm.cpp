@@ -223,6 +223,13 @@ struct PyGemmKernel {
            const py::object& epilogue = py::none()) const {
     GemmSpec s = spec_of(a, b, c, k.spec.accumulate, types, k.spec.epilogue.any());
     s.epilogue = k.spec.epilogue;
+    // K = 0: A and B hold no elements, and NumPy gives their empty dims stride 0; nothing reads
+    // them, so they count as the strides the kernel was compiled for (a kernel of K = 0 refused
+    // its own contiguous operands: session 20's audit).
+    if (s.K == 0 && k.spec.K == 0) {
+      s.sa_r = k.spec.sa_r; s.sa_c = k.spec.sa_c;
+      s.sb_r = k.spec.sb_r; s.sb_c = k.spec.sb_c;
+    }
     EpilogueArgs ea;
     if (s.epilogue.any()) {
       if (epilogue.is_none()) throw UserError("this kernel has an epilogue: its operands are needed");

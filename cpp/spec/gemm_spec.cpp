@@ -1,7 +1,9 @@
 // Validation and printing of GemmSpec.
 #include "spec/gemm_spec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 
@@ -54,6 +56,33 @@ void GemmSpec::validate() const {
   if (M < 0 || N < 0 || K < 0 || batch1 < 0 || batch2 < 0)
     throw UserError(cat("gemm: negative size M=", M, " N=", N, " K=", K, " batch=", batch1, "x", batch2));
   if (device != "cpu") throw UserError(cat("gemm: unknown device '", device, "' (available: cpu)"));
+  // Sizes no memory holds: the planner's tile counts and byte offsets are int64 products of
+  // these, which overflowed (undefined behaviour) for compile_gemm(2**40, 2**40, 2**40) or
+  // (2**62 - 1, ...) (session 20's audit, under UBSan). An operand of at most 2^50 elements and
+  // strides that span at most 2^57 bytes (x86-64's largest address space) keep them in range.
+  const int64_t batch = batch1 * batch2;
+  auto elements = [&](const char* name, int64_t rows, int64_t cols) {
+    int64_t n = 0;
+    if (__builtin_mul_overflow(batch, rows, &n) || __builtin_mul_overflow(n, cols, &n) || n > (int64_t(1) << 50))
+      throw UserError(cat("gemm: ", name, " of ", batch != 1 ? cat(batch, " x ") : std::string(), rows, " x ", cols,
+                          " elements is more than 2^50 (M=", M, " N=", N, " K=", K, ")"));
+  };
+  elements("A", M, K);
+  elements("B", K, N);
+  elements("C", M, N);
+  auto span = [&](const char* name, int64_t stride, int64_t extent) {
+    int64_t bytes = 0;
+    const int64_t mag = stride < 0 ? (stride == INT64_MIN ? INT64_MAX : -stride) : stride;
+    if (__builtin_mul_overflow(mag, std::max<int64_t>(extent, 1), &bytes) || __builtin_mul_overflow(bytes, 8, &bytes) ||
+        bytes > (int64_t(1) << 57))
+      throw UserError(
+          cat("gemm: ", name, " stride ", stride, " over ", extent, " elements spans more than 2^57 bytes"));
+  };
+  span("A's row", sa_r, M); span("A's column", sa_c, K);
+  span("B's row", sb_r, K); span("B's column", sb_c, N);
+  span("C's row", sc_r, M); span("C's column", sc_c, N);
+  span("A's batch", sa_b1, batch1); span("B's batch", sb_b1, batch1); span("C's batch", sc_b1, batch1);
+  span("A's batch", sa_b2, batch2); span("B's batch", sb_b2, batch2); span("C's batch", sc_b2, batch2);
 }
 
 std::string GemmSpec::str() const {

@@ -153,9 +153,15 @@ class Epilogue:
             if name == "residual":
                 d[name] = value if target is None else self.residual_like(target, value)
             else:
-                d[name] = value if isinstance(value, (np.ndarray,)) and value.dtype == self.etype and value.ndim == 1 \
+                v = value if isinstance(value, (np.ndarray,)) and value.dtype == self.etype and value.ndim == 1 \
                     and value.shape[0] == lengths[name] and value.flags.c_contiguous \
                     else self.vector(name, value, lengths[name])
+                # A vector in the output's memory (bias=out[0]) would be read while the kernel
+                # writes the output over it: read from a copy, as NumPy's ufuncs do with overlaps
+                # (session 20's audit: 16x64x32 f32 with bias=out[0] was off by up to 64).
+                if isinstance(v, np.ndarray) and isinstance(target, np.ndarray) and np.may_share_memory(v, target):
+                    v = v.copy()
+                d[name] = v
         return d
 
     def steps(self) -> dict:
