@@ -134,7 +134,8 @@ class NvptxSimtTarget : public SimtTarget {
 
   // 1 / x within 1 ulp (rcp.approx.ftz.f32: one MUFU.RCP). An f32 fdiv is IEEE's div.rn, whose
   // SASS calls a slow path under a branch: per element of an epilogue that is a convergence region
-  // each, which serializes the elements' math (bf16 4096^3 + bias + GELU ran 0.455 ms for 0.18).
+  // each, which serializes the elements' math (H100, bf16 4096^3 + bias + GELU: 0.455 ms, 0.356 with
+  // this; the plain product 0.177).
   static llvm::Value* recip32(llvm::IRBuilder<>& b, llvm::Value* x) {
     return call(b, llvm::Intrinsic::nvvm_rcp_approx_ftz_f, {x});
   }
