@@ -56,17 +56,18 @@ llvm::Value* tanh_f32(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 0.3)), small, big);
 }
 
-llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp) {
+llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp, const ExpFn& recip) {
   llvm::Value* z = fabs(b, x);
-  llvm::Value* t = b.CreateFDiv(c(x, 1.0), fma(b, z, c(x, 0.5), c(x, 1.0)));
+  llvm::Value* d = fma(b, z, c(x, 0.5), c(x, 1.0));
+  llvm::Value* t = recip ? recip(b, d) : b.CreateFDiv(c(x, 1.0), d);
   const double k[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
                       -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
   llvm::Value* e = fma(b, b.CreateFNeg(z), z, poly(b, t, k, 10));
   return b.CreateFMul(t, exp ? exp(b, e) : exp_f32(b, e));
 }
 
-llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp) {
-  llvm::Value* r = b.CreateFSub(c(x, 1.0), erfc_abs_f32(b, x, exp));
+llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp, const ExpFn& recip) {
+  llvm::Value* r = b.CreateFSub(c(x, 1.0), erfc_abs_f32(b, x, exp, recip));
   r = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   // Below |x| = 0.5 the Taylor series keeps the relative error (1 - erfc loses it near 0):
   // erf x = 2 / sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), to n = 7 (truncation below 2e-11).

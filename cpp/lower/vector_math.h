@@ -19,11 +19,13 @@ llvm::Value* tanh_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 
 /// erf x for f32: a Taylor polynomial below |x| = 0.5, else 1 - erfc |x| (sign restored), erfc z = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2),
 /// P a degree-9 polynomial (fractional error of erfc below 1.2e-7 for every z >= 0).
-/// `exp`: the e^x to use (a target's own; default exp_f32).
+/// `exp`: the e^x to use (a target's own; default exp_f32); `recip`: 1 / x of t's denominator (in
+/// [1, inf]; a target's approximate reciprocal within 1 ulp, e.g. NVPTX's rcp.approx, whose IEEE
+/// division is a call to a slow path per element; default an IEEE division).
 using ExpFn = std::function<llvm::Value*(llvm::IRBuilder<>&, llvm::Value*)>;
-llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr);
+llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr, const ExpFn& recip = nullptr);
 /// erfc |x| as above (for GELU, whose negative tail is x erfc(|x| / sqrt 2) / 2: no cancellation).
-llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr);
+llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp = nullptr, const ExpFn& recip = nullptr);
 
 /// erf x for f64: the C library's erf, lane by lane (the module declares `erf`; the CPU JIT
 /// resolves it in the process).

@@ -167,10 +167,9 @@ void bind_gpu(py::module_& m) {
          py::arg("beta"), py::arg("epilogue") = std::vector<uintptr_t>{})
       .def("launcher", [](const PyGpuGemm& k, const std::vector<std::string>& types, const std::vector<int64_t>& shape,
                           const std::vector<int64_t>& strides, bool aligned) -> py::object {
-        if (k.k.spec.epilogue.any()) return py::none();
-        // as run(): a C of another type than the accumulator's is the epilogue's conversion
-        const bool converts = k.k.spec.c_type != k.k.spec.dtype;
-        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate, py::none(), converts ? &k.k.spec.epilogue : nullptr);
+        // as run(): the kernel's epilogue, or (a C of another type than the accumulator's) its conversion
+        const bool fused = k.k.spec.epilogue.any() || k.k.spec.c_type != k.k.spec.dtype;
+        GemmSpec s = gemm_spec(types, shape, strides, k.k.spec.accumulate, py::none(), fused ? &k.k.spec.epilogue : nullptr);
         GpuGemmPlan p = plan_gpu_gemm(s, gpu_target(k.k.device), k.k.overrides);
         if (p.key() != k.k.plan.key())
           throw plan_mismatch(k, p, s);
@@ -183,21 +182,42 @@ void bind_gpu(py::module_& m) {
         return py::cast(std::const_pointer_cast<GpuGemmLaunch>(l));
       }, py::arg("types"), py::arg("shape"), py::arg("strides"), py::arg("aligned"),
          "The launch of this kernel for operands of these shapes and strides (GpuGemmLaunch), or None when its plan "
-         "needs more than one launch (Stream-K) or has an epilogue. `aligned`: op(A) and op(B) start on 16 bytes.");
+         "needs more than one launch (Stream-K outside the warp-specialized kernel). `aligned`: op(A) and op(B) start "
+         "on 16 bytes.");
 
   py::class_<GpuGemmLaunch, std::shared_ptr<GpuGemmLaunch>>(m, "GpuGemmLaunch",
       "A product's launch prepared once (CUDA): launch() queues it on a stream and returns.")
       .def_property_readonly("groups", [](const GpuGemmLaunch& l) { return l.groups; })
       .def_property_readonly("config", [](const GpuGemmLaunch& l) { return l.k.plan.fields(); })
       .def_property_readonly("plan_key", [](const GpuGemmLaunch& l) { return l.k.plan.key(); })
+      .def_property_readonly("fused", [](const GpuGemmLaunch& l) { return l.epi_slot != 0; })
       .def("launch", [](const GpuGemmLaunch& l, uintptr_t a, uintptr_t b, uintptr_t c, double alpha, double beta,
-                        uintptr_t stream) {
+                        uintptr_t stream, const std::vector<uintptr_t>& epilogue) {
+        EpilogueArgs ea;
+        if (l.epi_slot) {
+          if (epilogue.size() != 4)
+            throw UserError(cat("this launch has a fused epilogue: pass its four operand addresses (scale, row_scale, "
+                                "bias, residual; 0 where a step is absent), got ", epilogue.size()));
+          ea = {reinterpret_cast<const void*>(epilogue[0]), reinterpret_cast<const void*>(epilogue[1]),
+                reinterpret_cast<const void*>(epilogue[2]), reinterpret_cast<const void*>(epilogue[3])};
+          const GemmEpilogue& e = l.epilogue;
+          const char* names[4] = {"scale", "row_scale", "bias", "residual"};
+          const bool need[4] = {e.scale, e.row_scale, e.bias != 0, e.residual};
+          for (size_t i = 0; i < 4; ++i)
+            if (need[i] != (epilogue[i] != 0))
+              throw UserError(cat("this launch's epilogue ", need[i] ? "reads " : "has no ", names[i], ", but its address is ",
+                                  epilogue[i]));
+        } else if (!epilogue.empty()) {
+          throw UserError(cat("this launch has no fused epilogue, but ", epilogue.size(), " epilogue addresses were given"));
+        }
         py::gil_scoped_release nogil;
         launch_gpu_gemm(l, reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), reinterpret_cast<void*>(c),
-                        alpha, beta, stream);
+                        alpha, beta, stream, l.epi_slot ? &ea : nullptr);
       }, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"), py::arg("stream"),
+         py::arg("epilogue") = std::vector<uintptr_t>{},
          "Queues the product on `stream` (a CUstream handle; 0: the legacy default stream) without waiting: a, b, "
-         "c are the device addresses of element [0, 0] of op(A), op(B) and C.");
+         "c are the device addresses of element [0, 0] of op(A), op(B) and C; `epilogue` (launches with a fused "
+         "epilogue): the device addresses of its scale, row_scale, bias and residual, 0 where a step is absent.");
 
   m.def("gpu_gemm_kernel", [](const std::string& device, const std::vector<std::string>& types,
                               const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, bool accumulate,

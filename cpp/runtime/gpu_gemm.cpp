@@ -300,7 +300,7 @@ std::vector<int32_t> read_stream_k_flags(const std::string& device, uintptr_t st
 
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& kernel, const GemmSpec& spec,
                                                               bool aligned) {
-  if ((kernel.plan.split != "dp" && !kernel.plan.ws) || kernel.plan.epilogue.any()) return nullptr;
+  if (kernel.plan.split != "dp" && !kernel.plan.ws) return nullptr;
   if (kernel.plan.kmajor) {  // the copies, then the launch of the product on them
     if (!aligned) {
       PlanOverrides o = kernel.overrides;
@@ -369,6 +369,11 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
   l->alpha_slot = l->slots.size();
   l->slots.push_back(0);  // alpha
   l->slots.push_back(0);  // beta
+  if (p.epilogue.any()) {  // the epilogue's four operands (scale, row_scale, bias, residual), set per launch
+    l->epi_slot = l->slots.size();
+    l->epilogue = p.epilogue;
+    l->slots.insert(l->slots.end(), 4, 0);
+  }
   if (p.split != "dp") {  // Stream-K ws plans: the workspace (per call, launch_gpu_gemm), workers, sk_iters, tiles_k
     const StreamKLaunch s = stream_k_launch(p, tiles, g.K);
     l->ws_slot = l->slots.size();
@@ -396,10 +401,16 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
 }
 
 void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void* c, double alpha, double beta,
-                     uintptr_t stream) {
-  constexpr size_t kMax = 32;
+                     uintptr_t stream, const EpilogueArgs* epilogue) {
+  constexpr size_t kMax = 40;
   const size_t n = l.slots.size();
-  if (n + 3 > kMax) throw InternalError("a GEMM kernel with more than 29 parameters");
+  if (n + 3 > kMax) throw InternalError("a GEMM kernel with more than 37 parameters");
+  if (l.epi_slot) {
+    const GemmEpilogue& e = l.epilogue;
+    if (!epilogue || (e.scale && !epilogue->scale) || (e.row_scale && !epilogue->row_scale) || (e.bias && !epilogue->bias) ||
+        (e.residual && !epilogue->residual))
+      throw InternalError("the launch's epilogue needs operands that were not given");
+  }
   uint64_t slots[kMax];
   void* params[kMax];
   if (l.kmajor) std::tie(a, b) = kmajor_copies(*l.copy, l.k.device, l.spec, l.kmajor, a, b, stream, false);
@@ -417,7 +428,7 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
       }
       fb = l.no_tma_store.l;
     }
-    launch_gpu_gemm(*fb, a, b, c, alpha, beta, stream);
+    launch_gpu_gemm(*fb, a, b, c, alpha, beta, stream, epilogue);
     return;
   }
   std::memcpy(slots, l.slots.data(), n * sizeof(uint64_t));
@@ -432,6 +443,10 @@ void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void*
     const KernelArg s = scalar_arg(acc, l.int_scalars ? integer_scalar(v, j ? "beta" : "alpha") : 0, v);
     slots[l.alpha_slot + j] = 0;
     std::memcpy(&slots[l.alpha_slot + j], s.value.data(), std::min<size_t>(8, s.value.size()));
+  }
+  if (l.epi_slot) {  // absent steps' parameters get C (never read), as run_gpu_gemm's
+    const void* q[4] = {epilogue->scale, epilogue->row_scale, epilogue->bias, epilogue->residual};
+    for (size_t i = 0; i < 4; ++i) slots[l.epi_slot + i] = reinterpret_cast<uintptr_t>(q[i] ? q[i] : c);
   }
   for (size_t i = 0; i < n; ++i) params[i] = &slots[i];
   // TMA plans: the tensor maps describe the operands' addresses, so they are made for a call on

@@ -35,9 +35,9 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
 void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
                   double beta, const EpilogueArgs* epilogue = nullptr);
 
-/// One product's launch prepared once (CUDA device arrays, data-parallel plans without an
-/// epilogue): the kernel, its grid and its argument bytes, of which each launch sets the three
-/// pointers and alpha, beta. Made by prepare_gpu_gemm_launch; shared by threads (launch copies).
+/// One product's launch prepared once (CUDA device arrays; data-parallel plans, and Stream-K in
+/// the warp-specialized kernel): the kernel, its grid and its argument bytes, of which each launch
+/// sets the three pointers, alpha, beta and the fused epilogue's operands. Made by prepare_gpu_gemm_launch; shared by threads (launch copies).
 /// The Tensor Memory Accelerator's 2-D maps of a kernel's A and B (one matrix each): element
 /// size and row strides in bytes; `ok` is false where the operands' strides and extents cannot be
 /// described (the plan without TMA runs them).
@@ -61,6 +61,10 @@ struct GpuGemmLaunch {
   ir::ScalarType acc{};
   std::vector<uint64_t> slots;  // each parameter's bytes (at most 8), in parameter order
   size_t alpha_slot = 0;        // alpha's slot (beta's the next)
+  // Plans with a fused epilogue: the first of its four operand slots (scale, row_scale, bias,
+  // residual; 0: no epilogue) and its steps (which operands a launch must give).
+  size_t epi_slot = 0;
+  GemmEpilogue epilogue;
   // Stream-K ws plans: the workspace's slot (0: none) and bytes (a workspace per thread, device
   // and stream), and the fix-up's work-groups (queued after the product; 0: no fix-up).
   size_t ws_slot = 0;
@@ -102,13 +106,15 @@ struct GpuGemmLaunch {
 
 /// The launch of `k` for operands with `spec`'s shapes and strides (the caller checked that they
 /// need k's plan); `aligned`: whether op(A) and op(B) start on 16 bytes (else the plan without
-/// the cp.async pipeline). Null when the plan has an epilogue, or streams (Stream-K) outside the
-/// warp-specialized kernel (ws plans queue the product and its fix-up).
+/// the cp.async pipeline). Null when the plan streams (Stream-K) outside the warp-specialized
+/// kernel (ws plans queue the product and its fix-up).
 std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel& k, const GemmSpec& spec, bool aligned);
 
-/// Queues the product on `stream` (a CUstream handle) and returns without waiting.
+/// Queues the product on `stream` (a CUstream handle) and returns without waiting. `epilogue`:
+/// the device addresses of the fused epilogue's operands (required when the plan has one; read
+/// by the kernel when it runs, so they must stay valid until then, as a, b and c).
 void launch_gpu_gemm(const GpuGemmLaunch& l, const void* a, const void* b, void* c, double alpha, double beta,
-                     uintptr_t stream);
+                     uintptr_t stream, const EpilogueArgs* epilogue = nullptr);
 
 /// The in-kernel Stream-K flags' allocation of this thread, `device` and `stream` (else of
 /// stream 0, the synchronous path's), as i32 (empty when there is none): zero between launches,

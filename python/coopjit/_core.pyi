@@ -309,7 +309,7 @@ class DeviceProgram:
 class GpuGemmKernel:
     def launcher(self, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], aligned: bool) -> typing.Any:
         """
-        The launch of this kernel for operands of these shapes and strides (GpuGemmLaunch), or None when its plan needs more than one launch (Stream-K) or has an epilogue. `aligned`: op(A) and op(B) start on 16 bytes.
+        The launch of this kernel for operands of these shapes and strides (GpuGemmLaunch), or None when its plan needs more than one launch (Stream-K outside the warp-specialized kernel). `aligned`: op(A) and op(B) start on 16 bytes.
         """
     def run(self, types: collections.abc.Sequence[str], shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, epilogue: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> None:
         ...
@@ -340,12 +340,15 @@ class GpuGemmLaunch:
     """
     A product's launch prepared once (CUDA): launch() queues it on a stream and returns.
     """
-    def launch(self, a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, stream: typing.SupportsInt | typing.SupportsIndex) -> None:
+    def launch(self, a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex, c: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, stream: typing.SupportsInt | typing.SupportsIndex, epilogue: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] = []) -> None:
         """
-        Queues the product on `stream` (a CUstream handle; 0: the legacy default stream) without waiting: a, b, c are the device addresses of element [0, 0] of op(A), op(B) and C.
+        Queues the product on `stream` (a CUstream handle; 0: the legacy default stream) without waiting: a, b, c are the device addresses of element [0, 0] of op(A), op(B) and C; `epilogue` (launches with a fused epilogue): the device addresses of its scale, row_scale, bias and residual, 0 where a step is absent.
         """
     @property
     def config(self) -> dict[str, str]:
+        ...
+    @property
+    def fused(self) -> bool:
         ...
     @property
     def groups(self) -> int:

@@ -7,9 +7,11 @@ through `__cuda_array_interface__` and DLPack).
 Products whose operands are all device arrays are queued on the arrays' stream and the call
 returns without waiting (as a torch or CuPy operation does): torch's current stream for torch
 tensors, the stream `__cuda_array_interface__` names (version 3's "stream") for others, the
-legacy default stream when none is named. Other calls (host operands mixed in, Stream-K plans,
-reductions, fused epilogues) synchronize a torch tensor's current stream first, run on coopjit's
-stream (ordered with the legacy default stream) and are complete when the call returns.
+legacy default stream when none is named; so are fused epilogues whose operands (bias, scale,
+row_scale, residual) are device arrays too, read where they are. Other calls (host operands mixed
+in, host epilogue operands, epilogue functions, Stream-K plans outside the warp-specialized kernel,
+reductions) synchronize a torch tensor's current stream first, run on coopjit's stream (ordered
+with the legacy default stream) and are complete when the call returns.
 """
 from __future__ import annotations
 

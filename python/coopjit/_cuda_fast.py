@@ -1,6 +1,8 @@
-"""The per-call fast path of products of torch CUDA tensors (matmul, gemm, compiled kernels): a
-cache keyed by what decides the plan and the launch (dtypes, shapes, strides, devices, the 16-byte
-alignment of the operands, transposes, whether C is read, the output's layout) that holds the
+"""The per-call fast path of products of torch CUDA tensors (matmul, gemm, compiled kernels; with
+or without a fused epilogue of torch CUDA tensors): a cache keyed by what decides the plan and the
+launch (dtypes, shapes, strides, devices, the 16-byte alignment of the operands, transposes,
+whether C is read, the output's layout, the epilogue's steps and its operands' dtypes, shapes and
+strides; never their addresses, which each call passes) that holds the
 prepared launch (C++ GpuGemmLaunch) and the result's shape and dtype. A hit allocates the result
 (torch.empty on the operands' device), checks that a given output does not overlap the operands
 and queues the kernel on torch's current stream; a miss, or anything out of the ordinary, takes
@@ -37,9 +39,10 @@ def _plain(x) -> bool:
     return type(x) is float or type(x) is int
 
 
-def _run(cache, key, pa, pb, out, alpha, beta, index):
+def _run(cache, key, pa, pb, out, alpha, beta, index, epilogue=None):
     """One launch of the entry `key` of `cache`; None on a miss, or when `out` overlaps an operand
-    (the full path says so)."""
+    (the full path says so). `epilogue`: a fused launch's operand addresses (scale, row_scale,
+    bias, residual; 0 where absent), this call's own."""
     entry = cache.get(key)
     if entry is None:
         return None
@@ -51,7 +54,10 @@ def _run(cache, key, pa, pb, out, alpha, beta, index):
         pc = out.data_ptr()
         if (pc + clo < pa + ahi and pa + alo < pc + chi) or (pc + clo < pb + bhi and pb + blo < pc + chi):
             return None
-    launch.launch(pa, pb, pc, alpha, beta, _stream(index))
+    if epilogue is None or not launch.fused:  # (out_dtype alone: a conversion without operands)
+        launch.launch(pa, pb, pc, alpha, beta, _stream(index))
+    else:
+        launch.launch(pa, pb, pc, alpha, beta, _stream(index), epilogue)
     return out
 
 
@@ -88,6 +94,54 @@ def matmul(a, b, out, full):
         return got
     return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
                  {**_KW, "out_dtype": None, "bias_axis": 1})
+
+
+def _epilogue(T, index, scale, row_scale, bias, residual, activation, bias_axis, out_dtype):
+    """(the key of a fused call's epilogue, its operands' addresses) when each operand is None or a
+    torch CUDA tensor on device `index` and the other arguments are plain; None otherwise. The key
+    holds what the full path checks of the operands (dtype, shape, strides), so a hit needs no
+    checks; the addresses are this call's (an entry holds none)."""
+    if (activation is not None and type(activation) is not str) or type(bias_axis) is not int:
+        return None
+    try:
+        hash(out_dtype)
+    except TypeError:
+        return None
+    meta, ptrs = [activation, bias_axis, out_dtype], []
+    for x in (scale, row_scale, bias, residual):
+        if x is None:
+            meta.append(None)
+            ptrs.append(0)
+            continue
+        if type(x) is not T or x.get_device() != index:
+            return None
+        meta.append((x.dtype, x.shape, x.stride()))
+        ptrs.append(x.data_ptr())
+    return tuple(meta), ptrs
+
+
+def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_scale, out_dtype, full):
+    """coopjit.matmul(a, b, out=out, bias=..., ...) of torch CUDA tensors with a fused epilogue whose
+    operands are torch CUDA tensors on the same device (no epilogue function, device= or plan=);
+    None when this path does not apply (see matmul)."""
+    T = _tensor_type()
+    if T is None or type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
+        return None
+    ia = a.get_device()
+    if ia < 0 or b.get_device() != ia:
+        return None
+    e = _epilogue(T, ia, scale, row_scale, bias, residual, activation, bias_axis, out_dtype)
+    if e is None:
+        return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    key = ("mmf", a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
+           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0, e[0])
+    got = _run(_CACHE, key, pa, pb, out, 1.0, 0.0, ia, e[1])
+    if got is not None:
+        return got
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+                 {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
+                  "epilogue": None, "out_dtype": out_dtype, "bias_axis": bias_axis})
 
 
 _cupy = None
@@ -153,6 +207,27 @@ def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
         return got
     return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
                  {**_KW, "out_dtype": None, "bias_axis": 1})
+
+
+def gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activation, residual, scale, row_scale,
+               out_dtype, full):
+    """coopjit.gemm of torch CUDA tensors with a fused epilogue of torch CUDA tensors (see matmul_fused)."""
+    t = _torch_call(a, b, c, alpha, beta)
+    if t is None:
+        return None
+    ia, pa, pb, operands = t
+    e = _epilogue(_torch.Tensor, ia, scale, row_scale, bias, residual, activation, bias_axis, out_dtype)
+    if e is None:
+        return None
+    if c is None:
+        beta = 0.0
+    key = ("gemmf", bool(trans_a), bool(trans_b), beta != 0, *operands, e[0])
+    got = _run(_CACHE, key, pa, pb, c, float(alpha), float(beta), ia, e[1])
+    if got is not None:
+        return got
+    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
+                 {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
+                  "epilogue": None, "out_dtype": out_dtype, "bias_axis": bias_axis})
 
 
 def kernel_call(kern, a, b, c, alpha, beta):

@@ -20,10 +20,10 @@ import numpy as np
 
 from ._arrays import as_array, native_dtype
 
-def _device(x):
+def _device(x, sync: bool = True):
     from ._cuda_arrays import device_view
 
-    return device_view(x)
+    return device_view(x, sync)
 
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
@@ -38,8 +38,11 @@ class Epilogue:
 
     def __init__(self, where: str, a_dtype: np.dtype, b_dtype: np.dtype, m: int, n: int, *, bias=None, bias_axis=1,
                  activation=None, residual=None, scale=None, row_scale=None, epilogue=None, out_dtype=None,
-                 bind_arrays: bool = True) -> None:
+                 bind_arrays: bool = True, sync: bool = True) -> None:
         self.where = where
+        # whether a torch CUDA operand's stream is synchronized when it is read (sync=False: the
+        # caller orders the launch after it, as _gemm_fused._device_product does)
+        self.sync = sync
         self.m, self.n = m, n
         a_dtype, b_dtype = native_dtype(a_dtype), native_dtype(b_dtype)
         int8 = a_dtype.name in ("int8", "uint8") and b_dtype.name in ("int8", "uint8")
@@ -94,11 +97,11 @@ class Epilogue:
     def vector(self, name: str, value: Any, length: int) -> np.ndarray:
         """A contiguous vector of `length` values in the compute dtype (a scalar is repeated); a
         CUDA device array is taken as it is (it must be exactly that)."""
-        dv = _device(value)
+        dv = _device(value, self.sync)
         if dv is not None:
             if dv.dtype != self.etype or dv.shape != (length,) or not dv.c_contiguous:
                 raise ValueError(f"{self.where}: {name} on the device must be a contiguous {self.etype} vector of "
-                                 f"{length} values, got {dv.dtype} {dv.shape}")
+                                 f"{length} values, got {dv.dtype} {dv.shape} with byte strides {dv.strides}")
             return dv
         v = as_array(value, name)
         if v.dtype.kind not in "biuf" and v.dtype.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
@@ -115,7 +118,7 @@ class Epilogue:
         """The residual broadcast to the (C-contiguous) output `target`, in the compute dtype, with
         target's element strides (what the kernel reads it with). A CUDA device array is taken as it
         is (it must be exactly that: the target's shape, C order, the compute dtype)."""
-        dv = _device(residual)
+        dv = _device(residual, self.sync)
         if dv is not None:
             if dv.dtype != self.etype or dv.shape != tuple(target.shape) or not dv.c_contiguous:
                 raise ValueError(f"{self.where}: a residual on the device must be a C-contiguous {self.etype} array "

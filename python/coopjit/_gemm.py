@@ -197,6 +197,12 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         got = _cuda_fast.gemm(a, b, c, alpha, beta, trans_a, trans_b, _gemm_fused._device_product)
         if got is not None:
             return got
+    elif type(a) is not np.ndarray and device is None and plan is None and epilogue is None:
+        # torch CUDA tensors with an epilogue of torch CUDA tensors: the fast path too
+        got = _cuda_fast.gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activation, residual, scale,
+                                    row_scale, out_dtype, _gemm_fused._device_product)
+        if got is not None:
+            return got
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
@@ -369,6 +375,12 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
             c = _cuda_fast.matmul(a, b, out, _gemm_fused._device_product)  # torch CUDA tensors' fast path
             if c is not None:
                 return c
+    elif type(a) is not np.ndarray and device is None and plan is None and epilogue is None:
+        # torch CUDA tensors with an epilogue of torch CUDA tensors: the fast path too
+        c = _cuda_fast.matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_scale, out_dtype,
+                                    _gemm_fused._device_product)
+        if c is not None:
+            return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):

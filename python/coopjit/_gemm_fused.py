@@ -57,7 +57,7 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         if batch:
             raise NotImplementedError(f"{where}: a fused epilogue on stacked device arrays (a {A.shape}, b {B.shape}) "
                                       "is not supported in this version; 2-D operands take one")
-        ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
+        ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, sync=False, **kw)
         (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
         types, dtype = ep.types(ta, tb), ep.out_dtype
     else:
@@ -98,20 +98,74 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         opa, opb = ops
     if batch:
         opa, opb, target = _collapse_device_batch(where, opa, opb, target, batch)
-    stream = None if host or ep is not None else _cuda_arrays.launch_stream(views)
+    epi = None  # the epilogue's operands when all of them are device arrays (the launch reads them in place)
+    if ep is not None:
+        if isinstance(target, _cuda_arrays.CudaView) and not target.c_contiguous:
+            raise ValueError(f"{where}: a fused epilogue's device output must be C-contiguous (the residual shares its "
+                             f"strides), got {target.framework} {target.dtype} {target.shape} with byte strides "
+                             f"{target.strides}")
+        epi = None if host else _device_epilogue(where, ep, target, dev)
+    epi_views = [v for v in epi or () if v is not None]
+    stream = None if host or (ep is not None and epi is None) else _cuda_arrays.launch_stream(views + epi_views)
     if stream is not None:
-        launch = _launcher(dev, types, opa, opb, target, beta != 0.0, plan)
+        launch = _launcher(dev, types, opa, opb, target, beta != 0.0, plan, ep)
         if launch is not None:
-            launch.launch(opa.ptr, opb.ptr, target.ptr, alpha, beta, stream)
+            if not launch.fused:  # (an epilogue that only converts C has no operands)
+                launch.launch(opa.ptr, opb.ptr, target.ptr, alpha, beta, stream)
+            else:
+                launch.launch(opa.ptr, opb.ptr, target.ptr, alpha, beta, stream, [0 if v is None else v.ptr for v in epi])
+            every = views + epi_views
             if record is not None and views[0].framework in ("torch", "cupy") and all(
-                    v.framework == views[0].framework for v in views):
+                    v.framework == views[0].framework for v in every):
                 record["entry"] = (launch, shape, getattr(c, "dtype", None), getattr(c, "device", None),
                                    _rel_span(opa), _rel_span(opb), _rel_span(target))
             return c
-    _cuda_arrays.wait_for(views)
+    _cuda_arrays.wait_for(views if ep is None else views + _epilogue_views(ep))
     get(dev).gemm(opa, opb, target, alpha, beta, types, plan, fused=ep)
     del keep
     return c
+
+
+def _device_epilogue(where, ep: Epilogue, target, dev: str):
+    """The device views of a fused epilogue's operands [scale, row_scale, bias, residual] (None where
+    a step is absent) for a launch that reads them in place; None when any of them is a host array
+    (or the epilogue has a user function): the synchronous path stages those. Device operands are
+    checked here (their dtype, length or shape and contiguity when the Epilogue took them), on the
+    device of the product."""
+    if ep.fn is not None:
+        return None
+    out = []
+    for name in ("scale", "row_scale", "bias", "residual"):
+        if not ep.has[name]:
+            out.append(None)
+            continue
+        x = ep.bound.get(name)
+        if x is None:  # (bias=True and the like: the synchronous path says what is missing)
+            return None
+        if name == "residual":
+            v = _cuda_arrays.device_view(x, False)
+            if v is None:
+                return None
+            v = ep.residual_like(target, v)  # the output's shape, C order, the compute dtype
+        elif isinstance(x, _cuda_arrays.CudaView):
+            v = x
+        else:
+            return None
+        if v.device != dev:
+            raise ValueError(f"{where}: {name} ({v.framework} {v.dtype} {v.shape}) is on {v.device}, the product's "
+                             f"operands on {dev}")
+        out.append(v)
+    return out
+
+
+def _epilogue_views(ep: Epilogue) -> list:
+    """The epilogue's operands that are device arrays (the synchronous path waits for their stream too)."""
+    out = []
+    for name in ("scale", "row_scale", "bias", "residual"):
+        v = _cuda_arrays.device_view(ep.bound.get(name), False) if ep.has[name] else None
+        if v is not None:
+            out.append(v)
+    return out
 
 
 def _rel_span(v) -> tuple[int, int]:
@@ -119,19 +173,22 @@ def _rel_span(v) -> tuple[int, int]:
     return lo - v.ptr, hi - v.ptr
 
 
-_LAUNCHERS: dict = {}  # (device, types, shape, strides, accumulate, plan, aligned) -> GpuGemmLaunch or None
+_LAUNCHERS: dict = {}  # (device, types, shape, strides, accumulate, plan, aligned, epilogue) -> GpuGemmLaunch or None
 
 
-def _launcher(dev, types, a, b, c, accumulate, plan):
+def _launcher(dev, types, a, b, c, accumulate, plan, ep: Epilogue | None = None):
     """The prepared launch (C++ GpuGemmLaunch) of a product of these device views, or None when
-    its plan takes more than one launch (Stream-K): made once per shapes, strides, types and plan."""
+    its plan takes more than one launch (Stream-K): made once per shapes, strides, types, plan and
+    epilogue steps (`ep`, without a user function: its operands are given at each launch)."""
     from ._gpu import _gemm_operands
 
     shape, strides = _gemm_operands(a, b, c)
     aligned = (a.ptr | b.ptr) & 15 == 0
     d = get(dev)
     overrides = d.plan_overrides(plan)
-    key = (dev, tuple(types), tuple(shape), tuple(strides), accumulate, tuple(sorted(overrides.items())), aligned)
+    steps = None if ep is None else ep.steps()
+    key = (dev, tuple(types), tuple(shape), tuple(strides), accumulate, tuple(sorted(overrides.items())), aligned,
+           None if steps is None else tuple(sorted((k, v) for k, v in steps.items() if k != "fn")))
     try:
         return _LAUNCHERS[key]
     except KeyError:
@@ -140,7 +197,7 @@ def _launcher(dev, types, a, b, c, accumulate, plan):
         if any(st % x.itemsize for st in x.strides):
             raise ValueError(f"a device array with byte strides {x.strides} that are not whole {x.dtype} elements "
                              f"({name})")
-    k = _core.gpu_gemm_kernel(dev, list(types), shape, strides, accumulate, overrides, None)
+    k = _core.gpu_gemm_kernel(dev, list(types), shape, strides, accumulate, overrides, steps)
     launch = k.launcher(list(types), shape, strides, aligned)
     if len(_LAUNCHERS) > 4096:
         _LAUNCHERS.clear()

@@ -462,11 +462,15 @@ class GpuKernel:
                     raise ValueError(f"c ({vc.framework} {vc.dtype} {vc.shape}) overlaps {name}'s memory: pass a "
                                      "separate output array")
         views = [v for v in (*ops, target) if isinstance(v, CudaView)]
-        if len(views) == 3 and self._fused is None and self.m and self.n:
-            stream = launch_stream(views)
+        epi = None if self._fused is None or len(views) < 3 else self._device_epilogue(given, target)
+        if len(views) == 3 and (self._fused is None or epi is not None) and self.m and self.n:
+            stream = launch_stream(views + [v for v in epi or () if v is not None])
             if stream is not None:
                 A, B = (ops[0].T if self.trans_a else ops[0]), (ops[1].T if self.trans_b else ops[1])
                 launch = self._launcher(A, B, target)
+                if launch is not None and launch.fused:  # (a kernel that only converts C has no epilogue operands)
+                    launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream, [0 if v is None else v.ptr for v in epi])
+                    return c
                 if launch is not None:
                     launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream)
                     if record is not None and all(v.framework == "torch" for v in views):
@@ -476,6 +480,35 @@ class GpuKernel:
         wait_for(views)
         self._launch(ops[0], ops[1], target, alpha, beta, given)
         return c
+
+    def _device_epilogue(self, given: dict, target):
+        """The device views [scale, row_scale, bias, residual] (None where a step is absent) of this
+        kernel's epilogue for a call (`given` over the arrays compile_gemm bound), read in place by
+        the launch; None when one of them is a host array, is missing, or the epilogue has a function
+        (the synchronous path stages them, or says what is wrong). ValueError naming a device operand
+        of the wrong dtype, length, shape, strides or device."""
+        ep = self._fused
+        if ep.fn is not None or (isinstance(target, CudaView) and not target.c_contiguous):
+            return None
+        lengths = {"scale": self.n, "row_scale": self.m, "bias": self.n if ep.bias_axis == 1 else self.m}
+        out = []
+        for name in ("scale", "row_scale", "bias", "residual"):
+            x = given.get(name)
+            if not ep.has[name]:
+                if x is not None:
+                    return None
+                out.append(None)
+                continue
+            x = ep.bound.get(name) if x is None else x
+            v = None if x is None else device_view(x, False)
+            if v is None:
+                return None
+            v = ep.residual_like(target, v) if name == "residual" else ep.vector(name, v, lengths[name])
+            if v.device != self.device:
+                raise ValueError(f"{name} ({v.framework} {v.dtype} {v.shape}) is on {v.device}; this kernel was "
+                                 f"compiled for {self.device}")
+            out.append(v)
+        return out
 
     def _launcher(self, A, B, target):
         """The prepared launch (C++ GpuGemmLaunch) for device views of these strides, made once."""
