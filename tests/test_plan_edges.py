@@ -134,3 +134,16 @@ def test_sizes_no_memory_holds_are_refused_by_name(m, n, k, operand):
 def test_large_sizes_below_the_bound_still_plan(m, n, k):
     kern = coopjit.compile_gemm(m, n, k, np.float32)
     assert (kern.m, kern.n, kern.k) == (m, n, k) and kern.config["threads"] >= 1
+
+
+@pytest.mark.parametrize("threads", [1, 16])
+@pytest.mark.parametrize("dtype", [BF16, np.int8])
+@pytest.mark.parametrize("plan", [{"pack": 1}, {"pack": 1, "inline_b": 1}, {"pack": 1, "k_inner": 1}],
+                         ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_k_zero_plans_for_amx_cpus(threads, dtype, plan):
+    """K = 0 planned for an AMX CPU (cross_compile: nothing runs): the AMX block of A was sized by
+    dividing by a slice of 0 bytes (a SIGFPE on the 16-core Emerald Rapids host, session 20; the
+    emulated tiles here take another path). The plan must come back with the tiles and a K tile."""
+    a, b = np.ones((64, 0), dtype), np.ones((0, 130), dtype)
+    cfg = coopjit.cross_compile(a, b, cpu="sapphirerapids", threads=threads, plan=plan)["config"]
+    assert cfg["amx"] == "yes" and cfg["kt"] >= 1 and cfg["mc_tiles"] >= 1, cfg

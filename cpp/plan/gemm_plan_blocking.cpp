@@ -162,7 +162,9 @@ void plan_packed_blocks(GemmPlan& p, const PlanContext& c) {
     // 0.79 / 0.71x, 8192^3 0.90 / 0.74 / 0.67x; k_inner no better; the nest in C on one core,
     // bf16 2048^3: 1021-1034 GFLOP/s with this default, 672-687 / 480-512 / 411-454 with those).
     if (p.amx) {
-      const int64_t slice = int64_t(p.mr) * std::min(p.kt, ceil_to(spec.K, p.kb)) * ir::size_in_bytes(packed_a_type(p));
+      // (K = 0: a slice of one kb, as the K tile above; a slice of 0 bytes was a SIGFPE on AMX CPUs)
+      const int64_t slice =
+          int64_t(p.mr) * std::min(p.kt, ceil_to(std::max<int64_t>(1, spec.K), p.kb)) * ir::size_in_bytes(packed_a_type(p));
       p.mc_tiles = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.mc_tiles, (int64_t(1) << 20) / slice)));
     }
   }
