@@ -324,6 +324,17 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   auto call = [&](int64_t w, int64_t n, int64_t phase, int64_t shares) {
     launch(ptrs, g.K, g.sc_r, g.sc_c, true, w, n, phase, shares);
   };
+  // The K split's parts (GemmPlan::ksplit): at most ksplit of them, whole K tiles each (the step);
+  // a part's kernel call takes A's and B's pointers advanced to its first K element k0.
+  auto ksplit_step = [&] {
+    const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
+    return ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;
+  };
+  auto part_operands = [&](void** p, int64_t k0) {
+    std::copy(ptrs, ptrs + 12, p);
+    p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
+    p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(ir::size_in_bytes(k.plan.b_type));
+  };
   // K split among the workers (GemmPlan::ksplit: one row of C, the k_outer walk): worker w
   // runs the kernel on its K range over all of N, worker 0 into C (beta applied there), the
   // others into zeroed rows of partial sums, added into C here once all are done.
@@ -333,21 +344,17 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
                            !k.plan.epilogue.any();
   if (ksplit_bf16 && k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.M == 1 &&
       g.K > 0 && g.batch1 * g.batch2 == 1) {
-    const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
-    const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
+    const int64_t step = ksplit_step();
     const int parts = static_cast<int>((g.K + step - 1) / step);
     // A part's scratch as the kernel addresses it: ceil(M / mr) * mr rows of ceil(N / nr) * nr.
     const size_t cols = size_t((g.N + g.nr - 1) / g.nr * g.nr);
     const size_t part_bytes = (size_t((g.M + g.mr - 1) / g.mr * g.mr) * cols * sizeof(float) + 63) / 64 * 64;
     char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
-    const size_t ea = ir::size_in_bytes(k.plan.a_type), eb = ir::size_in_bytes(k.plan.b_type);
     ThreadPool::get().run(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
-      std::copy(ptrs, ptrs + 12, p);
-      p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ea);
-      p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(eb);
+      part_operands(p, k0);
       p[3] = sums + size_t(w) * part_bytes;
       launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
     }, true);
@@ -365,21 +372,17 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   if (k.plan.ksplit > 1 && !k.plan.pack && n_sk == 0 && g.M == 1 && g.K > 0 && g.batch1 * g.batch2 == 1 &&
       (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
       k.plan.c_type == k.plan.dtype) {
-    const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
-    const int64_t step = ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;  // whole K tiles a part
+    const int64_t step = ksplit_step();
     const int parts = static_cast<int>((g.K + step - 1) / step);
     const size_t es = ir::size_in_bytes(k.plan.dtype);
     const size_t row = (size_t(g.N) * es + 63) / 64 * 64;
     char* raw = parts > 1 ? panel_memory.get(row * size_t(parts - 1) + 64) : nullptr;
     char* rows = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
     if (rows) std::memset(rows, 0, row * size_t(parts - 1));
-    const size_t ea = ir::size_in_bytes(k.plan.a_type), eb = ir::size_in_bytes(k.plan.b_type);
     ThreadPool::get().run(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
-      std::copy(ptrs, ptrs + 12, p);
-      p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ea);
-      p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(eb);
+      part_operands(p, k0);
       if (w > 0) p[2] = rows + size_t(w - 1) * row;
       launch(p, kw, w ? g.N : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
     }, true);
