@@ -309,10 +309,13 @@ CompileLock::CompileLock(const std::string& kind, const std::string& key, double
   std::error_code ec;
   fs::create_directories(d, ec);
   const std::string path = d + "/" + file_stem(kind, key) + ".lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) return;
   {
+    // Opened and registered under the state's mutex, which fork's prepare phase takes: a child
+    // forked by another thread never has this descriptor unless it is in lock_fds (between the
+    // open and the insert, a child got a copy it did not close: test_fork caught one, CI).
     std::lock_guard<std::mutex> g(state().mu);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
     state().lock_fds.insert(&fd_);
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
@@ -327,20 +330,18 @@ CompileLock::CompileLock(const std::string& kind, const std::string& key, double
   }
   note(cat("gave up waiting after ", timeout_s, " s: compiling ", key, " anyway"));
   count(&Stats::lock_timeouts);
-  {
-    std::lock_guard<std::mutex> g(state().mu);
-    state().lock_fds.erase(&fd_);
-  }
+  std::lock_guard<std::mutex> g(state().mu);  // (closed before a fork can copy it unregistered)
+  state().lock_fds.erase(&fd_);
   ::close(fd_);
   fd_ = -1;
 }
 
 CompileLock::~CompileLock() {
   if (fd_ >= 0) {
-    {
-      std::lock_guard<std::mutex> g(state().mu);
-      state().lock_fds.erase(&fd_);
-    }
+    // Unlocked and closed under the mutex too: erased first, a fork in between copied a locked
+    // descriptor that the child kept.
+    std::lock_guard<std::mutex> g(state().mu);
+    state().lock_fds.erase(&fd_);
     ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
