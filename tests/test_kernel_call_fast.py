@@ -99,20 +99,37 @@ def test_misaligned_operands_take_the_full_path(rng):
     assert_gemm_close(cm.copy(), am.copy(), bb)
 
 
-def test_operands_laid_out_for_another_kernel(rng):
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True)])
+def test_operands_in_other_layouts_are_copied_to_the_kernels(rng, trans_a, trans_b):
+    m, n, k = 8, 12, 16  # code for the exact shape and strides
+    for m, n, k in ((8, 12, 16), (100, 37, 250)):  # and for run-time strides
+        kern = kernel(m, n, k, np.float32, trans_a=trans_a, trans_b=trans_b)
+        ashape = (k, m) if trans_a else (m, k)
+        bshape = (n, k) if trans_b else (k, n)
+        a = rng.standard_normal((2 * ashape[0], 2 * ashape[1])).astype(np.float32)[::2, ::2]
+        b = np.asfortranarray(rng.standard_normal(bshape).astype(np.float32))
+        wide = np.full((m, n + 5), 3.0, np.float32)
+        c = wide[:, 2:2 + n]  # rows of another length
+        a0, b0 = a.copy(), b.copy()
+        assert kern(a, b, c) is c
+        opa, opb = (a.T if trans_a else a), (b.T if trans_b else b)
+        assert_gemm_close(c.copy(), opa, opb)
+        np.testing.assert_array_equal(wide[:, :2], 3.0)
+        np.testing.assert_array_equal(wide[:, 2 + n:], 3.0)
+        np.testing.assert_array_equal(a, a0)
+        np.testing.assert_array_equal(b, b0)
+        assert_gemm_close(kern(a, b), opa, opb)
+
+
+def test_the_core_refuses_operands_laid_out_for_other_code_naming_both_layouts(rng):
     m, n, k = 8, 12, 16
     kern = kernel(m, n, k, np.float32)
-    # A with a column stride: the same plan with those strides built in, compiled on the call
-    a = rng.standard_normal((2 * m, 2 * k)).astype(np.float32)[::2, ::2]
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    assert_gemm_close(kern(a, b), a, b)
-    # B with a column stride needs other code: refused, naming both layouts, C untouched
+    a = rng.standard_normal((m, k)).astype(np.float32)
     bs = rng.standard_normal((k, 2 * n)).astype(np.float32)[:, ::2]
     c = np.full((m, n), 3.0, np.float32)
     with pytest.raises(ValueError, match=r"B strides \(24, 2\).*compiled for .*B strides \(12, 1\)"):
-        kern(np.ascontiguousarray(a), bs, c)
+        kern._core.run(a, bs, c, 1.0, 0.0)
     np.testing.assert_array_equal(c, 3.0)
-    assert_gemm_close(kern(np.ascontiguousarray(a), np.ascontiguousarray(bs)), a, bs)
 
 
 def test_big_endian_and_subclassed_operands(rng):

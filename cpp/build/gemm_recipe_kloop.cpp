@@ -28,7 +28,7 @@ Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_h
     // recompute; the per-row checks became branches in the loop, which spilled accumulators of the
     // 8-lane tiles: 100x37x250 f32 on Zen 4, 4 x 40 lanes, one thread 28.8 -> 19.1 us)
     auto step = [&](Builder& kb, Value* k, Value* acc_in, bool chk_a, bool chk_b, bool in_k) {
-      Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, g_.sa_c, g_.M, g_.K}, chk_a, "a");
+      Value* a = kb.load(a_t, {t.A, t.m0, k, g_.sa_r, p_.unit_a ? one_ : g_.sa_c, g_.M, g_.K}, chk_a, "a");
       Value* bm = kb.load(b_t, {t.B, k, t.n0, g_.sb_r, sb_c_, in_k ? kb.index(INT64_MAX) : g_.K, g_.N}, chk_b, "b");
       if (p_.b_prefetch && !p_.pack) bm->def->attrs["prefetch"] = int64_t(p_.b_prefetch);  // (k_outer plans, gemm_plan.h)
       return kb.mul_add(a, bm, acc_in, "acc");

@@ -36,7 +36,7 @@ struct GemmPlan {
   int simd_width = 16;  // lanes of one vector register: the subgroup size of the CPU lowering
   int mr = 8, nr = 32;  // register tile: an mr x nr accumulator coopmatrix
   int kb = 4;           // K step of one mul_add (A is mr x kb, B is kb x nr)
-  bool unit_a = false;  // packed, and A's column stride is 1 in the kernel's orientation (rows read as vectors)
+  bool unit_a = false;  // A's column stride is 1 in the kernel's orientation (a constant in the code)
   bool unit_b = true;   // B's column stride is 1 in the kernel's orientation (vector loads)
   bool unit_c = true;   // C's column stride is 1 in the kernel's orientation (vector stores)
   bool accumulate = false;

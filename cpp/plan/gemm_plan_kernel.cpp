@@ -14,8 +14,10 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
   const PlanOverrides& overrides = c.overrides;
   const bool col = c.col;
   const bool a_unit = c.a_unit;
-  // Only packing reads A by rows (the microkernel broadcasts A's elements either way).
-  p.unit_a = p.pack && a_unit;
+  // A's unit K stride as a constant: packing reads A's rows as vectors, and the unpacked K loop
+  // broadcasts mr x kb elements a step from rows whose K offsets are then displacements of mr
+  // row pointers, where a run-time stride took a register (spilled) for each of the mr x kb.
+  p.unit_a = a_unit;
   // VNNI: packed panels keep low-precision inputs as they are, in the dot instructions' order.
   if (!overrides.count("vnni")) p.vnni = p.pack ? dot_group(p.a_type, p.b_type, p.dtype, cpu) : 1;
   if (p.vnni > 1) {
@@ -79,7 +81,6 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
-      p.unit_a = p.pack && a_unit;  // (the tiles may have turned packing on above)
       // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
       // only the B panels it reads: no worker reads panels another core has just written, which
       // cost a 16-worker bf16 512^3 call ~80 us a worker on the 16-core Emerald Rapids host.

@@ -234,6 +234,13 @@ bool is_ndarray(py::handle h) {
   return Py_TYPE(h.ptr()) == ndarray;
 }
 
+// Exactly the layout of a C-contiguous rows x cols matrix (the strides of dims of length 1 too,
+// which NumPy's flags do not look at: a kernel's plan does).
+bool row_major(const py::array& x) {
+  const auto item = static_cast<int64_t>(x.itemsize());
+  return x.ndim() == 2 && x.strides(1) == item && x.strides(0) == x.shape(1) * item;
+}
+
 // Aligned to its element size: the data pointer and every stride.
 bool aligned(const py::array& x) {
   const auto item = static_cast<int64_t>(x.itemsize());
@@ -258,8 +265,9 @@ struct PyGemmKernel {
   }
 
   // The per-call fast path of Kernel.__call__: exactly numpy.ndarray operands of the compiled
-  // dtype and shapes, aligned; C of the compiled output dtype and shape, writeable, aligned and
-  // apart from the inputs, or None for a new one; alpha a float or an int, beta 0. Returns C, or
+  // dtype, shapes and layout (C-contiguous), aligned; C of the compiled output dtype, shape and
+  // layout, writeable, aligned and apart from the inputs, or None for a new one; alpha a float or
+  // an int, beta 0. Returns C, or
   // None whenever anything is out of the ordinary: Python's full path then checks, copies and
   // gives the errors. (The same conditions Python tested, at a fraction of the cost: a 4x4x4
   // call took 2.9 us through them against matmul's 0.8.)
@@ -285,7 +293,8 @@ struct PyGemmKernel {
     auto b = py::reinterpret_borrow<py::array>(hb);
     const int64_t M = k.spec.M, N = k.spec.N, K = k.spec.K;
     if (a.ndim() != 2 || b.ndim() != 2 || a.shape(0) != M || a.shape(1) != K || b.shape(0) != K || b.shape(1) != N ||
-        !same_dtype(a, fast_in) || !same_dtype(b, fast_in) || !aligned(a) || !aligned(b))
+        !same_dtype(a, fast_in) || !same_dtype(b, fast_in) || !aligned(a) || !aligned(b) || !row_major(a) ||
+        !row_major(b))
       return py::none();
     py::array c;
     if (hc.is_none()) {
@@ -293,7 +302,7 @@ struct PyGemmKernel {
     } else {
       c = py::reinterpret_borrow<py::array>(hc);
       if (c.ndim() != 2 || c.shape(0) != M || c.shape(1) != N || !same_dtype(c, fast_out) || !c.writeable() ||
-          !aligned(c))
+          !aligned(c) || !row_major(c))
         return py::none();
       const auto rc = byte_range(c);
       if (ranges_meet(rc, byte_range(a)) || ranges_meet(rc, byte_range(b))) return py::none();

@@ -115,6 +115,12 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
         c2[...] = target
 
 
+def row_major(x: np.ndarray) -> bool:
+    """Exactly a C-contiguous 2-D layout, the strides of dims of length 1 included (NumPy's flags
+    ignore those; a kernel's plan does not)."""
+    return x.strides == (x.shape[1] * x.itemsize, x.itemsize)
+
+
 class Kernel(KernelDisplay):
     """A compiled GEMM kernel for one problem: call it with arrays of that problem, repeatedly.
 
@@ -175,16 +181,18 @@ class Kernel(KernelDisplay):
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if not c.flags.writeable:
             raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+        # The kernel's code is for C-contiguous arrays (as given, before the transposes): other
+        # layouts (strided, sliced, Fortran-ordered) are copied to that one, where they would need
+        # other code (the plan takes unit strides and row lengths as constants).
+        a = a if row_major(a) else np.array(a, order="C")
+        b = b if row_major(b) else np.array(b, order="C")
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
         target = c
-        # A native, aligned copy apart from the inputs; C-contiguous with an epilogue (its
-        # residual shares the output's strides).
-        if (overlaps(c, a, b) or kernel_readable(c) is not c
-                or (self._fused is not None and not c.flags.c_contiguous)):
+        # A native, aligned, C-contiguous copy apart from the inputs
+        if overlaps(c, a, b) or kernel_readable(c) is not c or not row_major(c):
             nd = native_dtype(c.dtype)
-            order = "K" if self._fused is None else "C"
-            target = np.array(c, dtype=nd, order=order) if beta != 0.0 else np.empty(c.shape, nd)
+            target = np.array(c, dtype=nd, order="C") if beta != 0.0 else np.empty(c.shape, nd)
         if target.size:
             epi = None if self._fused is None else self._fused.core(target, **given)
             self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
