@@ -1,0 +1,436 @@
+// Which loop nest feeds the AMX tiles from a realistic packed layout (issue 14, session 21): one
+// thread over coopjit's packed panels (an A panel: K steps of 32 rows x 64 bytes, two 1 KiB tiles
+// one after the other; a B panel: K steps of 16 VNNI rows x 128 bytes, the two column tiles side by
+// side, read at a 128-byte stride), the 2 x 2 tile kernel (2 A + 2 B tileloadd, 4 tile products on
+// tmm0-3 a K step), in several loop orders, K tiles, prefetches and load hints. Each case reports
+// its rate as a share of the register-only tile loop (4 accumulators, no loads: coopjit.peak()'s
+// loop) measured in the same round just before it; the vCPUs of the 16-core host run at two rates
+// about 2:1 apart, so each case runs in several rounds and the summary gives the max and median.
+//
+// Orders (KT: K steps of a K tile, a K step is 32 bf16 / 64 int8 elements; the partial sums of a
+// tile continued through a scratch between K tiles, the last K tile stores to C, f32 / i32
+// row-major N wide, by tilestored):
+//   o0  coopjit's default: for each K tile, for each block of MC row panels, for each column
+//       panel, for each row panel of the block
+//   o2  coopjit's nc_tiles = MC: for each K tile, for each block of MC column panels, for each
+//       row panel, the block's column panels (A's K-tile slice reused across the block)
+//   o3  for each block of MC column panels, for each row panel, for each K tile, the block's
+//       column panels: A's K-tile slice (KT x 2 KiB) stays in L1 while the block's B slices
+//       stream from L2, and the block's partial sums of that row panel (MC x 4 KiB) stay in L1/L2
+//   o4  the converse: for each block of MC row panels, for each column panel, for each K tile,
+//       the block's row panels (B's K-tile slice in L1, A streamed)
+// Scratch: "row" rows N * 4 bytes apart (coopjit's default scratch), "tile" each tile's sums one
+// contiguous 4 KiB block (coopjit's k_inner scratch). pfA / pfB: prefetcht0 of the operand's
+// lines that many K steps ahead in the order the kernels read them (past the end of a kernel's
+// slice: the next kernel's); t1: tileloaddt1 for that operand.
+//
+//   gcc -O2 -mamx-tile -mamx-bf16 -mamx-int8 -o /tmp/amx_kc_probe benchmarks/amx_kc_probe.c -lm
+//   (-DEMU: the tiles emulated in C, to check the nests' sums on a CPU without AMX: amx_kc_probe 1 64 96 256)
+//   taskset -c 2 /tmp/amx_kc_probe [rounds [M N K ...]]   (default: 3 rounds, 2048^3 and 1024x1024x4096)
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef EMU
+#define PEAK_ITERS 10
+// Tiles of 16 rows x 64 bytes, as config() sets them.
+static char emu_t[8][16][64];
+static void emu_load(int t, const void* p, long stride) {
+  for (int r = 0; r < 16; ++r) memcpy(emu_t[t][r], (const char*)p + r * stride, 64);
+}
+static void emu_store(int t, void* p, long stride) {
+  for (int r = 0; r < 16; ++r) memcpy((char*)p + r * stride, emu_t[t][r], 64);
+}
+static float emu_bf(const char* p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static void emu_dp(int c, int a, int b, int int8) {
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      char* cp = emu_t[c][m] + 4 * n;
+      if (int8) {
+        int32_t v;
+        memcpy(&v, cp, 4);
+        for (int p = 0; p < 16; ++p)
+          for (int q = 0; q < 4; ++q) v += (signed char)emu_t[a][m][4 * p + q] * (signed char)emu_t[b][p][4 * n + q];
+        memcpy(cp, &v, 4);
+      } else {
+        float v;
+        memcpy(&v, cp, 4);
+        for (int p = 0; p < 16; ++p)
+          for (int q = 0; q < 2; ++q) v += emu_bf(emu_t[a][m] + 4 * p + 2 * q) * emu_bf(emu_t[b][p] + 4 * n + 2 * q);
+        memcpy(cp, &v, 4);
+      }
+    }
+}
+#undef _tile_zero
+#undef _tile_loadd
+#undef _tile_stream_loadd
+#undef _tile_stored
+#undef _tile_dpbf16ps
+#undef _tile_dpbssd
+#undef _tile_loadconfig
+#define _tile_zero(t) memset(emu_t[t], 0, 1024)
+#define _tile_loadd(t, p, s) emu_load(t, p, s)
+#define _tile_stream_loadd(t, p, s) emu_load(t, p, s)
+#define _tile_stored(t, p, s) emu_store(t, p, s)
+#define _tile_dpbf16ps(c, a, b) emu_dp(c, a, b, 0)
+#define _tile_dpbssd(c, a, b) emu_dp(c, a, b, 1)
+#define _tile_loadconfig(p) (void)(p)
+#define syscall(...) 0
+#endif
+
+#ifndef PEAK_ITERS
+#define PEAK_ITERS 400000
+#endif
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+#define STEP 2048L  // bytes of A (and of B) a K step of a panel
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static void* big(size_t bytes) {
+  void* p = NULL;
+  bytes = (bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20);
+  if (posix_memalign(&p, 2 << 20, bytes)) exit(1);
+  madvise(p, bytes, MADV_HUGEPAGE);
+  memset(p, 0, bytes);
+  return p;
+}
+
+static void config(void) {
+  unsigned char cfg[64] = {0};
+  cfg[0] = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg[16 + 2 * t] = 64;
+    cfg[48 + t] = 16;
+  }
+  _tile_loadconfig(cfg);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t next_rand(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+static int int8_mode;
+
+static float bf16_to_f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// bf16 ~ normal (the sum of 4 uniforms, scaled), int8 uniform.
+static void fill(char* p, size_t bytes) {
+  for (size_t i = 0; i + 1 < bytes; i += 2) {
+    if (int8_mode) {
+      uint64_t r = next_rand();
+      p[i] = (char)r;
+      p[i + 1] = (char)(r >> 8);
+      continue;
+    }
+    float x = 0;
+    for (int j = 0; j < 4; ++j) x += (float)(next_rand() >> 40) / (float)(1 << 24) - 0.5f;
+    x *= 1.7320508f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint16_t h = (uint16_t)(u >> 16);
+    memcpy(p + i, &h, 2);
+  }
+}
+
+#define DP(c, a, b)                       \
+  do {                                    \
+    if (int8_mode) _tile_dpbssd(c, a, b); \
+    else _tile_dpbf16ps(c, a, b);         \
+  } while (0)
+
+// The register-only loop: seconds per tile product.
+static double peak(long iters) {
+  static char buf[4096] __attribute__((aligned(64)));
+  fill(buf, sizeof buf);
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  _tile_loadd(4, buf, 64); _tile_loadd(5, buf + 1024, 64);
+  _tile_loadd(6, buf + 2048, 64); _tile_loadd(7, buf + 3072, 64);
+  double t0 = now();
+  for (long i = 0; i < iters; ++i) { DP(0, 4, 6); DP(1, 4, 7); DP(2, 5, 6); DP(3, 5, 7); }
+  double t = now() - t0;
+  _tile_stored(0, buf, 64);
+  return t / (4.0 * iters);
+}
+
+typedef struct {
+  const char* label;
+  int order;    // 0, 2, 3, 4 (above)
+  int mc;       // panels a block
+  int kt;       // K steps a K tile (0: coopjit's default, min(steps, 64))
+  int tiled;    // scratch: 1 each tile's sums a 4 KiB block, 0 rows N * 4 bytes apart
+  int pfa, pfb; // prefetcht0 distances in K steps (0: none)
+  int at1, bt1; // tileloaddt1 for A / B
+} Case;
+
+typedef struct {
+  int mt, nt, k0, s;
+} Kern;
+
+static long M, N, K, STEPS, TM, TN;
+static char *PA, *PB, *WS;
+static char* C;
+static Kern* LIST;
+static long NLIST;
+
+static void plan(const Case* c) {
+  const long kt = c->kt ? c->kt : (STEPS < 64 ? STEPS : 64), mc = c->mc;
+  NLIST = 0;
+#define ADD(m, n, k)                                                               \
+  do {                                                                             \
+    LIST[NLIST].mt = (int)(m), LIST[NLIST].nt = (int)(n), LIST[NLIST].k0 = (int)(k); \
+    LIST[NLIST].s = (int)((k) + kt < STEPS ? kt : STEPS - (k));                    \
+    ++NLIST;                                                                       \
+  } while (0)
+  if (c->order == 0) {
+    for (long k = 0; k < STEPS; k += kt)
+      for (long mb = 0; mb < TM; mb += mc)
+        for (long n = 0; n < TN; ++n)
+          for (long m = mb; m < mb + mc && m < TM; ++m) ADD(m, n, k);
+  } else if (c->order == 2) {
+    for (long k = 0; k < STEPS; k += kt)
+      for (long nb = 0; nb < TN; nb += mc)
+        for (long m = 0; m < TM; ++m)
+          for (long n = nb; n < nb + mc && n < TN; ++n) ADD(m, n, k);
+  } else if (c->order == 3) {
+    for (long nb = 0; nb < TN; nb += mc)
+      for (long m = 0; m < TM; ++m)
+        for (long k = 0; k < STEPS; k += kt)
+          for (long n = nb; n < nb + mc && n < TN; ++n) ADD(m, n, k);
+  } else {
+    for (long mb = 0; mb < TM; mb += mc)
+      for (long n = 0; n < TN; ++n)
+        for (long k = 0; k < STEPS; k += kt)
+          for (long m = mb; m < mb + mc && m < TM; ++m) ADD(m, n, k);
+  }
+#undef ADD
+}
+
+static inline void pf_step(const char* p) {
+#pragma GCC unroll 32
+  for (int l = 0; l < 32; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+}
+
+// One pass over the kernel list.
+static double nest(const Case* c) {
+  const long panel = STEPS * STEP, cst = N * 4;
+  double t0 = now();
+  for (long i = 0; i < NLIST; ++i) {
+    const Kern* kn = &LIST[i];
+    const Kern* nx = &LIST[i + 1 < NLIST ? i + 1 : i];
+    const char* a = PA + kn->mt * panel + kn->k0 * STEP;
+    const char* b = PB + kn->nt * panel + kn->k0 * STEP;
+    const char* na = PA + nx->mt * panel + nx->k0 * STEP;
+    const char* nb = PB + nx->nt * panel + nx->k0 * STEP;
+    const int first = kn->k0 == 0, last = kn->k0 + kn->s == STEPS;
+    char* ws = c->tiled ? WS + ((long)kn->mt * TN + kn->nt) * 4096 : WS + (long)kn->mt * 32 * cst + kn->nt * 128;
+    const long wst = c->tiled ? 64 : cst;
+    const long w01 = c->tiled ? 1024 : 64, w10 = c->tiled ? 2048 : 16 * cst, w11 = c->tiled ? 3072 : 16 * cst + 64;
+    if (first) {
+      _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    } else {
+      _tile_loadd(0, ws, wst); _tile_loadd(1, ws + w01, wst);
+      _tile_loadd(2, ws + w10, wst); _tile_loadd(3, ws + w11, wst);
+    }
+    const int s = kn->s;
+    for (int k = 0; k < s; ++k, a += STEP, b += STEP) {
+      if (c->pfa) pf_step(k + c->pfa < s ? a + c->pfa * STEP : na + (k + c->pfa - s) * STEP);
+      if (c->pfb) pf_step(k + c->pfb < s ? b + c->pfb * STEP : nb + (k + c->pfb - s) * STEP);
+      if (c->at1) { _tile_stream_loadd(4, a, 64); _tile_stream_loadd(5, a + 1024, 64); }
+      else { _tile_loadd(4, a, 64); _tile_loadd(5, a + 1024, 64); }
+      if (c->bt1) { _tile_stream_loadd(6, b, 128); _tile_stream_loadd(7, b + 64, 128); }
+      else { _tile_loadd(6, b, 128); _tile_loadd(7, b + 64, 128); }
+      DP(0, 4, 6); DP(1, 4, 7); DP(2, 5, 6); DP(3, 5, 7);
+    }
+    if (last) {
+      char* cc = C + (long)kn->mt * 32 * cst + kn->nt * 128;
+      _tile_stored(0, cc, cst); _tile_stored(1, cc + 64, cst);
+      _tile_stored(2, cc + 16 * cst, cst); _tile_stored(3, cc + 16 * cst + 64, cst);
+    } else {
+      _tile_stored(0, ws, wst); _tile_stored(1, ws + w01, wst);
+      _tile_stored(2, ws + w10, wst); _tile_stored(3, ws + w11, wst);
+    }
+  }
+  return now() - t0;
+}
+
+// C (i, j) from the packed panels, in double / int64.
+static double reference(long i, long j) {
+  const long panel = STEPS * STEP, mt = i / 32, r = i % 32, nt = j / 32, cl = j % 32;
+  double sum = 0;
+  for (long k = 0; k < STEPS; ++k) {
+    const char* a = PA + mt * panel + k * STEP + (r / 16) * 1024 + (r % 16) * 64;  // 64 bytes of row i
+    const char* b = PB + nt * panel + k * STEP + (cl / 16) * 64;                   // VNNI rows, 128 apart
+    for (long p = 0; p < 16; ++p) {
+      if (int8_mode) {
+        for (int q = 0; q < 4; ++q) sum += (double)(signed char)a[4 * p + q] * (signed char)b[p * 128 + (cl % 16) * 4 + q];
+      } else {
+        for (int q = 0; q < 2; ++q) {
+          uint16_t x, y;
+          memcpy(&x, a + 4 * p + 2 * q, 2);
+          memcpy(&y, b + p * 128 + (cl % 16) * 4 + 2 * q, 2);
+          sum += (double)bf16_to_f(x) * bf16_to_f(y);
+        }
+      }
+    }
+  }
+  return sum;
+}
+
+static int check(const Case* c) {
+  memset(C, 0xff, M * N * 4);  // (NaN / -1: a tile never stored shows)
+  memset(WS, 0xff, M * N * 4);
+  plan(c);
+  nest(c);
+  int bad = 0;
+  for (int t = 0; t < 48; ++t) {
+    long i = t < 4 ? (t & 1) * (M - 1) : (long)(next_rand() % M), j = t < 4 ? (t >> 1) * (N - 1) : (long)(next_rand() % N);
+    double want = reference(i, j), got;
+    if (int8_mode) {
+      int32_t v;
+      memcpy(&v, C + (i * N + j) * 4, 4);
+      got = v;
+    } else {
+      float v;
+      memcpy(&v, C + (i * N + j) * 4, 4);
+      got = v;
+    }
+    const int ok = int8_mode ? got == want : fabs(got - want) <= 1e-3 * sqrt((double)K) + 1e-4 * fabs(want);
+    if (!ok && !bad++) printf("  WRONG %s: C(%ld, %ld) = %g, want %g\n", c->label, i, j, got, want);
+  }
+  return bad;
+}
+
+static int cmp_d(const void* x, const void* y) {
+  const double d = *(const double*)x - *(const double*)y;
+  return (d > 0) - (d < 0);
+}
+
+#define MAXC 32
+#define MAXR 9
+
+int main(int argc, char** argv) {
+  if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) {
+    printf("no AMX permission\n");
+    return 1;
+  }
+  config();
+  int rounds = argc > 1 ? atoi(argv[1]) : 3;
+  if (rounds < 1 || rounds > MAXR) rounds = 3;
+  long shapes[8][3] = {{2048, 2048, 2048}, {1024, 1024, 4096}};
+  int nshapes = 2;
+  if (argc > 4) {
+    nshapes = 0;
+    for (int i = 2; i + 2 < argc && nshapes < 8; i += 3, ++nshapes)
+      for (int d = 0; d < 3; ++d) shapes[nshapes][d] = atol(argv[i + d]);
+  }
+  const Case cases[] = {
+      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0},
+      {"o0 MC8 kt=K no pf", 0, 8, 0, 0, 0, 0, 0, 0},
+      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0},
+      {"nc_tiles 8 kt16: o2 NC8 pfA2", 2, 8, 16, 0, 2, 0, 0, 0},
+      {"o3 NC8 kt16 tile", 3, 8, 16, 1, 0, 0, 0, 0},
+      {"o3 NC8 kt16 tile pfB1", 3, 8, 16, 1, 0, 1, 0, 0},
+      {"o3 NC8 kt16 tile pfB2", 3, 8, 16, 1, 0, 2, 0, 0},
+      {"o3 NC8 kt16 tile pfB4", 3, 8, 16, 1, 0, 4, 0, 0},
+      {"o3 NC8 kt16 tile B t1", 3, 8, 16, 1, 0, 0, 0, 1},
+      {"o3 NC8 kt16 tile pfA2", 3, 8, 16, 1, 2, 0, 0, 0},
+      {"o3 NC8 kt16 row", 3, 8, 16, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt8 tile", 3, 8, 8, 1, 0, 0, 0, 0},
+      {"o3 NC8 kt8 tile B t1", 3, 8, 8, 1, 0, 0, 0, 1},
+      {"o3 NC8 kt32 tile", 3, 8, 32, 1, 0, 0, 0, 0},
+      {"o3 NC4 kt16 tile", 3, 4, 16, 1, 0, 0, 0, 0},
+      {"o3 NC16 kt16 tile", 3, 16, 16, 1, 0, 0, 0, 0},
+      {"o3 NC16 kt8 tile", 3, 16, 8, 1, 0, 0, 0, 0},
+      {"o3 NC32 kt16 tile", 3, 32, 16, 1, 0, 0, 0, 0},
+      {"o4 MC8 kt16 tile", 4, 8, 16, 1, 0, 0, 0, 0},
+      {"o4 MC8 kt16 tile A t1", 4, 8, 16, 1, 0, 0, 1, 0},
+      {"o4 MC8 kt16 tile pfA2", 4, 8, 16, 1, 2, 0, 0, 0},
+      {"o4 MC16 kt8 tile", 4, 16, 8, 1, 0, 0, 0, 0},
+  };
+  const int ncases = sizeof cases / sizeof cases[0];
+  for (int sh = 0; sh < nshapes; ++sh)
+    for (int mode = 0; mode < 2; ++mode) {
+      int8_mode = mode;
+      M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+      if (M % 32 || N % 32 || K % (mode ? 64 : 32)) {
+        printf("M, N multiples of 32 and K of %d, got %ld %ld %ld\n", mode ? 64 : 32, M, N, K);
+        return 1;
+      }
+      STEPS = K / (mode ? 64 : 32), TM = M / 32, TN = N / 32;
+      const char* dt = mode ? "int8" : "bf16";
+      PA = big(TM * STEPS * STEP + 64 * STEP);  // (prefetches read past the last panel)
+      PB = big(TN * STEPS * STEP + 64 * STEP);
+      C = big(M * N * 4);
+      WS = big(M * N * 4);
+      LIST = malloc(sizeof(Kern) * TM * TN * STEPS);
+      fill(PA, TM * STEPS * STEP);
+      fill(PB, TN * STEPS * STEP);
+      const double per_product = mode ? 2.0 * 16 * 16 * 64 : 2.0 * 16 * 16 * 32;
+      const double flop = 2.0 * M * N * K;
+      double pct[MAXC][MAXR], rate[MAXC][MAXR], pk_all[MAXC * MAXR];
+      int npk = 0;
+      for (int ci = 0; ci < ncases; ++ci)
+        if (check(&cases[ci])) printf("  %s %ldx%ldx%ld %s: WRONG sums\n", dt, M, N, K, cases[ci].label);
+      for (int r = 0; r < rounds; ++r)
+        for (int ci = 0; ci < ncases; ++ci) {
+          plan(&cases[ci]);
+          nest(&cases[ci]);  // (warm)
+          const double pk = peak(PEAK_ITERS);
+          double best = 1e9;
+          for (int i = 0; i < 3; ++i) {
+            double t = nest(&cases[ci]);
+            if (t < best) best = t;
+          }
+          rate[ci][r] = flop / best / 1e9;
+          pct[ci][r] = 100.0 * rate[ci][r] / (per_product / pk / 1e9);
+          pk_all[npk++] = per_product / pk / 1e9;
+        }
+      // summary
+      qsort(pk_all, npk, sizeof(double), cmp_d);
+      printf("%s %ldx%ldx%ld, %d rounds: register-only loop %.0f / %.0f / %.0f G/s (min / median / max)\n", dt, M, N, K, rounds,
+             pk_all[0], pk_all[npk / 2], pk_all[npk - 1]);
+      printf("  %-34s %s  %s  %s\n", "case", "max %", "median %", "median G/s   (% of the loop each round)");
+      for (int ci = 0; ci < ncases; ++ci) {
+        double p[MAXR], g[MAXR];
+        memcpy(p, pct[ci], sizeof p);
+        memcpy(g, rate[ci], sizeof g);
+        qsort(p, rounds, sizeof(double), cmp_d);
+        qsort(g, rounds, sizeof(double), cmp_d);
+        printf("  %-34s %5.1f  %8.1f  %10.0f   (", cases[ci].label, p[rounds - 1], p[rounds / 2], g[rounds / 2]);
+        for (int r = 0; r < rounds; ++r) printf("%s%.1f", r ? " " : "", pct[ci][r]);
+        printf(")\n");
+      }
+      fflush(stdout);
+      free(PA), free(PB), free(C), free(WS), free(LIST);
+    }
+  return 0;
+}
