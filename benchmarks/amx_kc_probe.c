@@ -189,10 +189,14 @@ typedef struct {
   int tiled;    // scratch: 1 each tile's sums a 4 KiB block, 0 rows N * 4 bytes apart
   int pfa, pfb; // prefetcht0 distances in K steps (0: none)
   int at1, bt1; // tileloaddt1 for A / B
+  int far;      // the next slice of A (1, 2) / B (3, 4) / both (5), part j of it in kernel j of a group
+                // (the kernels that read one slice in turn), into L2 (1, 3, 5: prefetcht1) or L1 (2, 4)
 } Case;
 
 typedef struct {
   int mt, nt, k0, s;
+  const char *fa, *fb;  // far: this kernel's part of the next A / B slice (at K step 0)
+  int fal, fbl;         // its lines a K step
 } Kern;
 
 static long M, N, K, STEPS, TM, TN;
@@ -232,6 +236,32 @@ static void plan(const Case* c) {
           for (long m = mb; m < mb + mc && m < TM; ++m) ADD(m, n, k);
   }
 #undef ADD
+  // far: groups of consecutive kernels reading one A (B) slice; kernel j of a group of g fetches
+  // lines [j * l, (j + 1) * l) of each K step of the next group's slice, l = ceil(32 / g).
+  const long panel = STEPS * STEP;
+  for (int op = 0; op < 2; ++op)
+    for (long i = 0; i < NLIST;) {
+      long e = i;
+#define KEY(x) (op ? LIST[x].nt : LIST[x].mt) * 100000L + LIST[x].k0
+      while (e < NLIST && KEY(e) == KEY(i)) ++e;
+      const long g = e - i, l = (32 + g - 1) / g;
+      for (long j = i; j < e; ++j) {
+        const char* p = NULL;
+        if (e < NLIST)
+          p = (op ? PB + LIST[e].nt * panel : PA + LIST[e].mt * panel) + LIST[e].k0 * STEP + (j - i) * l * 64;
+        if ((j - i) * l >= 32) p = NULL;
+        if (op) LIST[j].fb = p, LIST[j].fbl = (int)l;
+        else LIST[j].fa = p, LIST[j].fal = (int)l;
+      }
+#undef KEY
+      i = e;
+    }
+}
+
+static inline void pf_far(const char* p, int lines, int hint) {
+  for (int l = 0; l < lines; ++l)
+    if (hint) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+    else _mm_prefetch(p + 64 * l, _MM_HINT_T1);
 }
 
 static inline void pf_step(const char* p) {
@@ -261,7 +291,12 @@ static double nest(const Case* c) {
       _tile_loadd(2, ws + w10, wst); _tile_loadd(3, ws + w11, wst);
     }
     const int s = kn->s;
+    const char* fa = (c->far == 1 || c->far == 2 || c->far == 5) ? kn->fa : NULL;
+    const char* fb = (c->far == 3 || c->far == 4 || c->far == 5) ? kn->fb : NULL;
+    const int fhint = c->far == 2 || c->far == 4;
     for (int k = 0; k < s; ++k, a += STEP, b += STEP) {
+      if (fa) pf_far(fa + k * STEP, kn->fal, fhint);
+      if (fb) pf_far(fb + k * STEP, kn->fbl, fhint);
       if (c->pfa) pf_step(k + c->pfa < s ? a + c->pfa * STEP : na + (k + c->pfa - s) * STEP);
       if (c->pfb) pf_step(k + c->pfb < s ? b + c->pfb * STEP : nb + (k + c->pfb - s) * STEP);
       if (c->at1) { _tile_stream_loadd(4, a, 64); _tile_stream_loadd(5, a + 1024, 64); }
@@ -352,29 +387,24 @@ int main(int argc, char** argv) {
     for (int i = 2; i + 2 < argc && nshapes < 8; i += 3, ++nshapes)
       for (int d = 0; d < 3; ++d) shapes[nshapes][d] = atol(argv[i + d]);
   }
+  // (session 21, first run: o3 / o4 with every kt, NC / MC, pfB, t1 at 25-48% of the loop, below
+  // main's 35-46% and nc_tiles 8's 43-50% medians: benchmarks/recorded/issue14-emr16-amx-feed-session21.txt)
   const Case cases[] = {
-      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0},
-      {"o0 MC8 kt=K no pf", 0, 8, 0, 0, 0, 0, 0, 0},
-      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0},
-      {"nc_tiles 8 kt16: o2 NC8 pfA2", 2, 8, 16, 0, 2, 0, 0, 0},
-      {"o3 NC8 kt16 tile", 3, 8, 16, 1, 0, 0, 0, 0},
-      {"o3 NC8 kt16 tile pfB1", 3, 8, 16, 1, 0, 1, 0, 0},
-      {"o3 NC8 kt16 tile pfB2", 3, 8, 16, 1, 0, 2, 0, 0},
-      {"o3 NC8 kt16 tile pfB4", 3, 8, 16, 1, 0, 4, 0, 0},
-      {"o3 NC8 kt16 tile B t1", 3, 8, 16, 1, 0, 0, 0, 1},
-      {"o3 NC8 kt16 tile pfA2", 3, 8, 16, 1, 2, 0, 0, 0},
-      {"o3 NC8 kt16 row", 3, 8, 16, 0, 0, 0, 0, 0},
-      {"o3 NC8 kt8 tile", 3, 8, 8, 1, 0, 0, 0, 0},
-      {"o3 NC8 kt8 tile B t1", 3, 8, 8, 1, 0, 0, 0, 1},
-      {"o3 NC8 kt32 tile", 3, 8, 32, 1, 0, 0, 0, 0},
-      {"o3 NC4 kt16 tile", 3, 4, 16, 1, 0, 0, 0, 0},
-      {"o3 NC16 kt16 tile", 3, 16, 16, 1, 0, 0, 0, 0},
-      {"o3 NC16 kt8 tile", 3, 16, 8, 1, 0, 0, 0, 0},
-      {"o3 NC32 kt16 tile", 3, 32, 16, 1, 0, 0, 0, 0},
-      {"o4 MC8 kt16 tile", 4, 8, 16, 1, 0, 0, 0, 0},
-      {"o4 MC8 kt16 tile A t1", 4, 8, 16, 1, 0, 0, 1, 0},
-      {"o4 MC8 kt16 tile pfA2", 4, 8, 16, 1, 2, 0, 0, 0},
-      {"o4 MC16 kt8 tile", 4, 16, 8, 1, 0, 0, 0, 0},
+      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"main + far A,B T1 (amx_prefetch 6)", 0, 8, 0, 0, 2, 0, 0, 0, 5},
+      {"main + far B T1", 0, 8, 0, 0, 2, 0, 0, 0, 3},
+      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"o2 NC8 kt=K pfA2 far A T1", 2, 8, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC8 kt=K pfA2 far A T0", 2, 8, 0, 0, 2, 0, 0, 0, 2},
+      {"o2 NC8 kt=K far A T1", 2, 8, 0, 0, 0, 0, 0, 0, 1},
+      {"o2 NC4 kt=K pfA2 far A T1", 2, 4, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC16 kt=K pfA2 far A T1", 2, 16, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC8 kt32 pfA2 far A T1", 2, 8, 32, 0, 2, 0, 0, 0, 1},
+      {"o2 NC16 kt32 pfA2 far A T1", 2, 16, 32, 0, 2, 0, 0, 0, 1},
+      {"o3 NC8 kt16 tile far A T1", 3, 8, 16, 1, 0, 0, 0, 0, 1},
+      {"o3 NC8 kt16 tile far A T0", 3, 8, 16, 1, 0, 0, 0, 0, 2},
+      {"o3 NC8 kt16 tile B t1 far A T0", 3, 8, 16, 1, 0, 0, 0, 1, 2},
+      {"o3 NC8 kt32 tile far A T1", 3, 8, 32, 1, 0, 0, 0, 0, 1},
   };
   const int ncases = sizeof cases / sizeof cases[0];
   for (int sh = 0; sh < nshapes; ++sh)
