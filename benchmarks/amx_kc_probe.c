@@ -20,7 +20,9 @@
 //   o4  the converse: for each block of MC row panels, for each column panel, for each K tile,
 //       the block's row panels (B's K-tile slice in L1, A streamed)
 // Scratch: "row" rows N * 4 bytes apart (coopjit's default scratch), "tile" each tile's sums one
-// contiguous 4 KiB block (coopjit's k_inner scratch). pfA / pfB: prefetcht0 of the operand's
+// contiguous 4 KiB block (coopjit's k_inner scratch), "slot" (o3 / o4) one 4 KiB block a kernel of
+// the group, reused by every group (MC x 4 KiB). o4 with MC 0: the row panels whose whole K slice
+// stays within 1 MiB. pfA / pfB: prefetcht0 of the operand's
 // lines that many K steps ahead in the order the kernels read them (past the end of a kernel's
 // slice: the next kernel's); t1: tileloaddt1 for that operand.
 //
@@ -205,8 +207,15 @@ static char* C;
 static Kern* LIST;
 static long NLIST;
 
+// MC 0: the row panels whose whole K stays within 1 MiB (o4's block of A, read for every column panel)
+static long mcs(const Case* c) {
+  if (c->mc) return c->mc;
+  const long m = (1L << 20) / (STEPS * STEP);
+  return m < 1 ? 1 : m;
+}
+
 static void plan(const Case* c) {
-  const long kt = c->kt ? c->kt : (STEPS < 64 ? STEPS : 64), mc = c->mc;
+  const long kt = c->kt ? c->kt : (STEPS < 64 ? STEPS : 64), mc = mcs(c);
   NLIST = 0;
 #define ADD(m, n, k)                                                               \
   do {                                                                             \
@@ -281,7 +290,11 @@ static double nest(const Case* c) {
     const char* na = PA + nx->mt * panel + nx->k0 * STEP;
     const char* nb = PB + nx->nt * panel + nx->k0 * STEP;
     const int first = kn->k0 == 0, last = kn->k0 + kn->s == STEPS;
-    char* ws = c->tiled ? WS + ((long)kn->mt * TN + kn->nt) * 4096 : WS + (long)kn->mt * 32 * cst + kn->nt * 128;
+    // tiled 2: one slot a kernel of the group (o3: the block's column panel, o4: the block's row
+    // panel), reused by the next group: the scratch stays in L1 / L2
+    char* ws = c->tiled == 2 ? WS + (c->order == 3 ? kn->nt % c->mc : kn->mt % mcs(c)) * 4096L
+               : c->tiled  ? WS + ((long)kn->mt * TN + kn->nt) * 4096
+                           : WS + (long)kn->mt * 32 * cst + kn->nt * 128;
     const long wst = c->tiled ? 64 : cst;
     const long w01 = c->tiled ? 1024 : 64, w10 = c->tiled ? 2048 : 16 * cst, w11 = c->tiled ? 3072 : 16 * cst + 64;
     if (first) {
@@ -389,21 +402,25 @@ int main(int argc, char** argv) {
       for (int d = 0; d < 3; ++d) shapes[nshapes][d] = atol(argv[i + d]);
   }
   // (session 21, runs 1 and 2: o3 / o4 with every kt, NC / MC, pfB, t1 and the far prefetches at
-  // 23-54% of the loop, medians, none consistently past nc_tiles 8: benchmarks/recorded/issue14-emr16-amx-feed-session21.txt)
+  // 23-54% of the loop, medians, none consistently past nc_tiles 8; run 3: on 256 x 128 x 2048 (all
+  // in L2) o4 MC8 kt16 A t1 at 77% of the loop, o3 NC8 kt16 B t1 69%, main 64-65%, but 31-48% on
+  // the large shapes: benchmarks/recorded/issue14-emr16-amx-feed-session21.txt)
   const Case cases[] = {
       {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
-      {"main + far A,B T1 (amx_prefetch 6)", 0, 8, 0, 0, 2, 0, 0, 0, 5},
-      {"main + far B T1", 0, 8, 0, 0, 2, 0, 0, 0, 3},
       {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
       {"o2 NC8 kt=K far A T1", 2, 8, 0, 0, 0, 0, 0, 0, 1},
-      {"o2 NC8 kt32 pfA2 far A T1", 2, 8, 32, 0, 2, 0, 0, 0, 1},
-      {"o2 NC16 kt32 pfA2 far A T1", 2, 16, 32, 0, 2, 0, 0, 0, 1},
-      {"o3 NC8 kt8 tile", 3, 8, 8, 1, 0, 0, 0, 0, 0},
-      {"o3 NC8 kt16 tile", 3, 8, 16, 1, 0, 0, 0, 0, 0},
-      {"o3 NC8 kt16 tile B t1", 3, 8, 16, 1, 0, 0, 0, 1, 0},
-      {"o3 NC8 kt16 tile far A T0", 3, 8, 16, 1, 0, 0, 0, 0, 2},
-      {"o3 NC8 kt32 tile far A T1", 3, 8, 32, 1, 0, 0, 0, 0, 1},
       {"o4 MC8 kt16 tile A t1", 4, 8, 16, 1, 0, 0, 1, 0, 0},
+      {"o4 MC8 kt16 slot A t1", 4, 8, 16, 2, 0, 0, 1, 0, 0},
+      {"o4 MC8 kt16 slot A t1 far B T1", 4, 8, 16, 2, 0, 0, 1, 0, 3},
+      {"o4 MC8 kt16 slot A t1 far B T0", 4, 8, 16, 2, 0, 0, 1, 0, 4},
+      {"o4 MC8 kt8 slot A t1 far B T0", 4, 8, 8, 2, 0, 0, 1, 0, 4},
+      {"o4 MCauto kt16 slot A t1 far B T1", 4, 0, 16, 2, 0, 0, 1, 0, 3},
+      {"o4 MCauto kt16 slot A t1 far B T0", 4, 0, 16, 2, 0, 0, 1, 0, 4},
+      {"o4 MCauto kt16 slot far B T0", 4, 0, 16, 2, 0, 0, 0, 0, 4},
+      {"o4 MC4 kt16 slot A t1 far B T0", 4, 4, 16, 2, 0, 0, 1, 0, 4},
+      {"o3 NC8 kt16 slot B t1", 3, 8, 16, 2, 0, 0, 0, 1, 0},
+      {"o3 NC8 kt16 slot B t1 far A T1", 3, 8, 16, 2, 0, 0, 0, 1, 1},
+      {"o3 NC8 kt16 slot B t1 far A T0", 3, 8, 16, 2, 0, 0, 0, 1, 2},
   };
   const int ncases = sizeof cases / sizeof cases[0];
   for (int sh = 0; sh < nshapes; ++sh)
