@@ -2,10 +2,12 @@
 // thread over coopjit's packed panels (an A panel: K steps of 32 rows x 64 bytes, two 1 KiB tiles
 // one after the other; a B panel: K steps of 16 VNNI rows x 128 bytes, the two column tiles side by
 // side, read at a 128-byte stride), the 2 x 2 tile kernel (2 A + 2 B tileloadd, 4 tile products on
-// tmm0-3 a K step), in several loop orders, K tiles, prefetches and load hints. Each case reports
-// its rate as a share of the register-only tile loop (4 accumulators, no loads: coopjit.peak()'s
-// loop) measured in the same round just before it; the vCPUs of the 16-core host run at two rates
-// about 2:1 apart, so each case runs in several rounds and the summary gives the max and median.
+// tmm0-3 a K step), in several loop orders, K tiles, prefetches and load hints, each checked
+// against sums in double / int64 first. Each case reports its rate as a share of the register-only
+// tile loop (4 accumulators, no loads: coopjit.peak()'s loop) measured just before and just after
+// its passes: the vCPUs of the 16-core host run at two rates about 2:1 apart and switch within
+// milliseconds, so a sample counts only where the two loop rates agree within 5%, and the summary
+// splits the samples into those at the loop's full rate and those at a slower one.
 //
 // Orders (KT: K steps of a K tile, a K step is 32 bf16 / 64 int8 elements; the partial sums of a
 // tile continued through a scratch between K tiles, the last K tile stores to C, f32 / i32
@@ -22,13 +24,15 @@
 // Scratch: "row" rows N * 4 bytes apart (coopjit's default scratch), "tile" each tile's sums one
 // contiguous 4 KiB block (coopjit's k_inner scratch), "slot" (o3 / o4) one 4 KiB block a kernel of
 // the group, reused by every group (MC x 4 KiB). o4 with MC 0: the row panels whose whole K slice
-// stays within 1 MiB. pfA / pfB: prefetcht0 of the operand's
-// lines that many K steps ahead in the order the kernels read them (past the end of a kernel's
-// slice: the next kernel's); t1: tileloaddt1 for that operand.
+// stays within 1 MiB. pfA / pfB: prefetcht0 of the operand's lines that many K steps ahead in the
+// order the kernels read them (past the end of a kernel's slice: the next kernel's); t1:
+// tileloaddt1 for that operand; far A / B: the next slice of the operand (the one the next group
+// of kernels reads), part j of each K step in kernel j of the group, into L2 (T1) or L1 (T0).
 //
 //   gcc -O2 -mamx-tile -mamx-bf16 -mamx-int8 -o /tmp/amx_kc_probe benchmarks/amx_kc_probe.c -lm
-//   (-DEMU: the tiles emulated in C, to check the nests' sums on a CPU without AMX: amx_kc_probe 1 64 96 256)
-//   taskset -c 2 /tmp/amx_kc_probe [rounds [M N K ...]]   (default: 3 rounds, 2048^3, 1024x1024x4096, 256x128x2048)
+//   (-DEMU: the tiles emulated in C, to check the nests' sums on a CPU without AMX: amx_kc_probe 1 4 64 96 256)
+//   taskset -c 2 /tmp/amx_kc_probe [rounds [set [M N K ...]]]
+//   (default: 3 rounds, set 4, 2048^3, 1024x1024x4096, 256x128x2048; set 1-4: the cases of session 21's runs 1-4)
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <math.h>
@@ -396,16 +400,74 @@ int main(int argc, char** argv) {
   // (256 x 128 x 2048: A 1 MiB, B 512 KiB, the same panels every pass: the nests fed from L2 only)
   long shapes[8][3] = {{2048, 2048, 2048}, {1024, 1024, 4096}, {256, 128, 2048}};
   int nshapes = 3;
-  if (argc > 4) {
+  if (argc > 5) {
     nshapes = 0;
-    for (int i = 2; i + 2 < argc && nshapes < 8; i += 3, ++nshapes)
+    for (int i = 3; i + 2 < argc && nshapes < 8; i += 3, ++nshapes)
       for (int d = 0; d < 3; ++d) shapes[nshapes][d] = atol(argv[i + d]);
   }
-  // (session 21, runs 1 and 2: o3 / o4 with every kt, NC / MC, pfB, t1 and the far prefetches at
-  // 23-54% of the loop, medians, none consistently past nc_tiles 8; run 3: on 256 x 128 x 2048 (all
-  // in L2) o4 MC8 kt16 A t1 at 77% of the loop, o3 NC8 kt16 B t1 69%, main 64-65%, but 31-48% on
-  // the large shapes: benchmarks/recorded/issue14-emr16-amx-feed-session21.txt)
-  const Case cases[] = {
+  // The cases of session 21's runs 1-4 (benchmarks/recorded/issue14-emr16-amx-feed-session21.txt;
+  // runs 1 and 2 with the earlier statistics: the loop measured once before each case's best of 3
+  // passes). Run 1: o3 / o4 with every kt, NC / MC, pfB, t1 at 25-48% of the loop (medians), below
+  // nc_tiles 8; run 2: the far prefetches, none consistently past nc_tiles 8; run 3: on 256 x 128 x
+  // 2048 (all in L2) o4 MC8 kt16 A t1 at 77% of the loop, o3 NC8 kt16 B t1 69%, main 64-65%, but
+  // 31-48% on the large shapes; run 4: the scratch slots and o4's far B.
+  static const Case set1[] = {
+      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"o0 MC8 kt=K no pf", 0, 8, 0, 0, 0, 0, 0, 0, 0},
+      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"nc_tiles 8 kt16: o2 NC8 pfA2", 2, 8, 16, 0, 2, 0, 0, 0, 0},
+      {"o3 NC8 kt16 tile", 3, 8, 16, 1, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt16 tile pfB1", 3, 8, 16, 1, 0, 1, 0, 0, 0},
+      {"o3 NC8 kt16 tile pfB2", 3, 8, 16, 1, 0, 2, 0, 0, 0},
+      {"o3 NC8 kt16 tile pfB4", 3, 8, 16, 1, 0, 4, 0, 0, 0},
+      {"o3 NC8 kt16 tile B t1", 3, 8, 16, 1, 0, 0, 0, 1, 0},
+      {"o3 NC8 kt16 tile pfA2", 3, 8, 16, 1, 2, 0, 0, 0, 0},
+      {"o3 NC8 kt16 row", 3, 8, 16, 0, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt8 tile", 3, 8, 8, 1, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt8 tile B t1", 3, 8, 8, 1, 0, 0, 0, 1, 0},
+      {"o3 NC8 kt32 tile", 3, 8, 32, 1, 0, 0, 0, 0, 0},
+      {"o3 NC4 kt16 tile", 3, 4, 16, 1, 0, 0, 0, 0, 0},
+      {"o3 NC16 kt16 tile", 3, 16, 16, 1, 0, 0, 0, 0, 0},
+      {"o3 NC16 kt8 tile", 3, 16, 8, 1, 0, 0, 0, 0, 0},
+      {"o3 NC32 kt16 tile", 3, 32, 16, 1, 0, 0, 0, 0, 0},
+      {"o4 MC8 kt16 tile", 4, 8, 16, 1, 0, 0, 0, 0, 0},
+      {"o4 MC8 kt16 tile A t1", 4, 8, 16, 1, 0, 0, 1, 0, 0},
+      {"o4 MC8 kt16 tile pfA2", 4, 8, 16, 1, 2, 0, 0, 0, 0},
+      {"o4 MC16 kt8 tile", 4, 16, 8, 1, 0, 0, 0, 0, 0},
+  };
+  static const Case set2[] = {
+      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"main + far A,B T1 (amx_prefetch 6)", 0, 8, 0, 0, 2, 0, 0, 0, 5},
+      {"main + far B T1", 0, 8, 0, 0, 2, 0, 0, 0, 3},
+      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"o2 NC8 kt=K pfA2 far A T1", 2, 8, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC8 kt=K pfA2 far A T0", 2, 8, 0, 0, 2, 0, 0, 0, 2},
+      {"o2 NC8 kt=K far A T1", 2, 8, 0, 0, 0, 0, 0, 0, 1},
+      {"o2 NC4 kt=K pfA2 far A T1", 2, 4, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC16 kt=K pfA2 far A T1", 2, 16, 0, 0, 2, 0, 0, 0, 1},
+      {"o2 NC8 kt32 pfA2 far A T1", 2, 8, 32, 0, 2, 0, 0, 0, 1},
+      {"o2 NC16 kt32 pfA2 far A T1", 2, 16, 32, 0, 2, 0, 0, 0, 1},
+      {"o3 NC8 kt16 tile far A T1", 3, 8, 16, 1, 0, 0, 0, 0, 1},
+      {"o3 NC8 kt16 tile far A T0", 3, 8, 16, 1, 0, 0, 0, 0, 2},
+      {"o3 NC8 kt16 tile B t1 far A T0", 3, 8, 16, 1, 0, 0, 0, 1, 2},
+      {"o3 NC8 kt32 tile far A T1", 3, 8, 32, 1, 0, 0, 0, 0, 1},
+  };
+  static const Case set3[] = {
+      {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"main + far A,B T1 (amx_prefetch 6)", 0, 8, 0, 0, 2, 0, 0, 0, 5},
+      {"main + far B T1", 0, 8, 0, 0, 2, 0, 0, 0, 3},
+      {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
+      {"o2 NC8 kt=K far A T1", 2, 8, 0, 0, 0, 0, 0, 0, 1},
+      {"o2 NC8 kt32 pfA2 far A T1", 2, 8, 32, 0, 2, 0, 0, 0, 1},
+      {"o2 NC16 kt32 pfA2 far A T1", 2, 16, 32, 0, 2, 0, 0, 0, 1},
+      {"o3 NC8 kt8 tile", 3, 8, 8, 1, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt16 tile", 3, 8, 16, 1, 0, 0, 0, 0, 0},
+      {"o3 NC8 kt16 tile B t1", 3, 8, 16, 1, 0, 0, 0, 1, 0},
+      {"o3 NC8 kt16 tile far A T0", 3, 8, 16, 1, 0, 0, 0, 0, 2},
+      {"o3 NC8 kt32 tile far A T1", 3, 8, 32, 1, 0, 0, 0, 0, 1},
+      {"o4 MC8 kt16 tile A t1", 4, 8, 16, 1, 0, 0, 1, 0, 0},
+  };
+  static const Case set4[] = {
       {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0},
       {"nc_tiles 8: o2 NC8 kt=K pfA2", 2, 8, 0, 0, 2, 0, 0, 0, 0},
       {"o2 NC8 kt=K far A T1", 2, 8, 0, 0, 0, 0, 0, 0, 1},
@@ -422,7 +484,16 @@ int main(int argc, char** argv) {
       {"o3 NC8 kt16 slot B t1 far A T1", 3, 8, 16, 2, 0, 0, 0, 1, 1},
       {"o3 NC8 kt16 slot B t1 far A T0", 3, 8, 16, 2, 0, 0, 0, 1, 2},
   };
-  const int ncases = sizeof cases / sizeof cases[0];
+  const Case* sets[] = {set1, set2, set3, set4};
+  const int sizes[] = {sizeof set1 / sizeof *set1, sizeof set2 / sizeof *set2, sizeof set3 / sizeof *set3, sizeof set4 / sizeof *set4};
+  int which = argc > 2 ? atoi(argv[2]) : 4;
+  if (which < 1 || which > 4) {
+    printf("set: 1 to 4 (the cases of session 21's run 1 to 4), got %s\n", argv[2]);
+    return 1;
+  }
+  const Case* cases = sets[which - 1];
+  const int ncases = sizes[which - 1];
+
   for (int sh = 0; sh < nshapes; ++sh)
     for (int mode = 0; mode < 2; ++mode) {
       int8_mode = mode;
