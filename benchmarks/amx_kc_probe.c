@@ -32,7 +32,7 @@
 //   gcc -O2 -mamx-tile -mamx-bf16 -mamx-int8 -o /tmp/amx_kc_probe benchmarks/amx_kc_probe.c -lm
 //   (-DEMU: the tiles emulated in C, to check the nests' sums on a CPU without AMX: amx_kc_probe 1 4 64 96 256)
 //   taskset -c 2 /tmp/amx_kc_probe [rounds [set [M N K ...]]]
-//   (default: 3 rounds, set 4, 2048^3, 1024x1024x4096, 256x128x2048; set 1-5: the cases of session 21's runs 1-5;
+//   (default: 3 rounds, set 4, 2048^3, 1024x1024x4096, 256x128x2048; set 1-6: the cases of session 21's runs 1-6;
 //   (*): not a product, C left unwritten)
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -200,7 +200,8 @@ typedef struct {
                 // (the kernels that read one slice in turn), into L2 (1, 3, 5: prefetcht1) or L1 (2, 4)
   int cw;       // C: 0 stored by the last K tile, 1 its lines prefetched for writing (prefetchw) by
                 // the first K tile's kernel, 2 the last K tile stores to the scratch instead (warm
-                // lines: not a product, the cost of C's cold lines)
+                // lines: not a product, the cost of C's cold lines), 3 prefetchw by the last K tile's
+                // kernel over the first half of its steps, 4 by the K tile before the last
 } Case;
 
 typedef struct {
@@ -315,7 +316,10 @@ static double nest(const Case* c) {
     const char* fa = (c->far == 1 || c->far == 2 || c->far == 5) ? kn->fa : NULL;
     const char* fb = (c->far == 3 || c->far == 4 || c->far == 5) ? kn->fb : NULL;
     const int fhint = c->far == 2 || c->far == 4;
-    const int cpf = c->cw == 1 && first ? (64 + s - 1) / s : 0;  // C's 64 lines over the K steps
+    const int prev_last = kn->k0 + kn->s < STEPS && kn->k0 + 2 * kn->s >= STEPS;  // (the K tile before the last)
+    const int cpf = (c->cw == 1 && first) || (c->cw == 4 && (prev_last || (first && last))) ? (64 + s - 1) / s
+                    : c->cw == 3 && last ? (64 + (s + 1) / 2 - 1) / ((s + 1) / 2)
+                                         : 0;  // C's 64 lines over the K steps
     char* cc0 = C + (long)kn->mt * 32 * cst + kn->nt * 128;
     for (int k = 0; k < s; ++k, a += STEP, b += STEP) {
       for (int l = k * cpf; l < (k + 1) * cpf && l < 64; ++l) __builtin_prefetch(cc0 + (l >> 1) * cst + (l & 1) * 64, 1, 3);
@@ -417,7 +421,8 @@ int main(int argc, char** argv) {
   // passes). Run 1: o3 / o4 with every kt, NC / MC, pfB, t1 at 25-48% of the loop (medians), below
   // nc_tiles 8; run 2: the far prefetches, none consistently past nc_tiles 8; run 3: on 256 x 128 x
   // 2048 (all in L2) o4 MC8 kt16 A t1 at 77% of the loop, o3 NC8 kt16 B t1 69%, main 64-65%, but
-  // 31-48% on the large shapes; run 4: the scratch slots and o4's far B; run 5: C's cold lines.
+  // 31-48% on the large shapes; run 4: the scratch slots and o4's far B; run 5: C's cold lines;
+  // run 6: C's lines prefetched for writing at three distances.
   static const Case set1[] = {
       {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0, 0},
       {"o0 MC8 kt=K no pf", 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -503,12 +508,21 @@ int main(int argc, char** argv) {
       {"o3 ... C prefetchw", 3, 8, 16, 2, 0, 0, 0, 1, 1, 1},
       {"o3 ... C warm (*)", 3, 8, 16, 2, 0, 0, 0, 1, 1, 2},
   };
-  const Case* sets[] = {set1, set2, set3, set4, set5};
+  static const Case set6[] = {
+      {"o4 MCauto kt16 slot A t1 far B T1", 4, 0, 16, 2, 0, 0, 1, 0, 3, 0},
+      {"o4 ... C prefetchw first K tile", 4, 0, 16, 2, 0, 0, 1, 0, 3, 1},
+      {"o4 ... C prefetchw last K tile", 4, 0, 16, 2, 0, 0, 1, 0, 3, 3},
+      {"o4 ... C prefetchw K tile before", 4, 0, 16, 2, 0, 0, 1, 0, 3, 4},
+      {"o3 NC8 kt16 slot B t1 far A T1, C pfw 1st", 3, 8, 16, 2, 0, 0, 0, 1, 1, 1},
+      {"o3 ... C prefetchw last K tile", 3, 8, 16, 2, 0, 0, 0, 1, 1, 3},
+      {"o3 ... C prefetchw K tile before", 3, 8, 16, 2, 0, 0, 0, 1, 1, 4},
+  };
+  const Case* sets[] = {set1, set2, set3, set4, set5, set6};
   const int sizes[] = {sizeof set1 / sizeof *set1, sizeof set2 / sizeof *set2, sizeof set3 / sizeof *set3, sizeof set4 / sizeof *set4,
-                       sizeof set5 / sizeof *set5};
+                       sizeof set5 / sizeof *set5, sizeof set6 / sizeof *set6};
   int which = argc > 2 ? atoi(argv[2]) : 4;
-  if (which < 1 || which > 5) {
-    printf("set: 1 to 5 (the cases of session 21's run 1 to 5), got %s\n", argv[2]);
+  if (which < 1 || which > 6) {
+    printf("set: 1 to 6 (the cases of session 21's run 1 to 6), got %s\n", argv[2]);
     return 1;
   }
   const Case* cases = sets[which - 1];
