@@ -422,7 +422,7 @@ int main(int argc, char** argv) {
   // nc_tiles 8; run 2: the far prefetches, none consistently past nc_tiles 8; run 3: on 256 x 128 x
   // 2048 (all in L2) o4 MC8 kt16 A t1 at 77% of the loop, o3 NC8 kt16 B t1 69%, main 64-65%, but
   // 31-48% on the large shapes; run 4: the scratch slots and o4's far B; run 5: C's cold lines;
-  // run 6: C's lines prefetched for writing at three distances.
+  // set 6: C's lines prefetched for writing at three distances (prepared, not run in session 21).
   static const Case set1[] = {
       {"main: o0 MC8 kt=K pfA2", 0, 8, 0, 0, 2, 0, 0, 0, 0, 0},
       {"o0 MC8 kt=K no pf", 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
