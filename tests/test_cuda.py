@@ -906,7 +906,8 @@ def test_wgmma_ws_stream_k_stage_read_one_release_exact(rng, shape, extra):
     old = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, sk_stage=0, sk_one_release=0))
     want = old(a, b)
     _tc_check(want, a, b)
-    for more in ({}, {"sk_prefetch": 1}):
+    # (sk_stage_store, session 21: the part's sum through the stage slots, stored by the producer)
+    for more in ({}, {"sk_prefetch": 1}, {"sk_stage_store": 1}):
         kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, **more))
         assert kern.config["sk_stage"].startswith("yes") and kern.config["sk_one_release"].startswith("yes")
         for _ in range(3):

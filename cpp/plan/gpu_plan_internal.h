@@ -69,6 +69,10 @@ inline constexpr int kSkDownDefault = 1;
 // SK + DP forced on 896x4864x8192 1.063x and on 4352x1024x4096 1.129x; C bit-identical.
 inline constexpr int kSkStageDefault = 1;
 inline constexpr int kSkOneReleaseDefault = 1;
+// sk_flags plans: the partial tile a part leaves for its predecessor written through the stage
+// slots and stored by the producer (plan field sk_stage_store, where sk_stage fits): off by
+// default until measured (session 21).
+inline constexpr int kSkStageStoreDefault = 0;
 // 16-bit warp-specialized TMA plans: the orientation (layout row / col: which of the product's
 // M and N the kernel's 128-row side runs along) whose tiles carry less work over their waves, by
 // default (a plan that names layout or a tile keeps it). The layout by the strides alone
