@@ -784,18 +784,21 @@ def test_wgmma_ws_stream_k_stage_read_and_one_release_assemble(ptxas, shape, ext
 @pytest.mark.parametrize("shape,extra", [((1024, 4864, 8192), {}), ((1000, 600, 2056), {"workers": 7}),
                                          ((512, 4224, 8192), {"split": "sk", "sk_flags": 1}),
                                          ((1024, 4864, 8192), {"sk_stage": 0})])
-def test_wgmma_ws_stream_k_stage_store_assembles(ptxas, shape, extra):
+@pytest.mark.parametrize("mode", [1, 2])
+def test_wgmma_ws_stream_k_stage_store_assembles(ptxas, shape, extra, mode):
     """Plan field sk_stage_store (session 21, off by default): a part after a tile's head writes its
     sum into the stage slots (st.shared.v4, a proxy fence, no global stores of it, no flag of its
     own), and the producer stores them with cp.async.bulk, waits for them (wait_group.read before
     the slots' reuse, wait_group 0 then fence.proxy.async.global before the flags) and sets the
-    block's 8 flags; in the key. ptxas: no wgmma serialization, spills no worse."""
+    block's 8 flags; in the key. Mode 2: a bulk group a slot, each slot reused once its group is
+    read. ptxas: no wgmma serialization, spills no worse."""
     bf16 = ml_dtypes.bfloat16
     base = dict(STREAMED, **extra)
-    on = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=dict(base, sk_stage_store=1))
+    on = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=dict(base, sk_stage_store=mode))
     off = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=base)
-    assert on.config["sk_stage_store"].startswith("yes") and off.config["sk_stage_store"] == "no"
-    assert ".sst." in on._core.plan_key and ".sst" not in off._core.plan_key
+    assert on.config["sk_stage_store"] == mode if mode == 2 else on.config["sk_stage_store"].startswith("yes")
+    assert off.config["sk_stage_store"] == "no"
+    assert (".sst." if mode == 1 else ".sst2.") in on._core.plan_key and ".sst" not in off._core.plan_key
     groups = 256 // 8
     t_on, t_off = on.source("ptx"), off.source("ptx")
     count = lambda t, pat: len(re.findall(pat, t, re.M))  # noqa: E731
@@ -846,8 +849,9 @@ def test_stream_k_debug_and_option_fields_plan_rules(ptxas):
         assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
     assert auto.config["sk_stage_store"] == "no"
     for field in ("sk_trace", "sk_prefetch", "sk_one_release", "sk_stage", "sk_stage_store"):
-        with pytest.raises(ValueError, match=f"{field}=2 must be 0"):
-            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, **{field: 2}))
+        bad = 3 if field == "sk_stage_store" else 2
+        with pytest.raises(ValueError, match=f"{field}={bad} must be 0"):
+            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, **{field: bad}))
         with pytest.raises(ValueError, match=f"{field}=1: .*sk_flags"):
             ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, sk_flags=0, **{field: 1}))
     # 128 x 256 tiles of 2 stages: 128 KiB of partial in 2 slots of 48 KiB

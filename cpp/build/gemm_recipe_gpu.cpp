@@ -197,6 +197,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
           r->def->attrs["stream_k_stage_read"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
         if (stream_k && p.sk_stage_store)  // a part's partial for its predecessor stored through the stage slots (its bytes)
           r->def->attrs["stream_k_stage_store"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
+        if (stream_k && p.sk_stage_store == 2) r->def->attrs["stream_k_stage_store_groups"] = int64_t(2);  // a bulk group a slot
       }
       return r;
     }

@@ -273,7 +273,7 @@ class SimtLowering {
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                         llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
                                         bool sk_down = false, int64_t sk_prefetch = 0, int64_t sk_stage = 0,
-                                        int64_t sk_stage_store = 0);
+                                        int64_t sk_stage_store = 0, int64_t sk_store_groups = 1);
   /// sk_stage (the loop's stream_k_stage_read: a partial tile's bytes): the frag_native load of a
   /// successor's partial (attribute stage_read) through the stage slots, as pseudo K steps the
   /// producer hands over after the part's copies: each lane's 16-byte groups by cp.async into the

@@ -105,7 +105,8 @@ llvm::Value* SimtLowering::param_named(const std::string& hint) {
 
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                                     llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt,
-                                                    bool sk_down, int64_t sk_prefetch, int64_t sk_stage, int64_t sk_stage_store) {
+                                                    bool sk_down, int64_t sk_prefetch, int64_t sk_stage, int64_t sk_stage_store,
+                                                    int64_t sk_store_groups) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   if (cluster_ && sk_kt)
@@ -201,7 +202,10 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       // inside a tile): one store pending at a time. The flags wait only on the walk's progress,
       // which waits only on higher workers' flags (no cycle).
       const bool store = sk_kt && sk_stage_store;
+      const bool per_slot = sk_store_groups > 1;  // a bulk group a slot, each slot reused once its group is read
       llvm::Value* SB = i64v(t.stage_bytes);
+      auto* v_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+      auto ptx0 = [&](const std::string& text) { b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, text, "~{memory}", true)); };
       auto store_now = [&](llvm::Value* due) {
         llvm::Value* h = b_.CreateSub(due, i64v(S), "sst_first");
         for (int64_t j = 0; j < pseudo; ++j) {  // the consumers' fragments written
@@ -212,39 +216,64 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                                        b_.CreateMul(target_.work_id(b_, WorkId::group, 0), i64v(2 * part_bytes)), "sst_ws");
         auto* cp_ty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i32, i32}, false);
         auto* cp = llvm::InlineAsm::get(cp_ty, "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;", "l,r,r,~{memory}", true);
-        for (int64_t j = 0; j < pseudo; ++j)
+        for (int64_t j = 0; j < pseudo; ++j) {
           b_.CreateCall(cp_ty, cp, {b_.CreateAdd(ws, b_.CreateMul(i64v(j), SB)), stage_at(slot_of(b_.CreateAdd(h, i64v(j)))),
                                     c32(std::min(t.stage_bytes, part_bytes - j * t.stage_bytes))});
-        auto* v_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
-        b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, "cp.async.bulk.commit_group;", "~{memory}", true));
-        b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, "cp.async.bulk.wait_group.read 0;", "~{memory}", true));
+          if (per_slot) ptx0("cp.async.bulk.commit_group;");
+        }
+        if (!per_slot) {
+          ptx0("cp.async.bulk.commit_group;");
+          ptx0("cp.async.bulk.wait_group.read 0;");
+        }
       };
       auto flags_now = [&] {
-        auto* v_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
-        b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, "cp.async.bulk.wait_group 0;", "~{memory}", true));
-        b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, "fence.proxy.async.global;", "~{memory}", true));
+        ptx0("cp.async.bulk.wait_group 0;");
+        ptx0("fence.proxy.async.global;");
         llvm::Value* fl = param_named("FL");
         llvm::Value* own = b_.CreateMul(target_.work_id(b_, WorkId::group, 0), i64v(sgs_), "sst_flags");
         for (int64_t w = 0; w < sgs_; ++w)
           target_.flag_store_release(b_, b_.CreateGEP(i32, fl, b_.CreateAdd(own, i64v(w))), c32(1));
       };
       // the state after what is due at the slot use of step s
+      // (per_slot, sk_stage_store 2: the state's st[3] says the stores are issued; the slot of
+      // step store_due + j is reused once group j is read: wait_group.read pseudo - 1 - j)
       auto guard = [&](llvm::Value* s, const std::vector<llvm::Value*>& st) {
         if (st.size() < 3) return st;
-        llvm::Value* sd = b_.CreateAnd(b_.CreateICmpNE(st[1], i64v(0)), b_.CreateICmpSGE(s, st[1]), "sst_store_due");
+        llvm::Value* pend = b_.CreateICmpNE(st[1], i64v(0));
+        llvm::Value* sd = b_.CreateAnd(pend, b_.CreateICmpSGE(s, st[1]), "sst_store_due");
+        if (per_slot) sd = b_.CreateAnd(sd, b_.CreateICmpEQ(st[3], i64v(0)));
         emit_if(b_, fn_, sd, [&] {
           store_now(st[1]);
           return none();
         }, none);
-        llvm::Value* due = b_.CreateSelect(sd, b_.CreateAdd(s, i64v(S)), st[2]);
+        llvm::Value* done = sd;  // the slots all read
+        llvm::Value* issued = nullptr;
+        if (per_slot) {
+          issued = b_.CreateOr(sd, b_.CreateICmpNE(st[3], i64v(0)));
+          llvm::Value* k = b_.CreateSub(s, st[1]);
+          for (int64_t j = 0; j + 1 < pseudo; ++j)
+            emit_if(b_, fn_, b_.CreateAnd(issued, b_.CreateICmpEQ(k, i64v(j))), [&] {
+              ptx0(cat("cp.async.bulk.wait_group.read ", pseudo - 1 - j, ";"));
+              return none();
+            }, none);
+          done = b_.CreateAnd(issued, b_.CreateICmpSGE(k, i64v(pseudo - 1)));
+          emit_if(b_, fn_, done, [&] {
+            ptx0("cp.async.bulk.wait_group.read 0;");
+            return none();
+          }, none);
+        }
+        llvm::Value* due = b_.CreateSelect(done, b_.CreateAdd(s, i64v(S)), st[2]);
         llvm::Value* fd = b_.CreateAnd(b_.CreateICmpNE(due, i64v(0)), b_.CreateICmpSGE(s, due), "sst_flags_due");
         emit_if(b_, fn_, fd, [&] {
           flags_now();
           return none();
         }, none);
-        return std::vector<llvm::Value*>{st[0], b_.CreateSelect(sd, i64v(0), st[1]), b_.CreateSelect(fd, i64v(0), due)};
+        std::vector<llvm::Value*> out{st[0], b_.CreateSelect(done, i64v(0), st[1]), b_.CreateSelect(fd, i64v(0), due)};
+        if (per_slot) out.push_back(b_.CreateSelect(done, i64v(0), b_.CreateZExt(issued, i64)));
+        return out;
       };
-      const std::vector<llvm::Value*> state0 = store ? std::vector<llvm::Value*>{i64v(0), i64v(0), i64v(0)} : std::vector<llvm::Value*>{i64v(0)};
+      const std::vector<llvm::Value*> state0 = !store ? std::vector<llvm::Value*>{i64v(0)}
+                                               : std::vector<llvm::Value*>(per_slot ? 4 : 3, i64v(0));
       // The steps of K range [lo, end) of tile `tile`, the walk's step count s_in[0] on entry;
       // `down`: from the range's last step to its first (the consumers take the stages in the
       // order they fill: the sum's order changes, nothing else).
@@ -365,7 +394,9 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                 }, none);
                 target_.mbarrier_arrive(b_, full(slot));
               }
-              return std::vector<llvm::Value*>{b_.CreateAdd(h, i64v(pseudo)), b_.CreateAdd(h, i64v(S)), st[2]};
+              st[0] = b_.CreateAdd(h, i64v(pseudo));
+              st[1] = b_.CreateAdd(h, i64v(S));
+              return st;
             }, [&] { return s_out; });
           }
           return s_out;
@@ -376,8 +407,10 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                                                  [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
         return tile_steps(tile, i64v(0), K, s_in);
       });
-      if (store) {  // the walk's end: a store still pending, or its flags
-        emit_if(b_, fn_, b_.CreateICmpNE(s_end[1], i64v(0)), [&] {
+      if (store) {  // the walk's end: a store still pending (per_slot: or not yet issued), or its flags
+        llvm::Value* unissued = b_.CreateICmpNE(s_end[1], i64v(0));
+        if (per_slot) unissued = b_.CreateAnd(unissued, b_.CreateICmpEQ(s_end[3], i64v(0)));
+        emit_if(b_, fn_, unissued, [&] {
           store_now(s_end[1]);
           return none();
         }, none);

@@ -285,7 +285,8 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                          pa.k_inner, pb.k_inner},
                     hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0,
-                    o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0), o.int_attr("stream_k_stage_store", 0));
+                    o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0), o.int_attr("stream_k_stage_store", 0),
+                    o.int_attr("stream_k_stage_store_groups", 1));
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});
