@@ -262,7 +262,9 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
             return none();
           }, none);
         }
-        llvm::Value* due = b_.CreateSelect(done, b_.CreateAdd(s, i64v(S)), st[2]);
+        // (per_slot: the flags 4 S steps later, where waiting for the stores' completion, ~5,000
+        // cycles for 128 KiB, S steps after they are read stalled the next part's copies)
+        llvm::Value* due = b_.CreateSelect(done, b_.CreateAdd(s, i64v(per_slot ? 4 * S : S)), st[2]);
         llvm::Value* fd = b_.CreateAnd(b_.CreateICmpNE(due, i64v(0)), b_.CreateICmpSGE(s, due), "sst_flags_due");
         emit_if(b_, fn_, fd, [&] {
           flags_now();
