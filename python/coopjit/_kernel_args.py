@@ -90,8 +90,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     plans: each Stream-K part's K tiles from its last down to its first), 'sk_trace': 'no'|'yes' (debug, sk_flags plans:
     the consumer warps' clock at each unit's boundaries, after the flags; _core.gpu_stream_k_flags reads it), 'sk_prefetch': 'no'|'yes' (sk_flags plans: the successor's partial tile
     prefetched into L2 by the producer), 'sk_stage': 'no'|'yes' (sk_flags plans: the successor's partial read through
-    the pipeline's stage slots by cp.async), 'sk_stage_store': 'no'|'yes' (sk_flags plans: the partial for the
-    predecessor written through the stage slots and stored by the producer), 'sk_one_release': 'no'|'yes' (sk_flags plans: each flag set by one
+    the pipeline's stage slots by cp.async), 'sk_stage_store': 'no'|'yes'|2 (sk_flags plans: the partial for the
+    predecessor written through the stage slots and stored by the producer; 2: a bulk group a slot), 'sk_one_release': 'no'|'yes' (sk_flags plans: each flag set by one
     work-item of the warp after a warp barrier), 'cluster': 'no'|2 (ws DP plans: pairs of blocks
     sharing B's panels, multicast by TMA), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
