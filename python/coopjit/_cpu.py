@@ -135,6 +135,11 @@ class Kernel(KernelDisplay):
         self._plan = plan
         self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
                                         None if fused is None else fused.steps())
+        # The per-call fast path (GemmKernel.call_fast): an untransposed product without an epilogue
+        self._fast = None
+        if fused is None and not trans_a and not trans_b:
+            self._core.set_fast_dtypes(np.dtype(dtype), np.dtype(self.out_dtype))
+            self._fast = self._core.call_fast
         if logger.isEnabledFor(logging.DEBUG):
             cfg = self.config
             logger.debug("gemm %s M=%d N=%d K=%d: %s %dx%d %s x%d%s, %s in %.1f ms", np.dtype(dtype).name, m, n, k,
@@ -156,27 +161,17 @@ class Kernel(KernelDisplay):
                  scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
         """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
+        # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
+        # that the core does not check itself (strides, plan); None when anything is unusual.
+        if self._fast is not None and bias is None and residual is None and scale is None and row_scale is None:
+            r = self._fast(a, b, c, alpha, beta)
+            if r is not None:
+                return r
         given = {"bias": bias, "residual": residual, "scale": scale, "row_scale": row_scale}
         if self._fused is None and any(v is not None for v in given.values()):
             names = ", ".join(k for k, v in given.items() if v is not None)
             raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
                              f"{names.split(',')[0]}=...)")
-        # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
-        # that the core does not check itself (strides, plan).
-        if (self._fused is None and type(a) is np.ndarray and type(b) is np.ndarray and not self.trans_a
-                and not self.trans_b
-                and beta == 0.0 and a.dtype == self.dtype and b.dtype == self.dtype
-                and a.shape == (self.m, self.k) and b.shape == (self.k, self.n)
-                and a.flags.aligned and b.flags.aligned
-                and (c is None or (type(c) is np.ndarray and c.dtype == self.out_dtype
-                                   and c.shape == (self.m, self.n) and c.flags.writeable and c.flags.aligned
-                                   and not np.may_share_memory(c, a) and not np.may_share_memory(c, b)))
-                and (type(alpha) is float or type(alpha) is int)):
-            if c is None:
-                c = np.empty((self.m, self.n), self.out_dtype)
-            if c.size:
-                self._core.run(a, b, c, float(alpha), 0.0)
-            return c
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if not c.flags.writeable:
             raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
