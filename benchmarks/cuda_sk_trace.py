@@ -62,7 +62,7 @@ def parse(fl, cfg, m, n, k):
             for sg in range(SGS):
                 c0 = int(e[0, sg])
                 rel = lambda s: int((int(e[s, sg]) - c0) & 0xFFFFFFFF) if e[s + 1, sg] != 0 else None  # noqa: E731
-                w[sg] = {"k_end": rel(2), "wait0": rel(4), "wait1": rel(6), "epi_end": rel(8), "rel_end": rel(10),
+                w[sg] = {"c0": c0, "k_end": rel(2), "wait0": rel(4), "wait1": rel(6), "epi_end": rel(8), "rel_end": rel(10),
                          "t0_ns": int((int(e[1, sg]) - ref) & 0xFFFFFFFF),
                          "tend_ns": int((int(e[9, sg]) - ref) & 0xFFFFFFFF) if e[9, sg] else None}
             units.append({"u": u, "tile": kind // 4, "head": (kind >> 1) & 1, "has_next": kind & 1, "ktiles": int(e[13, 0]), "warps": w})
@@ -89,7 +89,7 @@ def summary(tr):
                 v = [f(w) for w in ws]
                 v = [a for a in v if a is not None]
                 return sum(v) / len(v) if v else None
-            r = rows.setdefault(kind, {"n": 0, "ktiles": 0, "k": 0, "wait": 0, "epi": 0, "rel": 0, "nw": 0, "nr": 0})
+            r = rows.setdefault(kind, {"n": 0, "ktiles": 0, "k": 0, "wait": 0, "epi": 0, "rel": 0, "nw": 0, "nr": 0, "gap": 0, "ng": 0})
             r["n"] += 1
             r["ktiles"] += x["ktiles"]
             r["k"] += avg(lambda w: w["k_end"])
@@ -100,12 +100,21 @@ def summary(tr):
             if not x["head"]:
                 r["rel"] += avg(lambda w: w["rel_end"] - w["epi_end"])
                 r["nr"] += 1
+            # the gap from this unit's last mark (its release, or C's stores issued) to the next unit's start, same warp
+            nxt = [y for y in units if y["u"] == x["u"] + 1]
+            if nxt:
+                last = "rel_end" if not x["head"] else "epi_end"
+                v = [((nxt[0]["warps"][sg]["c0"] - w["c0"] - w[last]) & 0xFFFFFFFF) for sg, w in x["warps"].items() if w[last] is not None]
+                if v:
+                    r["gap"] += sum(v) / len(v)
+                    r["ng"] += 1
     out = {}
     for kind, r in rows.items():
         out[kind] = {"units": r["n"], "k_cycles_per_ktile": r["k"] / max(1, r["ktiles"]), "k_cycles_per_unit": r["k"] / r["n"],
                      "ktiles_per_unit": r["ktiles"] / r["n"],
                      "wait_cycles": r["wait"] / r["nw"] if r["nw"] else None, "epi_or_store_cycles": r["epi"] / r["n"],
-                     "release_cycles": r["rel"] / r["nr"] if r["nr"] else None}
+                     "release_cycles": r["rel"] / r["nr"] if r["nr"] else None,
+                     "gap_to_next_unit_cycles": r["gap"] / r["ng"] if r["ng"] else None}
     out["block_span_ns"] = {"min": min(spans), "avg": sum(spans) / len(spans), "max": max(spans)} if spans else None
     return out
 

@@ -906,7 +906,8 @@ def test_wgmma_ws_stream_k_stage_read_one_release_exact(rng, shape, extra):
     old = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, sk_stage=0, sk_one_release=0))
     want = old(a, b)
     _tc_check(want, a, b)
-    for more in ({}, {"sk_prefetch": 1}):
+    # (sk_stage_store, session 21: the part's sum through the stage slots, stored by the producer)
+    for more in ({}, {"sk_prefetch": 1}, {"sk_stage_store": 1}):
         kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=dict(base, **more))
         assert kern.config["sk_stage"].startswith("yes") and kern.config["sk_one_release"].startswith("yes")
         for _ in range(3):
@@ -948,3 +949,32 @@ def test_wgmma_ws_stream_k_trace_reads_back(rng):
             if not (kind >> 1) & 1:  # not a tile's head: its sum stored, then released
                 assert (d(10, 8) < 2**31).all() and (d(8, 2) < 2**31).all()
     assert seen == set(range(tiles))  # every tile's units
+
+
+@pytest.mark.parametrize("extra", [{}, {"sk_stage": 1, "sk_one_release": 1, "sk_down": 1, "sk_trace": 1}])
+def test_stream_k_flags_dropped_by_the_fallback_without_the_pipeline(rng, extra):
+    """A user's sk_flags (with the in-kernel fix-up's options) on operands the pipeline cannot take
+    (A 2 bytes past an aligned start): the plan without the warp-specialized kernel that runs them
+    drops those fields (the fix-up launch adds the parts) where it kept sk_flags and refused it
+    (session 20); through the synchronous call and the prepared launch on torch's stream."""
+    _hopper()
+    torch = pytest.importorskip("torch")
+    m, n, k = 512, 1024, 1000
+    plan = dict({"layout": "col", "sg_m": 8, "nr": 256, "split": "sk+dp", "sk_flags": 1}, **extra)
+    kern = coopjit.compile_gemm(m, n, k, ml_dtypes.bfloat16, device=DEV, out_dtype=np.float32, plan=plan)
+    assert kern.config["sk_flags"].startswith("yes")
+    a = torch.randn(m * k + 1, device="cuda").to(torch.bfloat16)[1:].view(m, k)  # 2 bytes past an aligned start
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    an = a.float().cpu().numpy().astype(ml_dtypes.bfloat16)
+    bn = b.float().cpu().numpy().astype(ml_dtypes.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    kern._core.run(["bf16", "bf16", "f32"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0],
+                   a.data_ptr(), b.data_ptr(), c.data_ptr(), 1.0, 0.0)
+    torch.cuda.synchronize()
+    _tc_check(c.cpu().numpy(), an, bn)
+    launch = kern._core.launcher(["bf16", "bf16", "f32"], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0], False)
+    assert launch is None or launch.config["sk_flags"].startswith("no")
+    got = coopjit.matmul(a, b, out_dtype=np.float32, plan=plan)
+    torch.cuda.synchronize()
+    _tc_check(got.cpu().numpy(), an, bn)

@@ -781,6 +781,53 @@ def test_wgmma_ws_stream_k_stage_read_and_one_release_assemble(ptxas, shape, ext
     assert spills[0] <= spills[1] + 16, spills
 
 
+@pytest.mark.parametrize("shape,extra", [((1024, 4864, 8192), {}), ((1000, 600, 2056), {"workers": 7}),
+                                         ((512, 4224, 8192), {"split": "sk", "sk_flags": 1}),
+                                         ((1024, 4864, 8192), {"sk_stage": 0})])
+@pytest.mark.parametrize("mode", [1, 2])
+def test_wgmma_ws_stream_k_stage_store_assembles(ptxas, shape, extra, mode):
+    """Plan field sk_stage_store (session 21, off by default): a part after a tile's head writes its
+    sum into the stage slots (st.shared.v4, a proxy fence, no global stores of it, no flag of its
+    own), and the producer stores them with cp.async.bulk, waits for them (wait_group.read before
+    the slots' reuse, wait_group 0 then fence.proxy.async.global before the flags) and sets the
+    block's 8 flags; in the key. Mode 2: a bulk group a slot, each slot reused once its group is
+    read. ptxas: no wgmma serialization, spills no worse."""
+    bf16 = ml_dtypes.bfloat16
+    base = dict(STREAMED, **extra)
+    on = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=dict(base, sk_stage_store=mode))
+    off = ptx.compile_gemm(*shape, bf16, target="sm_90", plan=base)
+    assert on.config["sk_stage_store"] == mode if mode == 2 else on.config["sk_stage_store"].startswith("yes")
+    assert off.config["sk_stage_store"] == "no"
+    assert (".sst." if mode == 1 else ".sst2.") in on._core.plan_key and ".sst" not in off._core.plan_key
+    groups = 256 // 8
+    t_on, t_off = on.source("ptx"), off.source("ptx")
+    count = lambda t, pat: len(re.findall(pat, t, re.M))  # noqa: E731
+    # the part's sum in two branches (with or without a successor's added)
+    # (the C epilogue's TMA stores have their own proxy fences)
+    fences = r"^\s*fence\.proxy\.async\.shared::cta"
+    stores = r"^\s*st\.shared\.v4\.[bf]32"
+    assert count(t_on, stores) == count(t_off, stores) + 2 * groups and count(t_on, fences) == count(t_off, fences) + 2
+    assert count(t_on, r"^\s*st\.global\.v4") == count(t_off, r"^\s*st\.global\.v4") - 2 * groups
+    # the producer's: 3 bulk stores (128 KiB in slots of 48 KiB) wherever a store may fall due (the C
+    # epilogue's TMA stores wait for their reads too), then the waits before the flags, 8 a wait
+    # (LLVM merges some of the copies)
+    bulk = count(t_on, r"^\s*cp\.async\.bulk\.global\.shared::cta\.bulk_group")
+    reads = r"^\s*cp\.async\.bulk\.wait_group\.read 0"
+    assert bulk > 0 and bulk % 3 == 0 and count(t_on, reads) > count(t_off, reads)
+    waits = count(t_on, r"^\s*cp\.async\.bulk\.wait_group 0")
+    assert waits > 0 and waits == count(t_on, r"^\s*fence\.proxy\.async\.global") and "fence.proxy.async.global" not in t_off
+    # each wait's 8 flags released; the consumers' own flag gone (2 resets remain)
+    atoms = count(t_on, r"atom\.release\.gpu\.global\.exch")
+    assert atoms > 2 and (atoms - 2) % 8 == 0
+    assert "cp.async.bulk.global" not in t_off
+    spills = []
+    for t in (t_on, t_off):
+        report = ptxas(t, "sm_90")
+        assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
+        spills.append(max(spill_stores(report)))
+    assert spills[0] <= spills[1] + 16, spills
+
+
 def test_stream_k_debug_and_option_fields_plan_rules(ptxas):
     """sk_trace (debug: the consumers' %clock / %globaltimer_lo at each unit's boundaries, plain
     stores after the flags) and sk_prefetch (cp.async.bulk.prefetch.L2 of the successor's partial
@@ -800,14 +847,18 @@ def test_stream_k_debug_and_option_fields_plan_rules(ptxas):
     for k in (tr, pf):
         report = ptxas(k.source("ptx"), "sm_90")
         assert "for 'sm_90a'" in report and "Potential Performance Loss" not in report, report
-    for field in ("sk_trace", "sk_prefetch", "sk_one_release", "sk_stage"):
-        with pytest.raises(ValueError, match=f"{field}=2 must be 0"):
-            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, **{field: 2}))
+    assert auto.config["sk_stage_store"] == "no"
+    for field in ("sk_trace", "sk_prefetch", "sk_one_release", "sk_stage", "sk_stage_store"):
+        bad = 3 if field == "sk_stage_store" else 2
+        with pytest.raises(ValueError, match=f"{field}={bad} must be 0"):
+            ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, **{field: bad}))
         with pytest.raises(ValueError, match=f"{field}=1: .*sk_flags"):
             ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, sk_flags=0, **{field: 1}))
     # 128 x 256 tiles of 2 stages: 128 KiB of partial in 2 slots of 48 KiB
     with pytest.raises(ValueError, match="sk_stage=1: .*131072 bytes fill at most the 2 stage slots of 49152"):
         ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, stages=2, sk_stage=1))
+    with pytest.raises(ValueError, match="sk_stage_store=1: .*131072 bytes fill at most the 2 stage slots of 49152"):
+        ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, stages=2, sk_stage_store=1))
     two = ptx.compile_gemm(1024, 4864, 8192, bf16, target="sm_90", plan=dict(STREAMED, stages=2))
     assert two.config["sk_stage"] == "no" and two.config["sk_one_release"].startswith("yes")
     from coopjit import _core

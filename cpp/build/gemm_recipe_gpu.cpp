@@ -195,6 +195,9 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
           r->def->attrs["stream_k_prefetch"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
         if (stream_k && p.sk_stage)  // a successor's partial read through the stage slots (its bytes)
           r->def->attrs["stream_k_stage_read"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
+        if (stream_k && p.sk_stage_store)  // a part's partial for its predecessor stored through the stage slots (its bytes)
+          r->def->attrs["stream_k_stage_store"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
+        if (stream_k && p.sk_stage_store == 2) r->def->attrs["stream_k_stage_store_groups"] = int64_t(2);  // a bulk group a slot
       }
       return r;
     }
@@ -395,19 +398,28 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
           });
           return std::vector<Value*>{};
         }, [&](Builder& u) {
+          // sk_stage_store: the sum into the stage slots the producer handed over, which stores
+          // them to the workspace and sets the flags (simt_tma_ws.cpp ws_stage_store)
+          auto own_part = [&](Builder& v, Value* s) {
+            Op* st = v.store(s, part_at(v, g, zero, tl), false);
+            st->attrs["frag_native"] = int64_t(1);
+            if (p.sk_stage_store) st->attrs["stage_store"] = int64_t(1);
+          };
           u.if_(has_next, {}, [&](Builder& v) {
             auto [sum, next_flag] = with_next(v);
-            v.store(sum, part_at(v, g, zero, tl), false)->attrs["frag_native"] = int64_t(1);
+            own_part(v, sum);
             unset(v, next_flag);
             return std::vector<Value*>{};
           }, [&](Builder& v) {
-            v.store(acc, part_at(v, g, zero, tl), false)->attrs["frag_native"] = int64_t(1);
+            own_part(v, acc);
             return std::vector<Value*>{};
           });
-          clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued
-          Op* own = u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
-          if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
-          clock_at(u, unit, 10);  // and released
+          clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued (sk_stage_store: written to the slots)
+          if (!p.sk_stage_store) {
+            Op* own = u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
+            if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
+          }
+          clock_at(u, unit, 10);  // and released (sk_stage_store: the slots handed back)
           return std::vector<Value*>{};
         });
         return std::vector<Value*>{};

@@ -272,13 +272,21 @@ class SimtLowering {
   /// for a part that adds its successor's, after that part's copies (0: none).
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                         llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
-                                        bool sk_down = false, int64_t sk_prefetch = 0, int64_t sk_stage = 0);
+                                        bool sk_down = false, int64_t sk_prefetch = 0, int64_t sk_stage = 0,
+                                        int64_t sk_stage_store = 0, int64_t sk_store_groups = 1);
   /// sk_stage (the loop's stream_k_stage_read: a partial tile's bytes): the frag_native load of a
   /// successor's partial (attribute stage_read) through the stage slots, as pseudo K steps the
   /// producer hands over after the part's copies: each lane's 16-byte groups by cp.async into the
   /// warp's part of them, read back from shared memory, the slots released (simt_tma_ws.cpp).
   std::vector<llvm::Value*> ws_stage_read(const Access& a, const Type& t, size_t components);
+  /// sk_stage_store (the loop's stream_k_stage_store: a partial tile's bytes): the frag_native
+  /// store of a part's sum for its predecessor (attribute stage_store) into the stage slots that
+  /// the producer handed over as pseudo K steps after the part: each lane's 16-byte groups by
+  /// st.shared, a proxy fence, the slots released; the producer stores them to the workspace with
+  /// cp.async.bulk and sets the flags (simt_tma_ws.cpp).
+  void ws_stage_store(const Access& a, const Type& t, const std::vector<llvm::Value*>& d);
   int64_t ws_stage_pseudo_ = 0, ws_stage_slots_ = 0, ws_stage_bytes_ = 0;  // ws_tma_loop's: pseudo steps, S, a slot's bytes
+  bool ws_stage_read_ = false, ws_stage_store_ = false;  // ws_tma_loop's: pseudo steps for reads, for stores
   /// The kernel parameter the IR names `hint` (InternalError when there is none).
   llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent

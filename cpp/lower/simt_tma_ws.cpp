@@ -14,7 +14,10 @@
 // its first, so that the blocks streaming at once are at K offsets of one or two phases (going up,
 // each block's offset is where its range starts inside a tile: as many phases as blocks). With
 // stream_k_stage_read (plan field sk_stage) a part that has a successor is followed by pseudo steps:
-// stage slots the producer hands over, empty, for the successor's partial (ws_stage_read, below).
+// stage slots the producer hands over, empty, for the successor's partial (ws_stage_read, below);
+// with stream_k_stage_store (plan field sk_stage_store) a part after a tile's head is followed by
+// pseudo steps into which the consumers write the part's sum (ws_stage_store), which the producer
+// then stores to the workspace with cp.async.bulk before it sets the part's flags (ws_tma_loop).
 //   - the kernel's entry branches to ws.init, which the first such K loop fills: work-item 0 makes
 //     the stage slots' mbarriers, full[s] (one arrival, the producer's, with the slot's bytes
 //     expected as transactions) and empty[s] (one arrival per consumer warp), a block barrier, then
@@ -102,7 +105,8 @@ llvm::Value* SimtLowering::param_named(const std::string& hint) {
 
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                                     llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt,
-                                                    bool sk_down, int64_t sk_prefetch, int64_t sk_stage) {
+                                                    bool sk_down, int64_t sk_prefetch, int64_t sk_stage, int64_t sk_stage_store,
+                                                    int64_t sk_store_groups) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   if (cluster_ && sk_kt)
@@ -113,10 +117,18 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   auto i64v = [&](int64_t v) { return b_.getInt64(v); };
   auto none = [] { return std::vector<llvm::Value*>{}; };
   const int64_t S = t.stages;
-  // sk_stage: the pseudo steps of a successor's partial read through the slots (ws_stage_read)
-  const int64_t pseudo = sk_stage ? (sk_stage + t.stage_bytes - 1) / t.stage_bytes : 0;
-  if (pseudo > S) throw InternalError(cat("SIMT lowering: a partial tile of ", sk_stage, " bytes in ", S, " stage slots of ", t.stage_bytes));
+  // sk_stage / sk_stage_store: the pseudo steps of a partial tile read or stored through the
+  // slots (ws_stage_read, ws_stage_store); the partial tile's bytes
+  const int64_t part_bytes = std::max(sk_stage, sk_stage_store);
+  if (sk_stage && sk_stage_store && sk_stage != sk_stage_store)
+    throw InternalError(cat("SIMT lowering: partial tiles of ", sk_stage, " bytes read and ", sk_stage_store, " stored"));
+  const int64_t pseudo = part_bytes ? (part_bytes + t.stage_bytes - 1) / t.stage_bytes : 0;
+  if (pseudo > S) throw InternalError(cat("SIMT lowering: a partial tile of ", part_bytes, " bytes in ", S, " stage slots of ", t.stage_bytes));
+  if (sk_stage_store && (!sk_kt || part_bytes % 16 || t.stage_bytes % 16))
+    throw InternalError("SIMT lowering: stream_k_stage_store outside a Stream-K walk, or a partial tile or stage slot not of 16-byte multiples");
   ws_stage_pseudo_ = pseudo, ws_stage_slots_ = S, ws_stage_bytes_ = t.stage_bytes;
+  ws_stage_read_ = sk_stage != 0, ws_stage_store_ = sk_stage_store != 0;
+  const int64_t read_pseudo = sk_stage ? pseudo : 0;
   // The stages' shared-window address (as simt_wgmma.cpp: the first 1024-byte boundary of the
   // stage memory), made where it is used: ws.init and the producer's code see only the entry's values.
   auto stages_base = [&] {
@@ -175,6 +187,95 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
       llvm::Value* tiles_m = b_.CreateSDiv(b_.CreateAdd(M, i64v(t.MT - 1)), i64v(t.MT), "tiles_m");
       llvm::Value* tiles_n = b_.CreateSDiv(b_.CreateAdd(N, i64v(t.NT - 1)), i64v(t.NT), "tiles_n");
       llvm::Value* tiles = b_.CreateMul(tiles_m, tiles_n, "tiles");
+      // sk_stage_store: the walk's state is {step count, store_due, flags_due} (else {step count}).
+      // A part that leaves its sum for its predecessor hands over `pseudo` slots after its steps
+      // (steps h .. h + pseudo - 1), into which the consumers write it; store_due = h + S, the
+      // first step that reuses one of them. Before the slot use of step s >= store_due (the next
+      // part's first S - pseudo steps are issued before, on slots of the part's last steps) the
+      // producer waits for the consumers' writes (the pseudo steps' empty barriers), stores the
+      // slots to the block's workspace slot 0 with cp.async.bulk (one bulk group) and waits until
+      // they are read (wait_group.read); flags_due = s + S. At the slot use of step s >= flags_due
+      // (or the walk's end) it waits for the stores' completion (wait_group 0: the writes
+      // performed), orders them before its generic accesses (fence.proxy.async.global) and sets the
+      // block's flags (sg_m sg_n of them: the predecessor's warps each wait for their own) with
+      // release exchanges. A worker has one such part at most (only its first part can start
+      // inside a tile): one store pending at a time. The flags wait only on the walk's progress,
+      // which waits only on higher workers' flags (no cycle).
+      const bool store = sk_kt && sk_stage_store;
+      const bool per_slot = sk_store_groups > 1;  // a bulk group a slot, each slot reused once its group is read
+      llvm::Value* SB = i64v(t.stage_bytes);
+      auto* v_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+      auto ptx0 = [&](const std::string& text) { b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, text, "~{memory}", true)); };
+      auto store_now = [&](llvm::Value* due) {
+        llvm::Value* h = b_.CreateSub(due, i64v(S), "sst_first");
+        for (int64_t j = 0; j < pseudo; ++j) {  // the consumers' fragments written
+          llvm::Value* sj = b_.CreateAdd(h, i64v(j));
+          mbarrier_wait(empty(slot_of(sj)), parity_of(sj));
+        }
+        llvm::Value* ws = b_.CreateAdd(b_.CreatePtrToInt(param_named("WS"), i64),
+                                       b_.CreateMul(target_.work_id(b_, WorkId::group, 0), i64v(2 * part_bytes)), "sst_ws");
+        auto* cp_ty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i32, i32}, false);
+        auto* cp = llvm::InlineAsm::get(cp_ty, "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;", "l,r,r,~{memory}", true);
+        for (int64_t j = 0; j < pseudo; ++j) {
+          b_.CreateCall(cp_ty, cp, {b_.CreateAdd(ws, b_.CreateMul(i64v(j), SB)), stage_at(slot_of(b_.CreateAdd(h, i64v(j)))),
+                                    c32(std::min(t.stage_bytes, part_bytes - j * t.stage_bytes))});
+          if (per_slot) ptx0("cp.async.bulk.commit_group;");
+        }
+        if (!per_slot) {
+          ptx0("cp.async.bulk.commit_group;");
+          ptx0("cp.async.bulk.wait_group.read 0;");
+        }
+      };
+      auto flags_now = [&] {
+        ptx0("cp.async.bulk.wait_group 0;");
+        ptx0("fence.proxy.async.global;");
+        llvm::Value* fl = param_named("FL");
+        llvm::Value* own = b_.CreateMul(target_.work_id(b_, WorkId::group, 0), i64v(sgs_), "sst_flags");
+        for (int64_t w = 0; w < sgs_; ++w)
+          target_.flag_store_release(b_, b_.CreateGEP(i32, fl, b_.CreateAdd(own, i64v(w))), c32(1));
+      };
+      // the state after what is due at the slot use of step s
+      // (per_slot, sk_stage_store 2: the state's st[3] says the stores are issued; the slot of
+      // step store_due + j is reused once group j is read: wait_group.read pseudo - 1 - j)
+      auto guard = [&](llvm::Value* s, const std::vector<llvm::Value*>& st) {
+        if (st.size() < 3) return st;
+        llvm::Value* pend = b_.CreateICmpNE(st[1], i64v(0));
+        llvm::Value* sd = b_.CreateAnd(pend, b_.CreateICmpSGE(s, st[1]), "sst_store_due");
+        if (per_slot) sd = b_.CreateAnd(sd, b_.CreateICmpEQ(st[3], i64v(0)));
+        emit_if(b_, fn_, sd, [&] {
+          store_now(st[1]);
+          return none();
+        }, none);
+        llvm::Value* done = sd;  // the slots all read
+        llvm::Value* issued = nullptr;
+        if (per_slot) {
+          issued = b_.CreateOr(sd, b_.CreateICmpNE(st[3], i64v(0)));
+          llvm::Value* k = b_.CreateSub(s, st[1]);
+          for (int64_t j = 0; j + 1 < pseudo; ++j)
+            emit_if(b_, fn_, b_.CreateAnd(issued, b_.CreateICmpEQ(k, i64v(j))), [&] {
+              ptx0(cat("cp.async.bulk.wait_group.read ", pseudo - 1 - j, ";"));
+              return none();
+            }, none);
+          done = b_.CreateAnd(issued, b_.CreateICmpSGE(k, i64v(pseudo - 1)));
+          emit_if(b_, fn_, done, [&] {
+            ptx0("cp.async.bulk.wait_group.read 0;");
+            return none();
+          }, none);
+        }
+        // (per_slot: the flags 4 S steps later, where waiting for the stores' completion, ~5,000
+        // cycles for 128 KiB, S steps after they are read stalled the next part's copies)
+        llvm::Value* due = b_.CreateSelect(done, b_.CreateAdd(s, i64v(per_slot ? 4 * S : S)), st[2]);
+        llvm::Value* fd = b_.CreateAnd(b_.CreateICmpNE(due, i64v(0)), b_.CreateICmpSGE(s, due), "sst_flags_due");
+        emit_if(b_, fn_, fd, [&] {
+          flags_now();
+          return none();
+        }, none);
+        std::vector<llvm::Value*> out{st[0], b_.CreateSelect(done, i64v(0), st[1]), b_.CreateSelect(fd, i64v(0), due)};
+        if (per_slot) out.push_back(b_.CreateSelect(done, i64v(0), b_.CreateZExt(issued, i64)));
+        return out;
+      };
+      const std::vector<llvm::Value*> state0 = !store ? std::vector<llvm::Value*>{i64v(0)}
+                                               : std::vector<llvm::Value*>(per_slot ? 4 : 3, i64v(0));
       // The steps of K range [lo, end) of tile `tile`, the walk's step count s_in[0] on entry;
       // `down`: from the range's last step to its first (the consumers take the stages in the
       // order they fill: the sum's order changes, nothing else).
@@ -198,6 +299,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         llvm::Value* nk = steps(lo, end);
         return emit_for(b_, fn_, i64v(0), nk, i64v(1), s_in, [&](llvm::Value* k, const std::vector<llvm::Value*>& sv) {
           llvm::Value* s = sv[0];
+          std::vector<llvm::Value*> st = guard(s, sv);
           if (down) k = b_.CreateSub(b_.CreateSub(nk, i64v(1)), k, "k_down");
           llvm::Value* slot = slot_of(s);
           emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {  // use s / S - 1 of the slot released
@@ -205,11 +307,12 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
             return none();
           }, none);
           issue(lo, k, slot, m0, n0);
-          return std::vector<llvm::Value*>{b_.CreateAdd(s, i64v(1))};
+          st[0] = b_.CreateAdd(s, i64v(1));
+          return st;
         });
       };
       if (!sk_kt) {
-        emit_for(b_, fn_, first_tile, tiles, grid, {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+        emit_for(b_, fn_, first_tile, tiles, grid, state0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
           return tile_steps(tile, t.lo, hi, s_in);
         });
         return none();
@@ -228,7 +331,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         llvm::Value* it_hi = begin(b_.CreateAdd(first_tile, i64v(1)));
         llvm::Value* t_lo = b_.CreateSDiv(it_lo, tiles_k);
         llvm::Value* t_hi = b_.CreateSDiv(b_.CreateAdd(it_hi, b_.CreateSub(tiles_k, i64v(1))), tiles_k);
-        return emit_for(b_, fn_, t_lo, t_hi, i64v(1), {i64v(0)}, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+        return emit_for(b_, fn_, t_lo, t_hi, i64v(1), state0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
           llvm::Value* t_first = b_.CreateMul(tile, tiles_k);
           llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(it_lo, t_first), it_lo, t_first);
           llvm::Value* t_end = b_.CreateAdd(t_first, tiles_k);
@@ -253,34 +356,71 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
               return none();
             }, none);
           }
-          if (pseudo) {
+          if (read_pseudo) {
             // sk_stage: a part with a successor (end before the tile's last K tile) reads its
             // partial through `pseudo` slots after its own steps: pseudo steps for which the
             // producer waits as for a copy (the slot's previous use released) and then arrives on
             // the slot's full barrier with no bytes (the consumers' ws_stage_read takes them).
             llvm::Value* has_next = b_.CreateAnd(b_.CreateICmpSLT(end, t_end), b_.CreateICmpSLT(lo, end));
             s_out = emit_if(b_, fn_, has_next, [&] {
-              llvm::Value* s = s_out[0];
+              // (sk_stage_store: what is due by the last of them, done before the first)
+              std::vector<llvm::Value*> st = guard(b_.CreateAdd(s_out[0], i64v(pseudo - 1)), s_out);
               for (int64_t i = 0; i < pseudo; ++i) {
-                llvm::Value* slot = slot_of(s);
-                llvm::Value* sv = s;
+                llvm::Value* sv = st[0];
+                llvm::Value* slot = slot_of(sv);
                 emit_if(b_, fn_, b_.CreateICmpSGE(sv, i64v(S)), [&] {
                   mbarrier_wait(empty(slot), b_.CreateXor(parity_of(sv), c32(1)));
                   return none();
                 }, none);
                 target_.mbarrier_arrive(b_, full(slot));
-                s = b_.CreateAdd(s, i64v(1));
+                st[0] = b_.CreateAdd(sv, i64v(1));
               }
-              return std::vector<llvm::Value*>{s};
+              return st;
+            }, [&] { return s_out; });
+          }
+          if (store) {
+            // sk_stage_store: a part after the tile's head (its first K tile past the tile's
+            // first) hands over `pseudo` slots for its sum (ws_stage_store), as for a read;
+            // stored at the slot use of step store_due (guard). (No guard here: no store is
+            // pending, and a flags' wait left over would only be later.)
+            llvm::Value* tail = b_.CreateAnd(b_.CreateICmpSGT(lo, t_first), b_.CreateICmpSLT(lo, end));
+            s_out = emit_if(b_, fn_, tail, [&] {
+              std::vector<llvm::Value*> st = s_out;
+              llvm::Value* h = st[0];
+              for (int64_t i = 0; i < pseudo; ++i) {
+                llvm::Value* sv = b_.CreateAdd(h, i64v(i));
+                llvm::Value* slot = slot_of(sv);
+                emit_if(b_, fn_, b_.CreateICmpSGE(sv, i64v(S)), [&] {
+                  mbarrier_wait(empty(slot), b_.CreateXor(parity_of(sv), c32(1)));
+                  return none();
+                }, none);
+                target_.mbarrier_arrive(b_, full(slot));
+              }
+              st[0] = b_.CreateAdd(h, i64v(pseudo));
+              st[1] = b_.CreateAdd(h, i64v(S));
+              return st;
             }, [&] { return s_out; });
           }
           return s_out;
         });
-      }, [&] { return std::vector<llvm::Value*>{i64v(0)}; });
+      }, [&] { return state0; });
       llvm::Value* sk_tiles = b_.CreateSDiv(sk_iters, tiles_k, "sk_tiles");
-      emit_for(b_, fn_, b_.CreateAdd(sk_tiles, first_tile), tiles, grid, s0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+      std::vector<llvm::Value*> s_end = emit_for(b_, fn_, b_.CreateAdd(sk_tiles, first_tile), tiles, grid, s0,
+                                                 [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
         return tile_steps(tile, i64v(0), K, s_in);
       });
+      if (store) {  // the walk's end: a store still pending (per_slot: or not yet issued), or its flags
+        llvm::Value* unissued = b_.CreateICmpNE(s_end[1], i64v(0));
+        if (per_slot) unissued = b_.CreateAnd(unissued, b_.CreateICmpEQ(s_end[3], i64v(0)));
+        emit_if(b_, fn_, unissued, [&] {
+          store_now(s_end[1]);
+          return none();
+        }, none);
+        emit_if(b_, fn_, b_.CreateOr(b_.CreateICmpNE(s_end[1], i64v(0)), b_.CreateICmpNE(s_end[2], i64v(0))), [&] {
+          flags_now();
+          return none();
+        }, none);
+      }
       return none();
     }, none);
     b_.CreateRetVoid();
@@ -347,7 +487,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
 // on the H100, session 20), waits for them, reads them back from shared memory; then every warp
 // releases all the pseudo steps (empty barriers count every consumer warp) and counts them taken.
 std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Type& t, size_t components) {
-  if (!ws_steps_ || !ws_stage_pseudo_)
+  if (!ws_steps_ || !ws_stage_read_)
     throw InternalError("SIMT lowering: a stage_read load without a persistent wgmma loop of stream_k_stage_read before it");
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
@@ -399,6 +539,64 @@ std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Typ
   }, [] { return std::vector<llvm::Value*>{}; });
   b_.CreateStore(b_.CreateAdd(taken, b_.getInt64(ws_stage_pseudo_)), ws_steps_);
   return out;
+}
+
+// sk_stage_store (gemm_recipe_gpu.cpp): a part's sum for its predecessor, the warp's 16 x NR
+// fragment in its own order (frag_native), into the stage slots that the producer handed over as
+// pseudo steps after the part (ws_tma_loop): at the same place as ws_stage_read's (the warp's
+// region in pseudo step bytes / slot bytes, the slots an image of the workspace's partial tile).
+// The warp waits for every pseudo step's full barrier (so that its releases below count toward
+// the pseudo uses), each lane writes its 16-byte groups with st.shared.v4 and orders them before
+// the async proxy's reads (fence.proxy.async.shared::cta: the producer's cp.async.bulk reads the
+// slots), the warp synchronizes and lane 0 releases every pseudo step; the warp goes on to its
+// next part (no global stores, no flag: the producer stores the slots and sets the flags).
+void SimtLowering::ws_stage_store(const Access& a, const Type& t, const std::vector<llvm::Value*>& d) {
+  if (!ws_steps_ || !ws_stage_store_)
+    throw InternalError("SIMT lowering: a stage_store store without a persistent wgmma loop of stream_k_stage_store before it");
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* f32 = b_.getFloatTy();
+  if (scalar_ty(t.scalar) != f32 || d.size() % 4) throw InternalError("SIMT lowering: a stage_store store of a type other than f32");
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  const int64_t S = ws_stage_slots_, SB = ws_stage_bytes_;
+  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "sst_base");
+  llvm::Value* bars = b_.CreateAdd(base, c32(S * SB));
+  auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, b_.getInt64(S)), i32); };
+  auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, b_.getInt64(S)), b_.getInt64(1)), i32); };
+  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "sst_taken");
+  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
+  llvm::Value* slot = slot_of(b_.CreateAdd(taken, b_.CreateUDiv(r0, b_.getInt64(SB)), "sst_step"));
+  // (each wait a loop inside one inline PTX block: with mbarrier_wait's loop of LLVM blocks here,
+  // the 128 sums live across it, ptxas spilled 520-640 bytes where the kernel without spills 64)
+  auto* w_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32}, false);
+  auto* wait = llvm::InlineAsm::get(w_ty,
+                                    "{\n.reg .pred p;\nsst_wait${:uid}:\nmbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+                                    "@!p bra sst_wait${:uid};\n}",
+                                    "r,r,~{memory}", /*hasSideEffects=*/true);
+  for (int64_t j = 0; j < ws_stage_pseudo_; ++j) {
+    llvm::Value* sj = b_.CreateAdd(taken, b_.getInt64(j));
+    b_.CreateCall(w_ty, wait, {b_.CreateAdd(bars, b_.CreateMul(slot_of(sj), c32(8))), parity_of(sj)});
+  }
+  llvm::Value* dst0 = b_.CreateAdd(b_.CreateAdd(base, b_.CreateMul(slot, c32(SB))), b_.CreateTrunc(b_.CreateURem(r0, b_.getInt64(SB)), i32));
+  // (LLVM's stores through one shared-window pointer: st.shared.v4.f32 at immediate offsets; an
+  // inline st.shared a group took an address register each, and ptxas spilled 636 bytes)
+  llvm::Value* at = b_.CreateIntToPtr(b_.CreateAdd(dst0, b_.CreateMul(lane(), c32(16))), llvm::PointerType::get(ctx_, 3), "sst_at");
+  auto* v4 = llvm::FixedVectorType::get(f32, 4);
+  for (size_t q = 0; q < d.size() / 4; ++q) {
+    llvm::Value* x = llvm::PoisonValue::get(v4);
+    for (int i = 0; i < 4; ++i) x = b_.CreateInsertElement(x, d[q * 4 + i], uint64_t(i));
+    b_.CreateAlignedStore(x, b_.CreateConstGEP1_64(b_.getInt8Ty(), at, static_cast<int64_t>(512 * q)), llvm::Align(16));
+  }
+  auto* v_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+  b_.CreateCall(v_ty, llvm::InlineAsm::get(v_ty, "fence.proxy.async.shared::cta;", "~{memory}", /*hasSideEffects=*/true));
+  target_.subgroup_sync(b_);  // every lane's writes (and fence) before lane 0 releases the slots
+  emit_if(b_, fn_, b_.CreateICmpEQ(lane(), c32(0)), [&] {
+    for (int64_t j = 0; j < ws_stage_pseudo_; ++j)
+      target_.mbarrier_arrive(b_, b_.CreateAdd(bars, b_.CreateMul(b_.CreateAdd(slot_of(b_.CreateAdd(taken, b_.getInt64(j))), c32(S)), c32(8))));
+    return std::vector<llvm::Value*>{};
+  }, [] { return std::vector<llvm::Value*>{}; });
+  b_.CreateStore(b_.CreateAdd(taken, b_.getInt64(ws_stage_pseudo_)), ws_steps_);
 }
 
 }  // namespace coopjit

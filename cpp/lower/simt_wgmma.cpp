@@ -285,7 +285,8 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     D = ws_tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                          pa.k_inner, pb.k_inner},
                     hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0,
-                    o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0));
+                    o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0), o.int_attr("stream_k_stage_store", 0),
+                    o.int_attr("stream_k_stage_store_groups", 1));
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});
@@ -513,6 +514,10 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   if (o.int_attr("frag_native", 0)) {
     if (!native_shape(o, t, f.d.size())) return false;
     const Access a = access(o, 1);
+    if (o.int_attr("stage_store", 0)) {  // through the stage slots, stored by the producer (simt_tma_ws.cpp)
+      ws_stage_store(a, t, f.d);
+      return true;
+    }
     for (size_t q = 0; q < f.d.size() / 4; ++q) {
       llvm::Value* x = llvm::PoisonValue::get(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4));
       for (int i = 0; i < 4; ++i) x = b_.CreateInsertElement(x, f.d[q * 4 + i], uint64_t(i));

@@ -60,7 +60,7 @@ std::string GpuGemmPlan::code_key() const {
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
              wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
-             sk_flags ? ".flags" : "", sk_down ? ".down" : "", sk_trace ? ".trace" : "", sk_prefetch ? ".pf" : "", sk_stage ? ".stg" : "", sk_one_release ? ".rel1" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
+             sk_flags ? ".flags" : "", sk_down ? ".down" : "", sk_trace ? ".trace" : "", sk_prefetch ? ".pf" : "", sk_stage ? ".stg" : "", sk_stage_store ? (sk_stage_store == 2 ? ".sst2" : ".sst") : "", sk_one_release ? ".rel1" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -111,6 +111,8 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"sk_down", sk_down ? "yes: each Stream-K part's K tiles from its last down to its first" : "no"},
           {"sk_prefetch", sk_prefetch ? "yes: the producer prefetches into L2 the successor's partial tile a tile's head adds" : "no"},
           {"sk_stage", sk_stage ? "yes: the successor's partial tile read through the stage slots (cp.async), handed over as pseudo K steps" : "no"},
+          {"sk_stage_store", sk_stage_store == 2 ? "2: the partial tile for the predecessor written through the stage slots, stored by the producer (cp.async.bulk, a group a slot, each slot reused once read), which sets the flags"
+                             : sk_stage_store ? "yes: the partial tile for the predecessor written through the stage slots, stored by the producer (cp.async.bulk), which sets the flags" : "no"},
           {"sk_one_release", sk_one_release ? "yes: each flag set by one work-item of the warp after a warp barrier" : "no"},
           {"sk_trace", sk_trace ? "yes (debug): the consumer warps' clock at each unit's boundaries, after the flags" : "no"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},

@@ -168,6 +168,14 @@ struct GpuGemmPlan {
   // where each warp's 16 x NR f32 region lies in one slot and the partial fits the slots; there by
   // default (kSkStageDefault).
   int sk_stage = 0;
+  // sk_flags plans: the partial tile that a part without the tile's head leaves for its
+  // predecessor written through the stage slots as well (simt_tma_ws.cpp ws_stage_store): the
+  // producer hands them over as pseudo K steps after the part, the consumers write their
+  // fragments there (st.shared) and go on to their next part, and the producer stores the tile to
+  // the workspace with cp.async.bulk and sets the flags once it has landed (plan override
+  // sk_stage_store: 0 / 1; 2: a bulk group a slot, each slot reused once its group is read;
+  // where sk_stage fits; kSkStageStoreDefault).
+  int sk_stage_store = 0;
   // sk_flags plans: each flag set by one work-item of the warp after a warp barrier, not by all 32
   // with their own release exchanges (plan override sk_one_release: 0 / 1; sk_flags plans' default,
   // kSkOneReleaseDefault).

@@ -69,6 +69,17 @@ inline constexpr int kSkDownDefault = 1;
 // SK + DP forced on 896x4864x8192 1.063x and on 4352x1024x4096 1.129x; C bit-identical.
 inline constexpr int kSkStageDefault = 1;
 inline constexpr int kSkOneReleaseDefault = 1;
+// sk_flags plans: the partial tile a part leaves for its predecessor written through the stage
+// slots and stored by the producer with cp.async.bulk (plan field sk_stage_store, where sk_stage
+// fits): off. The timeline put the tail's store side at ~2,400 cycles where it was ~9,400 (stores
+// 3,270, release 2,470, the gap to the next part 3,700), and the next part's K loop ~6,800 cycles
+// slower (8,285 -> 9,126 a K tile, 1024x4864x8192; a bulk group a slot, mode 2, alike): the 128
+// KiB leaving the SM cost the same whoever issues them. On the H100
+// (benchmarks/recorded/issue16-h100-streamk-session21.md, CUDA graphs, medians of 5 alternating
+// rounds) against the same plan without it: 1024x4864x8192 0.98 / 0.97x (modes 1 / 2),
+// 2816x1920x8192 0.99 / 0.99x, SK + DP forced 896x4864x8192 1.00 / 0.99x, 4352x1024x4096 0.95 /
+// 0.98x, 4224x4224x8192 0.99 / 0.98x.
+inline constexpr int kSkStageStoreDefault = 0;
 // 16-bit warp-specialized TMA plans: the orientation (layout row / col: which of the product's
 // M and N the kernel's 128-row side runs along) whose tiles carry less work over their waves, by
 // default (a plan that names layout or a tile keeps it). The layout by the strides alone

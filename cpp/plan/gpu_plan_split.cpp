@@ -164,6 +164,15 @@ void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t
                         part, " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region,
                         " in one slot"));
   p.sk_stage = st != overrides.end() ? static_cast<int>(st->second) : stage_fits ? kSkStageDefault : 0;
+  auto ss = overrides.find("sk_stage_store");
+  if (ss != overrides.end() && (ss->second < 0 || ss->second > 2))
+    throw UserError(cat("plan override sk_stage_store=", ss->second, " must be 0 (no), 1 (the partial for the predecessor stored through the stage slots) "
+                        "or 2 (the same, each slot reused once its store has read it)"));
+  if (ss != overrides.end() && ss->second >= 1 && !stage_fits)
+    throw UserError(cat("plan override sk_stage_store=", ss->second, ": the in-kernel fix-up (sk_flags 1, not ", p.sk_flags, ") of f32 partial tiles whose ",
+                        part, " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region,
+                        " in one slot"));
+  p.sk_stage_store = ss != overrides.end() ? static_cast<int>(ss->second) : stage_fits ? kSkStageStoreDefault : 0;
   auto r1 = overrides.find("sk_one_release");
   if (r1 != overrides.end() && (r1->second < 0 || r1->second > 1))
     throw UserError(cat("plan override sk_one_release=", r1->second, " must be 0 (every work-item's release) or 1 (one a warp)"));

@@ -30,6 +30,14 @@ GpuGemmKernel gpu_gemm_kernel(const GemmSpec& spec, const std::string& device, c
 }
 
 namespace {
+// The plan without the warp-specialized kernel (operands that the TMA copies or the pipeline cannot
+// take run it): the fields that only that kernel has go with it, a user's overrides too (sk_flags,
+// the in-kernel fix-up's options, sk_down, cluster: the plan without ws refuses them).
+void drop_ws(PlanOverrides& o) {
+  o["ws"] = 0;
+  o["persistent"] = 0;
+  for (const char* f : {"sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_one_release", "sk_stage_store", "cluster"}) o.erase(f);
+}
 
 // The K-major copies of a kmajor plan (gpu_plan.h): operand x (0 op(A), 1 op(B)) is K rows of
 // M (N) contiguous bytes, its rows `ss` bytes apart; its copy M (N) rows of K, kmajor_ld(K) apart,
@@ -224,8 +232,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     o["wgmma"] = 0;
     o["tma"] = 0;
     o["tma_store"] = 0;
-    o["ws"] = 0;
-    o["persistent"] = 0;
+    drop_ws(o);
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -234,8 +241,7 @@ void run_gpu_gemm(const GpuGemmKernel& k, const GemmSpec& spec, const void* a, c
     PlanOverrides o = k.overrides;
     o["tma"] = 0;
     o["tma_store"] = 0;
-    o["ws"] = 0;
-    o["persistent"] = 0;
+    drop_ws(o);
     run_gpu_gemm(gpu_gemm_kernel(spec, k.device, o), spec, a, b, c, alpha, beta, epilogue);
     return;
   }
@@ -323,8 +329,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
     o["wgmma"] = 0;
     o["tma"] = 0;
     o["tma_store"] = 0;
-    o["ws"] = 0;
-    o["persistent"] = 0;
+    drop_ws(o);
     l->k = gpu_gemm_kernel(spec, kernel.device, o);
     if (l->k.plan.split != "dp") return nullptr;
   }
@@ -334,8 +339,7 @@ std::shared_ptr<const GpuGemmLaunch> prepare_gpu_gemm_launch(const GpuGemmKernel
       PlanOverrides o = l->k.overrides;
       o["tma"] = 0;
       o["tma_store"] = 0;
-      o["ws"] = 0;
-      o["persistent"] = 0;
+      drop_ws(o);
       l->k = gpu_gemm_kernel(spec, kernel.device, o);
       if (l->k.plan.split != "dp") return nullptr;
     }

@@ -565,7 +565,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   fits the SMs; default 'yes' where every worker's part is a tile or more, else 'no': a second,
   fix-up launch); sk_down 'no' | 'yes' (ws Stream-K plans: each Stream-K part's K tiles from its
   last down to its first; default 'no'); sk_stage 'no' | 'yes' (sk_flags plans: the successor's partial
-  read through the pipeline's stage slots by cp.async; default 'yes' where it fits them); sk_one_release
+  read through the pipeline's stage slots by cp.async; default 'yes' where it fits them); sk_stage_store
+  'no' | 'yes' (sk_flags plans: the partial a part leaves for its predecessor written through the stage
+  slots, stored by the producer with cp.async.bulk; 2: a bulk group a slot; default 'no': measured no
+  faster); sk_one_release
   'no' | 'yes' (sk_flags plans: each flag set by one work-item a warp; default 'yes'); sk_prefetch
   'no' | 'yes' (sk_flags plans: the successor's partial prefetched into L2; default 'no'); sk_trace
   'no' | 'yes' (debug: the consumers' clock at each unit's boundaries, _core.gpu_stream_k_flags reads

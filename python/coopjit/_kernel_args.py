@@ -71,7 +71,7 @@ def _overrides(plan: dict | None) -> dict:
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
                "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "tma_store", "persistent", "sk_flags",
-               "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_one_release", "cluster")
+               "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "cluster")
 _GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
@@ -90,7 +90,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     plans: each Stream-K part's K tiles from its last down to its first), 'sk_trace': 'no'|'yes' (debug, sk_flags plans:
     the consumer warps' clock at each unit's boundaries, after the flags; _core.gpu_stream_k_flags reads it), 'sk_prefetch': 'no'|'yes' (sk_flags plans: the successor's partial tile
     prefetched into L2 by the producer), 'sk_stage': 'no'|'yes' (sk_flags plans: the successor's partial read through
-    the pipeline's stage slots by cp.async), 'sk_one_release': 'no'|'yes' (sk_flags plans: each flag set by one
+    the pipeline's stage slots by cp.async), 'sk_stage_store': 'no'|'yes'|2 (sk_flags plans: the partial for the
+    predecessor written through the stage slots and stored by the producer; 2: a bulk group a slot), 'sk_one_release': 'no'|'yes' (sk_flags plans: each flag set by one
     work-item of the warp after a warp barrier), 'cluster': 'no'|2 (ws DP plans: pairs of blocks
     sharing B's panels, multicast by TMA), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
@@ -99,7 +100,7 @@ def _gpu_overrides(plan: dict | None) -> dict:
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
     return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "tma_store", "persistent",
-                                                            "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_one_release", "cluster"),
+                                                            "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "cluster"),
                         where=" for a GPU device")
 
 
