@@ -7,6 +7,23 @@
 
 namespace coopjit {
 
+namespace {
+
+// A 0 / 1 (/ 2) option of the warp-specialized Stream-K kernel: its override where given, in
+// [0, max] ("plan override NAME=V must be MEANINGS") and above 0 only where `allowed` ("plan
+// override NAME=V: " and why_not()); else `dflt`.
+template <typename WhyNot>
+int sk_option(const PlanOverrides& overrides, const char* name, int64_t max, const char* meanings, bool allowed,
+              WhyNot why_not, int dflt) {
+  auto it = overrides.find(name);
+  if (it == overrides.end()) return dflt;
+  if (it->second < 0 || it->second > max) throw UserError(cat("plan override ", name, "=", it->second, " must be ", meanings));
+  if (it->second >= 1 && !allowed) throw UserError(cat("plan override ", name, "=", it->second, ": ", why_not()));
+  return static_cast<int>(it->second);
+}
+
+}  // namespace
+
 GpuTileCounts plan_gpu_split(GpuGemmPlan& p, const GpuPlanContext& c) {
   const GemmSpec& spec = c.spec;
   const GpuTargetInfo& target = c.target;
@@ -130,55 +147,38 @@ void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t
   const int64_t sk_it = co_resident ? stream_k_tiles(p.split, tiles_mn, tiles_k, p.workers) : 0;
   const bool whole_parts = sk_it > 0 && sk_it >= std::min(p.workers, sk_it) * tiles_k;
   p.sk_flags = fo != overrides.end() ? static_cast<int>(fo->second) : co_resident && whole_parts ? kSkFlagsDefault : 0;
-  auto dn = overrides.find("sk_down");
-  if (dn != overrides.end() && (dn->second < 0 || dn->second > 1))
-    throw UserError(cat("plan override sk_down=", dn->second, " must be 0 (K upward) or 1 (each Stream-K part's K tiles downward)"));
   const bool ws_stream_k = p.ws && p.split != "dp";
-  if (dn != overrides.end() && dn->second == 1 && !ws_stream_k)
-    throw UserError(cat("plan override sk_down=1: the Stream-K parts' K order is the warp-specialized kernel's producer's (ws, split not dp), "
-                        "not ws=", p.ws, ", split ", p.split));
-  p.sk_down = dn != overrides.end() ? static_cast<int>(dn->second) : ws_stream_k && sixteen_bit ? kSkDownDefault : 0;
+  p.sk_down = sk_option(overrides, "sk_down", 1, "0 (K upward) or 1 (each Stream-K part's K tiles downward)", ws_stream_k,
+                        [&] {
+                          return cat("the Stream-K parts' K order is the warp-specialized kernel's producer's (ws, split not dp), "
+                                     "not ws=", p.ws, ", split ", p.split);
+                        },
+                        ws_stream_k && sixteen_bit ? kSkDownDefault : 0);
   // A debug field: the consumers' clock at the units' boundaries, only when asked for.
-  auto tr = overrides.find("sk_trace");
-  if (tr != overrides.end() && (tr->second < 0 || tr->second > 1))
-    throw UserError(cat("plan override sk_trace=", tr->second, " must be 0 (no) or 1 (the units' clock after the flags)"));
-  if (tr != overrides.end() && tr->second == 1 && !p.sk_flags)
-    throw UserError(cat("plan override sk_trace=1: the trace is written after the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags));
-  p.sk_trace = tr != overrides.end() ? static_cast<int>(tr->second) : 0;
-  auto pf = overrides.find("sk_prefetch");
-  if (pf != overrides.end() && (pf->second < 0 || pf->second > 1))
-    throw UserError(cat("plan override sk_prefetch=", pf->second, " must be 0 (no) or 1 (the successor's partial prefetched into L2)"));
-  if (pf != overrides.end() && pf->second == 1 && !p.sk_flags)
-    throw UserError(cat("plan override sk_prefetch=1: the prefetch is of the in-kernel fix-up's partial tiles (sk_flags 1), not sk_flags=", p.sk_flags));
-  p.sk_prefetch = pf != overrides.end() ? static_cast<int>(pf->second) : 0;
-  auto st = overrides.find("sk_stage");
-  if (st != overrides.end() && (st->second < 0 || st->second > 1))
-    throw UserError(cat("plan override sk_stage=", st->second, " must be 0 (no) or 1 (the successor's partial through the stage slots)"));
+  p.sk_trace = sk_option(overrides, "sk_trace", 1, "0 (no) or 1 (the units' clock after the flags)", p.sk_flags, [&] {
+    return cat("the trace is written after the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags);
+  }, 0);
+  p.sk_prefetch = sk_option(overrides, "sk_prefetch", 1, "0 (no) or 1 (the successor's partial prefetched into L2)", p.sk_flags, [&] {
+    return cat("the prefetch is of the in-kernel fix-up's partial tiles (sk_flags 1), not sk_flags=", p.sk_flags);
+  }, 0);
   const int64_t slot = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
   const int64_t region = int64_t(p.mr) * p.nr * ir::size_in_bytes(p.dtype);  // a warp's part of the partial
   const int64_t part = region * p.sg_m * p.sg_n;
   const bool stage_fits = p.sk_flags && p.stages > 0 && p.dtype == ir::ScalarType::f32 && slot % region == 0 &&
                           (part + slot - 1) / slot <= p.stages;
-  if (st != overrides.end() && st->second == 1 && !stage_fits)
-    throw UserError(cat("plan override sk_stage=1: the in-kernel fix-up (sk_flags 1, not ", p.sk_flags, ") of f32 partial tiles whose ",
-                        part, " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region,
-                        " in one slot"));
-  p.sk_stage = st != overrides.end() ? static_cast<int>(st->second) : stage_fits ? kSkStageDefault : 0;
-  auto ss = overrides.find("sk_stage_store");
-  if (ss != overrides.end() && (ss->second < 0 || ss->second > 2))
-    throw UserError(cat("plan override sk_stage_store=", ss->second, " must be 0 (no), 1 (the partial for the predecessor stored through the stage slots) "
-                        "or 2 (the same, each slot reused once its store has read it)"));
-  if (ss != overrides.end() && ss->second >= 1 && !stage_fits)
-    throw UserError(cat("plan override sk_stage_store=", ss->second, ": the in-kernel fix-up (sk_flags 1, not ", p.sk_flags, ") of f32 partial tiles whose ",
-                        part, " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region,
-                        " in one slot"));
-  p.sk_stage_store = ss != overrides.end() ? static_cast<int>(ss->second) : stage_fits ? kSkStageStoreDefault : 0;
-  auto r1 = overrides.find("sk_one_release");
-  if (r1 != overrides.end() && (r1->second < 0 || r1->second > 1))
-    throw UserError(cat("plan override sk_one_release=", r1->second, " must be 0 (every work-item's release) or 1 (one a warp)"));
-  if (r1 != overrides.end() && r1->second == 1 && !p.sk_flags)
-    throw UserError(cat("plan override sk_one_release=1: the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags));
-  p.sk_one_release = r1 != overrides.end() ? static_cast<int>(r1->second) : p.sk_flags ? kSkOneReleaseDefault : 0;
+  auto stage_refusal = [&] {
+    return cat("the in-kernel fix-up (sk_flags 1, not ", p.sk_flags, ") of f32 partial tiles whose ", part,
+               " bytes fill at most the ", p.stages, " stage slots of ", slot, " bytes, each warp's ", region, " in one slot");
+  };
+  p.sk_stage = sk_option(overrides, "sk_stage", 1, "0 (no) or 1 (the successor's partial through the stage slots)", stage_fits,
+                         stage_refusal, stage_fits ? kSkStageDefault : 0);
+  p.sk_stage_store = sk_option(overrides, "sk_stage_store", 2,
+                               "0 (no), 1 (the partial for the predecessor stored through the stage slots) "
+                               "or 2 (the same, each slot reused once its store has read it)",
+                               stage_fits, stage_refusal, stage_fits ? kSkStageStoreDefault : 0);
+  p.sk_one_release = sk_option(overrides, "sk_one_release", 1, "0 (every work-item's release) or 1 (one a warp)", p.sk_flags, [&] {
+    return cat("the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags);
+  }, p.sk_flags ? kSkOneReleaseDefault : 0);
 }
 
 void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c) {
