@@ -294,8 +294,9 @@ class SimtLowering {
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
   // A wgmma pipeline's accumulators kept in the order of wgmma's D fragment (simt_wgmma.cpp)
-  // until something needs the coopmatrix layout: scales and element conversions stay in that
-  // order, a store of the whole tile goes through shared memory (epilogue staging), and any
+  // until something needs the coopmatrix layout: scales, element conversions, element-wise
+  // arithmetic with loads at the fragment's positions and per-element functions (a fused
+  // epilogue's bias and activation) stay in that order, a store of the whole tile goes through shared memory (epilogue staging), and any
   // other use gathers the components into the layout (mat(): what the lowering did before).
   struct Frag {
     std::vector<llvm::Value*> d;  // D[ni 4 + i]: element (lane / 4 + 8 (i / 2), 8 ni + 2 (lane % 4) + i % 2)
@@ -315,11 +316,12 @@ class SimtLowering {
   std::unordered_map<const Value*, int64_t> load_epoch_;
   /// The coopmatrix components of a fragment-order value (a gather of each component).
   std::vector<llvm::Value*> frag_layout(const Frag& f);
-  /// mat_scale / mat_convert / mat_store on a fragment-order value; false: not this form.
+  /// mat_scale / mat_convert / mat_binary / mat_per_element / mat_store on a fragment-order value;
+  /// false: not this form.
   bool frag_op(const Op& o);
   /// v's components in the order of f's (a fragment-order value, or a scale, element
-  /// conversion or plain load of one shaped like it: the load issued again at f's positions,
-  /// the layout's load left unused); nullopt for anything else.
+  /// conversion, per-element function or plain load of one shaped like it: the load issued again
+  /// at f's positions, the layout's load left unused); nullopt for anything else.
   std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
   /// Lane-interleaved 16-byte group q of a frag_native access (frag_store).
   llvm::Value* native_at(const Access& a, const Type& t, size_t q);

@@ -389,6 +389,28 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       for (llvm::Value*& e : *x) e = convert_value(e, m.scalar, t.scalar);
       return x;
     }
+    case OpKind::mat_per_element: {
+      // A fused epilogue's activation (or the user's function) on each component where it is: the
+      // region with the element's row and column in the 16 x NR tile (D[ni 4 + i] of lane 4 g + t:
+      // (g + 8 (i / 2), 8 ni + 2 t + i % 2)). Gathering the fragment into the coopmatrix layout
+      // first (mat()) cost 1024 shuffles a tile's epilogue and kept both copies live (ptxas: ~3 KB of
+      // spill stores a thread in the Hopper kernel's bias + GELU epilogue, session 20).
+      auto x = frag_like(o.operands[0], f, depth + 1);
+      if (!x) return std::nullopt;
+      std::vector<std::optional<std::vector<llvm::Value*>>> extra(o.operands.size());
+      for (size_t e = 1; e < o.operands.size(); ++e)
+        if (o.operands[e]->type.is_matrix() && !(extra[e] = frag_like(o.operands[e], f, depth + 1))) return std::nullopt;
+      llvm::Type* i64 = b_.getInt64Ty();
+      llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), i64);
+      llvm::Value* t2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), i64);
+      for (size_t q = 0; q < x->size(); ++q) {
+        const int64_t ni = static_cast<int64_t>(q / 4), i = static_cast<int64_t>(q % 4);
+        std::vector<llvm::Value*> args{b_.CreateAdd(g, b_.getInt64(8 * (i / 2))), b_.CreateAdd(t2, b_.getInt64(8 * ni + i % 2)), (*x)[q]};
+        for (size_t e = 1; e < o.operands.size(); ++e) args.push_back(extra[e] ? (*extra[e])[q] : scalar(o.operands[e]));
+        (*x)[q] = lower_region(*o.regions[0], args);
+      }
+      return x;
+    }
     case OpKind::mat_load: {  // C's old values for beta: each lane loads the elements it holds
       if (o.operands[0]->type.is_groupshared() || o.int_attr("vnni", 1) != 1) return std::nullopt;
       if (auto le = load_epoch_.find(v); le == load_epoch_.end() || le->second != mem_epoch_) return std::nullopt;  // a store since
@@ -435,7 +457,7 @@ bool SimtLowering::frag_op(const Op& o) {
   if (it == frags_.end()) return false;
   const Frag& f = it->second;
   switch (o.kind) {
-    case OpKind::mat_scale: case OpKind::mat_convert: {  // alpha, the output type: component by component
+    case OpKind::mat_scale: case OpKind::mat_convert: case OpKind::mat_per_element: {  // alpha, the output type, an activation
       auto x = frag_like(o.result(), f);  // (its definition: this op)
       if (!x) return false;
       Frag r = f;
