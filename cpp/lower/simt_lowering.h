@@ -305,6 +305,11 @@ class SimtLowering {
     int64_t epi_off = 0;          // the warps' staging regions, bytes after that base
     int64_t epi_bytes = 0;        // each warp's region (0: no staging, the old path)
     int tma_store = 0;            // the regions 1024-byte aligned for TMA stores: loop attribute tma_store (1, 2)
+    // Steps not yet applied to d, in order (from a per-element function on: a fused epilogue's
+    // activation and what follows it): component q is d[q] through each, emitted where a store
+    // takes it (frag_at), so that a box's math sits next to its writes to the staging instead of
+    // all 128 components' math before the first (ptxas: spills with SiLU / GELU, session 21).
+    std::vector<std::function<llvm::Value*(llvm::Value*, size_t)>> pending;
   };
   bool tma_stores_ = false;  // a TMA store was issued: the kernel waits for their reads before it returns
   std::unordered_map<const Value*, Frag> frags_;
@@ -316,6 +321,14 @@ class SimtLowering {
   std::unordered_map<const Value*, int64_t> load_epoch_;
   /// The coopmatrix components of a fragment-order value (a gather of each component).
   std::vector<llvm::Value*> frag_layout(const Frag& f);
+  /// Component q of f with its pending steps applied here (emitted once per call: call it once
+  /// per component and path).
+  llvm::Value* frag_at(const Frag& f, size_t q);
+  /// Every component of f, its pending steps applied here.
+  std::vector<llvm::Value*> frag_values(const Frag& f);
+  /// A per-element function on a value in f's order as a step of Frag::pending (nullopt: an
+  /// operand is not in f's order).
+  std::optional<std::function<llvm::Value*(llvm::Value*, size_t)>> per_element_step(const Op& o, const Frag& f, int depth);
   /// mat_scale / mat_convert / mat_binary / mat_per_element / mat_store on a fragment-order value;
   /// false: not this form.
   bool frag_op(const Op& o);
@@ -332,7 +345,7 @@ class SimtLowering {
   /// frag_store's TMA path (store attribute tma_store): the boxes through the warp's staging
   /// buffers, cp.async.bulk.tensor shared -> global from tensor map 2 (simt_wgmma.cpp).
   void tma_store(const Frag& f, const Op& o, const Access& a, bool by_col);
-  void stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int64_t ni);
+  void stmatrix_x4(llvm::Value* addr, bool trans, const std::vector<llvm::Value*>& d, int64_t ni);
   bool frag_store(const Frag& f, const Op& o);
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute
