@@ -171,6 +171,31 @@ def test_tma_store_with_fused_epilogues(rng):
         assert (np.abs(got.astype(np.float64) - want) <= tol).all(), (act, with_res)
 
 
+def test_tma_store_with_fused_epilogues_in_stream_k(rng):
+    """The fused epilogue (bias + SiLU + a residual) of a Stream-K plan of the warp-specialized kernel
+    (the in-kernel fix-up, flags): the tile's last part adds the partials, applies the steps on the
+    fragments and stores C by TMA (the partials never): bit for bit the plan without TMA stores, and
+    against float64."""
+    _hopper()
+    m, n, k = 1024, 1024, 4096
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = (rng.standard_normal((k, n)) * k ** -0.5).astype(BF16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    plan = {"split": "sk", "sk_flags": "yes"}
+    kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=True, activation="silu", residual=True, plan=plan)
+    assert str(kern.config["tma_store"]).startswith(("yes", "2")) and kern.config["split"] == "sk", kern.config
+    got = kern(a, b, bias=bias, residual=res)
+    off = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=True, activation="silu", residual=True,
+                               plan=dict(plan, tma_store="no"))(a, b, bias=bias, residual=res)
+    assert np.array_equal(got.view(np.uint16), off.view(np.uint16))
+    y = a.astype(np.float64) @ b.astype(np.float64) + bias
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+    want = y / (1 + np.exp(-y)) + res
+    tol = 2.0**-8 * np.abs(want) + k * 2.0**-23 * (mag + np.abs(want)) + 1e-6
+    assert (np.abs(got.astype(np.float64) - want) <= tol).all()
+
+
 @pytest.mark.parametrize("layout", ["col", "row"])
 def test_tma_store_views_and_fallback(rng, layout):
     """out= views of torch tensors: 16-byte aligned (a row stride of 640, 16 elements on: TMA
