@@ -296,8 +296,9 @@ class SimtLowering {
   // A wgmma pipeline's accumulators kept in the order of wgmma's D fragment (simt_wgmma.cpp)
   // until something needs the coopmatrix layout: scales, element conversions, element-wise
   // arithmetic with loads at the fragment's positions and per-element functions (a fused
-  // epilogue's bias and activation) stay in that order, a store of the whole tile goes through shared memory (epilogue staging), and any
-  // other use gathers the components into the layout (mat(): what the lowering did before).
+  // epilogue's bias and activation) stay in that order, a store of the whole tile goes through
+  // shared memory (epilogue staging), and any other use gathers the components into the layout
+  // (mat(): what the lowering did before).
   struct Frag {
     std::vector<llvm::Value*> d;  // D[ni 4 + i]: element (lane / 4 + 8 (i / 2), 8 ni + 2 (lane % 4) + i % 2)
     Type type;                    // the 16 x NR subgroup-scope matrix it stands for
