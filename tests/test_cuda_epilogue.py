@@ -6,6 +6,7 @@ Results against NumPy in float64. The launches of named targets are checked ever
 parameters, the addresses a launch takes); the execution tests need an NVIDIA GPU (cuda:0) and skip
 without one."""
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +16,7 @@ import coopjit
 from coopjit import _core, _cuda_fast
 from coopjit._epilogue import Epilogue
 from coopjit._kernel_args import _gpu_overrides
+from conftest import spill_stores
 
 HAVE_CUDA = "cuda:0" in coopjit.devices()
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no NVIDIA GPU (cuda:0) on this machine")
@@ -108,6 +110,36 @@ def test_epilogue_math_has_no_ieee_division_on_nvptx(ptxas):
         assert "registers" in ptxas(text, "sm_90")
 
 
+def test_hopper_fused_epilogues_stay_on_the_wgmma_fragments(ptxas):
+    """The Hopper kernel's fused epilogues (bias + each activation, bf16 and f16, a residual after the
+    activation, bias only) compute on the wgmma fragments where they are and store C as plain
+    products do (TMA stores from the staging): no shfl.sync (session 20's kernels gathered the
+    fragments into the coopmatrix layout for the activation: 1024 shuffles a tile's epilogue in the
+    PTX, 2048 SHFL in the SASS, 1.3-3 KB of spill stores a thread), sigmoid / silu without IEEE
+    division (rcp.approx), and the PTX assembles. ptxas' registers and spill bytes are printed as
+    facts (pytest -s), not asserted."""
+    n = 4096
+    strides = [n, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0]
+    cases = [("bf16", dict(bias=True, activation=act)) for act in ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")]
+    cases += [("f16", dict(bias=True, activation="relu")), ("bf16", dict(bias=True)),
+              ("bf16", dict(bias=True, activation="gelu", residual=True))]
+    for dt, kw in cases:
+        steps = _steps(ml_dtypes.bfloat16 if dt == "bf16" else np.float16, n, n, **kw)
+        k = _core.gpu_gemm_kernel("target:sm_90", [dt, dt, dt], [n, n, n, 1, 1], strides, False, {}, steps)
+        text = k.ptx
+        what = f"{dt} {kw}: {k.plan_key}"
+        assert "wgmma" in k.plan_key and "tmast" in k.plan_key, what
+        assert "shfl.sync" not in text, what
+        assert "cp.async.bulk.tensor.2d.global.shared::cta" in text and "stmatrix" in text, what
+        assert "div.rn.f32" not in text and "rcp.rn.f32" not in text, what
+        if kw.get("activation") in ("silu", "sigmoid"):
+            assert "rcp.approx.ftz.f32" in text, what
+        report = ptxas(text, "sm_90")
+        regs = re.findall(r"Used (\d+) registers", report)
+        print(f"{what}: ptxas registers {regs}, spill stores {spill_stores(report)} bytes")
+        assert regs, report
+
+
 # ---- on the GPU ------------------------------------------------------------------------------------------
 def _f64(t) -> np.ndarray:
     return t.detach().float().cpu().double().numpy() if t.dtype.is_floating_point else t.cpu().double().numpy()
@@ -134,9 +166,11 @@ def test_fused_device_products_each_activation(dtype):
 
     dt = getattr(torch, dtype)
     g = torch.Generator(device="cuda").manual_seed(11)
-    acts = list(ACTIVATIONS) if dtype == "bfloat16" else (["gelu", "silu"] if dtype == "float16" else ["tanh"])
+    acts = list(ACTIVATIONS) if dtype == "bfloat16" else (["gelu", "silu"] if dtype == "float16" else ["tanh", "sigmoid"])
     cases = [((256, 384, 192), act, i % 2, False) for i, act in enumerate(acts)]
     cases += [((256, 384, 192), "gelu_tanh" if dtype == "bfloat16" else acts[0], 1, True), ((70, 90, 50), "relu", 0, False)]
+    if dtype == "bfloat16":  # silu's approximate reciprocal (rcp.approx) within float32 C's tolerance
+        cases.append(((256, 384, 192), "silu", 0, True))
     for (m, n, k), act, bias_axis, f32_out in cases:
         a = (torch.randn(m, k, device="cuda", generator=g) * k ** -0.5).to(dt)
         b = torch.randn(k, n, device="cuda", generator=g).to(dt)

@@ -142,19 +142,58 @@ def test_tma_store_gemm(rng, plan, out):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
-def test_tma_store_not_with_fused_epilogues(rng):
-    """A fused epilogue (bias + relu) gathers into the coopmatrix layout: its plan keeps the lanes'
-    stores by default, and tma_store=1 is refused naming it."""
+def test_tma_store_with_fused_epilogues(rng):
+    """Fused epilogues (bias + relu / GELU / SiLU, a residual after the activation) compute on the
+    wgmma fragments (session 21) and take TMA stores by default: the same C bit for bit as the plan
+    without them (tma_store=no), against float64, an edge tile in both dimensions (clipped by the
+    copy engine), and compile_gemm's kernel reports it."""
     _hopper()
-    a = rng.standard_normal((256, 128)).astype(BF16)
-    b = rng.standard_normal((128, 512)).astype(BF16)
-    bias = rng.standard_normal(512).astype(np.float32)
-    got = coopjit.matmul(a, b, bias=bias, activation="relu", device=DEV)
-    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    m, n, k = 1000, 600, 264
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = rng.standard_normal((k, n)).astype(BF16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    y = a.astype(np.float64) @ b.astype(np.float64) + bias
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
-    assert (np.abs(got.astype(np.float64) - ref) <= 2.0**-8 * np.abs(ref) + 136 * 2.0**-23 * mag + 1e-30).all()
-    with pytest.raises(ValueError, match="fused epilogue"):
-        coopjit.matmul(a, b, bias=bias, activation="relu", device=DEV, plan={"tma_store": "yes"})
+    erf = np.vectorize(__import__("math").erf)
+    acts = {"relu": lambda v: np.maximum(v, 0), "gelu": lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))),
+            "silu": lambda v: v / (1 + np.exp(-v))}
+    for act, with_res in (("relu", False), ("gelu", False), ("silu", False), ("gelu", True)):
+        kw = dict(bias=bias, activation=act, residual=res if with_res else None)
+        kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=bias, activation=act, residual=True if with_res else None)
+        assert str(kern.config["tma_store"]).startswith(("yes", "2")), (act, kern.config)
+        got = coopjit.matmul(a, b, device=DEV, **kw)
+        off = coopjit.matmul(a, b, device=DEV, plan={"tma_store": "no"}, **kw)
+        assert np.array_equal(got.view(np.uint16), off.view(np.uint16)), act
+        want = acts[act](y) + (res if with_res else 0)
+        # bf16 rounding of the result, the f32 sums' rounding, the activation's f32 math (a few ulp)
+        tol = 2.0**-8 * np.abs(want) + 136 * 2.0**-23 * (mag + np.abs(want)) + 1e-6
+        assert (np.abs(got.astype(np.float64) - want) <= tol).all(), (act, with_res)
+
+
+def test_tma_store_with_fused_epilogues_in_stream_k(rng):
+    """The fused epilogue (bias + SiLU + a residual) of a Stream-K plan of the warp-specialized kernel
+    (the in-kernel fix-up, flags): the tile's last part adds the partials, applies the steps on the
+    fragments and stores C by TMA (the partials never): bit for bit the plan without TMA stores, and
+    against float64."""
+    _hopper()
+    m, n, k = 1024, 1024, 4096
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = (rng.standard_normal((k, n)) * k ** -0.5).astype(BF16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    plan = {"split": "sk", "sk_flags": "yes"}
+    kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=True, activation="silu", residual=True, plan=plan)
+    assert str(kern.config["tma_store"]).startswith(("yes", "2")) and kern.config["split"] == "sk", kern.config
+    got = kern(a, b, bias=bias, residual=res)
+    off = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=True, activation="silu", residual=True,
+                               plan=dict(plan, tma_store="no"))(a, b, bias=bias, residual=res)
+    assert np.array_equal(got.view(np.uint16), off.view(np.uint16))
+    y = a.astype(np.float64) @ b.astype(np.float64) + bias
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+    want = y / (1 + np.exp(-y)) + res
+    tol = 2.0**-8 * np.abs(want) + k * 2.0**-23 * (mag + np.abs(want)) + 1e-6
+    assert (np.abs(got.astype(np.float64) - want) <= tol).all()
 
 
 @pytest.mark.parametrize("layout", ["col", "row"])

@@ -14,9 +14,14 @@ Value* activation(Builder& z, const std::string& act, Value* v, ScalarType E) {
   auto k = [&](double c) { return z.constant(c, E); };
   if (act == "relu") return z.bin(BinOp::max, v, k(0.0));
   if (act == "tanh") return z.unary(UnOp::tanh, v);
-  // sigmoid v = 1 / (1 + e^-v); silu v = v sigmoid v (e^-v = inf gives 0 and -0)
-  if (act == "sigmoid") return z.bin(BinOp::div, k(1.0), z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
-  if (act == "silu") return z.bin(BinOp::div, v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
+  // sigmoid v = 1 / (1 + e^-v); silu v = v sigmoid v (e^-v = inf gives 0 and -0). The divisor is in
+  // [1, inf]: attribute recip_approx lets a GPU target take its approximate reciprocal (NVPTX:
+  // rcp.approx.ftz, one MUFU.RCP; an IEEE division there is a call to a slow path per element).
+  if (act == "sigmoid" || act == "silu") {
+    Value* q = z.bin(BinOp::div, act == "sigmoid" ? k(1.0) : v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::exp, z.unary(UnOp::neg, v))));
+    q->def->attrs["recip_approx"] = int64_t(1);
+    return q;
+  }
   Value* half_v = z.bin(BinOp::mul, v, k(0.5));
   if (act == "gelu")  // v (1 + erf(v / sqrt 2)) / 2
     return z.bin(BinOp::mul, half_v, z.bin(BinOp::add, k(1.0), z.unary(UnOp::erf, z.bin(BinOp::mul, v, k(0.7071067811865476)))));

@@ -28,7 +28,8 @@ struct Value {
 enum class OpKind : uint8_t {
   // scalar arithmetic on index, integer and float scalars
   constant,   // attr value (int or float) -> scalar
-  binary,     // sub = BinOp; (x, y) -> same type
+  binary,     // sub = BinOp; (x, y) -> same type; attr recip_approx on an f32 div: y is in [1, inf] (or NaN),
+              // a target may take x times its approximate reciprocal of y (NVPTX rcp.approx, 1 ulp)
   cmp,        // sub = CmpPred; (x, y) -> i1
   select,     // (i1, x, y) -> type of x
   unary,      // sub = UnOp; (x) -> same type

@@ -364,6 +364,11 @@ void SimtLowering::op(const Op& o) {
       return;
     }
     case OpKind::binary:
+      if (static_cast<BinOp>(o.sub) == BinOp::div && o.result()->type.scalar == ScalarType::f32 && o.int_attr("recip_approx", 0))
+        if (llvm::Value* r = target_.recip_approx(b_, scalar(o.operands[1]))) {  // sigmoid / silu's 1 + e^-v (gemm_epilogue.cpp)
+          scalars_[o.result()] = b_.CreateFMul(scalar(o.operands[0]), r);
+          return;
+        }
       scalars_[o.result()] = scalar_bin(static_cast<BinOp>(o.sub), o.operands[0]->type.scalar, scalar(o.operands[0]),
                                         scalar(o.operands[1]));
       return;
@@ -424,7 +429,10 @@ void SimtLowering::op(const Op& o) {
       if (frag_op(o)) return;
       mats_[o.result()] = elementwise(o);
       return;
-    case OpKind::mat_per_element: mats_[o.result()] = per_element(o); return;
+    case OpKind::mat_per_element:
+      if (frag_op(o)) return;
+      mats_[o.result()] = per_element(o);
+      return;
     case OpKind::mat_reduce: mats_[o.result()] = reduce(o); return;
     case OpKind::mat_convert: case OpKind::mat_transpose: case OpKind::mat_length: case OpKind::mat_get:
     case OpKind::mat_set: case OpKind::mat_coord: case OpKind::mat_sum_accumulate: case OpKind::mat_outer_product:

@@ -302,9 +302,11 @@ class SimtLowering {
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);
   llvm::GlobalVariable* stage_mem_ = nullptr;  // its shared-memory stages, one per kernel
   // A wgmma pipeline's accumulators kept in the order of wgmma's D fragment (simt_wgmma.cpp)
-  // until something needs the coopmatrix layout: scales and element conversions stay in that
-  // order, a store of the whole tile goes through shared memory (epilogue staging), and any
-  // other use gathers the components into the layout (mat(): what the lowering did before).
+  // until something needs the coopmatrix layout: scales, element conversions, element-wise
+  // arithmetic with loads at the fragment's positions and per-element functions (a fused
+  // epilogue's bias and activation) stay in that order, a store of the whole tile goes through
+  // shared memory (epilogue staging), and any other use gathers the components into the layout
+  // (mat(): what the lowering did before).
   struct Frag {
     std::vector<llvm::Value*> d;  // D[ni 4 + i]: element (lane / 4 + 8 (i / 2), 8 ni + 2 (lane % 4) + i % 2)
     Type type;                    // the 16 x NR subgroup-scope matrix it stands for
@@ -312,6 +314,11 @@ class SimtLowering {
     int64_t epi_off = 0;          // the warps' staging regions, bytes after that base
     int64_t epi_bytes = 0;        // each warp's region (0: no staging, the old path)
     int tma_store = 0;            // the regions 1024-byte aligned for TMA stores: loop attribute tma_store (1, 2)
+    // Steps not yet applied to d, in order (from a per-element function on: a fused epilogue's
+    // activation and what follows it): component q is d[q] through each, emitted where a store
+    // takes it (frag_at), so that a box's math sits next to its writes to the staging instead of
+    // all 128 components' math before the first (ptxas: spills with SiLU / GELU, session 21).
+    std::vector<std::function<llvm::Value*(llvm::Value*, size_t)>> pending;
   };
   bool tma_stores_ = false;  // a TMA store was issued: the kernel waits for their reads before it returns
   std::unordered_map<const Value*, Frag> frags_;
@@ -323,11 +330,20 @@ class SimtLowering {
   std::unordered_map<const Value*, int64_t> load_epoch_;
   /// The coopmatrix components of a fragment-order value (a gather of each component).
   std::vector<llvm::Value*> frag_layout(const Frag& f);
-  /// mat_scale / mat_convert / mat_store on a fragment-order value; false: not this form.
+  /// Component q of f with its pending steps applied here (emitted once per call: call it once
+  /// per component and path).
+  llvm::Value* frag_at(const Frag& f, size_t q);
+  /// Every component of f, its pending steps applied here.
+  std::vector<llvm::Value*> frag_values(const Frag& f);
+  /// A per-element function on a value in f's order as a step of Frag::pending (nullopt: an
+  /// operand is not in f's order).
+  std::optional<std::function<llvm::Value*(llvm::Value*, size_t)>> per_element_step(const Op& o, const Frag& f, int depth);
+  /// mat_scale / mat_convert / mat_binary / mat_per_element / mat_store on a fragment-order value;
+  /// false: not this form.
   bool frag_op(const Op& o);
   /// v's components in the order of f's (a fragment-order value, or a scale, element
-  /// conversion or plain load of one shaped like it: the load issued again at f's positions,
-  /// the layout's load left unused); nullopt for anything else.
+  /// conversion, per-element function or plain load of one shaped like it: the load issued again
+  /// at f's positions, the layout's load left unused); nullopt for anything else.
   std::optional<std::vector<llvm::Value*>> frag_like(const Value* v, const Frag& f, int depth = 0);
   /// Lane-interleaved 16-byte group q of a frag_native access (frag_store).
   llvm::Value* native_at(const Access& a, const Type& t, size_t q);
@@ -338,7 +354,7 @@ class SimtLowering {
   /// frag_store's TMA path (store attribute tma_store): the boxes through the warp's staging
   /// buffers, cp.async.bulk.tensor shared -> global from tensor map 2 (simt_wgmma.cpp).
   void tma_store(const Frag& f, const Op& o, const Access& a, bool by_col);
-  void stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int64_t ni);
+  void stmatrix_x4(llvm::Value* addr, bool trans, const std::vector<llvm::Value*>& d, int64_t ni);
   bool frag_store(const Frag& f, const Op& o);
   // The kernel's stage memory of `total` bytes aligned to `align` (simt_mma_pipeline.cpp): static
   // shared memory up to 48 KiB, beyond it the dynamic shared memory the function's attribute

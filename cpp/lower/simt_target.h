@@ -53,6 +53,9 @@ class SimtTarget {
   virtual unsigned constant_addrspace() const = 0;
   /// fabs / exp / log / tanh / sqrt of a float scalar of type t (f16, f32, f64).
   virtual llvm::Value* math(llvm::IRBuilder<>& b, ir::UnOp u, ir::ScalarType t, llvm::Value* x) const = 0;
+  /// 1 / x (f32) by the hardware's approximate reciprocal for a divisor in [1, inf] (binary div's
+  /// attribute recip_approx); nullptr: none, IEEE division.
+  virtual llvm::Value* recip_approx(llvm::IRBuilder<>&, llvm::Value*) const { return nullptr; }
   /// x (f32) rounded to the nearest integer, ties to even.
   virtual llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
   /// The bf16 bits (i16) of x (f32), rounded to nearest even.

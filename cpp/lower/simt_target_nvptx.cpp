@@ -173,6 +173,8 @@ class NvptxSimtTarget : public SimtTarget {
     throw InternalError("unknown unary math function");
   }
 
+  llvm::Value* recip_approx(llvm::IRBuilder<>& b, llvm::Value* x) const override { return recip32(b, x); }
+
   llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const override {
     return b.CreateIntrinsic(llvm::Intrinsic::roundeven, {x->getType()}, {x});  // cvt.rni
   }

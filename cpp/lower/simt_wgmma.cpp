@@ -334,10 +334,53 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // Without staging, gathered here as before (once, rather than in each branch of the epilogue).
   COOPJIT_INTERNAL_ASSERT(o.results.size() == 1);
   Frag fr{D, tc, pad, epi_off, epi_bytes,
-          tma_store && epi_bytes >= 2048 && epi_bytes % 1024 == 0 ? static_cast<int>(o.int_attr("tma_store", 0)) : 0};
+          tma_store && epi_bytes >= 2048 && epi_bytes % 1024 == 0 ? static_cast<int>(o.int_attr("tma_store", 0)) : 0, {}};
   if (epi_bytes) frags_[o.results[0]] = fr;
   else bind(o.results, frag_layout(fr));
   return true;
+}
+
+llvm::Value* SimtLowering::frag_at(const Frag& f, size_t q) {
+  llvm::Value* v = f.d.at(q);
+  for (const auto& step : f.pending) v = step(v, q);
+  return v;
+}
+
+std::vector<llvm::Value*> SimtLowering::frag_values(const Frag& f) {
+  if (f.pending.empty()) return f.d;
+  std::vector<llvm::Value*> out(f.d.size());
+  for (size_t q = 0; q < out.size(); ++q) out[q] = frag_at(f, q);
+  return out;
+}
+
+// A fused epilogue's activation (or the user's function) on each component where it is: the
+// region with the element's row and column in the 16 x NR tile (D[ni 4 + i] of lane 4 g + t:
+// (g + 8 (i / 2), 8 ni + 2 t + i % 2)). Gathering the fragment into the coopmatrix layout first
+// (mat()) cost 1024 shuffles a tile's epilogue and kept both copies live (ptxas: ~3 KB of spill
+// stores a thread in the Hopper kernel's bias + GELU epilogue, session 20).
+std::optional<std::function<llvm::Value*(llvm::Value*, size_t)>> SimtLowering::per_element_step(const Op& o, const Frag& f,
+                                                                                                  int depth) {
+  std::vector<std::vector<llvm::Value*>> mats(o.operands.size());
+  std::vector<llvm::Value*> scalars(o.operands.size(), nullptr);
+  for (size_t e = 1; e < o.operands.size(); ++e) {
+    if (!o.operands[e]->type.is_matrix()) {
+      scalars[e] = scalar(o.operands[e]);
+      continue;
+    }
+    auto x = frag_like(o.operands[e], f, depth + 1);
+    if (!x) return std::nullopt;
+    mats[e] = *x;
+  }
+  const Op* op = &o;
+  return [this, op, mats, scalars](llvm::Value* v, size_t q) {
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), i64);
+    llvm::Value* t2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), i64);
+    const int64_t ni = static_cast<int64_t>(q / 4), i = static_cast<int64_t>(q % 4);
+    std::vector<llvm::Value*> args{b_.CreateAdd(g, b_.getInt64(8 * (i / 2))), b_.CreateAdd(t2, b_.getInt64(8 * ni + i % 2)), v};
+    for (size_t e = 1; e < op->operands.size(); ++e) args.push_back(scalars[e] ? scalars[e] : mats[e][q]);
+    return lower_region(*op->regions[0], args);
+  };
 }
 
 std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
@@ -346,6 +389,7 @@ std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
     return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>((c / 8) * 4 + 2 * (r / 8) + c % 2)};
   };
   const LaneMap Lc = lanes_of(f.type);
+  const std::vector<llvm::Value*> d = frag_values(f);
   std::vector<llvm::Value*> C(static_cast<size_t>(Lc.comps()));
   for (int64_t n = 0; n < Lc.comps(); ++n) {
     if (Lc.inside(n) == 0) {
@@ -358,7 +402,7 @@ std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
       if (r < 0) continue;
       std::tie(src[p], slot[p]) = frag_owner(r, c);
     }
-    C[n] = gather(f.d, src, slot);
+    C[n] = gather(d, src, slot);
   }
   return C;
 }
@@ -370,7 +414,7 @@ static bool native_shape(const Op& o, const Type& t, size_t components) {
 }
 
 std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v, const Frag& f, int depth) {
-  if (auto it = frags_.find(v); it != frags_.end()) return it->second.d;
+  if (auto it = frags_.find(v); it != frags_.end()) return frag_values(it->second);
   const Type& t = v->type;
   if (!v->def || depth > 4 || !t.is_matrix() || t.scope != f.type.scope || t.rows != f.type.rows || t.cols != f.type.cols) return std::nullopt;
   const Op& o = *v->def;
@@ -388,6 +432,13 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       auto x = frag_like(o.operands[0], f, depth + 1);
       if (!x) return std::nullopt;
       for (llvm::Value*& e : *x) e = convert_value(e, m.scalar, t.scalar);
+      return x;
+    }
+    case OpKind::mat_per_element: {
+      auto x = frag_like(o.operands[0], f, depth + 1);
+      auto step = x ? per_element_step(o, f, depth) : std::nullopt;
+      if (!step) return std::nullopt;
+      for (size_t q = 0; q < x->size(); ++q) (*x)[q] = (*step)((*x)[q], q);
       return x;
     }
     case OpKind::mat_load: {  // C's old values for beta: each lane loads the elements it holds
@@ -435,8 +486,30 @@ bool SimtLowering::frag_op(const Op& o) {
   if (o.kind == OpKind::mat_binary && it == frags_.end()) it = frags_.find(o.operands[1]);
   if (it == frags_.end()) return false;
   const Frag& f = it->second;
+  using Step = std::function<llvm::Value*(llvm::Value*, size_t)>;
+  // From a per-element function on, the steps wait in Frag::pending for the store (frag_at).
+  auto defer = [&](const Step& step) {
+    Frag r = f;
+    r.type = o.result()->type;
+    r.pending.push_back(step);
+    frags_[o.result()] = std::move(r);
+    return true;
+  };
   switch (o.kind) {
-    case OpKind::mat_scale: case OpKind::mat_convert: {  // alpha, the output type: component by component
+    case OpKind::mat_scale: case OpKind::mat_convert: case OpKind::mat_per_element: {  // alpha, the output type, an activation
+      if (o.kind == OpKind::mat_per_element) {
+        auto step = per_element_step(o, f, 0);
+        return step && defer(*step);
+      }
+      if (!f.pending.empty()) {
+        const ScalarType from = o.operands[0]->type.scalar, to = o.result()->type.scalar;
+        if (o.kind == OpKind::mat_scale) {
+          llvm::Value* s = scalar(o.operands[1]);
+          return defer([this, s, to](llvm::Value* v, size_t) { return scalar_bin(BinOp::mul, to, v, s); });
+        }
+        if (o.operands[0]->type.use != o.result()->type.use) return false;
+        return defer([this, from, to](llvm::Value* v, size_t) { return convert_value(v, from, to); });
+      }
       auto x = frag_like(o.result(), f);  // (its definition: this op)
       if (!x) return false;
       Frag r = f;
@@ -446,6 +519,16 @@ bool SimtLowering::frag_op(const Op& o) {
       return true;
     }
     case OpKind::mat_binary: {  // + beta C: C's old values loaded at the fragment's positions
+      const bool first = frags_.count(o.operands[0]) != 0;  // the fragment is the left operand
+      if (!f.pending.empty() && !frags_.count(o.operands[first ? 1 : 0])) {  // a residual after an activation
+        auto y = frag_like(o.operands[first ? 1 : 0], f);
+        if (!y) return false;
+        const BinOp op = static_cast<BinOp>(o.sub);
+        const ScalarType T = o.result()->type.scalar;
+        return defer([this, op, T, first, ys = *y](llvm::Value* v, size_t q) {
+          return first ? scalar_bin(op, T, v, ys[q]) : scalar_bin(op, T, ys[q], v);
+        });
+      }
       auto x = frag_like(o.operands[0], f), y = x ? frag_like(o.operands[1], f) : std::nullopt;
       if (!x || !y) return false;
       Frag r = f;
@@ -465,12 +548,12 @@ bool SimtLowering::frag_op(const Op& o) {
 // stmatrix (sm_90) of the 16-bit fragment's columns ni and ni + 1 at shared address `addr` (i32):
 // four 8 x 8 blocks, (ni, 0), (ni, 1), (ni + 1, 0), (ni + 1, 1), a lane's pair of elements a block,
 // lane 8 i + j naming row j of block i (`trans`: the blocks transposed, row j is then column j).
-void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const Frag& f, int64_t ni) {
+void SimtLowering::stmatrix_x4(llvm::Value* addr, bool trans, const std::vector<llvm::Value*>& d, int64_t ni) {
   llvm::Type* i32 = b_.getInt32Ty();
   auto packed = [&](int64_t n, int h) {
-    llvm::Value* lo = f.d.at(n * 4 + 2 * h);
+    llvm::Value* lo = d.at(n * 4 + 2 * h);
     llvm::Value* v = b_.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(lo->getType(), 2)), lo, uint64_t(0));
-    return b_.CreateBitCast(b_.CreateInsertElement(v, f.d.at(n * 4 + 2 * h + 1), uint64_t(1)), i32);
+    return b_.CreateBitCast(b_.CreateInsertElement(v, d.at(n * 4 + 2 * h + 1), uint64_t(1)), i32);
   };
   auto* ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32, i32}, false);
   auto* stm = llvm::InlineAsm::get(ty, cat("stmatrix.sync.aligned.m8n8.x4", trans ? ".trans" : "", ".shared.b16 [$0], {$1, $2, $3, $4};"),
@@ -520,7 +603,7 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     }
     for (size_t q = 0; q < f.d.size() / 4; ++q) {
       llvm::Value* x = llvm::PoisonValue::get(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4));
-      for (int i = 0; i < 4; ++i) x = b_.CreateInsertElement(x, f.d[q * 4 + i], uint64_t(i));
+      for (int i = 0; i < 4; ++i) x = b_.CreateInsertElement(x, frag_at(f, q * 4 + i), uint64_t(i));
       b_.CreateAlignedStore(x, native_at(a, t, q), llvm::Align(16));
     }
     return true;
@@ -543,7 +626,7 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
           llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
           guarded(ok, [&] {
             llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
-            b_.CreateAlignedStore(f.d[ni * 4 + 2 * h + j], ptr, align(t.scalar));
+            b_.CreateAlignedStore(frag_at(f, ni * 4 + 2 * h + j), ptr, align(t.scalar));
           });
         }
     }
@@ -621,8 +704,10 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     llvm::Value* blk_row = b_.CreateAnd(lane(), c32(7));
     llvm::Value* blk_h = b_.CreateAnd(blk, c32(1));     // blocks (ni, h): 0 (2 jj, 0), 1 (2 jj, 1), 2 (2 jj + 1, 0), 3 (2 jj + 1, 1)
     llvm::Value* blk_n = b_.CreateLShr(blk, c32(1));
+    std::vector<llvm::Value*> d(f.d.size());
     for (const auto& piece : pieces) {
       const int64_t c0 = piece.first, w = piece.second;  // (not a structured binding: a lambda below captures them)
+      for (int64_t q = c0 / 2; q < (c0 + w) / 2; ++q) d[q] = frag_at(f, q);  // the piece's components (pending steps here)
       // 16-bit C: stmatrix for each pair of 8-column blocks, the pair path below for an odd last one
       const int64_t paired = esz == 2 ? w / 16 * 2 : 0;
       for (int64_t nl = 0; nl < paired; nl += 2) {
@@ -632,14 +717,14 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
         llvm::Value* off = by_row ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(pitch)), b_.CreateMul(cols, c32(2)))
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(pitch)), b_.CreateMul(rows, c32(2)));
-        stmatrix_x4(b_.CreateAdd(region_addr, off), !by_row, f, ni);
+        stmatrix_x4(b_.CreateAdd(region_addr, off), !by_row, d, ni);
       }
       for (int64_t nl = paired; nl < w / 8; ++nl) {
         const int64_t ni = c0 / 8 + nl;
         llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
         for (int h = 0; h < 2; ++h) {
           llvm::Value* row = b_.CreateAdd(g, c32(8 * h));
-          llvm::Value *v0 = f.d.at(ni * 4 + 2 * h), *v1 = f.d.at(ni * 4 + 2 * h + 1);
+          llvm::Value *v0 = d.at(ni * 4 + 2 * h), *v1 = d.at(ni * 4 + 2 * h + 1);
           if (by_row) {
             llvm::Value* pair = b_.CreateInsertElement(b_.CreateInsertElement(llvm::PoisonValue::get(pair_ty), v0, uint64_t(0)), v1, uint64_t(1));
             llvm::Value* off = b_.CreateAdd(b_.CreateMul(row, c32(pitch)), b_.CreateMul(col, c32(esz)));
@@ -753,7 +838,10 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
   llvm::Value* row0 = b_.CreateTrunc(a.row, i32, "tma_row");
   if (wg) row0 = b_.CreateSub(row0, b_.CreateMul(wq, c32(16)));  // the warpgroup's first row
   llvm::Value* col0 = b_.CreateTrunc(a.col, i32, "tma_col");
+  std::vector<llvm::Value*> d(f.d.size());
   for (int64_t p = 0; p < pieces; ++p) {
+    // the piece's components (a fused epilogue's pending steps: computed while the buffer's last box is read)
+    for (int64_t q = p * P / 2; q < (p + 1) * P / 2; ++q) d[q] = frag_at(f, q);
     llvm::Value* buf = b_.CreateAdd(region_at, c32((p % bufs) * box), "tma_buf");  // bytes after stage_mem_'s start
     asm0(cat("cp.async.bulk.wait_group.read ", bufs - 1, ";"));  // the buffer's previous box read (lane 0's groups)
     sync();
@@ -764,7 +852,7 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
         llvm::Value* rows = b_.CreateMul(blk_h, c32(8));                              // and first row
         llvm::Value* off = by_col ? b_.CreateAdd(b_.CreateMul(b_.CreateAdd(cols, blk_row), c32(W)), b_.CreateAdd(in_line, b_.CreateMul(rows, c32(2))))
                                   : b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rows, blk_row), c32(W)), b_.CreateMul(cols, c32(2)));
-        stmatrix_x4(b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), by_col, f, ni);
+        stmatrix_x4(b_.CreateAdd(b_.CreateAdd(mem_addr, buf), swz(off)), by_col, d, ni);
       }
     } else {
       for (int64_t nl = 0; nl < P / 8; ++nl) {
@@ -772,7 +860,7 @@ void SimtLowering::tma_store(const Frag& f, const Op& o, const Access& a, bool b
         llvm::Value* col = b_.CreateAdd(c32(8 * nl), b_.CreateMul(tq, c32(2)));  // the pair's first column in the piece
         for (int h = 0; h < 2; ++h) {
           llvm::Value* row = b_.CreateAdd(g, c32(8 * h));
-          llvm::Value *v0 = f.d.at(ni * 4 + 2 * h), *v1 = f.d.at(ni * 4 + 2 * h + 1);
+          llvm::Value *v0 = d.at(ni * 4 + 2 * h), *v1 = d.at(ni * 4 + 2 * h + 1);
           auto at = [&](llvm::Value* off) { return b_.CreateGEP(i8t, stage_mem_, {b_.CreateAdd(buf, swz(off))}); };
           if (!by_col) {
             llvm::Value* pair = b_.CreateInsertElement(b_.CreateInsertElement(llvm::PoisonValue::get(pair_ty), v0, uint64_t(0)), v1, uint64_t(1));

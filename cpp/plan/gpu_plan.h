@@ -129,8 +129,8 @@ struct GpuGemmPlan {
   // lane and store after a gather into the coopmatrix layout. 0 off; by default the largest of
   // 3072, 1536, 768 that fits the shared memory (plan override epi_smem: 0 / 1).
   int epi_smem = 0;
-  // wgmma TMA plans whose epilogue goes through the staging (alpha / beta, no fused steps; C of
-  // bf16 / f16 / f32 / s32): C written from each warp's staging by the Tensor Memory Accelerator
+  // wgmma TMA plans whose epilogue goes through the staging (alpha / beta and fused steps, whose
+  // activations stay on the wgmma fragments since session 21; C of bf16 / f16 / f32 / s32): C written from each warp's staging by the Tensor Memory Accelerator
   // (cp.async.bulk.tensor shared -> global, simt_wgmma.cpp), from a third tensor map the host makes
   // for C; edge tiles clipped by the copy engine. Each warp's region then holds one or two boxes
   // of 16 x (128 / C's element bytes) (epi_smem 4096 or 2048, the regions 1024-byte aligned), so

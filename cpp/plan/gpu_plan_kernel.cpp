@@ -187,11 +187,12 @@ void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
         break;
       }
     // TMA stores: one or two boxes of 2048 bytes a warp, the regions 1024-byte aligned (up to
-    // 1024 bytes more); C of 2- or 4-byte elements, the staged epilogue alone (alpha / beta).
+    // 1024 bytes more); C of 2- or 4-byte elements. Fused epilogues too: their steps are computed on
+    // the wgmma fragments (simt_wgmma.cpp, frag_like), which the staging takes as it takes alpha C.
     const int64_t c_bytes = ir::size_in_bytes(p.c_type);
     const bool c_ok = (c_bytes == 2 || c_bytes == 4) && p.c_type != ir::ScalarType::i16 && p.c_type != ir::ScalarType::u16 &&
                       p.c_type != ir::ScalarType::u32;
-    if (p.tma && c_ok && !p.epilogue.any() && spec.batch1 * spec.batch2 == 1)
+    if (p.tma && c_ok && spec.batch1 * spec.batch2 == 1)
       for (int e : {4096, 2048})
         if (used + 1024 + warps * e <= limit) {
           fit_tma = e;
@@ -204,9 +205,8 @@ void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
   if (so != c.overrides.end() && so->second >= 1 && (!fit_tma || !staged))
     throw UserError(cat("plan override tma_store=", so->second, ": TMA stores of C need a wgmma TMA plan (sm_90, tma) of one unbatched product ",
                         "whose epilogue is staged (epi_smem, ", staged ? "on" : "off", ") with 2048 bytes a warp of shared memory "
-                        "left after its ", p.stages, " stages, alpha / beta only (no fused epilogue), and C of bf16, f16, f32 or "
-                        "int32, not wgmma=", p.wgmma, ", tma=", p.tma, ", batch=", spec.batch1 * spec.batch2, ", C ",
-                        ir::name(p.c_type), p.epilogue.any() ? ", a fused epilogue" : ""));
+                        "left after its ", p.stages, " stages, and C of bf16, f16, f32 or int32, not wgmma=", p.wgmma, ", tma=", p.tma,
+                        ", batch=", spec.batch1 * spec.batch2, ", C ", ir::name(p.c_type)));
   p.tma_store = staged && fit_tma ? (so != c.overrides.end() ? static_cast<int>(so->second) : kTmaStoreDefault) : 0;
   p.epi_smem = staged ? (p.tma_store ? fit_tma : fit) : 0;
 }
