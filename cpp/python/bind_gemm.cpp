@@ -308,7 +308,7 @@ struct PyGemmKernel {
       if (ranges_meet(rc, byte_range(a)) || ranges_meet(rc, byte_range(b))) return py::none();
     }
     if (M * N > 0) run(a, b, c, alpha, 0.0);
-    return std::move(c);
+    return py::object(std::move(c));  // (a py::array: named, so not moved implicitly by every compiler)
   }
 
   void run(const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
