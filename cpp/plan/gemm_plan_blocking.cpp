@@ -229,6 +229,19 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
   }
 }
 
+void plan_own_a(GemmPlan& p, const PlanContext& c) {
+  const PlanOverrides& overrides = c.overrides;
+  if (!overrides.count("own_a")) p.own_a = false;
+  if (!p.own_a) return;
+  if (!p.pack || p.split != "dp" || p.shares > 1 || p.direct_a)
+    throw UserError(cat("plan own_a=1 gives each worker its own packed copy of A in the data-parallel packed nest: it ",
+                        "needs pack=1, split='dp', shares=1 and direct_a=0 (got pack=", p.pack, ", split='", p.split,
+                        "', shares=", p.shares, ", direct_a=", p.direct_a, ")"));
+  if (overrides.count("grid_m") && p.grid_m != 1)
+    throw UserError(cat("plan own_a=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
+  p.grid_m = 1;
+}
+
 void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
   const GemmSpec& spec = c.spec;
   const CpuTargetInfo& cpu = c.cpu;
