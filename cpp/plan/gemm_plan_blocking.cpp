@@ -249,6 +249,7 @@ void plan_own_a(GemmPlan& p, const PlanContext& c) {
               a_bytes <= 3.0 * (1 << 20) && !overrides.count("grid_m") && spec.batch1 * spec.batch2 == 1;
   }
   if (!p.own_a) return;
+  if (p.direct_a && !overrides.count("direct_a")) p.direct_a = false;  // (asked for: A packed, not read where it is)
   if (!p.pack || p.split != "dp" || p.shares > 1 || p.direct_a)
     throw UserError(cat("plan own_a=1 gives each worker its own packed copy of A in the data-parallel packed nest: it ",
                         "needs pack=1, split='dp', shares=1 and direct_a=0 (got pack=", p.pack, ", split='", p.split,
