@@ -30,6 +30,16 @@ void GemmRecipe::pack(Builder& b) {
   // phase 2 (compute only): the panels are packed.
   Value* packs = b.cmp(CmpPred::ne, g_.phase, b.index(2), "packs");
   auto [alo, ahi] = share(b, p_.direct_a ? zero_ : b.select(packs, tiles_m_, zero_), "a_panels");  // direct_a: A is read where it is
+  if (p_.own_a) {
+    // own_a (one row of workers): each worker packs every row panel into its own copy of A, a
+    // 64-byte multiple of elements apart (the runtime's layout), unless it has no column panel.
+    const int64_t line = 64 / ir::size_in_bytes(packed_a_type(p_));
+    Value* copy = b.mul(ceil_div(b, b.mul(b.mul(tiles_m_, MR_), Kp_), b.index(line)), b.index(line), "a_copy");
+    g_.PA = b.ptr_offset(g_.PA, b.mul(g_.worker, copy), "own_pa");
+    Value* has_cols = b.cmp(CmpPred::lt, b.mul(g_.worker, ceil_div(b, tiles_n_, g_.workers)), tiles_n_, "has_cols");
+    alo = zero_;
+    ahi = b.select(b.bin(BinOp::and_, packs, has_cols), tiles_m_, zero_, "a_panels");
+  }
   // A unit column stride is a constant (the lowering's loads of a row become vector loads);
   // the bounds are checked only in the last panel and the K tail.
   Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
@@ -96,7 +106,8 @@ void GemmRecipe::pack(Builder& b) {
     return std::vector<Value*>{};
   }, "q");
   // A barrier: every worker's panels are written before any tile reads them (phase 0; phases
-  // 1 and 2 are two launches).
+  // 1 and 2 are two launches). own_a: a worker reads only the panels it packed.
+  if (p_.own_a) return;
   b.if_(b.cmp(CmpPred::eq, g_.phase, zero_, "barrier"), {}, [&](Builder& y) {
     Value* flags = y.ptr_offset(g_.FLAGS, g_.workers, "pack_flags");
     y.flag_set(flags, g_.worker);

@@ -16,7 +16,7 @@ std::string GemmPlan::key() const {
              prepacked_b ? ".prepackedb" : "",
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string(), amx_store ? "" : "s0")
                  : std::string(),
-             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
+             demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", own_a ? ".owna" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
              b_prefetch ? cat(".bpf", b_prefetch) : std::string(), fixed_key(),
              epilogue.key());
 }
@@ -86,6 +86,7 @@ std::map<std::string, std::string> GemmPlan::fields() const {
           {"demote", demote ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
+          {"own_a", own_a ? "true" : "false"},
           {"k_inner", k_inner ? "true" : "false"},
           {"nc_tiles", std::to_string(nc_tiles)},
           {"b_prefetch", std::to_string(b_prefetch)},
@@ -179,6 +180,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   plan_gemv(p, c);            // the dot walk of matrix-vector products
   plan_shares(p, c);          // shares a worker of the packed nest
   plan_column_blocks(p, c);   // nc_tiles
+  plan_own_a(p, c);           // each worker's own copy of A, no packing barrier
   plan_fixed_shape(p, c);     // code for one exact shape
   check_register_tile(p, c);  // the tile fits the register file
   return p;

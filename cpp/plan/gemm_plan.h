@@ -117,6 +117,13 @@ struct GemmPlan {
   // leaves the core (a phase writes all of B's panels and reads them back: 3 passes over B's
   // bytes). Part of the key.
   bool inline_b = false;
+  // Packed plans with one row of workers (grid_m 1; one share a worker, not direct_a): each worker
+  // packs all of A's row panels it reads (all of them) into its own copy, and reads B's panels it
+  // packed itself (its column panels; inline_b or a prepacked B likewise): no worker reads lines
+  // another core has just written, and no packing barrier, so the launch is independent (a late
+  // worker's share is taken by a thread that is done). A is packed once a worker instead of once.
+  // Part of the key (see gemm_plan_blocking.cpp's rule).
+  bool own_a = false;
   // The blocked nest's loop order (packed plans, not inline_b; part of the key): false = for each
   // K tile, for each block of mc_tiles row panels, ...: the partial sums of all the worker's
   // tiles (C, or the scratch matrix) leave the core between K tiles; true = for each block of

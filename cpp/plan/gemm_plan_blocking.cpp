@@ -229,6 +229,36 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
   }
 }
 
+void plan_own_a(GemmPlan& p, const PlanContext& c) {
+  const PlanOverrides& overrides = c.overrides;
+  // bf16 products on 2-4 workers of a machine under 8 cores, A's packed panels up to 3 MiB (1024^3):
+  // one row of workers, each packing A itself (the kernel's own grid for 512^3 on 2 was 2 x 1). With the
+  // panels shared, a worker read the panels the other core had packed (lines modified in that
+  // core's caches) behind a barrier that waited for the slower packer, and a worker descheduled
+  // or started late held up the other. Measured on the 2-core Zen 4 (session 21, 2 workers, the
+  // same process, plan= against the default, loaded by other builds: the workers' CPU time from
+  // the launch trace): 256^3 146 -> 95 us, 512^3 863 -> 723, 1024^3 5517 -> 5316 (2048^3 40.8 ->
+  // 40.3 ms: not taken, nor int8: 512^3 332 -> 324 us, 1024^3 2812 -> 2785).
+  if (!overrides.count("own_a")) {
+    const GemmSpec& spec = c.spec;
+    const int64_t tiles_m = (c.M + p.mr - 1) / p.mr, tiles_n = (c.N + p.nr - 1) / p.nr;
+    const double a_bytes = double(tiles_m * p.mr) * double(ceil_to(std::max<int64_t>(1, spec.K), p.kb)) *
+                           ir::size_in_bytes(packed_a_type(p));
+    p.own_a = p.pack && !p.amx && p.vnni == 2 && p.split == "dp" && p.shares == 1 && !p.direct_a &&
+              c.cpu.max_threads < 8 && p.threads >= 2 && p.threads <= 4 && p.grid_m <= 1 && tiles_n >= p.threads &&
+              a_bytes <= 3.0 * (1 << 20) && !overrides.count("grid_m") && spec.batch1 * spec.batch2 == 1;
+  }
+  if (!p.own_a) return;
+  if (p.direct_a && !overrides.count("direct_a")) p.direct_a = false;  // (asked for: A packed, not read where it is)
+  if (!p.pack || p.split != "dp" || p.shares > 1 || p.direct_a)
+    throw UserError(cat("plan own_a=1 gives each worker its own packed copy of A in the data-parallel packed nest: it ",
+                        "needs pack=1, split='dp', shares=1 and direct_a=0 (got pack=", p.pack, ", split='", p.split,
+                        "', shares=", p.shares, ", direct_a=", p.direct_a, ")"));
+  if (overrides.count("grid_m") && p.grid_m != 1)
+    throw UserError(cat("plan own_a=1 needs one row of workers (grid_m=1), got grid_m=", p.grid_m));
+  p.grid_m = 1;
+}
+
 void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
   const GemmSpec& spec = c.spec;
   const CpuTargetInfo& cpu = c.cpu;

@@ -50,6 +50,7 @@ void plan_packing(GemmPlan& p, const PlanContext& c);
 void plan_packed_blocks(GemmPlan& p, const PlanContext& c);
 void plan_inline_b(GemmPlan& p, const PlanContext& c);
 void plan_column_blocks(GemmPlan& p, const PlanContext& c);
+void plan_own_a(GemmPlan& p, const PlanContext& c);
 
 // gemm_plan_small.cpp: the walks of skinny and small products: the unpacked blocked nest
 // (k_outer, ksplit, b_prefetch), matrix-vector products (dot) and fixed-shape code.

@@ -75,6 +75,11 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
       p.inline_b = v != 0;  // checked once the packing and the K tile are decided
       continue;
     }
+    if (k == "own_a") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override own_a=", v, " must be 0 or 1"));
+      p.own_a = v != 0;  // checked once the packing, the grid and the shares are decided
+      continue;
+    }
     if (k == "k_inner") {
       if (v != 0 && v != 1) throw UserError(cat("plan override k_inner=", v, " must be 0 or 1"));
       p.k_inner = v != 0;  // checked once the packing is decided
@@ -137,7 +142,7 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, direct_a, inline_b, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, direct_a, inline_b, own_a, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   if (p.kb < 4 || p.kb > 128 || (p.kb & (p.kb - 1)) != 0)

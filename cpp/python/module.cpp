@@ -82,6 +82,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("_set_pool_hold", &coopjit::set_pool_hold, py::arg("on"));
   // Pinning the pool's threads, one per CPU in _pin_order() (thread_pool.h): private, for A/B runs.
   m.def("_set_pool_pin", &coopjit::set_pool_pin, py::arg("on"));
+  // A pool thread on its caller's CPU moves to another at a launch's start (thread_pool.h): private, for A/B runs.
+  m.def("_set_pool_spread", &coopjit::set_pool_spread, py::arg("on"));
   m.def("_pin_order", &coopjit::pin_order, "The CPUs pinned threads take: one per physical core, then the siblings.");
   auto trace_dict = [](const coopjit::LaunchTrace& t) {
     py::dict d;
@@ -92,6 +94,7 @@ PYBIND11_MODULE(_core, m) {
     d["cpu"] = t.cpu;
     d["cpu_end"] = t.cpu_end;
     d["thread"] = t.thread;
+    d["moved"] = t.moved;
     d["cpu_time_ns"] = t.cpu_time;
     d["join_ns"] = t.join;
     d["origin_ns"] = t.origin;

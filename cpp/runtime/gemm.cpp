@@ -256,7 +256,9 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   void* cs = nullptr;
   if (k.plan.pack) {
     const int64_t kp = (g.K + k.plan.kb - 1) / k.plan.kb * k.plan.kb;
-    const size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
+    size_t a_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * kp * ir::size_in_bytes(packed_a_type(k.plan));
+    // own_a: a copy of A's panels a worker, 64-byte multiples apart (as the recipe's pack() addresses them).
+    if (k.plan.own_a) a_bytes = (a_bytes + 63) / 64 * 64 * size_t(workers);
     size_t b_bytes = packed_b_bytes(k.plan, g.K, g.N);
     // inline_b: each worker's slot holds its column panels' slices of one K tile (and their
     // column sums), cols_per = ceil(tiles_n / workers) panels a worker (see the recipe).
@@ -413,7 +415,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   }
   // Workers wait for each other only at the packing barrier and for Stream-K partials; without
   // either, any thread of the pool may run any worker's share (ThreadPool::run's independent).
-  ThreadPool::get().run(workers, [&](int w) { call(w, workers, 0, 1); }, !k.plan.pack && n_sk == 0);
+  // own_a: no packing barrier (each worker reads only the panels it packed).
+  ThreadPool::get().run(workers, [&](int w) { call(w, workers, 0, 1); }, (!k.plan.pack || k.plan.own_a) && n_sk == 0);
 }
 
 }  // namespace coopjit

@@ -36,7 +36,7 @@ std::atomic<bool> g_trace{[] {
 }()};
 struct alignas(64) Stamp {
   std::atomic<int64_t> start{0}, end{0}, cpu_time{0};
-  std::atomic<int> slept{0}, cpu{-1}, cpu_end{-1}, thread{-1};
+  std::atomic<int> slept{0}, cpu{-1}, cpu_end{-1}, thread{-1}, moved{0};
 };
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -81,6 +81,19 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // process may run on (each spinning thread would hold a core another worker needs).
 constexpr auto kHold = std::chrono::microseconds(5000);
 std::atomic<bool> g_hold{true};  // set_pool_hold: for A/B runs
+
+// A pool thread on its caller's CPU (spread): the scheduler may wake a pool thread onto the CPU of
+// the thread that woke it, and a thread that spins between launches (kSpin, kHold) is always
+// runnable, so the two can share one CPU call after call while another CPU runs something else or
+// nothing: the launch's shares then run one after the other. On the 2-core Zen 4 (session 21,
+// loaded by other processes' builds) every launch of a fresh process's 2-worker bf16 256^3 had
+// both workers on one CPU (the launch trace: each worker 80 us of CPU time, the call 169 us;
+// pinned, 97 us). A pool thread that finds itself on the caller's CPU when it starts a launch moves
+// to another CPU of its affinity mask (one not taken by another thread that moved in this launch,
+// when there is one): its affinity set to that CPU, which migrates it at once, then its mask
+// restored, so that the kernel may move it again later. Two system calls, only then.
+std::atomic<bool> g_spread{true};  // set_pool_spread: for A/B runs
+thread_local bool t_moved = false;  // this thread moved at the start of its current launch (the trace's `moved`, its first share)
 
 template <class Ready, class Busy>
 bool spin_until(const Ready& ready, const Busy& busy) {
@@ -152,6 +165,11 @@ struct ThreadPool::Impl {
     return hold.load(std::memory_order_relaxed) &&
            (pending.load(std::memory_order_relaxed) > 0 || left.load(std::memory_order_relaxed) > 0);
   }
+  // spread: the CPU the caller started this launch on (-1: unknown), and the CPUs (below 64) taken
+  // in this launch by the caller and the threads that moved.
+  std::atomic<int> caller_cpu{-1};
+  std::atomic<uint64_t> spread_taken{0};
+  bool spread();
   int64_t t0 = 0;
   std::unique_ptr<Stamp[]> stamps;
   int stamp_slots = 0;
@@ -189,6 +207,7 @@ struct ThreadPool::Impl {
       const int n = static_cast<int>(now & 0x3fffffffu);
       took_part = index < n;
       if (index >= n) continue;
+      t_moved = spread();
       apply_pin(index);
       if (now & 0x40000000u) {
         claim_shares(seen, n, index, spun);
@@ -212,8 +231,10 @@ struct ThreadPool::Impl {
       stamps[i].slept.store(spun ? 0 : 1, std::memory_order_relaxed);
       stamps[i].cpu.store(sched_getcpu(), std::memory_order_relaxed);
       stamps[i].thread.store(thread, std::memory_order_relaxed);
+      stamps[i].moved.store(t_moved ? 1 : 0, std::memory_order_relaxed);
       cpu0 = thread_cpu_ns();
     }
+    t_moved = false;
     std::exception_ptr err;
     try {
       job(i);
@@ -279,6 +300,42 @@ void ThreadPool::Impl::claim_shares(uint64_t gen, int threads, int own, bool spu
       run_one(*fn.load(std::memory_order_acquire), next, spun, left, own);
     }
   }
+}
+
+// spread (see g_spread): a pool thread at the start of a launch; whether it moved.
+bool ThreadPool::Impl::spread() {
+  if (!g_spread.load(std::memory_order_relaxed) || (g_pin.load(std::memory_order_relaxed) & 1)) return false;
+  const int caller = caller_cpu.load(std::memory_order_relaxed);
+  if (caller < 0 || sched_getcpu() != caller) return false;
+  cpu_set_t mask;
+  if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 2) return false;
+  // The first CPU of the mask that is not the caller's nor taken by another moved thread; else
+  // the first one after the caller's (wrapping), so that movers spread over the mask.
+  int target = -1, fallback = -1;
+  uint64_t taken = spread_taken.load(std::memory_order_relaxed);
+  for (int k = 1; k < CPU_SETSIZE && target < 0; ++k) {
+    const int c = (caller + k) % CPU_SETSIZE;
+    if (c == caller || !CPU_ISSET(c, &mask)) continue;
+    if (fallback < 0) fallback = c;
+    if (c >= 64) {
+      target = c;
+      break;
+    }
+    while (!(taken >> c & 1)) {
+      if (spread_taken.compare_exchange_weak(taken, taken | uint64_t(1) << c, std::memory_order_relaxed)) {
+        target = c;
+        break;
+      }
+    }
+  }
+  if (target < 0) target = fallback;
+  if (target < 0) return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(target, &one);
+  if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) return false;
+  pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);  // (the kernel may move it again later)
+  return true;
 }
 
 ThreadPool::ThreadPool() : impl_(new Impl) {
@@ -380,6 +437,11 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
       impl_->t0 = now_ns();
     }
     impl_->fn.store(&fn, std::memory_order_relaxed);
+    {
+      const int cpu = g_spread.load(std::memory_order_relaxed) ? sched_getcpu() : -1;
+      impl_->caller_cpu.store(cpu, std::memory_order_relaxed);
+      impl_->spread_taken.store(cpu >= 0 && cpu < 64 ? uint64_t(1) << cpu : 0, std::memory_order_relaxed);
+    }
     impl_->pending.store(independent ? 0 : workers - 1, std::memory_order_relaxed);
     impl_->error = nullptr;
     gen = ((impl_->state.load(std::memory_order_relaxed) >> 32) + 1) & 0xffffffffu;  // (wraps as the word does)
@@ -411,6 +473,7 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
       impl_->stamps[0].start.store(now_ns(), std::memory_order_relaxed);
       impl_->stamps[0].cpu.store(sched_getcpu(), std::memory_order_relaxed);
       impl_->stamps[0].thread.store(0, std::memory_order_relaxed);
+      impl_->stamps[0].moved.store(0, std::memory_order_relaxed);
     }
     const int64_t cpu0 = trace ? thread_cpu_ns() : 0;
     try {
@@ -442,11 +505,13 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
     t.cpu.assign(static_cast<size_t>(shares), -1);
     t.cpu_end.assign(static_cast<size_t>(shares), -1);
     t.thread.assign(static_cast<size_t>(shares), -1);
+    t.moved.assign(static_cast<size_t>(shares), 0);
     t.cpu_time.assign(static_cast<size_t>(shares), 0);
     for (int w = 0; w < shares; ++w) {
       t.cpu[w] = impl_->stamps[w].cpu.load(std::memory_order_relaxed);
       t.cpu_end[w] = impl_->stamps[w].cpu_end.load(std::memory_order_relaxed);
       t.thread[w] = impl_->stamps[w].thread.load(std::memory_order_relaxed);
+      t.moved[w] = impl_->stamps[w].moved.load(std::memory_order_relaxed);
       t.cpu_time[w] = impl_->stamps[w].cpu_time.load(std::memory_order_relaxed);
 
       t.start[w] = impl_->stamps[w].start.load(std::memory_order_relaxed) - t0;
@@ -462,6 +527,8 @@ void ThreadPool::launch(int workers, int shares, const std::function<void(int)>&
 }
 
 void set_pool_hold(bool on) { g_hold.store(on, std::memory_order_relaxed); }
+
+void set_pool_spread(bool on) { g_spread.store(on, std::memory_order_relaxed); }
 
 void set_pool_pin(bool on) {
   int g = g_pin.load(std::memory_order_relaxed);

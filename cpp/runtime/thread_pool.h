@@ -17,6 +17,7 @@ struct LaunchTrace {
   std::vector<int> slept;           // per pool worker: it waited on the condition variable (spin ran out)
   std::vector<int> cpu;             // per worker: the CPU fn(w) started on (-1: unknown)
   std::vector<int> cpu_end;         // per worker: the CPU it returned on (another one: it migrated)
+  std::vector<int> moved;           // per worker: its pool thread found itself on the caller's CPU and moved (spread)
   std::vector<int> thread;          // per worker: the pool thread that ran it (0: the caller)
   std::vector<int64_t> cpu_time;    // per worker: the thread's CPU time in fn(w) (CLOCK_THREAD_CPUTIME_ID)
   int64_t join = 0;                 // the caller saw every worker done
@@ -31,6 +32,10 @@ void set_pool_hold(bool on);
 /// physical core first, then their SMT siblings); off gives each thread the whole mask back.
 /// Applied by each thread at its next launch. COOPJIT_PIN_THREADS=1 in the environment: on from the start.
 void set_pool_pin(bool on);
+/// Whether a pool thread that starts a launch's share on the CPU its caller runs on moves itself to
+/// another CPU of its affinity mask first (thread_pool.cpp's spread; on by default, never for pinned
+/// threads): off for A/B runs (coopjit._core._set_pool_spread).
+void set_pool_spread(bool on);
 /// The affinity mask's CPUs, one of each physical core first (by core), then the other SMT
 /// threads: the order pinned threads take.
 std::vector<int> pin_order();

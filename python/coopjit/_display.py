@@ -22,6 +22,7 @@ _FIELDS = [
     ("demote", "packed panels pushed to the shared L3 as written (CLDEMOTE)"),
     ("direct_a", "AMX: tiles read a row-major A where it is (A not packed)"),
     ("inline_b", "B packed by its reader per K tile and column panel, in its L2 (no packing phase for B)"),
+    ("own_a", "each worker packs its own copy of A (one row of workers, no packing barrier)"),
     ("b_prefetch", "unpacked blocked nest (k_outer): bytes ahead along B's rows that each tile prefetches (0 none)"),
     ("k_inner", "blocked nest: each block of row panels through every K tile (its partial sums stay in L2)"),
     ("mc_tiles", "row panels per block of the packed loop nest"),

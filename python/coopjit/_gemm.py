@@ -532,7 +532,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   tiles straight to C when alpha is 1, without a fused epilogue or beta; default on); demote (bool: packed panels pushed to the shared L3 as
   they are written, CLDEMOTE); direct_a (bool, AMX: the tiles read a row-major A where it is,
   unpacked; K a multiple of kb, M of mr); inline_b (bool: no packing phase for B, each worker
-  packs the K-tile slice of each of its column panels just before its tiles read it); k_inner (bool:
+  packs the K-tile slice of each of its column panels just before its tiles read it); own_a (bool:
+  one row of workers, each packing its own copy of A, so that no worker reads panels another core
+  wrote and no packing barrier holds the workers together; the default for bf16 on 2-4 workers
+  under 8 cores up to 1024^3); k_inner (bool:
   the packed nest takes each block of row panels through every K tile before the next block, so the
   block's partial sums stay in L2; AMX: each tile's partial sums one contiguous 4 KiB block);
   b_prefetch (bytes, a multiple of 64 up to 8192: the unpacked k_outer walk prefetches each tile's
