@@ -285,6 +285,17 @@ class SimtLowering {
   /// st.shared, a proxy fence, the slots released; the producer stores them to the workspace with
   /// cp.async.bulk and sets the flags (simt_tma_ws.cpp).
   void ws_stage_store(const Access& a, const Type& t, const std::vector<llvm::Value*>& d);
+  /// ws_stage_read / ws_stage_store's stage slots: their 1024-byte aligned shared base, their
+  /// barriers' address (after the slots), the steps taken before the pseudo steps, the warp's
+  /// region of the partial (bytes from its start, native_at's element offset) and the slot where
+  /// that region starts; `prefix` names the values (stg, sst).
+  struct StageRegion {
+    llvm::Value *base, *bars, *taken, *r0, *slot;
+  };
+  StageRegion ws_stage_region(const Access& a, const Type& t, const char* prefix);
+  /// A step's stage slot (step mod ws_stage_slots_) and barrier parity ((step / slots) mod 2), i32.
+  llvm::Value* ws_stage_slot(llvm::Value* step);
+  llvm::Value* ws_stage_parity(llvm::Value* step);
   int64_t ws_stage_pseudo_ = 0, ws_stage_slots_ = 0, ws_stage_bytes_ = 0;  // ws_tma_loop's: pseudo steps, S, a slot's bytes
   bool ws_stage_read_ = false, ws_stage_store_ = false;  // ws_tma_loop's: pseudo steps for reads, for stores
   /// The kernel parameter the IR names `hint` (InternalError when there is none).

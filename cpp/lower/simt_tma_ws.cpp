@@ -478,6 +478,27 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   return D;
 }
 
+SimtLowering::StageRegion SimtLowering::ws_stage_region(const Access& a, const Type& t, const char* prefix) {
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  const std::string pre = prefix;
+  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, b_.getInt32(1023)), b_.getInt32(~uint32_t(1023)), pre + "_base");
+  llvm::Value* bars = b_.CreateAdd(base, b_.getInt32(static_cast<uint32_t>(ws_stage_slots_ * ws_stage_bytes_)));
+  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, pre + "_taken");
+  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
+  llvm::Value* step = b_.CreateAdd(taken, b_.CreateUDiv(r0, b_.getInt64(ws_stage_bytes_)), pre + "_step");
+  return {base, bars, taken, r0, ws_stage_slot(step)};
+}
+
+llvm::Value* SimtLowering::ws_stage_slot(llvm::Value* step) {
+  return b_.CreateTrunc(b_.CreateURem(step, b_.getInt64(ws_stage_slots_)), b_.getInt32Ty());
+}
+
+llvm::Value* SimtLowering::ws_stage_parity(llvm::Value* step) {
+  return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, b_.getInt64(ws_stage_slots_)), b_.getInt64(1)), b_.getInt32Ty());
+}
+
 // sk_stage (gemm_recipe_gpu.cpp): the successor's partial, a warp's 16 x NR fragment in its own
 // order (frag_native, simt_wgmma.cpp), through the stage slots that the producer handed over as
 // pseudo steps after the part's copies (ws_tma_loop): the warp's region of the partial tile (its
@@ -495,16 +516,10 @@ std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Typ
   if (scalar_ty(t.scalar) != f32) throw InternalError("SIMT lowering: a stage_read load of a type other than f32");
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   const int64_t S = ws_stage_slots_, SB = ws_stage_bytes_;
-  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
-  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "stg_base");
-  llvm::Value* bars = b_.CreateAdd(base, c32(S * SB));
-  auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, b_.getInt64(S)), i32); };
-  auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, b_.getInt64(S)), b_.getInt64(1)), i32); };
-  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "stg_taken");
-  // the warp's region: bytes from the partial's start (native_at's element offset)
-  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
-  llvm::Value* step = b_.CreateAdd(taken, b_.CreateUDiv(r0, b_.getInt64(SB)), "stg_step");
-  llvm::Value* slot = slot_of(step);
+  const StageRegion region = ws_stage_region(a, t, "stg");
+  llvm::Value *base = region.base, *bars = region.bars, *taken = region.taken, *r0 = region.r0, *slot = region.slot;
+  auto slot_of = [&](llvm::Value* step) { return ws_stage_slot(step); };
+  auto parity_of = [&](llvm::Value* step) { return ws_stage_parity(step); };
   // every pseudo step handed over (not only this warp's): its arrivals on their empty barriers
   // below then count toward the pseudo uses, never a previous use another warp has yet to release
   for (int64_t j = 0; j < ws_stage_pseudo_; ++j) {
@@ -554,19 +569,14 @@ void SimtLowering::ws_stage_store(const Access& a, const Type& t, const std::vec
   if (!ws_steps_ || !ws_stage_store_)
     throw InternalError("SIMT lowering: a stage_store store without a persistent wgmma loop of stream_k_stage_store before it");
   llvm::Type* i32 = b_.getInt32Ty();
-  llvm::Type* i64 = b_.getInt64Ty();
   llvm::Type* f32 = b_.getFloatTy();
   if (scalar_ty(t.scalar) != f32 || d.size() % 4) throw InternalError("SIMT lowering: a stage_store store of a type other than f32");
   auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
   const int64_t S = ws_stage_slots_, SB = ws_stage_bytes_;
-  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
-  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "sst_base");
-  llvm::Value* bars = b_.CreateAdd(base, c32(S * SB));
-  auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, b_.getInt64(S)), i32); };
-  auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, b_.getInt64(S)), b_.getInt64(1)), i32); };
-  llvm::Value* taken = b_.CreateLoad(i64, ws_steps_, "sst_taken");
-  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
-  llvm::Value* slot = slot_of(b_.CreateAdd(taken, b_.CreateUDiv(r0, b_.getInt64(SB)), "sst_step"));
+  const StageRegion region = ws_stage_region(a, t, "sst");
+  llvm::Value *base = region.base, *bars = region.bars, *taken = region.taken, *r0 = region.r0, *slot = region.slot;
+  auto slot_of = [&](llvm::Value* step) { return ws_stage_slot(step); };
+  auto parity_of = [&](llvm::Value* step) { return ws_stage_parity(step); };
   // (each wait a loop inside one inline PTX block: with mbarrier_wait's loop of LLVM blocks here,
   // the 128 sums live across it, ptxas spilled 520-640 bytes where the kernel without spills 64)
   auto* w_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32}, false);
