@@ -142,6 +142,16 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
   auto slot_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateURem(step, i64v(S)), i32); };
   auto parity_of = [&](llvm::Value* step) { return b_.CreateTrunc(b_.CreateAnd(b_.CreateUDiv(step, i64v(S)), i64v(1)), i32); };
   auto stage_at = [&](llvm::Value* slot) { return b_.CreateAdd(base, b_.CreateMul(slot, c32(t.stage_bytes))); };
+  // The producer's claim of step s's slot: from the second use on (s >= S), the wait for use
+  // s / S - 1 of it to be released (its empty barrier's phase); returns the slot.
+  auto claim = [&](llvm::Value* s) {
+    llvm::Value* slot = slot_of(s);
+    emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {
+      mbarrier_wait(empty(slot), b_.CreateXor(parity_of(s), c32(1)));
+      return none();
+    }, none);
+    return slot;
+  };
 
   if (!ws_init_->getTerminator()) {  // the first persistent loop: ws.init and the producer's code
     // (Stream-K: the producer computes each part's bounds itself from the kernel's parameters.)
@@ -301,11 +311,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
           llvm::Value* s = sv[0];
           std::vector<llvm::Value*> st = guard(s, sv);
           if (down) k = b_.CreateSub(b_.CreateSub(nk, i64v(1)), k, "k_down");
-          llvm::Value* slot = slot_of(s);
-          emit_if(b_, fn_, b_.CreateICmpSGE(s, i64v(S)), [&] {  // use s / S - 1 of the slot released
-            mbarrier_wait(empty(slot), b_.CreateXor(parity_of(s), c32(1)));
-            return none();
-          }, none);
+          llvm::Value* slot = claim(s);
           issue(lo, k, slot, m0, n0);
           st[0] = b_.CreateAdd(s, i64v(1));
           return st;
@@ -367,12 +373,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
               std::vector<llvm::Value*> st = guard(b_.CreateAdd(s_out[0], i64v(pseudo - 1)), s_out);
               for (int64_t i = 0; i < pseudo; ++i) {
                 llvm::Value* sv = st[0];
-                llvm::Value* slot = slot_of(sv);
-                emit_if(b_, fn_, b_.CreateICmpSGE(sv, i64v(S)), [&] {
-                  mbarrier_wait(empty(slot), b_.CreateXor(parity_of(sv), c32(1)));
-                  return none();
-                }, none);
-                target_.mbarrier_arrive(b_, full(slot));
+                target_.mbarrier_arrive(b_, full(claim(sv)));
                 st[0] = b_.CreateAdd(sv, i64v(1));
               }
               return st;
@@ -389,12 +390,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
               llvm::Value* h = st[0];
               for (int64_t i = 0; i < pseudo; ++i) {
                 llvm::Value* sv = b_.CreateAdd(h, i64v(i));
-                llvm::Value* slot = slot_of(sv);
-                emit_if(b_, fn_, b_.CreateICmpSGE(sv, i64v(S)), [&] {
-                  mbarrier_wait(empty(slot), b_.CreateXor(parity_of(sv), c32(1)));
-                  return none();
-                }, none);
-                target_.mbarrier_arrive(b_, full(slot));
+                target_.mbarrier_arrive(b_, full(claim(sv)));
               }
               st[0] = b_.CreateAdd(h, i64v(pseudo));
               st[1] = b_.CreateAdd(h, i64v(S));
