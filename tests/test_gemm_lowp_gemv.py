@@ -4,31 +4,15 @@ writes C once, so bf16 / f16 vector-matrix products take it (they kept the tile 
 B's column strips down all of K). The plans through cross_compile, and the products against NumPy
 in float64 at M / N / K edges, strided and transposed operands, alpha / beta, bf16 and f32 C, 1
 and 2 workers."""
-import ml_dtypes
 import numpy as np
 import pytest
 
 import coopjit
-
-BF16 = ml_dtypes.bfloat16
+from gemm_reference import BF16, check_product, plan_config
 
 
 def _cfg(m, n, k, cpu, dtype=BF16, threads=2, **kw):
-    a, b = np.ones((m, k), dtype), np.ones((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, **kw)["config"]
-
-
-def _check(c, a, b, alpha=1.0, beta=0.0, c0=None):
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    ref = alpha * (a64 @ b64)
-    mag = abs(alpha) * (np.abs(a64) @ np.abs(b64))
-    if beta:
-        ref = ref + beta * c0.astype(np.float64)
-        mag = mag + abs(beta) * np.abs(c0.astype(np.float64))
-    out_eps = 2.0**-8 if c.dtype == BF16 else np.finfo(c.dtype).eps
-    err = np.abs(c.astype(np.float64) - ref)
-    bound = (a.shape[1] + 2) * np.finfo(np.float32).eps * mag + out_eps * np.abs(ref) + 1e-30
-    assert np.all(err <= bound), (err - bound).max()
+    return plan_config(m, n, k, cpu, dtype, threads, **kw)
 
 
 @pytest.mark.parametrize("cpu,threads", [("znver4", 2), ("znver4", 1), ("znver5", 2), ("sapphirerapids", 16),
@@ -70,20 +54,20 @@ def test_k_split_with_bf16_c_matches_numpy(rng, ksplit, kt, n, k):
     b = rng.uniform(-1, 1, (k, n)).astype(BF16)
     plan = {"order": "k_outer", "pack": False, "ksplit": ksplit, "kt": kt, "threads": 2}
     assert int(coopjit.compile_gemm(1, n, k, BF16, plan=plan).config["ksplit"]) == ksplit
-    _check(coopjit.matmul(a, b, plan=plan), a, b)
-    _check(coopjit.matmul(a[0], b, plan=plan)[None], a, b)  # a 1-D vector
+    check_product(coopjit.matmul(a, b, plan=plan), a, b)
+    check_product(coopjit.matmul(a[0], b, plan=plan)[None], a, b)  # a 1-D vector
     # alpha / beta into C, a row of a strided bf16 array (C's column stride 3)
     big = rng.uniform(-1, 1, (2, 3 * n)).astype(BF16)
     keep = big.copy()
     c0 = big[1:, ::3].copy()
     coopjit.gemm(a, b, big[1:, ::3], alpha=0.5, beta=-2.0, plan=plan)
-    _check(big[1:, ::3], a, b, alpha=0.5, beta=-2.0, c0=c0)
+    check_product(big[1:, ::3], a, b, alpha=0.5, beta=-2.0, c0=c0)
     big[1:, ::3] = keep[1:, ::3]
     np.testing.assert_array_equal(big.view(np.uint16), keep.view(np.uint16))  # nothing else written
     # A read with a stride along K, B with a stride along N
     a2 = rng.uniform(-1, 1, (1, 2 * k)).astype(BF16)[:, ::2]
     b2 = rng.uniform(-1, 1, (k, 2 * n)).astype(BF16)[:, ::2]
-    _check(coopjit.matmul(a2, b2, plan=plan), a2, b2)
+    check_product(coopjit.matmul(a2, b2, plan=plan), a2, b2)
     # NaN and infinities reach C as the kernel would round them
     bn = b.copy()
     bn[3, 0] = np.nan
@@ -103,19 +87,19 @@ def test_k_outer_with_16_bit_inputs_matches_numpy(rng, m, threads, out):
     b = rng.uniform(-1, 1, (k, n)).astype(BF16)
     for kt in (64, 200):  # several K tiles (the scratch), one a multiple of kb, one not a divisor of K
         plan = {"order": "k_outer", "pack": False, "kt": kt, "threads": threads}
-        _check(coopjit.matmul(a, b, plan=plan, out_dtype=out), a, b)
+        check_product(coopjit.matmul(a, b, plan=plan, out_dtype=out), a, b)
     # strided and transposed operands: A's rows every other column, B read along its columns
     a2 = rng.uniform(-1, 1, (m, 2 * k)).astype(BF16)[:, ::2]
     bt = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(BF16)).T
     at = np.ascontiguousarray(rng.uniform(-1, 1, (k, m)).astype(BF16)).T
     plan = {"order": "k_outer", "pack": False, "kt": 128, "threads": threads}
     for x, y in ((a2, b), (a, bt), (at, b), (at, bt)):
-        _check(coopjit.matmul(x, y, plan=plan, out_dtype=out), x, y)
+        check_product(coopjit.matmul(x, y, plan=plan, out_dtype=out), x, y)
     # alpha / beta into an existing C of the output type
     c0 = rng.uniform(-1, 1, (m, n)).astype(out)
     c = c0.copy()
     coopjit.gemm(a, b, c, alpha=-1.5, beta=0.75, plan=plan)
-    _check(c, a, b, alpha=-1.5, beta=0.75, c0=c0)
+    check_product(c, a, b, alpha=-1.5, beta=0.75, c0=c0)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (1, 1000, 3001), (2, 777, 2048), (3, 600, 1200), (1, 2048, 1025)])
@@ -129,8 +113,8 @@ def test_vector_matrix_products_of_16_bit_inputs_by_default(rng, m, n, k, thread
         coopjit.set_num_threads(threads)
         cfg = coopjit.compile_gemm(m, n, k, dtype).config
         assert cfg["order"] == "k_outer" and cfg["c_type"] in ("bf16", "f16"), cfg
-        _check(coopjit.matmul(a, b), a, b)
-        _check(coopjit.matmul(a[0], b), a[:1], b)  # a 1-D vector times a matrix
+        check_product(coopjit.matmul(a, b), a, b)
+        check_product(coopjit.matmul(a[0], b), a[:1], b)  # a 1-D vector times a matrix
         bias = rng.uniform(-1, 1, n).astype(np.float32)
         got = coopjit.matmul(a, b, bias=bias)
         ref = a.astype(np.float64) @ b.astype(np.float64) + bias
@@ -151,7 +135,7 @@ def test_k_split_with_bf16_c_beta(rng, beta):
     if beta == 0.0:
         c[0, ::3] = np.nan  # beta 0: C is not read, NaN there does not propagate
     coopjit.gemm(a, b, c, alpha=2.0, beta=beta, plan={"order": "k_outer", "ksplit": 3, "kt": 32})
-    _check(c, a, b, alpha=2.0, beta=beta, c0=c0)
+    check_product(c, a, b, alpha=2.0, beta=beta, c0=c0)
 
 
 @pytest.mark.parametrize("ta,tb", [(np.int8, np.int8), (np.uint8, np.int8), (np.int8, np.uint8), (np.uint8, np.uint8)])

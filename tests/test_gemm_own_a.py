@@ -10,31 +10,15 @@ import subprocess
 import sys
 import textwrap
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import coopjit
-
-BF16 = ml_dtypes.bfloat16
+from gemm_reference import BF16, check_product, plan_config
 
 
 def _cfg(m, n, k, cpu, dtype=BF16, threads=2, **kw):
-    a, b = np.ones((m, k), dtype), np.ones((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, **kw)["config"]
-
-
-def _check(c, a, b, alpha=1.0, beta=0.0, c0=None):
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    ref = alpha * (a64 @ b64)
-    mag = abs(alpha) * (np.abs(a64) @ np.abs(b64))
-    if beta:
-        ref = ref + beta * c0.astype(np.float64)
-        mag = mag + abs(beta) * np.abs(c0.astype(np.float64))
-    out_eps = 2.0**-8 if c.dtype == BF16 else np.finfo(c.dtype).eps
-    err = np.abs(c.astype(np.float64) - ref)
-    bound = (a.shape[1] + 2) * np.finfo(np.float32).eps * mag + out_eps * np.abs(ref) + 1e-30
-    assert np.all(err <= bound), (err - bound).max()
+    return plan_config(m, n, k, cpu, dtype, threads, **kw)
 
 
 @pytest.mark.parametrize("cpu", ["znver4", "znver5"])
@@ -85,19 +69,19 @@ def test_own_a_matches_numpy(rng, m, n, k, threads, inline_b):
     cfg = coopjit.compile_gemm(m, n, k, BF16, plan=plan).config
     assert cfg["own_a"] is True and cfg["inline_b"] is bool(inline_b), cfg
     for out in (BF16, np.float32):  # (bf16 C with several K tiles: the partial sums in the scratch)
-        _check(coopjit.matmul(a, b, plan=plan, out_dtype=out), a, b)
+        check_product(coopjit.matmul(a, b, plan=plan, out_dtype=out), a, b)
     # strided and transposed operands: A's rows every other column, B read along its columns
     a2 = rng.uniform(-1, 1, (m, 2 * k)).astype(BF16)[:, ::2]
     bt = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(BF16)).T
     at = np.ascontiguousarray(rng.uniform(-1, 1, (k, m)).astype(BF16)).T
     for x, y in ((a2, b), (a, bt), (at, b), (at, bt)):
-        _check(coopjit.matmul(x, y, plan=plan), x, y)
+        check_product(coopjit.matmul(x, y, plan=plan), x, y)
     # alpha / beta into a view of a bigger C; nothing else written
     big = rng.uniform(-1, 1, (m + 2, 2 * n)).astype(BF16)
     keep = big.copy()
     c0 = big[1:-1, ::2].copy()
     coopjit.gemm(a, b, big[1:-1, ::2], alpha=-1.5, beta=0.75, plan=plan)
-    _check(big[1:-1, ::2], a, b, alpha=-1.5, beta=0.75, c0=c0)
+    check_product(big[1:-1, ::2], a, b, alpha=-1.5, beta=0.75, c0=c0)
     big[1:-1, ::2] = keep[1:-1, ::2]
     np.testing.assert_array_equal(big.view(np.uint16), keep.view(np.uint16))
 
@@ -111,10 +95,10 @@ def test_own_a_by_default_and_with_a_prepacked_b(rng, threads):
             a = rng.uniform(-1, 1, (n, n + 3)).astype(BF16)
             b = rng.uniform(-1, 1, (n + 3, n)).astype(BF16)
             assert coopjit.compile_gemm(n, n, n + 3, BF16).config["own_a"] is (threads == 2)
-            _check(coopjit.matmul(a, b), a, b)
+            check_product(coopjit.matmul(a, b), a, b)
             pb = coopjit.prepack(b)
-            _check(coopjit.matmul(a, pb, plan={"own_a": 1}), a, b)
-            _check(coopjit.matmul(a, pb), a, b)
+            check_product(coopjit.matmul(a, pb, plan={"own_a": 1}), a, b)
+            check_product(coopjit.matmul(a, pb), a, b)
     finally:
         coopjit.set_num_threads(old)
 
@@ -124,10 +108,10 @@ def test_own_a_with_more_workers_than_column_panels(rng):
     a = rng.uniform(-1, 1, (300, 301)).astype(BF16)
     b = rng.uniform(-1, 1, (301, 100)).astype(BF16)
     plan = {"own_a": 1, "pack": 1, "threads": 3, "inline_b": 0, "nr": 64}
-    _check(coopjit.matmul(a, b, plan=plan), a, b)
+    check_product(coopjit.matmul(a, b, plan=plan), a, b)
     f = rng.uniform(-1, 1, (300, 301)).astype(np.float32)
     g = rng.uniform(-1, 1, (301, 100)).astype(np.float32)
-    _check(coopjit.matmul(f, g, plan=plan), f, g)  # (f32 panels: own_a asked for)
+    check_product(coopjit.matmul(f, g, plan=plan), f, g)  # (f32 panels: own_a asked for)
 
 
 _SPREAD = textwrap.dedent("""
@@ -186,7 +170,7 @@ def test_own_a_with_emulated_tiles_and_int8(rng):
     b = rng.uniform(-1, 1, (300, 150)).astype(BF16)
     for plan in ({"amx": "emulated", "own_a": 1, "threads": 2}, {"amx": "emulated", "own_a": 1, "threads": 2, "kt": 64}):
         assert coopjit.compile_gemm(200, 150, 300, BF16, plan=plan).config["own_a"] is True
-        _check(coopjit.matmul(a, b, plan=plan), a, b)
+        check_product(coopjit.matmul(a, b, plan=plan), a, b)
     for ta, tb in ((np.int8, np.int8), (np.uint8, np.int8)):
         x = rng.integers(np.iinfo(ta).min, np.iinfo(ta).max + 1, (203, 301)).astype(ta)
         y = rng.integers(-128, 128, (301, 150)).astype(tb)

@@ -7,20 +7,13 @@ import numpy as np
 import pytest
 
 import coopjit
+from gemm_reference import check_product, plan_config
 
 BF16 = ml_dtypes.bfloat16
 
-def _cfg(m, n, k, cpu, dtype=np.float32, threads=2, **kw):
-    a, b = np.ones((m, k), dtype), np.ones((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, **kw)["config"]
-
-
 def _check(c, a, b):
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    ref, mag = a64 @ b64, np.abs(a64) @ np.abs(b64)
-    eps = np.finfo(a.dtype).eps
-    err = np.abs(c.astype(np.float64) - ref)
-    assert np.all(err <= (a.shape[1] + 2) * eps * mag + eps * np.abs(ref)), err.max()
+    # accumulated in the inputs' own type (f32 / f64 FMAs)
+    check_product(c, a, b, acc_eps=np.finfo(a.dtype).eps)
 
 
 @pytest.mark.parametrize("m,want_mr", [(16, 8), (17, 6), (21, 7), (24, 8), (30, 6), (35, 7), (63, 7), (64, 8)])
@@ -28,7 +21,7 @@ def _check(c, a, b):
 @pytest.mark.parametrize("dtype,lanes", [(np.float32, 16), (np.float64, 8)])
 def test_zen4_k_outer_tile(m, want_mr, threads, dtype, lanes):
     # the height in [6, 8] that pads M least (the taller on ties), 3 vectors, K tiles of 256
-    cfg = _cfg(m, 1024, 2048, "znver4", dtype=dtype, threads=threads)
+    cfg = plan_config(m, 1024, 2048, "znver4", dtype=dtype, threads=threads)
     assert cfg["order"] == "k_outer", cfg
     assert (int(cfg["mr"]), int(cfg["nr"]), int(cfg["kt"])) == (want_mr, 3 * lanes, 256), cfg
     pad = -m % int(cfg["mr"])
@@ -38,23 +31,23 @@ def test_zen4_k_outer_tile(m, want_mr, threads, dtype, lanes):
 @pytest.mark.parametrize("m,prefetch", [(1, 0), (4, 0), (6, 0), (8, 1024), (10, 1024), (15, 1024)])
 def test_zen4_k_outer_below_16_rows_keep_their_tile(m, prefetch):
     # below 16 rows: the plans of session 17 (4 vectors; one row panel without prefetches)
-    cfg = _cfg(m, 1024, 2048, "znver4")
+    cfg = plan_config(m, 1024, 2048, "znver4")
     assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64 and int(cfg["b_prefetch"]) == prefetch, cfg
 
 
 def test_zen4_k_outer_tile_only_where_measured():
     for cpu in ("znver5", "sapphirerapids"):
-        cfg = _cfg(64, 1024, 2048, cpu)
+        cfg = plan_config(64, 1024, 2048, cpu)
         assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64, (cpu, cfg)
     cfg = coopjit.cross_compile(np.ones((64, 2048), BF16), np.ones((2048, 1024), BF16), cpu="znver4",
                                 threads=2)["config"]  # bf16 (dot products): unmeasured
     assert not (int(cfg["mr"]) == 8 and int(cfg["nr"]) == 48 and int(cfg["kt"]) == 256), cfg
-    cfg = _cfg(64, 1024, 2048, "znver4", threads=8)
+    cfg = plan_config(64, 1024, 2048, "znver4", threads=8)
     assert cfg["order"] == "k_outer" and int(cfg["nr"]) == 64, cfg
     # the caller's tile or K tile wins
-    cfg = _cfg(64, 1024, 2048, "znver4", plan={"mr": 5, "nr": 64})
+    cfg = plan_config(64, 1024, 2048, "znver4", plan={"mr": 5, "nr": 64})
     assert (int(cfg["mr"]), int(cfg["nr"])) == (5, 64), cfg
-    cfg = _cfg(64, 1024, 2048, "znver4", plan={"kt": 64})
+    cfg = plan_config(64, 1024, 2048, "znver4", plan={"kt": 64})
     assert (int(cfg["mr"]), int(cfg["nr"]), int(cfg["kt"])) == (8, 48, 64), cfg
 
 
