@@ -55,8 +55,12 @@ def test_the_planner_orders_many_cores_by_column_panels():
     small = np.zeros((512, 512), np.float32), np.zeros((512, 512), np.float32)
     fits = coopjit.cross_compile(*small, cpu="sapphirerapids", threads=16)["config"]
     assert (fits["pack"], fits["inline_b"], fits["nc_tiles"]) == (True, False, 0), fits
-    # 2 cores: the row-block order, as before.
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 0
+    # 2 cores: the row-block order, as before, except f32 on the AMX-era Xeons (session 22,
+    # test_gemm_xeon_f32_plans.py).
+    assert coopjit.cross_compile(a, a, cpu="znver4", threads=2)["config"]["nc_tiles"] == 0
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 1
+    f64 = a.astype(np.float64)
+    assert coopjit.cross_compile(f64, f64, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 0
     # Dot-instruction and AMX plans keep their order; so does a plan that names mc_tiles.
     bf = a.astype(ml_dtypes.bfloat16)
     assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16)["config"]["nc_tiles"] == 0

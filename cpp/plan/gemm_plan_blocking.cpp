@@ -284,8 +284,15 @@ void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
   // order 2) got more from 8-panel blocks (2048^3 int8 74% of the tile loop's peak against 32-40%
   // in the row-block order; bf16 54% against 48%), which coopjit's nest did not show.
   // benchmarks/recorded/issue14-emr16-amx-nc-tiles-session16.txt.
-  if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && cpu.max_threads >= 8 && p.pack && !p.amx &&
-      p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
+  // On those Xeons the same order for f32 at 1-7 workers too (the pool's size set by set_num_threads):
+  // measured on the 16-core Emerald Rapids host (session 22, main's plan against plan= nc_tiles 1,
+  // medians of 5 alternating rounds, torch at the same thread count): one thread f32 1024^3 20.0
+  // -> 16.4 ms (torch 17.4), 2048^3 164 -> 152 ms (torch 142); 2 threads 1024^3 12.4 -> 12.0 ms
+  // (torch 10.5), within that host's rounds.
+  // benchmarks/recorded/issue14-emr16-f32-squares-session22.txt.
+  const bool xeon_f32 = intel_xeon_2mib_l2(cpu) && p.a_type == ir::ScalarType::f32 && p.b_type == ir::ScalarType::f32;
+  if (!overrides.count("nc_tiles") && !overrides.count("mc_tiles") && (cpu.max_threads >= 8 || xeon_f32) && p.pack &&
+      !p.amx && p.vnni == 1 && !p.inline_b && !p.k_inner && p.split == "dp") {
     // The worker's row panels as the kernel chooses its grid (GemmRecipe::blocked): grid_m (times
     // the shares), or run_time_grid of the threads x shares.
     const int64_t tiles_m = (M + p.mr - 1) / p.mr;
@@ -293,7 +300,10 @@ void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
     const int64_t gm = p.grid_m > 0 ? std::min<int64_t>(int64_t(p.grid_m) * p.shares, W) : run_time_grid(p, c, W);
     const double rows_a = double((tiles_m + gm - 1) / gm) * p.mr * double(std::min(p.kt, ceil_to(spec.K, p.kb))) *
                           ir::size_in_bytes(p.dtype);
-    if (rows_a > 0.5 * double(cpu.l2_bytes)) p.nc_tiles = 1;
+    // (at 1-7 workers of those Xeons: where the rows outgrow the whole 2 MiB L2; 512^3 on one
+    // worker, 1 MiB of A, is not measured and keeps the row blocks)
+    const double bound = cpu.max_threads >= 8 ? 0.5 * double(cpu.l2_bytes) : double(int64_t(2) << 20);
+    if (rows_a > bound) p.nc_tiles = 1;
   }
   // AMX plans take the same order (each tile's partial sums continued in the tiles from the
   // scratch, as in the row-block order); amx_prefetch 6 fetches the next block of row panels'

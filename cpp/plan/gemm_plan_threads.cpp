@@ -68,6 +68,15 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
                          flops >= 5.0e7 * p.threads && tiles_m >= 2 * 4 * std::max(1, p.grid_m)
                      ? 4
                      : 1;
+    // f32 x f32 products of 4 GFLOP a worker or more on those many cores (4096^3 on 16): 8 shares a
+    // thread, so that the fast vCPUs take more of the slow ones' work (the host's vCPUs compute at
+    // two rates about 2:1 apart, benchmarks/recorded/issue14-emr16-shares-session19.txt). Measured
+    // on the 16-core Emerald Rapids host (session 22, plan= shares 8 against the default, medians
+    // of 5 / 3 alternating rounds): 4096^3 103.3 -> 94.1 ms (torch 116.0), 8192^3 817 -> 741 ms
+    // (torch 718); 2048^3 (1.07 GFLOP a worker) 12.7 -> 13.2 and 1024^3 2.0 -> 2.0: kept at 4.
+    if (!overrides.count("shares") && p.shares == 4 && !p.amx && p.a_type == ir::ScalarType::f32 &&
+        p.b_type == ir::ScalarType::f32 && flops >= 4.0e9 * p.threads && tiles_m >= 2 * 8 * std::max(1, p.grid_m))
+      p.shares = 8;
   }
   if (p.shares > 1 && (!p.pack || p.inline_b))
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
