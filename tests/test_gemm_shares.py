@@ -182,7 +182,8 @@ def test_the_planner_gives_many_cores_four_shares_a_thread():
 @pytest.mark.parametrize("plan, words", [
     ({"shares": 0}, "shares=0"),
     ({"shares": 65}, "shares=65"),
-    ({"shares": 2, "pack": 0}, "pack=1"),
+    ({"shares": 2, "pack": 0, "order": "k_outer"}, "pack=1"),  # (unpacked m_inner / dot walks take shares: session 22)
+    ({"shares": 2, "pack": 0, "order": "m_inner", "split": "sk"}, "needs split='dp'"),
     ({"shares": 2, "pack": 1, "inline_b": 1}, "inline_b=0"),
 ])
 def test_bad_shares_are_refused(rng, plan, words):

@@ -164,7 +164,8 @@ struct GemmPlan {
   // Packed data-parallel plans (not inline_b): the blocked nest cut into threads x shares
   // shares, handed out by ThreadPool::run_shares after a packing launch: each thread runs its
   // own shares first and takes the next of a slower thread's. 1: one share a worker, behind the
-  // packing barrier, in one launch. (The grid gets shares x grid_m rows.)
+  // packing barrier, in one launch. (The grid gets shares x grid_m rows.) The dot walk of
+  // matrix-vector products likewise: threads x shares row blocks (default up to 4 on 8+ cores).
   int shares = 1;
   std::string split = "dp";   // "dp", "sk" (Stream-K) or "sk+dp" (2-tile Stream-K + data-parallel)
   int64_t kt = 256;           // K elements per K tile of the tile space (a multiple of kb)

@@ -77,10 +77,43 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
     if (!overrides.count("shares") && p.shares == 4 && !p.amx && p.a_type == ir::ScalarType::f32 &&
         p.b_type == ir::ScalarType::f32 && flops >= 4.0e9 * p.threads && tiles_m >= 2 * 8 * std::max(1, p.grid_m))
       p.shares = 8;
+    // Matrix-vector products (the dot walk) on many cores: up to 4 shares a thread, each at least
+    // 256 KiB of A (a row block of a few tens of microseconds), handed out like the packed nest's.
+    // The walk's workers each stream a fixed block of A's rows, and the call lasts as long as the
+    // slowest: on the 16-core Emerald Rapids host (a KVM guest whose vCPUs run at two rates) the
+    // launch trace of 4096x4096 f32 showed 16 workers busy median 211 / max 357 us (session 22,
+    // main's build; NumPy 294 us a call, coopjit 399). With shares, a thread that finishes its
+    // own takes the next of a slower one's. Same host, main against this rule in alternating
+    // processes (4 rounds, medians, us; NumPy in the same processes): 4096x4096 440 -> 327 (NumPy
+    // 425-443), 2048x2048 70.8 -> 47.3 (56-68), 16384x4096 2139 -> 1583 (1689-2014), 4099x3001
+    // 385 -> 241 (332-344); shares 1 / 2 / 4 / 8 at 4096x4096 (plan=): 531 / 512 / 422 / 397.
+    // benchmarks/recorded/issue14-emr16-skinny-session22.txt.
+    if (!overrides.count("shares") && p.order == "dot" && cpu.max_threads >= 8 && p.threads >= 8) {
+      const int64_t bytes = M * c.spec.K * ir::size_in_bytes(p.a_type);
+      const int64_t tiles = (M + p.mr - 1) / p.mr;
+      p.shares = static_cast<int>(std::max<int64_t>(
+          1, std::min<int64_t>({4, bytes / (int64_t(p.threads) << 18), tiles / p.threads})));
+    }
+    // The unpacked tile walk (m_inner, data-parallel, one product) likewise, 4 a thread from the
+    // packed nest's 50 MFLOP a worker, with 4 row tiles a share at least: its row blocks are
+    // independent like the dot walk's. Same host, same run (plan=, 4 rounds), 4096x64x4096 f32:
+    // shares 1 / 2 / 4 2984 / 2635 / 2583 us (torch 2775); the launch trace's busy max 2948 /
+    // 1454 / 912 us a share against median 2025 / 1052 / 558.
+    if (!overrides.count("shares") && p.order == "m_inner" && !p.pack && p.split == "dp" &&
+        cpu.max_threads >= 8 && p.threads >= 8 && c.spec.batch1 * c.spec.batch2 == 1 && flops >= 5.0e7 * p.threads &&
+        tiles_m >= 4 * 4 * int64_t(p.threads))
+      p.shares = 4;
   }
-  if (p.shares > 1 && (!p.pack || p.inline_b))
-    throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=",
-                        p.pack, ", inline_b=", p.inline_b, ")"));
+  // The unpacked walks' shares (dot, m_inner): their row blocks are independent.
+  const bool walk_shares = !p.pack && (p.order == "dot" || p.order == "m_inner");
+  if (p.shares > 1 && walk_shares) {
+    if (p.split != "dp")
+      throw UserError(cat("plan shares=", p.shares, " hands out the ", p.order, " walk's row blocks: it needs split='dp' (got ",
+                          p.split, ")"));
+  } else if (p.shares > 1 && (!p.pack || p.inline_b)) {
+    throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest (or the unpacked dot / m_inner walks' row blocks): ",
+                        "it needs pack=1 and inline_b=0 (got pack=", p.pack, ", inline_b=", p.inline_b, ", order=", p.order, ")"));
+  }
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));

@@ -413,6 +413,12 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     pool.run_shares(workers, workers * shares, [&](int v) { call(v, int64_t(workers) * shares, 2, shares); });
     return;
   }
+  // The unpacked dot / m_inner walks with shares: workers x shares row blocks, each thread its own
+  // first, then the next of a slower thread's (the blocks are independent).
+  if (shares > 1 && !k.plan.pack && (k.plan.order == "dot" || k.plan.order == "m_inner") && n_sk == 0 && workers > 1) {
+    ThreadPool::get().run_shares(workers, workers * shares, [&](int v) { call(v, int64_t(workers) * shares, 0, 1); });
+    return;
+  }
   // Workers wait for each other only at the packing barrier and for Stream-K partials; without
   // either, any thread of the pool may run any worker's share (ThreadPool::run's independent).
   // own_a: no packing barrier (each worker reads only the panels it packed).

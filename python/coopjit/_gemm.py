@@ -545,7 +545,8 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   mc_tiles row panels); fixed (bool: sizes and strides built into the code); order 'm_inner' |
   'k_outer' | 'dot' (the tile walk); grid_m (workers along M in the blocked nest; 0: at run time);
   shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
-  launch; a thread with none left takes a slower thread's next one; 1: one a worker).
+  launch; a thread with none left takes a slower thread's next one; 1: one a worker; the dot walk
+  likewise, its row blocks).
   ksplit (one row of C in the k_outer walk: K split into that many parts, one worker each over all
   of N, their partial rows added into C; 0: none).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
