@@ -2,6 +2,7 @@
 __cuda_array_interface__; coopjit.DeviceArray out, taken by PyTorch through the interface and
 DLPack), against NumPy in float64. The execution tests need an NVIDIA GPU (cuda:0) and skip
 without one, saying so; the interface parsing is checked everywhere."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -310,6 +311,56 @@ def test_the_fast_path_feeds_hopper_tensor_maps_each_call():
     c = coopjit.matmul(at.T, bt.T)
     want = _ref(at).T @ _ref(bt).T
     np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-3, atol=2e-3 * np.sqrt(128))
+
+
+@needs_cuda
+def test_the_fast_path_keys_on_plan():
+    """plan= through the cached launches (autotuning loops): each plan its own entry, the plan's
+    kernel used (a plan that forces the mma.sync pipeline and one that forces the CUDA-core tiles
+    both against float64, and two entries for the two), a dict changed between calls taken anew, a
+    kernel's .config as plan=, gemm and a fused epilogue with plan=; refused plans refused every
+    call, naming the field, and never cached."""
+    import torch
+
+    from coopjit import _cuda_fast
+
+    g = torch.Generator(device="cuda").manual_seed(22)
+    plans = ({"mma": "yes", "wgmma": "no", "stages": 3}, {"mma": "no", "wgmma": "no"})
+    for plan in plans:
+        for _ in range(2):
+            a = torch.randn(96, 64, device="cuda", generator=g).bfloat16()
+            b = torch.randn(64, 80, device="cuda", generator=g).bfloat16()
+            _lowp_close(coopjit.matmul(a, b, plan=plan), _ref(a) @ _ref(b), 64)
+    keys = [k for k in _cuda_fast._CACHE if k[0] == "mm" and k[3] == (96, 64) and k[-1] != ()]
+    assert len(keys) == 2, keys
+    plan = dict(plans[0])
+    plan["stages"] = 2  # changed in place: a new entry, the new value
+    a = torch.randn(96, 64, device="cuda", generator=g).bfloat16()
+    b = torch.randn(64, 80, device="cuda", generator=g).bfloat16()
+    _lowp_close(coopjit.matmul(a, b, plan=plan), _ref(a) @ _ref(b), 64)
+    assert len([k for k in _cuda_fast._CACHE if k[0] == "mm" and k[3] == (96, 64) and k[-1] != ()]) == 3
+    cfg = coopjit.compile_gemm(96, 80, 64, ml_dtypes.bfloat16, device="cuda:0").config
+    for _ in range(2):
+        _lowp_close(coopjit.matmul(a, b, plan=cfg), _ref(a) @ _ref(b), 64)
+    c = torch.randn(96, 80, device="cuda", generator=g)
+    want = 2.0 * _ref(a) @ _ref(b) - 0.5 * _ref(c)
+    for _ in range(2):
+        cc = c.clone()
+        assert coopjit.gemm(a.float(), b.float(), cc, alpha=2.0, beta=-0.5, plan=plans[1]) is cc
+        np.testing.assert_allclose(cc.cpu().numpy(), want, rtol=1e-4, atol=1e-3)
+    bias = torch.randn(80, device="cuda", generator=g)
+    for _ in range(2):
+        got = coopjit.matmul(a, b, bias=bias, activation="relu", plan=plans[0])
+        _lowp_close(got, np.maximum(_ref(a) @ _ref(b) + bias.double().cpu().numpy(), 0), 64)
+    before = len(_cuda_fast._CACHE)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="unknown plan field 'no_such_field'"):
+            coopjit.matmul(a, b, plan={"no_such_field": 1})
+        with pytest.raises(TypeError, match="stages must be an int, got True"):
+            coopjit.matmul(a, b, plan={"stages": True})
+        with pytest.raises(TypeError, match=r"stages must be an int, got \[3\]"):
+            coopjit.matmul(a, b, plan={"stages": [3]})
+    assert len(_cuda_fast._CACHE) == before
 
 
 @needs_cuda

@@ -102,6 +102,36 @@ def test_bad_plan_overrides():
         coopjit.matmul(a, a, plan={"layout": "diagonal"})
 
 
+def test_plan_fields_are_checked_on_every_call_though_remembered():
+    """plan= is converted once per content (coopjit._kernel_args._memoized): a field taken with one
+    type is still refused with another of an equal value (mr=True after mr=6 / mr=1, 6.0, a list,
+    numpy's bool), a dict changed in place is read anew, a kernel's .config and the same fields
+    as a dict give the same product, and the converted dict the caller gets is its own."""
+    from coopjit._kernel_args import _overrides
+
+    rng = np.random.default_rng(22)
+    a, b = rng.standard_normal((37, 29)).astype(F32), rng.standard_normal((29, 41)).astype(F32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for _ in range(2):
+        for plan in ({"mr": 6}, {"mr": 1}, {"mr": np.int64(4)}):
+            np.testing.assert_allclose(coopjit.matmul(a, b, plan=plan), want, rtol=1e-5, atol=1e-5)
+        for bad, msg in (({"mr": True}, "plan mr must be an int, got True"), ({"mr": 6.0}, "plan mr must be an int, got 6.0"),
+                         ({"mr": [6]}, r"plan mr must be an int, got \[6\]"),
+                         ({"pack": np.bool_(True), "mr": 6.5}, "plan mr must be an int, got 6.5")):
+            with pytest.raises(TypeError, match=msg):
+                coopjit.matmul(a, b, plan=bad)
+    plan = {"mr": 6, "split": "dp"}
+    coopjit.matmul(a, b, plan=plan)
+    plan["split"] = "diagonal"  # changed in place: checked again
+    with pytest.raises(ValueError, match="plan split must be one of dp, sk, sk.dp, dp.sk, got 'diagonal'"):
+        coopjit.matmul(a, b, plan=plan)
+    cfg = coopjit.compile_gemm(37, 41, 29, F32).config
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan=cfg), coopjit.matmul(a, b, plan=dict(cfg.overrides())))
+    got = _overrides({"mr": 6})
+    got["mr"] = 99
+    assert _overrides({"mr": 6}) == {"mr": 6}
+
+
 def test_compile_gemm_bad_arguments_and_calls():
     with pytest.raises(ValueError, match="m must be a non-negative int, got -1"):
         coopjit.compile_gemm(-1, 2, 2)

@@ -448,7 +448,7 @@ void bind_gemm(py::module_& m) {
   // the error messages.
   m.def(
       "matmul_fast",
-      [](py::handle ha, py::handle hb, py::handle hout) -> py::object {
+      [](py::handle ha, py::handle hb, py::handle hout, const PlanOverrides& overrides) -> py::object {
         // Exactly numpy.ndarray: subclasses (masked arrays, matrix) take the Python path, which
         // refuses what it cannot honour (a mask) instead of computing past it.
         if (!is_ndarray(ha) || !is_ndarray(hb)) return py::none();
@@ -534,15 +534,17 @@ void bind_gemm(py::module_& m) {
         const void* pa = a.data();
         const void* pb = b.data();
         void* pc = c.mutable_data();
+        // `overrides`: plan= as the core takes them (coopjit._kernel_args._overrides), part of the
+        // memo's key; a plan the planner refuses raises here as it would on the full path.
         if (double(M) * N * K * spec.batch1 * spec.batch2 < 1.0e5) {  // microseconds: releasing the GIL costs more
-          run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
+          run_gemm(gemm_kernel_cached(spec, overrides), spec, pa, pb, pc, 1.0, 0.0);
         } else {
           py::gil_scoped_release nogil;
-          run_gemm(gemm_kernel_cached(spec), spec, pa, pb, pc, 1.0, 0.0);
+          run_gemm(gemm_kernel_cached(spec, overrides), spec, pa, pb, pc, 1.0, 0.0);
         }
         return c;  // moved implicitly (a converting move: GCC 13 flags std::move here as redundant)
       },
-      py::arg("a"), py::arg("b"), py::arg("out") = py::none());
+      py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("overrides") = PlanOverrides{});
 
   m.def("prepack_format",
         [](const Types& types, int64_t K, int64_t N, const PlanOverrides& overrides) {

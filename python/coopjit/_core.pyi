@@ -486,7 +486,7 @@ def load_spirv(device: str, binary: bytes) -> DeviceModule:
     """
     Builds a SPIR-V module on a device (DeviceError with the build log).
     """
-def matmul_fast(a: typing.Any, b: typing.Any, out: typing.Any = None) -> typing.Any:
+def matmul_fast(a: typing.Any, b: typing.Any, out: typing.Any = None, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> typing.Any:
     ...
 def measure_peak(name: str, seconds: typing.SupportsFloat | typing.SupportsIndex = 0.1) -> dict:
     """

@@ -39,6 +39,21 @@ def _plain(x) -> bool:
     return type(x) is float or type(x) is int
 
 
+def _plan_key(plan):
+    """plan= as a part of a key: its type and its fields' names, types and values in order (the
+    types, since equal values of other types are taken differently: mr=True is refused, mr=1
+    taken); () without one; None when it is not a mapping of hashable values (the full path
+    says what is wrong). A refused plan never gets an entry: the full path raises first."""
+    if plan is None:
+        return ()
+    try:
+        key = (type(plan), getattr(plan, "target", None), tuple((f, type(v), v) for f, v in plan.items()))
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
 def _run(cache, key, pa, pb, out, alpha, beta, index, epilogue=None):
     """One launch of the entry `key` of `cache`; None on a miss, or when `out` overlaps an operand
     (the full path says so). `epilogue`: a fused launch's operand addresses (scale, row_scale,
@@ -76,23 +91,27 @@ def _full(cache, key, full, *args, **kwargs):
 _KW = {"bias": None, "activation": None, "residual": None, "scale": None, "row_scale": None, "epilogue": None}
 
 
-def matmul(a, b, out, full):
-    """coopjit.matmul(a, b, out=out) of torch CUDA tensors without epilogue, device= or plan=; None
-    when this path does not apply (the caller takes its full path). `full`: the full path
-    (_gemm_fused._device_product; passed in, so that this module imports none of the device layer)."""
+def matmul(a, b, out, full, plan=None):
+    """coopjit.matmul(a, b, out=out, plan=plan) of torch CUDA tensors without epilogue or device=;
+    None when this path does not apply (the caller takes its full path). `full`: the full path
+    (_gemm_fused._device_product; passed in, so that this module imports none of the device layer).
+    plan= is part of the key (autotuning scripts call with plan= in loops)."""
+    pk = _plan_key(plan)
+    if pk is None:
+        return None
     T = _tensor_type()
     if T is None or type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
-        return _matmul_cupy(a, b, out, full)
+        return _matmul_cupy(a, b, out, full, plan, pk)
     ia = a.get_device()
     if ia < 0 or b.get_device() != ia:
         return None
     pa, pb = a.data_ptr(), b.data_ptr()
     key = ("mm", a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
-           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0)
+           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0, pk)
     got = _run(_CACHE, key, pa, pb, out, 1.0, 0.0, ia)
     if got is not None:
         return got
-    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, plan,
                  {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
@@ -120,10 +139,13 @@ def _epilogue(T, index, scale, row_scale, bias, residual, activation, bias_axis,
     return tuple(meta), ptrs
 
 
-def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_scale, out_dtype, full):
-    """coopjit.matmul(a, b, out=out, bias=..., ...) of torch CUDA tensors with a fused epilogue whose
-    operands are torch CUDA tensors on the same device (no epilogue function, device= or plan=);
-    None when this path does not apply (see matmul)."""
+def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_scale, out_dtype, full, plan=None):
+    """coopjit.matmul(a, b, out=out, bias=..., ..., plan=plan) of torch CUDA tensors with a fused
+    epilogue whose operands are torch CUDA tensors on the same device (no epilogue function or
+    device=); None when this path does not apply (see matmul)."""
+    pk = _plan_key(plan)
+    if pk is None:
+        return None
     T = _tensor_type()
     if T is None or type(a) is not T or type(b) is not T or (out is not None and type(out) is not T):
         return None
@@ -135,11 +157,12 @@ def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_sc
         return None
     pa, pb = a.data_ptr(), b.data_ptr()
     key = ("mmf", a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), ia,
-           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0, e[0])
+           None if out is None else (out.dtype, out.shape, out.stride(), out.get_device()), (pa | pb) & 15 == 0, e[0],
+           pk)
     got = _run(_CACHE, key, pa, pb, out, 1.0, 0.0, ia, e[1])
     if got is not None:
         return got
-    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, plan,
                  {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                   "epilogue": None, "out_dtype": out_dtype, "bias_axis": bias_axis})
 
@@ -147,7 +170,7 @@ def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_sc
 _cupy = None
 
 
-def _matmul_cupy(a, b, out, full):
+def _matmul_cupy(a, b, out, full, plan, pk):
     """coopjit.matmul of CuPy arrays on the current device: as matmul, the result a CuPy array,
     queued on CuPy's current stream (what their __cuda_array_interface__ names)."""
     global _cupy
@@ -164,7 +187,7 @@ def _matmul_cupy(a, b, out, full):
     pa, pb = a.data.ptr, b.data.ptr
     stream = _cupy.cuda.get_current_stream().ptr
     key = ("cupy", a.dtype, b.dtype, a.shape, b.shape, a.strides, b.strides, dev,
-           None if out is None else (out.dtype, out.shape, out.strides, out.device.id), (pa | pb) & 15 == 0)
+           None if out is None else (out.dtype, out.shape, out.strides, out.device.id), (pa | pb) & 15 == 0, pk)
     e = _CACHE.get(key)
     if e is not None:
         launch, shape, dtype, _, (alo, ahi), (blo, bhi), (clo, chi) = e
@@ -174,7 +197,7 @@ def _matmul_cupy(a, b, out, full):
         if out is None or not overlap:
             launch.launch(pa, pb, pc, 1.0, 0.0, stream)
             return c
-    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, None,
+    return _full(_CACHE, key, full, "matmul", a, b, out, 1.0, 0.0, False, False, None, plan,
                  {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
@@ -193,27 +216,29 @@ def _torch_call(a, b, c, alpha, beta):
                         None if c is None else (c.dtype, c.shape, c.stride(), c.get_device()), (pa | pb) & 15 == 0)
 
 
-def gemm(a, b, c, alpha, beta, trans_a, trans_b, full):
-    """coopjit.gemm of torch CUDA tensors without epilogue, device= or plan= (see matmul)."""
+def gemm(a, b, c, alpha, beta, trans_a, trans_b, full, plan=None):
+    """coopjit.gemm of torch CUDA tensors without epilogue or device= (see matmul)."""
     t = _torch_call(a, b, c, alpha, beta)
-    if t is None:
+    pk = _plan_key(plan)
+    if t is None or pk is None:
         return None
     ia, pa, pb, operands = t
     if c is None:
         beta = 0.0
-    key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, *operands)
+    key = ("gemm", bool(trans_a), bool(trans_b), beta != 0, *operands, pk)
     got = _run(_CACHE, key, pa, pb, c, float(alpha), float(beta), ia)
     if got is not None:
         return got
-    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
+    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, plan,
                  {**_KW, "out_dtype": None, "bias_axis": 1})
 
 
 def gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activation, residual, scale, row_scale,
-               out_dtype, full):
+               out_dtype, full, plan=None):
     """coopjit.gemm of torch CUDA tensors with a fused epilogue of torch CUDA tensors (see matmul_fused)."""
     t = _torch_call(a, b, c, alpha, beta)
-    if t is None:
+    pk = _plan_key(plan)
+    if t is None or pk is None:
         return None
     ia, pa, pb, operands = t
     e = _epilogue(_torch.Tensor, ia, scale, row_scale, bias, residual, activation, bias_axis, out_dtype)
@@ -221,11 +246,11 @@ def gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activati
         return None
     if c is None:
         beta = 0.0
-    key = ("gemmf", bool(trans_a), bool(trans_b), beta != 0, *operands, e[0])
+    key = ("gemmf", bool(trans_a), bool(trans_b), beta != 0, *operands, e[0], pk)
     got = _run(_CACHE, key, pa, pb, c, float(alpha), float(beta), ia, e[1])
     if got is not None:
         return got
-    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, None,
+    return _full(_CACHE, key, full, "gemm", a, b, c, float(alpha), float(beta), trans_a, trans_b, None, plan,
                  {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                   "epilogue": None, "out_dtype": out_dtype, "bias_axis": bias_axis})
 

@@ -191,16 +191,16 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
     residual, the function and the conversion to c's dtype (float products only take beta then).
     """
-    if (type(a) is not np.ndarray and device is None and plan is None and bias is None and activation is None
-            and residual is None and scale is None and row_scale is None and epilogue is None and out_dtype is None):
+    if (type(a) is not np.ndarray and device is None and bias is None and activation is None and residual is None
+            and scale is None and row_scale is None and epilogue is None and out_dtype is None):
         # torch CUDA tensors' fast path
-        got = _cuda_fast.gemm(a, b, c, alpha, beta, trans_a, trans_b, _gemm_fused._device_product)
+        got = _cuda_fast.gemm(a, b, c, alpha, beta, trans_a, trans_b, _gemm_fused._device_product, plan)
         if got is not None:
             return got
-    elif type(a) is not np.ndarray and device is None and plan is None and epilogue is None:
+    elif type(a) is not np.ndarray and device is None and epilogue is None:
         # torch CUDA tensors with an epilogue of torch CUDA tensors: the fast path too
         got = _cuda_fast.gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activation, residual, scale,
-                                    row_scale, out_dtype, _gemm_fused._device_product)
+                                    row_scale, out_dtype, _gemm_fused._device_product, plan)
         if got is not None:
             return got
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
@@ -367,18 +367,25 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     epilogue returns float32 unless out_dtype says otherwise."""
     plain = (bias is None and activation is None and residual is None and scale is None and row_scale is None
              and epilogue is None and out_dtype is None)
-    if plain and device is None and plan is None:
-        c = _core.matmul_fast(a, b, out)  # the per-call fast path; None when it does not apply
+    if plain and device is None:
+        # the per-call fast path (None when it does not apply); plan= of NumPy operands checked and
+        # converted first (a device's plan fields are its own: CUDA tensors' path below)
+        if plan is None:
+            c = _core.matmul_fast(a, b, out)
+        elif type(a) is np.ndarray and type(b) is np.ndarray:
+            c = _core.matmul_fast(a, b, out, _overrides(plan))
+        else:
+            c = None
         if c is not None:
             return c
         if type(a) is not np.ndarray:
-            c = _cuda_fast.matmul(a, b, out, _gemm_fused._device_product)  # torch CUDA tensors' fast path
+            c = _cuda_fast.matmul(a, b, out, _gemm_fused._device_product, plan)  # torch CUDA tensors' fast path
             if c is not None:
                 return c
-    elif type(a) is not np.ndarray and device is None and plan is None and epilogue is None:
+    elif type(a) is not np.ndarray and device is None and epilogue is None:
         # torch CUDA tensors with an epilogue of torch CUDA tensors: the fast path too
         c = _cuda_fast.matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_scale, out_dtype,
-                                    _gemm_fused._device_product)
+                                    _gemm_fused._device_product, plan)
         if c is not None:
             return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,

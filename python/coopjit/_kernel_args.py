@@ -60,10 +60,43 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
     return out
 
 
+_MEMO_LIMIT = 1024
+
+
+def _memoized(memo: dict, plan, convert) -> dict:
+    """convert(plan) (the overrides as the core takes them), remembered by the plan's content: the
+    types and values of its fields in order, and whether it is a kernel's config (a Plan drops the
+    facts of its problem). A call with plan= (a kernel's whole .config, say) checked and converted
+    each field at every call, 10-30 us of a 64^3 product's 3. The types are in the key because
+    equal values of other types convert differently (mr=True is refused, mr=1 taken). Plans that
+    are not mappings of hashable values, and refused plans, are not remembered: convert says what
+    is wrong with them every time. A copy is returned: the caller may change it."""
+    if plan is None:
+        return {}
+    try:
+        key = (type(plan), getattr(plan, "target", None), tuple((k, type(v), v) for k, v in plan.items()))
+        got = memo.get(key)
+    except (AttributeError, TypeError):
+        return convert(plan)
+    if got is None:
+        got = convert(plan)
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        memo[key] = got
+    return dict(got)
+
+
+_CPU_MEMO: dict = {}
+
+
 def _overrides(plan: dict | None) -> dict:
     """Plan overrides as the core takes them, from {'layout': 'row'|'col', 'split': 'dp'|'sk'|'sk+dp',
     'mr': 8, 'nr': 32, 'kb': 4, 'kt': 256, 'threads': 2, 'vnni': 1|2|4, 'amx': 'no'|'yes'|'emulated',
     'mc_tiles': 8, 'pack': bool}."""
+    return _memoized(_CPU_MEMO, plan, _cpu_fields)
+
+
+def _cpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "cpu":
         raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
     return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "amx_store", "demote", "direct_a", "inline_b", "own_a", "k_inner"), modes=("amx",))
@@ -97,6 +130,13 @@ def _gpu_overrides(plan: dict | None) -> dict:
     'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
     specification, so that the kernel runs on devices without them)."""
+    return _memoized(_GPU_MEMO, plan, _gpu_fields)
+
+
+_GPU_MEMO: dict = {}
+
+
+def _gpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
     return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "tma_store", "persistent",
