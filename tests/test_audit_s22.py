@@ -40,3 +40,15 @@ def test_accumulate_kernel_with_beta_zero_and_residual_in_c(rng):
     c = res.copy()
     kern(a, b, c, beta=0.0, residual=c)
     np.testing.assert_allclose(c, a @ b + res, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("where,name", [("kernel", "alpha"), ("kernel", "beta"), ("gemm", "alpha"), ("gemm", "beta")])
+def test_scalar_past_a_double_names_itself(where, name):
+    # alpha=10**400 raised OverflowError "int too large to convert to float", naming nothing.
+    a, b = np.ones((3, 4)), np.ones((4, 2))
+    kw = {name: 10**400}
+    with pytest.raises(ValueError, match=f"{name}=1000.*too large"):
+        if where == "kernel":
+            coopjit.compile_gemm(3, 2, 4, np.float64, accumulate=True)(a, b, np.zeros((3, 2)), **kw)
+        else:
+            coopjit.gemm(a, b, np.zeros((3, 2)), **kw)
