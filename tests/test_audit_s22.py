@@ -52,3 +52,22 @@ def test_scalar_past_a_double_names_itself(where, name):
             coopjit.compile_gemm(3, 2, 4, np.float64, accumulate=True)(a, b, np.zeros((3, 2)), **kw)
         else:
             coopjit.gemm(a, b, np.zeros((3, 2)), **kw)
+
+
+def test_kernel_writes_into_a_torch_tensor_as_matmul_does(rng):
+    # A compiled kernel refused c= of a PyTorch CPU tensor (which matmul's out= takes) with "c must
+    # be a float32 array of shape (6, 4), got torch.float32 torch.Size([6, 4])".
+    torch = pytest.importorskip("torch")
+    m, n, k = 6, 4, 5
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    kern = coopjit.compile_gemm(m, n, k, np.float32)
+    for c in (torch.zeros(m, n), torch.zeros(n, m).T, torch.zeros(m, 2 * n)[:, ::2]):
+        out = kern(torch.from_numpy(a), torch.from_numpy(b), c)
+        assert out is c
+        np.testing.assert_allclose(c.numpy(), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="requires grad"):
+        kern(a, b, torch.zeros(m, n, requires_grad=True))
+    with pytest.raises(TypeError, match="c must be a writable array"):
+        kern(a, b, [[0.0] * n] * m)
