@@ -71,3 +71,17 @@ def test_kernel_writes_into_a_torch_tensor_as_matmul_does(rng):
         kern(a, b, torch.zeros(m, n, requires_grad=True))
     with pytest.raises(TypeError, match="c must be a writable array"):
         kern(a, b, [[0.0] * n] * m)
+
+
+@pytest.mark.parametrize("m,n,k", [(4, 4, 4), (64, 64, 64)])
+def test_accumulate_kernel_without_c_does_not_read_its_new_array(rng, m, n, k):
+    # kern(a, b) of an accumulate=True kernel made C with np.empty and computed alpha * a @ b +
+    # 0 * C: NaN left in the reused memory came through. (Freed NaN buffers of C's size make the
+    # allocator hand back NaN memory, as it did in the audit.)
+    kern = coopjit.compile_gemm(m, n, k, np.float64, accumulate=True)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    ref = a @ b
+    for _ in range(20):
+        junk = np.full((m, n), np.nan)
+        del junk
+        np.testing.assert_allclose(kern(a, b), ref, rtol=1e-12, atol=1e-12)
