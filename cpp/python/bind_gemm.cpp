@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstring>
 
 #include "core/error.h"
 #include "runtime/gemm.h"
@@ -328,6 +329,12 @@ struct PyGemmKernel {
     // first (once the operands are known to fit this kernel), after a residual in C's own memory
     // (residual=c) is copied out of it (session 22's audit).
     const bool zero_c = k.spec.accumulate && beta == 0.0 && c.size() > 0;
+    auto clear_c = [&c] {  // all-zero bytes: 0 in every output type
+      if (c.flags() & py::array::c_style)
+        std::memset(c.mutable_data(), 0, static_cast<size_t>(c.nbytes()));
+      else
+        c.attr("fill")(0);
+    };
     py::object epi_ops = epilogue;
     if (zero_c) {
       if (s.epilogue.residual && !epilogue.is_none()) {
@@ -377,14 +384,14 @@ struct PyGemmKernel {
         // built in (GemmPlan::fixed): that variant, compiled once.
         PlanOverrides ov = overrides;
         ov["threads"] = k.plan.threads;
-        if (zero_c) c.attr("fill")(0);
+        if (zero_c) clear_c();
         py::gil_scoped_release nogil;
         GemmKernel other = gemm_kernel(s, ov);
         run_gemm(other, s, pa, pb, pc, alpha, beta, nullptr, epi);
         return;
       }
     }
-    if (zero_c) c.attr("fill")(0);
+    if (zero_c) clear_c();
     if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
       run_gemm(k, s, pa, pb, pc, alpha, beta, nullptr, epi);
       return;
