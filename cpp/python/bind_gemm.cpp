@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstring>
 
 #include "core/error.h"
 #include "runtime/gemm.h"
@@ -322,10 +323,36 @@ struct PyGemmKernel {
       s.sa_r = k.spec.sa_r; s.sa_c = k.spec.sa_c;
       s.sb_r = k.spec.sb_r; s.sb_c = k.spec.sb_c;
     }
+    // beta = 0: C is not read (BLAS; gemm, whose kernel then has no beta, and the bf16 split). A
+    // kernel compiled with accumulate computes beta * C all the same, so NaN or inf in C (or
+    // the uninitialised copy Kernel.__call__ writes into) came through as NaN: C is zeroed
+    // first (once the operands are known to fit this kernel), after a residual in C's own memory
+    // (residual=c) is copied out of it (session 22's audit).
+    const bool zero_c = k.spec.accumulate && beta == 0.0 && c.size() > 0;
+    auto clear_c = [&c] {  // all-zero bytes: 0 in every output type
+      if (c.flags() & py::array::c_style)
+        std::memset(c.mutable_data(), 0, static_cast<size_t>(c.nbytes()));
+      else
+        c.attr("fill")(0);
+    };
+    py::object epi_ops = epilogue;
+    if (zero_c) {
+      if (s.epilogue.residual && !epilogue.is_none()) {
+        py::dict d = py::cast<py::dict>(epilogue);
+        if (d.contains("residual") && py::isinstance<py::array>(d["residual"])) {
+          auto r = py::reinterpret_borrow<py::array>(d["residual"]);
+          if (r.size() > 0 && ranges_meet(byte_range(r), byte_range(c))) {
+            py::dict copy = d.attr("copy")();
+            copy["residual"] = r.attr("copy")("K");
+            epi_ops = copy;
+          }
+        }
+      }
+    }
     EpilogueArgs ea;
     if (s.epilogue.any()) {
-      if (epilogue.is_none()) throw UserError("this kernel has an epilogue: its operands are needed");
-      ea = epilogue_args(py::cast<py::dict>(epilogue), s.epilogue, s, c);
+      if (epi_ops.is_none()) throw UserError("this kernel has an epilogue: its operands are needed");
+      ea = epilogue_args(py::cast<py::dict>(epi_ops), s.epilogue, s, c);
     }
     const EpilogueArgs* epi = s.epilogue.any() ? &ea : nullptr;
     if (!k.spec.accumulate && beta != 0.0)
@@ -357,12 +384,14 @@ struct PyGemmKernel {
         // built in (GemmPlan::fixed): that variant, compiled once.
         PlanOverrides ov = overrides;
         ov["threads"] = k.plan.threads;
+        if (zero_c) clear_c();
         py::gil_scoped_release nogil;
         GemmKernel other = gemm_kernel(s, ov);
         run_gemm(other, s, pa, pb, pc, alpha, beta, nullptr, epi);
         return;
       }
     }
+    if (zero_c) clear_c();
     if (double(s.M) * s.N * s.K < 1.0e5) {  // microseconds: releasing the GIL would cost more
       run_gemm(k, s, pa, pb, pc, alpha, beta, nullptr, epi);
       return;

@@ -141,7 +141,10 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
 def check_scalar(x, name: str) -> float:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {x!r} ({type(x).__name__})")
-    return float(x)
+    try:
+        return float(x)
+    except OverflowError:  # an int past a double's range (float() says only "int too large")
+        raise ValueError(f"{name}={x!r} is too large for a double (at most about 1.8e308)") from None
 
 
 def kernel_readable(x: np.ndarray) -> np.ndarray:

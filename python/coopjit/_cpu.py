@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
-from ._arrays import kernel_readable, native_dtype, overlaps
+from ._arrays import as_array, kernel_readable, native_dtype, overlaps
 from ._cuda_arrays import CudaView
 from ._device import Device
 from ._display import KernelDisplay
@@ -178,6 +178,12 @@ class Kernel(KernelDisplay):
             names = ", ".join(k for k, v in given.items() if v is not None)
             raise ValueError(f"this kernel was compiled without an epilogue; {names}= need compile_gemm(..., "
                              f"{names.split(',')[0]}=...)")
+        # c as matmul's out= takes it: a PyTorch CPU tensor, DLPack or buffer object written in
+        # place through an ndarray of its memory, and returned as given (it was refused with "c
+        # must be a float32 array of shape (6, 4), got torch.float32 torch.Size([6, 4])").
+        given_c = c
+        if c is not None and not isinstance(c, np.ndarray):
+            c = as_array(c, "c", writable=True)
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if not c.flags.writeable:
             raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
@@ -198,7 +204,7 @@ class Kernel(KernelDisplay):
             self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
         if target is not c:
             c[...] = target
-        return c
+        return c if given_c is None or isinstance(given_c, np.ndarray) else given_c
 
     def __repr__(self):
         cfg = self.config
