@@ -85,3 +85,41 @@ def test_accumulate_kernel_without_c_does_not_read_its_new_array(rng, m, n, k):
         junk = np.full((m, n), np.nan)
         del junk
         np.testing.assert_allclose(kern(a, b), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("m,n,k", [(8, 8, 8), (37, 29, 19)])
+def test_device_accumulate_kernel_with_beta_zero_does_not_read_c(rng, m, n, k):
+    # The same on a device (opencl:0 here, COOPJIT_TEST_DEVICE=cuda:0 on an NVIDIA GPU): a kernel
+    # compiled with accumulate=True called with beta = 0 runs its sibling without accumulation, so
+    # NaN in C, a strided C (a device copy made for the call, never written) and no C at all give
+    # alpha * a @ b; beta != 0 still adds beta * C; what lies around a strided C is not touched.
+    from device_support import needs_device
+
+    dev = needs_device()
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=dev, accumulate=True)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    ref = 1.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    tol = dict(rtol=1e-4, atol=1e-4 * (k + 1))
+    for _ in range(2):
+        c = np.full((m, n), np.nan, np.float32)
+        assert kern(a, b, c, alpha=1.5, beta=0.0) is c
+        np.testing.assert_allclose(c, ref, **tol)
+        big = np.full((m, 2 * n), np.nan, np.float32)
+        view = big[:, ::2]
+        kern(a, b, view, alpha=1.5, beta=0.0)
+        np.testing.assert_allclose(view, ref, **tol)
+        assert np.isnan(big[:, 1::2]).all()
+        np.testing.assert_allclose(kern(a, b, alpha=1.5), ref, **tol)
+        c = np.ones((m, n), np.float32)
+        kern(a, b, c, alpha=1.5, beta=-2.0)
+        np.testing.assert_allclose(c, ref - 2.0, **tol)
+    if dev.startswith("cuda"):
+        torch = pytest.importorskip("torch")
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        for _ in range(3):  # the second call on: the cached launch (coopjit._cuda_fast)
+            tc = torch.full((m, n), float("nan"), device="cuda")
+            assert kern(ta, tb, tc, alpha=1.5, beta=0.0) is tc
+            np.testing.assert_allclose(tc.cpu().numpy(), ref, **tol)
+            tc = torch.ones((m, n), device="cuda")
+            kern(ta, tb, tc, alpha=1.5, beta=-2.0)
+            np.testing.assert_allclose(tc.cpu().numpy(), ref - 2.0, **tol)

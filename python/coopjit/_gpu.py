@@ -364,8 +364,25 @@ class GpuKernel:
         sa = (1, m) if trans_a else (k, 1)
         sb = (1, k) if trans_b else (n, 1)
         self._shape = [m, n, k, 1, 1]
-        self._core = _core.gpu_gemm_kernel(dev.name, list(self._types), self._shape, [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0],
-                                           accumulate, dev.plan_overrides(plan), None if fused is None else fused.steps())
+        self._spec_strides = [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0]
+        self._core = _core.gpu_gemm_kernel(dev.name, list(self._types), self._shape, self._spec_strides, accumulate,
+                                           dev.plan_overrides(plan), None if fused is None else fused.steps())
+
+    def _core_for(self, beta):
+        """The compiled kernel a call with this beta runs. A kernel compiled with accumulate=True
+        reads C and adds beta * C; called with beta = 0 it runs its sibling without accumulation,
+        which never reads C (as BLAS, coopjit.gemm and the CPU kernels: NaN or inf in C, or a C
+        made for the call and never written, do not come through). The sibling takes this kernel's
+        plan and is compiled on first use."""
+        if not self.accumulate or beta != 0.0:
+            return self._core
+        k = self.__dict__.get("_core_no_c")
+        if k is None:
+            k = _core.gpu_gemm_kernel(self._dev.name, list(self._types), self._shape, self._spec_strides, False,
+                                      self._dev.plan_overrides(self.config),
+                                      None if self._fused is None else self._fused.steps())
+            self._core_no_c = k
+        return k
 
     @property
     def config(self):
@@ -420,8 +437,8 @@ class GpuKernel:
         shape, strides = _gemm_operands(A, B, out.dev)
         st = _Staging(self._dev)
         epi = [] if self._fused is None else _epilogue_addresses(self._fused, out.dev, st, self._dev, given)
-        self._core.run(list(self._types), shape, strides, st.address(A), st.address(B), st.address(out.dev, True),
-                       alpha, beta, epi)
+        self._core_for(beta).run(list(self._types), shape, strides, st.address(A), st.address(B),
+                                 st.address(out.dev, True), alpha, beta, epi)
         st.finish()
         out.finish()
 
@@ -467,7 +484,7 @@ class GpuKernel:
             stream = launch_stream(views + [v for v in epi or () if v is not None])
             if stream is not None:
                 A, B = (ops[0].T if self.trans_a else ops[0]), (ops[1].T if self.trans_b else ops[1])
-                launch = self._launcher(A, B, target)
+                launch = self._launcher(A, B, target, beta)
                 if launch is not None and launch.fused:  # (a kernel that only converts C has no epilogue operands)
                     launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream, [0 if v is None else v.ptr for v in epi])
                     return c
@@ -510,11 +527,13 @@ class GpuKernel:
             out.append(v)
         return out
 
-    def _launcher(self, A, B, target):
-        """The prepared launch (C++ GpuGemmLaunch) for device views of these strides, made once."""
+    def _launcher(self, A, B, target, beta):
+        """The prepared launch (C++ GpuGemmLaunch) for device views of these strides, made once (for
+        the kernel this beta runs: _core_for)."""
         shape, strides = _gemm_operands(A, B, target)
         aligned = (A.ptr | B.ptr) & 15 == 0
-        key = (tuple(strides), aligned)
+        core = self._core_for(beta)
+        key = (tuple(strides), aligned, core is self._core)
         cache = self.__dict__.setdefault("_launches", {})
         if key not in cache:
             for name, x in (("a", A), ("b", B), ("c", target)):
@@ -523,7 +542,7 @@ class GpuKernel:
                                      f"elements ({name})")
             if len(cache) > 256:
                 cache.clear()
-            cache[key] = self._core.launcher(list(self._types), shape, strides, aligned)
+            cache[key] = core.launcher(list(self._types), shape, strides, aligned)
         return cache[key]
 
     def __repr__(self):
