@@ -365,21 +365,22 @@ class GpuKernel:
         sb = (1, k) if trans_b else (n, 1)
         self._shape = [m, n, k, 1, 1]
         self._spec_strides = [*sa, *sb, n, 1, 0, 0, 0, 0, 0, 0]
+        self._overrides = dev.plan_overrides(plan)
         self._core = _core.gpu_gemm_kernel(dev.name, list(self._types), self._shape, self._spec_strides, accumulate,
-                                           dev.plan_overrides(plan), None if fused is None else fused.steps())
+                                           self._overrides, None if fused is None else fused.steps())
 
     def _core_for(self, beta):
         """The compiled kernel a call with this beta runs. A kernel compiled with accumulate=True
         reads C and adds beta * C; called with beta = 0 it runs its sibling without accumulation,
         which never reads C (as BLAS, coopjit.gemm and the CPU kernels: NaN or inf in C, or a C
         made for the call and never written, do not come through). The sibling takes this kernel's
-        plan and is compiled on first use."""
+        plan= fields and is compiled on first use."""
         if not self.accumulate or beta != 0.0:
             return self._core
         k = self.__dict__.get("_core_no_c")
         if k is None:
             k = _core.gpu_gemm_kernel(self._dev.name, list(self._types), self._shape, self._spec_strides, False,
-                                      self._dev.plan_overrides(self.config),
+                                      self._overrides,
                                       None if self._fused is None else self._fused.steps())
             self._core_no_c = k
         return k

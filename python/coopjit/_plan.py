@@ -44,6 +44,21 @@ class Plan(dict):
             # half-width vectors)
             if key in _FACTS or (key in ("vnni", "simd_width") and self.target != "cpu"):
                 continue
+            if self.target != "cpu":
+                # A device plan's choices as the GPU planner takes them back (they failed for
+                # Hopper plans before session 22): epi_smem shows the bytes staged a warp, plan=
+                # takes 'yes' / 'no'; an 8-bit product's mma.sync is the pipeline's consequence of
+                # its types (plan mma= is for 16-bit inputs); key / code_key are names, not choices.
+                if key == "epi_smem" and isinstance(value, int) and value > 1:
+                    value = "yes"
+                # tma and wgmma keep their description in the value ("yes: cp.async.bulk.tensor
+                # ..."): plan= takes the word
+                if isinstance(value, str) and value.partition(":")[0].strip() in ("no", "yes", "emulated"):
+                    value = value.partition(":")[0].strip()
+                if key == "mma" and self.get("a_type") in ("i8", "u8"):
+                    continue
+                if key in ("key", "code_key"):
+                    continue
             out[_PLAN_NAME.get(key, key)] = value
         return out
 
