@@ -77,3 +77,23 @@ def test_staging_compiled_kernel_with_empty_k(dev):
     c = c0.copy()
     k(np.zeros((33, 0), np.float32), np.zeros((0, 17), np.float32), c, alpha=1.5, beta=-0.5)
     np.testing.assert_array_equal(c, -0.5 * c0.astype(np.float64))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_compiled_kernel_writes_a_strided_host_c(dev, rng, accumulate):
+    # A compiled kernel is planned for a C-ordered C: a strided host c on a device the host cannot
+    # touch goes through a C-ordered copy (before, the staged view kept its strides and the call
+    # raised "these operands need plan ... .gc but the kernel was compiled for ... .uc": the H100
+    # run of session 23). beta = 0 never reads c; beta != 0 adds beta * c; the gaps stay as they were.
+    m, n, k = 37, 29, 19
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=dev, accumulate=accumulate)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    ref = 1.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    tol = dict(rtol=1e-4, atol=1e-4 * (k + 1))
+    for beta in ([0.0, -2.0] if accumulate else [0.0]):
+        big = np.full((m, 2 * n), np.nan if beta == 0.0 else 3.0, np.float32)
+        view = big[:, ::2]
+        assert kern(a, b, view, alpha=1.5, beta=beta) is view
+        np.testing.assert_allclose(view, ref + (beta * 3.0 if beta else 0.0), **tol)
+        gaps = big[:, 1::2]
+        assert (np.isnan(gaps) if beta == 0.0 else gaps == 3.0).all()

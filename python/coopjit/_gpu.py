@@ -422,8 +422,11 @@ class GpuKernel:
             return c
         # Copied as given, then transposed: the device operands keep the strides the kernel was
         # planned for (a copy of a.T would be C-ordered, another plan).
+        # The kernel was compiled for a C-ordered C: a strided c is written through a C-ordered copy
+        # (host-visible devices make that copy in _Output; the residual of an epilogue shares the
+        # output's strides).
         target = c
-        if self._fused is not None and not c.flags.c_contiguous:  # the residual shares the output's strides
+        if not c.flags.c_contiguous and (self._fused is not None or not self._dev.host_visible):
             target = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
         self._launch(a, b, target, alpha, beta, given)
         if target is not c:
