@@ -274,9 +274,8 @@ def run_case(c, stats):
         elif c["out"] != "alias":
             out, big, before = guarded_out(rng, np.shape(ref), dt, c["out"])
             kw["out"] = out
+    x_before = np.array(x, copy=True)
     try:
-        if op in ("min", "max") and rng.random() < 0.0:
-            pass
         got = coopjit.reduce(x, axis, op, **kw)
     except (ValueError, TypeError) as e:
         stats["refused"] += 1
@@ -292,11 +291,7 @@ def run_case(c, stats):
     stats["ran"] += 1
     if "out" in kw and got is not kw["out"]:
         return "did not return out"
-    if "out" in kw and c["out"] == "alias":
-        x_ref = x0  # the input's values before the call
-        err = check(got, x_ref if c["layout"] in ("c",) else x_ref, axis, op, describe(c))
-    else:
-        err = check(got, x, axis, op, describe(c))
+    err = check(got, x_before, axis, op, describe(c))  # (the input as it was: out may lie inside it)
     if err:
         return err
     for buf, snap in snaps:
