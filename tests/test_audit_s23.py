@@ -63,3 +63,57 @@ def test_num_threads_environment_variable_is_read_whole(value, want):
 def test_omp_num_threads_first_number_still_counts():
     rc, out = _run(_THREADS, COOPJIT_NUM_THREADS="", OMP_NUM_THREADS="3,2")
     assert rc == 0 and "threads 3" in out, out
+
+
+_PACK = """
+import pickle, sys, numpy as np, ml_dtypes, coopjit
+rng = np.random.default_rng(5)
+packs = {}
+for name, dt in (("float32", np.float32), ("bfloat16", ml_dtypes.bfloat16), ("int8", np.int8)):
+    b = rng.integers(-4, 5, (70, 53)).astype(dt)
+    packs[name] = (b, coopjit.prepack(b))
+sys.stdout.buffer.write(pickle.dumps(packs))
+"""
+
+
+@pytest.mark.parametrize("level", ["sse", "avx2"])
+def test_prepacked_operand_pickled_on_another_cpu_works_here(rng, level):
+    # A PackedMatrix pickled where the vectors are narrower (a Dask worker of another machine, or
+    # COOPJIT_CPU_LEVEL) kept that CPU's panels: its products here were refused with errors about
+    # plan fields nobody passed ("plan override nr=8 must be a multiple of the vector width 16",
+    # "plan vnni=2 needs packed panels"). Unpickling repacks into this machine's format.
+    import pickle
+
+    p = subprocess.run([sys.executable, "-c", _PACK], capture_output=True, timeout=120,
+                       env={**os.environ, "COOPJIT_CPU_LEVEL": level})
+    assert p.returncode == 0, p.stderr.decode()
+    packs = pickle.loads(p.stdout)
+    for name, (b, pb) in packs.items():
+        a = rng.integers(-4, 5, (33, 70)).astype(b.dtype)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        got = coopjit.matmul(a, pb)
+        np.testing.assert_allclose(got.astype(np.float64), ref, rtol=1e-2 if name == "bfloat16" else 0, atol=0,
+                                   err_msg=f"{name} packed under COOPJIT_CPU_LEVEL={level}")
+        np.testing.assert_array_equal(pb.unpacked(), b)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(pb)).unpacked(), b)
+
+
+def test_prepacked_operand_on_the_left_is_named(rng):
+    # matmul(packed, x) said "a has dtype object; coopjit GEMM supports ..." and packed @ x
+    # "operand 'PackedMatrix' does not support ufuncs".
+    pb = coopjit.prepack(rng.standard_normal((5, 4)).astype(np.float32))
+    x = np.ones((4, 3), np.float32)
+    for call in (lambda: coopjit.matmul(pb, x), lambda: coopjit.gemm(pb, x), lambda: pb @ x):
+        with pytest.raises(TypeError, match="right-hand operand"):
+            call()
+
+
+@pytest.mark.parametrize("plan,err,words", [([("mr", 4)], TypeError, "plan must be a dict"),
+                                            ("mr=4", TypeError, "plan must be a dict"),
+                                            ({"foo": 1}, ValueError, "unknown plan field 'foo'")])
+def test_prepack_plan_of_the_wrong_kind_is_named(plan, err, words):
+    # prepack(b, plan=[("mr", 4)]) packed with mr 4 taken from a list of pairs, and plan="mr=4"
+    # raised "dictionary update sequence element #0 has length 1; 2 is required".
+    with pytest.raises(err, match=words):
+        coopjit.prepack(np.ones((4, 4), np.float32), plan=plan)
+
