@@ -117,3 +117,31 @@ def test_prepack_plan_of_the_wrong_kind_is_named(plan, err, words):
     with pytest.raises(err, match=words):
         coopjit.prepack(np.ones((4, 4), np.float32), plan=plan)
 
+
+
+@pytest.mark.parametrize("kw", [{"budget": float("nan")}, {"budget": float("inf")}, {"budget": "60"},
+                                {"max_candidates": 2.5}, {"max_candidates": "3"}])
+def test_tune_limits_of_the_wrong_kind_are_named(kw):
+    # budget=nan was taken (its deadline never came: every candidate was timed); budget="60" and
+    # max_candidates="3" raised "'<=' not supported between instances of 'str' and 'int'".
+    name, value = next(iter(kw.items()))
+    with pytest.raises(ValueError, match=f"{name} must .*got {value!r}".replace("(", "\\(").replace(")", "\\)")):
+        coopjit.tune(shape=(8, 8, 8), progress=False, save=False, **kw)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["tune", "--shape", "8x8x8", "--budget", "0"], "budget must be a positive"),
+    (["tune", "--shape", "8x8x8", "--budget", "nan"], "budget must be a positive"),
+    (["tune", "--shape", "8x8x8", "--max-candidates", "0"], "max_candidates must be"),
+    (["tune", "--shape", "0x8x8"], "0x8x8 has an empty dimension"),
+    (["tune", "--shape", "8x8x8", "--scheduler", "tcp://nowhere:1", "--threads", "0"], "--threads must be in"),
+    (["dump", "4x4x4", "--out-dtype", "nope"], "--out-dtype: unknown dtype 'nope'"),
+    (["bench", "--quick", "--only", "reduce", "--out", "/proc/coopjit-nope"], "--out /proc/coopjit-nope: cannot write"),
+])
+def test_command_line_argument_errors_are_usage_errors(args, words):
+    # Each was a traceback (rc 1): tune's ValueErrors; bench made its --out directory after the
+    # whole run, so an unwritable one lost the run to a FileNotFoundError; dump's unknown
+    # --out-dtype was reported as "unknown dtype 'float32 / nope'".
+    p = subprocess.run([sys.executable, "-m", "coopjit", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert words in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -577,8 +577,9 @@ def tune(problems, client, *, dtype=None, trans_a: bool = False, trans_b: bool =
     from .devices import check_device
 
     device = check_device(device)
-    if budget is None or budget <= 0:
-        raise ValueError(f"tune: budget must be a positive number of seconds, got {budget!r}")
+    from ._tune import check_limits
+
+    check_limits(budget, max_candidates)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
                                 or not 1 <= threads <= _core.max_threads):
         raise ValueError(f"tune: threads must be an int in [1, {_core.max_threads}] or None, got {threads!r}")
