@@ -250,8 +250,8 @@ def describe(c):
             f"seed={c['seed']}")
 
 
-def run_case(c, stats):
-    """None, or what failed."""
+def run_case(c, stats, device=None):
+    """None, or what failed (device: reduce's device=, a NumPy array's reduction run there)."""
     rng = np.random.default_rng(c["seed"])
     x0 = values(rng, c["shape"], c["dtype"], c["op"])
     x, snaps = lay_out(rng, x0, c["layout"])
@@ -282,6 +282,8 @@ def run_case(c, stats):
             out, big, before = guarded_out(rng, np.shape(ref), dt, c["out"])
             kw["out"] = out
     x_before = np.array(x, copy=True)
+    if device is not None:
+        kw["device"] = device
     try:
         got = coopjit.reduce(x, axis, op, **kw)
     except (ValueError, TypeError) as e:
@@ -335,16 +337,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", type=int, default=300)
+    ap.add_argument("--device", default=None, help="reduce's device= (opencl:0, ...); default the CPU")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     stats = {"ran": 0, "refused": 0}
     fails = []
     for i in range(args.cases):
         c = draw(rng)
-        err = run_case(c, stats)
+        err = run_case(c, stats, args.device)
         if err:
             fails.append(f"{describe(c)}: {err}")
-        if i % 4 == 0:
+        if i % 4 == 0 and args.device is None:
             err = run_2x2_case(rng, stats)
             if err:
                 fails.append(err)

@@ -145,3 +145,14 @@ def test_command_line_argument_errors_are_usage_errors(args, words):
     p = subprocess.run([sys.executable, "-m", "coopjit", *args], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert words in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("plan,err,words", [({"amx": True}, TypeError, "amx must be one of 'no', 'yes', 'emulated'"),
+                                            ({"amx": 1.5}, TypeError, "amx must be one of"),
+                                            ({"split": "dp+sk"}, ValueError, "'dp\\+sk' is for device plans")])
+def test_cpu_plan_values_of_the_wrong_kind_are_named(plan, err, words):
+    # amx=True said "plan amx must be an int" (it takes 'no' / 'yes' / 'emulated'); split='dp+sk'
+    # (a device plan's) said "plan override split=3 must be 0 (dp), 1 (sk) or 2 (sk+dp)".
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(err, match=words):
+        coopjit.matmul(a, a, plan=plan)
