@@ -156,3 +156,23 @@ def test_cpu_plan_values_of_the_wrong_kind_are_named(plan, err, words):
     a = np.ones((4, 4), np.float32)
     with pytest.raises(err, match=words):
         coopjit.matmul(a, a, plan=plan)
+
+
+@pytest.mark.parametrize("kw", [{}, {"bias": True}, {"activation": "relu"}])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_stack_of_products_with_k_zero_and_unmergeable_batch_strides(rng, kw, dtype):
+    # K = 0 stacks whose batch strides do not merge: np.ascontiguousarray returns a zero-size
+    # array as it is, strides and all, so the kernels got 5-D operands and raised "a must have 2
+    # to 4 dims (batch dims, then the matrix), got 5". NumPy gives zeros (then the epilogue).
+    if dtype == np.int8 and kw:
+        kw = {**kw, "out_dtype": np.float32}
+    if kw.get("bias") is True:
+        kw = {**kw, "bias": rng.standard_normal(3).astype(np.float32)}
+    a = np.ones((2, 2, 3, 5, 4), dtype)[:, ::-1, ::2, :, :0]  # (2, 2, 2, 5, 0), batch strides of 3 levels
+    b = np.ones((1, 0, 3), dtype)
+    got = coopjit.matmul(a, b, **kw)
+    ref = np.zeros((2, 2, 2, 5, 3))
+    if "bias" in kw:
+        ref = ref + kw["bias"]
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(np.asarray(got, np.float64), ref, rtol=1e-6, atol=1e-6)

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype,
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, kernel_readable, native_dtype,
                       native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
@@ -318,7 +318,7 @@ def _batched(a, b, out, plan, types, device="cpu"):
     A, B = kernel_readable(A), kernel_readable(B)
     dims = _collapse_batch([A, B, C], batch)
     if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
-        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        A, B = contiguous(A), contiguous(B)
         if C is out:
             C = np.empty(out.shape, native_dtype(out.dtype))
         dims = _collapse_batch([A, B, C], batch)
