@@ -176,3 +176,48 @@ def test_stack_of_products_with_k_zero_and_unmergeable_batch_strides(rng, kw, dt
         ref = ref + kw["bias"]
     assert got.shape == ref.shape
     np.testing.assert_allclose(np.asarray(got, np.float64), ref, rtol=1e-6, atol=1e-6)
+
+
+def _load(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_fuzzed_reductions_match_numpy_and_stay_in_their_buffers(seed):
+    # A bounded slice of scripts/fuzz_reductions.py: dtypes, views, axes, out= in guarded buffers.
+    fuzz = _load("fuzz_reductions")
+    rng = np.random.default_rng(seed)
+    stats = {"ran": 0, "refused": 0}
+    failures = []
+    for i in range(40):
+        c = fuzz.draw(rng)
+        err = fuzz.run_case(c, stats)
+        if err:
+            failures.append(f"{fuzz.describe(c)}: {err}")
+        if i % 4 == 0 and (err := fuzz.run_2x2_case(rng, stats)):
+            failures.append(err)
+    assert not failures, "\n".join(failures)
+    assert stats["ran"] >= 30, stats
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_fuzzed_stacks_of_products_match_numpy(seed):
+    # A bounded slice of scripts/fuzz_batched.py: broadcast batch dims, views, out= in guarded buffers.
+    fuzz = _load("fuzz_batched")
+    rng = np.random.default_rng(seed)
+    stats = {"ran": 0, "refused": 0}
+    failures = []
+    for _ in range(40):
+        c = fuzz.draw(rng)
+        err = fuzz.run_case(c, stats)
+        if err:
+            failures.append(f"{fuzz.describe(c)}: {err}")
+    assert not failures, "\n".join(failures)
+    assert stats["ran"] >= 25, stats
