@@ -74,8 +74,9 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("get_num_threads", [] { return coopjit::ThreadPool::get().size(); },
         "Workers of the CPU pool (from the affinity mask; COOPJIT_NUM_THREADS overrides it).");
-  m.def("set_num_threads", [](int n) { coopjit::ThreadPool::get().set_size(n); }, py::arg("n"),
-        "Sets the number of CPU workers used by later calls.");
+  m.def("set_num_threads", [](int64_t n) { coopjit::ThreadPool::get().set_size(n); }, py::arg("n"),
+        "Sets the number of CPU workers used by later calls (1..max_threads).");
+  m.attr("max_threads") = coopjit::ThreadPool::kMaxThreads;  // the most workers a pool may have
   // The opt-in launch trace (thread_pool.h; COOPJIT_TRACE=1): private, for benchmarks/amx_probe.py.
   m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
   // Whether a launch's threads keep spinning while it runs (thread_pool.cpp): private, for A/B runs.

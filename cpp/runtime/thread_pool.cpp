@@ -6,7 +6,9 @@
 #include <time.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -343,15 +346,44 @@ ThreadPool::ThreadPool() : impl_(new Impl) {
   // COOPJIT_PIN_THREADS=1: the pool's threads pinned from the start (set_pool_pin).
   if (const char* pin = std::getenv("COOPJIT_PIN_THREADS"); pin && *pin && *pin != '0') set_pool_pin(true);
   // COOPJIT_NUM_THREADS, else OMP_NUM_THREADS as NumPy's BLAS and PyTorch read it (its first
-  // number: "4,2" asks for 4 at the outer level).
+  // number: "4,2" asks for 4 at the outer level). A value that is not a whole number of at least 1
+  // is passed over with a warning (atoi read "3abc" as 3, "1e3" as 1, and "99999999999" overflowed
+  // into a pool of 1.2e9); one above kMaxThreads is taken as kMaxThreads (README).
   for (const char* name : {"COOPJIT_NUM_THREADS", "OMP_NUM_THREADS"}) {
     const char* env = std::getenv(name);
-    const int n = env ? std::atoi(env) : 0;
+    if (!env || !*env) continue;
+    const int n = parse_threads(name, env);
     if (n >= 1) {
       impl_->size = n;
       break;
     }
   }
+}
+
+int ThreadPool::parse_threads(const char* name, const char* text) {
+  const std::string s(text);
+  const bool omp = std::string(name) == "OMP_NUM_THREADS";
+  const std::string first = omp ? s.substr(0, s.find(',')) : s;
+  size_t a = 0, b = first.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(first[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(first[b - 1]))) --b;
+  const std::string digits = first.substr(a, b - a);
+  bool ok = !digits.empty() && digits.size() <= 18;
+  for (char c : digits) ok = ok && c >= '0' && c <= '9';
+  const long long v = ok ? std::stoll(digits) : 0;
+  if (!ok || v < 1) {
+    if (!omp || !ok) {
+      std::fprintf(stderr, "coopjit: %s='%s' is not a number of threads (a whole number, at least 1); ignoring it\n",
+                   name, text);
+    }
+    return 0;
+  }
+  if (v > kMaxThreads) {
+    std::fprintf(stderr, "coopjit: %s=%s is more than the %d threads a pool may have; using %d\n", name, text,
+                 kMaxThreads, kMaxThreads);
+    return kMaxThreads;
+  }
+  return static_cast<int>(v);
 }
 
 namespace {
@@ -389,10 +421,11 @@ int ThreadPool::size() const {
   return impl_->size;
 }
 
-void ThreadPool::set_size(int n) {
-  if (n < 1) throw UserError(cat("the number of threads must be at least 1, got ", n));
+void ThreadPool::set_size(int64_t n) {
+  if (n < 1 || n > kMaxThreads)
+    throw UserError(cat("the number of threads must be in [1, ", kMaxThreads, "], got ", n));
   std::lock_guard<std::mutex> g(impl_->mu);
-  impl_->size = n;
+  impl_->size = static_cast<int>(n);
 }
 
 void ThreadPool::run_shares(int threads, int shares, const std::function<void(int)>& fn) {

@@ -51,8 +51,18 @@ class ThreadPool {
   static ThreadPool& get();
   /// Workers available to one launch (the calling thread included).
   int size() const;
-  /// Changes the size (>= 1); threads start lazily, on the next launch that needs them.
-  void set_size(int n);
+  /// The most workers a pool may have: a plan's `threads` field takes 1..kMaxThreads too. A
+  /// larger size made the first big launch start threads until the system refused one
+  /// (COOPJIT_NUM_THREADS=99999999999: "Resource temporarily unavailable", the user's process
+  /// limit spent).
+  static constexpr int kMaxThreads = 1024;
+  /// Changes the size (1..kMaxThreads; UserError naming n otherwise); threads start lazily, on
+  /// the next launch that needs them.
+  void set_size(int64_t n);
+  /// An environment variable's number of threads: 1..kMaxThreads (larger values taken as
+  /// kMaxThreads, with a warning), or 0 when it is not a whole number of at least 1 (warned,
+  /// except OMP_NUM_THREADS=0, which other libraries read too). OMP_NUM_THREADS: its first number.
+  static int parse_threads(const char* name, const char* text);
   /// Runs fn(0) .. fn(workers - 1) at the same time, fn(0) on the calling thread, and returns
   /// when all are done. Launches are serialized: Stream-K workers wait for each other, so all
   /// of one launch's workers must run together.

@@ -5,6 +5,8 @@ a kernel IR of cooperative-matrix operations, compiles it with LLVM and caches i
 """
 from __future__ import annotations
 
+import numpy as _np
+
 from . import _core, _log, cache, layout, spirv
 from . import devices, ir, ptx, tensor  # modules; devices() lists the devices (a callable module)
 from ._core import DeviceError, VerifyError
@@ -65,12 +67,13 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Sets the number of CPU workers later calls may use (a plan's "threads" can still ask for fewer or more)."""
-    if isinstance(n, bool) or not isinstance(n, int):
+    """Sets the number of CPU workers later calls may use (1 to 1024, coopjit._core.max_threads; a
+    plan's "threads" can still ask for fewer or more)."""
+    if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
         raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
-    if n < 1:
-        raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
-    _core.set_num_threads(n)
+    if not 1 <= n <= _core.max_threads:
+        raise ValueError(f"set_num_threads: n must be in [1, {_core.max_threads}], got {n}")
+    _core.set_num_threads(int(n))
 
 
 def cpu_info() -> dict:

@@ -167,11 +167,13 @@ def dump(argv) -> None:
     args = p.parse_args(argv)
     from ._tune_cli import _dtype
 
-    try:
-        dtype = _dtype(args.dtype)
-        out_dtype = _dtype(args.out_dtype) if args.out_dtype else None
-    except (TypeError, AttributeError):
-        p.error(f"unknown dtype {args.dtype if not args.out_dtype else args.dtype + ' / ' + args.out_dtype!r}")
+    dtypes = {}
+    for flag, name in (("--dtype", args.dtype), ("--out-dtype", args.out_dtype)):
+        try:
+            dtypes[flag] = _dtype(name) if name else None
+        except (TypeError, AttributeError):  # ("unknown dtype 'float32 / nope'" named both)
+            p.error(f"{flag}: unknown dtype {name!r}")
+    dtype, out_dtype = dtypes["--dtype"], dtypes["--out-dtype"]
     m, n, k = args.shape
     kw = dict(trans_a=args.trans_a, trans_b=args.trans_b, out_dtype=out_dtype)
     target = args.target

@@ -162,6 +162,14 @@ def kernel_readable(x: np.ndarray) -> np.ndarray:
     return x if ok else np.array(x, dtype=x.dtype.newbyteorder("=") if not x.dtype.isnative else x.dtype)
 
 
+def contiguous(x: np.ndarray) -> np.ndarray:
+    """x as a C-contiguous array with the strides of its shape. np.ascontiguousarray returns a
+    zero-size array as it is (NumPy counts every zero-size array contiguous), strides and all: a
+    stack of products with K = 0 whose batch strides did not merge reached the kernels with 5-D
+    operands ("a must have 2 to 4 dims")."""
+    return np.ascontiguousarray(x) if x.size else np.zeros(x.shape, x.dtype)
+
+
 def overlaps(out: np.ndarray, *inputs: np.ndarray) -> bool:
     return any(np.may_share_memory(out, x) for x in inputs)
 

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'GpuGemmLaunch', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_gemm_plan', 'gpu_stream_k_flags', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'reduce_plan_overrides', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
+__all__: list[str] = ['CoopMatrixLayout', 'DeviceBuffer', 'DeviceError', 'DeviceKernel', 'DeviceModule', 'DeviceProgram', 'GemmKernel', 'GpuGemmKernel', 'GpuGemmLaunch', 'IRBuilder', 'IRFunction', 'IRValue', 'LayoutError', 'SharedBuffer', 'VerifyError', 'alloc_device', 'alloc_shared', 'backend_status', 'cache_clear', 'cache_dir', 'cache_identity', 'cache_stats', 'clear_tuned_plans', 'compile_gemm', 'cpu_info', 'cross_compile', 'cuda_image_cache_stats', 'device_cache_stats', 'device_info', 'device_programs', 'disk_cache_clear', 'disk_cache_info', 'disk_cache_path', 'gemm', 'gemm_plan', 'gemm_signature', 'get_num_threads', 'gpu_devices', 'gpu_gemm_kernel', 'gpu_gemm_plan', 'gpu_stream_k_flags', 'gpu_reduce', 'gpu_reduce_program', 'layout_component_size', 'live_shared_allocations', 'llvm_version', 'load_ptx', 'load_spirv', 'matmul_fast', 'max_threads', 'measure_peak', 'op_probe_ir', 'op_probe_names', 'op_support', 'peak_kernel_assembly', 'peak_names', 'prepack_format', 'ptx_cache_stats', 'reduce2d', 'reduce_ir', 'reduce_plan_overrides', 'set_cache_dir', 'set_num_threads', 'set_spirv_tools_dir', 'set_tuned_plan', 'spirv_cache_stats', 'spirv_compile', 'spirv_default_extensions', 'spirv_devices', 'spirv_disassemble', 'spirv_tool_path', 'spirv_tool_version', 'spirv_validate', 'stream_k_tiles', 'tensor_access', 'tensor_access_function', 'tensor_access_ir', 'tuned_plans', 'version', 'xxh64']
 class VerifyError(ValueError):
     pass
 class GemmKernel:
@@ -534,7 +534,7 @@ def set_cache_dir(path: str) -> None:
     """
 def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
-    Sets the number of CPU workers used by later calls.
+    Sets the number of CPU workers used by later calls (1..max_threads).
     """
 def set_spirv_tools_dir(arg0: str) -> None:
     """
@@ -600,4 +600,5 @@ def xxh64(data: bytes, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> s
     The XXH64 the disk cache checksums entries with (16 hex digits).
     """
 llvm_version: str = '22.1.8'
+max_threads: int = 1024
 version: str = '0.2.0'

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype,
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, kernel_readable, native_dtype,
                       native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
@@ -40,8 +40,11 @@ class PackedMatrix:
         self.dtype = b.dtype
         self.shape = b.shape
         k, n = b.shape
+        if isinstance(plan, Plan):
+            plan = plan.overrides()
+        overrides = _overrides(plan)  # (first: TypeError / ValueError naming what plan= holds)
         self._fields = dict(plan or {})  # plan fields the packing was planned with, kept for the products
-        fmt = _core.prepack_format(list(types), k, n, _overrides(self._fields))
+        fmt = _core.prepack_format(list(types), k, n, overrides)
         self.format = fmt
         self.nr, self.kb, self.vnni = fmt["nr"], fmt["kb"], fmt["vnni"]
         kp = -(-k // self.kb) * self.kb
@@ -138,9 +141,31 @@ class PackedMatrix:
     def __rmatmul__(self, a) -> np.ndarray:
         return matmul(a, self)
 
+    def __matmul__(self, other):
+        raise TypeError(_PACKED_ON_THE_LEFT)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling: the panels are this machine's format, or repacked into it. A packing made
+        on another CPU (a Dask worker's, or under COOPJIT_CPU_LEVEL) has the panels of that CPU's
+        vector width and dot instructions; its products here were refused with errors about plan
+        fields the user never passed ("plan override nr=8 must be a multiple of the vector width
+        16", "plan vnni=2 needs packed panels ...")."""
+        self.__dict__.update(state)
+        try:
+            types, _ = gemm_types(self._a_dtype, self.dtype)
+            fmt = _core.prepack_format(list(types), self.shape[0], self.shape[1], _overrides(self._fields))
+        except (TypeError, ValueError):  # the packing's own plan fields do not apply here: its products say so
+            return
+        if fmt != self.format:
+            self.__dict__.update(PackedMatrix(self.unpacked(), self._fields, self._a_dtype).__dict__)
+
     def __repr__(self):
         vnni = f", VNNI groups of {self.vnni}" if self.vnni > 1 else ""
         return f"PackedMatrix({self.dtype} {self.shape[0]}x{self.shape[1]}, panels of {self.nr} columns{vnni})"
+
+
+_PACKED_ON_THE_LEFT = ("a prepacked operand (coopjit.prepack) is the right-hand operand of a product: matmul(a, packed), "
+                       "gemm(a, packed) or a @ packed; prepack the other operand, or pass the array itself")
 
 
 def prepack(b: ArrayLike, plan: dict | None = None) -> PackedMatrix:
@@ -209,6 +234,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         fused_kw["bias_axis"] = bias_axis
         return _gemm_fused._device_product("gemm", a, b, c, check_scalar(alpha, "alpha"), check_scalar(beta, "beta"), trans_a,
                                trans_b, device, plan, fused_kw)
+    if isinstance(a, PackedMatrix):
+        raise TypeError(f"gemm: {_PACKED_ON_THE_LEFT}")
     device = check_device(device)
     if requested(fused_kw):
         return _gemm_fused._gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, fused_kw, device,
@@ -291,7 +318,7 @@ def _batched(a, b, out, plan, types, device="cpu"):
     A, B = kernel_readable(A), kernel_readable(B)
     dims = _collapse_batch([A, B, C], batch)
     if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
-        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        A, B = contiguous(A), contiguous(B)
         if C is out:
             C = np.empty(out.shape, native_dtype(out.dtype))
         dims = _collapse_batch([A, B, C], batch)
@@ -394,6 +421,8 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         if any(_cuda_arrays.is_device_array(x) for x in (a, b, out) if x is not None):
             fused_kw["bias_axis"] = bias_axis
             return _gemm_fused._device_product("matmul", a, b, out, 1.0, 0.0, False, False, device, plan, fused_kw)
+    if isinstance(a, PackedMatrix):  # (it read as a 0-d object array: "a has dtype object")
+        raise TypeError(f"matmul: {_PACKED_ON_THE_LEFT}")
     if not plain and requested(fused_kw):
         fused_kw["bias_axis"] = bias_axis
         return _gemm_fused._matmul_fused(a, b, out, check_device(device), plan, fused_kw, isinstance(b, PackedMatrix))

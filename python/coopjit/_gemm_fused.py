@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core, _cuda_arrays
-from ._arrays import (_collapse_batch, as_array, check_scalar, gemm_types, kernel_readable, native_dtype, native_order,
+from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, kernel_readable, native_dtype, native_order,
                       overlaps, promote)
 from ._cpu import _run_fused
 from ._epilogue import Epilogue, requested
@@ -335,7 +335,7 @@ def _batched_fused(a, b, out, plan, types, ep: Epilogue, device: str = "cpu"):
     arrays = [A, B, C] + ([R] if R is not None else [])
     dims = _collapse_batch(arrays, batch)
     if len(dims) > 2:  # batch dims no stride pattern can merge: make the operands contiguous
-        A, B = np.ascontiguousarray(A), np.ascontiguousarray(B)
+        A, B = contiguous(A), contiguous(B)
         arrays = [A, B, C] + ([R] if R is not None else [])
         dims = _collapse_batch(arrays, batch)
     views = []

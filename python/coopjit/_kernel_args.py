@@ -45,6 +45,10 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
             if value not in _GPU_MODES:
                 raise ValueError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))}, got {value!r}")
             out[key] = _GPU_MODES[value]
+        elif key in modes and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
+            # (amx=True read "plan amx must be an int", which it need not be)
+            raise TypeError(f"plan {key} must be one of {', '.join(map(repr, _GPU_MODES))} (or 0 / 1 / 2), "
+                            f"got {value!r} ({type(value).__name__})")
         elif key in flags:
             if not isinstance(value, (bool, np.bool_, int, np.integer)):
                 raise TypeError(f"plan {key} must be True or False, got {value!r}")
@@ -99,7 +103,10 @@ def _overrides(plan: dict | None) -> dict:
 def _cpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "cpu":
         raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
-    return _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "amx_store", "demote", "direct_a", "inline_b", "own_a", "k_inner"), modes=("amx",))
+    out = _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "amx_store", "demote", "direct_a", "inline_b", "own_a", "k_inner"), modes=("amx",))
+    if out.get("split") == _SPLITS["dp+sk"]:  # (the core said "plan override split=3 must be 0 (dp), ...")
+        raise ValueError("plan split 'dp+sk' is for device plans; a CPU product takes 'dp', 'sk' or 'sk+dp'")
+    return out
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",

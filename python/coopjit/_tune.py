@@ -8,6 +8,8 @@ planner accepts as overrides (PlanOverrides in cpp/plan/gemm_plan.h, _overrides 
 """
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -169,6 +171,18 @@ class _Bench:
         return float(np.median(times)), float(np.min(times))
 
 
+def check_limits(budget, max_candidates) -> None:
+    """tune's budget (a finite number of seconds above 0) and max_candidates (None or an int of at
+    least 1), each named when it is not. budget=nan was taken: the deadline never came, and the
+    search timed every candidate it had."""
+    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real) or not (
+            math.isfinite(budget) and budget > 0):
+        raise ValueError(f"tune: budget must be a positive, finite number of seconds, got {budget!r}")
+    if max_candidates is not None and (isinstance(max_candidates, (bool, np.bool_))
+                                       or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1):
+        raise ValueError(f"tune: max_candidates must be None or an int of at least 1, got {max_candidates!r}")
+
+
 def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tuple[int, int, int] | None = None,
          dtype: DTypeLike | None = None, trans_a: bool = False, trans_b: bool = False, accumulate: bool = False,
          device: str | None = None, budget: float = 60.0, max_candidates: int | None = None,
@@ -198,10 +212,7 @@ def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tup
                                device=device, budget=budget, max_candidates=max_candidates, progress=progress,
                                save=save, min_time=min_time, seed=seed)
     device = check_device(device)
-    if budget is None or budget <= 0:
-        raise ValueError(f"tune: budget must be a positive number of seconds, got {budget!r}")
-    if max_candidates is not None and max_candidates < 1:
-        raise ValueError(f"tune: max_candidates must be at least 1, got {max_candidates!r}")
+    check_limits(budget, max_candidates)
     rng = np.random.default_rng(seed)
     if a is not None:
         if b is None or shape is not None:

@@ -683,6 +683,14 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None,
                    help="cuda:N: the GPU benchmark (GEMM per dtype, int8, a fused epilogue, the memory) against torch")
     args = p.parse_args(argv)
+    # The directory is made (and checked) before the run: it was made after it, so a --out that
+    # could not be written lost a whole run to a FileNotFoundError traceback at the end.
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        if not os.access(args.out, os.W_OK | os.X_OK):
+            raise PermissionError(f"[Errno 13] Permission denied: {args.out!r}")
+    except OSError as e:
+        p.error(f"--out {args.out}: cannot write the results there ({e})")
     if args.device is not None:
         if not str(args.device).startswith("cuda:"):
             p.error(f"--device takes cuda:N (an NVIDIA GPU); the CPU benchmark runs without it; got {args.device!r}")

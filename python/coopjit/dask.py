@@ -106,13 +106,14 @@ def _in_worker() -> bool:
 
 def worker_threads() -> int:
     """coopjit's pool size in a dask.distributed worker process: COOPJIT_NUM_THREADS when the
-    worker's environment sets it, else 1 (one core per worker thread, as Dask assumes)."""
+    worker's environment sets it (at most coopjit._core.max_threads), else 1 (one core per worker
+    thread, as Dask assumes)."""
     env = os.environ.get("COOPJIT_NUM_THREADS", "")
     try:
         n = int(env)
     except ValueError:
         n = 0
-    return n if n >= 1 else 1
+    return min(n, _core.max_threads) if n >= 1 else 1
 
 
 def _prepare() -> None:
@@ -513,7 +514,7 @@ def _fresh_pool() -> int:
     of the affinity mask."""
     env = os.environ.get("COOPJIT_NUM_THREADS", "")
     if env.strip().isdigit() and int(env) >= 1:
-        return int(env)
+        return min(int(env), _core.max_threads)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -576,10 +577,12 @@ def tune(problems, client, *, dtype=None, trans_a: bool = False, trans_b: bool =
     from .devices import check_device
 
     device = check_device(device)
-    if budget is None or budget <= 0:
-        raise ValueError(f"tune: budget must be a positive number of seconds, got {budget!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
-        raise ValueError(f"tune: threads must be a positive int or None, got {threads!r}")
+    from ._tune import check_limits
+
+    check_limits(budget, max_candidates)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
+                                or not 1 <= threads <= _core.max_threads):
+        raise ValueError(f"tune: threads must be an int in [1, {_core.max_threads}] or None, got {threads!r}")
     defaults = {"dtype": None if dtype is None else _dtype_name(dtype), "trans_a": bool(trans_a),
                 "trans_b": bool(trans_b), "accumulate": bool(accumulate), "budget": float(budget),
                 "max_candidates": max_candidates, "min_time": float(min_time), "seed": int(seed)}
