@@ -113,18 +113,14 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
                          ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
                                                    p.dtype == ir::ScalarType::i32)) ||
                           (p.c_type == ir::ScalarType::bf16 && p.dtype == ir::ScalarType::f32));
-      // f32: two parts a thread where B is 16 MiB or more (each part at least 256 rows): the parts run as
-      // shares (the runtime's run_shares: each thread its own two parts in K order, then a part of a
-      // slower thread's), so a thread descheduled or slowed by another task's work on its core does
-      // not hold up the call; one part a thread left the call to the slower one. The extra parts'
-      // partial rows (N sums each, zeroed and added by the caller) cost under 1% there. See the
-      // CHANGELOG (session 23) for the measurements on the 2-core Zen 5 (bf16, int8: not measured).
+      // (Two parts a thread, run as shares (the runtime's run_shares), were measured for f32 with
+      // 16 MiB of B or more on the 2-core Zen 5 while other work shared its cores (session 23,
+      // main -> branch in alternating processes, medians): 1x4096x4096 0.82 / 1.09 / 0.88x, 1x2048x2048
+      // 0.80x; not taken. plan ksplit above the threads runs that way.
+      // benchmarks/recorded/issue14-zen5-2core-gemv-session23.txt.)
       if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
-          spec.K >= 256 * int64_t(p.threads)) {
+          spec.K >= 256 * int64_t(p.threads))
         p.ksplit = p.threads;
-        const bool f32 = p.a_type == ir::ScalarType::f32 && p.b_type == ir::ScalarType::f32 && p.c_type == ir::ScalarType::f32;
-        if (f32 && spec.K >= 512 * int64_t(p.threads) && spec.K * N * 4 >= (int64_t(16) << 20)) p.ksplit = 2 * p.threads;
-      }
       if (p.ksplit > 1) {
         if (!ks_ok)
           throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
