@@ -113,6 +113,11 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
                          ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
                                                    p.dtype == ir::ScalarType::i32)) ||
                           (p.c_type == ir::ScalarType::bf16 && p.dtype == ir::ScalarType::f32));
+      // (Two parts a thread, run as shares (the runtime's run_shares), were measured for f32 with
+      // 16 MiB of B or more on the 2-core Zen 5 while other work shared its cores (session 23,
+      // main -> branch in alternating processes, medians): 1x4096x4096 0.82 / 1.09 / 0.88x, 1x2048x2048
+      // 0.80x; not taken. plan ksplit above the threads runs that way.
+      // benchmarks/recorded/issue14-zen5-2core-gemv-session23.txt.)
       if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
           spec.K >= 256 * int64_t(p.threads))
         p.ksplit = p.threads;

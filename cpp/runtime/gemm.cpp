@@ -332,6 +332,15 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const int64_t want = std::min<int64_t>(k.plan.ksplit, (g.K + g.kt - 1) / g.kt);
     return ((g.K + want - 1) / want + g.kt - 1) / g.kt * g.kt;
   };
+  // The parts run on the plan's threads: one part a thread as an independent launch, or, with more
+  // parts than threads (plan ksplit above threads), as shares (ThreadPool::run_shares: each thread
+  // its own run of parts in K order, then any part a slower thread has not started). A launch of
+  // every part gave each its own pool thread (ksplit 8 of 2 threads: 8 threads on 2 cores).
+  auto run_parts = [&](int parts, const std::function<void(int)>& fn) {
+    const int threads = std::max(1, std::min(parts, k.plan.threads));
+    if (parts > threads) ThreadPool::get().run_shares(threads, parts, fn);
+    else ThreadPool::get().run(parts, fn, true);
+  };
   auto part_operands = [&](void** p, int64_t k0) {
     std::copy(ptrs, ptrs + 12, p);
     p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
@@ -353,13 +362,13 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t part_bytes = (size_t((g.M + g.mr - 1) / g.mr * g.mr) * cols * sizeof(float) + 63) / 64 * 64;
     char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
-    ThreadPool::get().run(parts, [&](int w) {
+    run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
       part_operands(p, k0);
       p[3] = sums + size_t(w) * part_bytes;
       launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
-    }, true);
+    });
     uint16_t* cc = static_cast<uint16_t*>(c);
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
     for (int64_t n = 0; n < g.N; ++n) {
@@ -381,13 +390,13 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     char* raw = parts > 1 ? panel_memory.get(row * size_t(parts - 1) + 64) : nullptr;
     char* rows = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
     if (rows) std::memset(rows, 0, row * size_t(parts - 1));
-    ThreadPool::get().run(parts, [&](int w) {
+    run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
       part_operands(p, k0);
       if (w > 0) p[2] = rows + size_t(w - 1) * row;
       launch(p, kw, w ? g.N : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
-    }, true);
+    });
     auto add = [&](auto zero) {
       using T = decltype(zero);
       T* cc = static_cast<T*>(c);

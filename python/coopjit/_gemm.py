@@ -583,8 +583,9 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
   launch; a thread with none left takes a slower thread's next one; 1: one a worker; the dot walk
   likewise, its row blocks).
-  ksplit (one row of C in the k_outer walk: K split into that many parts, one worker each over all
-  of N, their partial rows added into C; 0: none).
+  ksplit (one row of C in the k_outer walk: K split into that many parts, each over all of N,
+  their partial rows added into C; more parts than threads run as shares on the plan's threads;
+  0: none).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
