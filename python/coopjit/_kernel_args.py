@@ -63,18 +63,38 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
 _MEMO_LIMIT = 1024
 
 
+def _content(plan) -> tuple:
+    """The key of a plan= that is not None: its type, its target (a kernel's config: a Plan drops
+    the facts of its problem) and its fields' names, types and values in order. The types are in
+    it because equal values of other types are taken differently (mr=True is refused, mr=1 taken).
+    AttributeError / TypeError (from hashing it) when plan is not a mapping of hashable values."""
+    return type(plan), getattr(plan, "target", None), tuple((f, type(v), v) for f, v in plan.items())
+
+
+def plan_key(plan):
+    """plan= as (a part of) a key (_content): () without one; None when it is not a mapping of
+    hashable values (the caller's full path says what is wrong). coopjit._cuda_fast's cached
+    launches are keyed on it; the memo below uses the same content."""
+    if plan is None:
+        return ()
+    try:
+        key = _content(plan)
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
 def _memoized(memo: dict, plan, convert) -> dict:
-    """convert(plan) (the overrides as the core takes them), remembered by the plan's content: the
-    types and values of its fields in order, and whether it is a kernel's config (a Plan drops the
-    facts of its problem). A call with plan= (a kernel's whole .config, say) checked and converted
-    each field at every call, 10-30 us of a 64^3 product's 3. The types are in the key because
-    equal values of other types convert differently (mr=True is refused, mr=1 taken). Plans that
-    are not mappings of hashable values, and refused plans, are not remembered: convert says what
-    is wrong with them every time. A copy is returned: the caller may change it."""
+    """convert(plan) (the overrides as the core takes them), remembered by the plan's content
+    (_content, as plan_key; hashed once, by the lookup). A call with plan= (a kernel's whole
+    .config, say) checked and converted each field at every call, 10-30 us of a 64^3 product's 3.
+    Plans that are not mappings of hashable values, and refused plans, are not remembered: convert
+    says what is wrong with them every time. A copy is returned: the caller may change it."""
     if plan is None:
         return {}
     try:
-        key = (type(plan), getattr(plan, "target", None), tuple((k, type(v), v) for k, v in plan.items()))
+        key = _content(plan)
         got = memo.get(key)
     except (AttributeError, TypeError):
         return convert(plan)
