@@ -249,6 +249,8 @@ def kernel_call(kern, a, b, c, alpha, beta):
         return None
     ia, pa, pb, operands = t
     if c is None:
+        if beta != 0:  # the full path refuses it (beta without c)
+            return None
         beta = 0.0
     key = (beta != 0, *operands)
     cache = kern.__dict__.setdefault("_fast", {})

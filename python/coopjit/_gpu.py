@@ -19,7 +19,7 @@ from . import _core, _cuda_fast
 from ._arrays import as_array, check_scalar, native_order
 from ._cuda_arrays import CudaView, byte_span, device_view, launch_stream, result_like, wait_for
 from ._device import Device
-from ._kernel_args import _gpu_overrides, check_kernel_call, kernel_types
+from ._kernel_args import _gpu_overrides, check_beta, check_kernel_call, kernel_types
 from ._plan import from_core
 
 
@@ -460,8 +460,7 @@ class GpuKernel:
             if isinstance(v, CudaView) and v.device != self.device:
                 raise ValueError(f"{name} is on {v.device}; this kernel was compiled for {self.device}")
             ops.append(v)
-        if beta != 0.0 and not self.accumulate:
-            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+        check_beta(self, c is not None, beta)
         first = next(v for v in ops + [device_view(c, False) if c is not None else None] if isinstance(v, CudaView))
         given_c = c is not None
         if c is None:

@@ -175,6 +175,19 @@ def kernel_types(dtype, out_dtype, fused):
     return fused.types(ta, tb), fused.out_dtype
 
 
+def check_beta(kern, has_c: bool, beta: float) -> None:
+    """beta of a compiled kernel's call (CPU and device kernels alike): 0 unless the kernel was
+    compiled with accumulate=True and c is given (beta * c is added to the product). Without c a
+    beta was ignored: kern(a, b, beta=1) gave a @ b as though beta were 0 (session 22's audit)."""
+    if beta == 0.0:
+        return
+    if not kern.accumulate:
+        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    if not has_c:
+        raise ValueError(f"beta={beta} was given without c: the kernel adds beta * c to the product, so pass c "
+                         "(or leave beta at 0 for a new array)")
+
+
 def check_kernel_call(kern, a, b, c, alpha, beta):
     """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
     for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
@@ -189,11 +202,10 @@ def check_kernel_call(kern, a, b, c, alpha, beta):
             raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {kern.dtype}")
         if x.shape != want:
             raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
-    if beta != 0.0 and not kern.accumulate:
-        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    check_beta(kern, c is not None, beta)
     if c is None:
         c = np.empty((kern.m, kern.n), kern.out_dtype)
-        beta = 0.0
+        beta = 0.0  # (-0.0 stays out of the kernel)
     elif not isinstance(c, np.ndarray) or native_dtype(c.dtype) != kern.out_dtype or c.shape != (kern.m, kern.n):
         raise ValueError(
             f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
