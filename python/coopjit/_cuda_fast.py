@@ -38,7 +38,9 @@ def _stream(index: int) -> int:
 
 
 def _plain(x) -> bool:
-    return type(x) is float or type(x) is int
+    """A float, or an int a double holds exactly (larger ones take the full path: integer products
+    take them exactly, _arrays.int_scalar)."""
+    return type(x) is float or (type(x) is int and -2**53 <= x <= 2**53)
 
 
 def _run(cache, key, pa, pb, out, alpha, beta, index, epilogue=None):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._arrays import as_array, check_scalar, gemm_types, native_dtype, native_order
+from ._arrays import as_array, check_scalar, gemm_types, int_scalar, native_dtype, native_order
 from ._plan import Plan
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -193,8 +193,10 @@ def check_kernel_call(kern, a, b, c, alpha, beta):
     for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
     a = native_order(as_array(a, "a"))
     b = native_order(as_array(b, "b"))
-    alpha = check_scalar(alpha, "alpha")
-    beta = check_scalar(beta, "beta")
+    if np.dtype(kern.dtype).kind in "iu":  # int32 accumulators: integers taken exactly
+        alpha, beta = int_scalar(alpha, "alpha"), int_scalar(beta, "beta")
+    else:
+        alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
     ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
     bshape = (kern.n, kern.k) if kern.trans_b else (kern.k, kern.n)
     for name, x, want in (("a", a, ashape), ("b", b, bshape)):
