@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
@@ -23,26 +22,11 @@ import torch
 import coopjit
 from coopjit import _core
 from coopjit._arrays import gemm_types
+from coopjit._bench_cuda import _timed as events  # median seconds a call: CUDA events, blocks of reps after a pause
 from coopjit._cuda_arrays import device_view, wait_for
 from coopjit._epilogue import Epilogue
 from coopjit._gemm_fused import _launcher
 from coopjit.devices import get
-
-
-def events(fn, reps, blocks, pause):
-    fn()
-    torch.cuda.synchronize()
-    time.sleep(pause)
-    out = []
-    for _ in range(blocks):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / 1e3 / reps)
-    return statistics.median(out)
 
 
 def host_per_call(fn, calls=100):

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 import coopjit
+from coopjit._bench_cuda import event_blocks, graph_timed  # noqa: F401 (graph_timed: imported from here by other benchmarks)
 
 DEV = "cuda:0"
 TY = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.int8: "i8", torch.int32: "i32"}
@@ -27,19 +28,9 @@ NP = {torch.bfloat16: ml_dtypes.bfloat16, torch.float16: np.float16, torch.float
 
 
 def timed(fn, reps, blocks=5):
-    """Median seconds per call over `blocks` blocks of `reps` calls (CUDA events)."""
-    fn()
-    torch.cuda.synchronize()
-    time.sleep(0.2)
-    out = []
-    for _ in range(blocks):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / 1e3 / reps)
+    """(median seconds per call over `blocks` blocks of `reps` calls (CUDA events; a warm-up call
+    and a 0.2 s pause first), spread: (max - min) / median)."""
+    out = event_blocks(fn, reps, blocks, 0.2)
     return statistics.median(out), (max(out) - min(out)) / statistics.median(out)
 
 
@@ -349,21 +340,8 @@ def cluster(args):
                      f"alternating rounds\n\n{text}\n")
 
 
-def graph_timed(fn, reps):
-    """(median seconds a call, spread) of `reps` calls captured in one CUDA graph, replayed (warmed
-    first on the capture stream, so that nothing is allocated or prepared while capturing)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-        fn()  # coopjit's per-call cache holds the prepared launch once a shape has been seen
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=side):
-        for _ in range(reps):
-            fn()
-    t, spread = timed(g.replay, 1)
-    return t / reps, spread
+# graph_timed (imported above from coopjit._bench_cuda; other benchmarks import it from here): (median
+# seconds a call, spread) of `reps` calls captured in one CUDA graph, replayed in 5 blocks after a 0.2 s pause.
 
 
 INT8_PEAK = 1979.0  # H100 SXM dense int8 tensor-core TOP/s (NVIDIA's H100 datasheet; H200 the same)

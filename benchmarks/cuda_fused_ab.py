@@ -5,14 +5,16 @@ names the build). CUDA events around blocks of 10 calls, a 0.3 s pause before ea
 the median of 5 blocks, the best of the rounds (the libraries alternate); coopjit's C against float64.
     python benchmarks/cuda_fused_ab.py LABEL OUT.json [--rounds N] [--cases SUBSTR,SUBSTR]"""
 import json
-import statistics
 import sys
-import time
 
 import torch
 
 import coopjit
+from coopjit._bench_cuda import _timed
 
+if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
 label, out_path = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 2
 only = sys.argv[sys.argv.index("--cases") + 1].split(",") if "--cases" in sys.argv else None
@@ -22,19 +24,9 @@ F = torch.nn.functional
 
 
 def events(fn, reps=10, blocks=5, pause=0.3):
-    fn()
-    torch.cuda.synchronize()
-    time.sleep(pause)
-    ts = []
-    for _ in range(blocks):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) / reps)
-    return statistics.median(ts)
+    """Median milliseconds a call (coopjit._bench_cuda._timed, in every build this script compares:
+    CUDA events around blocks of calls, a warm-up call and a pause first)."""
+    return _timed(fn, reps, blocks, pause) * 1e3
 
 
 def gelu64(y):

@@ -113,6 +113,8 @@ def run_case(rng, stats):
     c = None
     expect_ok = True
     beta_eff = 0.0 if kc == "none" else float(beta)
+    if kc == "none" and float(beta) != 0.0:  # beta without c: refused, naming beta (session 23)
+        expect_ok = False
     if kc in ("view", "fview", "rview"):
         big = rng.integers(0, 255, size=((M + 2) * 2 * (N + 2) * 3 * np.dtype(odt).itemsize,), dtype=np.uint8)
         guard = big.copy()

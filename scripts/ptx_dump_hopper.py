@@ -3,6 +3,11 @@ edge shapes) as one line each: plan key and the PTX's SHA-1, or the refusal. For
 Hopper lowering: dump with the build before and after, then cmp.
 
     PYTHONPATH=<build> python3 scripts/ptx_dump_hopper.py OUT.txt
+    PYTHONPATH=<build> python3 scripts/ptx_dump_hopper.py OUT.txt --more   # and ~700 more (below)
+
+--more adds what the first set leaves out: kernels with beta C (accumulate: C's old values loaded by
+the lanes), C column-major and strided, the mma.sync pipeline (sm_90 with wgmma off, and sm_80),
+the cp.async wgmma feed (tma off), epi_smem off (the lanes' direct stores).
 """
 import hashlib
 import sys
@@ -18,18 +23,32 @@ out=open(sys.argv[1],'w')
 cases=[]
 for (m,n,k) in [(4096,4096,4096),(1024,4864,8192),(520,264,2056),(4224,4224,8192),(2816,1920,8192),(133,77,300)]:
     for types in (["bf16","bf16","bf16"],["bf16","bf16","f32"],["f16","f16","f16"],["i8","i8","i32"]):
-        for ov in ({}, {"sk_stage_store":1}, {"sk_stage_store":2}, {"split":"sk","sk_trace":1}, {"tma_store":0}):
+        for ov in ({}, {"sk_stage_store":1}, {"sk_stage_store":2}, {"split":1,"sk_trace":1}, {"tma_store":0}):
             for epi in (None, dict(bias=True, activation="gelu"), dict(bias=True, activation="silu", residual=True), dict(bias=True)):
                 if epi is not None and types[0]=="i8": continue
                 cases.append(((m,n,k),types,ov,epi))
-for (m,n,k),types,ov,epi in cases:
-    strides=[k,1,n,1,n,1,0,0,0,0,0,0]
+cases=[(c,t,o,e,"target:sm_90",False,"row") for c,t,o,e in cases]
+if "--more" in sys.argv:
+    for target in ("target:sm_90", "target:sm_80"):
+        for (m,n,k) in [(4096,4096,4096),(520,264,2056),(133,77,300),(64,48,40)]:
+            for types in (["bf16","bf16","bf16"],["bf16","bf16","f32"],["f16","f16","f16"],["i8","i8","i32"]):
+                ovs = ({}, {"wgmma":0}, {"tma":0}, {"epi_smem":0}, {"ws":0}) if target == "target:sm_90" else ({}, {"stages":0})
+                for ov in ovs:
+                    for acc in (False, True):
+                        for cl in ("row", "col", "strided"):
+                            for epi in (None, dict(bias=True, activation="gelu"), dict(bias=True, residual=True)):
+                                if epi is not None and (types[0]=="i8" or cl != "row"): continue
+                                cases.append(((m,n,k),types,ov,epi,target,acc,cl))
+for (m,n,k),types,ov,epi,target,acc,cl in cases:
+    cs={"row":[n,1],"col":[1,m],"strided":[2*n+3,1]}[cl]
+    strides=[k,1,n,1,*cs,0,0,0,0,0,0]
     st=None
     if epi is not None:
         st=steps(ml_dtypes.bfloat16 if types[0]=="bf16" else np.float16, m, n, **epi)
     try:
-        kk=_core.gpu_gemm_kernel("target:sm_90", types, [m,n,k,1,1], strides, False, ov, st)
+        kk=_core.gpu_gemm_kernel(target, types, [m,n,k,1,1], strides, acc, ov, st)
         r=kk.plan_key+" "+hashlib.sha1(kk.ptx.encode()).hexdigest()
     except Exception as e:
         r="refused: " + str(e)[:200]
-    out.write(f"{m}x{n}x{k} {types} {ov} {epi}: {r}\n")
+    more = "" if (target, acc, cl) == ("target:sm_90", False, "row") else f" {target} acc={acc} C={cl}"
+    out.write(f"{m}x{n}x{k} {types} {ov} {epi}{more}: {r}\n")

@@ -193,6 +193,25 @@ llvm::Value* SimtLowering::gather(const std::vector<llvm::Value*>& vals, const s
   return b_.CreateSelect(lane_in(used), r, llvm::Constant::getNullValue(r->getType()));
 }
 
+std::vector<llvm::Value*> SimtLowering::gather_from(const std::vector<llvm::Value*>& d, const LaneMap& dst, ScalarType s,
+                                                    const std::function<std::pair<int, int>(int64_t, int64_t)>& owner) {
+  std::vector<llvm::Value*> C(static_cast<size_t>(dst.comps()));
+  for (int64_t n = 0; n < dst.comps(); ++n) {
+    if (dst.inside(n) == 0) {
+      C[n] = zero(s);
+      continue;
+    }
+    std::vector<int> src(S_, -1), slot(S_, -1);
+    for (int p = 0; p < S_; ++p) {
+      auto [r, c] = dst.at(p, n);
+      if (r < 0) continue;
+      std::tie(src[p], slot[p]) = owner(r, c);
+    }
+    C[n] = gather(d, src, slot);
+  }
+  return C;
+}
+
 std::vector<llvm::Value*> SimtLowering::relayout(const std::vector<llvm::Value*>& from, const LaneMap& src,
                                                  const LaneMap& dst, bool transpose) {
   if (!transpose && src.same_as(dst)) return from;

@@ -118,6 +118,11 @@ class SimtLowering {
   /// On each lane p, component slot[p] of lane src[p] of `vals` (slot[p] < 0: zero, any lane).
   /// One move per distinct slot, selected per lane.
   llvm::Value* gather(const std::vector<llvm::Value*>& vals, const std::vector<int>& src, const std::vector<int>& slot);
+  /// The components of layout `dst` gathered from per-lane registers `d` of another order (a tensor
+  /// core's fragments): owner(row, col) is the lane and the index in d holding element (row, col);
+  /// components outside the matrix on every lane are zero of `s` (simt_mma_pipeline.cpp, frag_layout).
+  std::vector<llvm::Value*> gather_from(const std::vector<llvm::Value*>& d, const LaneMap& dst, ScalarType s,
+                                        const std::function<std::pair<int, int>(int64_t, int64_t)>& owner);
   llvm::Value* shuffle(llvm::Value* x, llvm::Value* src_lane);
   llvm::Value* shuffle_xor(llvm::Value* x, int mask);
   llvm::Value* broadcast(llvm::Value* x, int src_lane);
@@ -339,8 +344,30 @@ class SimtLowering {
   // frag_like loads again only what nothing can have written since.
   int64_t mem_epoch_ = 0;
   std::unordered_map<const Value*, int64_t> load_epoch_;
+  /// One operand's panel of a K step, copied by cp.async (simt_mma_pipeline.cpp, simt_wgmma.cpp):
+  /// `outer` rows of `cpr` 16-byte chunks; element (outer, inner) of `base` at outer * stride +
+  /// inner; K is the inner dimension when k_inner (else the outer), `origin` the tile's corner
+  /// along M / N; when checked, chunks outside outer_lim x inner_lim are zero-filled.
+  struct CpPanel {
+    int64_t outer, cpr;
+    bool k_inner;
+    llvm::Value *base, *stride, *origin, *outer_lim, *inner_lim;
+    bool checked;
+  };
+  /// Issues the copies of a panel from K index k0: work-item tid (i32) of `threads` copies chunks
+  /// tid, tid + threads, ... (EPC elements of esz bytes each) to dst(r, c), the shared-memory
+  /// address of chunk c of row r (i32 values) in the stage slot.
+  void cp_async_panel(const CpPanel& p, llvm::Value* k0, llvm::Value* tid, int64_t threads, int64_t EPC, int64_t esz,
+                      const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dst);
   /// The coopmatrix components of a fragment-order value (a gather of each component).
   std::vector<llvm::Value*> frag_layout(const Frag& f);
+  /// Each lane's own elements of a 16 x cols fragment in D's order at access `a` (D[ni 4 + 2 h + j]
+  /// is element (g + 8 h, 8 ni + 2 t + j) on lane 4 g + t), for the lanes' direct loads and stores:
+  /// each(q, ok, row_at, col) with q the index in D, ok whether the element is inside a's rows x
+  /// cols (true when not checked), row_at its row times a.sr, col its column (i64; the caller
+  /// addresses it: a.ptr + row_at + col a.sc).
+  void frag_elements(const Access& a, int64_t cols, bool checked,
+                     const std::function<void(size_t, llvm::Value*, llvm::Value*, llvm::Value*)>& each);
   /// Component q of f with its pending steps applied here (emitted once per call: call it once
   /// per component and path).
   llvm::Value* frag_at(const Frag& f, size_t q);

@@ -50,6 +50,31 @@ struct Panel {
 
 }  // namespace
 
+void SimtLowering::cp_async_panel(const CpPanel& p, llvm::Value* k0, llvm::Value* tid, int64_t threads, int64_t EPC,
+                                  int64_t esz, const std::function<llvm::Value*(llvm::Value*, llvm::Value*)>& dst) {
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  auto i64v = [&](int64_t v) { return b_.getInt64(v); };
+  for (int64_t it = 0; it < p.outer * p.cpr / threads; ++it) {
+    llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
+    llvm::Value* r = b_.CreateUDiv(q, c32(p.cpr));
+    llvm::Value* c = b_.CreateURem(q, c32(p.cpr));
+    llvm::Value* r64 = b_.CreateZExt(r, b_.getInt64Ty());
+    llvm::Value* c64 = b_.CreateMul(b_.CreateZExt(c, b_.getInt64Ty()), i64v(EPC));
+    // Global (outer, inner) of the chunk: the tile's corner along M / N, k0 along K.
+    llvm::Value* outer = b_.CreateAdd(p.k_inner ? p.origin : k0, r64);
+    llvm::Value* inner = b_.CreateAdd(p.k_inner ? k0 : p.origin, c64);
+    llvm::Value* elem = b_.CreateAdd(b_.CreateMul(outer, p.stride), inner);
+    llvm::Value* src = b_.CreateGEP(b_.getInt8Ty(), p.base, {b_.CreateMul(elem, i64v(esz))});
+    llvm::Value* valid = b_.getTrue();
+    if (p.checked) {
+      valid = b_.CreateAnd(b_.CreateICmpSLT(outer, p.outer_lim), b_.CreateICmpSLT(inner, p.inner_lim));
+      src = b_.CreateSelect(valid, src, p.base);
+    }
+    llvm::Value* to = dst(r, c);
+    target_.async_copy16(b_, to, src, valid);
+  }
+}
+
 bool SimtLowering::stage_memory(int64_t total, unsigned align) {
   const auto dyn_it = f_.attrs.find("dynamic_shared");
   const int64_t dyn = dyn_it == f_.attrs.end() ? 0 : std::get<int64_t>(dyn_it->second);
@@ -167,32 +192,13 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   auto issue = [&](llvm::Value* t, llvm::Value* slot) {
     llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
     llvm::Value* stage = b_.CreateMul(slot, c32(stage_bytes));
-    struct Src { const Panel& p; llvm::Value *base, *stride, *origin, *outer_lim, *inner_lim; bool checked; };
     // A: outer m (inner k) or outer k (inner m); B: outer n (inner k) or outer k (inner n).
-    const Src srcs[2] = {{pa, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
-                         {pb, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
-    for (const Src& s : srcs) {
-      const Panel& p = s.p;
-      for (int64_t it = 0; it < p.outer * p.cpr / threads; ++it) {
-        llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
-        llvm::Value* r = b_.CreateUDiv(q, c32(p.cpr));
-        llvm::Value* c = b_.CreateURem(q, c32(p.cpr));
-        llvm::Value* r64 = b_.CreateZExt(r, b_.getInt64Ty());
-        llvm::Value* c64 = b_.CreateMul(b_.CreateZExt(c, b_.getInt64Ty()), i64v(EPC));
-        // Global (outer, inner) of the chunk: the work-group's corner along M / N, k0 along K.
-        llvm::Value* outer = b_.CreateAdd(p.k_inner ? s.origin : k0, r64);
-        llvm::Value* inner = b_.CreateAdd(p.k_inner ? k0 : s.origin, c64);
-        llvm::Value* elem = b_.CreateAdd(b_.CreateMul(outer, s.stride), inner);
-        llvm::Value* src = b_.CreateGEP(i8t, s.base, {b_.CreateMul(elem, i64v(esz))});
-        llvm::Value* valid = b_.getTrue();
-        if (s.checked) {
-          valid = b_.CreateAnd(b_.CreateICmpSLT(outer, s.outer_lim), b_.CreateICmpSLT(inner, s.inner_lim));
-          src = b_.CreateSelect(valid, src, s.base);
-        }
-        llvm::Value* dst = smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p.offset)), b_.CreateMul(swz(r, c, p.cpr), c32(16))));
-        target_.async_copy16(b_, dst, src, valid);
-      }
-    }
+    const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
+                             {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
+    for (const Panel* p : {&pa, &pb})
+      cp_async_panel(srcs[p == &pb], k0, tid, threads, EPC, esz, [&](llvm::Value* r, llvm::Value* c) {
+        return smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)), b_.CreateMul(swz(r, c, p->cpr), c32(16))));
+      });
   };
 
   // The accumulator in C fragments: tile (mi, ni)'s c_i at D[(mi NT8 + ni) 4 + i], element
@@ -375,21 +381,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
 
   // Back into the accumulator's layout (as simt_mma.cpp): element (row, col) is c_i of tile
   // (row / 16, col / 8) on lane 4 (row % 8) + (col % 8) / 2, i = 2 ((row % 16) / 8) + col % 2.
-  std::vector<llvm::Value*> C(static_cast<size_t>(Lc.comps()));
-  for (int64_t n = 0; n < Lc.comps(); ++n) {
-    if (Lc.inside(n) == 0) {
-      C[n] = zero(tc.scalar);
-      continue;
-    }
-    std::vector<int> src(S_, -1), slot(S_, -1);
-    for (int p = 0; p < S_; ++p) {
-      auto [r, c] = Lc.at(p, n);
-      if (r < 0) continue;
-      std::tie(src[p], slot[p]) = frag_owner(r, c);
-    }
-    C[n] = gather(D, src, slot);
-  }
-  bind(o.results, C);
+  bind(o.results, gather_from(D, Lc, tc.scalar, frag_owner));
   return true;
 }
 

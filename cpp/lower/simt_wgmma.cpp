@@ -198,29 +198,12 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   auto issue = [&](llvm::Value* t, llvm::Value* slot) {
     llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
     llvm::Value* stage = b_.CreateMul(slot, c32(stage_bytes));
-    struct Src { const Panel& p; llvm::Value *base, *stride, *origin, *outer_lim, *inner_lim; bool checked; };
-    const Src srcs[2] = {{pa, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
-                         {pb, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
-    for (const Src& s : srcs) {
-      const Panel& p = s.p;
-      for (int64_t it = 0; it < p.outer * p.cpr / threads; ++it) {
-        llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
-        llvm::Value* r = b_.CreateUDiv(q, c32(p.cpr));
-        llvm::Value* c = b_.CreateURem(q, c32(p.cpr));
-        llvm::Value* r64 = b_.CreateZExt(r, i64);
-        llvm::Value* c64 = b_.CreateMul(b_.CreateZExt(c, i64), i64v(EPC));
-        llvm::Value* outer = b_.CreateAdd(p.k_inner ? s.origin : k0, r64);
-        llvm::Value* inner = b_.CreateAdd(p.k_inner ? k0 : s.origin, c64);
-        llvm::Value* elem = b_.CreateAdd(b_.CreateMul(outer, s.stride), inner);
-        llvm::Value* src = b_.CreateGEP(i8t, s.base, {b_.CreateMul(elem, i64v(esz))});
-        llvm::Value* valid = b_.getTrue();
-        if (s.checked) {
-          valid = b_.CreateAnd(b_.CreateICmpSLT(outer, s.outer_lim), b_.CreateICmpSLT(inner, s.inner_lim));
-          src = b_.CreateSelect(valid, src, s.base);
-        }
-        target_.async_copy16(b_, smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p.offset)), place(p, r, c))), src, valid);
-      }
-    }
+    const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
+                             {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
+    for (const Panel* p : {&pa, &pb})
+      cp_async_panel(srcs[p == &pb], k0, tid, threads, EPC, esz, [&](llvm::Value* r, llvm::Value* c) {
+        return smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)), place(*p, r, c)));
+      });
   };
 
   // The accumulators: D[ni 4 + i] is c_i of the m16n8 block ni (element (g + 8 (i / 2),

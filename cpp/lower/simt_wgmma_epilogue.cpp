@@ -62,23 +62,24 @@ std::vector<llvm::Value*> SimtLowering::frag_layout(const Frag& f) {
   auto frag_owner = [](int64_t r, int64_t c) -> std::pair<int, int> {
     return {static_cast<int>(4 * (r % 8) + (c % 8) / 2), static_cast<int>((c / 8) * 4 + 2 * (r / 8) + c % 2)};
   };
-  const LaneMap Lc = lanes_of(f.type);
-  const std::vector<llvm::Value*> d = frag_values(f);
-  std::vector<llvm::Value*> C(static_cast<size_t>(Lc.comps()));
-  for (int64_t n = 0; n < Lc.comps(); ++n) {
-    if (Lc.inside(n) == 0) {
-      C[n] = zero(f.type.scalar);
-      continue;
-    }
-    std::vector<int> src(S_, -1), slot(S_, -1);
-    for (int p = 0; p < S_; ++p) {
-      auto [r, c] = Lc.at(p, n);
-      if (r < 0) continue;
-      std::tie(src[p], slot[p]) = frag_owner(r, c);
-    }
-    C[n] = gather(d, src, slot);
+  return gather_from(frag_values(f), lanes_of(f.type), f.type.scalar, frag_owner);
+}
+
+void SimtLowering::frag_elements(const Access& a, int64_t cols, bool checked,
+                                 const std::function<void(size_t, llvm::Value*, llvm::Value*, llvm::Value*)>& each) {
+  llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), b_.getInt64Ty());
+  llvm::Value* tq2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), b_.getInt64Ty());
+  for (int h = 0; h < 2; ++h) {
+    llvm::Value* row = b_.CreateAdd(a.row, b_.CreateAdd(g, b_.getInt64(8 * h)));
+    llvm::Value* row_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
+    llvm::Value* row_at = b_.CreateMul(row, a.sr);
+    for (int64_t ni = 0; ni < cols / 8; ++ni)
+      for (int j = 0; j < 2; ++j) {
+        llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
+        llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
+        each(static_cast<size_t>(ni * 4 + 2 * h + j), ok, row_at, col);
+      }
   }
-  return C;
 }
 
 // frag_native accesses (frag_like, frag_store): an unchecked 16 x NR fragment, NR / 2 components a
@@ -130,23 +131,12 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
         }
         return out;
       }
-      const bool checked = o.int_attr("checked") != 0;
       llvm::Type* et = scalar_ty(t.scalar);
       std::vector<llvm::Value*> out(f.d.size());
-      llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), b_.getInt64Ty());
-      llvm::Value* tq2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), b_.getInt64Ty());
-      for (int h = 0; h < 2; ++h) {
-        llvm::Value* row = b_.CreateAdd(a.row, b_.CreateAdd(g, b_.getInt64(8 * h)));
-        llvm::Value* row_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
-        llvm::Value* row_at = b_.CreateMul(row, a.sr);
-        for (int64_t ni = 0; ni < t.cols / 8; ++ni)
-          for (int j = 0; j < 2; ++j) {
-            llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
-            llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
-            llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
-            out[ni * 4 + 2 * h + j] = guarded_load(ok, et, ptr, align(t.scalar));
-          }
-      }
+      frag_elements(a, t.cols, o.int_attr("checked") != 0, [&](size_t q, llvm::Value* ok, llvm::Value* row_at, llvm::Value* col) {
+        llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
+        out[q] = guarded_load(ok, et, ptr, align(t.scalar));
+      });
       return out;
     }
     default:
@@ -288,22 +278,12 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   // Each lane's own components where they go, one element a store, inside rows x cols when
   // checked: the edge tiles and C that the staging does not take (no gather, no shuffles).
   auto direct = [&](bool checked) {
-    llvm::Value* g = b_.CreateZExt(b_.CreateLShr(lane(), b_.getInt32(2)), b_.getInt64Ty());
-    llvm::Value* tq2 = b_.CreateZExt(b_.CreateMul(b_.CreateAnd(lane(), b_.getInt32(3)), b_.getInt32(2)), b_.getInt64Ty());
-    for (int h = 0; h < 2; ++h) {
-      llvm::Value* row = b_.CreateAdd(a.row, b_.CreateAdd(g, b_.getInt64(8 * h)));
-      llvm::Value* row_ok = checked ? b_.CreateICmpULT(row, a.rows) : b_.getTrue();
-      llvm::Value* row_at = b_.CreateMul(row, a.sr);
-      for (int64_t ni = 0; ni < NR / 8; ++ni)
-        for (int j = 0; j < 2; ++j) {
-          llvm::Value* col = b_.CreateAdd(a.col, b_.CreateAdd(tq2, b_.getInt64(8 * ni + j)));
-          llvm::Value* ok = checked ? b_.CreateAnd(row_ok, b_.CreateICmpULT(col, a.cols)) : b_.getTrue();
-          guarded(ok, [&] {
-            llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
-            b_.CreateAlignedStore(frag_at(f, ni * 4 + 2 * h + j), ptr, align(t.scalar));
-          });
-        }
-    }
+    frag_elements(a, NR, checked, [&](size_t q, llvm::Value* ok, llvm::Value* row_at, llvm::Value* col) {
+      guarded(ok, [&] {
+        llvm::Value* ptr = b_.CreateGEP(et, a.ptr, b_.CreateAdd(row_at, b_.CreateMul(col, a.sc)));
+        b_.CreateAlignedStore(frag_at(f, q), ptr, align(t.scalar));
+      });
+    });
   };
   // C's columns contiguous (by_row; a column stride that is not the constant 1 is tested at run
   // time with the alignment) or its rows (by_col: the row stride the constant 1).

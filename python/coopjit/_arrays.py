@@ -147,6 +147,23 @@ def check_scalar(x, name: str) -> float:
         raise ValueError(f"{name}={x!r} is too large for a double (at most about 1.8e308)") from None
 
 
+def int_scalar(x, name: str) -> float:
+    """alpha / beta of an integer product (int8 / uint8 inputs, int32 accumulators) as the core
+    takes them (a double): check_scalar's, but an integer past a double's 53 bits is taken exactly,
+    as its residue mod 2^32 in int32's range, where it was rounded to a double (alpha = 2^53 + 1
+    gave alpha = 2^53). The kernels compute alpha * (A B) + beta * C in int32, which wraps, so the
+    result is NumPy's in int64 cast to int32. Integers outside int64's range: ValueError naming
+    them (as the core's for integral floats; NumPy's int64 refuses them too)."""
+    v = check_scalar(x, name)
+    if isinstance(x, numbers.Integral):
+        i = int(x)
+        if not -2**63 <= i < 2**63:
+            raise ValueError(f"{name}={i} is outside the int64 range that an integer product takes")
+        if i != v:
+            return float((i + 2**31) % 2**32 - 2**31)
+    return v
+
+
 def kernel_readable(x: np.ndarray) -> np.ndarray:
     """`x` itself when a kernel can read it through its strides; otherwise a copy.
 

@@ -15,7 +15,11 @@ from pathlib import Path
 import coopjit
 
 
-def _timed(fn, reps: int, blocks: int, pause: float) -> float:
+def event_blocks(fn, reps: int, blocks: int, pause: float) -> list[float]:
+    """Seconds a call of `fn` in each of `blocks` blocks of `reps` calls, timed by CUDA events on
+    torch's current stream: one warm-up call, a synchronize and a `pause` (seconds) first. The one
+    timing loop of this module and of benchmarks/ (bench_cuda_gemm.py, bench_cuda_fused.py,
+    cuda_fused_ab.py, which each had their own copy)."""
     import torch
 
     fn()
@@ -30,7 +34,34 @@ def _timed(fn, reps: int, blocks: int, pause: float) -> float:
         e.record()
         e.synchronize()
         out.append(s.elapsed_time(e) / 1e3 / reps)
-    return statistics.median(out)
+    return out
+
+
+def _timed(fn, reps: int, blocks: int, pause: float) -> float:
+    """The median of event_blocks: seconds a call."""
+    return statistics.median(event_blocks(fn, reps, blocks, pause))
+
+
+def graph_timed(fn, reps: int, blocks: int = 5, pause: float = 0.2) -> tuple[float, float]:
+    """(median seconds a call, spread: (max - min) / median of the blocks) of `reps` calls captured
+    in one CUDA graph, replayed `blocks` times (event_blocks of the replay; fn is warmed first on the
+    capture stream, twice, so that nothing is allocated or prepared while capturing: coopjit's
+    per-call cache holds the prepared launch once a shape has been seen)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=side):
+        for _ in range(reps):
+            fn()
+    out = event_blocks(g.replay, 1, blocks, pause)
+    med = statistics.median(out)
+    return med / reps, (max(out) - min(out)) / med
 
 
 def run(device: str = "cuda:0", quick: bool = False, out_dir: str | Path | None = None) -> dict:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 
+from ._kernel_args import plan_key  # plan= in a key: () without one, None when not hashable
+
 _CACHE: dict = {}
 _LIMIT = 4096
 _torch = None
@@ -36,22 +38,9 @@ def _stream(index: int) -> int:
 
 
 def _plain(x) -> bool:
-    return type(x) is float or type(x) is int
-
-
-def _plan_key(plan):
-    """plan= as a part of a key: its type and its fields' names, types and values in order (the
-    types, since equal values of other types are taken differently: mr=True is refused, mr=1
-    taken); () without one; None when it is not a mapping of hashable values (the full path
-    says what is wrong). A refused plan never gets an entry: the full path raises first."""
-    if plan is None:
-        return ()
-    try:
-        key = (type(plan), getattr(plan, "target", None), tuple((f, type(v), v) for f, v in plan.items()))
-        hash(key)
-    except (AttributeError, TypeError):
-        return None
-    return key
+    """A float, or an int a double holds exactly (larger ones take the full path: integer products
+    take them exactly, _arrays.int_scalar)."""
+    return type(x) is float or (type(x) is int and -2**53 <= x <= 2**53)
 
 
 def _run(cache, key, pa, pb, out, alpha, beta, index, epilogue=None):
@@ -96,7 +85,7 @@ def matmul(a, b, out, full, plan=None):
     None when this path does not apply (the caller takes its full path). `full`: the full path
     (_gemm_fused._device_product; passed in, so that this module imports none of the device layer).
     plan= is part of the key (autotuning scripts call with plan= in loops)."""
-    pk = _plan_key(plan)
+    pk = plan_key(plan)
     if pk is None:
         return None
     T = _tensor_type()
@@ -143,7 +132,7 @@ def matmul_fused(a, b, out, bias, bias_axis, activation, residual, scale, row_sc
     """coopjit.matmul(a, b, out=out, bias=..., ..., plan=plan) of torch CUDA tensors with a fused
     epilogue whose operands are torch CUDA tensors on the same device (no epilogue function or
     device=); None when this path does not apply (see matmul)."""
-    pk = _plan_key(plan)
+    pk = plan_key(plan)
     if pk is None:
         return None
     T = _tensor_type()
@@ -219,7 +208,7 @@ def _torch_call(a, b, c, alpha, beta):
 def gemm(a, b, c, alpha, beta, trans_a, trans_b, full, plan=None):
     """coopjit.gemm of torch CUDA tensors without epilogue or device= (see matmul)."""
     t = _torch_call(a, b, c, alpha, beta)
-    pk = _plan_key(plan)
+    pk = plan_key(plan)
     if t is None or pk is None:
         return None
     ia, pa, pb, operands = t
@@ -237,7 +226,7 @@ def gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, bias, bias_axis, activati
                out_dtype, full, plan=None):
     """coopjit.gemm of torch CUDA tensors with a fused epilogue of torch CUDA tensors (see matmul_fused)."""
     t = _torch_call(a, b, c, alpha, beta)
-    pk = _plan_key(plan)
+    pk = plan_key(plan)
     if t is None or pk is None:
         return None
     ia, pa, pb, operands = t
@@ -262,6 +251,8 @@ def kernel_call(kern, a, b, c, alpha, beta):
         return None
     ia, pa, pb, operands = t
     if c is None:
+        if beta != 0:  # the full path refuses it (beta without c)
+            return None
         beta = 0.0
     key = (beta != 0, *operands)
     cache = kern.__dict__.setdefault("_fast", {})

@@ -8,8 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, kernel_readable, native_dtype,
-                      native_order, overlaps, promote)
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar,
+                      kernel_readable, native_dtype, native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
@@ -210,6 +210,9 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     the input type for 16-bit floats) it is updated in place and returned; when it is None a new
     NumPy array is returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
     propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
+    Integer products (int8 / uint8) take integer alpha and beta (within int64) exactly: they compute
+    in int32, which wraps, so the result is NumPy's in int64 cast to int32; float products round
+    integers past 2^53 to a double, as NumPy's float64 does.
     `plan` (a dict, or a kernel's .config) overrides fields of the chosen plan (below).
     The fused epilogue (bias=, bias_axis=, activation=, residual=, scale=, row_scale=, epilogue=,
     out_dtype=) is matmul's, with beta * c added after the scales and before the bias:
@@ -232,8 +235,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
                 "epilogue": epilogue, "out_dtype": out_dtype}
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
         fused_kw["bias_axis"] = bias_axis
-        return _gemm_fused._device_product("gemm", a, b, c, check_scalar(alpha, "alpha"), check_scalar(beta, "beta"), trans_a,
-                               trans_b, device, plan, fused_kw)
+        return _gemm_fused._device_product("gemm", a, b, c, alpha, beta, trans_a, trans_b, device, plan, fused_kw)
     if isinstance(a, PackedMatrix):
         raise TypeError(f"gemm: {_PACKED_ON_THE_LEFT}")
     device = check_device(device)
@@ -245,6 +247,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
              device=device, plan=plan)
         return c
     a = native_order(as_array(a, "a"))
+    alpha_in, beta_in = alpha, beta  # (integer products take integers exactly: int_scalar)
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
     if isinstance(c, np.ndarray) and not c.dtype.isnative:
@@ -253,7 +256,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
             raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         nd = native_dtype(c.dtype)
         tmp = c.astype(nd) if beta != 0.0 else np.empty(c.shape, nd)
-        gemm(a, b, tmp, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
+        gemm(a, b, tmp, alpha=alpha_in, beta=beta_in, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
         c[...] = tmp
         return c
     if isinstance(b, PackedMatrix):
@@ -263,7 +266,9 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         opa = a.T if trans_a else a
         if c is not None and not isinstance(c, np.ndarray):
             raise TypeError(f"c must be a NumPy array, got {type(c).__name__}")
-        _, dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
+        types, dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
+        if types[0] in ("i8", "u8"):
+            alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
         if opa.ndim != 2:
             raise ValueError(f"gemm: a must be 2-D, got {a.ndim}-D with shape {a.shape}")
         shape = (opa.shape[0], b.shape[1])
@@ -282,6 +287,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     types, dtype = gemm_types(a.dtype, b.dtype, None if c is None or not isinstance(c, np.ndarray) else c.dtype)
     if types[2] == "i32" and not (float(alpha).is_integer() and float(beta).is_integer()):
         raise ValueError(f"gemm: integer GEMM takes integer alpha and beta, got alpha={alpha}, beta={beta}")
+    if types[0] in ("i8", "u8"):
+        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
     opa = a.T if trans_a else a
     opb = b.T if trans_b else b
     if opa.shape[1] != opb.shape[0]:
@@ -525,6 +532,8 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
     contiguous arrays, for the dtypes gemm takes (`out_dtype`: float32 out for 16-bit inputs).
+    Calls: kernel(a, b) (a new C), kernel(a, b, c) (written in place), alpha=, and beta= with c
+    when `accumulate` (beta without c, or without accumulate, is a ValueError naming it).
     `plan` (a dict, or another kernel's .config) overrides plan fields (below).
 
     A fused epilogue as matmul's (activation=, epilogue=, out_dtype= fixed here): bias=, scale=,

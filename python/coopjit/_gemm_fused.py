@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core, _cuda_arrays
-from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, kernel_readable, native_dtype, native_order,
-                      overlaps, promote)
+from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar, kernel_readable,
+                      native_dtype, native_order, overlaps, promote)
 from ._cpu import _run_fused
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _overrides
@@ -20,6 +20,8 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
     numpy.matmul); gemm 2-D operands. When every operand is a device array the product is queued
     on their stream (_cuda_arrays.launch_stream) without waiting; `record`: a dict that gets the
     launch ("entry") for _cuda_fast's cache when the call was one it can repeat."""
+    alpha_in, beta_in = alpha, beta  # (integer products take integers exactly: int_scalar)
+    alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
     va, vb = _cuda_arrays.device_view(a, False), _cuda_arrays.device_view(b, False)
     vc = None if c is None else _cuda_arrays.device_view(c, False)
     first = next(v for v in (va, vb, vc) if v is not None)
@@ -62,6 +64,8 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         types, dtype = ep.types(ta, tb), ep.out_dtype
     else:
         types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
+    if types[0] in ("i8", "u8"):
+        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
     shape = batch + (m, n)
     given = c is not None
     if c is None:
@@ -358,6 +362,7 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
         _gemm_fused(a, b, as_array(c, "c", writable=True), alpha, beta, trans_a, trans_b, plan, bias_axis, kw, device,
                     packed)
         return c
+    alpha_in, beta_in = alpha, beta
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
     a = native_order(as_array(a, "a"))
@@ -369,6 +374,8 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
         if len(x.shape) != 2:
             raise ValueError(f"{where}: {name} must be 2-D, got shape {x.shape}")
     (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
+    if ta in ("i8", "u8"):
+        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
     opa = a.T if trans_a else a
     opb = None if packed else (b.T if trans_b else b)
     k_b, n = b.shape if packed else opb.shape

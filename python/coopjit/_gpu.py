@@ -16,10 +16,10 @@ import math
 import numpy as np
 
 from . import _core, _cuda_fast
-from ._arrays import as_array, check_scalar, native_order
+from ._arrays import as_array, check_scalar, int_scalar, native_order
 from ._cuda_arrays import CudaView, byte_span, device_view, launch_stream, result_like, wait_for
 from ._device import Device
-from ._kernel_args import _gpu_overrides, check_kernel_call, kernel_types
+from ._kernel_args import _gpu_overrides, check_beta, check_kernel_call, kernel_types
 from ._plan import from_core
 
 
@@ -450,7 +450,8 @@ class GpuKernel:
         """A call with CUDA device arrays (read and written in place; host operands copied in); the
         result a device array of the inputs' framework. All operands on the device: queued on their
         stream without waiting (see coopjit._cuda_arrays); `record` as _gemm_fused._device_product's."""
-        alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
+        scalar = int_scalar if np.dtype(self.dtype).kind in "iu" else check_scalar  # (integers exact for int32)
+        alpha, beta = scalar(alpha, "alpha"), scalar(beta, "beta")
         ops = []
         for name, x, want in (("a", a, (self.k, self.m) if self.trans_a else (self.m, self.k)),
                               ("b", b, (self.n, self.k) if self.trans_b else (self.k, self.n))):
@@ -463,8 +464,7 @@ class GpuKernel:
             if isinstance(v, CudaView) and v.device != self.device:
                 raise ValueError(f"{name} is on {v.device}; this kernel was compiled for {self.device}")
             ops.append(v)
-        if beta != 0.0 and not self.accumulate:
-            raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+        check_beta(self, c is not None, beta)
         first = next(v for v in ops + [device_view(c, False) if c is not None else None] if isinstance(v, CudaView))
         given_c = c is not None
         if c is None:

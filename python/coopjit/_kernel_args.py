@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._arrays import as_array, check_scalar, gemm_types, native_dtype, native_order
+from ._arrays import as_array, check_scalar, gemm_types, int_scalar, native_dtype, native_order
 from ._plan import Plan
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -67,18 +67,38 @@ def _plan_fields(plan: dict | None, known: tuple, flags: tuple = (), modes: tupl
 _MEMO_LIMIT = 1024
 
 
+def _content(plan) -> tuple:
+    """The key of a plan= that is not None: its type, its target (a kernel's config: a Plan drops
+    the facts of its problem) and its fields' names, types and values in order. The types are in
+    it because equal values of other types are taken differently (mr=True is refused, mr=1 taken).
+    AttributeError / TypeError (from hashing it) when plan is not a mapping of hashable values."""
+    return type(plan), getattr(plan, "target", None), tuple((f, type(v), v) for f, v in plan.items())
+
+
+def plan_key(plan):
+    """plan= as (a part of) a key (_content): () without one; None when it is not a mapping of
+    hashable values (the caller's full path says what is wrong). coopjit._cuda_fast's cached
+    launches are keyed on it; the memo below uses the same content."""
+    if plan is None:
+        return ()
+    try:
+        key = _content(plan)
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
 def _memoized(memo: dict, plan, convert) -> dict:
-    """convert(plan) (the overrides as the core takes them), remembered by the plan's content: the
-    types and values of its fields in order, and whether it is a kernel's config (a Plan drops the
-    facts of its problem). A call with plan= (a kernel's whole .config, say) checked and converted
-    each field at every call, 10-30 us of a 64^3 product's 3. The types are in the key because
-    equal values of other types convert differently (mr=True is refused, mr=1 taken). Plans that
-    are not mappings of hashable values, and refused plans, are not remembered: convert says what
-    is wrong with them every time. A copy is returned: the caller may change it."""
+    """convert(plan) (the overrides as the core takes them), remembered by the plan's content
+    (_content, as plan_key; hashed once, by the lookup). A call with plan= (a kernel's whole
+    .config, say) checked and converted each field at every call, 10-30 us of a 64^3 product's 3.
+    Plans that are not mappings of hashable values, and refused plans, are not remembered: convert
+    says what is wrong with them every time. A copy is returned: the caller may change it."""
     if plan is None:
         return {}
     try:
-        key = (type(plan), getattr(plan, "target", None), tuple((k, type(v), v) for k, v in plan.items()))
+        key = _content(plan)
         got = memo.get(key)
     except (AttributeError, TypeError):
         return convert(plan)
@@ -162,13 +182,28 @@ def kernel_types(dtype, out_dtype, fused):
     return fused.types(ta, tb), fused.out_dtype
 
 
+def check_beta(kern, has_c: bool, beta: float) -> None:
+    """beta of a compiled kernel's call (CPU and device kernels alike): 0 unless the kernel was
+    compiled with accumulate=True and c is given (beta * c is added to the product). Without c a
+    beta was ignored: kern(a, b, beta=1) gave a @ b as though beta were 0 (session 22's audit)."""
+    if beta == 0.0:
+        return
+    if not kern.accumulate:
+        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    if not has_c:
+        raise ValueError(f"beta={beta} was given without c: the kernel adds beta * c to the product, so pass c "
+                         "(or leave beta at 0 for a new array)")
+
+
 def check_kernel_call(kern, a, b, c, alpha, beta):
     """The arguments of a compiled GEMM kernel's call, checked against the problem it was compiled
     for (CPU and device kernels alike): (a, b, c, alpha, beta), c allocated when None."""
     a = native_order(as_array(a, "a"))
     b = native_order(as_array(b, "b"))
-    alpha = check_scalar(alpha, "alpha")
-    beta = check_scalar(beta, "beta")
+    if np.dtype(kern.dtype).kind in "iu":  # int32 accumulators: integers taken exactly
+        alpha, beta = int_scalar(alpha, "alpha"), int_scalar(beta, "beta")
+    else:
+        alpha, beta = check_scalar(alpha, "alpha"), check_scalar(beta, "beta")
     ashape = (kern.k, kern.m) if kern.trans_a else (kern.m, kern.k)
     bshape = (kern.n, kern.k) if kern.trans_b else (kern.k, kern.n)
     for name, x, want in (("a", a, ashape), ("b", b, bshape)):
@@ -176,11 +211,10 @@ def check_kernel_call(kern, a, b, c, alpha, beta):
             raise TypeError(f"{name} has dtype {x.dtype}; this kernel was compiled for {kern.dtype}")
         if x.shape != want:
             raise ValueError(f"{name} has shape {x.shape}; this kernel was compiled for {want}")
-    if beta != 0.0 and not kern.accumulate:
-        raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
+    check_beta(kern, c is not None, beta)
     if c is None:
         c = np.empty((kern.m, kern.n), kern.out_dtype)
-        beta = 0.0
+        beta = 0.0  # (-0.0 stays out of the kernel)
     elif not isinstance(c, np.ndarray) or native_dtype(c.dtype) != kern.out_dtype or c.shape != (kern.m, kern.n):
         raise ValueError(
             f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "

@@ -315,18 +315,21 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     means c is not read; c's dtype, when given, is the output's (float32 for float16 / bfloat16
     operands, say). beta * c enters the first kernel of each output block (the accumulation
     starts from it), so no separate pass adds it."""
-    from ._arrays import check_scalar
+    from ._arrays import check_scalar, int_scalar
 
     _check_plan_and_split(plan, split_every)
     a = _as_dask(a, "a")
     b = _as_dask(b, "b")
+    alpha_in, beta_in = alpha, beta
     alpha = check_scalar(alpha, "alpha")
     beta = check_scalar(beta, "beta")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
     if c is not None:
         c = _as_dask(c, "c")
-    _, out_dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
+    types, out_dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
+    if types[0] in ("i8", "u8"):  # integers taken exactly (int32 accumulators)
+        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
     opa = a.T if trans_a else a
     opb = b.T if trans_b else b
     if opa.shape[1] != opb.shape[0]:
