@@ -189,20 +189,26 @@ def _load(name):
     return mod
 
 
+def _fuzz_slice(fuzz, rng, extra=None, cases=40):
+    """`cases` drawn cases of a fuzz script (draw / run_case / describe), and extra(i, stats)'s
+    error after case i where given: the failures' descriptions and the ran / refused counts."""
+    stats = {"ran": 0, "refused": 0}
+    failures = []
+    for i in range(cases):
+        c = fuzz.draw(rng)
+        if err := fuzz.run_case(c, stats):
+            failures.append(f"{fuzz.describe(c)}: {err}")
+        if extra is not None and (err := extra(i, stats)):
+            failures.append(err)
+    return failures, stats
+
+
 @pytest.mark.parametrize("seed", [7, 8])
 def test_fuzzed_reductions_match_numpy_and_stay_in_their_buffers(seed):
     # A bounded slice of scripts/fuzz_reductions.py: dtypes, views, axes, out= in guarded buffers.
     fuzz = _load("fuzz_reductions")
     rng = np.random.default_rng(seed)
-    stats = {"ran": 0, "refused": 0}
-    failures = []
-    for i in range(40):
-        c = fuzz.draw(rng)
-        err = fuzz.run_case(c, stats)
-        if err:
-            failures.append(f"{fuzz.describe(c)}: {err}")
-        if i % 4 == 0 and (err := fuzz.run_2x2_case(rng, stats)):
-            failures.append(err)
+    failures, stats = _fuzz_slice(fuzz, rng, lambda i, stats: fuzz.run_2x2_case(rng, stats) if i % 4 == 0 else None)
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 30, stats
 
@@ -211,13 +217,6 @@ def test_fuzzed_reductions_match_numpy_and_stay_in_their_buffers(seed):
 def test_fuzzed_stacks_of_products_match_numpy(seed):
     # A bounded slice of scripts/fuzz_batched.py: broadcast batch dims, views, out= in guarded buffers.
     fuzz = _load("fuzz_batched")
-    rng = np.random.default_rng(seed)
-    stats = {"ran": 0, "refused": 0}
-    failures = []
-    for _ in range(40):
-        c = fuzz.draw(rng)
-        err = fuzz.run_case(c, stats)
-        if err:
-            failures.append(f"{fuzz.describe(c)}: {err}")
+    failures, stats = _fuzz_slice(fuzz, np.random.default_rng(seed))
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 25, stats
