@@ -146,6 +146,24 @@ def test_n_tiles_off_16_stage_their_epilogue(layout, n, out):
     assert "0 bytes spill stores" in report, report
 
 
+@pytest.mark.parametrize("n, out", [(136, BF16), (200, BF16), (152, np.float32), (200, np.float32), (256, BF16)])
+def test_staged_epilogue_has_no_warpgroup_barrier_without_tma_boxes(n, out):
+    """Whether a warp's 16 rows are a full tile (the staged store) or an edge (the lanes' checked
+    stores) is decided a warp at a time, so a warpgroup barrier in the staged store alone is met by
+    its full warps only: 128 x 136 and 128 x 200 tiles with 76 or 104 rows of C left hung on the
+    H100 (session 23, test_n_tiles_against_float64's 4300 x 1000 cases). The barrier (and the wait
+    for TMA stores before it) belongs to kernels whose C goes out in TMA boxes, N tiles of whole
+    boxes (64 columns of 16-bit C, 32 of f32): there both stores take the boxes and meet it."""
+    kern = ptx.compile_gemm(4300, 1000, 200, BF16, target="sm_90", out_dtype=out,
+                            plan={"layout": "col", "sg_m": 8, "nr": n})
+    assert int(kern.config["nr"]) == n and int(kern.config["tma_store"]) == 2, kern.config
+    text = kern.source("ptx")
+    barriers = re.findall(r"bar\.sync\s+%r\d+, 128;", text)
+    boxes = n % (64 if out == BF16 else 32) == 0
+    assert bool(barriers) == boxes, (n, out, len(barriers))
+    assert ("cp.async.bulk.tensor.2d.global.shared::cta" in text) == boxes
+
+
 def _gpu():
     needs_hopper(DEV, "the N tiles are its ws kernel's")
 

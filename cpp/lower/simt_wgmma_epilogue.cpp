@@ -289,8 +289,10 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   // time with the alignment) or its rows (by_col: the row stride the constant 1).
   const bool by_col = is_index_const(a.sr_ir, 1) && !is_index_const(a.sc_ir, 1);
   const bool by_row = !by_col;
-  if (o.int_attr("tma_store", 0) && f.tma_store && (esz == 2 || esz == 4) && fn_->arg_size() == f_.params.size() + 3 &&
-      NR % (128 / esz) == 0) {
+  // This kernel's C may go out in TMA boxes (tma_store below) only in tiles of whole boxes: an N
+  // tile of 136 or 200 never does, whatever the plan's tma_store says.
+  const bool tma_boxes = f.tma_store && (esz == 2 || esz == 4) && fn_->arg_size() == f_.params.size() + 3 && NR % (128 / esz) == 0;
+  if (o.int_attr("tma_store", 0) && tma_boxes) {
     tma_store(f, o, a, by_col);
     return true;
   }
@@ -333,7 +335,11 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
     b_.CreateCall(fty, llvm::InlineAsm::get(fty, "bar.warp.sync -1;", "~{memory}", /*hasSideEffects=*/true));
   };
   either_path(ok, [&] {
-    if (f.tma_store) {  // a TMA store of C may still be reading the region (tma_store below)
+    // A TMA store of C may still be reading the region (tma_store below). Only then: the
+    // warpgroup's barrier below is met by its warps of full tiles alone, and a warp of an edge tile
+    // (the checked store: full is decided a warp at a time) never comes to it (a 128 x 136 tile
+    // with 104 rows of C left hung its warpgroup on the H100, session 23).
+    if (tma_boxes) {
       auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
       b_.CreateCall(fty, llvm::InlineAsm::get(fty, "cp.async.bulk.wait_group.read 0;", "~{memory}", /*hasSideEffects=*/true));
       if (f.tma_store == 2) {  // (boxes of a warpgroup: its first warp's store may be reading this warp's region)
