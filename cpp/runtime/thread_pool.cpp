@@ -422,8 +422,8 @@ int ThreadPool::size() const {
 }
 
 void ThreadPool::set_size(int64_t n) {
-  if (n < 1 || n > kMaxThreads)
-    throw UserError(cat("the number of threads must be in [1, ", kMaxThreads, "], got ", n));
+  if (n < 1) throw UserError(cat("the number of threads must be at least 1, got ", n));
+  if (n > kMaxThreads) throw UserError(cat("the number of threads must be in [1, ", kMaxThreads, "], got ", n));
   std::lock_guard<std::mutex> g(impl_->mu);
   impl_->size = static_cast<int>(n);
 }

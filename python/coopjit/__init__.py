@@ -71,7 +71,9 @@ def set_num_threads(n: int) -> None:
     plan's "threads" can still ask for fewer or more)."""
     if isinstance(n, (bool, _np.bool_)) or not isinstance(n, (int, _np.integer)):
         raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
-    if not 1 <= n <= _core.max_threads:
+    if n < 1:
+        raise ValueError(f"set_num_threads: n must be at least 1, got {n}")
+    if n > _core.max_threads:
         raise ValueError(f"set_num_threads: n must be in [1, {_core.max_threads}], got {n}")
     _core.set_num_threads(int(n))
 
