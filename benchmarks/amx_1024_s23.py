@@ -14,7 +14,10 @@ traced calls of each (the pool's launch trace: packing launch, compute launch, s
 fastest / median / slowest, tail after the median CPU's last share), medians.
 
 ab: the two builds' automatic plans and torch in alternating rounds, one subprocess a build and
-round (each case a block of calls after a pause), medians over the rounds.
+round (each case a block of calls after a pause; each build its own kernel cache), medians over the
+rounds of the blocks' means and of the median call of each block; "apart" where every round of one
+build beat every round of the other (session 24: main against the mc_tiles 4 rule,
+benchmarks/recorded/issue14-emr16-amx-ab-session24.txt).
 
 --emulate (sweep): every plan with amx=2 (emulated tiles, for a check on CPUs without AMX; rates
 mean nothing) at 256^3.
@@ -135,10 +138,13 @@ sys.path.insert(0, sys.argv[2])
 from _rounds import operands, torch_case
 torch.set_num_threads(coopjit.get_num_threads())
 def block(f, seconds=0.2):
+    # (the block's mean a call, and the median of its calls each timed: a host stall inflates the
+    # mean of a block; the median of its calls leaves it out)
     f(); t = time.perf_counter(); f(); one = time.perf_counter() - t
-    inner = max(3, int(seconds / max(one, 1e-7))); t = time.perf_counter()
-    for _ in range(inner): f()
-    return (time.perf_counter() - t) / inner
+    inner = max(3, int(seconds / max(one, 1e-7))); ts = []; t0 = time.perf_counter()
+    for _ in range(inner):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return (time.perf_counter() - t0) / inner, float(np.median(ts))
 rng = np.random.default_rng(0); out = {}
 for key in json.loads(sys.argv[1]):
     s, dt = key.split(":"); s = int(s)
@@ -149,43 +155,55 @@ for key in json.loads(sys.argv[1]):
     err = float(np.max(np.abs(c[:256].astype(np.float64) - ref))) / float(np.max(np.abs(ref)))
     assert err <= (2e-2 if dt == "bf16" else 0.0), (key, err)
     tf = torch_case(a, b, dt)
-    time.sleep(0.3); t_c = block(lambda: coopjit.matmul(a, b, out=c))
-    time.sleep(0.3); t_t = block(tf)
-    out[key] = {"coopjit": t_c, "torch": t_t, "err": err,
+    time.sleep(0.3); t_c, m_c = block(lambda: coopjit.matmul(a, b, out=c))
+    time.sleep(0.3); t_t, m_t = block(tf)
+    out[key] = {"coopjit": t_c, "torch": t_t, "coopjit_call_med": m_c, "torch_call_med": m_t, "err": err,
                 "plan": {k: coopjit.compile_gemm(s, s, s, a.dtype).config[k] for k in ("shares", "kt", "grid_m", "direct_a", "nc_tiles", "mc_tiles")}}
 print("RESULT " + json.dumps(out))
 """
 
 
 def ab(site_a, site_b, rounds):
-    keys = os.environ.get("AB_KEYS", "1024:bf16,2048:bf16,4096:bf16,1024:int8,4096:int8").split(",")
+    keys = os.environ.get("AB_KEYS", "1024:bf16,2048:bf16,4096:bf16,1024:int8,2048:int8,4096:int8").split(",")
     here = os.path.dirname(os.path.abspath(__file__))
     res = {site: [] for site in (site_a, site_b)}
+    t0 = time.time()
     for r in range(rounds):
         for site in (site_a, site_b) if r % 2 == 0 else (site_b, site_a):
-            env = dict(os.environ, PYTHONPATH=site)
+            # (each build its own kernel cache: a kernel on disk is found by its plan, and the
+            # first round of each build compiles its own)
+            env = dict(os.environ, PYTHONPATH=site, COOPJIT_CACHE_DIR=f"/tmp/coopjit-ab-cache-{os.path.basename(site)}")
             p = subprocess.run([sys.executable, "-c", CHILD, json.dumps(keys), here], env=env, capture_output=True,
                                text=True, timeout=120)
             line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
             if p.returncode or not line:
                 raise SystemExit(f"{site}: {p.stderr[-2000:]}")
             res[site].append(json.loads(line[0][7:]))
+            print(f"round {r + 1} {os.path.basename(site)} done at {time.time() - t0:.0f} s", flush=True)
             time.sleep(0.5)
-    print(f"{rounds} rounds, alternating; ms, medians over rounds (each round's values in brackets)", flush=True)
+    na, nb = os.path.basename(site_a), os.path.basename(site_b)
+    print(f"{rounds} rounds, alternating (round 1 {na} first); ms, medians over rounds (each round's value in "
+          f"brackets): 'block' = a block's mean a call, 'call' = the median of a block's calls", flush=True)
     for key in keys:
         s = int(key.split(":")[0])
         row = {}
         for site in (site_a, site_b):
             tc = [x[key]["coopjit"] for x in res[site]]
+            mc = [x[key]["coopjit_call_med"] for x in res[site]]
             tt = [x[key]["torch"] for x in res[site]]
-            row[site] = (float(np.median(tc)), float(np.median(tt)))
+            row[site] = (float(np.median(tc)), float(np.median(tt)), tc, float(np.median(mc)), mc)
             print(f"{key:<10} {os.path.basename(site):<14} coopjit {row[site][0] * 1e3:7.3f} ms "
                   f"({2 * s ** 3 / row[site][0] / 1e9:6.0f} G/s) torch {row[site][1] * 1e3:7.3f} ms  torch / coopjit "
-                  f"{row[site][1] / row[site][0]:.2f}  [{' '.join(f'{x * 1e3:.3f}' for x in tc)}] torch "
+                  f"{row[site][1] / row[site][0]:.2f}  block [{' '.join(f'{x * 1e3:.3f}' for x in tc)}]  call "
+                  f"{row[site][3] * 1e3:.3f} [{' '.join(f'{x * 1e3:.3f}' for x in mc)}]  torch "
                   f"[{' '.join(f'{x * 1e3:.3f}' for x in tt)}]  plan {json.dumps(res[site][0][key]['plan'])}",
                   flush=True)
-        print(f"{key:<10} {os.path.basename(site_a)} time / {os.path.basename(site_b)} time "
-              f"{row[site_a][0] / row[site_b][0]:.3f}", flush=True)
+        (ma, _, ra, ca, rca), (mb, _, rb, cb, rcb) = row[site_a], row[site_b]
+        # clear: every round of one build faster than every round of the other (the spreads apart)
+        sep = "apart" if max(ra) < min(rb) or max(rb) < min(ra) else "overlap"
+        sepc = "apart" if max(rca) < min(rcb) or max(rcb) < min(rca) else "overlap"
+        print(f"{key:<10} {na} time / {nb} time: block {ma / mb:.3f} (rounds' spreads {sep}), call {ca / cb:.3f} "
+              f"(spreads {sepc})", flush=True)
 
 
 def main():
