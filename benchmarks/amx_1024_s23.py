@@ -3,6 +3,8 @@ at 1024^3), plan variant by variant, on the machine at hand.
 
     python benchmarks/amx_1024_s23.py sweep [--confirm] [SIZE:DT ...]  # plan= variants against torch
     python benchmarks/amx_1024_s23.py ab SITE_A SITE_B [ROUNDS] # two builds' default plans
+        (AB_KEYS=SIZE:DT,... picks the cases; this process imports coopjit too: run it with one
+        of the builds on PYTHONPATH)
 
 sweep: for each case, coopjit's automatic plan, plan= variants (shares, K tile, grid, direct_a,
 nc_tiles, amx_feed / amx_prefetch / amx_store, mc_tiles, fewer workers), the product with B packed
