@@ -72,7 +72,48 @@ void bind_reduce(py::module_& m) {
   m.def("reduce_plan_overrides", &set_reduce_plan_overrides, py::arg("overrides"),
         "Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): "
         "'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, "
-        "prefetch, read_past, threads; 'column.split' 0 keeps a column reduction in one pass.");
+        "prefetch, read_past, threads, shares (not column_rows); 'column.split' 0 keeps a column reduction in "
+        "one pass.");
+  m.def("reduce_plan",
+        [](const std::string& op, const std::string& form, int64_t rows, int64_t cols, int64_t sx_r, int64_t sx_c,
+           const std::string& in, const std::string& acc, const std::string& out, int vector_bytes, int threads) {
+          ReduceSpec s;
+          s.op = op;
+          if (form != "row" && form != "column" && form != "2x2" && form != "column_rows")
+            throw UserError(cat("reduce_plan: unknown form '", form, "' (known: row, column, column_rows, 2x2)"));
+          s.form = form;
+          s.in = ir::parse_scalar(in);
+          s.acc = ir::parse_scalar(acc.empty() ? in : acc);
+          s.out = ir::parse_scalar(out.empty() ? (acc.empty() ? in : acc) : out);
+          s.rows = rows;
+          s.cols = cols;
+          s.sx_r = sx_r < 0 ? cols : sx_r;
+          s.sx_c = sx_c;
+          s.sy_r = form == "column_rows" ? cols : 0;
+          s.sy_c = 1;
+          const ReducePlan p = planned_reduce(s, vector_bytes, threads);
+          py::dict d;
+          d["simd_width"] = p.simd_width;
+          d["tile_rows"] = p.tile_rows;
+          d["tile_cols"] = p.tile_cols;
+          d["unit"] = p.unit;
+          d["stride"] = p.stride;
+          d["threads"] = p.threads;
+          d["shares"] = p.shares;
+          d["block_cols"] = p.block_cols;
+          d["prefetch"] = p.prefetch;
+          d["read_past"] = p.read_past;
+          d["unit_y"] = p.unit_y;
+          d["segments"] = p.segments;
+          d["key"] = p.key(s);
+          return d;
+        },
+        py::arg("op"), py::arg("form"), py::arg("rows"), py::arg("cols"), py::arg("sx_r") = -1, py::arg("sx_c") = 1,
+        py::arg("in_dtype") = "f32", py::arg("acc_dtype") = "", py::arg("out_dtype") = "", py::arg("vector_bytes") = 0,
+        py::arg("threads") = 0,
+        "The plan of a CPU reduction of a rows x cols view (element strides sx_r, default cols, and sx_c) on a "
+        "CPU of vector_bytes-byte vectors (0: this one's) with `threads` workers (0: the pool's), without the "
+        "plan overrides: the planner's choice for another CPU. acc / out default to the input's type.");
   m.def("reduce_ir",
         [](const std::string& op, const std::string& form, const py::array& x, py::array& y, const std::string& in,
            const std::string& acc, const std::string& out) { return reduce_ir(spec_of(op, form, x, y, in, acc, out)); });

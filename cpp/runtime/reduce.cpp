@@ -49,6 +49,7 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
   p.prefetch = static_cast<int>(overridden(o, s.form, "prefetch", p.prefetch));
   p.read_past = overridden(o, s.form, "read_past", p.read_past) != 0;
   p.threads = static_cast<int>(overridden(o, s.form, "threads", p.threads));
+  if (s.form != "column_rows") p.shares = static_cast<int>(overridden(o, s.form, "shares", p.shares));
   if (p.tile_cols % p.simd_width || (s.form == "2x2" && p.tile_rows % 2) ||
       (s.form == "column_rows" && p.block_cols % p.tile_cols) || (p.segments && p.tile_rows != 1))
     throw UserError(cat("reduce plan overrides give a ", s.form, " tile of ", p.tile_rows, " x ", p.tile_cols,
@@ -58,7 +59,7 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
 }  // namespace
 
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) {
-  static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch", "read_past", "threads", "split"};
+  static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch", "read_past", "threads", "shares", "split"};
   for (const auto& [key, v] : overrides) {
     const size_t dot = key.find('.');
     const std::string field = dot == std::string::npos ? key : key.substr(dot + 1);
@@ -66,8 +67,9 @@ void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) 
     for (const char* f : fields) known = known || field == f;
     if (!known || (field == "split" && key != "column.split"))
       throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
-                          "prefetch, read_past, threads; column.split)"));
-    const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024 : 256;
+                          "prefetch, read_past, threads, shares; column.split)"));
+    const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024
+                       : field == "shares" ? 4096 : 256;
     const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
     if (v < lo || v > hi)
       throw UserError(cat("reduce plan override ", key, "=", v, " is out of range [", lo, ", ", hi, "]"));
@@ -131,10 +133,26 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
     if (reinterpret_cast<uintptr_t>(x) % es || head >= s.cols) head = 0;
   }
   // The workers' shares are independent (no worker waits for another): any thread may run any.
-  ThreadPool::get().run(workers, [&](int w) {
-    int64_t ints[9] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, workers, head};
+  // Plan shares: more shares than threads, handed out by run_shares.
+  const int shares = p.shares > workers ? p.shares : workers;
+  auto share = [&](int w) {
+    int64_t ints[9] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, shares, head};
     entry(ptrs, ints, nullptr);
-  }, true);
+  };
+  if (shares > workers)
+    ThreadPool::get().run_shares(workers, shares, share);
+  else
+    ThreadPool::get().run(workers, share, true);
+}
+
+ReducePlan planned_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
+  if (vector_bytes < 0 || max_threads < 0 || max_threads > ThreadPool::kMaxThreads)
+    throw UserError(cat("reduce_plan: vector_bytes must be >= 0 and threads in [0, ", ThreadPool::kMaxThreads,
+                        "] (0: this CPU's), got ", vector_bytes, " and ", max_threads));
+  if (vector_bytes && vector_bytes != 16 && vector_bytes != 32 && vector_bytes != 64)
+    throw UserError(cat("reduce_plan: vector_bytes must be 16, 32 or 64 (0: this CPU's), got ", vector_bytes));
+  return plan_reduce(s, vector_bytes ? vector_bytes : host_cpu().vector_bytes,
+                     max_threads ? max_threads : ThreadPool::get().size());
 }
 
 std::string reduce_ir(const ReduceSpec& s) {

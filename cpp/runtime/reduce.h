@@ -19,6 +19,11 @@ void run_reduce(const ReduceSpec& spec, const void* x, void* y, int threads_over
 /// An empty map restores the planner's choices. Checked here: unknown keys, values out of range.
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides);
 
+/// The plan plan_reduce makes for `spec` on a CPU of `vector_bytes`-byte vectors (0: this one's)
+/// with `max_threads` workers (0: the pool's), without the plan overrides: the planner's choice
+/// for another CPU (tests of rules for many-core hosts; coopjit._core.reduce_plan).
+ReducePlan planned_reduce(const ReduceSpec& spec, int vector_bytes = 0, int max_threads = 0);
+
 /// The kernel IR of the reduction `spec` (for tests and kernel.source).
 std::string reduce_ir(const ReduceSpec& spec);
 

@@ -30,6 +30,10 @@ struct ReducePlan {
   bool unit = true;  // X's stride along the tile's columns is 1 (vector loads)
   int64_t stride = 0;  // X's stride along the tile's columns fixed in the kernel (2..16: vector loads + a pick), else 0
   int threads = 1;
+  // Row, column and 2x2 forms: the work cut into this many shares of tiles, run on the `threads`
+  // threads (the runtime's run_shares: a thread that runs slower hands its later shares to the
+  // others). 0: one share a thread. Only a plan override sets it (not measured to win).
+  int shares = 0;
   int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
   int prefetch = 0;  // row form: the lines this many bytes past each main tile's are prefetched (0: none)
   bool read_past = false;  // row form: a row's tail tile may read past its end into the next row
