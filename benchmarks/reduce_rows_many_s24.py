@@ -9,13 +9,14 @@ explore: each case's result under every variant (coopjit._core.reduce_plan_overr
 reductions, plan= for the product) checked against NumPy in float64 first; then alternating
 rounds, each variant, torch and NumPy a block of calls after a pause; GB/s of the input read (us a
 call for the product), median and range over the rounds, and the copy rate (coopjit.peak()'s
-memcpy over all threads) measured in each round. The variants' names say what they override.
+memcpy over all threads, once a case). The variants' names say what they override. Then single
+calls after the bench's 0.3 s pause (gapped: the pool's workers asleep), the planner's launches
+traced; then the product's plan= variants.
 
 ab: the two builds' planners (no overrides), torch and NumPy in alternating rounds, one subprocess
 a build and round (each its own kernel cache; the operands made once, in /dev/shm, and read into
 each process; each build's results checked against float64 in its first round), each case a block
-of calls after a pause; medians
-over the rounds and whether every round of one build beat every round of the other ("apart").
+of calls after a pause; medians over the rounds and whether every round of one build beat every round of the other ("apart").
 Recorded: benchmarks/recorded/issue14-emr16-many-session24.txt."""
 import json
 import os
@@ -26,30 +27,23 @@ import time
 import numpy as np
 
 R1x128 = {"row.tile_rows": 1, "row.tile_cols": 128}
-ROW_VARIANTS = [("planner", {}), ("1x128", R1x128), ("1x64", {"row.tile_rows": 1, "row.tile_cols": 64}),
-                ("1x256", {"row.tile_rows": 1, "row.tile_cols": 256}), ("2x64", {"row.tile_rows": 2, "row.tile_cols": 64}),
-                ("2x128", {"row.tile_rows": 2, "row.tile_cols": 128}), ("8x32", {"row.tile_rows": 8, "row.tile_cols": 32}),
-                ("4x64 pf8K", {"row.prefetch": 8192}), ("4x64 pf16K", {"row.prefetch": 16384}),
-                ("4x64 sh64", {"row.shares": 64}), ("1x128 sh64", dict(R1x128, **{"row.shares": 64})),
-                ("1x128 pf8K", dict(R1x128, **{"row.prefetch": 8192})),
-                ("4x64 thr12", {"row.threads": 12}), ("1x128 thr12", dict(R1x128, **{"row.threads": 12}))]
-SHORT = [("planner", {}), ("1x128", R1x128), ("2x64", {"row.tile_rows": 2, "row.tile_cols": 64}),
-         ("4x64 sh64", {"row.shares": 64})]
+SH64 = {"row.shares": 64}
+# (run 1 of session 24 timed main against a rule of one-row tiles, 1x128, for rows of 16 KiB+ on
+# 8+ workers: no better; these are run 2's variants, on a build whose planner is main's)
+ROW_VARIANTS = [("planner", {}), ("1x128", R1x128), ("2x64", {"row.tile_rows": 2, "row.tile_cols": 64}),
+                ("4x64 pf8K", {"row.prefetch": 8192}), ("4x64 sh32", {"row.shares": 32}), ("4x64 sh64", SH64),
+                ("1x128 sh64", dict(R1x128, **SH64)), ("4x64 thr12", {"row.threads": 12})]
+SHORT = [("planner", {}), ("1x128", R1x128), ("4x64 sh64", SH64)]
 PAIR = [("planner", {}), ("1x128", R1x128)]
 # (op, axis, shape, dtype, variants, threads)
 EXPLORE = [("sum", 1, (8192, 8192), "float32", ROW_VARIANTS, 16),
-           ("sum", 1, (4096, 4096), "float32", SHORT, 16),
-           ("sum", 1, (16384, 4096), "float32", SHORT, 16),
-           ("sum", 1, (32768, 2048), "float32", PAIR, 16),
-           ("sum", 1, (65536, 1024), "float32", PAIR, 16),
-           ("sum", 1, (2048, 32768), "float32", PAIR, 16),
-           ("sum", 1, (8192, 4096), "float64", [("planner", {}), ("1x64", {"row.tile_rows": 1, "row.tile_cols": 64})], 16),
-           ("max", 1, (8192, 8192), "float32", [("planner", {}), ("4x64", {"row.tile_rows": 4, "row.tile_cols": 64})], 16),
-           ("sum", 0, (8192, 8192), "float32", [("planner", {})], 16),
-           ("sum", None, (8192, 8192), "float32", PAIR, 16),
-           ("sum", 1, (3, 4_000_000), "float32", PAIR, 16),
-           ("sum", 1, (8192, 8192), "float32", PAIR, 8),
-           ("sum", 1, (8192, 8192), "float32", PAIR, 4)]
+           ("sum", 1, (4096, 4096), "float32", SHORT, 16)]
+# gapped: one call at a time after the bench's pause (python -m coopjit bench --quick: 0.3 s
+# before a case, single calls of >= 2 ms), the pool's workers asleep: the planner's launches traced
+GAPPED = [("sum", 1, (8192, 8192), "float32", [("planner", {}), ("1x128", R1x128), ("4x64 sh64", SH64),
+                                               ("1x128 sh64", dict(R1x128, **SH64))]),
+          ("sum", 1, (4096, 4096), "float32", [("planner", {}), ("4x64 sh64", SH64)]),
+          ("sum", 0, (8192, 8192), "float32", [("planner", {})])]
 GEMM_VARIANTS = [("planner", {}), ("dp", {"split": "dp"}), ("sk", {"split": "sk"}), ("mr8", {"mr": 8}),
                  ("mr16 nr16", {"mr": 16, "nr": 16, "split": "dp"}), ("mr16 nr16 sk+dp", {"mr": 16, "nr": 16}),
                  ("kt128", {"kt": 128}), ("kt512", {"kt": 512}), ("kt1024", {"kt": 1024}), ("thr8", {"threads": 8}),
@@ -159,7 +153,56 @@ def explore(rounds):
         del a, t, fns
     coopjit.set_num_threads(16)
     torch.set_num_threads(16)
+    gapped(7, rng)
     explore_gemm(rounds, rng)
+
+
+def gapped(rounds, rng, pause=0.3):
+    """Single calls after `pause` seconds idle, variants alternating, `rounds` each; the planner's
+    launches traced: the launch's join, its workers' latest start and the spread of their shares."""
+    import torch
+    import coopjit
+    from coopjit import _core
+    for op, axis, shape, dtype, variants in GAPPED:
+        a = array(rng, shape, dtype)
+        t = torch.from_numpy(a)
+        fns = [(label, ov, lambda: coopjit.reduce(a, axis, op)) for label, ov in variants]
+        fns.append(("torch", None, torch_of(op, t, axis)))
+        for label, ov, f in fns:  # (compiled and checked before the rounds)
+            _core.reduce_plan_overrides(ov or {})
+            got = f()
+            check(op, a, axis, got.numpy() if hasattr(got, "numpy") else got)
+        rates = {label: [] for label, _, _ in fns}
+        traces = []
+        for r in range(rounds):
+            for label, ov, f in (fns if r % 2 == 0 else fns[::-1]):
+                _core.reduce_plan_overrides(ov or {})
+                traced = label == "planner"
+                if traced:
+                    _core._set_launch_trace(True)
+                    _core._launch_traces()
+                time.sleep(pause)
+                t0 = time.perf_counter()
+                f()
+                rates[label].append(a.nbytes / (time.perf_counter() - t0) / 1e9)
+                if traced:
+                    traces += _core._launch_traces()
+                    _core._set_launch_trace(False)
+        _core.reduce_plan_overrides({})
+        print(f"== gapped: {name_of(op, axis, shape, dtype)}, 16 threads, one call after {pause} s idle, {rounds} "
+              f"rounds; GB/s median [min-max]", flush=True)
+        for label, xs in rates.items():
+            print(f"  {label:<14} {spread(xs)} GB/s  {np.median(xs) / np.median(rates['planner']):5.2f}x planner", flush=True)
+        rows = []
+        for tr in traces:
+            st, en = np.array(tr["start_ns"], np.float64) / 1e3, np.array(tr["end_ns"], np.float64) / 1e3
+            dur = en - st
+            rows.append((tr["workers"], tr["join_ns"] / 1e3, st.max(), dur.min(), np.median(dur), dur.max(),
+                         len(set(tr["thread"])), sum(tr["slept"]) if tr["slept"] else 0))
+        for w, join, smax, dmin, dmed, dmax, thr, slept in rows:
+            print(f"    trace: {w} workers, join {join:8.1f} us, latest start {smax:7.1f} us, shares {dmin:7.1f} / "
+                  f"{dmed:7.1f} / {dmax:7.1f} us (min / med / max), {thr} threads ran them, {slept} slept", flush=True)
+        del a, t, fns
 
 
 def explore_gemm(rounds, rng):

@@ -7,11 +7,6 @@
 
 namespace coopjit {
 
-namespace {
-// plan_reduce's one-row tiles on many workers: rows at least this long (bytes).
-constexpr int64_t kLongRowBytes = 16384;
-}  // namespace
-
 void ReduceSpec::validate() const {
   if (op != "sum" && op != "prod" && op != "min" && op != "max")
     throw UserError(cat("unknown reduction '", op, "' (known: sum, prod, min, max)"));
@@ -72,16 +67,6 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   } else if (s.form == "row" && p.tile_rows == 4 && s.cols * ir::size_in_bytes(s.in) <= 8192) {
     p.tile_cols = p.simd_width * 2;
   }
-  // Long contiguous rows on many workers: one row at a time, 8 vectors wide, so that each worker
-  // reads its share of the rows front to back as one stream. A tile of 4 rows reads four runs of
-  // a row's length side by side, and starts three cold runs every four rows; on the 16-core
-  // Emerald Rapids host (16 workers) sums along rows of 8192 f32 (32 KiB) read at half the copy
-  // rate that way, while the same kernel over 4 MiB runs (few long rows, one value) reached it.
-  // (Session 24: benchmarks/recorded/issue14-emr16-many-session24.txt.) Up to 7 workers the
-  // tiles stay: measured on one and two Zen 5 / Zen 4 threads (above).
-  if (s.form == "row" && p.tile_rows == 4 && p.threads >= 8 && s.sx_c == 1 &&
-      s.cols * ir::size_in_bytes(s.in) >= kLongRowBytes && s.rows > 4 * int64_t(p.threads))
-    p.tile_rows = 1, p.tile_cols = p.simd_width * 8;
   // Contiguous rows shorter than 1 KiB: a row tile reads R short runs side by side, which the
   // hardware prefetchers do not follow; the lines 8 KiB past each main tile's are prefetched
   // into L1. Zen 5, one thread, CPU time, sums of 48 MB of f32 rows: 32 elements
