@@ -1,5 +1,7 @@
 // Python bindings of reductions: the Python layer (coopjit/_reduce.py) chooses the form and the
 // views; this converts and forwards, re-checking what memory safety needs.
+#include <optional>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -75,8 +77,8 @@ void bind_reduce(py::module_& m) {
         "prefetch, read_past, threads, shares (not column_rows); 'column.split' 0 keeps a column reduction in "
         "one pass.");
   m.def("reduce_plan",
-        [](const std::string& op, const std::string& form, int64_t rows, int64_t cols, int64_t sx_r, int64_t sx_c,
-           const std::string& in, const std::string& acc, const std::string& out, int vector_bytes, int threads) {
+        [](const std::string& op, const std::string& form, int64_t rows, int64_t cols, std::optional<int64_t> sx_r,
+           int64_t sx_c, const std::string& in, const std::string& acc, const std::string& out, int vector_bytes, int threads) {
           ReduceSpec s;
           s.op = op;
           if (form != "row" && form != "column" && form != "2x2" && form != "column_rows")
@@ -87,7 +89,7 @@ void bind_reduce(py::module_& m) {
           s.out = ir::parse_scalar(out.empty() ? (acc.empty() ? in : acc) : out);
           s.rows = rows;
           s.cols = cols;
-          s.sx_r = sx_r < 0 ? cols : sx_r;
+          s.sx_r = sx_r ? *sx_r : cols;
           s.sx_c = sx_c;
           s.sy_r = form == "column_rows" ? cols : 0;
           s.sy_c = 1;
@@ -108,10 +110,11 @@ void bind_reduce(py::module_& m) {
           d["key"] = p.key(s);
           return d;
         },
-        py::arg("op"), py::arg("form"), py::arg("rows"), py::arg("cols"), py::arg("sx_r") = -1, py::arg("sx_c") = 1,
+        py::arg("op"), py::arg("form"), py::arg("rows"), py::arg("cols"), py::arg("sx_r") = py::none(),
+        py::arg("sx_c") = 1,
         py::arg("in_dtype") = "f32", py::arg("acc_dtype") = "", py::arg("out_dtype") = "", py::arg("vector_bytes") = 0,
         py::arg("threads") = 0,
-        "The plan of a CPU reduction of a rows x cols view (element strides sx_r, default cols, and sx_c) on a "
+        "The plan of a CPU reduction of a rows x cols view (element strides sx_r, None: cols, and sx_c) on a "
         "CPU of vector_bytes-byte vectors (0: this one's) with `threads` workers (0: the pool's), without the "
         "plan overrides: the planner's choice for another CPU. acc / out default to the input's type.");
   m.def("reduce_ir",

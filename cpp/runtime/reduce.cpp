@@ -59,15 +59,17 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
 }  // namespace
 
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) {
-  static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch", "read_past", "threads", "shares", "split"};
+  static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch",
+                                 "read_past", "threads", "shares", "split"};
   for (const auto& [key, v] : overrides) {
     const size_t dot = key.find('.');
     const std::string field = dot == std::string::npos ? key : key.substr(dot + 1);
     bool known = false;
     for (const char* f : fields) known = known || field == f;
-    if (!known || (field == "split" && key != "column.split"))
+    // (column_rows: each worker's index is its row of partials, so its shares are its workers)
+    if (!known || (field == "split" && key != "column.split") || key == "column_rows.shares")
       throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
-                          "prefetch, read_past, threads, shares; column.split)"));
+                          "prefetch, read_past, threads, shares (not column_rows); column.split)"));
     const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024
                        : field == "shares" ? 4096 : 256;
     const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
