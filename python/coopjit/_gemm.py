@@ -534,7 +534,9 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
-    contiguous arrays, for the dtypes gemm takes (`out_dtype`: float32 out for 16-bit inputs).
+    C-contiguous arrays (operands in other layouts, NumPy or CUDA device arrays such as x.t() or
+    x[:, ::2], go through C-ordered copies; c is written back), for the dtypes gemm takes
+    (`out_dtype`: float32 out for 16-bit inputs).
     Calls: kernel(a, b) (a new C), kernel(a, b, c) (written in place), alpha=, and beta= with c
     when `accumulate` (beta without c, or without accumulate, is a ValueError naming it).
     `plan` (a dict, or another kernel's .config) overrides plan fields (below).
