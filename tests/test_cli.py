@@ -103,3 +103,29 @@ def test_the_tune_report_gives_one_speed_up_figure(private_cache):
     assert fig is not None and plt.get_fignums() == []  # not a pyplot figure: Jupyter shows it once
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.startswith("default:") for t in texts)
+
+
+def test_ptx_dump_hopper_parses_its_arguments(tmp_path):
+    # scripts/ptx_dump_hopper.py took sys.argv[1] as its output file: --help wrote a file named
+    # "--help" and dumped every case into it (session 23's note). Now argparse: --help prints the
+    # usage and writes nothing; a missing OUT and an unknown option are usage errors (exit 2).
+    import os
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "ptx_dump_hopper.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def script_run(*args):
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=env)
+
+    r = script_run("--help")
+    assert r.returncode == 0, r.stderr
+    assert "usage: ptx_dump_hopper.py" in r.stdout and "OUT" in r.stdout and "--more" in r.stdout
+    assert list(tmp_path.iterdir()) == []
+    for args, message in (((), "the following arguments are required: OUT"),
+                          (("x.txt", "--bogus"), "unrecognized arguments: --bogus"),
+                          ((str(tmp_path / "no" / "such" / "dir.txt"),), "cannot write")):
+        r = script_run(*args)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+    assert list(tmp_path.iterdir()) == []

@@ -415,3 +415,98 @@ def test_dependent_products_back_to_back():
         _lowp_close(y2, _ref(y1) @ _ref(w[1]), n)
         _lowp_close(x, _ref(y2) @ _ref(w[2]), n)
         x0 = _ref(x)
+
+
+def _strided_device_views(torch, g, shape, dtype):
+    """(name, view) of one matrix of `shape` on cuda:0 in layouts other than C order: a transposed
+    (column-major) view, strided rows and columns, a column slice (its rows 16-byte aligned or
+    not), and for a dim of 1 a C-contiguous row of a bigger matrix (its row stride not N)."""
+    m, n = shape
+    big = torch.randn(2 * m + 1, 2 * n + 3, device="cuda", generator=g).to(dtype)
+    out = [("transposed", torch.randn(n, m, device="cuda", generator=g).to(dtype).t()),
+           ("strided", big[1::2, ::2][:m, :n]), ("column slice", big[:m, 1:n + 1])]
+    if m == 1:
+        out.append(("row of a bigger matrix", big[1:2, :n]))
+    return out
+
+
+@needs_cuda
+@pytest.mark.parametrize("m,n,k,trans_b", [(48, 40, 56, False), (1, 72, 64, True)])
+def test_compiled_kernels_take_strided_device_arrays(m, n, k, trans_b):
+    """A compiled kernel is planned for C-ordered operands: torch views in other layouts (x.t(),
+    x[:, ::2], a column slice) as a, b or c raised "these operands need plan ... but the kernel was
+    compiled for ..."; they go through C-ordered copies made by torch on its current stream (c's
+    written back after the launch, the elements between its elements unchanged), as host operands
+    do. Queued without waiting; the second call and later (the cached launch's path) alike; on a
+    side stream too. The inputs are left as they were."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(11)
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device="cuda:0", trans_b=trans_b, accumulate=True)
+    bshape = (n, k) if trans_b else (k, n)
+    plain_a = torch.randn(m, k, device="cuda", generator=g)
+    plain_b = torch.randn(*bshape, device="cuda", generator=g)
+    cases = [(name, a, plain_b) for name, a in _strided_device_views(torch, g, (m, k), torch.float32)]
+    cases += [(name, plain_a, b) for name, b in _strided_device_views(torch, g, bshape, torch.float32)]
+    side = torch.cuda.Stream()
+    for name, a, b in cases:
+        a_in, b_in = a.clone(), b.clone()
+        ref = _ref(a) @ (_ref(b).T if trans_b else _ref(b))
+        for _ in range(2):  # (a second call: what _cuda_fast's cache does with it)
+            got = kern(a, b)
+            assert isinstance(got, torch.Tensor) and got.is_cuda
+            np.testing.assert_allclose(got.cpu().numpy(), ref, rtol=1e-4, atol=1e-4 * k, err_msg=name)
+        for cname, c in _strided_device_views(torch, g, (m, n), torch.float32):
+            base = c._base if c._base is not None else c
+            around = base.clone()
+            for beta in (0.0, -0.5):
+                for stream in (torch.cuda.current_stream(), side):
+                    torch.cuda.synchronize()
+                    with torch.cuda.stream(stream):
+                        c.fill_(float("nan") if beta == 0.0 else 3.0)  # (beta = 0: c is not read)
+                        assert kern(a, b, c, alpha=1.5, beta=beta) is c
+                    stream.synchronize()
+                    want = 1.5 * ref + (3.0 * beta if beta else 0.0)
+                    np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-4, atol=1e-4 * k,
+                                               err_msg=f"{name}, c {cname}, beta {beta}")
+            if c._base is not None:  # the elements of the base outside c: as they were
+                outside = torch.ones_like(base, dtype=torch.bool)
+                outside.as_strided(c.shape, c.stride(), c.storage_offset() - base.storage_offset()).fill_(False)
+                assert torch.equal(base[outside], around[outside]), cname
+        assert torch.equal(a, a_in) and torch.equal(b, b_in)
+
+
+@needs_cuda
+def test_compiled_kernels_name_a_strided_device_array_they_cannot_copy():
+    """A device array that only has __cuda_array_interface__ (no framework coopjit can copy it
+    with): a ValueError naming the argument, its shape and strides and what to pass; C-ordered
+    ones run as before."""
+    import torch
+
+    class Iface:
+        def __init__(self, t):
+            self.t = t
+            self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+    kern = coopjit.compile_gemm(16, 24, 32, np.float32, device="cuda:0")
+    a, b = torch.randn(16, 32, device="cuda"), torch.randn(32, 48, device="cuda")
+    with pytest.raises(ValueError, match=r"b \(cai float32 \(32, 24\) with byte strides \(192, 8\)\) is not "
+                                         r"C-contiguous.*byte strides \(96, 4\).*pass a C-contiguous array"):
+        kern(Iface(a), Iface(b[:, ::2]))
+    got = kern(Iface(a), Iface(b[:, ::2].contiguous()))
+    np.testing.assert_allclose(np.asarray(got), _ref(a) @ _ref(b[:, ::2]), rtol=1e-4, atol=1e-3)
+
+
+@needs_cuda
+def test_compiled_kernels_take_strided_cupy_arrays():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    rs = cupy.random.RandomState(5)
+    kern = coopjit.compile_gemm(40, 24, 36, np.float32, device="cuda:0", accumulate=True)
+    a = rs.standard_normal((36, 40), dtype=cupy.float32).T
+    b = rs.standard_normal((36, 48), dtype=cupy.float32)[:, ::2]
+    big = cupy.full((40, 48), 2.0, cupy.float32)
+    c = big[:, 1::2]
+    ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b)
+    assert kern(a, b, c, alpha=0.5, beta=2.0) is c
+    np.testing.assert_allclose(cupy.asnumpy(c), 0.5 * ref + 4.0, rtol=1e-4, atol=1e-3)
+    assert (cupy.asnumpy(big[:, ::2]) == 2.0).all()

@@ -97,3 +97,71 @@ def test_compiled_kernel_writes_a_strided_host_c(dev, rng, accumulate):
         np.testing.assert_allclose(view, ref + (beta * 3.0 if beta else 0.0), **tol)
         gaps = big[:, 1::2]
         assert (np.isnan(gaps) if beta == 0.0 else gaps == 3.0).all()
+
+
+def _views(rng, shape, dtype=np.float32):
+    """(name, view) of one logical matrix of `shape` in layouts other than C order: strided rows and
+    columns, Fortran order, reversed, a column slice (row stride past the row), and where a dim is
+    1 a C-contiguous view whose length-1 dim has another stride (NumPy's flags call it
+    C-contiguous; the kernel's plan does not)."""
+    m, n = shape
+    big = rng.standard_normal((2 * m + 1, 2 * n + 3)).astype(dtype)
+    out = [("strided", big[1::2, ::2][:m, :n]), ("fortran", np.asfortranarray(big[:m, :n])),
+           ("reversed", big[:m, :n][::-1, ::-1].copy()[::-1, ::-1]), ("column slice", big[:m, 1:n + 1])]
+    if m == 1:
+        out.append(("row of a bigger matrix", big[1:2, :n]))
+    return out
+
+
+@pytest.mark.parametrize("m,n,k", [(37, 29, 19), (1, 33, 20)])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True)])
+def test_compiled_kernel_takes_operands_in_any_layout(dev, rng, m, n, k, trans_a, trans_b):
+    # A compiled kernel is planned for C-ordered a and b (as given) and c: operands in another
+    # layout go through C-ordered copies, as on the CPU. On a device the host cannot touch (CUDA;
+    # here opencl:0 taken as one) a strided, Fortran-ordered or reversed host a / b was staged with
+    # its strides and raised "these operands need plan ... but the kernel was compiled for ...".
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=dev, trans_a=trans_a, trans_b=trans_b, accumulate=True)
+    ashape, bshape = ((k, m) if trans_a else (m, k)), ((n, k) if trans_b else (k, n))
+    plain_b = rng.standard_normal(bshape).astype(np.float32)
+    plain_a = rng.standard_normal(ashape).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    tol = dict(rtol=1e-4, atol=1e-4 * (k + 1))
+    cases = [(name, a, plain_b) for name, a in _views(rng, ashape)]
+    cases += [(name, plain_a, b) for name, b in _views(rng, bshape)]
+    cases += [("both strided", _views(rng, ashape)[0][1], _views(rng, bshape)[0][1])]
+    for name, a, b in cases:
+        a_in, b_in = a.copy(), b.copy()
+        ref = (a.T if trans_a else a).astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)
+        np.testing.assert_allclose(kern(a, b), ref, **tol, err_msg=name)
+        for cname, c in _views(rng, (m, n)):
+            c[...] = c0
+            assert kern(a, b, c, alpha=-1.5, beta=0.5) is c
+            np.testing.assert_allclose(c, -1.5 * ref + 0.5 * c0.astype(np.float64), **tol, err_msg=f"{name}, c {cname}")
+        np.testing.assert_array_equal(a, a_in)
+        np.testing.assert_array_equal(b, b_in)
+
+
+def test_compiled_kernel_takes_views_of_device_memory(rng):
+    # On a host-visible device, views of coopjit.empty memory (the device's own) that are not C
+    # order were passed as they were and raised the plan mismatch: they go through C-ordered
+    # copies too (c: written back; the bytes between its elements unchanged).
+    d = needs_device()
+    if not coopjit.devices.get(d).host_visible:
+        pytest.skip(f"{d}'s memory is not host-visible: coopjit.empty(..., device={d!r}) is not host memory")
+    m, n, k = 33, 21, 26
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=d, accumulate=True)
+
+    def shared(x):
+        s = coopjit.empty(x.shape, x.dtype, device=d)
+        s[...] = x
+        return s
+
+    A = shared(rng.standard_normal((2 * m, 2 * k)).astype(np.float32))
+    B = shared(np.asfortranarray(rng.standard_normal((k, n)).astype(np.float32)))
+    C = shared(np.full((m, 2 * n), 7.0, np.float32))
+    a, b, c = A[::2, ::2], B, C[:, ::2]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert kern(a, b, c, alpha=2.0, beta=-1.0) is c
+    np.testing.assert_allclose(c, 2.0 * ref - 7.0, rtol=1e-4, atol=1e-4 * k)
+    assert (C[:, 1::2] == 7.0).all()
+    np.testing.assert_allclose(kern(a, b), ref, rtol=1e-4, atol=1e-4 * k)

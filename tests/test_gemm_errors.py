@@ -160,3 +160,98 @@ def test_inputs_are_not_modified_on_error():
     with pytest.raises(ValueError):
         coopjit.matmul(a, a)
     np.testing.assert_array_equal(a, before)
+
+
+def test_cpu_plans_that_cannot_run_well_are_refused_by_the_plan_check():
+    """Register tiles past twice the vector registers (was four times), and K steps of more than
+    16 x the registers' vector FMAs (one mul_add, unrolled into one block), are refused by the plan
+    check, naming the fields and the limit, before any code is generated. plan={'kb': 128, 'mr':
+    16, 'nr': 64} took 45-80 s to compile on the 2-core Zen 5 and such plans ran at 0.3-0.46x of
+    the planner's (the limits' comments in cpp/plan/gemm_plan_tile.cpp). Plans inside the limits
+    still compile and compute the product; the planner's own never reach them (plan_dump)."""
+    from coopjit import _core
+
+    info = coopjit.cpu_info()
+    regs, lanes = info["vector_registers"], info["vector_bytes"] // 4  # f32 lanes of a vector
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    c = np.empty((64, 64), np.float32)
+    nr = 4 * lanes  # 4 vectors of B a K step
+    w = {"simd_width": lanes}  # (full vectors: the planner may take half-width ones for small N)
+    acc_refused = {"mr": 2 * regs // 4 + 1, "nr": nr, **w}  # 2 x regs + 4 accumulators
+    step_refused = {"mr": 4, "nr": nr, "kb": 128, **w}  # 4 x 4 x 128 = 2048 FMAs > 16 x regs (512 / 256)
+    slow = {"mr": 16, "nr": 64, "kb": 128}
+    for plan, message in ((acc_refused, rf"plan tile mr={acc_refused['mr']} nr={nr} needs {4 * acc_refused['mr']} "
+                                        rf"accumulator registers .*at most {2 * regs} are allowed \(2 x the {regs} "
+                                        r"vector registers\)"),
+                          (step_refused, rf"plan tile mr=4 nr={nr} kb=128: one K step is 2048 vector FMAs .*at most "
+                                         rf"{16 * regs} \(16 x the {regs} vector registers\): kb <= {16 * regs // 16}"),
+                          (slow, r"plan tile mr=16 nr=64 .*at most \d+ .*vector registers")):
+        with pytest.raises(ValueError, match=message):
+            _core.gemm_plan(a, a, c, False, ["f32", "f32", "f32"], plan)  # the planner alone: no code
+        with pytest.raises(ValueError, match=message):
+            coopjit.compile_gemm(64, 64, 64, np.float32, plan=plan)
+        with pytest.raises(ValueError, match=message):
+            coopjit.matmul(a, a, plan=plan)
+    ref = a.astype(np.float64) @ a.astype(np.float64)
+    for plan in ({"mr": 2 * regs // 4, "nr": nr, **w}, {"mr": 4, "nr": nr, "kb": 16 * regs // 16, **w}):
+        np.testing.assert_allclose(coopjit.compile_gemm(64, 64, 64, np.float32, plan=plan)(a, a), ref, rtol=1e-4,
+                                   atol=1e-3)
+
+
+@pytest.mark.parametrize("target", ["target:xe-hpc", "target:sm_80", "target:generic"])
+def test_gpu_tiles_past_the_ir_limits_and_the_registers_are_refused_by_the_plan_check(target):
+    """A SIMT / mma tile is a subgroup's mr x nr accumulator matrix that each work-item holds
+    mr x nr / subgroup_size of in registers: tiles past the kernel IR's size limits (16384 elements
+    a matrix, 2^18 multiply-adds a K step; opencl:0's 256 x 256 was refused only by the IR verifier)
+    or past 512 accumulator registers a work-item (128 x 128 f32 in subgroups of 16: 1024; it
+    compiled for 51-70 s on opencl:0) are refused by the plan check, naming the fields and the
+    limit; the planner alone (no code generated) refuses them."""
+    from coopjit import _core
+
+    def plan(ov, dt="f32", m=512):
+        # (stages 0: sm_80's cp.async pipeline has its own checks of the tile, which come first)
+        return _core.gpu_gemm_plan(target, [dt, dt, dt], [m, m, m, 1, 1], [m, 1, m, 1, m, 1, 0, 0, 0, 0, 0, 0], False,
+                                   {**ov, "stages": 0} if ov else ov, None)
+
+    S = int(plan({})["subgroup_size"])
+    for ov, message in (({"mr": 256, "nr": 256}, r"plan tile mr=256 nr=256 kb=\d+: a subgroup's accumulator matrix of "
+                                                  r"mr x nr = 65536 elements; at most 16384 \(the kernel IR's limit"),
+                        ({"mr": 128, "nr": 64, "kb": 64}, r"plan tile mr=128 nr=64 kb=64: a K step of mr x nr x kb = "
+                                                          r"524288 multiply-adds; at most 262144"),
+                        ({"mr": 256, "nr": 8, "kb": 128}, r"a subgroup's A matrix of mr x kb = 32768 elements; at most "
+                                                          r"16384"),
+                        ({"mr": 128, "nr": 128}, r"plan tile mr=128 nr=128 with subgroup_size 16: 1024 accumulator "
+                                                 r"registers a work-item \(mr x nr / subgroup_size\); at most 512")):
+        if S == 32 and ov == {"mr": 128, "nr": 128}:  # (16384 elements: 512 registers in warps of 32)
+            continue
+        with pytest.raises(ValueError, match=message):
+            plan(ov)
+    at_limit = {"mr": 32 * S // 8, "nr": 128}  # 512 accumulator registers a work-item: taken
+    assert (plan(at_limit)["mr"], plan(at_limit)["nr"]) == (str(at_limit["mr"]), "128")
+    with pytest.raises(ValueError, match=r"1024 accumulator registers a work-item \(mr x nr / subgroup_size x 2 for "
+                                         r"8-byte values\); at most 512"):
+        plan({"mr": 32 * S // 8, "nr": 128}, "f64")
+    # the planner's own tiles are far inside (plan_dump checks them all)
+    for m in (64, 512, 4096):
+        p = plan({}, m=m)
+        assert int(p["mr"]) * int(p["nr"]) // S <= 128
+
+
+def test_opencl_refuses_the_256_tile_in_the_plan_check():
+    # On a device: the same ValueError from compile_gemm (it was the IR verifier's, after the
+    # recipe had been built), and a tile inside the limits still runs. (stages 0: on CUDA the
+    # cp.async pipeline's own checks of the tile come first.)
+    from device_support import needs_device
+
+    dev = needs_device()
+    with pytest.raises(ValueError, match=r"plan tile mr=256 nr=256 .*65536 elements; at most 16384"):
+        coopjit.compile_gemm(256, 256, 256, np.float32, device=dev, plan={"mr": 256, "nr": 256, "stages": 0})
+    # (f64: two registers a value, so that warps of 32 pass the 512 too)
+    with pytest.raises(ValueError, match=r"plan tile mr=128 nr=128 with subgroup_size \d+: (1024|2048) accumulator "
+                                         r"registers a work-item .* at most 512"):
+        coopjit.compile_gemm(256, 256, 256, np.float64, device=dev, plan={"mr": 128, "nr": 128, "stages": 0})
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((40, 24)).astype(np.float32), rng.standard_normal((24, 36)).astype(np.float32)
+    k = coopjit.compile_gemm(40, 36, 24, np.float32, device=dev, plan={"mr": 64, "nr": 8, "stages": 0})
+    np.testing.assert_allclose(k(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

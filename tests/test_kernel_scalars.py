@@ -67,6 +67,88 @@ def test_device_kernel_refuses_beta_without_c(rng):
                 kern(ta, tb, beta=2.0)
 
 
+BETAS_WITHOUT_C = (1, 0.5, -2.0, float("nan"), np.float32(3.0), np.int8(1))
+
+
+def test_gemm_refuses_beta_without_c(rng):
+    # coopjit.gemm(a, b, beta=1) without c dropped beta: it returned a @ b as though beta were 0
+    # (session 23 refused it in compiled kernels only). Every path of gemm refuses it now: plain
+    # CPU, fused epilogue, prepacked b, integer products, a torch CPU tensor, transposes; beta = 0
+    # (any zero) without c stays a new array; a beta that is no number stays a TypeError.
+    m, n, k = 13, 9, 21
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    a8 = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b8 = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    calls = [lambda beta: coopjit.gemm(a, b, beta=beta),
+             lambda beta: coopjit.gemm(a.T.copy(), b, beta=beta, trans_a=True),
+             lambda beta: coopjit.gemm(a, b, beta=beta, bias=np.ones(n, np.float32)),
+             lambda beta: coopjit.gemm(a, b, beta=beta, activation="relu"),
+             lambda beta: coopjit.gemm(a, coopjit.prepack(b), beta=beta),
+             lambda beta: coopjit.gemm(a8, b8, beta=beta, alpha=2)]
+    try:
+        import torch
+
+        calls.append(lambda beta: coopjit.gemm(torch.from_numpy(a), torch.from_numpy(b), beta=beta))
+    except ImportError:
+        pass
+    for call in calls:
+        for beta in BETAS_WITHOUT_C:
+            with pytest.raises(ValueError, match=r"gemm: beta=.* was given without c: beta \* c is added"):
+                call(beta)
+        for beta in (0, 0.0, -0.0, np.float64(0)):
+            call(beta)
+        with pytest.raises(TypeError, match="beta must be a real number"):
+            call("1")
+    np.testing.assert_allclose(coopjit.gemm(a, b, beta=0), ref, rtol=1e-5, atol=1e-5 * k)
+    c = np.ones((m, n), np.float32)
+    assert coopjit.gemm(a, b, c, beta=-2.0) is c
+    np.testing.assert_allclose(c, ref - 2.0, rtol=1e-5, atol=1e-5 * k)
+
+
+def test_device_gemm_refuses_beta_without_c(rng):
+    # The same on a device: gemm(device=...) with host arrays (opencl:0 here; cuda:0 with
+    # COOPJIT_TEST_DEVICE), and on CUDA with torch CUDA tensors, the first call (the full path)
+    # and the next (the cached launch, coopjit._cuda_fast), with and without a fused epilogue.
+    from device_support import needs_device
+
+    dev = needs_device()
+    m, n, k = 16, 8, 24
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for beta in BETAS_WITHOUT_C:
+        with pytest.raises(ValueError, match=r"gemm: beta=.* was given without c"):
+            coopjit.gemm(a, b, beta=beta, device=dev)
+        with pytest.raises(ValueError, match=r"gemm: beta=.* was given without c"):
+            coopjit.gemm(a, b, beta=beta, device=dev, bias=np.ones(n, np.float32))
+    np.testing.assert_allclose(coopjit.gemm(a, b, beta=0.0, device=dev), ref, rtol=1e-4, atol=1e-4 * k)
+    if dev.startswith("cuda"):
+        torch = pytest.importorskip("torch")
+        ta, tb, bias = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), torch.ones(n, device="cuda")
+        for _ in range(3):  # the second call on: the cached launches
+            np.testing.assert_allclose(coopjit.gemm(ta, tb).cpu().numpy(), ref, rtol=1e-4, atol=1e-4 * k)
+            np.testing.assert_allclose(coopjit.gemm(ta, tb, bias=bias).cpu().numpy(), ref + 1, rtol=1e-4,
+                                       atol=1e-4 * k)
+            with pytest.raises(ValueError, match=r"gemm: beta=2.0 was given without c"):
+                coopjit.gemm(ta, tb, beta=2.0)
+            with pytest.raises(ValueError, match=r"gemm: beta=2.0 was given without c"):
+                coopjit.gemm(ta, tb, beta=2.0, bias=bias)
+
+
+def test_dask_gemm_refuses_beta_without_c(rng):
+    da = pytest.importorskip("dask.array")
+    import coopjit.dask as cjd
+
+    a = rng.standard_normal((12, 10)).astype(np.float32)
+    b = rng.standard_normal((10, 6)).astype(np.float32)
+    A, B = da.from_array(a, chunks=5), da.from_array(b, chunks=5)
+    for beta in (1, -0.5, float("nan")):
+        with pytest.raises(ValueError, match=r"gemm: beta=.* was given without c"):
+            cjd.gemm(A, B, beta=beta)
+    np.testing.assert_allclose(cjd.gemm(A, B, beta=0).compute(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("alpha", BIG)
 def test_int8_gemm_takes_large_integer_alpha_beta_exactly(rng, alpha):
     m, n, k = 19, 23, 40

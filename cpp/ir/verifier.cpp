@@ -171,8 +171,8 @@ class Verifier {
   // mul_add did not compile in 240 s, a per-element function or a row reduction over 64 x 64
   // elements took 5 to 12 s, 128 x 128 more than 60 s. Loads and stores of big matrices walk them
   // with loops (they are held in memory) and have no limit; the operations computing on them do.
-  static constexpr int64_t kMaxMulAdds = int64_t(1) << 18;           // M x N x K of one mul_add
-  static constexpr int64_t kMaxRegisterElements = int64_t(1) << 14;  // a matrix an operation computes on
+  // (kMaxMulAdds: M x N x K of one mul_add; kMaxRegisterElements: a matrix an operation computes
+  // on; both in verifier.h, where the GPU planner reads them)
   static constexpr int64_t kMaxRegionElements = int64_t(1) << 12;    // per-element / reduce functions
   // 8-bit matrices: twice the elements and a mul_add of 8-bit operands twice the multiply-adds (the
   // same bytes as 16-bit ones; their lowerings take 4 of them a 32-bit word: dp4a, VNNI, mma.sync

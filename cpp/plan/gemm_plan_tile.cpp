@@ -161,9 +161,32 @@ void check_register_tile(const GemmPlan& p, const PlanContext& c) {
                         p.vnni, ", amx=", p.amx, " (16-lane instructions)"));
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
-  if (p.mr * (p.nr / p.simd_width) > 4 * regs)
+  // Accumulators: past the register file every one of them spills (Zen 5, 32 registers, 256^3 f32,
+  // one thread, CPU time against the planner's 6 x 64: 32 accumulators (8 x 64) 0.62x, 40 to 64
+  // (10 x 64, 12 x 64, 16 x 48, 16 x 64) 0.33-0.37x). Up to twice the registers are taken (plans of
+  // 4 x 32 f64 on AVX2's 16 are among scripts/plan_dump.py's overrides); AMX plans' accumulators are tile rows (4x).
+  const int acc_limit = (p.amx ? 4 : 2) * regs;
+  if (p.mr * (p.nr / p.simd_width) > acc_limit)
     throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " needs ", p.mr * (p.nr / p.simd_width),
-                        " accumulator registers; at most ", 4 * regs, " are allowed"));
+                        " accumulator registers (mr x nr / simd_width ", p.simd_width, "); at most ", acc_limit,
+                        " are allowed (", p.amx ? "4" : "2", " x the ", regs, " vector registers)"));
+  // A K step (kb) is one mul_add, lowered into straight-line code: mr x kb broadcasts of A, kb x nr
+  // vectors of B and mr x nr / simd_width x kb FMAs (dot products for vnni > 1). Past 16 x the
+  // registers LLVM's scheduler keeps too much of it live: the same Zen 5 thread ran 8 x 32 at kb 16
+  // / 32 (256 / 512 FMAs) at 0.98x / 0.95x, 6 x 64 at kb 32 (768) 0.46x, 8 x 32 and 4 x 64 at kb 64
+  // (1024) 0.46x / 0.43x, kb 128 (2048-8192) 0.29-0.38x, and compiling such a step took 5-80 s
+  // (16 x 64 at kb 128: 8192 FMAs, 45-80 s) where the planner's (kb 4) take well under one.
+  if (!p.amx) {
+    const int64_t step = int64_t(p.mr) * (p.nr / p.simd_width) * p.kb / std::max(1, p.vnni);
+    int64_t kb_max = 128;  // the largest kb (a power of two) that fits
+    while (kb_max >= 4 && int64_t(p.mr) * (p.nr / p.simd_width) * kb_max / std::max(1, p.vnni) > 16 * regs) kb_max /= 2;
+    if (step > 16 * regs)
+      throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " kb=", p.kb, ": one K step is ", step,
+                          p.vnni > 1 ? " vector dot products" : " vector FMAs", " (mr x nr / simd_width ", p.simd_width,
+                          " x kb", p.vnni > 1 ? cat(" / vnni ", p.vnni) : std::string(),
+                          ") unrolled into one block; at most ", 16 * regs, " (16 x the ", regs,
+                          " vector registers): ", kb_max >= 4 ? cat("kb <= ", kb_max) : std::string("a smaller tile")));
+  }
 }
 
 }  // namespace coopjit

@@ -2,9 +2,13 @@
 // defaults the instruction and tile phases chose, each checked for range, then the tile checked
 // against the instructions it feeds; and the work-group's size against the target's.
 #include "core/error.h"
+#include "ir/verifier.h"
 #include "plan/gpu_plan_internal.h"
 
 namespace coopjit {
+
+// The most accumulator registers (4 bytes) a work-item's tile may take (check_gpu_tile).
+constexpr int64_t kMaxAccumulatorRegisters = 512;
 
 void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
   const PlanOverrides& overrides = c.overrides;
@@ -81,6 +85,40 @@ void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
       throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256, kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
                           ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
+  }
+  // The subgroup's accumulator tile (SIMT, DPAS and mma.sync plans; wgmma's are the warpgroup's):
+  // an mr x nr matrix that the lowering unrolls into each work-item's registers, mr x nr /
+  // subgroup_size components a work-item (two 4-byte registers each for 8-byte types). Checked here,
+  // before any code is generated: the kernel IR's size limits (ir/verifier.h; opencl:0's
+  // 256 x 256 tile was refused only by the IR verifier), then the registers: past twice the largest
+  // register file a work-item has (256 registers in Xe-HPC's large-GRF mode; NVIDIA's 255) the
+  // accumulators live in memory, and the kernel takes minutes to compile (opencl:0, 256^3 f32,
+  // subgroup 16, CPU time on the 2-core Zen 5: 32 x 32 (64 a work-item) the planner's, 64 x 32 (128)
+  // 7 s, 64 x 64 / 128 x 32 / 32 x 128 (256) 14-19 s, 128 x 128 (1024) 51-70 s).
+  if (!p.wgmma) {
+    const int64_t elems = int64_t(p.mr) * p.nr;
+    const bool bytes8 = ir::size_in_bytes(p.a_type) == 1 && ir::size_in_bytes(p.b_type) == 1;
+    const int64_t max_macs = bytes8 ? 2 * ir::kMaxMulAdds : ir::kMaxMulAdds;
+    struct Operand { const char* what; const char* dims; int64_t rows, cols; ir::ScalarType t; };
+    for (const Operand& m : {Operand{"accumulator", "mr x nr", p.mr, p.nr, p.dtype}, Operand{"A", "mr x kb", p.mr, p.kb, p.a_type},
+                             Operand{"B", "kb x nr", p.kb, p.nr, p.b_type}}) {
+      const int64_t limit = ir::size_in_bytes(m.t) == 1 ? 2 * ir::kMaxRegisterElements : ir::kMaxRegisterElements;
+      if (m.rows * m.cols > limit)
+        throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " kb=", p.kb, ": a subgroup's ", m.what, " matrix of ", m.dims,
+                            " = ", m.rows * m.cols, " elements; at most ", limit,
+                            " (the kernel IR's limit on a matrix computed on in registers)"));
+    }
+    if (elems * p.kb > max_macs)
+      throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " kb=", p.kb, ": a K step of mr x nr x kb = ", elems * p.kb,
+                          " multiply-adds; at most ", max_macs, " (the kernel IR's limit on one mul_add, unrolled into "
+                          "registers): lower kb"));
+    const int64_t words = std::max<int64_t>(1, ir::size_in_bytes(p.dtype) / 4);
+    const int64_t regs = elems * words / p.subgroup_size;
+    if (regs > kMaxAccumulatorRegisters)
+      throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " with subgroup_size ", p.subgroup_size, ": ", regs,
+                          " accumulator registers a work-item (mr x nr / subgroup_size", words > 1 ? " x 2 for 8-byte values" : "",
+                          "); at most ", kMaxAccumulatorRegisters, " (twice the largest register file of a work-item, 256 "
+                          "registers): lower mr or nr (raise sg_m / sg_n to keep the work-group's tile)"));
   }
 }
 

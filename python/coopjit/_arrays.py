@@ -147,6 +147,22 @@ def check_scalar(x, name: str) -> float:
         raise ValueError(f"{name}={x!r} is too large for a double (at most about 1.8e308)") from None
 
 
+def row_major(x) -> bool:
+    """Exactly a C-contiguous 2-D layout, the strides of dims of length 1 included (NumPy's flags
+    ignore those; a kernel's plan does not): the layout compiled kernels (CPU and devices) are
+    planned for. Takes ndarrays and CUDA device views (byte strides) alike."""
+    return tuple(x.strides) == (x.shape[1] * x.itemsize, x.itemsize)
+
+
+def beta_without_c(where: str, beta) -> None:
+    """beta of a product called without c (coopjit.gemm, coopjit.dask.gemm, compiled kernels): 0, or
+    a ValueError naming it. beta * c is added to the product, and without c there is nothing to
+    add: a beta there was dropped, so gemm(a, b, beta=1) gave a @ b as though beta were 0."""
+    if check_scalar(beta, "beta") != 0.0:  # (NaN too)
+        raise ValueError(f"{where}beta={beta!r} was given without c: beta * c is added to the product, so pass c (or "
+                         "leave beta at 0 for a new array)")
+
+
 def int_scalar(x, name: str) -> float:
     """alpha / beta of an integer product (int8 / uint8 inputs, int32 accumulators) as the core
     takes them (a double): check_scalar's, but an integer past a double's 53 bits is taken exactly,

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
-from ._arrays import as_array, kernel_readable, native_dtype, overlaps
+from ._arrays import as_array, kernel_readable, native_dtype, overlaps, row_major
 from ._cuda_arrays import CudaView
 from ._device import Device
 from ._display import KernelDisplay
@@ -113,12 +113,6 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
         _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, _host_operands(ep, ep.core(target, **given)))
     if target is not c2:
         c2[...] = target
-
-
-def row_major(x: np.ndarray) -> bool:
-    """Exactly a C-contiguous 2-D layout, the strides of dims of length 1 included (NumPy's flags
-    ignore those; a kernel's plan does not)."""
-    return x.strides == (x.shape[1] * x.itemsize, x.itemsize)
 
 
 class Kernel(KernelDisplay):

@@ -247,6 +247,73 @@ class DeviceArray:
         return f"DeviceArray({self.dtype} {self.shape} on {self.device})"
 
 
+def c_strides(shape, itemsize: int) -> tuple:
+    """The byte strides of a C-ordered array of `shape`."""
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= int(n)
+    return tuple(reversed(out))
+
+
+def _strided_message(name: str, v: CudaView, why: str) -> str:
+    return (f"{name} ({v.framework} {v.dtype} {v.shape} with byte strides {v.strides}) is not C-contiguous, and {why}; "
+            f"the kernel was compiled for C-contiguous operands (byte strides {c_strides(v.shape, v.itemsize)}): pass "
+            "a C-contiguous array (torch: .contiguous(); CuPy: cupy.ascontiguousarray), or call coopjit.matmul / "
+            "coopjit.gemm, which take any strides")
+
+
+def c_ordered(v: CudaView, name: str, write: bool = False):
+    """A compiled kernel's operand `v` (a CudaView of array `name`) in the layout the kernel was
+    planned for, C order with the exact strides (_arrays.row_major): (v itself, None) when it is;
+    (v with the C strides, None) when only the strides of its dims of length 1 differ (the same
+    elements); else (a view of a C-ordered copy, the copy), made by v's own framework on its
+    current stream (torch: .contiguous(); CuPy: ascontiguousarray); `write` (c): a new array of
+    that framework instead, which copy_back() writes into v after the launch. ValueError naming
+    the array, its shape and strides where its framework cannot copy it (a plain
+    __cuda_array_interface__ object)."""
+    want = c_strides(v.shape, v.itemsize)
+    if v.strides == want:
+        return v, None
+    if v.c_contiguous:
+        return CudaView(v.ptr, v.shape, want, v.dtype, v.device, v.owner, v.framework, v.stream), None
+    if v.framework == "torch":
+        import torch
+
+        if write:
+            copy = torch.empty(v.shape, dtype=v.owner.dtype, device=v.owner.device)
+        else:
+            copy = v.owner.contiguous()
+    elif v.framework == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(int(v.device.partition(":")[2] or 0)):
+            copy = cupy.empty(v.shape, v.dtype) if write else cupy.ascontiguousarray(v.owner)
+    else:
+        raise ValueError(_strided_message(name, v, f"coopjit has no copy for a {v.framework} array"))
+    cv = device_view(copy, False)
+    if cv is None or cv.strides != want:  # (never: both frameworks make C-ordered arrays)
+        raise ValueError(_strided_message(name, v, "its framework's copy is not C-ordered"))
+    return cv, copy
+
+
+def copy_back(v: CudaView, copy) -> None:
+    """After a launch into `copy` (c_ordered's of c with write=True): v's elements from it, on
+    v's framework's current stream, queued after the launch when that ran on the same stream."""
+    if v.framework == "torch":
+        v.owner.copy_(copy)
+    else:
+        v.owner[...] = copy
+
+
+def copy_in(copy, v: CudaView) -> None:
+    """c's values into its C-ordered copy before a launch that reads them (beta != 0)."""
+    if v.framework == "torch":
+        copy.copy_(v.owner)
+    else:
+        copy[...] = v.owner
+
+
 _TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32")
 
 

@@ -8,8 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar,
-                      kernel_readable, native_dtype, native_order, overlaps, promote)
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_scalar, contiguous, gemm_types,
+                      int_scalar, kernel_readable, native_dtype, native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
@@ -218,7 +218,10 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     out_dtype=) is matmul's, with beta * c added after the scales and before the bias:
     ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
     residual, the function and the conversion to c's dtype (float products only take beta then).
+    Without c, beta must be 0 (a ValueError names it): there is no c to add.
     """
+    if c is None and not (type(beta) is float and beta == 0.0):
+        beta_without_c("gemm: ", beta)
     if (type(a) is not np.ndarray and device is None and bias is None and activation is None and residual is None
             and scale is None and row_scale is None and epilogue is None and out_dtype is None):
         # torch CUDA tensors' fast path
@@ -531,7 +534,9 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
 
     The kernel computes c = alpha * op(a) @ op(b) (+ beta * c when `accumulate`) for a of shape
     (m, k) ((k, m) when trans_a), b of shape (k, n) ((n, k) when trans_b), planned for
-    contiguous arrays, for the dtypes gemm takes (`out_dtype`: float32 out for 16-bit inputs).
+    C-contiguous arrays (operands in other layouts, NumPy or CUDA device arrays such as x.t() or
+    x[:, ::2], go through C-ordered copies; c is written back), for the dtypes gemm takes
+    (`out_dtype`: float32 out for 16-bit inputs).
     Calls: kernel(a, b) (a new C), kernel(a, b, c) (written in place), alpha=, and beta= with c
     when `accumulate` (beta without c, or without accumulate, is a ValueError naming it).
     `plan` (a dict, or another kernel's .config) overrides plan fields (below).

@@ -16,8 +16,9 @@ import math
 import numpy as np
 
 from . import _core, _cuda_fast
-from ._arrays import as_array, check_scalar, int_scalar, native_order
-from ._cuda_arrays import CudaView, byte_span, device_view, launch_stream, result_like, wait_for
+from ._arrays import as_array, check_scalar, int_scalar, native_order, row_major
+from ._cuda_arrays import (CudaView, byte_span, c_ordered, c_strides, copy_back, copy_in, device_view, launch_stream,
+                           result_like, wait_for)
 from ._device import Device
 from ._kernel_args import _gpu_overrides, check_beta, check_kernel_call, kernel_types
 from ._plan import from_core
@@ -237,7 +238,7 @@ def to_device(x: np.ndarray, dev: RuntimeDevice) -> np.ndarray:
         return x
     if not dev.host_visible:
         if x.size == 0:  # NumPy's empty arrays may have strides 0: the C-order ones the kernel was planned for
-            return np.lib.stride_tricks.as_strided(x, x.shape, _c_strides(x.shape, x.itemsize))
+            return np.lib.stride_tricks.as_strided(x, x.shape, c_strides(x.shape, x.itemsize))
         return x if _whole(x) else np.ascontiguousarray(x)
     if _on_device(x, dev) and _whole(x):
         return x
@@ -274,15 +275,6 @@ class _Output:
         if self.dev is not self.out and self.out.size:
             self.out[...] = self.dev
         return self.out
-
-
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
-    """The byte strides of a C-order array of `shape`."""
-    out, acc = [], itemsize
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= int(n)
-    return tuple(reversed(out))
 
 
 def _strides(x: np.ndarray) -> list[int]:
@@ -420,22 +412,40 @@ class GpuKernel:
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
         if c.size == 0:
             return c
-        # Copied as given, then transposed: the device operands keep the strides the kernel was
-        # planned for (a copy of a.T would be C-ordered, another plan).
-        # The kernel was compiled for a C-ordered C: a strided c is written through a C-ordered copy
-        # (host-visible devices make that copy in _Output; the residual of an epilogue shares the
-        # output's strides).
-        target = c
-        if not c.flags.c_contiguous and (self._fused is not None or not self._dev.host_visible):
-            target = np.array(c, order="C") if beta != 0.0 else np.empty(c.shape, c.dtype)
-        self._launch(a, b, target, alpha, beta, given)
-        if target is not c:
-            c[...] = target
+        self._launch(a, b, c, alpha, beta, given)
         return c
 
+    def _planned(self, x):
+        """Host operand x (a or b as given) in the layout the kernel was planned for, C order with
+        the exact strides (_arrays.row_major): itself, or a C-ordered copy (in the device's memory
+        on host-visible devices, where to_device would copy it again). Strided, Fortran-ordered
+        and reversed views raised a plan mismatch on CUDA, and views of coopjit.empty memory
+        everywhere (the staged or shared view kept its strides: another plan)."""
+        if isinstance(x, CudaView) or row_major(x):
+            return x
+        if not self._dev.host_visible:
+            return np.array(x, order="C")
+        if not _on_device(x, self._dev):
+            return x  # to_device's copy is C-ordered
+        d = self._dev.empty(x.shape, x.dtype, "C")
+        if x.size:
+            d[...] = x
+        return d
+
     def _launch(self, a, b, target, alpha, beta, given):
-        """One launch on checked operands (host arrays or CudaViews) into `target`."""
-        A, B = to_device(a, self._dev), to_device(b, self._dev)
+        """One launch on checked operands (host arrays or C-ordered CudaViews) into `target`."""
+        # The kernel was compiled for a C-ordered C: a host c in another layout is written through
+        # a C-ordered copy (host-visible devices make that copy in _Output for memory of their own;
+        # the residual of an epilogue shares the output's strides).
+        if (isinstance(target, np.ndarray) and not row_major(target)
+                and (self._fused is not None or not self._dev.host_visible or _on_device(target, self._dev))):
+            tmp = np.array(target, order="C") if beta != 0.0 else np.empty(target.shape, target.dtype)
+            self._launch(a, b, tmp, alpha, beta, given)
+            target[...] = tmp
+            return
+        # Copied as given, then transposed: the device operands keep the strides the kernel was
+        # planned for (a copy of a.T would be C-ordered, another plan).
+        A, B = to_device(self._planned(a), self._dev), to_device(self._planned(b), self._dev)
         A, B = (A.T if self.trans_a else A), (B.T if self.trans_b else B)
         out = _Output(target, self._dev, beta != 0.0, a, b)
         shape, strides = _gemm_operands(A, B, out.dev)
@@ -482,6 +492,21 @@ class GpuKernel:
                 if isinstance(x, CudaView) and hi > lo and x.span()[0] < hi and lo < x.span()[1]:
                     raise ValueError(f"c ({vc.framework} {vc.dtype} {vc.shape}) overlaps {name}'s memory: pass a "
                                      "separate output array")
+        # The kernel was planned for C-ordered a, b and c (as given): device arrays in another layout
+        # (a.t(), x[:, ::2], ...) go through C-ordered copies made by their own framework on its
+        # stream (c's written back after the launch); host operands in _launch. They raised "these
+        # operands need plan ..." naming plan keys. (coopjit.matmul / gemm plan for any strides.)
+        copies = []
+        for i, name in enumerate("ab"):
+            if isinstance(ops[i], CudaView):
+                ops[i], copy = c_ordered(ops[i], name)
+                copies += [] if copy is None else [copy]
+        c_copy = None
+        if isinstance(target, CudaView):
+            given_view = target
+            target, c_copy = c_ordered(target, "c", write=True)
+            if c_copy is not None and beta != 0.0:
+                copy_in(c_copy, given_view)
         views = [v for v in (*ops, target) if isinstance(v, CudaView)]
         epi = None if self._fused is None or len(views) < 3 else self._device_epilogue(given, target)
         if len(views) == 3 and (self._fused is None or epi is not None) and self.m and self.n:
@@ -491,15 +516,21 @@ class GpuKernel:
                 launch = self._launcher(A, B, target, beta)
                 if launch is not None and launch.fused:  # (a kernel that only converts C has no epilogue operands)
                     launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream, [0 if v is None else v.ptr for v in epi])
+                    if c_copy is not None:
+                        copy_back(given_view, c_copy)
                     return c
                 if launch is not None:
                     launch.launch(A.ptr, B.ptr, target.ptr, alpha, beta, stream)
-                    if record is not None and all(v.framework == "torch" for v in views):
+                    if c_copy is not None:
+                        copy_back(given_view, c_copy)
+                    elif record is not None and not copies and all(v.framework == "torch" for v in views):
                         record["entry"] = (launch, (self.m, self.n), getattr(c, "dtype", None), getattr(c, "device", None),
                                            *[(x.span()[0] - x.ptr, x.span()[1] - x.ptr) for x in (A, B, target)])
                     return c
         wait_for(views)
         self._launch(ops[0], ops[1], target, alpha, beta, given)
+        if c_copy is not None:
+            copy_back(given_view, c_copy)
         return c
 
     def _device_epilogue(self, given: dict, target):

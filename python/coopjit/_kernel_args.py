@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._arrays import as_array, check_scalar, gemm_types, int_scalar, native_dtype, native_order
+from ._arrays import as_array, beta_without_c, check_scalar, gemm_types, int_scalar, native_dtype, native_order
 from ._plan import Plan
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -191,8 +191,7 @@ def check_beta(kern, has_c: bool, beta: float) -> None:
     if not kern.accumulate:
         raise ValueError(f"beta={beta} needs a kernel compiled with accumulate=True")
     if not has_c:
-        raise ValueError(f"beta={beta} was given without c: the kernel adds beta * c to the product, so pass c "
-                         "(or leave beta at 0 for a new array)")
+        beta_without_c("", beta)
 
 
 def check_kernel_call(kern, a, b, c, alpha, beta):

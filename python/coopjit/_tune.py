@@ -78,7 +78,9 @@ KNOBS: dict[str, list[Knob]] = {
         # AMX tiles or the AVX-512 dot instructions (only where the CPU has tiles for the product)
         Knob("amx", lambda p, plan: [{"amx": v} for v in ("no", "yes")] if plan["amx"] == "yes" else []),
         Knob("tile", _tiles),
-        Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32) if v <= max(4, p.k)]),
+        # (a K step of at most 16 x the registers' FMAs: the plan check refuses longer ones)
+        Knob("kb", lambda p, plan: [{"kb": v} for v in (4, 8, 16, 32)
+                                    if v <= max(4, p.k) and plan["mr"] * max(1, plan["nr"] // p.simd) * v <= 16 * p.regs]),
         Knob("kt", _kts),
         # row panels per block of the packed nest (the A block that stays in L2)
         Knob("mc_tiles", lambda p, plan: [{"mc_tiles": v} for v in (4, 8, 16, 32)] if plan["pack"] else []),

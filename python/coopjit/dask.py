@@ -315,9 +315,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     means c is not read; c's dtype, when given, is the output's (float32 for float16 / bfloat16
     operands, say). beta * c enters the first kernel of each output block (the accumulation
     starts from it), so no separate pass adds it."""
-    from ._arrays import check_scalar, int_scalar
+    from ._arrays import beta_without_c, check_scalar, int_scalar
 
     _check_plan_and_split(plan, split_every)
+    if c is None:
+        beta_without_c("gemm: ", beta)
     a = _as_dask(a, "a")
     b = _as_dask(b, "b")
     alpha_in, beta_in = alpha, beta
