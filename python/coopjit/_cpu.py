@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
-from ._arrays import as_array, kernel_readable, native_dtype, overlaps
+from ._arrays import as_array, check_scalar, kernel_readable, native_dtype, overlaps
 from ._cuda_arrays import CudaView
 from ._device import Device
 from ._display import KernelDisplay
@@ -184,7 +184,12 @@ class Kernel(KernelDisplay):
         given_c = c
         if c is not None and not isinstance(c, np.ndarray):
             c = as_array(c, "c", writable=True)
+        alpha_in = alpha
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if self._fused is not None and np.dtype(self.dtype).kind in "iu":
+            # a float output: alpha in float, not the int32 sums times alpha (which wrap)
+            alpha = self._fused.fold_alpha_call(check_scalar(alpha_in, "alpha"), given, self.k, np.dtype(self.dtype),
+                                                np.dtype(self.dtype))
         if not c.flags.writeable:
             raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         # The kernel's code is for C-contiguous arrays (as given, before the transposes): other

@@ -167,6 +167,43 @@ class Epilogue:
                 d[name] = v
         return d
 
+    def fold_alpha(self, alpha: float) -> float:
+        """alpha of a fused int8 / uint8 product (a float output), as a factor of the scale step
+        (added when there is none): the alpha the kernel gets instead (1). The kernels multiply
+        their int32 sums by alpha before the epilogue converts them, in int32, which wraps: gemm
+        of 64 x 127 * 127 with alpha=4096 and scale= gave -6.7e7 where alpha * (a @ b) * scale is
+        4.2e9 (session 24's audit). For a product whose steps are given with it (matmul, gemm)."""
+        if alpha == 1.0:
+            return alpha
+        s = self.bound.get("scale") if self.has["scale"] else None
+        self.has["scale"] = True
+        self.bound["scale"] = np.full(self.n, alpha, self.etype) if s is None else s * self.etype.type(alpha)
+        return 1.0
+
+    def fold_alpha_call(self, alpha: float, given: dict, k: int, a_dtype: np.dtype, b_dtype: np.dtype) -> float:
+        """fold_alpha for a compiled kernel's call, whose steps are fixed: alpha goes into the
+        call's scale (or row_scale) operand, a copy, `given` updated; a kernel with neither takes
+        alpha in int32 when no int32 sum times alpha can wrap (an integer whose |alpha| K max|a b|
+        is below 2^31), else ValueError naming alpha and the way to pass it."""
+        if alpha == 1.0:
+            return alpha
+        for name in ("scale", "row_scale"):
+            if self.has[name]:
+                v = given.get(name)
+                v = self.bound.get(name) if v is None else v
+                if v is None:
+                    return alpha  # (core() says the operand is missing)
+                length = self.n if name == "scale" else self.m
+                given[name] = self.vector(name, v, length) * self.etype.type(alpha)
+                return 1.0
+        top = max(abs(lo) for lo in (np.iinfo(a_dtype).min, np.iinfo(a_dtype).max)) * max(
+            abs(lo) for lo in (np.iinfo(b_dtype).min, np.iinfo(b_dtype).max))
+        if not float(alpha).is_integer() or abs(alpha) * max(k, 1) * top >= 2.0**31:
+            raise ValueError(f"{self.where}: alpha={alpha} of an int8 product with an epilogue multiplies its int32 "
+                             f"sums (up to {k} x {top}) in int32, where it could wrap; compile the kernel with "
+                             "scale=True (or row_scale=True) and alpha is applied in float")
+        return alpha
+
     def steps(self) -> dict:
         """The steps alone (compile_gemm): presence, the bias axis, the activation, the function."""
         return {"scale": self.has["scale"], "row_scale": self.has["row_scale"], "bias": self.has["bias"] or None,

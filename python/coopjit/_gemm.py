@@ -212,7 +212,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
     Integer products (int8 / uint8) take integer alpha and beta (within int64) exactly: they compute
     in int32, which wraps, so the result is NumPy's in int64 cast to int32; float products round
-    integers past 2^53 to a double, as NumPy's float64 does.
+    integers past 2^53 to a double, as NumPy's float64 does. With an epilogue an int8 product writes
+    floats, and alpha is then any real number, applied in float (folded into the scale step).
     `plan` (a dict, or a kernel's .config) overrides fields of the chosen plan (below).
     The fused epilogue (bias=, bias_axis=, activation=, residual=, scale=, row_scale=, epilogue=,
     out_dtype=) is matmul's, with beta * c added after the scales and before the bias:

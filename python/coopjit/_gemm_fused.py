@@ -375,7 +375,8 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
             raise ValueError(f"{where}: {name} must be 2-D, got shape {x.shape}")
     (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
     if ta in ("i8", "u8"):
-        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
+        # (alpha is applied in float, below: the output is a float type)
+        beta = int_scalar(beta_in, "beta")
     opa = a.T if trans_a else a
     opb = None if packed else (b.T if trans_b else b)
     k_b, n = b.shape if packed else opb.shape
@@ -391,6 +392,8 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
     if ep.etype != np.float64 and a.dtype.name in ("int8", "uint8") and beta != 0.0:
         raise ValueError(f"{where}: an int8 product with an epilogue does not take beta (got beta={beta}); add c "
                          f"through residual=")
+    if ta in ("i8", "u8"):
+        alpha = ep.fold_alpha(alpha)
     if c is None:
         c, beta = np.empty((m, n), ep.out_dtype), 0.0
     else:

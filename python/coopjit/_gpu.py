@@ -417,7 +417,11 @@ class GpuKernel:
         if not self._dev.launches:
             raise RuntimeError(f"this kernel was generated for {self._dev.target} and validated with spirv-val, "
                                "but there is no such device here to run it on")
+        alpha_in = alpha
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if self._fused is not None and np.dtype(self.dtype).kind in "iu":  # alpha in float (Epilogue.fold_alpha)
+            alpha = self._fused.fold_alpha_call(check_scalar(alpha_in, "alpha"), given, self.k, np.dtype(self.dtype),
+                                                np.dtype(self.dtype))
         if c.size == 0:
             return c
         # Copied as given, then transposed: the device operands keep the strides the kernel was

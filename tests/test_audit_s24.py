@@ -1,0 +1,76 @@
+"""Session 24's audit of what sessions 20, 22 and 23 did not reach: fused epilogues' operands and
+scalars, out= aliasing and odd outputs, NumPy subclasses and foreign inputs (torch CPU tensors
+with neg / conj bits, DLPack), device names, compiled kernels with epilogues. Each test is a bug
+the audit found (it failed before its fix); scripts/fuzz_epilogues.py is the sweep of fused
+products against NumPy in float64."""
+import numpy as np
+import pytest
+
+import coopjit
+
+
+def _w8a8(rng, m, n, k, a_dtype=np.int8):
+    lo = 0 if a_dtype == np.uint8 else -128
+    a = rng.integers(lo, 128, (m, k)).astype(a_dtype)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.mark.parametrize("alpha", [4096, 2**31, 2**40, -(2**33) + 7, 2**53 + 1, 2.5, -0.125])
+@pytest.mark.parametrize("with_scale", [True, False])
+def test_w8a8_gemm_applies_alpha_in_float(rng, alpha, with_scale):
+    # The fused int8 product multiplied its int32 sums by alpha in int32, before the epilogue
+    # converted them: 64 x 127 * 127 with alpha=4096 gave -6.7e7 where the product is 4.2e9, and
+    # alpha=2**31 gave 0. A float alpha (a dequantization factor) was refused.
+    a = np.full((8, 64), 127, np.int8)
+    b = np.full((64, 12), 127, np.int8)
+    a[1::2] = rng.integers(-128, 128, (4, 64))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    sc = rng.random(12).astype(np.float32) + 0.5
+    sc0 = sc.copy()
+    kw = {"scale": sc} if with_scale else {"bias": np.zeros(12, np.float32)}
+    got = coopjit.gemm(a, b, alpha=alpha, **kw)
+    want = float(alpha) * ref * (sc0.astype(np.float64) if with_scale else 1.0)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    np.testing.assert_array_equal(sc, sc0)  # the caller's scale is not modified
+
+
+@pytest.mark.parametrize("steps", [{"scale": True}, {"row_scale": True}, {"scale": "bound"}])
+def test_w8a8_kernel_applies_alpha_in_float(rng, steps):
+    m, n, k = 6, 10, 64
+    a, b, ref = _w8a8(rng, m, n, k)
+    sc = rng.random(n).astype(np.float32) + 0.5
+    rs = rng.random(m).astype(np.float32) + 0.5
+    if steps == {"scale": "bound"}:
+        kern, call, want = coopjit.compile_gemm(m, n, k, np.int8, scale=sc), {}, ref * sc
+    elif "scale" in steps:
+        kern, call, want = coopjit.compile_gemm(m, n, k, np.int8, scale=True), {"scale": sc}, ref * sc
+    else:
+        kern, call, want = coopjit.compile_gemm(m, n, k, np.int8, row_scale=True), {"row_scale": rs}, ref * rs[:, None]
+    sc0, rs0 = sc.copy(), rs.copy()
+    for alpha in (4096, -(2**31), 2**53 + 1, 3):
+        np.testing.assert_allclose(kern(a, b, alpha=alpha, **call), float(alpha) * want, rtol=2e-6)
+    np.testing.assert_array_equal(sc, sc0)
+    np.testing.assert_array_equal(rs, rs0)
+
+
+def test_w8a8_kernel_without_a_scale_refuses_an_alpha_that_could_wrap(rng):
+    m, n, k = 4, 6, 64
+    a, b, ref = _w8a8(rng, m, n, k)
+    kern = coopjit.compile_gemm(m, n, k, np.int8, bias=np.zeros(n, np.float32))
+    np.testing.assert_allclose(kern(a, b, alpha=-3), -3 * ref, rtol=1e-6)  # 3 * 64 * 128^2 < 2^31: exact
+    with pytest.raises(ValueError, match=r"alpha=4096.0 .*could wrap.*scale=True"):
+        kern(a, b, alpha=4096)
+
+
+def test_w8a8_kernel_on_a_device_applies_alpha_in_float(rng):
+    if "opencl:0" not in coopjit.devices():
+        pytest.skip("no opencl:0 (the Intel CPU OpenCL runtime)")
+    m, n, k = 8, 12, 64
+    a = np.full((m, k), 127, np.int8)
+    b = np.full((k, n), 127, np.int8)
+    sc = rng.random(n).astype(np.float32) + 0.5
+    kern = coopjit.compile_gemm(m, n, k, np.int8, scale=True, device="opencl:0")
+    want = 4096 * (a.astype(np.float64) @ b.astype(np.float64)) * sc
+    np.testing.assert_allclose(kern(a, b, alpha=4096, scale=sc), want, rtol=2e-6)
+    np.testing.assert_allclose(coopjit.gemm(a, b, alpha=4096, scale=sc, device="opencl:0"), want, rtol=2e-6)
