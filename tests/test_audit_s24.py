@@ -74,3 +74,24 @@ def test_w8a8_kernel_on_a_device_applies_alpha_in_float(rng):
     want = 4096 * (a.astype(np.float64) @ b.astype(np.float64)) * sc
     np.testing.assert_allclose(kern(a, b, alpha=4096, scale=sc), want, rtol=2e-6)
     np.testing.assert_allclose(coopjit.gemm(a, b, alpha=4096, scale=sc, device="opencl:0"), want, rtol=2e-6)
+
+
+class _FakeCudaArray:
+    """An object with __cuda_array_interface__ (a pointer no host code may read)."""
+
+    def __init__(self, shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (12345678, False), "version": 3}
+
+
+@pytest.mark.parametrize("step", ["bias", "scale", "row_scale", "residual"])
+def test_compiled_cpu_kernel_names_a_device_array_among_its_epilogue_operands(rng, step):
+    # A compiled CPU kernel passed a CUDA device array as an epilogue operand sent it to the core
+    # as an object array: "bias must be a contiguous vector of 12 f32 ..., got 0-D with 1 elements
+    # of 8 bytes", and for a residual an internal error (RuntimeError). matmul names it.
+    m, n, k = 8, 12, 16
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    shape = {"bias": (n,), "scale": (n,), "row_scale": (m,), "residual": (m, n)}[step]
+    kern = coopjit.compile_gemm(m, n, k, **{step: True})
+    with pytest.raises(TypeError, match=f"{step} is a CUDA device array .* runs on the CPU"):
+        kern(a, b, **{step: _FakeCudaArray(shape)})

@@ -205,7 +205,9 @@ class Kernel(KernelDisplay):
             nd = native_dtype(c.dtype)
             target = np.array(c, dtype=nd, order="C") if beta != 0.0 else np.empty(c.shape, nd)
         if target.size:
-            epi = None if self._fused is None else self._fused.core(target, **given)
+            # (a CUDA device array among the operands: named, as matmul's; it reached the core as
+            # an object array: "got 0-D with 1 elements", or an internal error for a residual)
+            epi = None if self._fused is None else _host_operands(self._fused, self._fused.core(target, **given))
             self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
         if target is not c:
             c[...] = target
