@@ -95,3 +95,44 @@ def test_compiled_cpu_kernel_names_a_device_array_among_its_epilogue_operands(rn
     kern = coopjit.compile_gemm(m, n, k, **{step: True})
     with pytest.raises(TypeError, match=f"{step} is a CUDA device array .* runs on the CPU"):
         kern(a, b, **{step: _FakeCudaArray(shape)})
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("where", ["a", "b", "bias", "residual"])
+def test_torch_views_with_the_negative_bit_are_read_as_their_values(rng, where):
+    # torch._neg_view (and the conj of a complex tensor) sets a bit that torch's .numpy() refuses:
+    # every call raised torch's RuntimeError "Can't call numpy() on Tensor that has negative bit
+    # set", which names no argument; torch's own matmul reads such a view as its values.
+    torch = _torch()
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 7)).astype(np.float32)
+    bias = rng.standard_normal(7).astype(np.float32)
+    res = rng.standard_normal((6, 7)).astype(np.float32)
+    args = {"a": torch.from_numpy(a), "b": torch.from_numpy(b), "bias": torch.from_numpy(bias),
+            "residual": torch.from_numpy(res)}
+    args[where] = torch._neg_view(args[where])
+    vals = {"a": a, "b": b, "bias": bias, "residual": res}
+    vals[where] = -vals[where]
+    want = vals["a"].astype(np.float64) @ vals["b"] + vals["bias"] + vals["residual"]
+    got = coopjit.matmul(args["a"], args["b"], bias=args["bias"], residual=args["residual"])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if where in ("a", "b"):
+        plain = coopjit.matmul(args["a"], args["b"])
+        np.testing.assert_allclose(plain, vals["a"].astype(np.float64) @ vals["b"], rtol=1e-5, atol=1e-5)
+    assert args[where].is_neg()  # the caller's view is as it was
+
+
+def test_torch_output_with_the_negative_bit_is_refused_by_name(rng):
+    torch = _torch()
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 7)).astype(np.float32)
+    base = torch.zeros(6, 7)
+    out = torch._neg_view(base)
+    with pytest.raises(ValueError, match="out is a PyTorch tensor with the negative bit"):
+        coopjit.matmul(a, b, out=out)
+    with pytest.raises(ValueError, match="c is a PyTorch tensor with the negative bit"):
+        coopjit.gemm(a, b, out)
+    assert not base.any()

@@ -84,6 +84,18 @@ def _from_torch(x, name: str, writable: bool):
         raise ValueError(f"{name} is a PyTorch tensor that requires grad; writing into it would bypass autograd "
                          f"(torch refuses in-place writes to it too): pass a tensor without grad, or {name}.detach()")
     x = x.detach()
+    # A view with torch's lazy negation or conjugation (torch._neg_view, x.conj() of a complex
+    # tensor) holds the values before it: torch's .numpy() refuses it ("Can't call numpy() on
+    # Tensor that has negative bit set", a RuntimeError naming no argument). Read: resolved (a
+    # copy with the values it stands for, as torch's own ops read it); written: refused, since the
+    # result would land in memory that stands for other values.
+    if x.is_neg() or x.is_conj():
+        bit = "negative" if x.is_neg() else "conjugate"
+        if writable:
+            raise ValueError(f"{name} is a PyTorch tensor with the {bit} bit set (a lazy view of other values): "
+                             f"coopjit cannot write it in place; pass a tensor without it ({name}.resolve_neg() / "
+                             f".resolve_conj() give a copy)")
+        x = x.resolve_neg().resolve_conj()
     name = str(x.dtype).removeprefix("torch.")
     if name in _TORCH_VIEWS:
         import ml_dtypes
