@@ -136,3 +136,48 @@ def test_torch_output_with_the_negative_bit_is_refused_by_name(rng):
     with pytest.raises(ValueError, match="c is a PyTorch tensor with the negative bit"):
         coopjit.gemm(a, b, out)
     assert not base.any()
+
+
+def _shared_rows(shape, dtype=np.float32):
+    """A writable (rows, cols) view whose rows are one row in memory, and that row."""
+    base = np.zeros(shape[1], dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, (0, base.itemsize)), base
+
+
+@pytest.mark.parametrize("call", ["matmul", "matmul_fused", "gemm_beta", "kernel", "torch_expand"])
+def test_outputs_whose_elements_share_memory_are_refused(rng, call):
+    # A writable output with a zero stride (as_strided, torch's expand) was written: the rows'
+    # results landed on one another, and which stayed depended on the workers (a torch expand out
+    # of 512 rows held row 257, NumPy's loop leaves the last); gemm with beta read c's one row
+    # while other rows were being written into it (neither any row's result nor NumPy's).
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 16)).astype(np.float32)
+    out, base = _shared_rows((64, 16))
+    with pytest.raises(ValueError, match=r"\(64, 16\)\) has byte strides \(0, 4\): its 64 elements along dim 0 are one"):
+        if call == "matmul":
+            coopjit.matmul(a, b, out=out)
+        elif call == "matmul_fused":
+            coopjit.matmul(a, b, out=out, bias=np.ones(16, np.float32), activation="relu")
+        elif call == "gemm_beta":
+            base[:] = 1.0
+            coopjit.gemm(a, b, out, beta=1.0)
+        elif call == "kernel":
+            coopjit.compile_gemm(64, 16, 32)(a, b, out)
+        else:
+            torch = _torch()
+            t = torch.zeros(16)
+            coopjit.matmul(a, b, out=t.expand(64, 16))
+    assert not base.any() or call == "gemm_beta" and (base == 1).all()
+
+
+def test_reduce_outputs_whose_elements_share_memory_are_refused(rng):
+    x = rng.standard_normal((8, 30)).astype(np.float32)
+    base = np.zeros(1, np.float32)
+    out = np.lib.stride_tricks.as_strided(base, (30,), (0,))
+    with pytest.raises(ValueError, match=r"reduce: out .* its 30 elements along dim 0 are one element"):
+        coopjit.reduce(x, axis=0, out=out)
+    assert base[0] == 0
+    # a dim of one element may have any stride: that is not sharing
+    out1 = np.lib.stride_tricks.as_strided(np.zeros(30, np.float32), (1, 30), (0, 4))
+    coopjit.matmul(x[:1], np.eye(30, dtype=np.float32), out=out1)
+    np.testing.assert_allclose(out1, x[:1], rtol=1e-6)

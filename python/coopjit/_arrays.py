@@ -147,7 +147,22 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
             raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
     if writable and not arr.flags.writeable:
         raise ValueError(f"{name} ({type(x).__name__}) is read-only; pass a writable array")
+    if writable:
+        check_own_elements(arr, name)
     return arr
+
+
+def check_own_elements(x: np.ndarray, name: str, where: str = "") -> None:
+    """ValueError when an output's elements share memory: a byte stride of 0 along a dim of more
+    than one element (np.lib.stride_tricks.as_strided / a torch .expand() view, writable where
+    np.broadcast_to's is not). Results landed on one another: which one stayed depended on the
+    workers' timing (a torch expand out of 512 rows held row 257), and gemm's beta * c read
+    elements other rows had written (session 24's audit). torch refuses such an out too."""
+    for d, (n, st) in enumerate(zip(x.shape, x.strides)):
+        if n > 1 and st == 0:
+            raise ValueError(f"{where + ': ' if where else ''}{name} ({x.dtype} {x.shape}) has byte strides {x.strides}: "
+                             f"its {n} elements along dim {d} are one element in memory (a broadcast view), so the "
+                             f"results would overwrite one another; pass an array with an element for each result")
 
 
 def check_scalar(x, name: str) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar,
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, check_own_elements, check_scalar, contiguous, gemm_types, int_scalar,
                       kernel_readable, native_dtype, native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
@@ -234,6 +234,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
             return got
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if isinstance(c, np.ndarray) and c.flags.writeable:  # (a read-only c is named as that below)
+        check_own_elements(c, "c", "gemm")
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
         fused_kw["bias_axis"] = bias_axis
         return _gemm_fused._device_product("gemm", a, b, c, alpha, beta, trans_a, trans_b, device, plan, fused_kw)
@@ -425,6 +427,8 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
             return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if isinstance(out, np.ndarray) and out.flags.writeable:  # (the fast path above takes C-contiguous outputs only)
+        check_own_elements(out, "out", "matmul")
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
         if any(_cuda_arrays.is_device_array(x) for x in (a, b, out) if x is not None):
             fused_kw["bias_axis"] = bias_axis
