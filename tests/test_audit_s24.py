@@ -181,3 +181,20 @@ def test_reduce_outputs_whose_elements_share_memory_are_refused(rng):
     out1 = np.lib.stride_tricks.as_strided(np.zeros(30, np.float32), (1, 30), (0, 4))
     coopjit.matmul(x[:1], np.eye(30, dtype=np.float32), out=out1)
     np.testing.assert_allclose(out1, x[:1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("step", ["bias", "residual", "scale", "row_scale"])
+def test_true_as_an_epilogue_operand_is_named(rng, step):
+    # matmul(..., bias=True) said "this kernel was compiled with bias=True: pass bias= at each
+    # call" (matmul compiles nothing the user asked for); a compiled kernel's call with
+    # residual=True (or bias=True, ...) read True as the number 1 and added it to every element.
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 7)).astype(np.float32)
+    with pytest.raises(TypeError, match=f"matmul: {step}=True is compile_gemm's"):
+        coopjit.matmul(a, b, **{step: True})
+    with pytest.raises(TypeError, match=f"gemm: {step}=True is compile_gemm's"):
+        coopjit.gemm(a, b, **{step: True})
+    kern = coopjit.compile_gemm(6, 7, 5, **{step: True})
+    for value in (True, np.True_):
+        with pytest.raises(TypeError, match=f"{step}=(True|np.True_) at a call; pass the {step} itself"):
+            kern(a, b, **{step: value})

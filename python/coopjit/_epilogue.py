@@ -143,6 +143,10 @@ class Epilogue:
         lengths = {"scale": self.n, "row_scale": self.m, "bias": self.n if self.bias_axis == 1 else self.m}
         for name in ("scale", "row_scale", "bias", "residual"):
             value = given.get(name)
+            if isinstance(value, (bool, np.bool_)):
+                # (True read as the number 1: kern(a, b, residual=True) added 1 to every element)
+                raise TypeError(f"{self.where}: {name}={value!r} at a call; pass the {name} itself (an array or a "
+                                f"number)")
             if value is not None and not self.has[name]:
                 raise ValueError(f"{self.where}: {name}= was given, but this kernel was compiled without it (pass "
                                  f"{name}=True or an array to compile_gemm)")
@@ -227,9 +231,20 @@ class Epilogue:
         return ", ".join(parts)
 
 
+def check_operands_given(where: str, kwargs: dict) -> None:
+    """matmul / gemm: an epilogue operand of True is compile_gemm's ("an operand at each call");
+    here it reached the core as no operand ("this kernel was compiled with bias=True: pass bias= at
+    each call", of a product that compiled nothing the user asked for). TypeError naming it."""
+    for name in ("bias", "residual", "scale", "row_scale"):
+        value = kwargs.get(name)
+        if isinstance(value, (bool, np.bool_)) and value:
+            raise TypeError(f"{where}: {name}=True is compile_gemm's (a kernel that takes {name}= at each call); "
+                            f"pass the {name} itself (an array or a number)")
+
+
 def requested(kwargs: dict) -> bool:
     """Whether any epilogue keyword (or out_dtype) was given a value."""
     return any(v is not None and v is not False for v in kwargs.values())
 
 
-__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested"]
+__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "check_operands_given", "requested"]

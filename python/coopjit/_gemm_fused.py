@@ -8,7 +8,7 @@ from . import _core, _cuda_arrays
 from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar, kernel_readable,
                       native_dtype, native_order, overlaps, promote)
 from ._cpu import _run_fused
-from ._epilogue import Epilogue, requested
+from ._epilogue import Epilogue, check_operands_given, requested
 from ._kernel_args import _overrides
 from .devices import check_device, get
 
@@ -59,6 +59,7 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         if batch:
             raise NotImplementedError(f"{where}: a fused epilogue on stacked device arrays (a {A.shape}, b {B.shape}) "
                                       "is not supported in this version; 2-D operands take one")
+        check_operands_given(where, kw)
         ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, sync=False, **kw)
         (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
         types, dtype = ep.types(ta, tb), ep.out_dtype
@@ -285,6 +286,7 @@ def _matmul_fused(a, b, out, device, plan, kw, packed=False):
             raise ValueError(f"{where}: out has dtype {out.dtype} but out_dtype={np.dtype(out_dtype)}")
         out_dtype = native_dtype(out.dtype)
     bias_axis = kw.pop("bias_axis")
+    check_operands_given(where, kw)
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
     if ep.has["residual"] and _cuda_arrays.device_view(ep.bound["residual"]) is None:
@@ -388,6 +390,7 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
         if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(c.dtype):
             raise ValueError(f"{where}: c has dtype {c.dtype} but out_dtype={np.dtype(out_dtype)}")
         out_dtype = native_dtype(c.dtype)
+    check_operands_given(where, kw)
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     if ep.etype != np.float64 and a.dtype.name in ("int8", "uint8") and beta != 0.0:
         raise ValueError(f"{where}: an int8 product with an epilogue does not take beta (got beta={beta}); add c "
