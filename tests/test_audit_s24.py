@@ -198,3 +198,23 @@ def test_true_as_an_epilogue_operand_is_named(rng, step):
     for value in (True, np.True_):
         with pytest.raises(TypeError, match=f"{step}=(True|np.True_) at a call; pass the {step} itself"):
             kern(a, b, **{step: value})
+
+
+@pytest.mark.parametrize("device", [3, b"cpu", 0.0, ["cpu"]])
+def test_device_names_of_the_wrong_type_are_named(device):
+    # device_info(3) and empty(..., device=None) raised pybind11's "incompatible function
+    # arguments"; b"cpu" reached the SPIR-V runtime ("device 'cpu' runs kernels through the ORC
+    # JIT, not SPIR-V: it has no SPIR-V device object").
+    with pytest.raises(TypeError, match=r"device_info: device must be a device name \(a str"):
+        coopjit.device_info(device)
+    with pytest.raises(TypeError, match=r"empty: device must be a device name \(a str"):
+        coopjit.empty((2, 2), np.float32, device=device)
+
+
+def test_device_none_is_the_cpu_and_cpu_numbers_are_unknown():
+    assert coopjit.device_info(None)["backend"] == "cpu"
+    assert coopjit.empty((2, 3), np.float32, device=None).shape == (2, 3)
+    for call in (lambda: coopjit.device_info("cpu:0"), lambda: coopjit.empty((2, 2), device="cpu:1"),
+                 lambda: coopjit.matmul(np.eye(2), np.eye(2), device="cpu:0")):
+        with pytest.raises(ValueError, match="unknown device 'cpu:[01]'"):
+            call()
