@@ -218,3 +218,23 @@ def test_device_none_is_the_cpu_and_cpu_numbers_are_unknown():
                  lambda: coopjit.matmul(np.eye(2), np.eye(2), device="cpu:0")):
         with pytest.raises(ValueError, match="unknown device 'cpu:[01]'"):
             call()
+
+
+class _BrokenDlpack:
+    def __dlpack__(self, **kw):
+        raise BufferError("the producer's device memory is gone")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_a_dlpack_object_that_fails_is_named_with_its_error():
+    # The failure was passed over and the object read as a 0-d object array: "a has dtype object;
+    # coopjit GEMM supports ..." (and bias: "bias has dtype object; it must hold numbers").
+    b = np.ones((3, 3), np.float32)
+    with pytest.raises(TypeError, match="a \\(_BrokenDlpack\\) cannot be read through DLPack: the producer's device"):
+        coopjit.matmul(_BrokenDlpack(), b)
+    with pytest.raises(TypeError, match="bias \\(_BrokenDlpack\\) cannot be read through DLPack"):
+        coopjit.matmul(b, b, bias=_BrokenDlpack())
+    with pytest.raises(TypeError, match="a \\(_BrokenDlpack\\) cannot be read through DLPack"):
+        coopjit.reduce(_BrokenDlpack())

@@ -124,17 +124,20 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
     if mod == "torch":
         arr = _from_torch(x, name, writable)
     elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        dlpack_error = None
         try:
             arr = np.from_dlpack(x)
         except (TypeError, ValueError, BufferError, RuntimeError) as e:
             if writable:
                 raise TypeError(f"{name} ({type(x).__name__}) cannot be written in place through DLPack: {e}") from None
-            arr = None
+            arr, dlpack_error = None, e
         if arr is None:
             try:
                 arr = np.asarray(x)
             except Exception as e:  # noqa: BLE001 - report what could not be converted
                 raise TypeError(f"{name} ({type(x).__name__}) cannot be read as an array: {e}") from None
+            if arr.dtype == object:  # (the object itself, 0-d: "a has dtype object" hid DLPack's error)
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be read through DLPack: {dlpack_error}")
     else:
         try:
             arr = np.asarray(memoryview(x)) if writable else np.asarray(x)
