@@ -181,6 +181,11 @@ def test_reduce_outputs_whose_elements_share_memory_are_refused(rng):
     out1 = np.lib.stride_tricks.as_strided(np.zeros(30, np.float32), (1, 30), (0, 4))
     coopjit.matmul(x[:1], np.eye(30, dtype=np.float32), out=out1)
     np.testing.assert_allclose(out1, x[:1], rtol=1e-6)
+    # nor is an empty output (NumPy gives its dims stride 0): a product with M, N or K of 0
+    for shape in ((2, 0), (0, 13)):
+        empty = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape, (0, 0))
+        assert coopjit.matmul(np.ones((shape[0], 3), np.float32), np.ones((3, shape[1]), np.float32), out=empty) is empty
+        assert coopjit.gemm(np.ones((shape[0], 3), np.float32), np.ones((3, shape[1]), np.float32), empty) is empty
 
 
 @pytest.mark.parametrize("step", ["bias", "residual", "scale", "row_scale"])
@@ -238,3 +243,31 @@ def test_a_dlpack_object_that_fails_is_named_with_its_error():
         coopjit.matmul(b, b, bias=_BrokenDlpack())
     with pytest.raises(TypeError, match="a \\(_BrokenDlpack\\) cannot be read through DLPack"):
         coopjit.reduce(_BrokenDlpack())
+
+
+def _misaligned(x):
+    """x's values in a C-ordered array one byte off its element alignment."""
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    y = raw[1:].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("which", ["a", "b"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_compiled_transposed_kernel_takes_a_misaligned_operand_of_one_row(rng, dtype, which, fused):
+    # compile_gemm(3, 1, 2, trans_b=True) called with a C-ordered b one byte off its alignment was
+    # refused: "these operands (... B strides (1, 1) ...) need another kernel: this one was compiled
+    # for ... B strides (1, 2)": the misaligned b was copied after its transpose (b.T of one row),
+    # which gave it other strides than the kernel's fixed ones. The same for a.T of one column.
+    m, n, k = (1, 5, 3) if which == "a" else (4, 1, 3)
+    a = rng.standard_normal((k, m)).astype(dtype) if which == "a" else rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype) if which == "b" else rng.standard_normal((k, n)).astype(dtype)
+    kw = {"bias": np.ones(n, np.float32)} if fused else {}
+    kern = coopjit.compile_gemm(m, n, k, dtype, trans_a=which == "a", trans_b=which == "b", **kw)
+    args = (_misaligned(a), b) if which == "a" else (a, _misaligned(b))
+    got = kern(*args)
+    opa, opb = (a.T, b) if which == "a" else (a, b.T)
+    want = opa.astype(np.float64) @ opb.astype(np.float64) + (1.0 if fused else 0.0)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-3)

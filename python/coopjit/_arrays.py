@@ -161,6 +161,8 @@ def check_own_elements(x: np.ndarray, name: str, where: str = "") -> None:
     np.broadcast_to's is not). Results landed on one another: which one stayed depended on the
     workers' timing (a torch expand out of 512 rows held row 257), and gemm's beta * c read
     elements other rows had written (session 24's audit). torch refuses such an out too."""
+    if x.size == 0:  # (NumPy gives the dims of an empty array any strides, 0 among them)
+        return
     for d, (n, st) in enumerate(zip(x.shape, x.strides)):
         if n > 1 and st == 0:
             raise ValueError(f"{where + ': ' if where else ''}{name} ({x.dtype} {x.shape}) has byte strides {x.strides}: "

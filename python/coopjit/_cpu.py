@@ -197,6 +197,11 @@ class Kernel(KernelDisplay):
         # other code (the plan takes unit strides and row lengths as constants).
         a = a if row_major(a) else np.array(a, order="C")
         b = b if row_major(b) else np.array(b, order="C")
+        # Misaligned data (a byte offset) is copied here, before the transposes, in the kernel's
+        # C order: copied after them (kernel_readable of op(a)), a.T of M = 1 (or b.T of N = 1)
+        # came out with other strides than the kernel's fixed ones, and the call was refused with
+        # "these operands need another kernel" (session 24's audit).
+        a, b = kernel_readable(a), kernel_readable(b)
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
         target = c
