@@ -300,3 +300,17 @@ def test_fuzzed_fused_products_match_numpy(seed):
                 failures.append(f"{fuzz.describe(c)}: {err}")
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 30, stats
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_kernel_compiled_for_a_big_endian_dtype_takes_arrays_of_either_order(rng, fused):
+    # compile_gemm(..., dtype=">f4") made a kernel that refused every call, native or big-endian:
+    # "a has dtype float32; this kernel was compiled for >f4" (the dtype compared as given).
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    kw = {"bias": np.ones(5, np.float32)} if fused else {}
+    kern = coopjit.compile_gemm(4, 5, 3, ">f4", **kw)
+    want = a.astype(np.float64) @ b + (1.0 if fused else 0.0)
+    for x, y in ((a, b), (a.astype(">f4"), b.astype(">f4"))):
+        np.testing.assert_allclose(kern(x, y), want, rtol=1e-5, atol=1e-6)
+    assert kern.dtype == np.float32 and kern.dtype.isnative

@@ -555,7 +555,9 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r} (at most 2^62 - 1)")
     fused = None
     try:
-        dtype = np.dtype(dtype)
+        # (in the machine's byte order: a kernel compiled for '>f4' refused every call, native or
+        # big-endian: "a has dtype float32; this kernel was compiled for >f4")
+        dtype = native_dtype(np.dtype(dtype))
         gemm_types(dtype, dtype, None if requested(steps) else out_dtype)
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
