@@ -314,3 +314,18 @@ def test_kernel_compiled_for_a_big_endian_dtype_takes_arrays_of_either_order(rng
     for x, y in ((a, b), (a.astype(">f4"), b.astype(">f4"))):
         np.testing.assert_allclose(kern(x, y), want, rtol=1e-5, atol=1e-6)
     assert kern.dtype == np.float32 and kern.dtype.isnative
+
+
+@pytest.mark.parametrize("beta", [2.0, -1, np.nan, np.float32(0.5)])
+@pytest.mark.parametrize("kw", [{}, {"bias": np.ones(5, np.float32)}, {"packed": True}])
+def test_gemm_beta_without_c_is_named(rng, beta, kw):
+    # gemm(a, b, beta=2) without c gave a @ b: beta was dropped (a compiled kernel's call raises
+    # since session 22's audit, naming it).
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    kw = dict(kw)
+    if kw.pop("packed", False):
+        b = coopjit.prepack(b)
+    with pytest.raises(ValueError, match="beta=.* was given without c"):
+        coopjit.gemm(a, b, beta=beta, **kw)
+    np.testing.assert_allclose(coopjit.gemm(a, b, beta=0, **kw), coopjit.gemm(a, b, **kw))  # 0 needs no c

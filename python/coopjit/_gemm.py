@@ -1,6 +1,7 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
+import numbers
 import sys
 from collections.abc import Callable
 
@@ -208,7 +209,7 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     the kernel can read the strides); NumPy arrays, PyTorch CPU tensors, DLPack and buffer objects.
     When `c` is given (any writable array of those kinds, of the product's output dtype: float32 or
     the input type for 16-bit floats) it is updated in place and returned; when it is None a new
-    NumPy array is returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
+    NumPy array is returned (beta must then be 0: a beta without c is a ValueError). As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
     propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
     Integer products (int8 / uint8) take integer alpha and beta (within int64) exactly: they compute
     in int32, which wraps, so the result is NumPy's in int64 cast to int32; float products round
@@ -220,6 +221,10 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     ``y = alpha * op(a) @ op(b) * scale * row_scale + beta * c + bias``, then the activation, the
     residual, the function and the conversion to c's dtype (float products only take beta then).
     """
+    if c is None and isinstance(beta, numbers.Real) and not isinstance(beta, (bool, np.bool_)) and beta != 0:
+        # (it was dropped: gemm(a, b, beta=2) gave a @ b, as compiled kernels did before session 22)
+        raise ValueError(f"gemm: beta={beta!r} was given without c: gemm adds beta * c to the product, so pass c (or "
+                         "leave beta at 0 for a new array)")
     if (type(a) is not np.ndarray and device is None and bias is None and activation is None and residual is None
             and scale is None and row_scale is None and epilogue is None and out_dtype is None):
         # torch CUDA tensors' fast path

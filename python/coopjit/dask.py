@@ -327,6 +327,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
         raise ValueError(f"gemm: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
     if c is not None:
         c = _as_dask(c, "c")
+    elif beta != 0.0:
+        raise ValueError(f"gemm: beta={beta_in!r} was given without c: gemm adds beta * c to the product, so pass c "
+                         "(or leave beta at 0)")
     types, out_dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)
     if types[0] in ("i8", "u8"):  # integers taken exactly (int32 accumulators)
         alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
