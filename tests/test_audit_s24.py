@@ -329,3 +329,19 @@ def test_gemm_beta_without_c_is_named(rng, beta, kw):
     with pytest.raises(ValueError, match="beta=.* was given without c"):
         coopjit.gemm(a, b, beta=beta, **kw)
     np.testing.assert_allclose(coopjit.gemm(a, b, beta=0, **kw), coopjit.gemm(a, b, **kw))  # 0 needs no c
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+def test_interrupts_in_an_epilogue_function_are_not_turned_into_value_errors(rng, exc):
+    # Ctrl-C while the user's epilogue function ran became "ValueError: the epilogue function
+    # raised KeyboardInterrupt", which `except ValueError` would swallow; sys.exit() likewise.
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+
+    def fn(builder, row, col, value):
+        raise exc()
+
+    with pytest.raises(exc):
+        coopjit.matmul(a, b, epilogue=fn)
+    with pytest.raises(ValueError, match="the epilogue function raised ZeroDivisionError"):
+        coopjit.matmul(a, b, epilogue=lambda builder, row, col, value: 1 / 0)
