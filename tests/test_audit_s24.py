@@ -345,3 +345,22 @@ def test_interrupts_in_an_epilogue_function_are_not_turned_into_value_errors(rng
         coopjit.matmul(a, b, epilogue=fn)
     with pytest.raises(ValueError, match="the epilogue function raised ZeroDivisionError"):
         coopjit.matmul(a, b, epilogue=lambda builder, row, col, value: 1 / 0)
+
+
+def test_w8a8_on_cuda_tensors_applies_alpha_in_float(rng):
+    # The fused int8 product on CUDA tensors: the same int32 wrap as the CPU's (alpha folded into
+    # the scale step; a device scale with alpha != 1 is refused by name).
+    torch = _torch()
+    if "cuda:0" not in coopjit.devices() or not torch.cuda.is_available():
+        pytest.skip("no NVIDIA GPU (cuda:0) with torch CUDA on this machine")
+    a = torch.full((8, 64), 127, dtype=torch.int8, device="cuda")
+    b = torch.full((64, 16), 127, dtype=torch.int8, device="cuda")
+    sc = rng.random(16).astype(np.float32) + 0.5
+    want = 4096 * (a.cpu().numpy().astype(np.float64) @ b.cpu().numpy().astype(np.float64)) * sc
+    for _ in range(2):  # (the second call: torch's cached launch)
+        got = coopjit.gemm(a, b, alpha=4096, scale=sc)
+        np.testing.assert_allclose(got.cpu().numpy(), want, rtol=2e-6)
+    with pytest.raises(ValueError, match="scale is a device array"):
+        coopjit.gemm(a, b, alpha=4096, scale=torch.from_numpy(sc).cuda())
+    kern = coopjit.compile_gemm(8, 16, 64, np.int8, scale=True, device="cuda:0")
+    np.testing.assert_allclose(kern(a, b, alpha=4096, scale=sc).cpu().numpy(), want, rtol=2e-6)

@@ -180,6 +180,10 @@ class Epilogue:
         if alpha == 1.0:
             return alpha
         s = self.bound.get("scale") if self.has["scale"] else None
+        if s is not None and not isinstance(s, np.ndarray):  # a CUDA device array: not multiplied here
+            raise ValueError(f"{self.where}: alpha={alpha} of an int8 product whose scale is a device array: pass "
+                             "alpha * scale as scale (the kernels multiply the int32 sums by alpha, in int32, which "
+                             "wraps)")
         self.has["scale"] = True
         self.bound["scale"] = np.full(self.n, alpha, self.etype) if s is None else s * self.etype.type(alpha)
         return 1.0
@@ -198,7 +202,12 @@ class Epilogue:
                 if v is None:
                     return alpha  # (core() says the operand is missing)
                 length = self.n if name == "scale" else self.m
-                given[name] = self.vector(name, v, length) * self.etype.type(alpha)
+                vec = self.vector(name, v, length)
+                if not isinstance(vec, np.ndarray):  # a CUDA device array: not multiplied here
+                    raise ValueError(f"{self.where}: alpha={alpha} of an int8 product whose {name} is a device array: "
+                                     f"pass alpha * {name} as {name} (the kernels multiply the int32 sums by alpha, "
+                                     "in int32, which wraps)")
+                given[name] = vec * self.etype.type(alpha)
                 return 1.0
         top = max(abs(lo) for lo in (np.iinfo(a_dtype).min, np.iinfo(a_dtype).max)) * max(
             abs(lo) for lo in (np.iinfo(b_dtype).min, np.iinfo(b_dtype).max))

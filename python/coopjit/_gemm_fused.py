@@ -66,7 +66,11 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
     else:
         types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
     if types[0] in ("i8", "u8"):
-        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
+        beta = int_scalar(beta_in, "beta")
+        if ep is None or ep.etype == np.float64:
+            alpha = int_scalar(alpha_in, "alpha")
+        else:  # a float output: alpha in float, folded into the scale step (Epilogue.fold_alpha)
+            alpha = ep.fold_alpha(alpha)
     shape = batch + (m, n)
     given = c is not None
     if c is None:
