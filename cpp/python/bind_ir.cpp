@@ -372,6 +372,9 @@ GemmEpilogue::ElementFn python_element_fn(const py::function& fn, ScalarType typ
     py::object kb = py::module_::import("coopjit.ir").attr("KernelBuilder")(py::arg("_inner") = py::make_tuple(ib, py::none()));
     out = fn(kb, ib.wrap(r), ib.wrap(c), ib.wrap(v));
   } catch (py::error_already_set& e) {
+    // KeyboardInterrupt and SystemExit (BaseExceptions that are no Exception) go on as they are:
+    // Ctrl-C while the function ran became "ValueError: the epilogue function raised KeyboardInterrupt".
+    if (!e.matches(PyExc_Exception)) throw;
     throw UserError(cat("the epilogue function raised ", e.what()));
   }
   if (!py::isinstance<PyValue>(out))
@@ -419,6 +422,7 @@ TensorAccessSpec::DecodeFn python_decode_fn(const py::function& fn, ScalarType b
     out = py::module_::import("coopjit.tensor").attr("_call_decode")(fn, kb, ib.wrap(buf), ib.wrap(extent), ib.wrap(index),
                                                                      ib.wrap(bc), ib.wrap(cib), name(result));
   } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_Exception)) throw;  // (KeyboardInterrupt, SystemExit: as they are)
     if (e.matches(PyExc_TypeError)) throw UserTypeError(cat("the decode function: ", e.what()));
     throw UserError(cat("the decode function raised ", e.what()));
   }

@@ -84,6 +84,18 @@ def _from_torch(x, name: str, writable: bool):
         raise ValueError(f"{name} is a PyTorch tensor that requires grad; writing into it would bypass autograd "
                          f"(torch refuses in-place writes to it too): pass a tensor without grad, or {name}.detach()")
     x = x.detach()
+    # A view with torch's lazy negation or conjugation (torch._neg_view, x.conj() of a complex
+    # tensor) holds the values before it: torch's .numpy() refuses it ("Can't call numpy() on
+    # Tensor that has negative bit set", a RuntimeError naming no argument). Read: resolved (a
+    # copy with the values it stands for, as torch's own ops read it); written: refused, since the
+    # result would land in memory that stands for other values.
+    if x.is_neg() or x.is_conj():
+        bit = "negative" if x.is_neg() else "conjugate"
+        if writable:
+            raise ValueError(f"{name} is a PyTorch tensor with the {bit} bit set (a lazy view of other values): "
+                             f"coopjit cannot write it in place; pass a tensor without it ({name}.resolve_neg() / "
+                             f".resolve_conj() give a copy)")
+        x = x.resolve_neg().resolve_conj()
     name = str(x.dtype).removeprefix("torch.")
     if name in _TORCH_VIEWS:
         import ml_dtypes
@@ -112,17 +124,20 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
     if mod == "torch":
         arr = _from_torch(x, name, writable)
     elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        dlpack_error = None
         try:
             arr = np.from_dlpack(x)
         except (TypeError, ValueError, BufferError, RuntimeError) as e:
             if writable:
                 raise TypeError(f"{name} ({type(x).__name__}) cannot be written in place through DLPack: {e}") from None
-            arr = None
+            arr, dlpack_error = None, e
         if arr is None:
             try:
                 arr = np.asarray(x)
             except Exception as e:  # noqa: BLE001 - report what could not be converted
                 raise TypeError(f"{name} ({type(x).__name__}) cannot be read as an array: {e}") from None
+            if arr.dtype == object:  # (the object itself, 0-d: "a has dtype object" hid DLPack's error)
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be read through DLPack: {dlpack_error}")
     else:
         try:
             arr = np.asarray(memoryview(x)) if writable else np.asarray(x)
@@ -135,7 +150,24 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
             raise TypeError(f"{name} cannot be converted to a NumPy array: {e}") from None
     if writable and not arr.flags.writeable:
         raise ValueError(f"{name} ({type(x).__name__}) is read-only; pass a writable array")
+    if writable:
+        check_own_elements(arr, name)
     return arr
+
+
+def check_own_elements(x: np.ndarray, name: str, where: str = "") -> None:
+    """ValueError when an output's elements share memory: a byte stride of 0 along a dim of more
+    than one element (np.lib.stride_tricks.as_strided / a torch .expand() view, writable where
+    np.broadcast_to's is not). Results landed on one another: which one stayed depended on the
+    workers' timing (a torch expand out of 512 rows held row 257), and gemm's beta * c read
+    elements other rows had written (session 24's audit). torch refuses such an out too."""
+    if x.size == 0:  # (NumPy gives the dims of an empty array any strides, 0 among them)
+        return
+    for d, (n, st) in enumerate(zip(x.shape, x.strides)):
+        if n > 1 and st == 0:
+            raise ValueError(f"{where + ': ' if where else ''}{name} ({x.dtype} {x.shape}) has byte strides {x.strides}: "
+                             f"its {n} elements along dim {d} are one element in memory (a broadcast view), so the "
+                             f"results would overwrite one another; pass an array with an element for each result")
 
 
 def check_scalar(x, name: str) -> float:

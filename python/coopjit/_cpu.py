@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core
-from ._arrays import as_array, kernel_readable, native_dtype, overlaps, row_major
+from ._arrays import as_array, check_scalar, kernel_readable, native_dtype, overlaps, row_major
 from ._cuda_arrays import CudaView
 from ._device import Device
 from ._display import KernelDisplay
@@ -178,7 +178,12 @@ class Kernel(KernelDisplay):
         given_c = c
         if c is not None and not isinstance(c, np.ndarray):
             c = as_array(c, "c", writable=True)
+        alpha_in = alpha
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if self._fused is not None and np.dtype(self.dtype).kind in "iu":
+            # a float output: alpha in float, not the int32 sums times alpha (which wrap)
+            alpha = self._fused.fold_alpha_call(check_scalar(alpha_in, "alpha"), given, self.k, np.dtype(self.dtype),
+                                                np.dtype(self.dtype))
         if not c.flags.writeable:
             raise ValueError(f"c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
         # The kernel's code is for C-contiguous arrays (as given, before the transposes): other
@@ -186,6 +191,11 @@ class Kernel(KernelDisplay):
         # other code (the plan takes unit strides and row lengths as constants).
         a = a if row_major(a) else np.array(a, order="C")
         b = b if row_major(b) else np.array(b, order="C")
+        # Misaligned data (a byte offset) is copied here, before the transposes, in the kernel's
+        # C order: copied after them (kernel_readable of op(a)), a.T of M = 1 (or b.T of N = 1)
+        # came out with other strides than the kernel's fixed ones, and the call was refused with
+        # "these operands need another kernel" (session 24's audit).
+        a, b = kernel_readable(a), kernel_readable(b)
         opa = a.T if self.trans_a else a
         opb = b.T if self.trans_b else b
         target = c
@@ -194,7 +204,9 @@ class Kernel(KernelDisplay):
             nd = native_dtype(c.dtype)
             target = np.array(c, dtype=nd, order="C") if beta != 0.0 else np.empty(c.shape, nd)
         if target.size:
-            epi = None if self._fused is None else self._fused.core(target, **given)
+            # (a CUDA device array among the operands: named, as matmul's; it reached the core as
+            # an object array: "got 0-D with 1 elements", or an internal error for a residual)
+            epi = None if self._fused is None else _host_operands(self._fused, self._fused.core(target, **given))
             self._core.run(kernel_readable(opa), kernel_readable(opb), target, alpha, beta, epi)
         if target is not c:
             c[...] = target

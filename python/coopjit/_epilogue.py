@@ -143,6 +143,10 @@ class Epilogue:
         lengths = {"scale": self.n, "row_scale": self.m, "bias": self.n if self.bias_axis == 1 else self.m}
         for name in ("scale", "row_scale", "bias", "residual"):
             value = given.get(name)
+            if isinstance(value, (bool, np.bool_)):
+                # (True read as the number 1: kern(a, b, residual=True) added 1 to every element)
+                raise TypeError(f"{self.where}: {name}={value!r} at a call; pass the {name} itself (an array or a "
+                                f"number)")
             if value is not None and not self.has[name]:
                 raise ValueError(f"{self.where}: {name}= was given, but this kernel was compiled without it (pass "
                                  f"{name}=True or an array to compile_gemm)")
@@ -167,6 +171,52 @@ class Epilogue:
                 d[name] = v
         return d
 
+    def fold_alpha(self, alpha: float) -> float:
+        """alpha of a fused int8 / uint8 product (a float output), as a factor of the scale step
+        (added when there is none): the alpha the kernel gets instead (1). The kernels multiply
+        their int32 sums by alpha before the epilogue converts them, in int32, which wraps: gemm
+        of 64 x 127 * 127 with alpha=4096 and scale= gave -6.7e7 where alpha * (a @ b) * scale is
+        4.2e9 (session 24's audit). For a product whose steps are given with it (matmul, gemm)."""
+        if alpha == 1.0:
+            return alpha
+        s = self.bound.get("scale") if self.has["scale"] else None
+        if s is not None and not isinstance(s, np.ndarray):  # a CUDA device array: not multiplied here
+            raise ValueError(f"{self.where}: alpha={alpha} of an int8 product whose scale is a device array: pass "
+                             "alpha * scale as scale (the kernels multiply the int32 sums by alpha, in int32, which "
+                             "wraps)")
+        self.has["scale"] = True
+        self.bound["scale"] = np.full(self.n, alpha, self.etype) if s is None else s * self.etype.type(alpha)
+        return 1.0
+
+    def fold_alpha_call(self, alpha: float, given: dict, k: int, a_dtype: np.dtype, b_dtype: np.dtype) -> float:
+        """fold_alpha for a compiled kernel's call, whose steps are fixed: alpha goes into the
+        call's scale (or row_scale) operand, a copy, `given` updated; a kernel with neither takes
+        alpha in int32 when no int32 sum times alpha can wrap (an integer whose |alpha| K max|a b|
+        is below 2^31), else ValueError naming alpha and the way to pass it."""
+        if alpha == 1.0:
+            return alpha
+        for name in ("scale", "row_scale"):
+            if self.has[name]:
+                v = given.get(name)
+                v = self.bound.get(name) if v is None else v
+                if v is None:
+                    return alpha  # (core() says the operand is missing)
+                length = self.n if name == "scale" else self.m
+                vec = self.vector(name, v, length)
+                if not isinstance(vec, np.ndarray):  # a CUDA device array: not multiplied here
+                    raise ValueError(f"{self.where}: alpha={alpha} of an int8 product whose {name} is a device array: "
+                                     f"pass alpha * {name} as {name} (the kernels multiply the int32 sums by alpha, "
+                                     "in int32, which wraps)")
+                given[name] = vec * self.etype.type(alpha)
+                return 1.0
+        top = max(abs(lo) for lo in (np.iinfo(a_dtype).min, np.iinfo(a_dtype).max)) * max(
+            abs(lo) for lo in (np.iinfo(b_dtype).min, np.iinfo(b_dtype).max))
+        if not float(alpha).is_integer() or abs(alpha) * max(k, 1) * top >= 2.0**31:
+            raise ValueError(f"{self.where}: alpha={alpha} of an int8 product with an epilogue multiplies its int32 "
+                             f"sums (up to {k} x {top}) in int32, where it could wrap; compile the kernel with "
+                             "scale=True (or row_scale=True) and alpha is applied in float")
+        return alpha
+
     def steps(self) -> dict:
         """The steps alone (compile_gemm): presence, the bias axis, the activation, the function."""
         return {"scale": self.has["scale"], "row_scale": self.has["row_scale"], "bias": self.has["bias"] or None,
@@ -190,9 +240,20 @@ class Epilogue:
         return ", ".join(parts)
 
 
+def check_operands_given(where: str, kwargs: dict) -> None:
+    """matmul / gemm: an epilogue operand of True is compile_gemm's ("an operand at each call");
+    here it reached the core as no operand ("this kernel was compiled with bias=True: pass bias= at
+    each call", of a product that compiled nothing the user asked for). TypeError naming it."""
+    for name in ("bias", "residual", "scale", "row_scale"):
+        value = kwargs.get(name)
+        if isinstance(value, (bool, np.bool_)) and value:
+            raise TypeError(f"{where}: {name}=True is compile_gemm's (a kernel that takes {name}= at each call); "
+                            f"pass the {name} itself (an array or a number)")
+
+
 def requested(kwargs: dict) -> bool:
     """Whether any epilogue keyword (or out_dtype) was given a value."""
     return any(v is not None and v is not False for v in kwargs.values())
 
 
-__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "requested"]
+__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "check_operands_given", "requested"]

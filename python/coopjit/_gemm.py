@@ -1,6 +1,7 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
+import numbers
 import sys
 from collections.abc import Callable
 
@@ -8,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_scalar, contiguous, gemm_types,
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_own_elements, check_scalar, contiguous, gemm_types,
                       int_scalar, kernel_readable, native_dtype, native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
@@ -208,11 +209,12 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     the kernel can read the strides); NumPy arrays, PyTorch CPU tensors, DLPack and buffer objects.
     When `c` is given (any writable array of those kinds, of the product's output dtype: float32 or
     the input type for 16-bit floats) it is updated in place and returned; when it is None a new
-    NumPy array is returned. As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
+    NumPy array is returned (beta must then be 0: a beta without c is a ValueError). As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
     propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
     Integer products (int8 / uint8) take integer alpha and beta (within int64) exactly: they compute
     in int32, which wraps, so the result is NumPy's in int64 cast to int32; float products round
-    integers past 2^53 to a double, as NumPy's float64 does.
+    integers past 2^53 to a double, as NumPy's float64 does. With an epilogue an int8 product writes
+    floats, and alpha is then any real number, applied in float (folded into the scale step).
     `plan` (a dict, or a kernel's .config) overrides fields of the chosen plan (below).
     The fused epilogue (bias=, bias_axis=, activation=, residual=, scale=, row_scale=, epilogue=,
     out_dtype=) is matmul's, with beta * c added after the scales and before the bias:
@@ -236,6 +238,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
             return got
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if isinstance(c, np.ndarray) and c.flags.writeable:  # (a read-only c is named as that below)
+        check_own_elements(c, "c", "gemm")
     if any(_cuda_arrays.is_device_array(x) for x in (a, b, c) if x is not None and type(x) is not np.ndarray):
         fused_kw["bias_axis"] = bias_axis
         return _gemm_fused._device_product("gemm", a, b, c, alpha, beta, trans_a, trans_b, device, plan, fused_kw)
@@ -427,6 +431,8 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
             return c
     fused_kw = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
                 "epilogue": epilogue, "out_dtype": out_dtype}
+    if isinstance(out, np.ndarray) and out.flags.writeable:  # (the fast path above takes C-contiguous outputs only)
+        check_own_elements(out, "out", "matmul")
     if type(a) is not np.ndarray or type(b) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
         if any(_cuda_arrays.is_device_array(x) for x in (a, b, out) if x is not None):
             fused_kw["bias_axis"] = bias_axis
@@ -555,7 +561,9 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
             raise ValueError(f"compile_gemm: {name} must be a non-negative int, got {v!r} (at most 2^62 - 1)")
     fused = None
     try:
-        dtype = np.dtype(dtype)
+        # (in the machine's byte order: a kernel compiled for '>f4' refused every call, native or
+        # big-endian: "a has dtype float32; this kernel was compiled for >f4")
+        dtype = native_dtype(np.dtype(dtype))
         gemm_types(dtype, dtype, None if requested(steps) else out_dtype)
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None

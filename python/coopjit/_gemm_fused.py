@@ -8,7 +8,7 @@ from . import _core, _cuda_arrays
 from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar, kernel_readable,
                       native_dtype, native_order, overlaps, promote)
 from ._cpu import _run_fused
-from ._epilogue import Epilogue, requested
+from ._epilogue import Epilogue, check_operands_given, requested
 from ._kernel_args import _overrides
 from .devices import check_device, get
 
@@ -59,13 +59,18 @@ def _device_product(where, a, b, c, alpha, beta, trans_a, trans_b, device, plan,
         if batch:
             raise NotImplementedError(f"{where}: a fused epilogue on stacked device arrays (a {A.shape}, b {B.shape}) "
                                       "is not supported in this version; 2-D operands take one")
+        check_operands_given(where, kw)
         ep = Epilogue(where, A.dtype, B.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, sync=False, **kw)
         (ta, tb, _), _ = gemm_types(A.dtype, B.dtype)
         types, dtype = ep.types(ta, tb), ep.out_dtype
     else:
         types, dtype = gemm_types(A.dtype, B.dtype, out_dtype)
     if types[0] in ("i8", "u8"):
-        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
+        beta = int_scalar(beta_in, "beta")
+        if ep is None or ep.etype == np.float64:
+            alpha = int_scalar(alpha_in, "alpha")
+        else:  # a float output: alpha in float, folded into the scale step (Epilogue.fold_alpha)
+            alpha = ep.fold_alpha(alpha)
     shape = batch + (m, n)
     given = c is not None
     if c is None:
@@ -285,6 +290,7 @@ def _matmul_fused(a, b, out, device, plan, kw, packed=False):
             raise ValueError(f"{where}: out has dtype {out.dtype} but out_dtype={np.dtype(out_dtype)}")
         out_dtype = native_dtype(out.dtype)
     bias_axis = kw.pop("bias_axis")
+    check_operands_given(where, kw)
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     result_shape = batch + tuple(s for s, keep in zip((m, n), (a.ndim >= 2, packed or b.ndim >= 2)) if keep)
     if ep.has["residual"] and _cuda_arrays.device_view(ep.bound["residual"]) is None:
@@ -375,7 +381,8 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
             raise ValueError(f"{where}: {name} must be 2-D, got shape {x.shape}")
     (ta, tb, _), _ = gemm_types(a.dtype, b.dtype)
     if ta in ("i8", "u8"):
-        alpha, beta = int_scalar(alpha_in, "alpha"), int_scalar(beta_in, "beta")
+        # (alpha is applied in float, below: the output is a float type)
+        beta = int_scalar(beta_in, "beta")
     opa = a.T if trans_a else a
     opb = None if packed else (b.T if trans_b else b)
     k_b, n = b.shape if packed else opb.shape
@@ -387,10 +394,13 @@ def _gemm_fused(a, b, c, alpha, beta, trans_a, trans_b, plan, bias_axis, kw, dev
         if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(c.dtype):
             raise ValueError(f"{where}: c has dtype {c.dtype} but out_dtype={np.dtype(out_dtype)}")
         out_dtype = native_dtype(c.dtype)
+    check_operands_given(where, kw)
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
     if ep.etype != np.float64 and a.dtype.name in ("int8", "uint8") and beta != 0.0:
         raise ValueError(f"{where}: an int8 product with an epilogue does not take beta (got beta={beta}); add c "
                          f"through residual=")
+    if ta in ("i8", "u8"):
+        alpha = ep.fold_alpha(alpha)
     if c is None:
         c, beta = np.empty((m, n), ep.out_dtype), 0.0
     else:

@@ -409,7 +409,11 @@ class GpuKernel:
         if not self._dev.launches:
             raise RuntimeError(f"this kernel was generated for {self._dev.target} and validated with spirv-val, "
                                "but there is no such device here to run it on")
+        alpha_in = alpha
         a, b, c, alpha, beta = check_kernel_call(self, a, b, c, alpha, beta)
+        if self._fused is not None and np.dtype(self.dtype).kind in "iu":  # alpha in float (Epilogue.fold_alpha)
+            alpha = self._fused.fold_alpha_call(check_scalar(alpha_in, "alpha"), given, self.k, np.dtype(self.dtype),
+                                                np.dtype(self.dtype))
         if c.size == 0:
             return c
         self._launch(a, b, c, alpha, beta, given)
@@ -461,7 +465,12 @@ class GpuKernel:
         result a device array of the inputs' framework. All operands on the device: queued on their
         stream without waiting (see coopjit._cuda_arrays); `record` as _gemm_fused._device_product's."""
         scalar = int_scalar if np.dtype(self.dtype).kind in "iu" else check_scalar  # (integers exact for int32)
+        alpha_in = alpha
         alpha, beta = scalar(alpha, "alpha"), scalar(beta, "beta")
+        if self._fused is not None and np.dtype(self.dtype).kind in "iu":  # alpha in float (Epilogue.fold_alpha)
+            given = dict(given)
+            alpha = self._fused.fold_alpha_call(check_scalar(alpha_in, "alpha"), given, self.k, np.dtype(self.dtype),
+                                                np.dtype(self.dtype))
         ops = []
         for name, x, want in (("a", a, (self.k, self.m) if self.trans_a else (self.m, self.k)),
                               ("b", b, (self.n, self.k) if self.trans_b else (self.k, self.n))):

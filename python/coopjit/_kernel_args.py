@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._arrays import as_array, beta_without_c, check_scalar, gemm_types, int_scalar, native_dtype, native_order
+from ._arrays import as_array, beta_without_c, check_own_elements, check_scalar, gemm_types, int_scalar, native_dtype, native_order
 from ._plan import Plan
 
 _LAYOUTS = {"row": 0, "col": 1}
@@ -219,4 +219,6 @@ def check_kernel_call(kern, a, b, c, alpha, beta):
             f"c must be a {kern.out_dtype} array of shape {(kern.m, kern.n)}, got "
             f"{getattr(c, 'dtype', type(c).__name__)} {getattr(c, 'shape', '')}"
         )
+    elif c.flags.writeable:  # (a read-only c: the caller says so)
+        check_own_elements(c, "c")
     return a, b, c, alpha, beta

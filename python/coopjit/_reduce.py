@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._arrays import as_array, native_dtype, native_order
+from ._arrays import as_array, check_own_elements, native_dtype, native_order
 from ._cuda_arrays import device_view, result_like
 from .devices import check_device, get
 
@@ -121,6 +121,7 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
             raise ValueError(f"reduce: out must be {out_dtype} of shape {out_shape}, got {out.dtype} {out.shape}")
         if not out.flags.writeable:
             raise ValueError(f"reduce: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+        check_own_elements(out, "out", "reduce")
         if not out.dtype.isnative or np.may_share_memory(out, a):
             # Computed into a new native array, then copied (byte-swapped) into out: out may be
             # big-endian, or overlap the input, which the kernels read while they write.
@@ -297,6 +298,8 @@ def reduce2x2(a: ArrayLike, op: str = "sum", *, out: np.ndarray | None = None, d
                          f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
     elif not out.flags.writeable:
         raise ValueError(f"reduce2x2: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+    else:
+        check_own_elements(out, "out", "reduce2x2")
     if out.size == 0:
         return out
     if not out.dtype.isnative or np.may_share_memory(out, a):

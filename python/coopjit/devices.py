@@ -98,6 +98,21 @@ def check_device(device) -> str:
     raise ValueError(f"unknown device {device!r}; available devices: {available}")
 
 
+def _name(device, where: str) -> str:
+    """device= of device_info / empty: None is the CPU (as matmul's device=None); TypeError for a
+    value that is not a str (pybind11's "incompatible function arguments" for 3 or None, and b'cpu'
+    reached the SPIR-V runtime: "device 'cpu' runs kernels through the ORC JIT"), ValueError for
+    "cpu:N" (taken as the CPU here, refused by matmul)."""
+    if device is None:
+        return "cpu"
+    if not isinstance(device, str):
+        raise TypeError(f"{where}: device must be a device name (a str: 'cpu', 'opencl:0', 'level_zero:0', "
+                        f"'cuda:0'), got {device!r} ({type(device).__name__})")
+    if device != "cpu" and device.partition(":")[0] == "cpu":
+        raise ValueError(f"unknown device {device!r}: the CPU is 'cpu'; available devices: {devices()}")
+    return device
+
+
 def device_info(name: str = "cpu") -> dict:
     """Properties of a device. For SPIR-V devices: device_name, vendor, driver_version, platform,
     type, spirv_version, memory, subgroup_sizes, max_work_group_size, local_memory_bytes,
@@ -108,7 +123,7 @@ def device_info(name: str = "cpu") -> dict:
     shared_memory_per_sm_bytes, global_memory_bytes, registers_per_block, l2_bytes, clock_khz,
     memory_clock_khz, memory_bus_bits, memory_bandwidth_gbs.
     Raises DeviceError (naming the missing runtime or driver) for an absent device."""
-    return get(name).info()
+    return get(_name(name, "device_info")).info()
 
 
 def status() -> list[dict]:
@@ -128,7 +143,7 @@ def empty(shape: int | tuple[int, ...], dtype: DTypeLike = np.float64, *, device
     """An uninitialized array like numpy.empty. On a SPIR-V device its memory is USM shared (or
     fine-grain SVM): the host and the device's kernels use it in place, without copies. The
     allocation lives as long as the array (its base) and views of it, and is freed after."""
-    return get(device).empty(shape, np.dtype(dtype), order)
+    return get(_name(device, "empty")).empty(shape, np.dtype(dtype), order)
 
 
 def _kernel_arg(i: int, a, device: str):
