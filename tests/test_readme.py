@@ -1,7 +1,11 @@
 """Every ```python block of README.md runs as written, in order, in one namespace (as a reader pastes
 them into one notebook), with a private cache directory. A block preceded by the line
 `<!-- readme-test: requires DEVICE -->` runs only where that device exists (skipped, saying so,
-elsewhere: hardware absent); ```sh blocks are shell commands and are not run here."""
+elsewhere: hardware absent); `requires module:NAME` (comma-separated with others) only where the
+optional package NAME imports (the dask block: `pip install 'coopjit[dask]'`, which the test
+extra installs; the accelerator machine has no dask and no network). ```sh blocks are shell
+commands and are not run here."""
+import importlib
 import os
 import re
 import subprocess
@@ -18,6 +22,24 @@ def blocks():
     for m in _BLOCK.finditer(text):
         line = text.count("\n", 0, m.start("code")) + 1
         out.append((line, m.group("device"), m.group("code")))
+    return out
+
+
+def missing(requires: str | None) -> list[str]:
+    """What of a block's requirements (devices, module:NAME) this machine lacks, each said."""
+    import coopjit
+
+    out = []
+    for req in (requires or "").split(","):
+        if not req:
+            continue
+        if req.startswith("module:"):
+            try:
+                importlib.import_module(req[len("module:"):])
+            except ImportError as e:
+                out.append(f"needs {req[len('module:'):]}: {e}")
+        elif req not in coopjit.devices():
+            out.append(f"needs {req}: no such device here")
     return out
 
 
@@ -40,12 +62,10 @@ if __name__ == "__main__":  # the blocks start dask worker processes, which impo
 def test_every_python_block_runs_as_written(tmp_path):
     # In a fresh process, as a reader runs them (and so that what the blocks change in coopjit's
     # process state, caches, pools and tuned plans, stays out of the other tests).
-    import coopjit
-
     paths, skipped = [], []
     for line, device, code in blocks():
-        if device and device not in coopjit.devices():
-            skipped.append(f"line {line} (needs {device}: no such device here)")
+        if missing(device):
+            skipped.append(f"line {line} ({'; '.join(missing(device))})")
             continue
         path = tmp_path / f"README.md-line-{line}.py"
         path.write_text(code)
