@@ -24,8 +24,11 @@ void GemmRecipe::dot(Builder& b) {
   Value* k_main = b.sub(g_.K, b.rem(g_.K, NR_), "k_main");
   b.for_(lo, hi, one_, {}, [&](Builder& x, Value* mt, const std::vector<Value*>&) {
     Value* m0 = x.mul(mt, MR_, "m0");
-    auto step = [&](Builder& y, Value* k, Value* acc, bool checked_a) {
+    auto step = [&](Builder& y, Value* k, Value* acc, bool checked_a, bool tail) {
       Value* a = y.load(in_a, {g_.A, m0, k, g_.sa_r, one_, g_.M, g_.K}, checked_a, "a");
+      // b_prefetch: the walk's streamed matrix is A here; each of its mr rows' lines `b_prefetch`
+      // bytes ahead go to L1 (gemm_plan.h). Not in the K tail (nothing of the row is left ahead).
+      if (p_.b_prefetch && !tail) a->def->attrs["prefetch"] = int64_t(p_.b_prefetch);
       Value* v = y.load(in_b, {g_.B, zero_, k, zero_, one_, MR_, g_.K}, checked_a, "x");
       if (p_.a_type != T) a = y.convert_matrix(a, acc_t_);
       if (p_.b_type != T) v = y.convert_matrix(v, acc_t_);
@@ -34,17 +37,22 @@ void GemmRecipe::dot(Builder& b) {
     auto rows = [&](Builder& y, bool checked) {
       Value* acc = y.splat(acc_t_, fzero_, "acc");
       acc = y.for_(zero_, k_main, NR_, {acc}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
-        return std::vector<Value*>{step(kx, k, it[0], checked)};
+        return std::vector<Value*>{step(kx, k, it[0], checked, false)};
       }, "k")[0];
       // The K tail: checked loads read zeros past K.
       acc = y.if_(y.cmp(CmpPred::lt, k_main, g_.K, "k_tail"), {acc_t_},
-                  [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true)}; },
+                  [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true, true)}; },
                   [&](Builder&) { return std::vector<Value*>{acc}; })[0];
       return std::vector<Value*>{acc};
     };
     Value* acc = x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_m"), {acc_t_},
                        [&](Builder& y) { return rows(y, false); }, [&](Builder& y) { return rows(y, true); })[0];
     Value* sums = x.reduce(acc, ReduceMode::row, col_t, BinOp::add, "sums");
+    // Any order: each lane already holds the sum of every nr-th element of the row, so no element
+    // order is left to keep; the lowering then sums a row's vectors pairwise and its lanes by
+    // rotations (a tree: 3 + 4 adds a row of 64 f32) where the element-by-element chain was 63
+    // dependent scalar adds a row, 252 a tile of 4 rows, between one tile's loads and the next's.
+    sums->def->attrs["order"] = std::string("any");
     Value* result = x.scale(sums, g_.alpha, "result");
     Builder::Access c_at{g_.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
     if (p_.epilogue.any()) {

@@ -151,7 +151,8 @@ struct GemmPlan {
   // The unpacked blocked nest ("k_outer"): each tile's rows of B are prefetched this many bytes
   // further along (prefetcht0 a 64-byte line; 0: none). Part of the key. Its kt rows of B are
   // kt streams through memory that the hardware prefetchers follow with too few lines in flight
-  // for one core's share of the memory bandwidth (see gemm_plan.cpp).
+  // for one core's share of the memory bandwidth (see gemm_plan.cpp). The dot walk (matrix-vector
+  // products) prefetches its tiles' rows of A the same way (plan_gemv).
   int b_prefetch = 0;
   // Small products (every dimension up to 64): the sizes and element strides are compile-time
   // constants of the code (M, N, K, sa_r, sa_c, sb_r, sb_c, sc_r, sc_c, batch1, batch2, sa_b1,

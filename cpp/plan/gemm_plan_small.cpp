@@ -160,9 +160,6 @@ void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
   if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8 &&
       !(cpu.name == "znver4" && one_row_panel))
     p.b_prefetch = 1024;
-  if (p.b_prefetch && p.order != "k_outer")
-    throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer); "
-                        "the plan's walk is ", p.order));
   if (p.ksplit > 1 && p.order != "k_outer")
     throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order=1); the plan's walk is ", p.order));
 }
@@ -204,8 +201,22 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
       const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
       if (!overrides.count("threads"))
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
+      // A's rows prefetched 1 KiB ahead (b_prefetch: the walk's streamed matrix is A), on Zen 5 below
+      // 8 cores, as the k_outer nest prefetches B's: with mr rows of A read side by side, two workers
+      // of the 2-core Zen 5 (the launch trace's busy time a worker, medians of 3 runs, f32 4096x4096)
+      // 718-735 -> 676-684 us without / with (the vector-matrix product of the same matrix 649-694;
+      // 2048 bytes ahead 667-689, 4096 731-759); f64 4096x4096 1514 -> 1424; 16384x4096 f32 equal
+      // (3110 / 3101), 1024x4096 (in L3) 95 -> 90. benchmarks/recorded/issue14-zen5-2core-mv-session24.txt.
+      // (From 1 MiB of A: smaller products were not measured.)
+      if (!overrides.count("b_prefetch") && cpu.name == "znver5" && cpu.max_threads < 8 && bytes >= (int64_t(1) << 20))
+        p.b_prefetch = 1024;
     }
   }
+  // (b_prefetch is checked here, once the dot walk is decided: it prefetches the rows of the matrix
+  // the walk streams, B's in the k_outer nest, A's in the dot walk.)
+  if (p.b_prefetch && p.order != "k_outer" && p.order != "dot")
+    throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer) ",
+                        "or A's in the dot walk (order=2); the plan's walk is ", p.order));
 }
 
 void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {

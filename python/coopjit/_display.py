@@ -23,7 +23,7 @@ _FIELDS = [
     ("direct_a", "AMX: tiles read a row-major A where it is (A not packed)"),
     ("inline_b", "B packed by its reader per K tile and column panel, in its L2 (no packing phase for B)"),
     ("own_a", "each worker packs its own copy of A (one row of workers, no packing barrier)"),
-    ("b_prefetch", "unpacked blocked nest (k_outer): bytes ahead along B's rows that each tile prefetches (0 none)"),
+    ("b_prefetch", "unpacked blocked nest (k_outer): bytes ahead along B's rows that each tile prefetches; dot walk: along A's rows (0 none)"),
     ("k_inner", "blocked nest: each block of row panels through every K tile (its partial sums stay in L2)"),
     ("mc_tiles", "row panels per block of the packed loop nest"),
     ("nc_tiles", "packed nest: column panels per block, each row panel across a block (0: blocks of mc_tiles row panels)"),

@@ -597,7 +597,7 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   the packed nest takes each block of row panels through every K tile before the next block, so the
   block's partial sums stay in L2; AMX: each tile's partial sums one contiguous 4 KiB block);
   b_prefetch (bytes, a multiple of 64 up to 8192: the unpacked k_outer walk prefetches each tile's
-  rows of B that far ahead; 0 none);
+  rows of B that far ahead, the dot walk of matrix-vector products each tile's rows of A; 0 none);
   mc_tiles (row panels per block of the packed nest); nc_tiles (packed nest, AMX tiles too: for
   each K tile, blocks of that many column panels, each row panel across a block; 0: blocks of
   mc_tiles row panels); fixed (bool: sizes and strides built into the code); order 'm_inner' |

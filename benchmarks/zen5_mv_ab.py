@@ -1,0 +1,108 @@
+"""A/B of two builds (two PYTHONPATHs) on matrix-vector and skinny products (M x K times K x N, N small), in
+alternating subprocess rounds, NumPy in its own blocks in the same processes. Each subprocess times
+coopjit.matmul and NumPy's matmul in alternating blocks of calls (THREADS=2, the default: wall time, a 0.1 s
+pause before each block; THREADS=1: the calling thread's CPU time, one thread for both libraries) and returns
+every block's time a call, and each worker's busy time in coopjit's launches (the launch trace: start to end of
+its share; one-worker plans have none); the parent reports medians and minima over all blocks of all rounds, and
+/proc/loadavg before and after. QUIET=1: each block waits (up to 10 s) for 0.2 s in which the machine's cores were
+at least 90% idle (/proc/stat), so that other work on this shared machine overlaps fewer blocks. Issue 14, session 24 (helper h14mv).
+    python benchmarks/zen5_mv_ab.py MAIN_SITE NEW_SITE CASE[,CASE...] ROUNDS [BLOCKS]
+CASE: DTYPE:MxNxK[:VARIANT], DTYPE f32 / f64 / bf16 (bf16: no NumPy block), VARIANT c (A row-major, the
+default), f (A column-major), xs (x's rows two elements apart), bB (a batch of B products, A B x M x K)."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r'''
+import sys, time, json, os
+import numpy as np, coopjit, ml_dtypes
+dt, shape, var = (sys.argv[1].split(":") + ["c"])[:3]; blocks = int(sys.argv[2])
+m, n, k = (int(v) for v in shape.split("x"))
+thr = int(os.environ.get("THREADS", "2")); clock = time.thread_time if thr == 1 else time.perf_counter
+coopjit.set_num_threads(thr)
+t = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}[dt]
+rng = np.random.default_rng(1)
+if var.startswith("b"):
+    a = rng.standard_normal((int(var[1:]), m, k)).astype(t); x = rng.standard_normal((int(var[1:]), k, n)).astype(t)
+else:
+    a = rng.standard_normal((m, k)).astype(t)
+    if var == "f": a = np.asfortranarray(a)
+    x = rng.standard_normal((k, n)).astype(t)
+    if var == "xs": x = rng.standard_normal((2 * k, n)).astype(t)[::2]
+ref = a.astype(np.float64) @ x.astype(np.float64)
+c = coopjit.matmul(a, x)
+err = np.abs(c.astype(np.float64) - ref).max() / np.abs(ref).max()
+assert err <= (1e-2 if dt == "bf16" else 1e-5), err
+f = {"cj": lambda: coopjit.matmul(a, x)}
+if dt != "bf16":
+    f["np"] = lambda: np.matmul(a, x)
+for g in f.values(): g()
+t0 = clock(); f["cj"](); calls = max(2, min(50, int(0.01 / max(clock() - t0, 1e-6))))
+import coopjit._core as core
+cfg = core.gemm_plan(a if a.ndim == 2 else a[0], x if x.ndim == 2 else x[0], np.empty((m, n), np.float32 if dt == "bf16" else t), False,
+                     [dt, dt, "f32" if dt == "bf16" else dt], {}) if a.ndim == 2 else {"layout": "", "order": "batched", "mr": "", "nr": "", "b_prefetch": "", "threads": ""}
+out = {"plan": "{layout} {order} mr{mr} nr{nr} b_prefetch{b_prefetch} t{threads}".format(**cfg), "cj": [], "np": [], "busy": []}
+def idle():  # the share of the last 0.2 s that the machine's cores were idle (/proc/stat)
+    def sample():
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return v[3] + v[4], sum(v)
+    i0, t0 = sample(); time.sleep(0.2); i1, t1 = sample()
+    return (i1 - i0) / max(1, t1 - t0)
+def gate():  # QUIET=1: wait (up to 10 s) for 0.2 s in which the cores were at least 90% idle
+    if os.environ.get("QUIET") != "1": return True
+    end = time.time() + 10
+    while time.time() < end:
+        if idle() >= 0.9: return True
+    return False
+out["waits"] = 0
+for i in range(blocks):
+    for key in (list(f) if i % 2 == 0 else list(f)[::-1]):
+        if thr > 1: time.sleep(0.1)
+        if not gate(): out["waits"] += 1
+        if key == "cj": core._set_launch_trace(True); core._launch_traces()
+        t0 = clock()
+        for _ in range(calls):
+            f[key]()
+        out[key].append((clock() - t0) / calls)
+        if key == "cj":
+            for tr in core._launch_traces():
+                out["busy"] += [(e - s) * 1e-9 for s, e in zip(tr["start_ns"], tr["end_ns"])]
+            core._set_launch_trace(False)
+print(json.dumps(out))
+'''
+paths = {"main": sys.argv[1], "new": sys.argv[2]}
+cases = sys.argv[3].split(",")
+rounds = int(sys.argv[4])
+blocks = int(sys.argv[5]) if len(sys.argv) > 5 else 4
+thr = os.environ.get("THREADS", "2")
+for case in cases:
+    res = {key: {"cj": [], "np": [], "busy": []} for key in paths}
+    plans = {}
+    waits = 0
+    l0 = open("/proc/loadavg").read().split()[0]
+    for r in range(rounds):
+        for key in (list(paths) if r % 2 == 0 else list(paths)[::-1]):
+            env = dict(os.environ, PYTHONPATH=paths[key])
+            o = json.loads(subprocess.run([sys.executable, "-c", CHILD, case, str(blocks)], env=env, capture_output=True,
+                                          text=True, check=True, cwd="/tmp").stdout)
+            plans[key] = o.pop("plan")
+            waits += o.pop("waits")
+            for kk in o:
+                res[key][kk] += o[kk]
+    l1 = open("/proc/loadavg").read().split()[0]
+    med = {key: {kk: statistics.median(v) if v else float("nan") for kk, v in d.items()} for key, d in res.items()}
+    mn = {key: {kk: min(v) if v else float("nan") for kk, v in d.items()} for key, d in res.items()}
+    print(f"{case} (M x N x K), {thr} thread(s) ({'CPU time' if thr == '1' else 'wall'}), {rounds} rounds x {blocks} blocks a build, "
+          f"load {l0} -> {l1}" + (f", quiet gate ({waits} blocks ran without a quiet 0.2 s)" if os.environ.get("QUIET") == "1" else ""))
+    for key in paths:
+        print(f"  {key:4} [{plans[key]}]: coopjit median {med[key]['cj'] * 1e6:7.0f} us min {mn[key]['cj'] * 1e6:7.0f}   "
+              f"numpy median {med[key]['np'] * 1e6:7.0f} min {mn[key]['np'] * 1e6:7.0f}   numpy/coopjit median "
+              f"{med[key]['np'] / med[key]['cj']:.2f} min {mn[key]['np'] / mn[key]['cj']:.2f}")
+    if res["main"]["busy"] and res["new"]["busy"]:
+        print(f"  a worker's busy time (launch trace): main median {med['main']['busy'] * 1e6:7.0f} us min {mn['main']['busy'] * 1e6:7.0f}   "
+              f"new median {med['new']['busy'] * 1e6:7.0f} min {mn['new']['busy'] * 1e6:7.0f}   main/new median "
+              f"{med['main']['busy'] / med['new']['busy']:.2f}")
+    print(f"  main/new coopjit: median {med['main']['cj'] / med['new']['cj']:.2f}  min {mn['main']['cj'] / mn['new']['cj']:.2f}",
+          flush=True)
