@@ -113,6 +113,18 @@ def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=No
     return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
 
 
+def load_script(name):
+    """scripts/NAME.py as a module (the fuzz sweeps, whose bounded slices the tests run)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def spill_stores(report):
     """Bytes of spill stores of each function in a ptxas -v report (or a CUDA build log), in order."""
     return [int(x) for x in re.findall(r"(\d+) bytes spill stores", report)]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import load_script
 
 
 def _run(code, **env):
@@ -178,17 +179,6 @@ def test_stack_of_products_with_k_zero_and_unmergeable_batch_strides(rng, kw, dt
     np.testing.assert_allclose(np.asarray(got, np.float64), ref, rtol=1e-6, atol=1e-6)
 
 
-def _load(name):
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _fuzz_slice(fuzz, rng, extra=None, cases=40):
     """`cases` drawn cases of a fuzz script (draw / run_case / describe), and extra(i, stats)'s
     error after case i where given: the failures' descriptions and the ran / refused counts."""
@@ -206,7 +196,7 @@ def _fuzz_slice(fuzz, rng, extra=None, cases=40):
 @pytest.mark.parametrize("seed", [7, 8])
 def test_fuzzed_reductions_match_numpy_and_stay_in_their_buffers(seed):
     # A bounded slice of scripts/fuzz_reductions.py: dtypes, views, axes, out= in guarded buffers.
-    fuzz = _load("fuzz_reductions")
+    fuzz = load_script("fuzz_reductions")
     rng = np.random.default_rng(seed)
     failures, stats = _fuzz_slice(fuzz, rng, lambda i, stats: fuzz.run_2x2_case(rng, stats) if i % 4 == 0 else None)
     assert not failures, "\n".join(failures)
@@ -216,7 +206,7 @@ def test_fuzzed_reductions_match_numpy_and_stay_in_their_buffers(seed):
 @pytest.mark.parametrize("seed", [7, 8])
 def test_fuzzed_stacks_of_products_match_numpy(seed):
     # A bounded slice of scripts/fuzz_batched.py: broadcast batch dims, views, out= in guarded buffers.
-    fuzz = _load("fuzz_batched")
+    fuzz = load_script("fuzz_batched")
     failures, stats = _fuzz_slice(fuzz, np.random.default_rng(seed))
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 25, stats

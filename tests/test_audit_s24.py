@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import load_script
 
 
 def _w8a8(rng, m, n, k, a_dtype=np.int8):
@@ -273,23 +274,12 @@ def test_compiled_transposed_kernel_takes_a_misaligned_operand_of_one_row(rng, d
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-3)
 
 
-def _load(name):
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("seed", [11, 12])
 def test_fuzzed_fused_products_match_numpy(seed):
     # A bounded slice of scripts/fuzz_epilogues.py: entries, dtypes, steps, views, NaN / inf, the
     # forms of out (guarded buffers, overlapping a, a bias inside out, subclasses, torch).
     pytest.importorskip("torch")
-    fuzz = _load("fuzz_epilogues")
+    fuzz = load_script("fuzz_epilogues")
     rng = np.random.default_rng(seed)
     stats = {"ran": 0, "refused": 0}
     failures = []

@@ -6,18 +6,13 @@ audited paths (the k_outer walk's 8 x 3-vector tiles, half-width vectors, emulat
 straight to C, B packed by its reader, Stream-K, ksplit), fused epilogues, prepacked B and compiled
 kernels; every output a view inside a larger buffer whose other bytes must stay as they were, every
 input compared byte for byte after the call, the result against NumPy in float64."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 import coopjit
+from conftest import load_script
 
-_PATH = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "fuzz_cpu_plans.py"
-_spec = importlib.util.spec_from_file_location("fuzz_cpu_plans", _PATH)
-fuzz = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fuzz)
+fuzz = load_script("fuzz_cpu_plans")
 
 CASES_PER_SEED = 6
 
