@@ -1,7 +1,6 @@
 """GEMM and matmul: argument checks, then the C++ core (spec -> plan -> IR -> LLVM -> run)."""
 from __future__ import annotations
 
-import numbers
 import sys
 from collections.abc import Callable
 
@@ -9,8 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_own_elements, check_scalar, contiguous, gemm_types,
-                      int_scalar, kernel_readable, native_dtype, native_order, overlaps, promote)
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_own_elements, check_scalar,
+                      contiguous, gemm_types, int_scalar, kernel_readable, native_dtype, native_order, overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
@@ -209,8 +208,9 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     the kernel can read the strides); NumPy arrays, PyTorch CPU tensors, DLPack and buffer objects.
     When `c` is given (any writable array of those kinds, of the product's output dtype: float32 or
     the input type for 16-bit floats) it is updated in place and returned; when it is None a new
-    NumPy array is returned (beta must then be 0: a beta without c is a ValueError). As in BLAS, beta == 0 means c is not read (NaN or Inf in c do not
-    propagate); non-finite alpha and beta otherwise propagate like NumPy's alpha * (a @ b) + beta * c.
+    NumPy array is returned (beta must then be 0). As in BLAS, beta == 0 means c is not read (NaN
+    or Inf in c do not propagate); non-finite alpha and beta otherwise propagate like NumPy's
+    alpha * (a @ b) + beta * c.
     Integer products (int8 / uint8) take integer alpha and beta (within int64) exactly: they compute
     in int32, which wraps, so the result is NumPy's in int64 cast to int32; float products round
     integers past 2^53 to a double, as NumPy's float64 does. With an epilogue an int8 product writes
