@@ -4,11 +4,37 @@ spinning workers do not steal the next one's cores), their report lines, random 
 relative error against a float64 reference, torch's AMX-backed peer, and coopjit.peak()'s AMX rows
 (or stand-ins where the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`)."""
 import json
+import os
 import time
 
 import numpy as np
 
 import coopjit
+
+
+def idle_share(seconds=0.2):
+    """The share of the next `seconds` in which this machine's cores were idle (/proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)
+    i0, t0 = sample()
+    time.sleep(seconds)
+    i1, t1 = sample()
+    return (i1 - i0) / max(1, t1 - t0)
+
+
+def quiet_gate(wait=10.0, share=0.9):
+    """With QUIET=1 in the environment: wait (up to `wait` s) for 0.2 s in which the cores were at
+    least `share` idle, so that other work on a shared machine overlaps fewer timed blocks; False
+    when none came. Without QUIET=1: True at once."""
+    if os.environ.get("QUIET") != "1":
+        return True
+    end = time.time() + wait
+    while time.time() < end:
+        if idle_share() >= share:
+            return True
+    return False
 
 
 def timed(f, blocks=5, seconds=0.3, clock=time.perf_counter):

@@ -18,6 +18,7 @@ import sys
 CHILD = r'''
 import sys, time, json, os
 import numpy as np, coopjit, ml_dtypes
+sys.path.insert(0, sys.argv[3]); from _rounds import quiet_gate  # (this folder's shared helpers)
 dt, shape, var = (sys.argv[1].split(":") + ["c"])[:3]; blocks = int(sys.argv[2])
 m, n, k = (int(v) for v in shape.split("x"))
 thr = int(os.environ.get("THREADS", "2")); clock = time.thread_time if thr == 1 else time.perf_counter
@@ -44,23 +45,11 @@ import coopjit._core as core
 cfg = core.gemm_plan(a if a.ndim == 2 else a[0], x if x.ndim == 2 else x[0], np.empty((m, n), np.float32 if dt == "bf16" else t), False,
                      [dt, dt, "f32" if dt == "bf16" else dt], {}) if a.ndim == 2 else {"layout": "", "order": "batched", "mr": "", "nr": "", "b_prefetch": "", "threads": ""}
 out = {"plan": "{layout} {order} mr{mr} nr{nr} b_prefetch{b_prefetch} t{threads}".format(**cfg), "cj": [], "np": [], "busy": []}
-def idle():  # the share of the last 0.2 s that the machine's cores were idle (/proc/stat)
-    def sample():
-        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-        return v[3] + v[4], sum(v)
-    i0, t0 = sample(); time.sleep(0.2); i1, t1 = sample()
-    return (i1 - i0) / max(1, t1 - t0)
-def gate():  # QUIET=1: wait (up to 10 s) for 0.2 s in which the cores were at least 90% idle
-    if os.environ.get("QUIET") != "1": return True
-    end = time.time() + 10
-    while time.time() < end:
-        if idle() >= 0.9: return True
-    return False
 out["waits"] = 0
 for i in range(blocks):
     for key in (list(f) if i % 2 == 0 else list(f)[::-1]):
         if thr > 1: time.sleep(0.1)
-        if not gate(): out["waits"] += 1
+        if not quiet_gate(): out["waits"] += 1
         if key == "cj": core._set_launch_trace(True); core._launch_traces()
         t0 = clock()
         for _ in range(calls):
@@ -85,7 +74,7 @@ for case in cases:
     for r in range(rounds):
         for key in (list(paths) if r % 2 == 0 else list(paths)[::-1]):
             env = dict(os.environ, PYTHONPATH=paths[key])
-            o = json.loads(subprocess.run([sys.executable, "-c", CHILD, case, str(blocks)], env=env, capture_output=True,
+            o = json.loads(subprocess.run([sys.executable, "-c", CHILD, case, str(blocks), os.path.dirname(os.path.abspath(__file__))], env=env, capture_output=True,
                                           text=True, check=True, cwd="/tmp").stdout)
             plans[key] = o.pop("plan")
             waits += o.pop("waits")

@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 import coopjit
+from _rounds import quiet_gate
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 m, k = (int(v) for v in (sys.argv[2] if len(sys.argv) > 2 else "4096x4096").split("x"))
@@ -43,18 +44,6 @@ if m == k:  # the vector-matrix product of the same matrix (the k_outer nest, K 
 if dt != ml_dtypes.bfloat16:
     cn = np.empty((m, 1), dt)
     cases["numpy.dot"] = lambda: np.dot(a, x, out=cn)
-def idle():  # the share of the last 0.2 s that the machine's cores were idle (/proc/stat)
-    def sample():
-        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-        return v[3] + v[4], sum(v)
-    i0, t0 = sample(); time.sleep(0.2); i1, t1 = sample()
-    return (i1 - i0) / max(1, t1 - t0)
-def gate():  # QUIET=1: wait (up to 10 s) for 0.2 s in which the cores were at least 90% idle
-    if os.environ.get("QUIET") != "1": return True
-    end = time.time() + 10
-    while time.time() < end:
-        if idle() >= 0.9: return True
-    return False
 waits = 0
 calls = 8
 times = {name: [] for name in cases}
@@ -66,7 +55,7 @@ for r in range(rounds):
         f()
         if thr > 1:
             time.sleep(0.1)
-        waits += not gate()
+        waits += not quiet_gate()
         t = clock()
         for _ in range(calls):
             f()
