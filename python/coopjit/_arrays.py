@@ -106,17 +106,17 @@ def _from_torch(x, name: str, writable: bool):
     return x.numpy()
 
 
-def as_array(x, name: str, writable: bool = False) -> np.ndarray:
+def as_array(x, name: str, writable: bool = False, reduction: str | None = None, where: str = "reduce") -> np.ndarray:
     """`x` as an ndarray sharing its memory where it can: ndarrays as they are; PyTorch CPU
     tensors (bfloat16, float8 and tensors that require grad included), objects with __dlpack__
     (JAX, CuPy-on-host, ...) and the buffer protocol (memoryview, array.array, bytearray) without
     a copy; other array-likes (lists, objects with __array__) converted. Masked arrays are
-    refused: a product or sum cannot honour a mask. `writable`: for out= (the result must land in
-    x's memory, so nothing may be copied)."""
+    refused: a product or sum cannot honour a mask (`reduction`: the op of the reduction `where`
+    that reads x, which the message names). `writable`: for out= (the result must land in x's memory,
+    so nothing may be copied)."""
     if isinstance(x, np.ndarray):
         if isinstance(x, np.ma.MaskedArray):
-            raise TypeError(f"{name} is a masked array; coopjit does not apply masks (numpy.matmul refuses them too): "
-                            f"pass {name}.filled(0) or {name}.data to compute on every element")
+            raise TypeError(masked_message(x, name, reduction, where))
         if type(x) is not np.ndarray:  # np.matrix and other subclasses: the plain array of the same memory
             x = x.view(np.ndarray)
         return x
@@ -153,6 +153,30 @@ def as_array(x, name: str, writable: bool = False) -> np.ndarray:
     if writable:
         check_own_elements(arr, name)
     return arr
+
+
+def masked_message(x: np.ndarray, name: str, reduction: str | None = None, where: str = "reduce") -> str:
+    """Why masked array `x` (argument `name`) is refused: by a product (reduction None), whose
+    masked elements would count as their data, or by reduce / reduce2x2 (`where`) with op=`reduction`, whose numpy.ma
+    counterpart skips them (the message named numpy.matmul there too: session 24's audit)."""
+    if reduction is None:
+        return (f"{name} is a masked array; coopjit does not apply masks (numpy.matmul refuses them too): pass "
+                f"{name}.filled(0) or {name}.data to compute on every element")
+    kind = x.dtype.kind
+    if reduction in ("sum", "prod"):
+        fill = "0" if reduction == "sum" else "1"
+    elif kind == "f":
+        fill = "numpy.inf" if reduction == "min" else "-numpy.inf"
+    elif kind == "b":
+        fill = "True" if reduction == "min" else "False"
+    elif kind in "iu":
+        info = np.iinfo(x.dtype)
+        fill = str(info.max if reduction == "min" else info.min)
+    else:
+        fill = "a value that does not change the result"
+    return (f"{where}: {name} is a masked array; coopjit.{where} does not apply masks (numpy.ma's {reduction} skips "
+            f"the masked elements; op={reduction!r} here would take their data): pass {name}.filled({fill}) to "
+            f"{reduction} the unmasked elements, or {name}.data to {reduction} every element")
 
 
 def check_own_elements(x: np.ndarray, name: str, where: str = "") -> None:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._arrays import as_array, check_own_elements, native_dtype, native_order
+from ._arrays import as_array, check_own_elements, masked_message, native_dtype, native_order
 from ._cuda_arrays import device_view, result_like
 from .devices import check_device, get
 
@@ -102,9 +102,9 @@ def reduce(a: ArrayLike, axis: int | tuple[int, ...] | None = None, op: str = "s
             return _reduce_device_array(dv, axis, op, out, device)
     device = check_device(device)
     if out is not None and type(out) is not np.ndarray:  # a tensor / DLPack / buffer out: filled in its memory
-        reduce(a, axis, op, out=as_array(out, "out", writable=True), device=device)
+        reduce(a, axis, op, out=as_array(out, "out", writable=True, reduction=op), device=device)
         return out
-    a = as_array(a, "a")
+    a = as_array(a, "a", reduction=op)
     a = native_order(a)  # a big-endian array is reduced from a native copy, as NumPy does
     src, acc, dst, out_dtype = _types(a.dtype, op)
     if axis is not None and not (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)) and not (
@@ -284,8 +284,10 @@ def reduce2x2(a: ArrayLike, op: str = "sum", *, out: np.ndarray | None = None, d
     device = check_device(device)
     if op not in OPS:
         raise ValueError(f"reduce2x2: unknown op {op!r}; known: {', '.join(OPS)}")
-    if not isinstance(a, np.ndarray):
-        a = np.asarray(a)
+    # (a masked array reached the kernels as its data: as_array refuses it, naming the op)
+    a = as_array(a, "a", reduction=op, where="reduce2x2")
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError(masked_message(out, "out", op, "reduce2x2"))
     if a.ndim != 2 or a.shape[0] % 2 or a.shape[1] % 2:
         raise ValueError(f"reduce2x2: a must be 2-D with even dimensions, got shape {a.shape}")
     a = native_order(a)
