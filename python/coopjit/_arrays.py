@@ -57,6 +57,41 @@ def _gemm_types(a: np.dtype, b: np.dtype, c: np.dtype | None = None):
     return (_GEMM_TYPES[an], _GEMM_TYPES[bn], _GEMM_TYPES[out.name]), out
 
 
+#: dtype names NumPy does not know until ml_dtypes is imported (and "bf16", which it never knows).
+_ML_NAMES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn",
+             "float8_e5m2": "float8_e5m2"}
+DTYPE_NAMES = ("a NumPy dtype, type or name (np.float32, 'float32', 'f4', 'float16', 'int8', ...), an ml_dtypes type "
+               "or its name ('bfloat16' or 'bf16', 'float8_e4m3fn', 'float8_e5m2'), or a torch dtype (torch.bfloat16)")
+
+
+def as_dtype(value, what: str) -> np.dtype:
+    """A dtype argument (`what`: "compile_gemm: out_dtype", ...) as a NumPy dtype: whatever
+    numpy.dtype takes, the names of ml_dtypes' types ('bfloat16' was refused as a string: NumPy
+    knows it only once ml_dtypes is imported) and 'bf16', and torch dtypes (torch.bfloat16,
+    torch.float32). TypeError naming the value and the accepted forms otherwise. Whether the
+    operation supports the dtype is its own check."""
+    if isinstance(value, np.dtype):
+        return value
+    if isinstance(value, str) and value.strip() in _ML_NAMES:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, _ML_NAMES[value.strip()]))
+    if type(value).__module__.partition(".")[0] == "torch" and type(value).__name__ == "dtype":
+        name = str(value).removeprefix("torch.")
+        if name in _ML_NAMES:
+            return as_dtype(name, what)
+        try:
+            return np.dtype(name)
+        except TypeError:
+            raise TypeError(f"{what}={value!r}: NumPy has no dtype for it; pass {DTYPE_NAMES}") from None
+    if value is None or isinstance(value, bool):  # (numpy.dtype(None) is float64)
+        raise TypeError(f"{what}={value!r} is not a dtype; pass {DTYPE_NAMES}")
+    try:
+        return np.dtype(value)
+    except (TypeError, ValueError, SyntaxError):
+        raise TypeError(f"{what}={value!r} is not a dtype coopjit knows; pass {DTYPE_NAMES}") from None
+
+
 def native_dtype(d: np.dtype) -> np.dtype:
     """`d` in the machine's byte order (itself when it already is)."""
     d = np.dtype(d)

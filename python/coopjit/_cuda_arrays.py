@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing  # noqa: F401 (annotations)
 
 from . import _core
+from ._arrays import as_dtype
 
 _TORCH_NP = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "bfloat16",
              "int8": "int8", "uint8": "uint8", "int32": "int32", "float8_e4m3fn": "float8_e4m3fn",
@@ -194,7 +195,7 @@ class DeviceArray:
     and CuPy (cupy.asarray / cupy.from_dlpack) without a copy; `numpy()` copies it to the host."""
 
     def __init__(self, shape: tuple, dtype: "np.typing.DTypeLike", device: str = "cuda:0") -> None:
-        self.dtype = np.dtype(dtype)
+        self.dtype = as_dtype(dtype, "DeviceArray: dtype")
         self.shape = tuple(int(n) for n in shape)
         self.device = device
         nbytes = max(1, int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize)

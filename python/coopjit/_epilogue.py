@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import as_array, native_dtype
+from ._arrays import as_array, as_dtype, native_dtype
 
 def _device(x, sync: bool = True):
     from ._cuda_arrays import device_view
@@ -84,10 +84,7 @@ class Epilogue:
             self.bound["residual"] = residual
 
     def _out_dtype(self, d) -> np.dtype:
-        try:
-            return native_dtype(np.dtype(d))
-        except TypeError:
-            raise TypeError(f"{self.where}: out_dtype={d!r} is not a dtype") from None
+        return native_dtype(as_dtype(d, f"{self.where}: out_dtype"))
 
     @property
     def fused(self) -> bool:

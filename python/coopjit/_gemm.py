@@ -8,8 +8,9 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
-from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, beta_without_c, check_own_elements, check_scalar,
-                      contiguous, gemm_types, int_scalar, kernel_readable, native_dtype, native_order, overlaps, promote)
+from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, as_dtype, beta_without_c, check_own_elements,
+                      check_scalar, contiguous, gemm_types, int_scalar, kernel_readable, native_dtype, native_order,
+                      overlaps, promote)
 from ._cpu import Kernel
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
@@ -224,6 +225,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     """
     if c is None and not (type(beta) is float and beta == 0.0):
         beta_without_c("gemm: ", beta)
+    if out_dtype is not None:  # ('bfloat16' / 'bf16' / torch.bfloat16 as well as NumPy's forms)
+        out_dtype = as_dtype(out_dtype, "gemm: out_dtype")
     if (type(a) is not np.ndarray and device is None and bias is None and activation is None and residual is None
             and scale is None and row_scale is None and epilogue is None and out_dtype is None):
         # torch CUDA tensors' fast path
@@ -406,6 +409,8 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     KernelBuilder.per_element takes; `out_dtype`: float32, bfloat16, float16 (float64 for a
     float64 product). Computed in float32 (float64 for float64 operands); an int8 product with an
     epilogue returns float32 unless out_dtype says otherwise."""
+    if out_dtype is not None:  # ('bfloat16' / 'bf16' / torch.bfloat16 as well as NumPy's forms)
+        out_dtype = as_dtype(out_dtype, "matmul: out_dtype")
     plain = (bias is None and activation is None and residual is None and scale is None and row_scale is None
              and epilogue is None and out_dtype is None)
     if plain and device is None:
@@ -552,6 +557,8 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
     them as keyword arguments of each call (kernel(a, b, bias=..., residual=...)).
     """
     device = check_device(device)
+    dtype = as_dtype(dtype, "compile_gemm: dtype")
+    out_dtype = None if out_dtype is None else as_dtype(out_dtype, "compile_gemm: out_dtype")
     steps = {"bias": bias, "activation": activation, "residual": residual, "scale": scale, "row_scale": row_scale,
              "epilogue": epilogue}
     for name, v in (("m", m), ("n", n), ("k", k)):
@@ -563,7 +570,7 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
     try:
         # (in the machine's byte order: a kernel compiled for '>f4' refused every call, native or
         # big-endian: "a has dtype float32; this kernel was compiled for >f4")
-        dtype = native_dtype(np.dtype(dtype))
+        dtype = native_dtype(dtype)
         gemm_types(dtype, dtype, None if requested(steps) else out_dtype)
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None

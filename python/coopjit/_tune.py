@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from . import _core, _tunedb
-from ._arrays import as_array, gemm_types, kernel_readable
+from ._arrays import as_array, as_dtype, gemm_types, kernel_readable
 from .devices import check_device
 from ._tune_report import TuneReport
 
@@ -228,7 +228,7 @@ def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tup
         if shape is None:
             raise ValueError("tune: pass the arrays a and b, or shape=(M, N, K)")
         m, n, k = _parse_shape(shape)
-        dt = np.dtype(np.float32 if dtype is None else dtype)
+        dt = np.dtype(np.float32) if dtype is None else as_dtype(dtype, "tune: dtype")
         gemm_types(dt, dt)
         a = _random(rng, (k, m) if trans_a else (m, k), dt)
         b = _random(rng, (n, k) if trans_b else (k, n), dt)

@@ -73,7 +73,7 @@ except ImportError as e:  # coopjit itself does not need dask
                       f"(dask[array] and distributed)") from e
 
 from . import _core, _tunedb
-from ._arrays import gemm_types, native_dtype
+from ._arrays import as_dtype, gemm_types, native_dtype
 from ._gemm import gemm as _gemm, matmul as _matmul
 from ._reduce import OPS, _types as _reduce_types
 from ._reduce import reduce as _reduce
@@ -438,16 +438,11 @@ _PROBLEM_KEYS = ("shape", "dtype", "trans_a", "trans_b", "accumulate", "budget",
 
 
 def _dtype_name(dt) -> str:
-    return np.dtype(dt).name
+    return as_dtype(dt, "tune: dtype").name
 
 
 def _dtype_of(name: str) -> np.dtype:
-    try:
-        return np.dtype(name)
-    except TypeError:  # bfloat16, float8: ml_dtypes
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
+    return as_dtype(name, "tune: dtype")  # (bfloat16, float8: ml_dtypes' types, by name too)
 
 
 def _problems(problems, defaults: dict) -> list[dict]:
@@ -478,7 +473,7 @@ def _problems(problems, defaults: dict) -> list[dict]:
         else:
             spec["shape"] = p
         spec["shape"] = _parse_shape(spec["shape"])
-        dt = _dtype_of(spec["dtype"]) if isinstance(spec.get("dtype"), str) else np.dtype(spec.get("dtype") or np.float32)
+        dt = np.dtype(np.float32) if spec.get("dtype") is None else _dtype_of(spec["dtype"])
         gemm_types(dt, dt)  # TypeError for what GEMM does not take
         spec["dtype"] = dt.name
         out.append(spec)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from . import _core, _opencl_icd, spirv
+from ._arrays import as_dtype
 from ._cpu import CpuDevice
 from ._device import Device
 from ._gpu import CudaDevice, LevelZeroDevice, OpenclDevice, RuntimeDevice, TargetDevice, shared_buffer
@@ -143,7 +144,8 @@ def empty(shape: int | tuple[int, ...], dtype: DTypeLike = np.float64, *, device
     """An uninitialized array like numpy.empty. On a SPIR-V device its memory is USM shared (or
     fine-grain SVM): the host and the device's kernels use it in place, without copies. The
     allocation lives as long as the array (its base) and views of it, and is freed after."""
-    return get(_name(device, "empty")).empty(shape, np.dtype(dtype), order)
+    dtype = np.dtype(np.float64) if dtype is None else as_dtype(dtype, "empty: dtype")  # (numpy.empty's None)
+    return get(_name(device, "empty")).empty(shape, dtype, order)
 
 
 def _kernel_arg(i: int, a, device: str):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._arrays import as_dtype
+
 
 TARGETS = ("sm_80", "sm_90")
 
@@ -30,7 +32,8 @@ def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "sm_90", t
     from ._gpu import TargetDevice
 
     _check_target(target)
-    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    dtype = np.dtype(np.float32) if dtype is None else as_dtype(dtype, "ptx.compile_gemm: dtype")
+    out_dtype = None if out_dtype is None else as_dtype(out_dtype, "ptx.compile_gemm: out_dtype")
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be a non-negative int, got {v!r}")
@@ -47,7 +50,7 @@ def compile_reduce(rows: int, cols: int, dtype=np.float32, *, op: str = "sum", f
     from ._reduce import _types
 
     _check_target(target)
-    src, acc, out, _ = _types(np.dtype(dtype), op)
+    src, acc, out, _ = _types(as_dtype(dtype, "ptx.compile_reduce: dtype"), op)
     sx = [cols, 1] if unit else [1, rows]
     sy = [cols // 2, 1] if form == "2x2" else [0, 1]
     return TargetDevice("target:" + target).compile_reduce(op, form, [src, acc, out], [int(rows), int(cols)], sx + sy)

@@ -87,11 +87,13 @@ def compile_gemm(m: int, n: int, k: int, dtype=None, *, target: str = "xe-hpc", 
     calling it raises RuntimeError (nothing here can run it)."""
     import numpy as np
 
+    from ._arrays import as_dtype
     from ._gpu import TargetDevice
 
     if target not in TARGETS:
         raise ValueError(f"unknown GPU target {target!r}; known: {', '.join(TARGETS)}")
-    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    dtype = np.dtype(np.float32) if dtype is None else as_dtype(dtype, "spirv.compile_gemm: dtype")
+    out_dtype = None if out_dtype is None else as_dtype(out_dtype, "spirv.compile_gemm: out_dtype")
     for name, v in (("m", m), ("n", n), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be a non-negative int, got {v!r}")
