@@ -36,6 +36,59 @@ def test_masked_array_refusal_of_a_reduction_names_the_reduction(op, dtype):
         coopjit.reduce(data, 1, op, out=out)
 
 
+# ---- out= dtypes of fused products: cast as the unfused path casts ------------------------------------
+@pytest.mark.parametrize("out_dtype", [np.float64, ">f8", np.complex128])
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_fused_product_into_a_wider_out_is_cast_like_the_unfused_one(rng, out_dtype, batch):
+    # matmul(f32, f32, out=f64) casts (numpy.matmul's 'same_kind' rule); with bias= or activation=
+    # it was refused: "a fused float32 x float32 product writes float32, bfloat16 or float16, not
+    # out_dtype=float64".
+    a = rng.standard_normal(batch + (7, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 6)).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+    ref = np.maximum(_f64(a) @ _f64(b) + _f64(bias), 0)
+    out = np.full(batch + (7, 6), np.nan, out_dtype)
+    assert coopjit.matmul(a, b, bias=bias, activation="relu", out=out) is out
+    np.testing.assert_allclose(out.real.astype(np.float64), ref, rtol=1e-5, atol=1e-5)
+    # the value is the float32 result, cast: exactly what the unfused product into float32 gives, widened
+    want = coopjit.matmul(a, b, bias=bias, activation="relu")
+    np.testing.assert_array_equal(out.real, want.astype(np.float64))
+    plain = np.full(batch + (7, 6), np.nan, out_dtype)
+    coopjit.matmul(a, b, out=plain)  # the unfused path's rule, for comparison: it casts too
+    np.testing.assert_allclose(plain.real.astype(np.float64), _f64(a) @ _f64(b), rtol=1e-5, atol=1e-5)
+
+
+def test_fused_product_into_an_out_it_cannot_cast_to_is_refused_as_the_unfused_one(rng):
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 2)).astype(np.float32)
+    for out in (np.zeros((4, 2), np.int32), np.zeros((4, 2), np.int64)):
+        with pytest.raises(TypeError, match=r"same_kind") as plain:
+            coopjit.matmul(a, b, out=out)
+        with pytest.raises(TypeError, match=r"matmul: out has dtype .* fused float32 x float32 product is float32 and "
+                                            r"cannot be cast to it \(numpy.matmul's 'same_kind' rule\)"):
+            coopjit.matmul(a, b, bias=np.zeros(2, np.float32), out=out)
+        assert "cannot be cast" in str(plain.value)
+    # an int8 product with an epilogue writes floats: an int32 out is not a same_kind cast of them
+    i8 = np.ones((4, 3), np.int8)
+    with pytest.raises(TypeError, match=r"fused int8 x int8 product is float32 and cannot be cast"):
+        coopjit.matmul(i8, np.ones((3, 2), np.int8), scale=np.ones(2, np.float32), out=np.zeros((4, 2), np.int32))
+    ro = np.zeros((4, 2))
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        coopjit.matmul(a, b, bias=np.zeros(2, np.float32), out=ro)
+    with pytest.raises(ValueError, match=r"out has shape \(4, 3\) but a @ b has shape \(4, 2\)"):
+        coopjit.matmul(a, b, bias=np.zeros(2, np.float32), out=np.zeros((4, 3)))
+
+
+def test_fused_int8_product_into_a_float64_out(rng):
+    a = rng.integers(-128, 128, (6, 40)).astype(np.int8)
+    b = rng.integers(-128, 128, (40, 5)).astype(np.int8)
+    sc = (rng.random(5) * 1e-3).astype(np.float32)
+    out = np.empty((6, 5))
+    coopjit.matmul(a, b, scale=sc, out=out)
+    np.testing.assert_allclose(out, (_f64(a) @ _f64(b)) * _f64(sc), rtol=1e-6, atol=1e-9)
+
+
 # ---- dtype names: 'bfloat16' / 'bf16', ml_dtypes types, torch dtypes, at every entry point ----------
 def _dtype_forms():
     import ml_dtypes

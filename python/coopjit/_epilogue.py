@@ -45,16 +45,11 @@ class Epilogue:
         self.sync = sync
         self.m, self.n = m, n
         a_dtype, b_dtype = native_dtype(a_dtype), native_dtype(b_dtype)
-        int8 = a_dtype.name in ("int8", "uint8") and b_dtype.name in ("int8", "uint8")
-        self.etype = np.dtype(np.float64 if a_dtype == np.float64 and b_dtype == np.float64 else np.float32)
-        if out_dtype is None:
-            default = np.float32 if int8 or a_dtype.name.startswith("float8") else a_dtype
-            self.out_dtype = np.dtype(default)
-        else:
-            self.out_dtype = self._out_dtype(out_dtype)
-        if self.out_dtype.name not in _OUT_NAMES or (self.out_dtype == np.float64 and self.etype != np.float64):
-            allowed = "float64" if self.etype == np.float64 else "float32, bfloat16 or float16"
-            raise TypeError(f"{where}: a fused {a_dtype} x {b_dtype} product writes {allowed}, not out_dtype="
+        self.etype, default, allowed = fused_out_types(a_dtype, b_dtype)
+        self.out_dtype = default if out_dtype is None else self._out_dtype(out_dtype)
+        if self.out_dtype.name not in allowed:
+            names = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+            raise TypeError(f"{where}: a fused {a_dtype} x {b_dtype} product writes {names}, not out_dtype="
                             f"{self.out_dtype}")
         if bias_axis not in (0, 1, -1, -2) or isinstance(bias_axis, bool):
             raise ValueError(f"{where}: bias_axis must be 1 (a bias of N values, one per column; the default) or 0 "
@@ -237,6 +232,17 @@ class Epilogue:
         return ", ".join(parts)
 
 
+def fused_out_types(a_dtype: np.dtype, b_dtype: np.dtype) -> tuple[np.dtype, np.dtype, tuple[str, ...]]:
+    """(the compute dtype, the default output dtype, the output dtypes' names) of a fused product of
+    (native) a_dtype x b_dtype: float64 computes and writes float64; the others compute in float32
+    and write float32, bfloat16 or float16, by default their input type (float32 for int8 / uint8
+    and float8)."""
+    if a_dtype == np.float64 and b_dtype == np.float64:
+        return np.dtype(np.float64), np.dtype(np.float64), ("float64",)
+    low = a_dtype.name.startswith("float8") or a_dtype.name in ("int8", "uint8") and b_dtype.name in ("int8", "uint8")
+    return np.dtype(np.float32), np.dtype(np.float32) if low else a_dtype, ("float32", "bfloat16", "float16")
+
+
 def check_operands_given(where: str, kwargs: dict) -> None:
     """matmul / gemm: an epilogue operand of True is compile_gemm's ("an operand at each call");
     here it reached the core as no operand ("this kernel was compiled with bias=True: pass bias= at
@@ -253,4 +259,4 @@ def requested(kwargs: dict) -> bool:
     return any(v is not None and v is not False for v in kwargs.values())
 
 
-__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "check_operands_given", "requested"]
+__all__ = ["ACTIVATIONS", "Epilogue", "STEP_ARGS", "check_operands_given", "fused_out_types", "requested"]

@@ -8,7 +8,7 @@ from . import _core, _cuda_arrays
 from ._arrays import (_collapse_batch, as_array, check_scalar, contiguous, gemm_types, int_scalar, kernel_readable,
                       native_dtype, native_order, overlaps, promote)
 from ._cpu import _run_fused
-from ._epilogue import Epilogue, check_operands_given, requested
+from ._epilogue import Epilogue, check_operands_given, fused_out_types, requested
 from ._kernel_args import _overrides
 from .devices import check_device, get
 
@@ -289,6 +289,22 @@ def _matmul_fused(a, b, out, device, plan, kw, packed=False):
         if out_dtype is not None and native_dtype(np.dtype(out_dtype)) != native_dtype(out.dtype):
             raise ValueError(f"{where}: out has dtype {out.dtype} but out_dtype={np.dtype(out_dtype)}")
         out_dtype = native_dtype(out.dtype)
+        etype, default, allowed = fused_out_types(a.dtype, b.dtype)
+        if out_dtype.name not in allowed:
+            # numpy.matmul's out= rule, as the unfused path (_gemm.matmul) applies it: the result
+            # cast to out's dtype when that is a 'same_kind' cast (a float32 product into a float64
+            # out); computed in the epilogue's compute dtype, then cast (it was refused: "a fused
+            # float32 x float32 product writes float32, bfloat16 or float16, not out_dtype=float64").
+            if not np.can_cast(default, out_dtype, "same_kind"):
+                raise TypeError(f"{where}: out has dtype {out.dtype}, but a fused {a.dtype} x {b.dtype} product is "
+                                f"{default} and cannot be cast to it (numpy.matmul's 'same_kind' rule)")
+            if not out.flags.writeable:
+                raise ValueError(f"{where}: out ({out.dtype} {out.shape}) is read-only; pass a writeable array")
+            tmp = _matmul_fused(a, b, None, device, plan, {**kw, "out_dtype": etype}, packed)
+            if tmp.shape != out.shape:
+                raise ValueError(f"{where}: out has shape {out.shape} but a @ b has shape {tmp.shape}")
+            out[...] = tmp
+            return out
     bias_axis = kw.pop("bias_axis")
     check_operands_given(where, kw)
     ep = Epilogue(where, a.dtype, b.dtype, m, n, bias_axis=bias_axis, out_dtype=out_dtype, **kw)
