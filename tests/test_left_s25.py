@@ -89,6 +89,52 @@ def test_fused_int8_product_into_a_float64_out(rng):
     np.testing.assert_allclose(out, (_f64(a) @ _f64(b)) * _f64(sc), rtol=1e-6, atol=1e-9)
 
 
+# ---- the arrays a compiled kernel keeps: copies made at compile time -------------------------------
+@pytest.mark.parametrize("vec_dtype", [np.float32, np.float64])
+def test_compiled_kernel_keeps_copies_of_its_arrays(rng, vec_dtype):
+    # compile_gemm(bias=float32 array) kept the caller's array (a view: writes to it changed the
+    # kernel's results) where a float64 bias was converted (a copy); a bound residual was read
+    # from the caller's array at every call. Each is now a copy made at compile time.
+    m, n, k = 9, 7, 5
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    arrays = {"bias": rng.standard_normal(n), "scale": rng.random(n) + 0.5, "row_scale": rng.random(m) + 0.5,
+              "residual": rng.standard_normal((m, n))}
+    arrays = {name: v.astype(vec_dtype) for name, v in arrays.items()}
+    want = (_f64(a) @ _f64(b)) * _f64(arrays["scale"]) * _f64(arrays["row_scale"])[:, None] + _f64(arrays["bias"])
+    want = want + _f64(arrays["residual"])
+    kern = coopjit.compile_gemm(m, n, k, np.float32, **arrays)
+    np.testing.assert_allclose(kern(a, b), want, rtol=1e-5, atol=1e-5)
+    bias0 = _f64(arrays["bias"])
+    for v in arrays.values():
+        v[...] = 100  # the caller changes its arrays after compiling
+    np.testing.assert_allclose(kern(a, b), want, rtol=1e-5, atol=1e-5)
+    # a call's own operand still replaces the kept one for that call
+    np.testing.assert_allclose(kern(a, b, bias=np.zeros(n, np.float32)), want - bias0, rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_kernel_bias_of_a_torch_cpu_tensor_is_copied(rng):
+    torch = pytest.importorskip("torch")
+    m, n, k = 4, 6, 3
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = torch.arange(n, dtype=torch.float32)
+    kern = coopjit.compile_gemm(m, n, k, bias=bias)
+    bias.fill_(-7)
+    np.testing.assert_allclose(kern(a, b), _f64(a) @ _f64(b) + np.arange(n), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_int8_kernel_keeps_a_copy_of_its_scale(rng):
+    m, n, k = 5, 8, 16
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    sc = (rng.random(n) * 1e-2).astype(np.float32)
+    want = (_f64(a) @ _f64(b)) * _f64(sc)
+    kern = coopjit.compile_gemm(m, n, k, np.int8, scale=sc)
+    sc[...] = 0
+    np.testing.assert_allclose(kern(a, b), want, rtol=1e-6, atol=1e-9)
+
+
 # ---- dtype names: 'bfloat16' / 'bf16', ml_dtypes types, torch dtypes, at every entry point ----------
 def _dtype_forms():
     import ml_dtypes

@@ -38,7 +38,7 @@ class Epilogue:
 
     def __init__(self, where: str, a_dtype: np.dtype, b_dtype: np.dtype, m: int, n: int, *, bias=None, bias_axis=1,
                  activation=None, residual=None, scale=None, row_scale=None, epilogue=None, out_dtype=None,
-                 bind_arrays: bool = True, sync: bool = True) -> None:
+                 bind_arrays: bool = True, sync: bool = True, keep: bool = False) -> None:
         self.where = where
         # whether a torch CUDA operand's stream is synchronized when it is read (sync=False: the
         # caller orders the launch after it, as _gemm_fused._device_product does)
@@ -70,13 +70,40 @@ class Epilogue:
         self.has = {"scale": scale is not None and scale is not False, "row_scale": row_scale is not None and
                     row_scale is not False, "bias": bias is not None and bias is not False,
                     "residual": residual is not None and residual is not False}
+        # `keep` (compile_gemm: the kernel keeps them for its calls): the arrays are copies made
+        # here, so that a caller who changes an array later does not change the kernel's results.
+        # A float32 bias of a float32 kernel was kept as the caller's array (a view) where a float64
+        # one was converted (a copy): writes to it showed in one case and not the other.
         self.bound = {}
         for name, value, length in (("scale", scale, n), ("row_scale", row_scale, m),
                                     ("bias", bias, n if self.bias_axis == 1 else m)):
             if self.has[name] and value is not True:
+                value = self._kept(name, value) if keep else value
                 self.bound[name] = self.vector(name, value, length) if bind_arrays else value
         if self.has["residual"] and residual is not True:
-            self.bound["residual"] = residual
+            self.bound["residual"] = self._kept("residual", residual) if keep else residual
+
+    def _kept(self, name: str, value: Any):
+        """A copy of `value`, an operand a compiled kernel keeps: host arrays (and scalars, lists,
+        torch CPU tensors) as a NumPy copy; CUDA device arrays by their own framework, on its
+        current stream (torch: .clone(); CuPy: .copy(); coopjit.DeviceArray: a new one). Another
+        __cuda_array_interface__ object, which coopjit has no copy for: ValueError naming it."""
+        dv = _device(value, self.sync)
+        if dv is None:
+            return np.array(as_array(value, name), copy=True)
+        mod = type(value).__module__.partition(".")[0]
+        if mod == "torch" and hasattr(value, "clone"):
+            return value.detach().clone()
+        if mod == "cupy" and hasattr(value, "copy"):
+            return value.copy()
+        from ._cuda_arrays import DeviceArray
+
+        if isinstance(value, DeviceArray):
+            return DeviceArray.from_host(value.numpy(), value.device)
+        raise ValueError(f"{self.where}: {name} is a {type(value).__name__} ({dv.dtype} {dv.shape} on {dv.device}) that "
+                         f"coopjit cannot copy: a compiled kernel keeps a copy of each array it is compiled with, made "
+                         f"by the array's framework (torch tensors, CuPy arrays, coopjit.DeviceArray); pass {name}=True "
+                         f"and give the array at each call instead")
 
     def _out_dtype(self, d) -> np.dtype:
         return native_dtype(as_dtype(d, f"{self.where}: out_dtype"))

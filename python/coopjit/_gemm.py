@@ -554,7 +554,10 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
 
     A fused epilogue as matmul's (activation=, epilogue=, out_dtype= fixed here): bias=, scale=,
     row_scale=, residual= are either arrays, used by every call, or True: the kernel then takes
-    them as keyword arguments of each call (kernel(a, b, bias=..., residual=...)).
+    them as keyword arguments of each call (kernel(a, b, bias=..., residual=...)). The kernel
+    keeps a copy of each array given here, made now (CUDA device arrays by their framework: torch
+    .clone(), CuPy .copy()): changing the array later does not change the kernel's results; to
+    change them, pass the new array at a call, or compile with True and pass one at every call.
     """
     device = check_device(device)
     dtype = as_dtype(dtype, "compile_gemm: dtype")
@@ -575,7 +578,8 @@ def compile_gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float32, *, trans
     except TypeError as e:  # what the core said, about this function's arguments
         raise TypeError(f"compile_gemm: dtype={dtype!r}, out_dtype={out_dtype!r} is not supported ({e})") from None
     if requested(steps):
-        fused = Epilogue("compile_gemm", dtype, dtype, int(m), int(n), bias_axis=bias_axis, out_dtype=out_dtype, **steps)
+        fused = Epilogue("compile_gemm", dtype, dtype, int(m), int(n), bias_axis=bias_axis, out_dtype=out_dtype,
+                         keep=True, **steps)
         if accumulate and dtype.name in ("int8", "uint8"):
             raise ValueError("compile_gemm: an int8 product with an epilogue does not take accumulate=True; add c "
                              "through residual=")
