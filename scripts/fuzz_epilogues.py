@@ -16,7 +16,6 @@ input's bytes; a refusal must be a ValueError / TypeError.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -28,6 +27,7 @@ import numpy as np
 import coopjit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuzz_common  # noqa: E402 (the sweep and report the fuzz scripts share)
 from fuzz_reductions import _outside_changed  # noqa: E402 (the guarded buffer's bytes outside a view)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -297,25 +297,13 @@ def run_case(c, stats):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cases", type=int, default=300)
-    args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
-    stats = {"ran": 0, "refused": 0}
-    fails = []
-    for _ in range(args.cases):
-        c = draw(rng)
-        err = run_case(c, stats)
-        if err:
-            fails.append(f"{describe(c)}: {err}")
-    for f in fails[:40]:
-        print("FAIL", f)
+def report(stats):
     for reason, count in sorted(stats.get("reasons", {}).items(), key=lambda t: -t[1])[:15]:
         print(f"refused x{count}: {reason}")
-    print(f"cases {args.cases}: ran {stats['ran']}, refused {stats['refused']}, failed {len(fails)}")
-    return 1 if fails else 0
+
+
+def main(argv=None):
+    return fuzz_common.main(__doc__, draw, run_case, describe, argv, report=report)
 
 
 if __name__ == "__main__":

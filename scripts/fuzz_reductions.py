@@ -21,7 +21,7 @@ Exit status 1 when anything failed.
 """
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 import traceback
 
@@ -29,6 +29,9 @@ import ml_dtypes
 import numpy as np
 
 import coopjit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuzz_common  # noqa: E402 (the sweep and report the fuzz scripts share)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
@@ -333,28 +336,15 @@ def run_2x2_case(rng, stats):
     return f"reduce2x2 {op} {dt} {x.shape} {x.strides}: {err}" if err else None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cases", type=int, default=300)
-    ap.add_argument("--device", default=None, help="reduce's device= (opencl:0, ...); default the CPU")
-    args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
-    stats = {"ran": 0, "refused": 0}
-    fails = []
-    for i in range(args.cases):
-        c = draw(rng)
-        err = run_case(c, stats, args.device)
-        if err:
-            fails.append(f"{describe(c)}: {err}")
-        if i % 4 == 0 and args.device is None:
-            err = run_2x2_case(rng, stats)
-            if err:
-                fails.append(err)
-    for f in fails[:40]:
-        print("FAIL", f)
-    print(f"cases {args.cases}: ran {stats['ran']}, refused {stats['refused']}, failed {len(fails)}")
-    return 1 if fails else 0
+def main(argv=None):
+    def options(ap):
+        ap.add_argument("--device", default=None, help="reduce's device= (opencl:0, ...); default the CPU")
+
+    def setup(args):  # a 2x2 reduction after every fourth case, on the CPU
+        extra = None if args.device is not None else lambda i, rng, stats: run_2x2_case(rng, stats) if i % 4 == 0 else None
+        return {"run_args": (args.device,), "extra": extra}
+
+    return fuzz_common.main(__doc__, draw, run_case, describe, argv, options=options, setup=setup)
 
 
 if __name__ == "__main__":

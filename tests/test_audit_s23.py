@@ -180,17 +180,10 @@ def test_stack_of_products_with_k_zero_and_unmergeable_batch_strides(rng, kw, dt
 
 
 def _fuzz_slice(fuzz, rng, extra=None, cases=40):
-    """`cases` drawn cases of a fuzz script (draw / run_case / describe), and extra(i, stats)'s
-    error after case i where given: the failures' descriptions and the ran / refused counts."""
-    stats = {"ran": 0, "refused": 0}
-    failures = []
-    for i in range(cases):
-        c = fuzz.draw(rng)
-        if err := fuzz.run_case(c, stats):
-            failures.append(f"{fuzz.describe(c)}: {err}")
-        if extra is not None and (err := extra(i, stats)):
-            failures.append(err)
-    return failures, stats
+    """`cases` drawn cases of a fuzz script through its shared sweep (scripts/fuzz_common.py), and
+    extra(i, stats)'s error after case i where given: the failures' descriptions and the counts."""
+    return fuzz.fuzz_common.sweep(fuzz.draw, fuzz.run_case, fuzz.describe, rng, cases,
+                                  None if extra is None else lambda i, _rng, stats: extra(i, stats))
 
 
 @pytest.mark.parametrize("seed", [7, 8])

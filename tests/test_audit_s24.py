@@ -280,14 +280,8 @@ def test_fuzzed_fused_products_match_numpy(seed):
     # forms of out (guarded buffers, overlapping a, a bias inside out, subclasses, torch).
     pytest.importorskip("torch")
     fuzz = load_script("fuzz_epilogues")
-    rng = np.random.default_rng(seed)
-    stats = {"ran": 0, "refused": 0}
-    failures = []
     with np.errstate(all="ignore"):
-        for _ in range(40):
-            c = fuzz.draw(rng)
-            if err := fuzz.run_case(c, stats):
-                failures.append(f"{fuzz.describe(c)}: {err}")
+        failures, stats = fuzz.fuzz_common.sweep(fuzz.draw, fuzz.run_case, fuzz.describe, np.random.default_rng(seed), 40)
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 30, stats
 
