@@ -199,3 +199,27 @@ def test_a_dtype_that_is_none_of_them_is_named_with_the_accepted_forms(bad):
             call()
         msg = str(e.value)
         assert msg.startswith(where) and repr(bad) in msg and "'bf16'" in msg and "torch.bfloat16" in msg, msg
+
+
+# ---- the planner's tile with a prepacked B's forced panel width ---------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k, n", [(64, 257, 130), (301, 257, 130), (256, 512, 96), (7, 64, 200)])
+def test_prepacked_products_plan_a_tile_within_the_registers(rng, dtype, m, k, n):
+    # The planner chose mr for its own column width and the prepacked panels then forced a wider
+    # nr: f32 N = 130 ran 16 x 48 (48 accumulators of 32 registers, 0.55-0.65x of 8 x 48 on Zen 5),
+    # which the plan check (at most the registers since session 25) refused.
+    from coopjit import _core
+    from coopjit._gemm import _overrides
+
+    regs = coopjit.cpu_info()["vector_registers"]
+    w = rng.standard_normal((k, n)).astype(dtype)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    pw = coopjit.prepack(w)
+    out = np.empty((m, n), dtype)
+    ir = ["f32"] * 3 if dtype == np.float32 else ["f64"] * 3
+    cfg = _core.gemm_plan(x, np.broadcast_to(pw._dummy, pw.shape), out, False, ir, _overrides(pw._plan(None)))
+    acc = int(cfg["mr"]) * int(cfg["nr"]) // int(cfg["simd_width"])
+    assert int(cfg["nr"]) == pw.nr and acc <= regs * 3 // 4, cfg
+    got = coopjit.matmul(x, pw)
+    np.testing.assert_allclose(got, _f64(x) @ _f64(w), rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-3 if dtype == np.float32 else 1e-10)
