@@ -171,15 +171,20 @@ void check_register_tile(const GemmPlan& p, const PlanContext& c) {
                         p.vnni, ", amx=", p.amx, " (16-lane instructions)"));
   if (p.nr % p.simd_width != 0)
     throw UserError(cat("plan override nr=", p.nr, " must be a multiple of the vector width ", p.simd_width));
-  // Accumulators: past the register file every one of them spills (Zen 5, 32 registers, 256^3 f32,
-  // one thread, CPU time against the planner's 6 x 64: 32 accumulators (8 x 64) 0.62x, 40 to 64
-  // (10 x 64, 12 x 64, 16 x 48, 16 x 64) 0.33-0.37x). Up to twice the registers are taken (plans of
-  // 4 x 32 f64 on AVX2's 16 are among scripts/plan_dump.py's overrides); AMX plans' accumulators are tile rows (4x).
-  const int acc_limit = (p.amx ? 4 : 2) * regs;
+  // Accumulators: past the register file they cannot all stay in registers, and there is no room
+  // left for B's vectors and A's broadcast (Zen 5, 256^3, one thread, CPU time against the
+  // planner's plan; benchmarks/recorded/plan-limits-acc-zen5-session25.txt): AVX-512's 32
+  // registers, f32 6 x 64: 33-40 accumulators (11 x 48, 34 x 16, 9 x 64, 12 x 48, 10 x 64)
+  // 0.44-0.49x, 64 0.33x; AVX2's 16 (COOPJIT_CPU_LEVEL=avx2), f32 6 x 16 / f64 6 x 8: 18-32
+  // 0.52-0.70x. At most the registers are taken (twice them until session 25); plans at the limit
+  // run at 0.46-0.72x too (8 x 64, 16 x 32, 32 x 16; AVX2 4 x 32, 8 x 16), the planner's own at
+  // three quarters of it or less. AMX plans' accumulators are tile rows (4x).
+  const int acc_limit = (p.amx ? 4 : 1) * regs;
   if (p.mr * (p.nr / p.simd_width) > acc_limit)
     throw UserError(cat("plan tile mr=", p.mr, " nr=", p.nr, " needs ", p.mr * (p.nr / p.simd_width),
                         " accumulator registers (mr x nr / simd_width ", p.simd_width, "); at most ", acc_limit,
-                        " are allowed (", p.amx ? "4" : "2", " x the ", regs, " vector registers)"));
+                        " are allowed (", p.amx ? "4 x the " : "the ", regs, " vector registers",
+                        p.amx ? "" : ": past them the tile's accumulators spill", ")"));
   // A K step (kb) is one mul_add, lowered into straight-line code: mr x kb broadcasts of A, kb x nr
   // vectors of B and mr x nr / simd_width x kb FMAs (dot products for vnni > 1). Past 16 x the
   // registers LLVM's scheduler keeps too much of it live: the same Zen 5 thread ran 8 x 32 at kb 16
