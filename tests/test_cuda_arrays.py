@@ -510,3 +510,87 @@ def test_compiled_kernels_take_strided_cupy_arrays():
     assert kern(a, b, c, alpha=0.5, beta=2.0) is c
     np.testing.assert_allclose(cupy.asnumpy(c), 0.5 * ref + 4.0, rtol=1e-4, atol=1e-3)
     assert (cupy.asnumpy(big[:, ::2]) == 2.0).all()
+
+
+class _NamedStream:
+    """A CuPy array seen only through __cuda_array_interface__ (another library's array), naming
+    `stream` as the stream its work is on."""
+
+    def __init__(self, x, stream):
+        self.x = x
+        self.__cuda_array_interface__ = {**x.__cuda_array_interface__, "stream": int(stream)}
+
+
+@needs_cuda
+def test_cupy_arrays_written_on_their_stream_just_before_a_synchronous_call():
+    """The synchronous path (host operands mixed in, host epilogue operands, reductions, compiled
+    kernels with a host operand) waited only for torch's current stream: a CuPy array written on a
+    non-default CuPy stream just before the call was read before the write (zeros here), as was
+    any __cuda_array_interface__ array whose interface names a stream (session 24's leftover)."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    y = rng.standard_normal((48, 40)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    ref = x.astype(np.float64) @ y
+    x_dev, y_dev = cupy.asarray(x), cupy.asarray(y)
+    big = cupy.ones((8192, 8192), np.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    kern = coopjit.compile_gemm(64, 40, 48, np.float32, device="cuda:0")
+
+    def written():
+        """A zeroed array that stream s writes x into after ~0.1 s of other work (queued, not run)."""
+        a = cupy.zeros((64, 48), np.float32)
+        cupy.cuda.Device().synchronize()
+        with s:
+            for _ in range(6):
+                big @ big  # (its result is dropped: only the time it takes on s counts)
+            a[...] = x_dev
+        return a
+
+    checks = {
+        "matmul with a host operand": (lambda a: coopjit.matmul(a, y), ref),
+        "matmul with a host bias": (lambda a: coopjit.matmul(a, y_dev, bias=bias), ref + bias),
+        "a compiled kernel with a host operand": (lambda a: kern(a, y), ref),
+        "reduce": (lambda a: coopjit.reduce(a, 1), x.astype(np.float64).sum(axis=1)),
+        "an interface naming the stream": (lambda a: coopjit.matmul(_NamedStream(a, s.ptr), y), ref),
+    }
+    for what, (call, want) in checks.items():
+        call(x_dev)  # compiled and cached first: the call below reaches its launch at once
+        cupy.cuda.Device().synchronize()
+        a = written()
+        with s:
+            got = call(a)
+        s.synchronize()
+        got = cupy.asnumpy(cupy.asarray(got))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=what)
+
+
+@needs_cuda
+def test_compiled_kernel_keeps_copies_of_device_arrays():
+    """compile_gemm(bias=device array) kept the caller's array: writes to it after compiling
+    changed the kernel's results. It now keeps a copy made by the array's framework."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((32, 16)).astype(np.float32)
+    y = rng.standard_normal((16, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    want = x.astype(np.float64) @ y + bias
+    frameworks = [("cupy", cupy.asarray, cupy.asnumpy)]
+    try:
+        import torch
+
+        frameworks.append(("torch", lambda v: torch.from_numpy(v).cuda(), lambda v: v.cpu().numpy()))
+    except ImportError:
+        pass
+    for name, to_dev, to_host in frameworks:
+        b_dev = to_dev(bias.copy())
+        kern = coopjit.compile_gemm(32, 24, 16, np.float32, device="cuda:0", bias=b_dev)
+        if name == "cupy":
+            b_dev[...] = 100  # the caller changes its array after compiling
+        else:
+            b_dev.fill_(100)
+        got = to_host(kern(to_dev(x), to_dev(y)))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    with pytest.raises(ValueError, match=r"bias is a _NamedStream .* coopjit cannot copy"):
+        coopjit.compile_gemm(32, 24, 16, np.float32, device="cuda:0", bias=_NamedStream(cupy.asarray(bias), 1))

@@ -10,8 +10,10 @@ tensors, the stream `__cuda_array_interface__` names (version 3's "stream") for 
 legacy default stream when none is named; so are fused epilogues whose operands (bias, scale,
 row_scale, residual) are device arrays too, read where they are. Other calls (host operands mixed
 in, host epilogue operands, epilogue functions, Stream-K plans outside the warp-specialized kernel,
-reductions) synchronize a torch tensor's current stream first, run on coopjit's stream (ordered
-with the legacy default stream) and are complete when the call returns.
+reductions) first synchronize the stream each operand's work is on (torch's current stream for
+torch tensors, the stream `__cuda_array_interface__` names for CuPy arrays and others: CuPy's
+current stream), run on coopjit's stream (ordered with the legacy default stream) and are
+complete when the call returns.
 """
 from __future__ import annotations
 
@@ -135,20 +137,59 @@ def launch_stream(views) -> int | None:
 
 
 def wait_for(views) -> None:
-    """Before a launch on coopjit's own stream: what torch queued on its current stream has run."""
+    """Before a launch on coopjit's own stream: what torch queued on its current stream has run,
+    and what was queued on the stream each other array's __cuda_array_interface__ names (CuPy's
+    current stream; only torch's was waited for, so a CuPy array written on a stream of its own
+    just before the call was read before the write)."""
     done = set()
     for v in views:
-        if v is not None and v.framework == "torch" and v.device not in done:
-            import torch
+        if v is None:
+            continue
+        if v.framework == "torch":
+            if v.device not in done:
+                import torch
 
-            done.add(v.device)
-            torch.cuda.current_stream(int(v.device.partition(":")[2] or 0)).synchronize()
+                done.add(v.device)
+                torch.cuda.current_stream(int(v.device.partition(":")[2] or 0)).synchronize()
+        elif v.stream is not None and v.stream != 1 and (v.device, v.stream) not in done:
+            done.add((v.device, v.stream))
+            sync_stream(v)
+
+
+_DRIVER_SYNC = None  # cuStreamSynchronize of the CUDA driver (ctypes), loaded on first use
+
+
+def sync_stream(v: CudaView) -> None:
+    """Waits for the stream v's __cuda_array_interface__ named (a handle; 2: the per-thread default
+    stream); the legacy default stream (1) needs no wait: coopjit's stream is ordered with it.
+    CuPy's arrays through CuPy's runtime, others through the CUDA driver's cuStreamSynchronize."""
+    s = v.stream
+    if s is None or s == 1:
+        return
+    if v.framework == "cupy":
+        import cupy
+
+        cupy.cuda.runtime.streamSynchronize(int(s))
+        return
+    global _DRIVER_SYNC
+    if _DRIVER_SYNC is None:
+        import os
+
+        lib = ctypes.CDLL(os.environ.get("COOPJIT_CUDA_LIBRARY") or "libcuda.so.1")
+        fn = lib.cuStreamSynchronize
+        fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_int
+        _DRIVER_SYNC = fn
+    err = _DRIVER_SYNC(ctypes.c_void_p(int(s)))
+    if err != 0:
+        raise RuntimeError(f"cuStreamSynchronize of the stream {s:#x} that a {v.framework} array's "
+                           f"__cuda_array_interface__ names failed (CUresult {err})")
 
 
 def device_view(x, sync: bool = True) -> CudaView | None:
     """x as a CudaView when it is a CUDA device array (torch CUDA tensor, CuPy array, an object with
     __cuda_array_interface__, a CudaView or DeviceArray), else None. `sync`: a torch tensor's current
-    stream is synchronized first (sync=False: the caller orders its launch, launch_stream / wait_for)."""
+    stream, or the stream the interface names, is synchronized first (sync=False: the caller orders
+    its launch, launch_stream / wait_for)."""
     if isinstance(x, CudaView):
         return x
     if isinstance(x, DeviceArray):
@@ -177,8 +218,11 @@ def device_view(x, sync: bool = True) -> CudaView | None:
     dev = getattr(getattr(x, "device", None), "id", 0)
     fw = "cupy" if type(x).__module__.partition(".")[0] == "cupy" else "cai"
     stream = d.get("stream") if d.get("version", 0) >= 3 else None
-    return CudaView(d["data"][0], shape, tuple(strides), dt, f"cuda:{int(dev) if isinstance(dev, int) else 0}", x, fw,
-                    None if stream is None else int(stream))
+    v = CudaView(d["data"][0], shape, tuple(strides), dt, f"cuda:{int(dev) if isinstance(dev, int) else 0}", x, fw,
+                 None if stream is None else int(stream))
+    if sync and v.stream is not None:
+        sync_stream(v)
+    return v
 
 
 def is_device_array(x) -> bool:
