@@ -48,6 +48,7 @@ for i, (p, k) in enumerate(ks):
     med = statistics.median(res[i])
     cfg = k.config
     acc = cfg["mr"] * cfg["nr"] // cfg["simd_width"]
-    print(f"{str(p):28s} mr {cfg['mr']:2d} nr {cfg['nr']:3d} simd {cfg['simd_width']:2d} kb {cfg['kb']:3d} acc {acc:3d}  "
+    print(f"{str(p):28s} mr {cfg['mr']:2d} nr {cfg['nr']:3d} simd {cfg['simd_width']:2d} kb {cfg['kb']:3d} "
+          f"acc {acc:3d}  "
           f"{med * 1e3:.3f} ms  {2 * m ** 3 / med / 1e9:6.1f} GFLOP/s  {base / med:.2f}x default  "
           f"(spread {min(res[i]) * 1e3:.3f}-{max(res[i]) * 1e3:.3f})")

@@ -340,9 +340,11 @@ def main(argv=None):
     def options(ap):
         ap.add_argument("--device", default=None, help="reduce's device= (opencl:0, ...); default the CPU")
 
+    def every_fourth_2x2(i, rng, stats):
+        return run_2x2_case(rng, stats) if i % 4 == 0 else None
+
     def setup(args):  # a 2x2 reduction after every fourth case, on the CPU
-        extra = None if args.device is not None else lambda i, rng, stats: run_2x2_case(rng, stats) if i % 4 == 0 else None
-        return {"run_args": (args.device,), "extra": extra}
+        return {"run_args": (args.device,), "extra": None if args.device is not None else every_fourth_2x2}
 
     return fuzz_common.main(__doc__, draw, run_case, describe, argv, options=options, setup=setup)
 

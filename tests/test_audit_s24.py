@@ -281,7 +281,8 @@ def test_fuzzed_fused_products_match_numpy(seed):
     pytest.importorskip("torch")
     fuzz = load_script("fuzz_epilogues")
     with np.errstate(all="ignore"):
-        failures, stats = fuzz.fuzz_common.sweep(fuzz.draw, fuzz.run_case, fuzz.describe, np.random.default_rng(seed), 40)
+        failures, stats = fuzz.fuzz_common.sweep(fuzz.draw, fuzz.run_case, fuzz.describe, np.random.default_rng(seed),
+                                                 40)
     assert not failures, "\n".join(failures)
     assert stats["ran"] >= 30, stats
 

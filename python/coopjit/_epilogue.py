@@ -100,10 +100,10 @@ class Epilogue:
 
         if isinstance(value, DeviceArray):
             return DeviceArray.from_host(value.numpy(), value.device)
-        raise ValueError(f"{self.where}: {name} is a {type(value).__name__} ({dv.dtype} {dv.shape} on {dv.device}) that "
-                         f"coopjit cannot copy: a compiled kernel keeps a copy of each array it is compiled with, made "
-                         f"by the array's framework (torch tensors, CuPy arrays, coopjit.DeviceArray); pass {name}=True "
-                         f"and give the array at each call instead")
+        raise ValueError(f"{self.where}: {name} is a {type(value).__name__} ({dv.dtype} {dv.shape} on {dv.device}) "
+                         f"that coopjit cannot copy: a compiled kernel keeps a copy of each array it is compiled with, "
+                         f"made by the array's framework (torch tensors, CuPy arrays, coopjit.DeviceArray); pass "
+                         f"{name}=True and give the array at each call instead")
 
     def _out_dtype(self, d) -> np.dtype:
         return native_dtype(as_dtype(d, f"{self.where}: out_dtype"))
