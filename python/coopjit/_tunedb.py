@@ -83,8 +83,11 @@ def _read(p: str | None) -> dict:
         if not isinstance(entries, dict) or doc.get("checksum") != _checksum(entries):
             raise ValueError("checksum mismatch")
         return entries
-    except (ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"coopjit: ignoring the damaged tuning database {p} ({e}); the next tuning rewrites it",
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        # RecursionError: brackets nested deeper than the JSON decoder (or the checksum's encoder)
+        # recurses; it ended the import of coopjit.
+        warnings.warn(f"coopjit: ignoring the damaged tuning database {p} ({type(e).__name__}: {e}); the next "
+                      f"tuning rewrites it",
                       RuntimeWarning, stacklevel=3)
         return {}
 
