@@ -48,3 +48,47 @@ def test_a_deeply_nested_tuning_database_is_ignored_on_reload(private_cache):  #
     with pytest.warns(RuntimeWarning, match="damaged tuning database"):
         _tunedb.reload()
     assert _tunedb.entries() == {}
+
+
+@pytest.fixture
+def unwritable_cache(tmp_path):
+    """The caches in a directory that cannot be made (a path under a regular file: ENOTDIR, which
+    holds for root too, where a read-only mode would not)."""
+    old = coopjit.cache.directory()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with pytest.warns(RuntimeWarning, match="tuning database"):
+        coopjit.cache.set_directory(blocker / "cache")
+    coopjit._core.cache_clear()
+    yield blocker / "cache"
+    coopjit.cache.set_directory(old)
+
+
+def test_tune_into_an_unwritable_directory_keeps_its_result(unwritable_cache):
+    # The tuning ran its whole budget, then _tunedb.store raised NotADirectoryError (the lock
+    # file's folder) and the result was lost; the kernel cache in the same place costs nothing
+    # but the cache. Now the plan is used in this process and a warning says it was not stored.
+    with pytest.warns(RuntimeWarning, match="cannot write the tuning database"):
+        report = coopjit.tune(shape="24x16x8", budget=5, max_candidates=2, progress=False)
+    assert report.winner is not None and report.stored and report.stored_in is None
+    assert report.problem["signature"] in coopjit._core.tuned_plans()
+    assert "used in this process" in str(report)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((24, 8)).astype(np.float32), rng.standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(coopjit.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_database_updates_in_an_unwritable_directory_warn(unwritable_cache):
+    sig = "gemm f32 8x8x8 batch 1 unit b_c,c_c pool 1"
+    with pytest.warns(RuntimeWarning, match="cannot write the tuning database"):
+        assert _tunedb.store(sig, "cpu", GOOD_PLAN, {"time_s": 1.0}) is None
+    assert _tunedb.lookup(sig) is not None and sig in coopjit._core.tuned_plans()
+    with pytest.warns(RuntimeWarning, match="cannot write the tuning database"):
+        assert _tunedb.forget(sig) is True
+    assert _tunedb.lookup(sig) is None and sig not in coopjit._core.tuned_plans()
+    rec = {"signature": sig, "device": "cpu", "machine": _tunedb.machine(), "plan": GOOD_PLAN}
+    with pytest.warns(RuntimeWarning, match="cannot write the tuning database"):
+        assert _tunedb.merge({_tunedb.key(sig): rec}) == 1
+    assert sig in coopjit._core.tuned_plans()
+    out = coopjit.cache.clear()  # raised NotADirectoryError; nothing is stored there to delete
+    assert out["tuning"] == 1 and coopjit._core.tuned_plans() == {}
