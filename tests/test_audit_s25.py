@@ -92,3 +92,24 @@ def test_database_updates_in_an_unwritable_directory_warn(unwritable_cache):
     assert sig in coopjit._core.tuned_plans()
     out = coopjit.cache.clear()  # raised NotADirectoryError; nothing is stored there to delete
     assert out["tuning"] == 1 and coopjit._core.tuned_plans() == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the cache directory
+
+
+@pytest.mark.parametrize("path", ["", "bad\0name"])
+def test_set_directory_refuses_an_empty_path_or_a_nul(tmp_path, private_cache, path):  # noqa: F811
+    # "" put both caches in the current directory (os.path.abspath("")); a NUL was handed to the
+    # core, which created the folder named by the part before it (its C string) and kept the
+    # path with the NUL as the cache directory after the tuning database raised ValueError.
+    before = coopjit.cache.directory()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="cache directory"):
+            coopjit.cache.set_directory(path)
+    finally:
+        os.chdir(cwd)
+    assert coopjit.cache.directory() == before
+    assert not {"bad", "kernels", "tuning.json"} & set(os.listdir(tmp_path))  # nothing made here
