@@ -113,3 +113,47 @@ def test_set_directory_refuses_an_empty_path_or_a_nul(tmp_path, private_cache, p
         os.chdir(cwd)
     assert coopjit.cache.directory() == before
     assert not {"bad", "kernels", "tuning.json"} & set(os.listdir(tmp_path))  # nothing made here
+
+
+# ---------------------------------------------------------------------------------------------
+# coopjit.ir: constants
+
+
+def _store_constant(value, dtype):
+    """The kernel that stores one constant of `dtype` into x[0]."""
+    b = KernelBuilder("const")
+    x = b.param("x", f"ptr<{dtype}>")
+    b.store_element(x, 0, b.const(value, dtype))
+    k = b.compile()
+    out = np.zeros(1, {"i8": np.int8, "u8": np.uint8, "i32": np.int32, "i64": np.int64, "u64": np.uint64,
+                       "u32": np.uint32, "i16": np.int16}[dtype])
+    k(out)
+    return out[0]
+
+
+@pytest.mark.parametrize("value, dtype", [(300, "i8"), (-1, "u8"), (2**31, "i32"), (2**63, "i64"), (2**64, "u64"),
+                                          (1e30, "i32"), (float("nan"), "i32"), (float("inf"), "i64"),
+                                          (2.5, "i32"), (-(2**15) - 1, "i16")])
+def test_integer_constants_outside_their_type_are_refused(value, dtype):
+    # They were wrapped or truncated silently (300 as i8 stored 44, 2.5 as i32 stored 2), and a
+    # NaN or 1e30 went through a C++ float-to-int cast that is undefined behaviour (UBSan).
+    with pytest.raises(ValueError, match=rf"{dtype}"):
+        KernelBuilder("k").const(value, dtype)
+
+
+@pytest.mark.parametrize("value, dtype", [(2**53 + 1, "i64"), (-(2**63), "i64"), (2**63 - 1, "i64"),
+                                          (2**64 - 1, "u64"), (2**63 + 3, "u64"), (-128, "i8"), (255, "u8"),
+                                          (2**32 - 1, "u32"), (7.0, "i32")])
+def test_integer_constants_are_exact(value, dtype):
+    # Python ints went through float(): 2**53 + 1 became 2**53, and 2**64 - 1 as u64 2**63.
+    assert int(_store_constant(value, dtype)) == int(value)
+
+
+def test_an_integer_number_operand_is_exact():
+    b = KernelBuilder("k")
+    x = b.param("x", "ptr<i64>")
+    b.store_element(x, 0, b.add(b.load_element(x, 0), 2**53 + 1))
+    k = b.compile()
+    out = np.array([1], np.int64)
+    k(out)
+    assert int(out[0]) == 2**53 + 2

@@ -2,8 +2,10 @@
 
 A KernelBuilder builds one function of the kernel IR, the same IR the GEMM and reduction recipes
 emit: it goes through the same verifier, printer, LLVM lowering and cache. Python numbers are
-turned into constants of the type the operation needs; regions (loop bodies, per-element and
-combine functions) are Python callables that receive a builder positioned inside the region.
+turned into constants of the type the operation needs (an integer type takes them exactly: a
+number outside its range, or not a whole number, is a ValueError); regions (loop bodies,
+per-element and combine functions) are Python callables that receive a builder positioned inside
+the region.
 
     b = KernelBuilder("scale_rows")
     X = b.param("X", "ptr<f32>")
@@ -71,8 +73,10 @@ class KernelBuilder:
         if like is None or like == "index":
             if not isinstance(x, numbers.Integral):
                 raise TypeError(f"an index needs an int, got {x!r}")
-            return self._b.index(int(x))
-        return self._b.constant(float(x), like)
+            return self._b.constant(int(x), "index")
+        # Ints as they are (an integer type takes them exactly, inside its range; float types
+        # round them once); other reals as floats.
+        return self._b.constant(int(x) if isinstance(x, numbers.Integral) else float(x), like)
 
     def _pair(self, x, y):
         if isinstance(x, _core.IRValue):
@@ -89,7 +93,7 @@ class KernelBuilder:
         return self._b.index(v)
 
     def const(self, v, dtype: str):
-        return self._b.constant(float(v), dtype)
+        return self._b.constant(v, dtype)
 
     def binary(self, op: str, x, y):
         x, y = self._pair(x, y)
@@ -145,7 +149,7 @@ class KernelBuilder:
         if value is not None and not isinstance(value, _core.IRValue):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -2**31 <= value < 2**31:
                 raise ValueError(f"flag_set: value must be an i32 (an int in [-2^31, 2^31)), got {value!r}")
-            value = self._b.constant(float(value), "i32")
+            value = self._b.constant(int(value), "i32")
         self._b.flag_set(flags, self._val(i), value)
 
     def flag_wait(self, flags, i, spin_limit: int = 0):
