@@ -157,3 +157,37 @@ def test_an_integer_number_operand_is_exact():
     out = np.array([1], np.int64)
     k(out)
     assert int(out[0]) == 2**53 + 2
+
+
+# ---------------------------------------------------------------------------------------------
+# coopjit.ir: values used outside the region that defines them
+
+
+def _escaped_from_loop(b, box):
+    b.for_range(0, 4, 1, [], lambda bb, i: (box.append(bb.add(i, 1)), None)[1])
+    return box[0]
+
+
+def _escaped_from_then(b, box):
+    b.if_(b.lt(b.index(1), 2), lambda bb: (box.append(bb.add(bb.index(3), 1)), None)[1])
+    return box[0]
+
+
+def _from_another_loop(b, box):
+    b.for_range(0, 4, 1, [], lambda bb, i: (box.append(bb.add(i, 1)), None)[1])
+    out = []
+    b.for_range(0, 4, 1, [], lambda bb, i: (out.append(bb.add(box[0], i)), None)[1])
+    return out[0]
+
+
+@pytest.mark.parametrize("escape", [_escaped_from_loop, _escaped_from_then, _from_another_loop])
+def test_a_value_used_outside_its_region_is_a_verify_error(escape):
+    # The verifier's set of defined values kept a region's values after the region ended: the
+    # kernel reached LLVM's verifier ("Instruction does not dominate all uses!", a RuntimeError
+    # naming LLVM IR, not the kernel's value).
+    b = KernelBuilder("k")
+    x = b.param("x", "ptr<f32>")
+    v = escape(b, [])
+    b.store_element(x, 0, b.convert(b.add(v, 1), "f32"))
+    with pytest.raises(coopjit.VerifyError, match="outside the region that defines it"):
+        b.compile()
