@@ -191,3 +191,40 @@ def test_a_value_used_outside_its_region_is_a_verify_error(escape):
     b.store_element(x, 0, b.convert(b.add(v, 1), "f32"))
     with pytest.raises(coopjit.VerifyError, match="outside the region that defines it"):
         b.compile()
+
+
+# ---------------------------------------------------------------------------------------------
+# coopjit.dask
+
+
+@pytest.mark.parametrize("split_every, err, words", [
+    ({0: 1}, ValueError, r"split_every\[0\] must be at least 2, got 1"),
+    (1, ValueError, "split_every must be at least 2, got 1"),
+    (0, ValueError, "split_every must be at least 2, got 0"),
+    (-3, ValueError, "split_every must be at least 2, got -3"),
+    ({5: 2}, ValueError, "the key 5, not an axis of the array"),
+    ({"a": 2}, ValueError, "the key 'a'"),
+    (2.5, TypeError, "split_every must be None, an int >= 2 or a dict"),
+    ({0: 2.0}, TypeError, r"split_every\[0\] must be an int"),
+])
+def test_dask_reduce_checks_split_every(split_every, err, words):
+    # dask.array's reduction took them: {0: 1} summed part of the array (345 where the sum is 780),
+    # -3 raised "int() argument must be ... not 'complex'", {5: 2} and 1 were taken silently.
+    da = pytest.importorskip("dask.array")
+    import coopjit.dask as cjd
+
+    x = da.from_array(np.arange(40, dtype=np.float32).reshape(8, 5), chunks=2)
+    with pytest.raises(err, match=words):
+        cjd.reduce(x, split_every=split_every)
+
+
+def test_dask_reduce_takes_split_every_per_axis(rng):
+    da = pytest.importorskip("dask.array")
+    import dask
+    import coopjit.dask as cjd
+
+    a = rng.standard_normal((9, 7, 5)).astype(np.float32)
+    x = da.from_array(a, chunks=(2, 3, 2))
+    with dask.config.set(scheduler="synchronous"):
+        got = cjd.reduce(x, axis=(0, -1), split_every={-1: 2, 0: 3}).compute()
+    np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=(0, 2)), rtol=1e-5, atol=1e-5)
