@@ -16,6 +16,7 @@ import coopjit
 from coopjit import _tunedb
 from coopjit.ir import KernelBuilder
 from cache_helpers import private_cache  # noqa: F401 - a fixture
+from conftest import load_script
 
 GOOD_PLAN = {"layout": "row", "mr": 3, "nr": 16, "kb": 8, "kt": 128, "threads": 1, "split": "dp", "pack": False}
 
@@ -228,3 +229,53 @@ def test_dask_reduce_takes_split_every_per_axis(rng):
     with dask.config.set(scheduler="synchronous"):
         got = cjd.reduce(x, axis=(0, -1), split_every={-1: 2, 0: 3}).compute()
     np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=(0, 2)), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep: scripts/fuzz_ir_builder.py
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fuzzed_kernels_are_refused_or_run_and_never_end_the_process(seed):
+    fuzz = load_script("fuzz_ir_builder")
+    counts = {}
+    fails = fuzz.sweep(seed, 40, counts=counts)
+    assert not fails, "\n".join(fails[:5])
+    assert counts.get("ran", 0) >= 5 and counts.get("refused", 0) >= 5, counts
+
+
+def test_fuzzed_kernels_on_a_spirv_device():
+    dev = next((d for d in coopjit.devices() if d.startswith(("opencl:", "level_zero:"))), None)
+    if dev is None:
+        pytest.skip("no SPIR-V device (OpenCL / Level Zero) on this machine")
+    fuzz = load_script("fuzz_ir_builder")
+    fails = fuzz.sweep(3, 30, device=dev)
+    assert not fails, "\n".join(fails[:5])
+
+
+# ---------------------------------------------------------------------------------------------
+# what held (guards, passing before): the kernel cache is keyed by the CPU's features
+
+
+def test_a_kernel_cached_for_more_cpu_features_is_never_loaded_with_fewer(tmp_path):
+    # The disk cache's key holds the CPU's name and its whole feature string (COOPJIT_CPU_LEVEL
+    # turns features off): a process limited to AVX2 compiles its own kernel rather than load the
+    # one a native process stored (with AVX-512 on such a CPU), and the two do not meet.
+    from cache_helpers import run_snippet
+
+    if not coopjit.cpu_info()["features"].get("avx512f"):
+        pytest.skip("this CPU has no AVX-512: COOPJIT_CPU_LEVEL=avx2 turns nothing off")
+    code = ("import json, numpy as np, coopjit\n"
+            "k = coopjit.compile_gemm(64, 48, 32, np.float32, plan={'mr': 2, 'kb': 8})\n"
+            "a = np.ones((64, 32), np.float32); b = np.ones((32, 48), np.float32)\n"
+            "ok = bool((k(a, b) == 32).all())\n"
+            "print(json.dumps({'ok': ok, 'zmm': 'zmm' in k.source('asm'), 'origin': k._core.origin, "
+            "'features': coopjit.cpu_info()['features'].get('avx512f', False)}))")
+    native, _ = run_snippet(code, tmp_path)
+    limited, _ = run_snippet(code, tmp_path, env={"COOPJIT_CPU_LEVEL": "avx2"})
+    again, _ = run_snippet(code, tmp_path, env={"COOPJIT_CPU_LEVEL": "avx2"})
+    assert native["ok"] and limited["ok"] and again["ok"]
+    assert native["origin"] == "compiled" and limited["origin"] == "compiled" and again["origin"] == "disk"
+    assert not limited["zmm"] and not again["zmm"] and not limited["features"]
+    entries = [f for f in os.listdir(tmp_path / "kernels") if f.endswith(".x86-obj")]
+    assert len(entries) == 2
