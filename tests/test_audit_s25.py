@@ -279,3 +279,24 @@ def test_a_kernel_cached_for_more_cpu_features_is_never_loaded_with_fewer(tmp_pa
     assert not limited["zmm"] and not again["zmm"] and not limited["features"]
     entries = [f for f in os.listdir(tmp_path / "kernels") if f.endswith(".x86-obj")]
     assert len(entries) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# resources: tune's arrays against the memory available
+
+
+def test_tune_refuses_a_problem_beyond_the_available_memory_before_allocating(monkeypatch):
+    # tune(shape=...) drew its operands and made their float64 copies one by one: a problem whose
+    # arrays each fit the machine but together do not was filled until the kernel's out-of-memory
+    # killer ended the process (NumPy refuses only a single allocation beyond the machine). The
+    # memory the machine has is stood in for here by 64 MiB: 2048^3 needs about 0.2 GiB.
+    from coopjit import _tune
+
+    monkeypatch.setattr(_tune, "_available_memory", lambda: 64 << 20)
+    with pytest.raises(MemoryError, match=r"2048x2048x2048 float32 needs about 0\.\d GiB .* 0\.1 GiB available"):
+        coopjit.tune(shape="2048x2048x2048", budget=5, progress=False)
+    a = np.ones((2048, 2048), np.float32)
+    with pytest.raises(MemoryError, match="needs about"):
+        coopjit.tune(a, a, budget=5, progress=False)
+    report = coopjit.tune(shape="64x64x64", budget=2, max_candidates=1, progress=False, save=False)
+    assert report.winner is not None  # small problems are unaffected
