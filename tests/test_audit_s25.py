@@ -300,3 +300,10 @@ def test_tune_refuses_a_problem_beyond_the_available_memory_before_allocating(mo
         coopjit.tune(a, a, budget=5, progress=False)
     report = coopjit.tune(shape="64x64x64", budget=2, max_candidates=1, progress=False, save=False)
     assert report.winner is not None  # small problems are unaffected
+
+
+def test_tune_command_line_refuses_a_problem_beyond_the_memory_as_a_usage_error():
+    res = subprocess.run([sys.executable, "-m", "coopjit", "tune", "--shape", "200000x200000x200000", "--budget", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "200000x200000x200000 float32 needs about" in res.stderr and "GiB available" in res.stderr
