@@ -78,7 +78,8 @@ def run_case(rng, i, device=None):
                 scalars.append(b.const(NUMBERS[int(rng.integers(len(NUMBERS)))], str(rng.choice(COMPONENTS))))
             elif what == "binary" and scalars:
                 x = scalars[int(rng.integers(len(scalars)))]
-                y = scalars[int(rng.integers(len(scalars)))] if rng.random() < 0.5 else NUMBERS[int(rng.integers(len(NUMBERS)))]
+                y = (scalars[int(rng.integers(len(scalars)))] if rng.random() < 0.5
+                     else NUMBERS[int(rng.integers(len(NUMBERS)))])
                 scalars.append(b.binary(str(rng.choice(["add", "sub", "mul", "div", "rem", "min", "max"])), x, y))
             elif what == "convert" and mats:
                 mats.append(b.convert_matrix(mats[int(rng.integers(len(mats)))], draw_matrix_type(rng)))

@@ -37,7 +37,8 @@ def set_directory(path: str | os.PathLike | None) -> None:
         # Checked before anything moves: "" would be the current directory (os.path.abspath), and
         # the core's C strings would end a path at a NUL (a folder named by the part before it).
         if not d:
-            raise ValueError("cache.set_directory: the cache directory must be a path, got '' (None disables the caches)")
+            raise ValueError("cache.set_directory: the cache directory must be a path, got '' (None disables the "
+                             "caches)")
         if "\0" in d:
             raise ValueError(f"cache.set_directory: the cache directory {d!r} contains a NUL character")
         d = os.path.abspath(d)
