@@ -307,3 +307,37 @@ def test_tune_command_line_refuses_a_problem_beyond_the_memory_as_a_usage_error(
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "200000x200000x200000 float32 needs about" in res.stderr and "GiB available" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# coopjit.ir: what region functions return
+
+
+def test_region_functions_may_return_numbers_and_name_what_else_they_return():
+    # A number returned by a per_element / combine / loop / branch function reached pybind11 as
+    # "Unable to cast Python instance of type <class 'float'> to C++ type '?'" (a RuntimeError),
+    # None as per_element's "incompatible function arguments". A number is now a constant of the
+    # value's type (as everywhere else in the builder); anything else a TypeError naming it.
+    T = "coopmatrix<f32, 4, 16, acc, subgroup>"
+    b = KernelBuilder("k")
+    x = b.param("x", "ptr<f32>")
+    m = b.load(T, x, strides=(16, 1))
+    m = b.per_element(m, lambda bb, r, c, v: 2.5)
+    total = b.for_range(0, 3, 1, [b.const(0, "f32")], lambda bb, i, acc: 1.5)[0]
+    branch = b.if_(b.lt(b.index(0), 1), lambda bb: 4, lambda bb: 5.0, types=["f32"])[0]
+    m = b.per_element(m, lambda bb, r, c, v: bb.add(bb.add(v, total), branch))
+    b.store(m, x, strides=(16, 1))
+    k = b.compile()
+    buf = np.arange(64, dtype=np.float32)
+    k(buf)
+    np.testing.assert_array_equal(buf, np.full(64, 2.5 + 1.5 + 4, np.float32))
+
+    for bad, where in ((None, "per_element's function"), ("x", "per_element's function")):
+        with pytest.raises(TypeError, match=f"{where} must return an IR value or a number, got {bad!r}"):
+            b2 = KernelBuilder("k")
+            b2.per_element(b2.splat(T, 1.0), lambda bb, r, c, v: bad)
+    with pytest.raises(TypeError, match="reduce's combine function must return"):
+        b2 = KernelBuilder("k")
+        b2.reduce(b2.splat(T, 1.0), "row", "coopmatrix<f32, 4, 1, acc, subgroup>", lambda bb, p, q: [p])
+    with pytest.raises(TypeError, match="inits must be IR values"):
+        KernelBuilder("k").for_range(0, 4, 1, [0.0], lambda bb, i, acc: acc)

@@ -78,6 +78,16 @@ class KernelBuilder:
         # round them once); other reals as floats.
         return self._b.constant(int(x) if isinstance(x, numbers.Integral) else float(x), like)
 
+    def _result(self, where: str, out, like: str | None):
+        """A value a region's function returned: an IR value, or a number made a constant of the
+        type `like` in this (the region's) builder. Anything else is a TypeError naming it (it
+        reached pybind11 as "Unable to cast Python instance of type ... to C++ type '?'")."""
+        if isinstance(out, _core.IRValue):
+            return out
+        if like is not None and isinstance(out, numbers.Real) and not isinstance(out, bool):
+            return self._val(out, like)
+        raise TypeError(f"{where} must return {'an IR value or a number' if like else 'IR values'}, got {out!r}")
+
     def _pair(self, x, y):
         if isinstance(x, _core.IRValue):
             return x, self._val(y, x.type)
@@ -191,17 +201,32 @@ class KernelBuilder:
     def for_range(self, lb, ub, step=1, inits=(), body=None):
         """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
         carried values. Returns the final carried values (a list)."""
+        inits = list(inits)
+        for v in inits:
+            if not isinstance(v, _core.IRValue):
+                raise TypeError(f"for_range: inits must be IR values (b.const(value, dtype) for a number), got {v!r}")
+
         def run(core, i, iters):
-            out = body(self._region(core), i, *iters)
-            if out is None:
-                return []
-            return list(out) if isinstance(out, (list, tuple)) else [out]
-        return self._b.for_(self._val(lb), self._val(ub), self._val(step), list(inits), run)
+            rb = self._region(core)
+            out = _as_list(body(rb, i, *iters))
+            return [rb._result("for_range's body", v, inits[k].type if k < len(inits) else None)
+                    for k, v in enumerate(out)]
+        return self._b.for_(self._val(lb), self._val(ub), self._val(step), inits, run)
 
     def if_(self, cond, then, else_=None, types=()):
         """then(b) / else_(b) return the values of `types` (a list of type strings)."""
-        wrap = lambda fn: None if fn is None else (lambda core: _as_list(fn(self._region(core))))
-        return self._b.if_(cond, list(types), wrap(then), wrap(else_))
+        types = list(types)
+
+        def wrap(fn, where):
+            if fn is None:
+                return None
+
+            def run(core):
+                rb = self._region(core)
+                return [rb._result(where, v, types[k] if k < len(types) else None)
+                        for k, v in enumerate(_as_list(fn(rb)))]
+            return run
+        return self._b.if_(cond, types, wrap(then, "if_'s then"), wrap(else_, "if_'s else_"))
 
     # ---- matrices ---------------------------------------------------------------------------------
     def _access(self, type_text, ptr, row, col, strides, bounds):
@@ -283,12 +308,20 @@ class KernelBuilder:
         """mode: row, column, both, 2x2; combine: add, mul, min, max or fn(b, x, y)."""
         if callable(combine):
             fn = combine
-            combine = lambda core, x, y: fn(self._region(core), x, y)
+
+            def combine(core, x, y):
+                rb = self._region(core)
+                return rb._result("reduce's combine function", fn(rb, x, y), x.type)
         return self._b.reduce(m, mode, result, combine)
 
     def per_element(self, m, fn, extras=()):
         """fn(b, row, col, value, *extra elements) -> the new element, for every element."""
-        return self._b.per_element(m, list(extras), lambda core, *args: fn(self._region(core), *args))
+        comp = _component(m.type)
+
+        def run(core, *args):
+            rb = self._region(core)
+            return rb._result("per_element's function", fn(rb, *args), comp)
+        return self._b.per_element(m, list(extras), run)
 
     def convert_matrix(self, m, type: str): return self._b.convert_matrix(m, type, False)
     def cast(self, m, type: str): return self._b.convert_matrix(m, type, True)
