@@ -88,21 +88,39 @@ class Verifier {
     if (!cond) fail(op, rule);
   }
 
+  // The values of a region (its arguments and its ops' results) are visible inside it only: they
+  // leave defined_ when it ends (a loop body's value used after the loop reached LLVM's verifier
+  // as "Instruction does not dominate all uses!"). seen_ keeps every value defined so far, to
+  // tell such a use from a use before the definition.
   void block(const Block& b, bool is_region) {
-    for (Value* a : b.args) defined_.insert(a);
+    std::vector<Value*> local;
+    auto define = [&](Value* v) {
+      defined_.insert(v);
+      seen_.insert(v);
+      local.push_back(v);
+    };
+    for (Value* a : b.args) define(a);
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const Op& o = *b.ops[i];
       bool last = i + 1 == b.ops.size();
       if (o.kind == OpKind::yield) require(is_region && last, o, "yield must end a region");
-      for (size_t k = 0; k < o.operands.size(); ++k)
-        require(defined_.count(o.operands[k]) != 0, o, cat("operand ", k, " is used before it is defined"));
+      for (size_t k = 0; k < o.operands.size(); ++k) {
+        Value* v = o.operands[k];
+        if (defined_.count(v)) continue;
+        fail(o, seen_.count(v) ? cat("operand ", k, " is used outside the region that defines it (a "
+                                     "loop body's, a branch's or a function region's values are visible inside it "
+                                     "only: yield it as a result)")
+                               : cat("operand ", k, " is used before it is defined"));
+      }
       check(o);
       for (const auto& r : o.regions) block(*r, true);
-      for (Value* r : o.results) defined_.insert(r);
+      for (Value* r : o.results) define(r);
     }
-    if (is_region)
+    if (is_region) {
       require(!b.ops.empty() && b.ops.back()->kind == OpKind::yield, *b.parent,
               "a region must end with yield");
+      for (Value* v : local) defined_.erase(v);
+    }
   }
 
   static std::string types(const std::vector<Value*>& vs) {
@@ -618,7 +636,7 @@ class Verifier {
   }
 
   const Function& f_;
-  std::unordered_set<const Value*> defined_;
+  std::unordered_set<const Value*> defined_, seen_;
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // Python (coopjit.ir wraps this), and run them through the same verifier, printer, lowering and
 // cache as the built-in recipes. Values are handles into one function; regions are Python
 // callables that receive a builder positioned inside them.
+#include <cmath>
+#include <cstdint>
 #include <optional>
 
 #include <pybind11/functional.h>
@@ -208,6 +210,42 @@ struct PyBuilder {
   }
   PyBuilder inner(Builder& in) const { return {fn, in}; }
 };
+
+// A constant of scalar type t from a Python number. Integer types take the number exactly (a
+// Python int is never rounded through a double: 2**53 + 1 as i64) or a float with an integral
+// value, inside the type's range; anything else is a ValueError naming the value and the type.
+// (A double cast to int64 was undefined behaviour for NaN and values beyond 2**63, and values
+// outside a narrower type wrapped: 300 as i8 was 44, 2.5 as i32 was 2.)
+Value* make_constant(Builder& b, const py::object& v, ScalarType t) {
+  if (is_float(t)) return b.constant(v.cast<double>(), t);
+  const bool is_bool = t == ScalarType::i1;
+  const int bits = is_bool ? 1 : 8 * size_in_bytes(t);
+  const bool sign = !is_bool && (is_signed(t) || t == ScalarType::index);
+  // The range as Python ints: [lo, hi].
+  py::int_ one(1);
+  py::object hi = sign ? (one.attr("__lshift__")(bits - 1) - one) : (one.attr("__lshift__")(bits) - one);
+  py::object lo = sign ? -(hi + one) : py::int_(0);
+  const std::string tname = is_bool ? "i1" : Type::of(t).str();
+  py::object n;
+  if (py::isinstance<py::float_>(v) || (!py::hasattr(v, "__index__") && py::hasattr(v, "__float__"))) {
+    const double d = v.cast<double>();
+    if (!std::isfinite(d) || d != std::floor(d))
+      throw UserError(cat("constant ", py::str(py::repr(v)).cast<std::string>(), " is not an integer: a ", tname,
+                          " constant needs one (in [", py::str(lo).cast<std::string>(), ", ",
+                          py::str(hi).cast<std::string>(), "])"));
+    n = py::reinterpret_steal<py::object>(PyLong_FromDouble(d));
+  } else {
+    PyObject* idx = PyNumber_Index(v.ptr());
+    if (!idx) throw py::error_already_set();
+    n = py::reinterpret_steal<py::object>(idx);
+  }
+  if (n < lo || n > hi)
+    throw UserError(cat("constant ", py::str(py::repr(v)).cast<std::string>(), " is outside the range of ", tname,
+                        " [", py::str(lo).cast<std::string>(), ", ", py::str(hi).cast<std::string>(), "]"));
+  // Stored as int64 (the attribute's type): a u64 above 2**63 - 1 as its two's complement bits.
+  const int64_t value = n > py::int_(INT64_MAX) ? static_cast<int64_t>(n.cast<uint64_t>()) : n.cast<int64_t>();
+  return b.constant_int(value, t);
+}
 
 BinOp parse_bin(const std::string& s) {
   static const std::pair<const char*, BinOp> ops[] = {{"add", BinOp::add}, {"sub", BinOp::sub}, {"mul", BinOp::mul},
@@ -612,7 +650,9 @@ void bind_ir(py::module_& m) {
         throw UserError(cat("unknown work id '", kind, "' (known: lane, subgroup, subgroups, group, groups)"));
       }, py::arg("kind"), py::arg("dim") = 0)
       .def("index", [](PyBuilder& b, int64_t v) { return b.wrap(b.b.index(v)); })
-      .def("constant", [](PyBuilder& b, double v, const std::string& t) { return b.wrap(b.b.constant(v, parse_scalar(t))); })
+      .def("constant", [](PyBuilder& b, const py::object& v, const std::string& t) {
+        return b.wrap(make_constant(b.b, v, parse_scalar(t)));
+      })
       .def("binary", [](PyBuilder& b, const std::string& op, const PyValue& x, const PyValue& y) {
         return b.wrap(b.b.bin(parse_bin(op), b.unwrap(x), b.unwrap(y)));
       })

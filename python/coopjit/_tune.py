@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -133,6 +134,39 @@ def _parse_shape(shape) -> tuple:
     return m, n, k
 
 
+def _available_memory() -> int | None:
+    """Bytes the machine can still give new allocations (MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(m: int, n: int, k: int, dtype: np.dtype, drawn: bool) -> None:
+    """MemoryError before anything is allocated when the problem's arrays would not fit in the
+    memory available: the operands (when drawn, with the float64 draw of the larger one), their
+    float64 copies, C and its start, and the reference, magnitude and bound of the check. NumPy
+    refuses one allocation beyond the machine, but a problem whose arrays each fit and together
+    do not had them filled one by one until the kernel's out-of-memory killer ended the process."""
+    _, out = gemm_types(dtype, dtype)
+    ab = m * k + k * n
+    need = ab * 8 + m * n * (2 * out.itemsize + 4 * 8)
+    if drawn:
+        need += ab * dtype.itemsize + max(m * k, k * n) * 8
+    avail = _available_memory()
+    if avail is not None and need > avail:
+        raise MemoryError(f"tune: the problem {m}x{n}x{k} {dtype} needs about {need / 2**30:.1f} GiB (its operands, C, "
+                          f"and the float64 reference every candidate is checked against); this machine has "
+                          f"{avail / 2**30:.1f} GiB available")
+
+
 class _Bench:
     """The operands of one problem, its float64 reference and error bound, and timing."""
 
@@ -224,12 +258,15 @@ def tune(a: np.ndarray | None = None, b: np.ndarray | None = None, *, shape: tup
             if x.ndim != 2:
                 raise ValueError(f"tune: {name} must be 2-D, got shape {x.shape}")
         gemm_types(a.dtype, b.dtype)  # TypeError for what GEMM does not take
+        m, k = a.shape[::-1] if trans_a else a.shape
+        _check_memory(m, b.shape[0] if trans_b else b.shape[1], k, a.dtype, drawn=False)
     else:
         if shape is None:
             raise ValueError("tune: pass the arrays a and b, or shape=(M, N, K)")
         m, n, k = _parse_shape(shape)
         dt = np.dtype(np.float32) if dtype is None else as_dtype(dtype, "tune: dtype")
         gemm_types(dt, dt)
+        _check_memory(m, n, k, dt, drawn=True)
         a = _random(rng, (k, m) if trans_a else (m, k), dt)
         b = _random(rng, (n, k) if trans_b else (k, n), dt)
     bench = _Bench(a, b, trans_a, trans_b, accumulate, rng)

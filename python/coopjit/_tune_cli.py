@@ -60,13 +60,15 @@ def main(argv=None) -> None:
     shapes = ["x".join(map(str, dims)) for dims in args.shape]  # MxNxK, checked by _shape
     # The arguments tune() refuses are usage errors here, not tracebacks (--budget 0, --budget nan,
     # --max-candidates 0, a shape with an empty dimension).
-    from coopjit._tune import _parse_shape, check_limits
+    from coopjit._tune import _check_memory, _parse_shape, check_limits
 
     try:
         check_limits(args.budget, args.max_candidates)
         for shape in shapes:
-            _parse_shape(shape)
-    except ValueError as e:
+            m, n, k = _parse_shape(shape)
+            if not args.scheduler:  # (a cluster's workers have their own memory)
+                _check_memory(m, n, k, _dtype(args.dtype), drawn=True)
+    except (ValueError, MemoryError) as e:
         parser.error(str(e))
     if args.threads is not None and not 1 <= args.threads <= coopjit._core.max_threads:
         parser.error(f"--threads must be in [1, {coopjit._core.max_threads}], got {args.threads}")

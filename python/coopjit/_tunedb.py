@@ -2,7 +2,9 @@
 
 Writes are atomic (temp file, fsync, rename) under a file lock, and merge with what other
 processes stored meanwhile. A damaged file (truncated, not JSON, checksum mismatch, another
-format) is ignored with a warning and rewritten by the next store: never fatal. The plans of
+format) is ignored with a warning and rewritten by the next store: never fatal. A directory that
+cannot be written (read-only, full, a path through a file) costs only the file: the tuned plans
+are used in this process, with a warning. The plans of
 this machine are handed to the core at import (or reload()); calls without an explicit plan
 then use them (the core looks them up when it plans a problem, not on every call).
 """
@@ -64,7 +66,9 @@ def _checksum(entries: dict) -> str:
     return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
 
 
-def _read(p: str | None) -> dict:
+def _read(p: str | None, unreadable: dict | None = None) -> dict:
+    """The entries of the file `p` ({} when there is none, or it is damaged); `unreadable` (a
+    warning says why) when it exists but cannot be read."""
     if p is None:
         return {}
     try:
@@ -74,7 +78,7 @@ def _read(p: str | None) -> dict:
         return {}
     except OSError as e:
         warnings.warn(f"coopjit: cannot read the tuning database {p}: {e}", RuntimeWarning, stacklevel=3)
-        return {}
+        return {} if unreadable is None else unreadable
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -83,8 +87,11 @@ def _read(p: str | None) -> dict:
         if not isinstance(entries, dict) or doc.get("checksum") != _checksum(entries):
             raise ValueError("checksum mismatch")
         return entries
-    except (ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"coopjit: ignoring the damaged tuning database {p} ({e}); the next tuning rewrites it",
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        # RecursionError: brackets nested deeper than the JSON decoder (or the checksum's encoder)
+        # recurses; it ended the import of coopjit.
+        warnings.warn(f"coopjit: ignoring the damaged tuning database {p} ({type(e).__name__}: {e}); the next "
+                      f"tuning rewrites it",
                       RuntimeWarning, stacklevel=3)
         return {}
 
@@ -105,14 +112,33 @@ def _write(p: str, entries: dict) -> None:
             os.unlink(tmp)
 
 
+def _write_or_warn(p: str | None, entries: dict) -> str | None:
+    """Writes the database; p, or None (with a warning) when the caches are disabled or the
+    directory refuses the file: the entries then live in this process only."""
+    if p is None:
+        return None
+    try:
+        _write(p, entries)
+        return p
+    except OSError as e:
+        warnings.warn(f"coopjit: cannot write the tuning database {p} ({e}); the tuned plans are used in this "
+                      f"process only", RuntimeWarning, stacklevel=3)
+        return None
+
+
 @contextlib.contextmanager
 def _locked(p: str | None):
-    """Holds the database's lock file (waits at most LOCK_TIMEOUT_S, then goes on unlocked)."""
+    """Holds the database's lock file (waits at most LOCK_TIMEOUT_S, then goes on unlocked; goes
+    on unlocked at once where the lock file cannot be made: the write will not be made either)."""
     if p is None:
         yield
         return
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    fd = os.open(p + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        fd = os.open(p + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
     try:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
@@ -168,21 +194,21 @@ def lookup(signature: str, device: str = "cpu") -> dict | None:
 
 def store(signature: str, device: str, plan: dict, record: dict) -> str | None:
     """Stores the tuned plan of a problem (merged with the file's other entries) and uses it in
-    this process from now on; returns the database file (None when the caches are disabled)."""
+    this process from now on; returns the database file (None when the caches are disabled, or
+    with a warning when the file cannot be written)."""
     global _entries
     from ._kernel_args import _overrides
 
     rec = {**record, "signature": signature, "device": device, "machine": machine(), "plan": dict(plan)}
     p = path()
     with _mu, _locked(p):
-        entries_now = _read(p) if p else dict(_entries)
+        entries_now = _read(p, dict(_entries)) if p else dict(_entries)
         entries_now[key(signature, device)] = rec
-        if p:
-            _write(p, entries_now)
+        stored = _write_or_warn(p, entries_now)
         _entries = entries_now
         if device == "cpu":
             _core.set_tuned_plan(signature, _overrides(plan))
-    return p
+    return stored
 
 
 def forget(signature: str, device: str = "cpu") -> bool:
@@ -190,10 +216,10 @@ def forget(signature: str, device: str = "cpu") -> bool:
     global _entries
     p = path()
     with _mu, _locked(p):
-        entries_now = _read(p) if p else dict(_entries)
+        entries_now = _read(p, dict(_entries)) if p else dict(_entries)
         found = entries_now.pop(key(signature, device), None) is not None
-        if p and found:
-            _write(p, entries_now)
+        if found:
+            _write_or_warn(p, entries_now)
         _entries = entries_now
         if device == "cpu":
             _core.set_tuned_plan(signature, {})
@@ -205,10 +231,15 @@ def clear() -> int:
     global _entries
     p = path()
     with _mu, _locked(p):
-        n = len(_read(p)) if p else len(_entries)
+        n = len(_read(p, _entries)) if p else len(_entries)
         if p:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(p)
+            except (FileNotFoundError, NotADirectoryError):  # no file (a path through a file: none either)
+                pass
+            except OSError as e:
+                warnings.warn(f"coopjit: cannot delete the tuning database {p} ({e}); its plans are forgotten in "
+                              f"this process only", RuntimeWarning, stacklevel=3)
         _entries = {}
         _core.clear_tuned_plans()
     return n
@@ -228,11 +259,11 @@ def merge(records: dict) -> int:
             raise ValueError(f"merge: the key {k!r} does not name its record's device, signature and machine")
     p = path()
     with _mu, _locked(p):
-        entries_now = _read(p) if p else dict(_entries)
+        entries_now = _read(p, dict(_entries)) if p else dict(_entries)
         changed = sum(entries_now.get(k) != rec for k, rec in records.items())
         entries_now.update(records)
-        if p and changed:
-            _write(p, entries_now)
+        if changed:
+            _write_or_warn(p, entries_now)
         _entries = entries_now
         _apply(entries_now)
     return changed

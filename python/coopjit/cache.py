@@ -32,7 +32,17 @@ def default_directory() -> str | None:
 def set_directory(path: str | os.PathLike | None) -> None:
     """Moves both caches to `path` for the rest of this process (None disables them); the
     tuned plans of the new directory's database replace those loaded so far."""
-    _core.set_cache_dir("" if path is None else os.path.abspath(os.fspath(path)))
+    d = "" if path is None else os.fsdecode(os.fspath(path))
+    if path is not None:
+        # Checked before anything moves: "" would be the current directory (os.path.abspath), and
+        # the core's C strings would end a path at a NUL (a folder named by the part before it).
+        if not d:
+            raise ValueError("cache.set_directory: the cache directory must be a path, got '' (None disables the "
+                             "caches)")
+        if "\0" in d:
+            raise ValueError(f"cache.set_directory: the cache directory {d!r} contains a NUL character")
+        d = os.path.abspath(d)
+    _core.set_cache_dir(d)
     _tunedb.reload()
 
 

@@ -202,6 +202,31 @@ def _check_plan_and_split(plan, split_every):
             raise ValueError(f"split_every must be at least 2, got {split_every}")
 
 
+def _check_reduce_split(split_every, ndim: int):
+    """split_every of reduce as dask takes it: None, an int >= 2, or {axis: int >= 2} with the axes
+    normalized. dask itself takes 1 and less, and {0: 1} summed part of the array (345 for 780)."""
+    def fan(n, what):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"reduce: {what} must be an int >= 2, got {n!r}")
+        if n < 2:
+            raise ValueError(f"reduce: {what} must be at least 2, got {n}")
+        return int(n)
+
+    if split_every is None:
+        return None
+    if isinstance(split_every, dict):
+        out = {}
+        for ax, n in split_every.items():
+            if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)) or not -ndim <= ax < ndim:
+                raise ValueError(f"reduce: split_every has the key {ax!r}, not an axis of the array ({ndim} dims)")
+            out[int(ax) % ndim] = fan(n, f"split_every[{ax}]")
+        return out
+    if not isinstance(split_every, (int, np.integer)) or isinstance(split_every, bool):
+        raise TypeError(f"reduce: split_every must be None, an int >= 2 or a dict of axis -> int >= 2, got "
+                        f"{split_every!r}")
+    return fan(split_every, "split_every")
+
+
 def _as_dask(x, name):
     if isinstance(x, da.Array):
         return x
@@ -400,9 +425,9 @@ def reduce(a, axis: int | tuple[int, ...] | None = None, op: str = "sum", *,
     """The reduction `op` (sum, prod, min, max) of the dask array `a` over `axis` (None: all; an
     int; a tuple), with coopjit.reduce's dtypes and NaN rules: coopjit kernels reduce each chunk,
     and the chunks' partial results are combined by coopjit kernels in a tree (dask.array's
-    reduction, fan-in `split_every`). Sums and products of float16 / bfloat16 carry float32
-    partial results between chunks. min / max over no elements raise ValueError here, as
-    NumPy does."""
+    reduction, fan-in `split_every`: an int >= 2, or {axis: int >= 2}). Sums and products of
+    float16 / bfloat16 carry float32 partial results between chunks. min / max over no elements
+    raise ValueError here, as NumPy does."""
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; known: {', '.join(OPS)}")
     a = _as_dask(a, "a")
@@ -410,6 +435,7 @@ def reduce(a, axis: int | tuple[int, ...] | None = None, op: str = "sum", *,
             isinstance(axis, tuple) and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in axis)):
         raise TypeError(f"reduce: axis must be None, an int or a tuple of ints, got {axis!r}")
     axes = tuple(range(a.ndim)) if axis is None else np.lib.array_utils.normalize_axis_tuple(axis, a.ndim)
+    split_every = _check_reduce_split(split_every, a.ndim)
     dtype = native_dtype(a.dtype)
     if dtype != a.dtype:
         a = a.astype(dtype)

@@ -2,8 +2,10 @@
 
 A KernelBuilder builds one function of the kernel IR, the same IR the GEMM and reduction recipes
 emit: it goes through the same verifier, printer, LLVM lowering and cache. Python numbers are
-turned into constants of the type the operation needs; regions (loop bodies, per-element and
-combine functions) are Python callables that receive a builder positioned inside the region.
+turned into constants of the type the operation needs (an integer type takes them exactly: a
+number outside its range, or not a whole number, is a ValueError); regions (loop bodies,
+per-element and combine functions) are Python callables that receive a builder positioned inside
+the region.
 
     b = KernelBuilder("scale_rows")
     X = b.param("X", "ptr<f32>")
@@ -71,8 +73,20 @@ class KernelBuilder:
         if like is None or like == "index":
             if not isinstance(x, numbers.Integral):
                 raise TypeError(f"an index needs an int, got {x!r}")
-            return self._b.index(int(x))
-        return self._b.constant(float(x), like)
+            return self._b.constant(int(x), "index")
+        # Ints as they are (an integer type takes them exactly, inside its range; float types
+        # round them once); other reals as floats.
+        return self._b.constant(int(x) if isinstance(x, numbers.Integral) else float(x), like)
+
+    def _result(self, where: str, out, like: str | None):
+        """A value a region's function returned: an IR value, or a number made a constant of the
+        type `like` in this (the region's) builder. Anything else is a TypeError naming it (it
+        reached pybind11 as "Unable to cast Python instance of type ... to C++ type '?'")."""
+        if isinstance(out, _core.IRValue):
+            return out
+        if like is not None and isinstance(out, numbers.Real) and not isinstance(out, bool):
+            return self._val(out, like)
+        raise TypeError(f"{where} must return {'an IR value or a number' if like else 'IR values'}, got {out!r}")
 
     def _pair(self, x, y):
         if isinstance(x, _core.IRValue):
@@ -89,7 +103,7 @@ class KernelBuilder:
         return self._b.index(v)
 
     def const(self, v, dtype: str):
-        return self._b.constant(float(v), dtype)
+        return self._b.constant(v, dtype)
 
     def binary(self, op: str, x, y):
         x, y = self._pair(x, y)
@@ -145,7 +159,7 @@ class KernelBuilder:
         if value is not None and not isinstance(value, _core.IRValue):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -2**31 <= value < 2**31:
                 raise ValueError(f"flag_set: value must be an i32 (an int in [-2^31, 2^31)), got {value!r}")
-            value = self._b.constant(float(value), "i32")
+            value = self._b.constant(int(value), "i32")
         self._b.flag_set(flags, self._val(i), value)
 
     def flag_wait(self, flags, i, spin_limit: int = 0):
@@ -187,17 +201,32 @@ class KernelBuilder:
     def for_range(self, lb, ub, step=1, inits=(), body=None):
         """for i in range(lb, ub, step), carrying `inits`; body(b, i, *carried) returns the next
         carried values. Returns the final carried values (a list)."""
+        inits = list(inits)
+        for v in inits:
+            if not isinstance(v, _core.IRValue):
+                raise TypeError(f"for_range: inits must be IR values (b.const(value, dtype) for a number), got {v!r}")
+
         def run(core, i, iters):
-            out = body(self._region(core), i, *iters)
-            if out is None:
-                return []
-            return list(out) if isinstance(out, (list, tuple)) else [out]
-        return self._b.for_(self._val(lb), self._val(ub), self._val(step), list(inits), run)
+            rb = self._region(core)
+            out = _as_list(body(rb, i, *iters))
+            return [rb._result("for_range's body", v, inits[k].type if k < len(inits) else None)
+                    for k, v in enumerate(out)]
+        return self._b.for_(self._val(lb), self._val(ub), self._val(step), inits, run)
 
     def if_(self, cond, then, else_=None, types=()):
         """then(b) / else_(b) return the values of `types` (a list of type strings)."""
-        wrap = lambda fn: None if fn is None else (lambda core: _as_list(fn(self._region(core))))
-        return self._b.if_(cond, list(types), wrap(then), wrap(else_))
+        types = list(types)
+
+        def wrap(fn, where):
+            if fn is None:
+                return None
+
+            def run(core):
+                rb = self._region(core)
+                return [rb._result(where, v, types[k] if k < len(types) else None)
+                        for k, v in enumerate(_as_list(fn(rb)))]
+            return run
+        return self._b.if_(cond, types, wrap(then, "if_'s then"), wrap(else_, "if_'s else_"))
 
     # ---- matrices ---------------------------------------------------------------------------------
     def _access(self, type_text, ptr, row, col, strides, bounds):
@@ -279,12 +308,20 @@ class KernelBuilder:
         """mode: row, column, both, 2x2; combine: add, mul, min, max or fn(b, x, y)."""
         if callable(combine):
             fn = combine
-            combine = lambda core, x, y: fn(self._region(core), x, y)
+
+            def combine(core, x, y):
+                rb = self._region(core)
+                return rb._result("reduce's combine function", fn(rb, x, y), x.type)
         return self._b.reduce(m, mode, result, combine)
 
     def per_element(self, m, fn, extras=()):
         """fn(b, row, col, value, *extra elements) -> the new element, for every element."""
-        return self._b.per_element(m, list(extras), lambda core, *args: fn(self._region(core), *args))
+        comp = _component(m.type)
+
+        def run(core, *args):
+            rb = self._region(core)
+            return rb._result("per_element's function", fn(rb, *args), comp)
+        return self._b.per_element(m, list(extras), run)
 
     def convert_matrix(self, m, type: str): return self._b.convert_matrix(m, type, False)
     def cast(self, m, type: str): return self._b.convert_matrix(m, type, True)
