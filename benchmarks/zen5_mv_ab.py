@@ -7,8 +7,10 @@ its share; one-worker plans have none); the parent reports medians and minima ov
 /proc/loadavg before and after. QUIET=1: each block waits (up to 10 s) for 0.2 s in which the machine's cores were
 at least 90% idle (/proc/stat), so that other work on this shared machine overlaps fewer blocks. Issue 14, session 24 (helper h14mv).
     python benchmarks/zen5_mv_ab.py MAIN_SITE NEW_SITE CASE[,CASE...] ROUNDS [BLOCKS]
-CASE: DTYPE:MxNxK[:VARIANT], DTYPE f32 / f64 / bf16 (bf16: no NumPy block), VARIANT c (A row-major, the
-default), f (A column-major), xs (x's rows two elements apart), bB (a batch of B products, A B x M x K)."""
+CASE: DTYPE:MxNxK[:VARIANT], DTYPE f32 / f64 / bf16 / i8 (bf16, i8: no NumPy block), VARIANT c (A row-major, the
+default), f (A column-major), xs (x's rows two elements apart), bB (a batch of B products, A B x M x K);
+session 25: v (x a 1-D vector of K), vs (x[::2] of a 1-D 2K), col (x a column of a K x 5 matrix, 2-D), bBv (a batch
+of B products times one 1-D x of K), bBs (a batch of B products, each x[::2])."""
 import json
 import os
 import statistics
@@ -23,27 +25,36 @@ dt, shape, var = (sys.argv[1].split(":") + ["c"])[:3]; blocks = int(sys.argv[2])
 m, n, k = (int(v) for v in shape.split("x"))
 thr = int(os.environ.get("THREADS", "2")); clock = time.thread_time if thr == 1 else time.perf_counter
 coopjit.set_num_threads(thr)
-t = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}[dt]
+t = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "i8": np.int8}[dt]
 rng = np.random.default_rng(1)
+g = (lambda shape: rng.integers(-128, 128, shape).astype(t)) if dt == "i8" else (lambda shape: rng.standard_normal(shape).astype(t))
 if var.startswith("b"):
-    a = rng.standard_normal((int(var[1:]), m, k)).astype(t); x = rng.standard_normal((int(var[1:]), k, n)).astype(t)
+    nb = int(var[1:].rstrip("vs"))
+    a = g((nb, m, k))
+    x = g((k,)) if var.endswith("v") else g((nb, 2 * k, n))[:, ::2] if var.endswith("s") else g((nb, k, n))
 else:
-    a = rng.standard_normal((m, k)).astype(t)
+    a = g((m, k))
     if var == "f": a = np.asfortranarray(a)
-    x = rng.standard_normal((k, n)).astype(t)
-    if var == "xs": x = rng.standard_normal((2 * k, n)).astype(t)[::2]
-ref = a.astype(np.float64) @ x.astype(np.float64)
+    x = g((k, n))
+    if var == "xs": x = g((2 * k, n))[::2]
+    if var == "v": x = g((k,))
+    if var == "vs": x = g((2 * k,))[::2]
+    if var == "col": x = g((k, 5))[:, 3:4]
+ref = np.matmul(a.astype(np.float64), x.astype(np.float64))
 c = coopjit.matmul(a, x)
 err = np.abs(c.astype(np.float64) - ref).max() / np.abs(ref).max()
 assert err <= (1e-2 if dt == "bf16" else 1e-5), err
 f = {"cj": lambda: coopjit.matmul(a, x)}
-if dt != "bf16":
+if dt not in ("bf16", "i8"):
     f["np"] = lambda: np.matmul(a, x)
 for g in f.values(): g()
 t0 = clock(); f["cj"](); calls = max(2, min(50, int(0.01 / max(clock() - t0, 1e-6))))
 import coopjit._core as core
-cfg = core.gemm_plan(a if a.ndim == 2 else a[0], x if x.ndim == 2 else x[0], np.empty((m, n), np.float32 if dt == "bf16" else t), False,
-                     [dt, dt, "f32" if dt == "bf16" else dt], {}) if a.ndim == 2 else {"layout": "", "order": "batched", "mr": "", "nr": "", "b_prefetch": "", "threads": ""}
+x2 = x[..., None] if x.ndim == 1 else x
+cfg = core.gemm_plan(a, x2 if a.ndim == 2 else np.broadcast_to(x2, a.shape[:1] + x2.shape[-2:]),
+                     np.empty(a.shape[:-1] + (n,), np.int32 if dt == "i8" else np.float32 if dt == "bf16" else t), False,
+                     [dt, dt, "i32" if dt == "i8" else "f32" if dt == "bf16" else dt], {})
+if a.ndim == 3: cfg["layout"] = "batch " + cfg["layout"]
 out = {"plan": "{layout} {order} mr{mr} nr{nr} b_prefetch{b_prefetch} t{threads}".format(**cfg), "cj": [], "np": [], "busy": []}
 out["waits"] = 0
 for i in range(blocks):

@@ -89,6 +89,37 @@ def cases():
         for dname in ("f32", "f64", "bf16", "i8"):
             for batch in (2, 7):
                 yield (m, n, k, dname, "nn", batch, {})
+    # Matrix-vector products (session 25): a row-major A times vectors of other strides (every other
+    # element, a column of a 5-wide matrix, reversed, stride 0), batches of them (each product its own
+    # vector, one broadcast vector, a broadcast A), and a strided row vector times a column-major B.
+    for (m, n, k) in [(4096, 1, 4096), (1001, 1, 777), (9, 1, 4100), (40, 1, 50), (1, 4096, 4096), (1, 700, 3000)]:
+        for dname in ("f32", "f64", "bf16", "i8", "u8i8"):
+            for lay in (("mv-x2", "mv-col5", "mv-rev", "mv-x0") if n == 1 else ("mv-rowx2", "mv-rowx2F")):
+                for batch in ((None, 4) if n == 1 else (None,)):
+                    yield (m, n, k, dname, lay, batch, {})
+            if n == 1:
+                for lay in ("mv-b", "mv-bx", "mv-ba", "mv-bx2"):
+                    yield (m, n, k, dname, lay, 4, {})
+                    if dname == "f32":
+                        for ov in ({"order": 2}, {"order": 2, "fixed": 1}, {"threads": 16}):
+                            yield (m, n, k, dname, lay, 4, ov)
+                for ov in ({"order": 2}, {"order": 2, "fixed": 1}):
+                    yield (m, n, k, dname, "mv-x2", None, ov)
+
+
+def mv_operands(m, n, k, lay, batch, a_t, b_t, c_t):
+    """The operands of the matrix-vector cases (see cases())."""
+    nb = batch or 1
+    if n != 1:  # a strided row vector times a row-major / column-major B
+        b = view((k, n), (1, k) if lay.endswith("F") else (n, 1), b_t)
+        return view((1, k), (0, 2), a_t), b, view((1, n), (n, 1), c_t)
+    a = view((nb, m, k), (0 if lay == "mv-ba" else m * k, k, 1), a_t)
+    st = {"mv-x2": 2, "mv-col5": 5, "mv-rev": -1, "mv-x0": 0, "mv-b": 1, "mv-bx": 1, "mv-ba": 1, "mv-bx2": 2}[lay]
+    b = view((nb, k, 1), (0 if lay == "mv-bx" else k * abs(st) or 1, abs(st), 0), b_t)
+    if st < 0:
+        b = b[:, ::-1]
+    c = view((nb, m, 1), (m, 1, 1), c_t)
+    return (a, b, c) if batch else (a[0], b[0], c[0])
 
 
 def child(tag):
@@ -101,7 +132,10 @@ def child(tag):
         c_t = {"f32": np.float32, "f64": np.float64, "i32": np.int32}[types[2]]
         la, lb = lay in ("tn", "tt"), lay in ("nt", "tt")
         step = 2 if lay == "strided" else 1
-        a, b, c = operands(m, n, k, la, lb, lay == "cF", a_t, b_t, c_t, batch, step)
+        if lay.startswith("mv"):
+            a, b, c = mv_operands(m, n, k, lay, batch, a_t, b_t, c_t)
+        else:
+            a, b, c = operands(m, n, k, la, lb, lay == "cF", a_t, b_t, c_t, batch, step)
         for acc in ((False, True) if ov == {} and lay == "nn" and batch is None else (False,)):
             try:
                 f = _core.gemm_plan(a, b, c, acc, types, ov)

@@ -7,65 +7,80 @@
 
 namespace coopjit {
 
-// Matrix-vector products (order "dot": the kernel's N is 1, A's rows and B's column have unit
-// stride along K): each worker takes a contiguous block of mr-row tiles of A and streams them
+// Matrix-vector products (order "dot": the kernel's N is 1, A's rows have unit stride along K):
+// each worker takes a contiguous block of mr-row tiles of A and streams them
 // once; an mr x nr accumulator (nr lanes along K) gathers A's rows times B's column, read as
 // an mr x nr matrix with row stride 0 (one vector, loaded once per step after CSE), and one
 // row reduction per tile gives its mr results. A GEMM tile would spend a whole vector of
-// lanes per output element of the single column.
+// lanes per output element of the single column. B's column is read with unit stride: another
+// stride is gathered into a contiguous copy first (run_gemm). A batch of products: the row tiles
+// of every product in turn (product-major), each worker a contiguous range of them, walked as
+// each product's part of the range (one division a product, none a tile).
 void GemmRecipe::dot(Builder& b) {
   const Type in_a = Type::matrix(p_.a_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
   const Type in_b = Type::matrix(p_.b_type, p_.mr, p_.nr, Use::acc, Scope::subgroup);
   const Type col_t = Type::matrix(T, p_.mr, 1, Use::acc, Scope::subgroup);
   const Type c_col = Type::matrix(p_.c_type, p_.mr, 1, Use::acc, Scope::subgroup);
-  Value* per = ceil_div(b, tiles_m_, g_.workers, "rows_per");
-  Value* lo = b.min(b.mul(g_.worker, per), tiles_m_, "lo");
-  Value* hi = b.min(b.add(lo, per), tiles_m_, "hi");
+  Value* all = b.mul(b.mul(g_.batch1, g_.batch2), tiles_m_, "tiles_all");
+  Value* per = ceil_div(b, all, g_.workers, "rows_per");
+  Value* lo = b.min(b.mul(g_.worker, per), all, "lo");
+  Value* hi = b.min(b.add(lo, per), all, "hi");
   Value* k_main = b.sub(g_.K, b.rem(g_.K, NR_), "k_main");
-  b.for_(lo, hi, one_, {}, [&](Builder& x, Value* mt, const std::vector<Value*>&) {
-    Value* m0 = x.mul(mt, MR_, "m0");
-    auto step = [&](Builder& y, Value* k, Value* acc, bool checked_a, bool tail) {
-      Value* a = y.load(in_a, {g_.A, m0, k, g_.sa_r, one_, g_.M, g_.K}, checked_a, "a");
-      // b_prefetch: the walk's streamed matrix is A here; each of its mr rows' lines `b_prefetch`
-      // bytes ahead go to L1 (gemm_plan.h). Not in the K tail (nothing of the row is left ahead).
-      if (p_.b_prefetch && !tail) a->def->attrs["prefetch"] = int64_t(p_.b_prefetch);
-      Value* v = y.load(in_b, {g_.B, zero_, k, zero_, one_, MR_, g_.K}, checked_a, "x");
-      if (p_.a_type != T) a = y.convert_matrix(a, acc_t_);
-      if (p_.b_type != T) v = y.convert_matrix(v, acc_t_);
-      return y.mat_bin(BinOp::add, acc, y.mat_bin(BinOp::mul, a, v), "acc");
-    };
-    auto rows = [&](Builder& y, bool checked) {
-      Value* acc = y.splat(acc_t_, fzero_, "acc");
-      acc = y.for_(zero_, k_main, NR_, {acc}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
-        return std::vector<Value*>{step(kx, k, it[0], checked, false)};
-      }, "k")[0];
-      // The K tail: checked loads read zeros past K.
-      acc = y.if_(y.cmp(CmpPred::lt, k_main, g_.K, "k_tail"), {acc_t_},
-                  [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true, true)}; },
-                  [&](Builder&) { return std::vector<Value*>{acc}; })[0];
-      return std::vector<Value*>{acc};
-    };
-    Value* acc = x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_m"), {acc_t_},
-                       [&](Builder& y) { return rows(y, false); }, [&](Builder& y) { return rows(y, true); })[0];
-    Value* sums = x.reduce(acc, ReduceMode::row, col_t, BinOp::add, "sums");
-    // Any order: each lane already holds the sum of every nr-th element of the row, so no element
-    // order is left to keep; the lowering then sums a row's vectors pairwise and its lanes by
-    // rotations (a tree: 3 + 4 adds a row of 64 f32) where the element-by-element chain was 63
-    // dependent scalar adds a row, 252 a tile of 4 rows, between one tile's loads and the next's.
-    sums->def->attrs["order"] = std::string("any");
-    Value* result = x.scale(sums, g_.alpha, "result");
-    Builder::Access c_at{g_.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
-    if (p_.epilogue.any()) {
-      Builder::Access r_at{g_.RES, m0, zero_, g_.sc_r, one_, g_.M, one_};
-      result = apply_epilogue(x, p_.epilogue, epi_, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
-        return p_.accumulate ? add_beta_c(y, r, c_col, c_at, true, e_t) : r;
-      }, &r_at);
-    } else if (p_.accumulate) {
-      result = add_beta_c(x, result, c_col, c_at, true, col_t);
-    }
-    store_c(x, result, c_col, c_at, true);
+  // The products the range meets: [lo / tiles_m, ceil(hi / tiles_m)).
+  Value* bi_lo = b.div(lo, tiles_m_, "bi_lo");
+  Value* bi_hi = ceil_div(b, hi, tiles_m_, "bi_hi");
+  b.for_(bi_lo, bi_hi, one_, {}, [&](Builder& bx, Value* bi, const std::vector<Value*>&) {
+    Value* first = bx.mul(bi, tiles_m_, "first");
+    Value* mt_lo = bx.sub(bx.bin(BinOp::max, lo, first), first, "mt_lo");
+    Value* mt_hi = bx.sub(bx.min(hi, bx.add(first, tiles_m_)), first, "mt_hi");
+    // The product's A, B and C (GemmRecipe::tile_at's batch offsets; N has one tile).
+    const Tile bt = tile_at(bx, {zero_, zero_, bx.rem(bi, g_.batch2, "b2"), bx.div(bi, g_.batch2, "b1")});
+    bx.for_(mt_lo, mt_hi, one_, {}, [&](Builder& x, Value* mt, const std::vector<Value*>&) {
+      Value* m0 = x.mul(mt, MR_, "m0");
+      auto step = [&](Builder& y, Value* k, Value* acc, bool checked_a, bool tail) {
+        Value* a = y.load(in_a, {bt.A, m0, k, g_.sa_r, one_, g_.M, g_.K}, checked_a, "a");
+        // b_prefetch: the walk's streamed matrix is A here; each of its mr rows' lines `b_prefetch`
+        // bytes ahead go to L1 (gemm_plan.h). Not in the K tail (nothing of the row is left ahead).
+        if (p_.b_prefetch && !tail) a->def->attrs["prefetch"] = int64_t(p_.b_prefetch);
+        Value* v = y.load(in_b, {bt.B, zero_, k, zero_, one_, MR_, g_.K}, checked_a, "x");
+        if (p_.a_type != T) a = y.convert_matrix(a, acc_t_);
+        if (p_.b_type != T) v = y.convert_matrix(v, acc_t_);
+        return y.mat_bin(BinOp::add, acc, y.mat_bin(BinOp::mul, a, v), "acc");
+      };
+      auto rows = [&](Builder& y, bool checked) {
+        Value* acc = y.splat(acc_t_, fzero_, "acc");
+        acc = y.for_(zero_, k_main, NR_, {acc}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
+          return std::vector<Value*>{step(kx, k, it[0], checked, false)};
+        }, "k")[0];
+        // The K tail: checked loads read zeros past K.
+        acc = y.if_(y.cmp(CmpPred::lt, k_main, g_.K, "k_tail"), {acc_t_},
+                    [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true, true)}; },
+                    [&](Builder&) { return std::vector<Value*>{acc}; })[0];
+        return std::vector<Value*>{acc};
+      };
+      Value* acc = x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_m"), {acc_t_},
+                         [&](Builder& y) { return rows(y, false); }, [&](Builder& y) { return rows(y, true); })[0];
+      Value* sums = x.reduce(acc, ReduceMode::row, col_t, BinOp::add, "sums");
+      // Any order: each lane already holds the sum of every nr-th element of the row, so no element
+      // order is left to keep; the lowering then sums a row's vectors pairwise and its lanes by
+      // rotations (a tree: 3 + 4 adds a row of 64 f32) where the element-by-element chain was 63
+      // dependent scalar adds a row, 252 a tile of 4 rows, between one tile's loads and the next's.
+      sums->def->attrs["order"] = std::string("any");
+      Value* result = x.scale(sums, g_.alpha, "result");
+      Builder::Access c_at{bt.C, m0, zero_, g_.sc_r, one_, g_.M, one_};
+      if (p_.epilogue.any()) {
+        Builder::Access r_at{bt.R ? bt.R : g_.RES, m0, zero_, g_.sc_r, one_, g_.M, one_};
+        result = apply_epilogue(x, p_.epilogue, epi_, result, m0, zero_, p_.mr, 1, true, [&](Builder& y, Value* r, const Type& e_t) {
+          return p_.accumulate ? add_beta_c(y, r, c_col, c_at, true, e_t) : r;
+        }, &r_at);
+      } else if (p_.accumulate) {
+        result = add_beta_c(x, result, c_col, c_at, true, col_t);
+      }
+      store_c(x, result, c_col, c_at, true);
+      return std::vector<Value*>{};
+    }, "mt");
     return std::vector<Value*>{};
-  }, "mt");
+  }, "bi");
 }
 
 // The worker's slot of the workspace: an mr x nr tile, row-major.

@@ -168,27 +168,33 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
   const GemmSpec& spec = c.spec;
   const CpuTargetInfo& cpu = c.cpu;
   const PlanOverrides& overrides = c.overrides;
-  const bool col = c.col;
   const int64_t M = c.M, N = c.N;
   const bool a_unit = c.a_unit;
-  // Matrix-vector products (the kernel's N is 1; A's rows and B's column with unit stride along
-  // K): the "dot" walk streams A once, each worker on its own block of rows, at the memory's
-  // speed (see the recipe); mr rows x nr lanes along K per tile.
+  // Matrix-vector products (the kernel's N is 1; A's rows with unit stride along K): the "dot"
+  // walk streams A once, each worker on its own block of rows, at the memory's speed (see the
+  // recipe); mr rows x nr lanes along K per tile. B's column (the vector) of another stride
+  // (x[::2], a column of a wider matrix, reversed) is gathered into a contiguous buffer of K
+  // elements before the launch (run_gemm), which the walk reads: the tile walk (m_inner) that took
+  // it read x element by element for every 8-row tile (2-core Zen 5, one thread, f32 4096x4096 @
+  // x[::2]: 3.1-3.2 ms, NumPy 1.4-1.5; session 24). A batch of products (each its own A, x and C,
+  // or a broadcast one): the walk's tiles run over the whole batch, each worker a contiguous range
+  // of (product, row tile) pairs (the batched tile walk took 4 x 4096x1x4096 in 12.5 ms on one
+  // thread, NumPy 6.0).
   {
-    const bool dot_ok = N == 1 && a_unit && (col ? spec.sa_c : spec.sb_r) == 1 && spec.batch1 * spec.batch2 == 1;
+    const bool dot_ok = N == 1 && a_unit;
     if (!overrides.count("order") && dot_ok && !p.pack && M >= 8 && spec.K >= 64 &&
         std::max({spec.M, spec.N, spec.K}) > 64)
       p.order = "dot";
     if (p.order == "dot") {
       if (!dot_ok || p.pack)
-        throw UserError(cat("plan order=2 (dot) needs one matrix-vector product (N = 1 in the kernel's orientation) ",
-                            "with A's rows and B's column of unit stride, unpacked; got M=", M, " N=", N));
+        throw UserError(cat("plan order=2 (dot) needs matrix-vector products (N = 1 in the kernel's orientation) ",
+                            "with A's rows of unit stride, unpacked; got M=", M, " N=", N));
       if (!overrides.count("mr")) p.mr = 4;
       if (!overrides.count("nr")) p.nr = 4 * p.simd_width;
       if (!overrides.count("split")) p.split = "dp";
       p.kt = std::max<int64_t>(p.kb, ceil_to(std::max<int64_t>(1, spec.K), p.kb));  // one K tile: no Stream-K here
       if (p.split != "dp") throw UserError("plan order=2 (dot) is data-parallel over rows: it needs split='dp'");
-      const int64_t tiles_m = (M + p.mr - 1) / p.mr;
+      const int64_t tiles_m = (M + p.mr - 1) / p.mr * spec.batch1 * spec.batch2;  // over the batch
       // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
       // Every core otherwise: each worker streams its rows at about one core's rate while it runs,
       // so the call lasts as long as the slowest worker's share (plus the launch). Measured on the
@@ -198,7 +204,7 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
       // GB/s): 4096x4096 f32 0.60 -> 0.47 ms (NumPy 0.40), 16384x4096 2.64 -> 2.14 (NumPy 2.32),
       // 2048x2048 0.165 -> 0.084 (NumPy 0.062); a second, noisier run 1.17 -> 0.72, 4.40 -> 3.66,
       // 0.83 -> 0.25. benchmarks/recorded/issue14-emr16-gemv-session16.txt.
-      const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type);
+      const int64_t bytes = M * spec.K * ir::size_in_bytes(p.a_type) * spec.batch1 * spec.batch2;  // (broadcast A too)
       if (!overrides.count("threads"))
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({int64_t(cpu.max_threads), tiles_m, bytes >> 16})));
       // A's rows prefetched 1 KiB ahead (b_prefetch: the walk's streamed matrix is A), on Zen 5 below
@@ -227,11 +233,17 @@ void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {
   // Small products get code for their exact shape and strides (see GemmPlan::fixed): the
   // per-product work is a few hundred cycles, and runtime strides cost a third of it in
   // address arithmetic (spilled row pointers). `fixed=0` turns it off.
-  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0 && p.ksplit <= 1;
+  // (Not a dot walk whose vector is gathered first (run_gemm): the copy's strides are not the
+  // caller's.)
+  const bool gathers = p.order == "dot" && (p.layout == "col" ? spec.sa_c : spec.sb_r) != 1;
+  bool fix = !p.pack && std::max({spec.M, spec.N, spec.K}) <= 64 && spec.K > 0 && p.ksplit <= 1 && !gathers;
   if (auto it = overrides.find("fixed"); it != overrides.end()) {
     if (it->second != 0 && it->second != 1) throw UserError(cat("plan override fixed=", it->second, " must be 0 or 1"));
     if (it->second == 1 && p.ksplit > 1)
       throw UserError(cat("plan fixed=1 builds K into the code; ksplit=", p.ksplit, " runs it on parts of K"));
+    if (it->second == 1 && gathers)
+      throw UserError(cat("plan fixed=1 builds the strides into the code; the dot walk (order=2) reads a copy of the ",
+                          "vector (its stride along K is ", p.layout == "col" ? spec.sa_c : spec.sb_r, ", not 1)"));
     fix = it->second == 1 && !p.pack;
   }
   if (fix) p.fixed = gemm_args(spec, p).fixed_view();

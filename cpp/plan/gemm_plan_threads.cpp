@@ -89,8 +89,10 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
     // 385 -> 241 (332-344); shares 1 / 2 / 4 / 8 at 4096x4096 (plan=): 531 / 512 / 422 / 397.
     // benchmarks/recorded/issue14-emr16-skinny-session22.txt.
     if (!overrides.count("shares") && p.order == "dot" && cpu.max_threads >= 8 && p.threads >= 8) {
-      const int64_t bytes = M * c.spec.K * ir::size_in_bytes(p.a_type);
-      const int64_t tiles = (M + p.mr - 1) / p.mr;
+      // (over a batch's products: the walk's tiles span them all)
+      const int64_t batch = c.spec.batch1 * c.spec.batch2;
+      const int64_t bytes = M * c.spec.K * ir::size_in_bytes(p.a_type) * batch;
+      const int64_t tiles = (M + p.mr - 1) / p.mr * batch;
       p.shares = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>({4, bytes / (int64_t(p.threads) << 18), tiles / p.threads})));
     }

@@ -24,8 +24,11 @@ PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, con
   int col_score = (spec.sa_r == 1) + (spec.sc_r == 1);
   p.layout = col_score > row_score ? "col" : "row";
   // A vector times a matrix whose columns are contiguous (C = a B, B's K stride 1): in "col" the
-  // kernel's N is 1 and both operands run along K with unit stride (the "dot" walk: plan_gemv).
-  if (spec.M == 1 && spec.N > 1 && spec.sb_r == 1 && spec.sa_c == 1 && spec.sb_c != 1) p.layout = "col";
+  // kernel's N is 1 and its A runs along K with unit stride (the "dot" walk: plan_gemv; a vector of
+  // another stride is gathered first). A strided vector kept "row" (the k_outer nest reading B
+  // across its columns): one Zen 5 thread (CPU time), f32 x[:, ::2] @ a column-major B 4096 x 4096
+  // 45.5 -> 1.43 ms (contiguous x 1.40, NumPy 1.63), 3000 x 700 584 -> 91 us.
+  if (spec.M == 1 && spec.N > 1 && spec.sb_r == 1 && spec.sb_c != 1) p.layout = "col";
   // A column-major matrix times a vector (C = A x, A's M stride 1, N = 1): the scores tie (a column
   // C and x have unit stride either way) and "row" walked A's columns in m_inner tiles; in "col" the
   // kernel's B is A^T, row-major, and the product is the vector-matrix one (the k_outer nest, its K

@@ -488,25 +488,42 @@ void bind_gemm(py::module_& m) {
         if (!hout.is_none() && !is_ndarray(hout)) return py::none();
         auto a = py::reinterpret_borrow<py::array>(ha);
         auto b = py::reinterpret_borrow<py::array>(hb);
-        if (a.ndim() < 2 || b.ndim() < 2 || a.ndim() > 32 || b.ndim() > 32) return py::none();
+        // One 1-D operand (A @ x, x @ B; not x @ y, a scalar): numpy.matmul's promotion, a (K,)
+        // vector read as a K x 1 column (or a 1 x K row) whose other dim has stride 0, its dim
+        // removed from the result. These took Python's full path (10-20 us a call).
+        const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
+        if ((a_vec && b_vec) || a.ndim() < 1 || b.ndim() < 1 || a.ndim() > 32 || b.ndim() > 32) return py::none();
+        // The operands' shapes and byte strides, 1-D ones with the promoted dim.
+        auto dims = [](const py::array& x, bool vec, bool column, std::vector<int64_t>& sh, std::vector<int64_t>& st) {
+          for (py::ssize_t d = 0; d < x.ndim(); ++d) sh.push_back(x.shape(d)), st.push_back(x.strides(d));
+          if (vec) {  // (K,) -> (K, 1) for B, (1, K) for A
+            sh.insert(column ? sh.end() : sh.begin(), 1);
+            st.insert(column ? st.end() : st.begin(), 0);
+          }
+        };
+        std::vector<int64_t> ash, ast, bsh, bst;
+        dims(a, a_vec, false, ash, ast);
+        dims(b, b_vec, true, bsh, bst);
         const FastTypes ft = fast_types(a.dtype(), b.dtype());
         if (!ft.ok) return py::none();
-        const int na = static_cast<int>(a.ndim()), nb = static_cast<int>(b.ndim());
-        const int64_t M = a.shape(na - 2), K = a.shape(na - 1), N = b.shape(nb - 1);
-        if (b.shape(nb - 2) != K || M == 0 || N == 0 || K == 0) return py::none();
+        const int na = static_cast<int>(ash.size()), nb = static_cast<int>(bsh.size());
+        const int64_t M = ash[na - 2], K = ash[na - 1], N = bsh[nb - 1];
+        if (bsh[nb - 2] != K || M == 0 || N == 0 || K == 0) return py::none();
         if (!aligned(a) || !aligned(b)) return py::none();
         // The broadcast batch shape (numpy.matmul's rules), right-aligned.
         const int nbatch = std::max(na, nb) - 2;
         std::vector<py::ssize_t> shape(static_cast<size_t>(nbatch));
         for (int d = 0; d < nbatch; ++d) {
           const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
-          const int64_t sa = da >= 0 ? a.shape(da) : 1, sb = db >= 0 ? b.shape(db) : 1;
+          const int64_t sa = da >= 0 ? ash[da] : 1, sb = db >= 0 ? bsh[db] : 1;
           if (sa != sb && sa != 1 && sb != 1) return py::none();
           shape[static_cast<size_t>(d)] = sa == 1 ? sb : sa;
         }
+        // C's shape as the kernel sees it (batch, M, N), and as the caller gets it (a vector
+        // operand's dim removed).
         std::vector<py::ssize_t> cshape = shape;
-        cshape.push_back(M);
-        cshape.push_back(N);
+        if (!a_vec) cshape.push_back(M);
+        if (!b_vec) cshape.push_back(N);
         py::array c;
         ir::ScalarType tc = ft.c;
         if (hout.is_none()) {
@@ -531,17 +548,20 @@ void bind_gemm(py::module_& m) {
           const auto rc = byte_range(c);
           if (ranges_meet(rc, byte_range(a)) || ranges_meet(rc, byte_range(b))) return py::none();
         }
+        const int64_t ia = a.itemsize(), ib = b.itemsize(), ic = c.itemsize();
+        // C's element strides along M and N (a removed dim: 0, its length being 1).
+        const int64_t sc_m = a_vec ? 0 : c.strides(nbatch) / ic;
+        const int64_t sc_n = b_vec ? 0 : c.strides(nbatch + (a_vec ? 0 : 1)) / ic;
         // Batch levels: (size, element strides of a, b, c), size-1 dims dropped, dims that every
         // operand steps through evenly merged; at most two remain or Python takes over.
         struct Level { int64_t n, sa, sb, sc; };
-        const int64_t ia = a.itemsize(), ib = b.itemsize(), ic = c.itemsize();
         std::vector<Level> levels;
         for (int d = 0; d < nbatch; ++d) {
           const int64_t n = shape[static_cast<size_t>(d)];
           if (n == 1) continue;
           const int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
-          Level l{n, da >= 0 && a.shape(da) != 1 ? a.strides(da) / ia : 0,
-                  db >= 0 && b.shape(db) != 1 ? b.strides(db) / ib : 0, c.strides(d) / ic};
+          Level l{n, da >= 0 && ash[da] != 1 ? ast[da] / ia : 0,
+                  db >= 0 && bsh[db] != 1 ? bst[db] / ib : 0, c.strides(d) / ic};
           if (!levels.empty() && levels.back().sa == l.sa * n && levels.back().sb == l.sb * n &&
               levels.back().sc == l.sc * n) {
             levels.back() = {levels.back().n * n, l.sa, l.sb, l.sc};
@@ -553,9 +573,11 @@ void bind_gemm(py::module_& m) {
         GemmSpec spec;
         spec.set_types(ft.a, ft.b, tc);
         spec.M = M; spec.N = N; spec.K = K;
-        spec.sa_r = a.strides(na - 2) / ia; spec.sa_c = a.strides(na - 1) / ia;
-        spec.sb_r = b.strides(nb - 2) / ib; spec.sb_c = b.strides(nb - 1) / ib;
-        spec.sc_r = c.strides(nbatch) / ic; spec.sc_c = c.strides(nbatch + 1) / ic;
+        spec.sa_r = ast[na - 2] / ia; spec.sa_c = ast[na - 1] / ia;
+        spec.sb_r = bst[nb - 2] / ib; spec.sb_c = bst[nb - 1] / ib;
+        // (The strides of a length-1 dim of C are never stepped: those of a row-major C, as the
+        // full path's expand_dims view gives, so that both paths plan alike.)
+        spec.sc_r = a_vec ? N : sc_m; spec.sc_c = b_vec ? 1 : sc_n;
         if (!levels.empty()) {
           const Level& in = levels.back();
           spec.batch2 = in.n; spec.sa_b2 = in.sa; spec.sb_b2 = in.sb; spec.sc_b2 = in.sc;

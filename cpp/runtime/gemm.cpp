@@ -234,6 +234,38 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   const void* ka = g.swap_ab ? b : a;
   const void* kb = g.swap_ab ? a : b;
+  // Packed panels: ceil(M / mr) * mr x Kp and Kp x ceil(N / nr) * nr elements, 64-byte aligned.
+  thread_local PanelMemory panel_memory;
+  struct ReleaseOversize {
+    PanelMemory& m;
+    ~ReleaseOversize() { m.release_oversize(); }
+  } release{panel_memory};
+  // The dot walk reads B's column (the vector) with unit stride: another stride (x[::2], a column
+  // of a wider matrix, reversed) is gathered first into a contiguous copy, one a distinct vector
+  // of the batch (a broadcast one once), and the kernel reads that (see plan_gemv).
+  if (k.plan.order == "dot" && g.sb_r != 1 && g.K > 0) {
+    const size_t es = ir::size_in_bytes(k.plan.b_type);
+    const int64_t n1 = g.sb_b1 ? g.batch1 : 1, n2 = g.sb_b2 ? g.batch2 : 1;
+    char* dst = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(panel_memory.get(size_t(n1 * n2 * g.K) * es + 64)) + 63) &
+                                        ~uintptr_t(63));
+    auto gather = [&](auto zero) {
+      using E = decltype(zero);
+      E* out = reinterpret_cast<E*>(dst);
+      for (int64_t i1 = 0; i1 < n1; ++i1)
+        for (int64_t i2 = 0; i2 < n2; ++i2) {
+          const E* x = static_cast<const E*>(kb) + i1 * g.sb_b1 + i2 * g.sb_b2;
+          for (int64_t kk = 0; kk < g.K; ++kk) *out++ = x[kk * g.sb_r];
+        }
+    };
+    if (es == 1) gather(uint8_t(0));
+    else if (es == 2) gather(uint16_t(0));
+    else if (es == 4) gather(uint32_t(0));
+    else gather(uint64_t(0));
+    kb = dst;
+    g.sb_r = 1;
+    g.sb_b2 = g.sb_b2 ? g.K : 0;
+    g.sb_b1 = g.sb_b1 ? n2 * g.K : 0;
+  }
   const int64_t tiles_mn = g.tiles_mn(), tiles_k = g.tiles_k();
   const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(k.plan.threads, tiles_mn * tiles_k)));
   const int64_t n_sk = stream_k_tiles(k.plan.split, tiles_mn, tiles_k, workers);
@@ -245,12 +277,6 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   int32_t small_flags[128] = {};
   std::unique_ptr<int32_t[]> big_flags(workers > 64 ? new int32_t[2 * workers]() : nullptr);
   int32_t* flags = workers > 64 ? big_flags.get() : small_flags;
-  // Packed panels: ceil(M / mr) * mr x Kp and Kp x ceil(N / nr) * nr elements, 64-byte aligned.
-  thread_local PanelMemory panel_memory;
-  struct ReleaseOversize {
-    PanelMemory& m;
-    ~ReleaseOversize() { m.release_oversize(); }
-  } release{panel_memory};
   void* pa = nullptr;
   void* pb = nullptr;
   void* cs = nullptr;
