@@ -30,7 +30,7 @@ def dump(out, more: bool) -> None:
     cases=[]
     for (m,n,k) in [(4096,4096,4096),(1024,4864,8192),(520,264,2056),(4224,4224,8192),(2816,1920,8192),(133,77,300)]:
         for types in (["bf16","bf16","bf16"],["bf16","bf16","f32"],["f16","f16","f16"],["i8","i8","i32"]):
-            for ov in ({}, {"sk_stage_store":1}, {"sk_stage_store":2}, {"split":1,"sk_trace":1}, {"tma_store":0}):
+            for ov in ({}, {"sk_stage_store":1}, {"sk_stage_store":2}, {"split":1,"sk_trace":1}, {"tma_store":0}, {"sk_pair":1}):
                 for epi in (None, dict(bias=True, activation="gelu"), dict(bias=True, activation="silu", residual=True), dict(bias=True)):
                     if epi is not None and types[0]=="i8": continue
                     cases.append(((m,n,k),types,ov,epi))

@@ -28,6 +28,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
+                          (p.sk_pair ? 32 : 0) +  // sk_pair: the pair's mbarriers and mailbox (simt_tma_ws.cpp)
                           int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
                           (p.tma_store ? 1024 : 0);  // tma_store: the regions 1024-byte aligned
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
@@ -40,6 +41,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
   // clusters of blocks sharing B's panels (simt_tma_ws.cpp): the walk below pairs them (the planner's conditions)
   if (p.cluster && part != GpuGemmPart::fixup) f.attrs["cluster"] = int64_t(p.cluster);
+  // sk_pair: clusters of 2 blocks (no multicast) passing a partial tile through distributed shared memory
+  if (p.sk_pair && part != GpuGemmPart::fixup) f.attrs["sk_pair"] = int64_t(1);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -198,6 +201,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         if (stream_k && p.sk_stage_store)  // a part's partial for its predecessor stored through the stage slots (its bytes)
           r->def->attrs["stream_k_stage_store"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
         if (stream_k && p.sk_stage_store == 2) r->def->attrs["stream_k_stage_store_groups"] = int64_t(2);  // a bulk group a slot
+        if (stream_k && p.sk_pair) r->def->attrs["stream_k_pair"] = int64_t(1);  // the pair's seam through distributed shared memory
       }
       return r;
     }
@@ -384,13 +388,28 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
           trace(z, unit, 12, 1, z.convert(kind, ScalarType::i32, "trace_kind"));
           trace(z, unit, 13, 1, z.convert(z.sub(hi, lo), ScalarType::i32, "trace_tiles"));
         }
+        // sk_pair (gpu_plan.h): an even block's successor is its cluster partner, whose sum arrives
+        // in the stage slots handed over for it (ws_stage_read, pair_read); an odd block's tail
+        // goes there (ws_pair_send). Other seams: the workspace and flags.
+        Value* odd = p.sk_pair ? z.cmp(CmpPred::eq, z.rem(g, z.index(2)), one, "pair_odd") : nullptr;
+        auto head_with_next = [&](Builder& v) {
+          auto [sum, next_flag] = with_next(v);
+          epilogue(v, tl, sum);
+          clock_at(v, unit, 8);  // (sk_trace) C written (its stores issued)
+          unset(v, next_flag);
+          return std::vector<Value*>{};
+        };
         z.if_(head, {}, [&](Builder& u) {
           u.if_(has_next, {}, [&](Builder& v) {
-            auto [sum, next_flag] = with_next(v);
-            epilogue(v, tl, sum);
-            clock_at(v, unit, 8);  // (sk_trace) C written (its stores issued)
-            unset(v, next_flag);
-            return std::vector<Value*>{};
+            if (!p.sk_pair) return head_with_next(v);
+            return v.if_(odd, {}, head_with_next, [&](Builder& w) {
+              Value* part = w.load(acc_t, part_at(w, w.add(g, one), zero, tl), false, "part");
+              part->def->attrs["frag_native"] = int64_t(1);
+              part->def->attrs["stage_read"] = int64_t(1);
+              part->def->attrs["pair_read"] = int64_t(1);  // written there by the partner (simt_tma_ws.cpp)
+              epilogue(w, tl, w.mat_bin(BinOp::add, acc, part, "acc"));
+              return std::vector<Value*>{};
+            });
           }, [&](Builder& v) {
             epilogue(v, tl, acc);
             clock_at(v, unit, 8);
@@ -405,20 +424,36 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
             st->attrs["frag_native"] = int64_t(1);
             if (p.sk_stage_store) st->attrs["stage_store"] = int64_t(1);
           };
+          auto own_flag = [&](Builder& v) {
+            if (p.sk_stage_store) return;
+            Op* own = v.flag_set(FL, v.add(v.mul(g, SGS), sg, "own_flag"));
+            if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
+          };
           u.if_(has_next, {}, [&](Builder& v) {
             auto [sum, next_flag] = with_next(v);
             own_part(v, sum);
             unset(v, next_flag);
+            if (p.sk_pair) own_flag(v);  // (sk_pair plans have no such part: each split tile has two parts)
             return std::vector<Value*>{};
           }, [&](Builder& v) {
-            own_part(v, acc);
-            return std::vector<Value*>{};
+            if (!p.sk_pair) {
+              own_part(v, acc);
+              return std::vector<Value*>{};
+            }
+            // sk_pair: an odd block's tail into its partner's stage slots (no flag); an even block's to the workspace
+            return v.if_(odd, {}, [&](Builder& w) {
+              Op* st = w.store(acc, part_at(w, g, zero, tl), false);
+              st->attrs["frag_native"] = int64_t(1);
+              st->attrs["pair_send"] = int64_t(1);
+              return std::vector<Value*>{};
+            }, [&](Builder& w) {
+              own_part(w, acc);
+              own_flag(w);
+              return std::vector<Value*>{};
+            });
           });
           clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued (sk_stage_store: written to the slots)
-          if (!p.sk_stage_store) {
-            Op* own = u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
-            if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
-          }
+          if (!p.sk_pair) own_flag(u);
           clock_at(u, unit, 10);  // and released (sk_stage_store: the slots handed back)
           return std::vector<Value*>{};
         });
@@ -453,7 +488,12 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* n_dp = b.select(b.cmp(CmpPred::lt, dp0, tiles), ceil_div(b, b.sub(tiles, dp0), grid, "n_dp"), zero, "n_dp");
     b.for_(zero, b.add(n_sk, n_dp), one, {}, [&](Builder& y, Value* u, const std::vector<Value*>&) {
       Value* sk = y.cmp(CmpPred::lt, u, n_sk, "sk");
-      Value* t = y.select(sk, y.add(t_lo, u), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
+      Value* su = u;
+      if (p.sk_pair) {  // an odd block walks its first part (the tail it sends to its partner) last, as its producer does
+        Value* rot = y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one));
+        su = y.select(y.cmp(CmpPred::eq, y.rem(g, y.index(2)), one), rot, u, "su");
+      }
+      Value* t = y.select(sk, y.add(t_lo, su), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
       Value* t_first = y.mul(t, tiles_k, "t_first");
       Value* t_end = y.add(t_first, tiles_k, "t_end");
       Value* lo = y.select(sk, y.bin(BinOp::max, it_lo, t_first), t_first, "lo");
