@@ -336,6 +336,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     trace(x, unit, e, 2);
     trace(x, unit, e + 1, 3);
   };
+  // sk_pair: whether this block is odd, and which way its seam with the other pair goes (the ws walk's set-up)
+  Value *pair_odd = nullptr, *pair_swap = nullptr;
   auto sk_part = [&](Builder& y, Value* t, Value* t_first, Value* lo, Value* hi, Value* it_lo, Value* unit = nullptr) {
     Tile tl = tile(y, t);
     Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
@@ -365,8 +367,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // (frag_native, simt_wgmma.cpp: 16-byte accesses; only the same warp position of this
         // kernel reads them), not the fix-up launch's column-major tile.
         Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
-        auto with_next = [&](Builder& u) {  // acc + the successor's sum, its flag reset
-          Value* next = u.add(g, one, "next");
+        auto with_next = [&](Builder& u, Value* partner = nullptr) {  // acc + the successor's (partner's) sum, its flag reset
+          Value* next = partner ? partner : u.add(g, one, "next");
           Value* next_flag = u.add(u.mul(next, SGS), sg, "next_flag");
           clock_at(u, unit, 4);  // (sk_trace) the wait's start and end
           u.flag_wait(FL, next_flag, kFlagSpinLimit);
@@ -391,7 +393,11 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // sk_pair (gpu_plan.h): an even block's successor is its cluster partner, whose sum arrives
         // in the stage slots handed over for it (ws_stage_read, pair_read); an odd block's tail
         // goes there (ws_pair_send). Other seams: the workspace and flags.
-        Value* odd = p.sk_pair ? z.cmp(CmpPred::eq, z.rem(g, z.index(2)), one, "pair_odd") : nullptr;
+        // The seam between pairs (odd block g, even g + 1) goes whichever way leaves no wait
+        // (pair_swap, below the walk's set-up): the odd block's head adds the even one's tail,
+        // done first, or (swapped) the even block's tail, walked just before its last part, adds
+        // the odd one's head, done first.
+        Value* odd = pair_odd;
         auto head_with_next = [&](Builder& v) {
           auto [sum, next_flag] = with_next(v);
           epilogue(v, tl, sum);
@@ -402,7 +408,15 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         z.if_(head, {}, [&](Builder& u) {
           u.if_(has_next, {}, [&](Builder& v) {
             if (!p.sk_pair) return head_with_next(v);
-            return v.if_(odd, {}, head_with_next, [&](Builder& w) {
+            return v.if_(odd, {}, [&](Builder& w) {
+              return w.if_(pair_swap, {}, [&](Builder& x) {  // swapped: the sum for the even block g + 1, which adds it
+                Op* st = x.store(acc, part_at(x, g, zero, tl), false);
+                st->attrs["frag_native"] = int64_t(1);
+                Op* own = x.flag_set(FL, x.add(x.mul(g, SGS), sg, "own_flag"));
+                if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);
+                return std::vector<Value*>{};
+              }, head_with_next);
+            }, [&](Builder& w) {
               Value* part = w.load(acc_t, part_at(w, w.add(g, one), zero, tl), false, "part");
               part->def->attrs["frag_native"] = int64_t(1);
               part->def->attrs["stage_read"] = int64_t(1);
@@ -447,9 +461,16 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
               st->attrs["pair_send"] = int64_t(1);
               return std::vector<Value*>{};
             }, [&](Builder& w) {
-              own_part(w, acc);
-              own_flag(w);
-              return std::vector<Value*>{};
+              return w.if_(pair_swap, {}, [&](Builder& x) {  // swapped: the odd block g - 1's head added here, C written
+                auto [sum, prev_flag] = with_next(x, x.sub(g, one, "prev"));
+                epilogue(x, tl, sum);
+                unset(x, prev_flag);
+                return std::vector<Value*>{};
+              }, [&](Builder& x) {
+                own_part(x, acc);
+                own_flag(x);
+                return std::vector<Value*>{};
+              });
             });
           });
           clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued (sk_stage_store: written to the slots)
@@ -484,14 +505,39 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* it_hi = b.select(is_w, b.div(b.mul(b.add(g, one), sk_iters), wk), zero, "it_hi");
     Value* t_lo = b.div(it_lo, tiles_k, "t_lo");
     Value* n_sk = b.sub(ceil_div(b, it_hi, tiles_k, "t_hi"), t_lo, "n_sk");
+    if (p.sk_pair) {
+      // The seam between odd block o and even o + 1: o's head (b K tiles) first and the even
+      // block's tail added to it just before its last part (at L_e - p_e, p_e its last part's K tiles)
+      // when b <= L_e - p_e (swapped), else the even block's tail first, added to o's head, which o
+      // walks just before its tail. One of the two never waits (the parts of the two blocks sum
+      // to the tile, plus whole tiles). Both blocks compute it from the same bounds.
+      auto swap_of = [&](Value* o) {
+        auto at = [&](Value* w) { return b.div(b.mul(w, sk_iters), wk); };
+        Value* hi_o = at(b.add(o, one));
+        Value* hi_e = at(b.add(o, b.index(2)));
+        Value* bx = b.rem(hi_o, tiles_k);
+        Value* room = b.sub(b.sub(hi_e, hi_o), b.rem(hi_e, tiles_k));
+        return b.bin(BinOp::and_, b.cmp(CmpPred::lt, b.add(o, one), workers), b.bin(BinOp::and_, b.cmp(CmpPred::gt, bx, zero), b.cmp(CmpPred::le, bx, room)));
+      };
+      pair_odd = b.cmp(CmpPred::eq, b.rem(g, b.index(2)), one, "pair_odd");
+      Value* o = b.select(pair_odd, g, b.sub(g, one));  // (even block 0: o = -1, no seam: its range starts at 0)
+      pair_swap = b.bin(BinOp::and_, b.bin(BinOp::and_, is_w, b.cmp(CmpPred::ge, o, zero)), swap_of(b.bin(BinOp::max, o, zero)), "pair_swap");
+    }
     Value* dp0 = b.add(sk_tiles, g, "dp0");
     Value* n_dp = b.select(b.cmp(CmpPred::lt, dp0, tiles), ceil_div(b, b.sub(tiles, dp0), grid, "n_dp"), zero, "n_dp");
     b.for_(zero, b.add(n_sk, n_dp), one, {}, [&](Builder& y, Value* u, const std::vector<Value*>&) {
       Value* sk = y.cmp(CmpPred::lt, u, n_sk, "sk");
       Value* su = u;
-      if (p.sk_pair) {  // an odd block walks its first part (the tail it sends to its partner) last, as its producer does
-        Value* rot = y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one));
-        su = y.select(y.cmp(CmpPred::eq, y.rem(g, y.index(2)), one), rot, u, "su");
+      if (p.sk_pair) {
+        // the parts' order (as the producer's, simt_tma_ws.cpp): both parts of the pair's tile
+        // last (they end together); the seam with the other pair's part that is added to walked
+        // just before it, the one whose sum is stored first. Odd block: (head, ..., tail) swapped,
+        // else (..., head, tail); even: (..., tail, head) swapped, else the parts' own order.
+        Value* last = y.sub(n_sk, one);
+        Value* odd_part = y.select(pair_swap, y.select(y.cmp(CmpPred::eq, u, zero), last, y.select(y.cmp(CmpPred::eq, u, last), zero, u)),
+                                   y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one)));
+        Value* even_part = y.select(pair_swap, y.select(y.cmp(CmpPred::lt, u, y.sub(last, one)), y.add(u, one), y.select(y.cmp(CmpPred::eq, u, last), last, zero)), u);
+        su = y.select(pair_odd, odd_part, even_part, "su");
       }
       Value* t = y.select(sk, y.add(t_lo, su), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
       Value* t_first = y.mul(t, tiles_k, "t_first");

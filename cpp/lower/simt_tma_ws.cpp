@@ -346,11 +346,32 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         llvm::Value* it_hi = begin(b_.CreateAdd(first_tile, i64v(1)));
         llvm::Value* t_lo = b_.CreateSDiv(it_lo, tiles_k);
         llvm::Value* t_hi = b_.CreateSDiv(b_.CreateAdd(it_hi, b_.CreateSub(tiles_k, i64v(1))), tiles_k);
-        llvm::Value* odd = sk_pair ? b_.CreateICmpEQ(b_.CreateSRem(first_tile, i64v(2)), i64v(1), "pair_odd") : nullptr;
+        llvm::Value *odd = nullptr, *swap = nullptr;
+        if (sk_pair) {
+          // The seam between odd block o and even o + 1 (the recipe's pair_swap, gemm_recipe_gpu.cpp):
+          // swapped when o's head (b K tiles) is no longer than the even block's range less its
+          // last part (b <= L_e - p_e); then the even block's tail adds o's head.
+          odd = b_.CreateICmpEQ(b_.CreateSRem(first_tile, i64v(2)), i64v(1), "pair_odd");
+          llvm::Value* o = b_.CreateSelect(odd, first_tile, b_.CreateSub(first_tile, i64v(1)));
+          llvm::Value* oc = b_.CreateSelect(b_.CreateICmpSGE(o, i64v(0)), o, i64v(0));
+          llvm::Value* hi_o = begin(b_.CreateAdd(oc, i64v(1)));
+          llvm::Value* hi_e = begin(b_.CreateAdd(oc, i64v(2)));
+          llvm::Value* bx = b_.CreateSRem(hi_o, tiles_k);
+          llvm::Value* room = b_.CreateSub(b_.CreateSub(hi_e, hi_o), b_.CreateSRem(hi_e, tiles_k));
+          swap = b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(o, i64v(0)), b_.CreateICmpSLT(b_.CreateAdd(oc, i64v(1)), workers)),
+                              b_.CreateAnd(b_.CreateICmpSGT(bx, i64v(0)), b_.CreateICmpSLE(bx, room)), "pair_swap");
+        }
         return emit_for(b_, fn_, t_lo, t_hi, i64v(1), state0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
-          if (sk_pair) {  // an odd block's first part (its tail, sent to the partner) walked last (as the recipe's walk)
-            llvm::Value* rot = b_.CreateAdd(t_lo, b_.CreateSRem(b_.CreateAdd(b_.CreateSub(tile, t_lo), i64v(1)), b_.CreateSub(t_hi, t_lo)));
-            tile = b_.CreateSelect(odd, rot, tile, "pair_tile");
+          if (sk_pair) {
+            // the parts' order (the recipe's): odd (head, ..., tail) swapped, else (..., head, tail);
+            // even (..., tail, head) swapped, else their own order
+            llvm::Value* u = b_.CreateSub(tile, t_lo);
+            llvm::Value* last = b_.CreateSub(b_.CreateSub(t_hi, t_lo), i64v(1));
+            llvm::Value* odd_u = b_.CreateSelect(swap, b_.CreateSelect(b_.CreateICmpEQ(u, i64v(0)), last, b_.CreateSelect(b_.CreateICmpEQ(u, last), i64v(0), u)),
+                                                 b_.CreateSRem(b_.CreateAdd(u, i64v(1)), b_.CreateAdd(last, i64v(1))));
+            llvm::Value* even_u = b_.CreateSelect(swap, b_.CreateSelect(b_.CreateICmpSLT(u, b_.CreateSub(last, i64v(1))), b_.CreateAdd(u, i64v(1)),
+                                                                        b_.CreateSelect(b_.CreateICmpEQ(u, last), last, i64v(0))), u);
+            tile = b_.CreateAdd(t_lo, b_.CreateSelect(odd, odd_u, even_u), "pair_tile");
           }
           llvm::Value* t_first = b_.CreateMul(tile, tiles_k);
           llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(it_lo, t_first), it_lo, t_first);
@@ -382,7 +403,19 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
             // producer waits as for a copy (the slot's previous use released) and then arrives on
             // the slot's full barrier with no bytes (the consumers' ws_stage_read takes them).
             llvm::Value* has_next = b_.CreateAnd(b_.CreateICmpSLT(end, t_end), b_.CreateICmpSLT(lo, end));
-            s_out = emit_if(b_, fn_, has_next, [&] {
+            // sk_pair: the parts that add another's sum: a head with a successor (not an odd
+            // block's swapped head, which stores its sum), and an even block's swapped tail
+            llvm::Value* reads = has_next;
+            llvm::Value* pair_recv = nullptr;
+            if (sk_pair) {
+              llvm::Value* head = b_.CreateICmpEQ(lo, t_first);
+              llvm::Value* even_tail = b_.CreateAnd(b_.CreateAnd(b_.CreateNot(odd), swap),
+                                                    b_.CreateAnd(b_.CreateICmpSGT(lo, t_first), b_.CreateICmpSLT(lo, end)));
+              reads = b_.CreateOr(b_.CreateAnd(b_.CreateAnd(has_next, head), b_.CreateOr(b_.CreateNot(odd), b_.CreateNot(swap))),
+                                  b_.CreateAnd(even_tail, b_.CreateNot(has_next)));
+              pair_recv = b_.CreateAnd(b_.CreateAnd(has_next, head), b_.CreateNot(odd));
+            }
+            s_out = emit_if(b_, fn_, reads, [&] {
               // (sk_stage_store: what is due by the last of them, done before the first)
               std::vector<llvm::Value*> st = guard(b_.CreateAdd(s_out[0], i64v(pseudo - 1)), s_out);
               if (sk_pair) {
@@ -393,7 +426,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                 // pair's: the workspace, as without pairs.
                 llvm::Value* h = st[0];
                 for (int64_t i = 0; i < pseudo; ++i) target_.mbarrier_arrive(b_, full(claim(b_.CreateAdd(h, i64v(i)))));
-                emit_if(b_, fn_, odd, none, [&] {
+                emit_if(b_, fn_, pair_recv, [&] {
                   llvm::Value* ready = b_.CreateAdd(bars(), c32(16 * S));
                   auto* ty4 = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32}, false);
                   auto* send4 = llvm::InlineAsm::get(ty4,
@@ -405,7 +438,7 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
                   b_.CreateCall(ty4, send4, {b_.CreateAdd(ready, c32(8)), ready, b_.CreateXor(target_.cluster_rank(b_), c32(1)),
                                              b_.CreateTrunc(h, i32)});
                   return none();
-                });
+                }, none);
                 st[0] = b_.CreateAdd(h, i64v(pseudo));
                 return st;
               }

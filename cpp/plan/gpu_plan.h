@@ -186,7 +186,9 @@ struct GpuGemmPlan {
   // last, its consumers write its sum (st.shared::cluster) into the stage slots that block 2c's
   // producer handed over for its head's successor and arrive on a barrier there (release, cluster
   // scope), and block 2c adds it from its own shared memory: no workspace, no flag for that seam. The seams between pairs
-  // (block 2c + 1's head, block 2c + 2's tail) keep the workspace and flags. Needs every worker's
+  // (block 2c + 1's head, block 2c + 2's tail) keep the workspace and flags, each going the way
+  // that leaves no wait: the part walked first stores its sum, the other (walked just before the
+  // block's pair part) adds it and writes C (gemm_recipe_gpu.cpp pair_swap). Needs every worker's
   // range a tile or more (each split tile in two parts), an even number of workers, sk_stage and
   // neither sk_stage_store, sk_prefetch nor sk_trace (plan override sk_pair: 0 / 1; kSkPairDefault).
   int sk_pair = 0;
