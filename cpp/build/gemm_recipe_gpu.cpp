@@ -530,13 +530,20 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       Value* su = u;
       if (p.sk_pair) {
         // the parts' order (as the producer's, simt_tma_ws.cpp): both parts of the pair's tile
-        // last (they end together); the seam with the other pair's part that is added to walked
-        // just before it, the one whose sum is stored first. Odd block: (head, ..., tail) swapped,
-        // else (..., head, tail); even: (..., tail, head) swapped, else the parts' own order.
+        // last (they end together); of the seam with the other pair, the part that adds the other's
+        // sum walked just before it (last where the block has no pair part), the one whose sum is
+        // stored first. Odd block: (head, ..., tail) swapped, else (..., head, tail); even:
+        // (..., tail, head) swapped, else the parts' own order.
+        // (a block whose range starts on a tile has no tail: an odd one keeps its order; one whose
+        // range ends on a tile has no head part with a successor: an even one walks its tail last)
         Value* last = y.sub(n_sk, one);
+        Value* rot = y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one));
+        Value* tail0 = y.cmp(CmpPred::ne, y.rem(it_lo, tiles_k), zero);
+        Value* head_last = y.cmp(CmpPred::ne, y.rem(it_hi, tiles_k), zero);
         Value* odd_part = y.select(pair_swap, y.select(y.cmp(CmpPred::eq, u, zero), last, y.select(y.cmp(CmpPred::eq, u, last), zero, u)),
-                                   y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one)));
-        Value* even_part = y.select(pair_swap, y.select(y.cmp(CmpPred::lt, u, y.sub(last, one)), y.add(u, one), y.select(y.cmp(CmpPred::eq, u, last), last, zero)), u);
+                                   y.select(tail0, rot, u));
+        Value* before_head = y.select(y.cmp(CmpPred::lt, u, y.sub(last, one)), y.add(u, one), y.select(y.cmp(CmpPred::eq, u, last), last, zero));
+        Value* even_part = y.select(pair_swap, y.select(head_last, before_head, rot), u);
         su = y.select(pair_odd, odd_part, even_part, "su");
       }
       Value* t = y.select(sk, y.add(t_lo, su), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");

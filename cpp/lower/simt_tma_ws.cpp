@@ -363,14 +363,19 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         }
         return emit_for(b_, fn_, t_lo, t_hi, i64v(1), state0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
           if (sk_pair) {
-            // the parts' order (the recipe's): odd (head, ..., tail) swapped, else (..., head, tail);
-            // even (..., tail, head) swapped, else their own order
+            // the parts' order (the recipe's): odd (head, ..., tail) swapped, else (..., head, tail)
+            // (a range that starts on a tile: its own order); even (..., tail, head) swapped (a range
+            // that ends on a tile: the tail last), else their own order
             llvm::Value* u = b_.CreateSub(tile, t_lo);
             llvm::Value* last = b_.CreateSub(b_.CreateSub(t_hi, t_lo), i64v(1));
+            llvm::Value* rot = b_.CreateSRem(b_.CreateAdd(u, i64v(1)), b_.CreateAdd(last, i64v(1)));
+            llvm::Value* tail0 = b_.CreateICmpNE(b_.CreateSRem(it_lo, tiles_k), i64v(0));
+            llvm::Value* head_last = b_.CreateICmpNE(b_.CreateSRem(it_hi, tiles_k), i64v(0));
             llvm::Value* odd_u = b_.CreateSelect(swap, b_.CreateSelect(b_.CreateICmpEQ(u, i64v(0)), last, b_.CreateSelect(b_.CreateICmpEQ(u, last), i64v(0), u)),
-                                                 b_.CreateSRem(b_.CreateAdd(u, i64v(1)), b_.CreateAdd(last, i64v(1))));
-            llvm::Value* even_u = b_.CreateSelect(swap, b_.CreateSelect(b_.CreateICmpSLT(u, b_.CreateSub(last, i64v(1))), b_.CreateAdd(u, i64v(1)),
-                                                                        b_.CreateSelect(b_.CreateICmpEQ(u, last), last, i64v(0))), u);
+                                                 b_.CreateSelect(tail0, rot, u));
+            llvm::Value* before_head = b_.CreateSelect(b_.CreateICmpSLT(u, b_.CreateSub(last, i64v(1))), b_.CreateAdd(u, i64v(1)),
+                                                       b_.CreateSelect(b_.CreateICmpEQ(u, last), last, i64v(0)));
+            llvm::Value* even_u = b_.CreateSelect(swap, b_.CreateSelect(head_last, before_head, rot), u);
             tile = b_.CreateAdd(t_lo, b_.CreateSelect(odd, odd_u, even_u), "pair_tile");
           }
           llvm::Value* t_first = b_.CreateMul(tile, tiles_k);
