@@ -34,6 +34,13 @@ def dump(out, more: bool) -> None:
                 for epi in (None, dict(bias=True, activation="gelu"), dict(bias=True, activation="silu", residual=True), dict(bias=True)):
                     if epi is not None and types[0]=="i8": continue
                     cases.append(((m,n,k),types,ov,epi))
+    # (sk_pair, session 25: after the others, so that their kernels' names, numbered in the order
+    # made, stay those of a build without it)
+    for (m,n,k) in [(4096,4096,4096),(1024,4864,8192),(520,264,2056),(4224,4224,8192),(2816,1920,8192),(133,77,300)]:
+        for types in (["bf16","bf16","bf16"],["bf16","bf16","f32"],["f16","f16","f16"],["i8","i8","i32"]):
+            for epi in (None, dict(bias=True, activation="gelu"), dict(bias=True, activation="silu", residual=True), dict(bias=True)):
+                if epi is None or types[0] != "i8":
+                    cases.append(((m,n,k),types,{"sk_pair":1},epi))
     cases=[(c,t,o,e,"target:sm_90",False,"row") for c,t,o,e in cases]
     if more:
         for target in ("target:sm_90", "target:sm_80"):

@@ -28,6 +28,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
+                          (p.sk_pair ? 32 : 0) +  // sk_pair: the pair's mbarriers and mailbox (simt_tma_ws.cpp)
                           int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
                           (p.tma_store ? 1024 : 0);  // tma_store: the regions 1024-byte aligned
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
@@ -40,6 +41,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.ws && part != GpuGemmPart::fixup) f.attrs["producer_warps"] = int64_t(p.ws == 2 ? 4 : 1);
   // clusters of blocks sharing B's panels (simt_tma_ws.cpp): the walk below pairs them (the planner's conditions)
   if (p.cluster && part != GpuGemmPart::fixup) f.attrs["cluster"] = int64_t(p.cluster);
+  // sk_pair: clusters of 2 blocks (no multicast) passing a partial tile through distributed shared memory
+  if (p.sk_pair && part != GpuGemmPart::fixup) f.attrs["sk_pair"] = int64_t(1);
   const ScalarType T = p.dtype;
   const bool stream_k = p.split != "dp";
   auto idx = [&](const char* n) { return f.add_param(Type::index(), n); };
@@ -198,6 +201,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         if (stream_k && p.sk_stage_store)  // a part's partial for its predecessor stored through the stage slots (its bytes)
           r->def->attrs["stream_k_stage_store"] = int64_t(p.mr) * p.sg_m * p.nr * p.sg_n * int64_t(size_in_bytes(T));
         if (stream_k && p.sk_stage_store == 2) r->def->attrs["stream_k_stage_store_groups"] = int64_t(2);  // a bulk group a slot
+        if (stream_k && p.sk_pair) r->def->attrs["stream_k_pair"] = int64_t(1);  // the pair's seam through distributed shared memory
       }
       return r;
     }
@@ -332,6 +336,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     trace(x, unit, e, 2);
     trace(x, unit, e + 1, 3);
   };
+  // sk_pair: whether this block is odd, and which way its seam with the other pair goes (the ws walk's set-up)
+  Value *pair_odd = nullptr, *pair_swap = nullptr;
   auto sk_part = [&](Builder& y, Value* t, Value* t_first, Value* lo, Value* hi, Value* it_lo, Value* unit = nullptr) {
     Tile tl = tile(y, t);
     Value* k_lo = y.mul(y.sub(lo, t_first), KT, "k_lo");
@@ -361,8 +367,8 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
         // (frag_native, simt_wgmma.cpp: 16-byte accesses; only the same warp position of this
         // kernel reads them), not the fix-up launch's column-major tile.
         Value* SGS = z.index(int64_t(p.sg_m) * p.sg_n, "SGS");
-        auto with_next = [&](Builder& u) {  // acc + the successor's sum, its flag reset
-          Value* next = u.add(g, one, "next");
+        auto with_next = [&](Builder& u, Value* partner = nullptr) {  // acc + the successor's (partner's) sum, its flag reset
+          Value* next = partner ? partner : u.add(g, one, "next");
           Value* next_flag = u.add(u.mul(next, SGS), sg, "next_flag");
           clock_at(u, unit, 4);  // (sk_trace) the wait's start and end
           u.flag_wait(FL, next_flag, kFlagSpinLimit);
@@ -384,13 +390,40 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
           trace(z, unit, 12, 1, z.convert(kind, ScalarType::i32, "trace_kind"));
           trace(z, unit, 13, 1, z.convert(z.sub(hi, lo), ScalarType::i32, "trace_tiles"));
         }
+        // sk_pair (gpu_plan.h): an even block's successor is its cluster partner, whose sum arrives
+        // in the stage slots handed over for it (ws_stage_read, pair_read); an odd block's tail
+        // goes there (ws_pair_send). Other seams: the workspace and flags.
+        // The seam between pairs (odd block g, even g + 1) goes whichever way leaves no wait
+        // (pair_swap, below the walk's set-up): the odd block's head adds the even one's tail,
+        // done first, or (swapped) the even block's tail, walked just before its last part, adds
+        // the odd one's head, done first.
+        Value* odd = pair_odd;
+        auto head_with_next = [&](Builder& v) {
+          auto [sum, next_flag] = with_next(v);
+          epilogue(v, tl, sum);
+          clock_at(v, unit, 8);  // (sk_trace) C written (its stores issued)
+          unset(v, next_flag);
+          return std::vector<Value*>{};
+        };
         z.if_(head, {}, [&](Builder& u) {
           u.if_(has_next, {}, [&](Builder& v) {
-            auto [sum, next_flag] = with_next(v);
-            epilogue(v, tl, sum);
-            clock_at(v, unit, 8);  // (sk_trace) C written (its stores issued)
-            unset(v, next_flag);
-            return std::vector<Value*>{};
+            if (!p.sk_pair) return head_with_next(v);
+            return v.if_(odd, {}, [&](Builder& w) {
+              return w.if_(pair_swap, {}, [&](Builder& x) {  // swapped: the sum for the even block g + 1, which adds it
+                Op* st = x.store(acc, part_at(x, g, zero, tl), false);
+                st->attrs["frag_native"] = int64_t(1);
+                Op* own = x.flag_set(FL, x.add(x.mul(g, SGS), sg, "own_flag"));
+                if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);
+                return std::vector<Value*>{};
+              }, head_with_next);
+            }, [&](Builder& w) {
+              Value* part = w.load(acc_t, part_at(w, w.add(g, one), zero, tl), false, "part");
+              part->def->attrs["frag_native"] = int64_t(1);
+              part->def->attrs["stage_read"] = int64_t(1);
+              part->def->attrs["pair_read"] = int64_t(1);  // written there by the partner (simt_tma_ws.cpp)
+              epilogue(w, tl, w.mat_bin(BinOp::add, acc, part, "acc"));
+              return std::vector<Value*>{};
+            });
           }, [&](Builder& v) {
             epilogue(v, tl, acc);
             clock_at(v, unit, 8);
@@ -405,20 +438,43 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
             st->attrs["frag_native"] = int64_t(1);
             if (p.sk_stage_store) st->attrs["stage_store"] = int64_t(1);
           };
+          auto own_flag = [&](Builder& v) {
+            if (p.sk_stage_store) return;
+            Op* own = v.flag_set(FL, v.add(v.mul(g, SGS), sg, "own_flag"));
+            if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
+          };
           u.if_(has_next, {}, [&](Builder& v) {
             auto [sum, next_flag] = with_next(v);
             own_part(v, sum);
             unset(v, next_flag);
+            if (p.sk_pair) own_flag(v);  // (sk_pair plans have no such part: each split tile has two parts)
             return std::vector<Value*>{};
           }, [&](Builder& v) {
-            own_part(v, acc);
-            return std::vector<Value*>{};
+            if (!p.sk_pair) {
+              own_part(v, acc);
+              return std::vector<Value*>{};
+            }
+            // sk_pair: an odd block's tail into its partner's stage slots (no flag); an even block's to the workspace
+            return v.if_(odd, {}, [&](Builder& w) {
+              Op* st = w.store(acc, part_at(w, g, zero, tl), false);
+              st->attrs["frag_native"] = int64_t(1);
+              st->attrs["pair_send"] = int64_t(1);
+              return std::vector<Value*>{};
+            }, [&](Builder& w) {
+              return w.if_(pair_swap, {}, [&](Builder& x) {  // swapped: the odd block g - 1's head added here, C written
+                auto [sum, prev_flag] = with_next(x, x.sub(g, one, "prev"));
+                epilogue(x, tl, sum);
+                unset(x, prev_flag);
+                return std::vector<Value*>{};
+              }, [&](Builder& x) {
+                own_part(x, acc);
+                own_flag(x);
+                return std::vector<Value*>{};
+              });
+            });
           });
           clock_at(u, unit, 8);  // (sk_trace) the partial's stores issued (sk_stage_store: written to the slots)
-          if (!p.sk_stage_store) {
-            Op* own = u.flag_set(FL, u.add(u.mul(g, SGS), sg, "own_flag"));
-            if (p.sk_one_release) own->attrs["one_lane"] = int64_t(1);  // one work-item's release after a warp barrier
-          }
+          if (!p.sk_pair) own_flag(u);
           clock_at(u, unit, 10);  // and released (sk_stage_store: the slots handed back)
           return std::vector<Value*>{};
         });
@@ -449,11 +505,48 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
     Value* it_hi = b.select(is_w, b.div(b.mul(b.add(g, one), sk_iters), wk), zero, "it_hi");
     Value* t_lo = b.div(it_lo, tiles_k, "t_lo");
     Value* n_sk = b.sub(ceil_div(b, it_hi, tiles_k, "t_hi"), t_lo, "n_sk");
+    if (p.sk_pair) {
+      // The seam between odd block o and even o + 1: o's head (b K tiles) first and the even
+      // block's tail added to it just before its last part (at L_e - p_e, p_e its last part's K tiles)
+      // when b <= L_e - p_e (swapped), else the even block's tail first, added to o's head, which o
+      // walks just before its tail. One of the two never waits (the parts of the two blocks sum
+      // to the tile, plus whole tiles). Both blocks compute it from the same bounds.
+      auto swap_of = [&](Value* o) {
+        auto at = [&](Value* w) { return b.div(b.mul(w, sk_iters), wk); };
+        Value* hi_o = at(b.add(o, one));
+        Value* hi_e = at(b.add(o, b.index(2)));
+        Value* bx = b.rem(hi_o, tiles_k);
+        Value* room = b.sub(b.sub(hi_e, hi_o), b.rem(hi_e, tiles_k));
+        return b.bin(BinOp::and_, b.cmp(CmpPred::lt, b.add(o, one), workers), b.bin(BinOp::and_, b.cmp(CmpPred::gt, bx, zero), b.cmp(CmpPred::le, bx, room)));
+      };
+      pair_odd = b.cmp(CmpPred::eq, b.rem(g, b.index(2)), one, "pair_odd");
+      Value* o = b.select(pair_odd, g, b.sub(g, one));  // (even block 0: o = -1, no seam: its range starts at 0)
+      pair_swap = b.bin(BinOp::and_, b.bin(BinOp::and_, is_w, b.cmp(CmpPred::ge, o, zero)), swap_of(b.bin(BinOp::max, o, zero)), "pair_swap");
+    }
     Value* dp0 = b.add(sk_tiles, g, "dp0");
     Value* n_dp = b.select(b.cmp(CmpPred::lt, dp0, tiles), ceil_div(b, b.sub(tiles, dp0), grid, "n_dp"), zero, "n_dp");
     b.for_(zero, b.add(n_sk, n_dp), one, {}, [&](Builder& y, Value* u, const std::vector<Value*>&) {
       Value* sk = y.cmp(CmpPred::lt, u, n_sk, "sk");
-      Value* t = y.select(sk, y.add(t_lo, u), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
+      Value* su = u;
+      if (p.sk_pair) {
+        // the parts' order (as the producer's, simt_tma_ws.cpp): both parts of the pair's tile
+        // last (they end together); of the seam with the other pair, the part that adds the other's
+        // sum walked just before it (last where the block has no pair part), the one whose sum is
+        // stored first. Odd block: (head, ..., tail) swapped, else (..., head, tail); even:
+        // (..., tail, head) swapped, else the parts' own order.
+        // (a block whose range starts on a tile has no tail: an odd one keeps its order; one whose
+        // range ends on a tile has no head part with a successor: an even one walks its tail last)
+        Value* last = y.sub(n_sk, one);
+        Value* rot = y.rem(y.add(u, one), y.bin(BinOp::max, n_sk, one));
+        Value* tail0 = y.cmp(CmpPred::ne, y.rem(it_lo, tiles_k), zero);
+        Value* head_last = y.cmp(CmpPred::ne, y.rem(it_hi, tiles_k), zero);
+        Value* odd_part = y.select(pair_swap, y.select(y.cmp(CmpPred::eq, u, zero), last, y.select(y.cmp(CmpPred::eq, u, last), zero, u)),
+                                   y.select(tail0, rot, u));
+        Value* before_head = y.select(y.cmp(CmpPred::lt, u, y.sub(last, one)), y.add(u, one), y.select(y.cmp(CmpPred::eq, u, last), last, zero));
+        Value* even_part = y.select(pair_swap, y.select(head_last, before_head, rot), u);
+        su = y.select(pair_odd, odd_part, even_part, "su");
+      }
+      Value* t = y.select(sk, y.add(t_lo, su), y.add(dp0, y.mul(y.sub(u, n_sk), grid)), "t");
       Value* t_first = y.mul(t, tiles_k, "t_first");
       Value* t_end = y.add(t_first, tiles_k, "t_end");
       Value* lo = y.select(sk, y.bin(BinOp::max, it_lo, t_first), t_first, "lo");

@@ -37,6 +37,9 @@ SimtLowering::SimtLowering(const Function& f, llvm::LLVMContext& ctx, const Simt
   if (auto g = f.attrs.find("cluster"); g != f.attrs.end()) cluster_ = static_cast<int>(std::get<int64_t>(g->second));
   if (cluster_ != 0 && (cluster_ != 2 || !producer_warps_))
     throw UserError(cat("SIMT lowering: function attribute cluster=", cluster_, " must be 0, or 2 on a kernel with producer warps"));
+  if (auto g = f.attrs.find("sk_pair"); g != f.attrs.end()) sk_pair_ = std::get<int64_t>(g->second) != 0;
+  if (sk_pair_ && (cluster_ || producer_warps_ == 0))
+    throw UserError("SIMT lowering: function attribute sk_pair needs producer warps and no attribute cluster (the pair is a cluster of its own)");
   auto mode = [&](const char* key) {
     auto it = f.attrs.find(key);
     const int64_t v = it == f.attrs.end() ? 0 : std::get<int64_t>(it->second);
@@ -83,6 +86,7 @@ std::unique_ptr<llvm::Module> SimtLowering::run() {
   fn_->addFnAttr(llvm::Attribute::Convergent);
   target_.mark_kernel(*fn_, S_, S_ * (sgs_ + producer_warps_));
   if (cluster_) target_.mark_cluster(*fn_, cluster_);
+  if (sk_pair_) target_.mark_cluster(*fn_, 2);  // sk_pair: pairs of blocks, no multicast (simt_tma_ws.cpp)
   auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
   lane_ = target_.lane_id(b_);

@@ -278,12 +278,18 @@ class SimtLowering {
   std::vector<llvm::Value*> ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                         llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt = 0,
                                         bool sk_down = false, int64_t sk_prefetch = 0, int64_t sk_stage = 0,
-                                        int64_t sk_stage_store = 0, int64_t sk_store_groups = 1);
+                                        int64_t sk_stage_store = 0, int64_t sk_store_groups = 1, bool sk_pair = false);
   /// sk_stage (the loop's stream_k_stage_read: a partial tile's bytes): the frag_native load of a
   /// successor's partial (attribute stage_read) through the stage slots, as pseudo K steps the
   /// producer hands over after the part's copies: each lane's 16-byte groups by cp.async into the
   /// warp's part of them, read back from shared memory, the slots released (simt_tma_ws.cpp).
-  std::vector<llvm::Value*> ws_stage_read(const Access& a, const Type& t, size_t components);
+  /// pair (sk_pair's pair_read): the partial was written into the slots by the cluster partner
+  /// (ws_pair_send), whose st.async completed on their full barriers: no copy, only the reads.
+  std::vector<llvm::Value*> ws_stage_read(const Access& a, const Type& t, size_t components, bool pair = false);
+  /// sk_pair (the loop's stream_k_pair; a store's pair_send): an odd block's tail partial, the
+  /// warp's frag_native fragment, written with st.async into the stage slots its cluster partner's
+  /// producer handed over (the first pseudo step in this block's mailbox, after its ready barrier).
+  void ws_pair_send(const Access& a, const Type& t, const std::vector<llvm::Value*>& d);
   /// sk_stage_store (the loop's stream_k_stage_store: a partial tile's bytes): the frag_native
   /// store of a part's sum for its predecessor (attribute stage_store) into the stage slots that
   /// the producer handed over as pseudo K steps after the part: each lane's 16-byte groups by
@@ -303,6 +309,7 @@ class SimtLowering {
   llvm::Value* ws_stage_parity(llvm::Value* step);
   int64_t ws_stage_pseudo_ = 0, ws_stage_slots_ = 0, ws_stage_bytes_ = 0;  // ws_tma_loop's: pseudo steps, S, a slot's bytes
   bool ws_stage_read_ = false, ws_stage_store_ = false;  // ws_tma_loop's: pseudo steps for reads, for stores
+  bool ws_pair_ = false;  // ws_tma_loop's stream_k_pair: the ready barrier and mailbox after the stage barriers
   /// The kernel parameter the IR names `hint` (InternalError when there is none).
   llvm::Value* param_named(const std::string& hint);
   /// Kernels with producer warps: the entry branches to ws_init_ (filled by the first persistent
@@ -313,6 +320,7 @@ class SimtLowering {
   llvm::BasicBlock *ws_init_ = nullptr, *ws_prod_ = nullptr, *ws_main_ = nullptr;
   llvm::AllocaInst* ws_steps_ = nullptr;  // ws_tma_loop: K steps the consumers have taken
   int producer_warps_ = 0;                // function attribute producer_warps: warps after the IR's subgroups
+  bool sk_pair_ = false;  // function attribute sk_pair: clusters of 2 without multicast (ws_pair_send)
   int cluster_ = 0;                       // function attribute cluster: blocks a cluster (2) sharing B's panels
   /// Waits until the phase of parity `parity` (i32) of the mbarrier at `bar` has completed.
   void mbarrier_wait(llvm::Value* bar, llvm::Value* parity);

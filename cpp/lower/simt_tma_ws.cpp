@@ -89,7 +89,7 @@ void SimtLowering::ws_end() {
   }
   // Clusters: no block leaves while the other may still arrive on its empty barriers (or copy
   // into its slots): every thread waits at a cluster barrier before each return.
-  if (cluster_)
+  if (cluster_ || sk_pair_)
     for (llvm::BasicBlock& bb : *fn_)
       if (auto* ret = llvm::dyn_cast_or_null<llvm::ReturnInst>(bb.getTerminator())) {
         llvm::IRBuilder<> rb(ret);
@@ -106,7 +106,7 @@ llvm::Value* SimtLowering::param_named(const std::string& hint) {
 std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t,
                                                     llvm::Value* hi, llvm::Value* M, llvm::Value* N, int64_t group_m, int64_t sk_kt,
                                                     bool sk_down, int64_t sk_prefetch, int64_t sk_stage, int64_t sk_stage_store,
-                                                    int64_t sk_store_groups) {
+                                                    int64_t sk_store_groups, bool sk_pair) {
   if (!ws_init_)
     throw InternalError("SIMT lowering: a persistent wgmma loop in a kernel without producer warps (function attribute producer_warps)");
   if (cluster_ && sk_kt)
@@ -128,6 +128,9 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     throw InternalError("SIMT lowering: stream_k_stage_store outside a Stream-K walk, or a partial tile or stage slot not of 16-byte multiples");
   ws_stage_pseudo_ = pseudo, ws_stage_slots_ = S, ws_stage_bytes_ = t.stage_bytes;
   ws_stage_read_ = sk_stage != 0, ws_stage_store_ = sk_stage_store != 0;
+  if (sk_pair && (!sk_pair_ || !sk_kt || !sk_stage || sk_stage_store))
+    throw InternalError("SIMT lowering: stream_k_pair needs a kernel of attribute sk_pair and a Stream-K walk with stream_k_stage_read only");
+  ws_pair_ = sk_pair;
   const int64_t read_pseudo = sk_stage ? pseudo : 0;
   // The stages' shared-window address (as simt_wgmma.cpp: the first 1024-byte boundary of the
   // stage memory), made where it is used: ws.init and the producer's code see only the entry's values.
@@ -165,12 +168,18 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
     llvm::Value* warp = b_.CreateTrunc(target_.work_id(b_, WorkId::subgroup, 0), i32, "warp");
     llvm::Value* tid = b_.CreateAdd(lane(), b_.CreateMul(warp, c32(32)), "tid");
     emit_if(b_, fn_, b_.CreateICmpEQ(tid, c32(0)), [&] {
+      // sk_pair: the ready barrier (one arrival: the partner's producer) after the stage barriers
+      // and the partial's (an arrival of each consumer work-item of the partner, ws_pair_send), 16 bytes on
+      if (sk_pair) {
+        target_.mbarrier_init(b_, b_.CreateAdd(bars(), c32(16 * S)), 1);
+        target_.mbarrier_init(b_, b_.CreateAdd(bars(), c32(16 * S + 16)), 32 * sgs_);
+      }
       init_stage_barriers(bars(), S, cluster_ ? cluster_ : 1);  // clusters: empty[s] counts both blocks' consumer warps
       return none();
     }, none);
     // every warp, the producers too (clusters: both blocks' barriers made before either copies
-    // into the other or arrives on its barriers)
-    if (cluster_) target_.cluster_sync(b_);
+    // into the other or arrives on its barriers; sk_pair: before either writes into the other)
+    if (cluster_ || sk_pair) target_.cluster_sync(b_);
     else target_.barrier(b_);
     b_.CreateCondBr(b_.CreateICmpUGE(warp, c32(sgs_)), ws_prod_, ws_main_);
 
@@ -337,7 +346,38 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
         llvm::Value* it_hi = begin(b_.CreateAdd(first_tile, i64v(1)));
         llvm::Value* t_lo = b_.CreateSDiv(it_lo, tiles_k);
         llvm::Value* t_hi = b_.CreateSDiv(b_.CreateAdd(it_hi, b_.CreateSub(tiles_k, i64v(1))), tiles_k);
+        llvm::Value *odd = nullptr, *swap = nullptr;
+        if (sk_pair) {
+          // The seam between odd block o and even o + 1 (the recipe's pair_swap, gemm_recipe_gpu.cpp):
+          // swapped when o's head (b K tiles) is no longer than the even block's range less its
+          // last part (b <= L_e - p_e); then the even block's tail adds o's head.
+          odd = b_.CreateICmpEQ(b_.CreateSRem(first_tile, i64v(2)), i64v(1), "pair_odd");
+          llvm::Value* o = b_.CreateSelect(odd, first_tile, b_.CreateSub(first_tile, i64v(1)));
+          llvm::Value* oc = b_.CreateSelect(b_.CreateICmpSGE(o, i64v(0)), o, i64v(0));
+          llvm::Value* hi_o = begin(b_.CreateAdd(oc, i64v(1)));
+          llvm::Value* hi_e = begin(b_.CreateAdd(oc, i64v(2)));
+          llvm::Value* bx = b_.CreateSRem(hi_o, tiles_k);
+          llvm::Value* room = b_.CreateSub(b_.CreateSub(hi_e, hi_o), b_.CreateSRem(hi_e, tiles_k));
+          swap = b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(o, i64v(0)), b_.CreateICmpSLT(b_.CreateAdd(oc, i64v(1)), workers)),
+                              b_.CreateAnd(b_.CreateICmpSGT(bx, i64v(0)), b_.CreateICmpSLE(bx, room)), "pair_swap");
+        }
         return emit_for(b_, fn_, t_lo, t_hi, i64v(1), state0, [&](llvm::Value* tile, const std::vector<llvm::Value*>& s_in) {
+          if (sk_pair) {
+            // the parts' order (the recipe's): odd (head, ..., tail) swapped, else (..., head, tail)
+            // (a range that starts on a tile: its own order); even (..., tail, head) swapped (a range
+            // that ends on a tile: the tail last), else their own order
+            llvm::Value* u = b_.CreateSub(tile, t_lo);
+            llvm::Value* last = b_.CreateSub(b_.CreateSub(t_hi, t_lo), i64v(1));
+            llvm::Value* rot = b_.CreateSRem(b_.CreateAdd(u, i64v(1)), b_.CreateAdd(last, i64v(1)));
+            llvm::Value* tail0 = b_.CreateICmpNE(b_.CreateSRem(it_lo, tiles_k), i64v(0));
+            llvm::Value* head_last = b_.CreateICmpNE(b_.CreateSRem(it_hi, tiles_k), i64v(0));
+            llvm::Value* odd_u = b_.CreateSelect(swap, b_.CreateSelect(b_.CreateICmpEQ(u, i64v(0)), last, b_.CreateSelect(b_.CreateICmpEQ(u, last), i64v(0), u)),
+                                                 b_.CreateSelect(tail0, rot, u));
+            llvm::Value* before_head = b_.CreateSelect(b_.CreateICmpSLT(u, b_.CreateSub(last, i64v(1))), b_.CreateAdd(u, i64v(1)),
+                                                       b_.CreateSelect(b_.CreateICmpEQ(u, last), last, i64v(0)));
+            llvm::Value* even_u = b_.CreateSelect(swap, b_.CreateSelect(head_last, before_head, rot), u);
+            tile = b_.CreateAdd(t_lo, b_.CreateSelect(odd, odd_u, even_u), "pair_tile");
+          }
           llvm::Value* t_first = b_.CreateMul(tile, tiles_k);
           llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(it_lo, t_first), it_lo, t_first);
           llvm::Value* t_end = b_.CreateAdd(t_first, tiles_k);
@@ -368,9 +408,45 @@ std::vector<llvm::Value*> SimtLowering::ws_tma_loop(const std::vector<llvm::Valu
             // producer waits as for a copy (the slot's previous use released) and then arrives on
             // the slot's full barrier with no bytes (the consumers' ws_stage_read takes them).
             llvm::Value* has_next = b_.CreateAnd(b_.CreateICmpSLT(end, t_end), b_.CreateICmpSLT(lo, end));
-            s_out = emit_if(b_, fn_, has_next, [&] {
+            // sk_pair: the parts that add another's sum: a head with a successor (not an odd
+            // block's swapped head, which stores its sum), and an even block's swapped tail
+            llvm::Value* reads = has_next;
+            llvm::Value* pair_recv = nullptr;
+            if (sk_pair) {
+              llvm::Value* head = b_.CreateICmpEQ(lo, t_first);
+              llvm::Value* even_tail = b_.CreateAnd(b_.CreateAnd(b_.CreateNot(odd), swap),
+                                                    b_.CreateAnd(b_.CreateICmpSGT(lo, t_first), b_.CreateICmpSLT(lo, end)));
+              reads = b_.CreateOr(b_.CreateAnd(b_.CreateAnd(has_next, head), b_.CreateOr(b_.CreateNot(odd), b_.CreateNot(swap))),
+                                  b_.CreateAnd(even_tail, b_.CreateNot(has_next)));
+              pair_recv = b_.CreateAnd(b_.CreateAnd(has_next, head), b_.CreateNot(odd));
+            }
+            s_out = emit_if(b_, fn_, reads, [&] {
               // (sk_stage_store: what is due by the last of them, done before the first)
               std::vector<llvm::Value*> st = guard(b_.CreateAdd(s_out[0], i64v(pseudo - 1)), s_out);
+              if (sk_pair) {
+                // sk_pair: an even block's successor is its partner (rank + 1), whose consumers
+                // write the partial into these slots (ws_pair_send) once they are claimed: the
+                // first pseudo step goes to the partner's mailbox, then an arrival (release,
+                // cluster scope) on its ready barrier. An odd block's successor is the next
+                // pair's: the workspace, as without pairs.
+                llvm::Value* h = st[0];
+                for (int64_t i = 0; i < pseudo; ++i) target_.mbarrier_arrive(b_, full(claim(b_.CreateAdd(h, i64v(i)))));
+                emit_if(b_, fn_, pair_recv, [&] {
+                  llvm::Value* ready = b_.CreateAdd(bars(), c32(16 * S));
+                  auto* ty4 = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32, i32, i32}, false);
+                  auto* send4 = llvm::InlineAsm::get(ty4,
+                                                     "{\n.reg .b32 rm, rb;\nmapa.shared::cluster.u32 rm, $0, $2;\n"
+                                                     "mapa.shared::cluster.u32 rb, $1, $2;\n"
+                                                     "st.shared::cluster.u32 [rm], $3;\n"
+                                                     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rb];\n}",
+                                                     "r,r,r,r,~{memory}", /*hasSideEffects=*/true);
+                  b_.CreateCall(ty4, send4, {b_.CreateAdd(ready, c32(8)), ready, b_.CreateXor(target_.cluster_rank(b_), c32(1)),
+                                             b_.CreateTrunc(h, i32)});
+                  return none();
+                }, none);
+                st[0] = b_.CreateAdd(h, i64v(pseudo));
+                return st;
+              }
               for (int64_t i = 0; i < pseudo; ++i) {
                 llvm::Value* sv = st[0];
                 target_.mbarrier_arrive(b_, full(claim(sv)));
@@ -503,7 +579,8 @@ llvm::Value* SimtLowering::ws_stage_parity(llvm::Value* step) {
 // at once, no registers held: a lane's 32 ld.global.v4 were latency-bound, ~9,000 cycles a part
 // on the H100, session 20), waits for them, reads them back from shared memory; then every warp
 // releases all the pseudo steps (empty barriers count every consumer warp) and counts them taken.
-std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Type& t, size_t components) {
+std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Type& t, size_t components, bool pair) {
+  if (pair && !ws_pair_) throw InternalError("SIMT lowering: a pair_read load without a persistent wgmma loop of stream_k_pair before it");
   if (!ws_steps_ || !ws_stage_read_)
     throw InternalError("SIMT lowering: a stage_read load without a persistent wgmma loop of stream_k_stage_read before it");
   llvm::Type* i32 = b_.getInt32Ty();
@@ -530,10 +607,22 @@ std::vector<llvm::Value*> SimtLowering::ws_stage_read(const Access& a, const Typ
   std::vector<llvm::Value*> at(groups);
   for (size_t q = 0; q < groups; ++q) {
     at[q] = b_.CreateAdd(dst0, b_.CreateAdd(l16, c32(static_cast<int64_t>(512 * q))));
-    b_.CreateCall(cp_ty, cp, {at[q], b_.CreatePtrToInt(native_at(a, t, q), i64)});
+    if (!pair) b_.CreateCall(cp_ty, cp, {at[q], b_.CreatePtrToInt(native_at(a, t, q), i64)});
   }
   auto* wait_ty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
-  b_.CreateCall(wait_ty, llvm::InlineAsm::get(wait_ty, "cp.async.wait_all;", "~{memory}", /*hasSideEffects=*/true));
+  if (!pair) {
+    b_.CreateCall(wait_ty, llvm::InlineAsm::get(wait_ty, "cp.async.wait_all;", "~{memory}", /*hasSideEffects=*/true));
+  } else {
+    // pair: the partner's work-items have written the partial here (ws_pair_send) once each has
+    // arrived (release, cluster scope) on the pair's data barrier: one use a launch, parity 0
+    auto* w_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32}, false);
+    b_.CreateCall(w_ty, llvm::InlineAsm::get(w_ty,
+                                             "{\n.reg .pred p;\npair_data${:uid}:\n"
+                                             "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [$0], 0;\n"
+                                             "@!p bra pair_data${:uid};\n}",
+                                             "r,~{memory}", /*hasSideEffects=*/true),
+                  {b_.CreateAdd(bars, c32(16 * S + 16))});
+  }
   auto* v4 = llvm::StructType::get(ctx_, {f32, f32, f32, f32});
   auto* ld_ty = llvm::FunctionType::get(v4, {i32}, false);
   auto* ld = llvm::InlineAsm::get(ld_ty, "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r,~{memory}", /*hasSideEffects=*/true);
@@ -603,6 +692,57 @@ void SimtLowering::ws_stage_store(const Access& a, const Type& t, const std::vec
     return std::vector<llvm::Value*>{};
   }, [] { return std::vector<llvm::Value*>{}; });
   b_.CreateStore(b_.CreateAdd(taken, b_.getInt64(ws_stage_pseudo_)), ws_steps_);
+}
+
+// sk_pair (gemm_recipe_gpu.cpp): an odd block's tail partial for its cluster partner (rank ^ 1),
+// whose head adds it (ws_stage_read, pair): the partner's producer handed over pseudo steps for it
+// (ws_tma_loop) and put the first one in this block's mailbox before its arrival (release,
+// cluster scope) on this block's ready barrier. The warp waits for that barrier (acquire, cluster
+// scope; one use a launch: parity 0), reads the mailbox, and each lane writes its 16-byte groups
+// at the places ws_stage_read reads them in the partner's slots (the warp's region in pseudo step
+// bytes / slot bytes) with st.shared::cluster, then arrives (release, cluster scope) on the
+// partner's data barrier, which counts every consumer work-item. (st.async with complete_tx
+// needs PTX ISA 8.1; the kernels are 8.0.) Nothing is left to wait for here: the partner waits
+// for the arrivals, and no block leaves before the cluster barrier at its end.
+void SimtLowering::ws_pair_send(const Access& a, const Type& t, const std::vector<llvm::Value*>& d) {
+  if (!ws_steps_ || !ws_pair_)
+    throw InternalError("SIMT lowering: a pair_send store without a persistent wgmma loop of stream_k_pair before it");
+  llvm::Type* i32 = b_.getInt32Ty();
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* f32 = b_.getFloatTy();
+  if (scalar_ty(t.scalar) != f32 || d.size() % 4) throw InternalError("SIMT lowering: a pair_send store of a type other than f32");
+  auto c32 = [&](int64_t v) { return b_.getInt32(static_cast<uint32_t>(v)); };
+  const int64_t S = ws_stage_slots_, SB = ws_stage_bytes_;
+  llvm::Value* mem = b_.CreateTrunc(b_.CreatePtrToInt(stage_mem_, i64), i32);
+  llvm::Value* base = b_.CreateAnd(b_.CreateAdd(mem, c32(1023)), c32(~int64_t(1023)), "pair_base");
+  llvm::Value* bars = b_.CreateAdd(base, c32(S * SB));
+  llvm::Value* ready = b_.CreateAdd(bars, c32(16 * S), "pair_ready");
+  // the wait and the mailbox's read in one inline block (a loop of LLVM blocks with the 128 sums
+  // live across it spilled in ws_stage_store, which see)
+  auto* w_ty = llvm::FunctionType::get(i32, {i32}, false);
+  auto* wait = llvm::InlineAsm::get(w_ty,
+                                    "{\n.reg .pred p;\npair_wait${:uid}:\n"
+                                    "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [$1], 0;\n"
+                                    "@!p bra pair_wait${:uid};\nld.shared.u32 $0, [$1+8];\n}",
+                                    "=r,r,~{memory}", /*hasSideEffects=*/true);
+  llvm::Value* h = b_.CreateZExt(b_.CreateCall(w_ty, wait, {ready}), i64, "pair_first");
+  llvm::Value* r0 = b_.CreateMul(b_.CreateAdd(b_.CreateMul(a.row, b_.getInt64(t.cols)), b_.CreateMul(a.col, a.sc)), b_.getInt64(4));
+  llvm::Value* slot = ws_stage_slot(b_.CreateAdd(h, b_.CreateUDiv(r0, b_.getInt64(SB))));
+  llvm::Value* dst0 = b_.CreateAdd(b_.CreateAdd(base, b_.CreateMul(slot, c32(SB))), b_.CreateTrunc(b_.CreateURem(r0, b_.getInt64(SB)), i32));
+  llvm::Value* partner = b_.CreateXor(target_.cluster_rank(b_), c32(1), "partner");
+  auto* m_ty = llvm::FunctionType::get(i32, {i32, i32}, false);
+  auto* mapa = llvm::InlineAsm::get(m_ty, "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", /*hasSideEffects=*/false);
+  llvm::Value* rdst = b_.CreateCall(m_ty, mapa, {b_.CreateAdd(dst0, b_.CreateMul(lane(), c32(16))), partner}, "pair_dst");
+  auto* s_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, f32, f32, f32, f32}, false);
+  auto* st = llvm::InlineAsm::get(s_ty, "st.shared::cluster.v4.f32 [$0], {$1, $2, $3, $4};", "r,f,f,f,f,~{memory}", /*hasSideEffects=*/true);
+  for (size_t q = 0; q < d.size() / 4; ++q)
+    b_.CreateCall(s_ty, st, {b_.CreateAdd(rdst, c32(static_cast<int64_t>(512 * q))), d[q * 4], d[q * 4 + 1], d[q * 4 + 2], d[q * 4 + 3]});
+  auto* a_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, i32}, false);
+  b_.CreateCall(a_ty, llvm::InlineAsm::get(a_ty,
+                                           "{\n.reg .b32 rb;\nmapa.shared::cluster.u32 rb, $0, $1;\n"
+                                           "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rb];\n}",
+                                           "r,r,~{memory}", /*hasSideEffects=*/true),
+                {b_.CreateAdd(bars, c32(16 * S + 16)), partner});
 }
 
 }  // namespace coopjit

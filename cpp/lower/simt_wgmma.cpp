@@ -147,12 +147,14 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
               box_b < 8 || box_b > 256 || box_b % 8 || MT % box_a || NT % box_b || MT % 64 || NT % (b_k ? 8 : 64)))
     return false;
   const int64_t stage_bytes = (MT + NT) * KB * esz;
-  const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0);  // + alignment to 1024, the mbarriers
+  // (sk_pair: 32 bytes after the stage barriers, the pair's ready barrier, mailbox and data barrier, simt_tma_ws.cpp)
+  const int64_t pair_bytes = o.int_attr("stream_k_pair", 0) ? 32 : 0;
+  const int64_t total = stage_bytes * stages + 1024 + (tma ? 16 * stages : 0) + pair_bytes;  // + alignment to 1024, the mbarriers
   // Attribute epi_smem: each warp's staging region for the epilogue (frag_store), after the
   // stages and mbarriers, when the kernel's shared memory has room for it.
   // Attribute tma_store: the regions start on a 1024-byte boundary (TMA stores' swizzled boxes).
   const bool tma_store = tma && o.int_attr("tma_store", 0) != 0;
-  const int64_t epi_at = stage_bytes * stages + (tma ? 16 * stages : 0), epi_want = o.int_attr("epi_smem", 0);
+  const int64_t epi_at = stage_bytes * stages + (tma ? 16 * stages : 0) + pair_bytes, epi_want = o.int_attr("epi_smem", 0);
   const int64_t epi_off = tma_store ? (epi_at + 1023) / 1024 * 1024 : epi_at;
   int64_t epi_bytes = 0;
   if (epi_want > 0 && epi_want % 16 == 0 && stage_memory(total + (epi_off - epi_at) + sgs_ * epi_want, 1024)) epi_bytes = epi_want;
@@ -269,7 +271,7 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
                                          pa.k_inner, pb.k_inner},
                     hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0,
                     o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0), o.int_attr("stream_k_stage_store", 0),
-                    o.int_attr("stream_k_stage_store_groups", 1));
+                    o.int_attr("stream_k_stage_store_groups", 1), o.int_attr("stream_k_pair", 0) != 0);
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});

@@ -123,7 +123,7 @@ std::optional<std::vector<llvm::Value*>> SimtLowering::frag_like(const Value* v,
       if (o.int_attr("frag_native", 0)) {  // what frag_store wrote in the fragment's own order
         if (!native_shape(o, t, f.d.size())) return std::nullopt;
         native_loads_.erase(v);
-        if (o.int_attr("stage_read", 0)) return ws_stage_read(a, t, f.d.size());  // through the stage slots (simt_tma_ws.cpp)
+        if (o.int_attr("stage_read", 0)) return ws_stage_read(a, t, f.d.size(), o.int_attr("pair_read", 0) != 0);  // through the stage slots (simt_tma_ws.cpp)
         std::vector<llvm::Value*> out(f.d.size());
         for (size_t q = 0; q < f.d.size() / 4; ++q) {
           llvm::Value* x = b_.CreateAlignedLoad(llvm::FixedVectorType::get(scalar_ty(t.scalar), 4), native_at(a, t, q), llvm::Align(16));
@@ -261,6 +261,10 @@ bool SimtLowering::frag_store(const Frag& f, const Op& o) {
   if (o.int_attr("frag_native", 0)) {
     if (!native_shape(o, t, f.d.size())) return false;
     const Access a = access(o, 1);
+    if (o.int_attr("pair_send", 0)) {  // into the cluster partner's stage slots (sk_pair, simt_tma_ws.cpp)
+      ws_pair_send(a, t, f.d);
+      return true;
+    }
     if (o.int_attr("stage_store", 0)) {  // through the stage slots, stored by the producer (simt_tma_ws.cpp)
       ws_stage_store(a, t, f.d);
       return true;

@@ -60,7 +60,7 @@ std::string GpuGemmPlan::code_key() const {
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
              wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
-             sk_flags ? ".flags" : "", sk_down ? ".down" : "", sk_trace ? ".trace" : "", sk_prefetch ? ".pf" : "", sk_stage ? ".stg" : "", sk_stage_store ? (sk_stage_store == 2 ? ".sst2" : ".sst") : "", sk_one_release ? ".rel1" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
+             sk_flags ? ".flags" : "", sk_down ? ".down" : "", sk_trace ? ".trace" : "", sk_prefetch ? ".pf" : "", sk_stage ? ".stg" : "", sk_stage_store ? (sk_stage_store == 2 ? ".sst2" : ".sst") : "", sk_one_release ? ".rel1" : "", sk_pair ? ".pair" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
 
@@ -114,6 +114,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
           {"sk_stage_store", sk_stage_store == 2 ? "2: the partial tile for the predecessor written through the stage slots, stored by the producer (cp.async.bulk, a group a slot, each slot reused once read), which sets the flags"
                              : sk_stage_store ? "yes: the partial tile for the predecessor written through the stage slots, stored by the producer (cp.async.bulk), which sets the flags" : "no"},
           {"sk_one_release", sk_one_release ? "yes: each flag set by one work-item of the warp after a warp barrier" : "no"},
+          {"sk_pair", sk_pair ? "yes: clusters of 2 blocks passing the partial of the tile they share through distributed shared memory (st.async), not the workspace" : "no"},
           {"sk_trace", sk_trace ? "yes (debug): the consumer warps' clock at each unit's boundaries, after the flags" : "no"},
           {"tma", tma ? "yes: cp.async.bulk.tensor (tensor maps) completing on mbarriers" : "no"},
           {"kmajor", kmajor ? cat("yes: ", kmajor == 1 ? "op(A)" : kmajor == 2 ? "op(B)" : "op(A) and op(B)",

@@ -180,6 +180,18 @@ struct GpuGemmPlan {
   // with their own release exchanges (plan override sk_one_release: 0 / 1; sk_flags plans' default,
   // kSkOneReleaseDefault).
   int sk_one_release = 0;
+  // sk_stage plans: blocks 2c and 2c + 1 launched as a cluster of 2 (no multicast: each block its
+  // own copies) that pass the partial of the tile they share through distributed shared memory,
+  // not L2 (simt_tma_ws.cpp ws_pair_send): block 2c + 1 walks its first part (the tile's tail)
+  // last, its consumers write its sum (st.shared::cluster) into the stage slots that block 2c's
+  // producer handed over for its head's successor and arrive on a barrier there (release, cluster
+  // scope), and block 2c adds it from its own shared memory: no workspace, no flag for that seam. The seams between pairs
+  // (block 2c + 1's head, block 2c + 2's tail) keep the workspace and flags, each going the way
+  // that leaves no wait: the part walked first stores its sum, the other (walked just before the
+  // block's pair part) adds it and writes C (gemm_recipe_gpu.cpp pair_swap). Needs every worker's
+  // range a tile or more (each split tile in two parts), an even number of workers, sk_stage and
+  // neither sk_stage_store, sk_prefetch nor sk_trace (plan override sk_pair: 0 / 1; kSkPairDefault).
+  int sk_pair = 0;
   // sk_trace's layout: i32 entry ((g kSkTraceUnits + min(u, kSkTraceUnits - 1)) kSkTraceSlots + e)
   // sg_m sg_n + warp of block g's unit u, after the flags' (workers + 1) sg_m sg_n entries.
   static constexpr int kSkTraceUnits = 8, kSkTraceSlots = 16;
@@ -200,7 +212,7 @@ struct GpuGemmPlan {
   /// The blocks of a persistent grid over `tiles` tiles: min(tiles, workers), even with clusters.
   int64_t persistent_grid(int64_t tiles) const {
     const int64_t g = std::min(tiles, workers);
-    return cluster && g > 1 ? g - g % cluster : g;
+    return cluster && g > 1 ? g - g % cluster : sk_pair && g > 1 ? g - g % 2 : g;
   }
   /// tma plans: the rows (along M for A, N for B) of one tensor-map box of an operand whose
   /// contiguous dimension is K: the largest of 256, 128, 64 that divides the block's rows (a

@@ -69,6 +69,9 @@ inline constexpr int kSkDownDefault = 1;
 // SK + DP forced on 896x4864x8192 1.063x and on 4352x1024x4096 1.129x; C bit-identical.
 inline constexpr int kSkStageDefault = 1;
 inline constexpr int kSkOneReleaseDefault = 1;
+// sk_stage plans: the seam inside each cluster pair of blocks through distributed shared memory
+// (plan field sk_pair): off until it measures ahead (benchmarks/recorded/issue16-h100-sk-dsmem-session25.md).
+inline constexpr int kSkPairDefault = 0;
 // sk_flags plans: the partial tile a part leaves for its predecessor written through the stage
 // slots and stored by the producer with cp.async.bulk (plan field sk_stage_store, where sk_stage
 // fits): off. The timeline put the tail's store side at ~2,400 cycles where it was ~9,400 (stores

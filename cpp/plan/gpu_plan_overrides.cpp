@@ -29,12 +29,12 @@ void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
         k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
-        k == "tma_store" || k == "sk_down" || k == "sk_trace" || k == "sk_prefetch" || k == "sk_stage" || k == "sk_stage_store" || k == "sk_one_release" || k == "cluster")
+        k == "tma_store" || k == "sk_down" || k == "sk_trace" || k == "sk_prefetch" || k == "sk_stage" || k == "sk_stage_store" || k == "sk_one_release" || k == "sk_pair" || k == "cluster")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, sk_trace, sk_prefetch, sk_stage, sk_stage_store, sk_one_release, group_m, cluster, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, sk_trace, sk_prefetch, sk_stage, sk_stage_store, sk_one_release, sk_pair, group_m, cluster, kmajor, split, kt, workers)"));
     // (kt, the Stream-K K tile, is K elements: the planner's own is 8 K steps, 512 for kb 64)
     const bool kt = k == "kt";
     if (v < 1 || v > (kt ? int64_t(1) << 30 : 256))

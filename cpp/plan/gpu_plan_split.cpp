@@ -179,6 +179,20 @@ void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t
   p.sk_one_release = sk_option(overrides, "sk_one_release", 1, "0 (every work-item's release) or 1 (one a warp)", p.sk_flags, [&] {
     return cat("the in-kernel fix-up's flags (sk_flags 1), not sk_flags=", p.sk_flags);
   }, p.sk_flags ? kSkOneReleaseDefault : 0);
+  // Pairs of blocks passing the seam's partial through distributed shared memory (gpu_plan.h): the
+  // head of the tile block 2c shares with block 2c + 1 takes it in its stage slots, so each split
+  // tile must have two parts (every worker's range a tile or more: sk_it >= workers tiles_k) and
+  // the blocks pair up (workers even; the grid is the workers then).
+  const bool pair_ok = p.sk_stage && !p.sk_stage_store && !p.sk_prefetch && !p.sk_trace && p.cluster == 0 && p.workers % 2 == 0 &&
+                       sk_it > 0 && sk_it >= p.workers * tiles_k;
+  p.sk_pair = sk_option(overrides, "sk_pair", 1, "0 (no) or 1 (the seam inside each cluster pair through distributed shared memory)",
+                        pair_ok, [&] {
+                          return cat("the pair exchange needs the successor's partial through the stage slots (sk_stage 1, not ",
+                                     p.sk_stage, "), no sk_stage_store / sk_prefetch / sk_trace (", p.sk_stage_store, " / ",
+                                     p.sk_prefetch, " / ", p.sk_trace, "), an even number of workers (", p.workers,
+                                     ") and every worker's Stream-K range a tile or more (", sk_it, " iterations over ", p.workers,
+                                     " workers, ", tiles_k, " a tile)");
+                        }, pair_ok ? kSkPairDefault : 0);
 }
 
 void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c) {

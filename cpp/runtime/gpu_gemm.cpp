@@ -36,7 +36,7 @@ namespace {
 void drop_ws(PlanOverrides& o) {
   o["ws"] = 0;
   o["persistent"] = 0;
-  for (const char* f : {"sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_one_release", "sk_stage_store", "cluster"}) o.erase(f);
+  for (const char* f : {"sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_one_release", "sk_stage_store", "sk_pair", "cluster"}) o.erase(f);
 }
 
 // The K-major copies of a kmajor plan (gpu_plan.h): operand x (0 op(A), 1 op(B)) is K rows of

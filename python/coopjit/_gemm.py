@@ -643,7 +643,9 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'no' | 'yes' (sk_flags plans: the partial a part leaves for its predecessor written through the stage
   slots, stored by the producer with cp.async.bulk; 2: a bulk group a slot; default 'no': measured no
   faster); sk_one_release
-  'no' | 'yes' (sk_flags plans: each flag set by one work-item a warp; default 'yes'); sk_prefetch
+  'no' | 'yes' (sk_flags plans: each flag set by one work-item a warp; default 'yes'); sk_pair 'no' | 'yes'
+  (sk_stage plans whose workers each take a tile or more: blocks in clusters of 2, the tile a pair shares
+  passed through distributed shared memory, not the workspace; default 'no'); sk_prefetch
   'no' | 'yes' (sk_flags plans: the successor's partial prefetched into L2; default 'no'); sk_trace
   'no' | 'yes' (debug: the consumers' clock at each unit's boundaries, _core.gpu_stream_k_flags reads
   it; default 'no'); cluster 'no' | 2 (ws DP plans whose tiles along M are even:

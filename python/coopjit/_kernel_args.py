@@ -131,7 +131,7 @@ def _cpu_fields(plan) -> dict:
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
                "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "tma_store", "persistent", "sk_flags",
-               "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "cluster")
+               "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster")
 _GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
@@ -152,7 +152,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     prefetched into L2 by the producer), 'sk_stage': 'no'|'yes' (sk_flags plans: the successor's partial read through
     the pipeline's stage slots by cp.async), 'sk_stage_store': 'no'|'yes'|2 (sk_flags plans: the partial for the
     predecessor written through the stage slots and stored by the producer; 2: a bulk group a slot), 'sk_one_release': 'no'|'yes' (sk_flags plans: each flag set by one
-    work-item of the warp after a warp barrier), 'cluster': 'no'|2 (ws DP plans: pairs of blocks
+    work-item of the warp after a warp barrier), 'sk_pair': 'no'|'yes' (sk_stage plans: blocks in clusters of 2 passing the
+    partial of the tile they share through distributed shared memory instead of the workspace), 'cluster': 'no'|2 (ws DP plans: pairs of blocks
     sharing B's panels, multicast by TMA), 'split': 'dp'|'sk'|'sk+dp', 'kt': 64,
     'workers': 32}
     ('emulated': the instructions' operands as on hardware, the instructions computed from their
@@ -167,7 +168,7 @@ def _gpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
     return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "tma_store", "persistent",
-                                                            "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "cluster"),
+                                                            "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster"),
                         where=" for a GPU device")
 
 
