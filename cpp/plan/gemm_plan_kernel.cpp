@@ -80,7 +80,14 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       // the 16-core Emerald Rapids host, 16 workers, grid_m 1 against the run-time choice (4):
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
-      if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
+      // (Only with a column panel for every worker: below that, one row of workers leaves some of
+      // them idle. int8 256^3 on 16 workers, 8 column panels: grid_m 1 37.6 [34.3-44.3] us, the
+      // run-time grid 24.9 [23.5-26.6]; torch._int_mm 24.6 (the 16-core Emerald Rapids host, 5
+      // rounds of blocks of calls after a pause, medians [min-max];
+      // benchmarks/recorded/issue14-emr16-rows-session25.txt).)
+      const int64_t panels_n = ((col ? spec.M : spec.N) + p.nr - 1) / p.nr;
+      const bool one_row = panels_n >= p.threads;
+      if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m") && one_row) p.grid_m = 1;
       // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
       // only the B panels it reads: no worker reads panels another core has just written, which
       // cost a 16-worker bf16 512^3 call ~80 us a worker on the 16-core Emerald Rapids host.
@@ -92,7 +99,7 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       if (!overrides.count("direct_a") && cpu.max_threads >= 8 && p.unit_a && m_k % p.mr == 0 &&
           spec.K % p.kb == 0 && spec.K * ir::size_in_bytes(p.a_type) <= 4096) {
         p.direct_a = true;
-        if (!overrides.count("grid_m")) p.grid_m = 1;
+        if (!overrides.count("grid_m") && one_row) p.grid_m = 1;
       }
       if (p.direct_a && (!p.unit_a || spec.K % p.kb != 0 || (col ? spec.N : spec.M) % p.mr != 0))
         throw UserError(cat("plan direct_a=1 needs a row-major A (unit K stride in the kernel's orientation), K a ",
