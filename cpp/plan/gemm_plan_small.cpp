@@ -73,10 +73,11 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // Workers share the column panels, every core on many cores too. (One row of tiles took 3/4
       // of them there, from a measurement with K tiles of 4 rows: 16 cores, 1x4096x4096 f32, 12
       // workers 0.79 ms, 16 workers 1.19. With K tiles of 64 KiB of a worker's columns, 12
-      // workers split 64 column panels 6 / 5 and the call waits for the 6: on the 16-core Emerald
-      // Rapids host, 5 rounds of blocks of calls after a pause, medians [min-max], us: 12 workers
-      // (kt 44) 554 [371-585], 16 (kt 64) 434 [410-458]; torch 407, NumPy 402. A column-major A
-      // times a vector (the same nest over A^T) 594 against K split 16 ways on 16 workers 467.
+      // workers split 64 column panels 6 / 5 and the call waits for the 6. On the 16-core Emerald
+      // Rapids host, 5 rounds of blocks of calls after a pause, medians [min-max], us, 12 -> 16
+      // workers: bf16 1x4096x4096 451 [363-486] -> 311 [279-321]; f32 554 [371-585] -> 434
+      // [410-458] (torch 407, NumPy 402) in one run and 386 [360-572] -> 408 [319-461] (torch 400)
+      // in the next: level; a column-major A times a vector (the same nest over A^T) 464 -> 446.
       // benchmarks/recorded/issue14-emr16-rows-session25.txt.)
       if (!overrides.count("threads"))
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.threads, tiles_n)));

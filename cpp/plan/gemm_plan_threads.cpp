@@ -59,8 +59,9 @@ void plan_wave_tile(GemmPlan& p, const PlanContext& c) {
   // tiles: each row of a tile then costs more broadcasts per FMA, unmeasured here.) Measured
   // on the 16-core Emerald Rapids host, 100x37x250 f32 on 16 workers (5 rounds, blocks of calls
   // after a pause, medians [min-max], us): mr 6 (17 tiles) 13.6 [12.9-17.9], mr 7 (15 tiles)
-  // 11.2 [10.5-11.6], mr 8 11.3, mr 4 (25 tiles) 10.1 [10.0-11.0]; torch 12.8, NumPy 27.8
-  // (benchmarks/recorded/issue14-emr16-rows-session25.txt). f32 / f64 without conversions; not
+  // 11.2 [10.5-11.6], mr 8 11.3, mr 4 (25 tiles) 10.1 [10.0-11.0]; torch 12.8, NumPy 27.8; the
+  // next run, mr 6 against this rule's 7 on 15 workers: 12.5 [11.2-13.3] -> 10.5 [10.4-12.2]
+  // (torch 12.0) (benchmarks/recorded/issue14-emr16-rows-session25.txt). f32 / f64 without conversions; not
   // where the plan names the tile, the workers, the split or the walk (the tile walk, m_inner, only).
   const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
                      p.b_type == p.dtype && p.c_type == p.dtype;
