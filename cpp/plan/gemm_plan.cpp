@@ -178,6 +178,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   plan_skinny_walk(p, c);     // the unpacked blocked nest (k_outer), ksplit
   plan_b_prefetch(p, c);      // B's rows prefetched in that nest
   plan_gemv(p, c);            // the dot walk of matrix-vector products
+  plan_wave_tile(p, c);       // mr of a data-parallel tile walk of few tiles on many cores
   plan_shares(p, c);          // shares a worker of the packed nest
   plan_column_blocks(p, c);   // nc_tiles
   plan_own_a(p, c);           // each worker's own copy of A, no packing barrier

@@ -39,9 +39,11 @@ PlanContext plan_orientation(const GemmSpec& spec, const CpuTargetInfo& cpu, con
 void plan_register_tile(GemmPlan& p, const PlanContext& c);
 void check_register_tile(const GemmPlan& p, const PlanContext& c);
 
-// gemm_plan_threads.cpp: the workers and the split among them (DP / Stream-K), and the shares a
-// worker of the packed nest takes.
+// gemm_plan_threads.cpp: the workers and the split among them (DP / Stream-K), the tile height
+// that evens out a data-parallel launch of few tiles on many cores, and the shares a worker of
+// the packed nest takes.
 void plan_workers(GemmPlan& p, const PlanContext& c);
+void plan_wave_tile(GemmPlan& p, const PlanContext& c);
 void plan_shares(GemmPlan& p, const PlanContext& c);
 
 // gemm_plan_overrides.cpp: the caller's overrides, each checked for range, replacing the defaults.

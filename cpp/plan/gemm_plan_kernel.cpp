@@ -80,6 +80,8 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       // the 16-core Emerald Rapids host, 16 workers, grid_m 1 against the run-time choice (4):
       // 512^3 1.23x, 1024^3 1.15x, 4096^3 1.08x (session 9) and 1.24x (session 8). int8 went
       // both ways (1024^3: 1.10x and 0.86x), so it keeps the run-time choice.
+      // (bf16 256^3 too, 8 column panels for 16 workers: grid_m 1 21.2 [19.5-25.0] us, the run-time
+      // grid 25.7 [22.7-25.9] (session 25, the same host and rounds as int8's below).)
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
       // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
       // only the B panels it reads: no worker reads panels another core has just written, which
@@ -88,11 +90,18 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       // 1024^3 712 -> 611, 2048^3 4160 -> 3600; int8 1024^3 419 -> 290, 4096^3 15.2 -> 14.0 ms.
       // Rows of 8 KiB (bf16 K = 4096: 16 tile rows in one L1 set) lost (bf16 4096^3 28.7 -> 36.1
       // ms), as did one worker (no other core's panels to avoid): those keep packing A.
+      // One row of workers only with a column panel for every worker (int8; bf16 keeps its rule
+      // above): below that, some of them sit idle. The 16-core Emerald Rapids host, int8 256^3 on
+      // 16 workers (8 column panels), 5 rounds of blocks of calls after a pause, medians [min-max],
+      // us: grid_m 1 37.6 [34.3-44.3] / 35.8 [34.9-36.6], the run-time grid (A still read in place)
+      // 24.9 [23.5-26.6] / 24.6 [24.2-25.6]; torch._int_mm 24.6 / 24.2 (two runs, session 25,
+      // benchmarks/recorded/issue14-emr16-rows-session25.txt).
       const int64_t m_k = col ? spec.N : spec.M;
+      const int64_t panels_n = ((col ? spec.M : spec.N) + p.nr - 1) / p.nr;
       if (!overrides.count("direct_a") && cpu.max_threads >= 8 && p.unit_a && m_k % p.mr == 0 &&
           spec.K % p.kb == 0 && spec.K * ir::size_in_bytes(p.a_type) <= 4096) {
         p.direct_a = true;
-        if (!overrides.count("grid_m")) p.grid_m = 1;
+        if (!overrides.count("grid_m") && panels_n >= p.threads) p.grid_m = 1;
       }
       if (p.direct_a && (!p.unit_a || spec.K % p.kb != 0 || (col ? spec.N : spec.M) % p.mr != 0))
         throw UserError(cat("plan direct_a=1 needs a row-major A (unit K stride in the kernel's orientation), K a ",

@@ -70,14 +70,17 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         zen4_tile = true;
       }
       tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
-      // Workers share the column panels. One row of tiles only streams B: on many cores about
-      // 3/4 of them saturate the memory (16 cores, 1x4096x4096 f32: 12 workers 0.79 ms, 16
-      // workers 1.19).
-      if (!overrides.count("threads")) {
-        int64_t t = std::min<int64_t>(p.threads, tiles_n);
-        if (tiles_m == 1 && cpu.max_threads >= 8) t = std::min<int64_t>(t, cpu.max_threads * 3 / 4);
-        p.threads = static_cast<int>(std::max<int64_t>(1, t));
-      }
+      // Workers share the column panels, every core on many cores too. (One row of tiles took 3/4
+      // of them there, from a measurement with K tiles of 4 rows: 16 cores, 1x4096x4096 f32, 12
+      // workers 0.79 ms, 16 workers 1.19. With K tiles of 64 KiB of a worker's columns, 12
+      // workers split 64 column panels 6 / 5 and the call waits for the 6. On the 16-core Emerald
+      // Rapids host, 5 rounds of blocks of calls after a pause, medians [min-max], us, 12 -> 16
+      // workers: bf16 1x4096x4096 451 [363-486] -> 311 [279-321]; f32 554 [371-585] -> 434
+      // [410-458] (torch 407, NumPy 402) in one run and 386 [360-572] -> 408 [319-461] (torch 400)
+      // in the next: level; a column-major A times a vector (the same nest over A^T) 464 -> 446.
+      // benchmarks/recorded/issue14-emr16-rows-session25.txt.)
+      if (!overrides.count("threads"))
+        p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.threads, tiles_n)));
       // A 16 KiB slice of B per column panel and K tile, reused by every M tile from L1 (with the
       // M x nr panel of C). With one M tile nothing reuses it: K tiles of about 64 KiB of the
       // worker's columns keep its reads of B to a few rows at a time (streams the prefetchers

@@ -47,6 +47,44 @@ void plan_workers(GemmPlan& p, const PlanContext& c) {
   if (tiles_mn >= 8 * int64_t(p.threads) || (many && flops < 4.0e6)) p.split = "dp";
 }
 
+void plan_wave_tile(GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const CpuTargetInfo& cpu = c.cpu;
+  const PlanOverrides& overrides = c.overrides;
+  // Data-parallel launches of one unpacked product on many cores with more output tiles than
+  // workers but fewer than two a worker: with the padding rule's height (plan_register_tile) a
+  // few workers take two tiles and the call waits for them (100x37x250 f32 on 16: 17 tiles of 6 x
+  // 48). Instead the height from that up to the register budget's whose busiest worker has the
+  // fewest rows (tiles a worker, rounded up, times the height), the taller on ties. (Not shorter
+  // tiles: each row of a tile then costs more broadcasts per FMA, unmeasured here.) Measured
+  // on the 16-core Emerald Rapids host, 100x37x250 f32 on 16 workers (5 rounds, blocks of calls
+  // after a pause, medians [min-max], us): mr 6 (17 tiles) 13.6 [12.9-17.9], mr 7 (15 tiles)
+  // 11.2 [10.5-11.6], mr 8 11.3, mr 4 (25 tiles) 10.1 [10.0-11.0]; torch 12.8, NumPy 27.8; the
+  // next run, mr 6 against this rule's 7 on 15 workers: 12.5 [11.2-13.3] -> 10.5 [10.4-12.2]
+  // (torch 12.0) (benchmarks/recorded/issue14-emr16-rows-session25.txt). f32 / f64 without conversions; not
+  // where the plan names the tile, the workers, the split or the walk (the tile walk, m_inner, only).
+  const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
+                     p.b_type == p.dtype && p.c_type == p.dtype;
+  if (!plain || p.pack || p.order != "m_inner" || p.split != "dp" || cpu.max_threads < 8 || p.threads < 8 ||
+      spec.batch1 * spec.batch2 != 1 || overrides.count("mr") || overrides.count("nr") ||
+      overrides.count("threads") || overrides.count("split") || overrides.count("order"))
+    return;
+  const int64_t M = c.M, N = c.N, W = p.threads;
+  const int64_t tiles_n = (N + p.nr - 1) / p.nr;
+  auto tiles = [&](int64_t mr) { return (M + mr - 1) / mr * tiles_n; };
+  if (tiles(p.mr) <= W || tiles(p.mr) >= 2 * W) return;
+  const int nvec = std::max(1, p.nr / p.simd_width);
+  const int top = std::max(p.mr, std::min(cpu.vector_registers >= 32 ? 16 : 8, (cpu.vector_registers * 3 / 4) / nvec));
+  int best = p.mr;
+  int64_t best_rows = (tiles(p.mr) + W - 1) / W * p.mr;
+  for (int mr = static_cast<int>(std::min<int64_t>(top, M)); mr > p.mr; --mr) {
+    const int64_t rows = (tiles(mr) + W - 1) / W * mr;
+    if (rows < best_rows) best_rows = rows, best = mr;
+  }
+  p.mr = best;
+  p.threads = static_cast<int>(std::min<int64_t>(W, tiles(best)));
+}
+
 void plan_shares(GemmPlan& p, const PlanContext& c) {
   const CpuTargetInfo& cpu = c.cpu;
   const PlanOverrides& overrides = c.overrides;

@@ -137,6 +137,23 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
       p.tile_cols = p.simd_width * (s.sx_c <= 4 ? 2 : 1);
     }
   }
+  // Sums along long contiguous rows on 8+ workers: 4 shares a worker (ReducePlan::shares), each
+  // at least 256 KiB and 4 row tiles, so that the workers on fast vCPUs take the slow ones' later
+  // shares. On the 16-core Emerald Rapids host (a KVM guest whose vCPUs run at two rates about
+  // 2:1 apart; 5 rounds, medians [min-max], GB/s of the input read), f32 sums along the rows of
+  // 8192^2 / 4096^2, blocks of calls after a pause: 16 shares 155.5 [135.8-163.7] / 154.5
+  // [154.0-156.8], 64 shares 212.4 [205.6-217.2] / 197.6 [179.0-208.6] (torch 156.1 / 157.5);
+  // one call after 0.3 s idle (bench --quick's way): 91.3 [58.6-101.0] / 65.5 [24.7-75.2] ->
+  // 101.5 [72.9-108.0] / 70.9 [61.4-75.3]. The next run, the planner's shares against 16: blocks
+  // 152.1 [149.5-164.2] / 161.3 [137.6-172.6] -> 208.1 [178.8-256.6] / 210.0 [194.7-217.1] (torch
+  // 141.4 at 8192^2), single calls 92.8 / 69.2 -> 101.3 / 70.7 (spreads overlapping). Session 24
+  // had measured 1.1-1.2x in blocks (benchmarks/recorded/issue14-emr16-many-session24.txt,
+  // -rows-session25.txt).
+  if (s.form == "row" && s.op == "sum" && p.threads >= 8 && s.sx_c == 1 && s.cols * ir::size_in_bytes(s.in) >= 4096) {
+    const int64_t want = 4 * int64_t(p.threads);
+    const int64_t row_tiles = (s.rows + p.tile_rows - 1) / p.tile_rows;
+    if (row_tiles >= 4 * want && bytes >= double(want) * (256 << 10)) p.shares = static_cast<int>(want);
+  }
   return p;
 }
 

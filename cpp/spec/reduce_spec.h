@@ -32,10 +32,9 @@ struct ReducePlan {
   int threads = 1;
   // Row, column and 2x2 forms: the work cut into this many shares of tiles, run on the `threads`
   // threads (the runtime's run_shares: a thread that runs slower hands its later shares to the
-  // others). 0: one share a thread. Only a plan override sets it: on the 16-core Emerald Rapids
-  // host, 64 shares read sums along rows of 4096^2 / 8192^2 f32 at 1.1-1.2x in blocks of calls
-  // and 1.5-2.2x in single calls after a pause, medians of rounds whose spreads overlapped
-  // (benchmarks/recorded/issue14-emr16-many-session24.txt): not confirmed, not a default.
+  // others). 0: one share a thread. The planner takes 4 a thread for sums along long contiguous
+  // rows on 8+ workers (plan_reduce; measured on the 16-core Emerald Rapids host); a plan
+  // override sets it for any row, column or 2x2 reduction.
   int shares = 0;
   int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
   int prefetch = 0;  // row form: the lines this many bytes past each main tile's are prefetched (0: none)
