@@ -8,6 +8,7 @@ capabilities); $COOPJIT_SPIRV_TOOLS (a directory) overrides both.
 from __future__ import annotations
 
 import importlib.metadata as md
+import numbers
 from pathlib import Path
 
 from . import _core
@@ -46,10 +47,39 @@ def compile_with_ir(llvm_ir: str, *, extensions: list[str] | None = None, opt_le
     kernels with that required subgroup size (ExecutionMode SubgroupSize) and work-group size
     (ExecutionMode LocalSize).
     """
-    shapes = {name: (int(k.get("subgroup_size", 0)), [int(x) for x in k.get("work_group_size", ())])
-              for name, k in (kernels or {}).items()}
+    if isinstance(opt_level, bool) or not isinstance(opt_level, numbers.Integral) or not 0 <= opt_level <= 3:
+        raise ValueError(f"spirv.compile: opt_level={opt_level!r}; pass 0, 1, 2 or 3 (LLVM's -O levels)")
+    shapes = {name: _kernel_shape(name, k) for name, k in (kernels or {}).items()}
     r = _core.spirv_compile(llvm_ir, extensions, opt_level, shapes)
     return r["binary"], r["llvm"]
+
+
+def _kernel_shape(name, k) -> tuple[int, list[int]]:
+    """(subgroup size, work-group size) of kernels={name: k}: 0 / () for no requirement; anything else
+    but whole numbers from 1 (at most 3 of them for the work-group size) is a ValueError naming it
+    (a negative size was passed on and silently dropped)."""
+    if not isinstance(k, dict):
+        raise ValueError(f"spirv.compile: kernels[{name!r}] = {k!r}; pass a dict with 'subgroup_size' and / or "
+                         "'work_group_size'")
+    unknown = sorted(set(k) - {"subgroup_size", "work_group_size"})
+    if unknown:
+        raise ValueError(f"spirv.compile: kernels[{name!r}] has unknown keys {unknown}; the keys are "
+                         "'subgroup_size' and 'work_group_size'")
+
+    def whole(v, what, zero_ok):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < (0 if zero_ok else 1) or v > 2 ** 31 - 1:
+            raise ValueError(f"spirv.compile: kernels[{name!r}] {what} = {v!r}; pass a whole number from "
+                             f"{0 if zero_ok else 1}" + (" (0: no requirement)" if zero_ok else ""))
+        return int(v)
+
+    sg = whole(k.get("subgroup_size", 0), "subgroup_size", True)
+    wg = k.get("work_group_size", ())
+    if isinstance(wg, numbers.Integral) and not isinstance(wg, bool):
+        wg = (wg,)
+    if not isinstance(wg, (tuple, list)) or len(wg) > 3:
+        raise ValueError(f"spirv.compile: kernels[{name!r}] work_group_size = {wg!r}; pass up to 3 whole numbers "
+                         "from 1, e.g. (64, 1, 1)")
+    return sg, [whole(x, "work_group_size", False) for x in wg]
 
 
 def disassemble(binary: bytes) -> str:
