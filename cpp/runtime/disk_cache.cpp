@@ -299,8 +299,15 @@ bool store(const std::string& kind, const std::string& key, const Entry& e) {
 }
 
 double lock_timeout() {
+  // As COOPJIT_CACHE_MAX_MB: a value that is not a finite number of seconds from 0 is passed over
+  // (atof read "abc" as 0, no wait at all, and "inf" as a wait that never ends).
   const char* env = std::getenv("COOPJIT_CACHE_LOCK_TIMEOUT");
-  return env ? std::atof(env) : 60.0;
+  if (!env || !*env) return 60.0;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) return v;
+  note(cat("COOPJIT_CACHE_LOCK_TIMEOUT=", env, " is not a number of seconds from 0; waiting 60 s"));
+  return 60.0;
 }
 
 CompileLock::CompileLock(const std::string& kind, const std::string& key, double timeout_s) {
