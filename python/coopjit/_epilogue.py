@@ -49,8 +49,10 @@ class Epilogue:
         self.out_dtype = default if out_dtype is None else self._out_dtype(out_dtype)
         if self.out_dtype.name not in allowed:
             names = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
-            raise TypeError(f"{where}: a fused {a_dtype} x {b_dtype} product writes {names}, not out_dtype="
-                            f"{self.out_dtype}")
+            # (out_dtype alone converts only: a plain product, not a fused one, which the message says)
+            fused = any(x is not None for x in (bias, activation, residual, scale, row_scale, epilogue))
+            raise TypeError(f"{where}: a {'fused ' if fused else ''}{a_dtype} x {b_dtype} product writes {names}, "
+                            f"not out_dtype={self.out_dtype}")
         if bias_axis not in (0, 1, -1, -2) or isinstance(bias_axis, bool):
             raise ValueError(f"{where}: bias_axis must be 1 (a bias of N values, one per column; the default) or 0 "
                              f"(M values, one per row), got {bias_axis!r}")
