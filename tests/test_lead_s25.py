@@ -1,8 +1,9 @@
-"""Three of session 25's audit leftovers (the fourth audit's "noticed and left alone"), each a test
+"""Four of session 25's audit leftovers (the fourth audit's "noticed and left alone"), each a test
 that failed before its fix: spirv.compile's kernel shapes and opt_level are checked (negative sizes
 were passed on and dropped), COOPJIT_CACHE_LOCK_TIMEOUT is read as COOPJIT_CACHE_MAX_MB is (atof
 read "abc" as no wait and "inf" as a wait without end), and a product that only converts to a dtype
-its kernel does not write is not called fused."""
+its kernel does not write is not called fused; KernelBuilder.index and work_id name a value
+out of range (pybind11 gave "incompatible function arguments", and a work_id dim past 2 was taken)."""
 import numpy as np
 import pytest
 
@@ -61,3 +62,27 @@ def test_a_conversion_alone_is_not_called_fused():
     assert "a float32 x float32 product writes" in str(e.value) and "fused" not in str(e.value)
     with pytest.raises(TypeError, match="a fused float32 x float32 product writes"):
         _epilogue.Epilogue("matmul", f32, f32, 4, 4, out_dtype=np.int8, bias=np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("v", [2**70, -2**63 - 1, 2.5, "3", True])
+def test_an_index_constant_out_of_range_is_named(v):
+    from coopjit.ir import KernelBuilder
+
+    with pytest.raises(ValueError, match=r"index\("):
+        KernelBuilder("k").index(v)
+
+
+def test_index_constants_at_the_ends_of_the_range_are_taken():
+    from coopjit.ir import KernelBuilder
+
+    b = KernelBuilder("k")
+    for v in (0, -2**63, 2**63 - 1, np.int64(7)):
+        b.index(v)
+
+
+@pytest.mark.parametrize("dim", [-1, 3, 2**40, 1.0, None])
+def test_a_work_id_dim_outside_0_to_2_is_named(dim):
+    from coopjit.ir import KernelBuilder
+
+    with pytest.raises(ValueError, match="dim is 0, 1 or 2"):
+        KernelBuilder("k").work_id("group", dim)

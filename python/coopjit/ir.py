@@ -100,7 +100,10 @@ class KernelBuilder:
         return self._b.param(name, type)
 
     def index(self, v: int):
-        return self._b.index(v)
+        """An index constant (a signed 64-bit integer)."""
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not -2**63 <= v < 2**63:
+            raise ValueError(f"index({v!r}): an index constant is a whole number in [-2**63, 2**63)")
+        return self._b.index(int(v))
 
     def const(self, v, dtype: str):
         return self._b.constant(v, dtype)
@@ -151,7 +154,9 @@ class KernelBuilder:
         so dims 1 and 2 read 0 and 1). On the CPU a work-group is one subgroup run by one worker
         thread (subgroup 0, subgroups 1; no lane id: its lanes are its vectors) and a kernel that
         reads "group" runs on the grid its call's groups= gives."""
-        return self._b.work_id(kind, dim)
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not 0 <= dim <= 2:
+            raise ValueError(f"work_id({kind!r}, dim={dim!r}): dim is 0, 1 or 2")
+        return self._b.work_id(kind, int(dim))
 
     def flag_set(self, flags, i, value=None):
         """flags[i] = value (ptr<i32>; an i32 value or int, 1 when None), a release store at device
