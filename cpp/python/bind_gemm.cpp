@@ -493,20 +493,25 @@ void bind_gemm(py::module_& m) {
         // removed from the result. These took Python's full path (10-20 us a call).
         const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
         if ((a_vec && b_vec) || a.ndim() < 1 || b.ndim() < 1 || a.ndim() > 32 || b.ndim() > 32) return py::none();
-        // The operands' shapes and byte strides, 1-D ones with the promoted dim.
-        auto dims = [](const py::array& x, bool vec, bool column, std::vector<int64_t>& sh, std::vector<int64_t>& st) {
-          for (py::ssize_t d = 0; d < x.ndim(); ++d) sh.push_back(x.shape(d)), st.push_back(x.strides(d));
-          if (vec) {  // (K,) -> (K, 1) for B, (1, K) for A
-            sh.insert(column ? sh.end() : sh.begin(), 1);
-            st.insert(column ? st.end() : st.begin(), 0);
-          }
+        // The operands' shapes and byte strides, 1-D ones with the promoted dim. On the stack (at
+        // most 32 dims + 1): four std::vectors here cost ~0.1 us a call, +13% on a 4 x 4 product.
+        struct Dims {
+          int n = 0;
+          int64_t sh[33], st[33];
+          void put(int64_t size, int64_t stride) { sh[n] = size, st[n] = stride, ++n; }
         };
-        std::vector<int64_t> ash, ast, bsh, bst;
-        dims(a, a_vec, false, ash, ast);
-        dims(b, b_vec, true, bsh, bst);
+        auto dims = [](const py::array& x, bool vec, bool column, Dims& o) {
+          if (vec && !column) o.put(1, 0);  // (K,) -> (1, K) for A
+          for (py::ssize_t d = 0; d < x.ndim(); ++d) o.put(x.shape(d), x.strides(d));
+          if (vec && column) o.put(1, 0);  // (K,) -> (K, 1) for B
+        };
+        Dims ad, bd;
+        dims(a, a_vec, false, ad);
+        dims(b, b_vec, true, bd);
+        const int64_t *ash = ad.sh, *ast = ad.st, *bsh = bd.sh, *bst = bd.st;
         const FastTypes ft = fast_types(a.dtype(), b.dtype());
         if (!ft.ok) return py::none();
-        const int na = static_cast<int>(ash.size()), nb = static_cast<int>(bsh.size());
+        const int na = ad.n, nb = bd.n;
         const int64_t M = ash[na - 2], K = ash[na - 1], N = bsh[nb - 1];
         if (bsh[nb - 2] != K || M == 0 || N == 0 || K == 0) return py::none();
         if (!aligned(a) || !aligned(b)) return py::none();
