@@ -54,7 +54,9 @@ LAYOUTS = ["nn", "tn", "nt", "tt", "strided", "cF"]
 OVERRIDES = [{}, {"amx": 2}, {"pack": 1}, {"threads": 2}, {"pack": 0}, {"split": 1, "threads": 2},
              {"order": 1}, {"order": 2}, {"inline_b": 1}, {"fixed": 1}, {"kt": 100}, {"vnni": 4},
              {"amx": 2, "amx_feed": 2}, {"nc_tiles": 1}, {"shares": 4, "pack": 1}, {"ksplit": 2},
-             {"mr": 4, "nr": 32}, {"bogus": 1}, {"direct_a": 1, "amx": 2}, {"b_prefetch": 1024}]
+             {"mr": 4, "nr": 32}, {"bogus": 1}, {"direct_a": 1, "amx": 2}, {"b_prefetch": 1024},
+             # nr forced without mr: a prepacked B's panel width (coopjit.prepack) fixes nr, the planner the rest
+             {"nr": 16}, {"nr": 32}, {"nr": 64}, {"pack": 1, "prepacked_b": 1, "nr": 32}]
 
 
 def view(shape, strides_elems, dtype):

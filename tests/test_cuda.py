@@ -9,7 +9,7 @@ import pytest
 
 import coopjit
 from coopjit import _core
-from conftest import assert_gemm_close, spill_stores
+from conftest import assert_gemm_close, needs_hopper, spill_stores
 from test_reduce import NP, check, data
 
 DEV = "cuda:0"
@@ -404,8 +404,7 @@ def test_pipeline_fma_gemm(rng, dtype, shape, trans):
 
 
 def _hopper():
-    if coopjit.device_info(DEV)["arch"] != "sm_90":
-        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): no wgmma")
+    needs_hopper(DEV, "no wgmma")
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])

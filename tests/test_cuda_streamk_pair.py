@@ -18,7 +18,7 @@ import pytest
 
 import coopjit
 from coopjit import _core
-from conftest import spill_stores
+from conftest import needs_hopper, spill_stores
 
 DEV = "cuda:0"
 BASE = {"layout": 1, "sg_m": 8, "nr": 256, "split": 2, "sk_flags": 1, "ws": 2}  # the core's overrides (layout 1: col, split 2: sk+dp)
@@ -94,11 +94,7 @@ def test_pair_ptx_cluster_remote_stores(ptxas):
 
 @pytest.fixture()
 def hopper():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
-    if coopjit.device_info(DEV)["arch"] != "sm_90":
-        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): no wgmma or clusters")
+    needs_hopper(DEV, "no wgmma or clusters")
 
 
 def _check(c, a, b):

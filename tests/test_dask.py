@@ -137,6 +137,36 @@ def test_matmul_batched_broadcast_and_vectors(client, rng):
         np.testing.assert_allclose(np.asarray(got.compute(), np.float64), ref, rtol=1e-5, atol=1e-4)
 
 
+def test_gemm_alpha_scales_the_sum_over_every_k_chunk_once(client):
+    """Over several K chunks alpha scales the whole sum once, as one kernel does (coopjit.gemm on
+    the whole arrays is the reference, with NumPy in float64): alpha = inf where the chunks'
+    partial sums have opposite signs gives inf (alpha on each partial sum gave inf - inf = NaN),
+    and alpha = 1e38 in float32 where a partial sum times alpha overflows but the total does not
+    stays finite. Both with the chunks summed in one task and in a tree; beta * c joins after."""
+    a = np.array([[1, 1, 1, -1, -1, 0],      # partial sums over K chunks of 2: 2, 0 and -1, total 1
+                  [5, 5, 0, -3, -3, -3],      # 10, -3 and -6, total 1
+                  [2, 2, 2, -2, -2, -2]],     # 4, 0 and -4, total 0: inf * 0 is NaN in any order
+                 np.float32)
+    b = np.ones((6, 2), np.float32)
+    c = np.full((3, 2), 4.0, np.float32)
+    A, B, C = da.from_array(a, chunks=(3, 2)), da.from_array(b, chunks=(2, 2)), da.from_array(c, chunks=(3, 2))
+    total = a.astype(np.float64) @ b.astype(np.float64)
+    for alpha, beta in ((np.inf, 0.0), (1e38, 0.0), (1e38, 0.5), (-np.inf, 2.0)):
+        one = np.empty((3, 2), np.float32) if beta == 0.0 else c.copy()
+        coopjit.gemm(a, b, one, alpha=alpha, beta=beta)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ref = (np.float32(alpha) * total.astype(np.float32) + np.float32(beta) * c).astype(np.float32)
+        np.testing.assert_array_equal(one, ref)  # the kernel: alpha once on the sum (NaN where it is 0)
+        assert np.isfinite(ref[1]).all() == np.isfinite(np.float32(alpha))
+        for split in (2, 8):  # 3 K chunks: 2 groups added in a tree, or one task
+            z = cjd.gemm(A, B, C if beta else None, alpha=alpha, beta=beta, split_every=split)
+            assert any(n.startswith("coopjit-scale") for n in _key_names(z))
+            np.testing.assert_array_equal(z.compute(), ref, err_msg=f"alpha={alpha} beta={beta} split_every={split}")
+    # alpha = 1 (and one K chunk) keeps alpha in the kernels: no extra pass
+    assert not any(n.startswith("coopjit-scale") for n in _key_names(cjd.gemm(A, B)))
+    assert not any(n.startswith("coopjit-scale") for n in _key_names(cjd.gemm(A.rechunk((3, 6)), B.rechunk((6, 2)), alpha=2.0)))
+
+
 def test_gemm_alpha_beta_transposes_and_a_tree_over_k(client, rng):
     m, n, k = 40, 30, 210
     a_t = rng.standard_normal((k, m))  # used transposed

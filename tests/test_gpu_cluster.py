@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import coopjit
-from coopjit import _core, ptx
-from conftest import spill_stores
+from coopjit import ptx
+from conftest import needs_hopper, spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -87,11 +87,7 @@ def test_cluster_plan_fields():
 # ---- on the GPU ---------------------------------------------------------------------------------
 
 def _hopper():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
-    if coopjit.device_info(DEV)["arch"] != "sm_90":
-        pytest.skip(f"{DEV} is {coopjit.device_info(DEV)['arch']}, not sm_90 (Hopper): no clusters")
+    needs_hopper(DEV, "no clusters")
 
 
 UNIT = {np.float32: 0.0, BF16: 2.0**-8, np.float16: 2.0**-11}  # the output's rounding

@@ -173,19 +173,25 @@ bool entry_stat(const fs::path& p, uintmax_t& size, fs::file_time_type& when) {
   return !ec;
 }
 
+// The value of environment variable `name` as a finite number from 0; `fallback` where it is unset
+// or empty; where it is anything else (text, a sign, inf, nan, trailing characters) `fallback`
+// too, after a note "NAME=VALUE is not <what>".
+double env_number(const char* name, double fallback, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) return v;
+  note(cat(name, "=", env, " is not ", what));
+  return fallback;
+}
+
 // Deletes the least recently used entries while they exceed the size limit. Only the entries
 // themselves count: foreign files and folders are neither measured nor deleted.
 void evict(const std::string& dir) {
   // A value that is not a number (or negative) is ignored, not read as 0: that would evict
   // every entry at every store.
-  const char* env = std::getenv("COOPJIT_CACHE_MAX_MB");
-  double max_mb = 1024.0;
-  if (env && *env) {
-    char* end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) max_mb = v;
-    else note(cat("COOPJIT_CACHE_MAX_MB=", env, " is not a size in MB; using 1024"));
-  }
+  const double max_mb = env_number("COOPJIT_CACHE_MAX_MB", 1024.0, "a size in MB; using 1024");
   const double max_bytes = max_mb * 1024 * 1024;
   std::vector<std::tuple<fs::file_time_type, fs::path, uintmax_t>> entries;
   double total = 0;
@@ -301,13 +307,7 @@ bool store(const std::string& kind, const std::string& key, const Entry& e) {
 double lock_timeout() {
   // As COOPJIT_CACHE_MAX_MB: a value that is not a finite number of seconds from 0 is passed over
   // (atof read "abc" as 0, no wait at all, and "inf" as a wait that never ends).
-  const char* env = std::getenv("COOPJIT_CACHE_LOCK_TIMEOUT");
-  if (!env || !*env) return 60.0;
-  char* end = nullptr;
-  const double v = std::strtod(env, &end);
-  if (end != env && *end == '\0' && std::isfinite(v) && v >= 0) return v;
-  note(cat("COOPJIT_CACHE_LOCK_TIMEOUT=", env, " is not a number of seconds from 0; waiting 60 s"));
-  return 60.0;
+  return env_number("COOPJIT_CACHE_LOCK_TIMEOUT", 60.0, "a number of seconds from 0; waiting 60 s");
 }
 
 CompileLock::CompileLock(const std::string& kind, const std::string& key, double timeout_s) {

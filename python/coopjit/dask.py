@@ -192,6 +192,14 @@ def _add_blocks(*blocks):
     return out
 
 
+def _scale_add(s, *cs, alpha, beta):
+    """alpha * s (+ beta * cs[0]) in s's dtype: the end of a product summed over several K chunks."""
+    out = np.multiply(s, s.dtype.type(alpha))
+    if cs:
+        out += s.dtype.type(beta) * cs[0].astype(s.dtype, copy=False)
+    return out
+
+
 def _check_plan_and_split(plan, split_every):
     if plan is not None and not isinstance(plan, dict):
         raise TypeError(f"plan must be a dict of plan fields, got {type(plan).__name__} {plan!r}")
@@ -270,6 +278,13 @@ def _contract(x, y, out_dtype, *, alpha=1.0, beta=0.0, c=None, plan=None, split_
             group = max(1, min(group, (nk * out_blocks) // want))
     bounds = np.cumsum((0,) + x.chunks[-1])
     meta = np.empty((0,) * nd, acc)
+    # Over several K chunks alpha scales the whole sum once, at the end, as one kernel does: alpha
+    # applied to each chunk's partial sum gave NaN for alpha = inf where the partial sums' signs
+    # differ (inf - inf), and overflowed partial sums whose total fits. beta * c then joins there.
+    late = nk > 1 and alpha != 1.0 and acc.kind == "f"
+    cu_late, scale = (cu, alpha) if late else (None, 1.0)
+    if late:
+        alpha, cu = 1.0, None
     parts = []
     for g0 in range(0, nk, group):
         g1 = min(nk, g0 + group)
@@ -287,6 +302,10 @@ def _contract(x, y, out_dtype, *, alpha=1.0, beta=0.0, c=None, plan=None, split_
                                name="coopjit-sum-" + _token(*parts[i:i + fan]))
                  for i in range(0, len(parts), fan)]
     out = parts[0]
+    if late:
+        extra = [cu_late] if cu_late is not None else []
+        out = da.map_blocks(_scale_add, out, *extra, dtype=acc, meta=meta, alpha=float(scale), beta=float(beta),
+                            name="coopjit-scale-" + _token(out, *extra, scale, beta))
     if out.dtype != out_dtype:
         out = out.astype(out_dtype)
     return out
