@@ -217,16 +217,54 @@ def masked_message(x: np.ndarray, name: str, reduction: str | None = None, where
 def check_own_elements(x: np.ndarray, name: str, where: str = "") -> None:
     """ValueError when an output's elements share memory: a byte stride of 0 along a dim of more
     than one element (np.lib.stride_tricks.as_strided / a torch .expand() view, writable where
-    np.broadcast_to's is not). Results landed on one another: which one stayed depended on the
-    workers' timing (a torch expand out of 512 rows held row 257), and gemm's beta * c read
-    elements other rows had written (session 24's audit). torch refuses such an out too."""
+    np.broadcast_to's is not), or strides whose elements meet (rows closer than a row's length).
+    Results landed on one another: which one stayed depended on the workers' timing (a torch
+    expand out of 512 rows held row 257), and gemm's beta * c read elements other rows had
+    written (session 24's audit; other strides: session 26's). torch refuses such an out too."""
     if x.size == 0:  # (NumPy gives the dims of an empty array any strides, 0 among them)
         return
+    flags = x.flags
+    if flags.c_contiguous or flags.f_contiguous:  # (no element meets another: the common case costs a flag)
+        return
+    prefix = f"{where + ': ' if where else ''}{name} ({x.dtype} {x.shape}) has byte strides {x.strides}: "
     for d, (n, st) in enumerate(zip(x.shape, x.strides)):
         if n > 1 and st == 0:
-            raise ValueError(f"{where + ': ' if where else ''}{name} ({x.dtype} {x.shape}) has byte strides {x.strides}: "
-                             f"its {n} elements along dim {d} are one element in memory (a broadcast view), so the "
-                             f"results would overwrite one another; pass an array with an element for each result")
+            raise ValueError(f"{prefix}its {n} elements along dim {d} are one element in memory (a broadcast view), so "
+                             f"the results would overwrite one another; pass an array with an element for each result")
+    pair = _meeting_elements(x)
+    if pair is not None:
+        i, j, same = pair
+        raise ValueError(f"{prefix}its elements {i} and {j} {'are one element' if same else 'overlap'} in memory, so "
+                         f"the results would overwrite one another; pass an array with an element for each result")
+
+
+def _meeting_elements(x: np.ndarray):
+    """The first two elements of x (index tuples, C order) whose bytes meet, and whether they
+    start at one address; None when every element has its own bytes."""
+    # Dims by step: when each step is at least the span of the dims with smaller steps, no two
+    # elements meet (every view of a C- or Fortran-ordered array by slicing and transposition).
+    span = x.itemsize
+    for st, n in sorted((abs(st), n) for n, st in zip(x.shape, x.strides) if n > 1):
+        if st < span:
+            break
+        span += (n - 1) * st
+    else:
+        return None
+    # Otherwise (as_strided views) exactly: every element's byte offset, sorted.
+    offsets = np.zeros((), np.int64)
+    for n, st in zip(x.shape, x.strides):
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * st)
+    offsets = offsets.ravel()
+    order = np.argsort(offsets, kind="stable")
+    gaps = np.flatnonzero(np.diff(offsets[order]) < x.itemsize)
+    if gaps.size == 0:
+        return None
+    i, j = sorted((int(order[gaps[0]]), int(order[gaps[0] + 1])))
+
+    def index(k: int) -> tuple:
+        return tuple(int(v) for v in np.unravel_index(k, x.shape))
+
+    return index(i), index(j), bool(offsets[i] == offsets[j])
 
 
 def check_scalar(x, name: str) -> float:
