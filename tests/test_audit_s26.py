@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from coopjit.ir import KernelBuilder
 
 
 def _overlapping_rows(shape, row_step, dtype=np.float32):
@@ -69,3 +70,28 @@ def test_outputs_whose_elements_are_apart_are_written(rng):
     y = np.zeros(24, np.float32)[::-3]
     coopjit.reduce(np.ones((8, 4), np.float32), axis=1, out=y)
     assert (y == 4).all()
+
+
+def _add_row_kernel():
+    kb = KernelBuilder("add_row_s26")
+    x = kb.param("X", "ptr<f32>")
+    m = kb.load("coopmatrix<f32, 4, 16, acc, subgroup>", x, strides=(16, 1))
+    m = kb.per_element(m, lambda b, row, col, v: b.add(v, b.convert(row, "f32")))
+    kb.store(m, x, strides=(16, 1))
+    return kb.compile()
+
+
+@pytest.mark.parametrize("strides", [(0, 4), (8, 4)])
+def test_custom_kernel_arrays_it_writes_whose_elements_overlap_are_refused(strides):
+    # A custom kernel's non-contiguous argument goes through a C-order copy written back after the
+    # run: into a view whose elements overlap (rows 0 or 2 elements apart), the copies' elements
+    # landed on one another (a zero-stride X held row 3's values in all of row 0's).
+    kern = _add_row_kernel()
+    base = np.zeros(strides[0] // 4 * 3 + 16, np.float32)
+    x = np.lib.stride_tricks.as_strided(base, (4, 16), strides)
+    with pytest.raises(ValueError, match=r"argument 0 \(X\) \(float32 \(4, 16\)\) has byte strides .*one element in memory"):
+        kern(x)
+    assert not base.any()
+    y = np.zeros((4, 32), np.float32)[:, ::2]  # (apart: written through its copy)
+    kern(y)
+    np.testing.assert_array_equal(y, np.repeat(np.arange(4, dtype=np.float32)[:, None], 16, axis=1))

@@ -162,6 +162,11 @@ const std::vector<ParamExtent>& ArgCheck::check(const py::sequence& args, int64_
     if (x.written && !a.writeable())
       throw UserError(cat(kernel, ": ", arg_name(i), " is written by the kernel, but the array given (shape ",
                           shape_text(a), ") is read-only"));
+    // A written array that is not C-contiguous goes through a C-order copy written back after the
+    // run: elements that share memory (a zero stride, rows that overlap) took one another's
+    // values. Refused as an out= of matmul / reduce is (ValueError naming the two elements).
+    if (x.written && !c_contiguous(a))
+      py::module_::import("coopjit._arrays").attr("check_own_elements")(a, arg_name(i), kernel);
     if (!x.bounded)
       throw UserError(cat(kernel, ": ", arg_name(i), ": cannot bound the elements the kernel ", verb,
                           " with these arguments\n  in: ", x.why));
