@@ -95,3 +95,18 @@ def test_custom_kernel_arrays_it_writes_whose_elements_overlap_are_refused(strid
     y = np.zeros((4, 32), np.float32)[:, ::2]  # (apart: written through its copy)
     kern(y)
     np.testing.assert_array_equal(y, np.repeat(np.arange(4, dtype=np.float32)[:, None], 16, axis=1))
+
+
+@pytest.mark.parametrize("strides", [(0, 4), (32, 4)])
+def test_load_matrix_out_whose_elements_overlap_is_refused(strides):
+    # load_matrix wrote a (4, 16) out whose rows are one row (or overlap, 8 elements apart) in
+    # place: the rows' elements landed on one another (a zero-stride out held row 3 of the buffer).
+    base = np.zeros(strides[0] // 4 * 3 + 16, np.float32)
+    out = np.lib.stride_tricks.as_strided(base, (4, 16), strides)
+    buf = np.arange(64, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"load_matrix: out \(float32 \(4, 16\)\) has byte strides .*one element in"):
+        coopjit.load_matrix(buf, 4, 16, coopjit.TensorLayout((4, 16)), out=out)
+    assert not base.any()
+    fine = np.zeros((4, 32), np.float32)[:, ::2]
+    coopjit.load_matrix(buf, 4, 16, coopjit.TensorLayout((4, 16)), out=fine)
+    np.testing.assert_array_equal(fine, buf.reshape(4, 16))

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import _core
+from ._arrays import check_own_elements
 
 CLAMP_MODES = ("undefined", "constant", "clamp_to_edge", "repeat", "mirror_repeat")
 _NO_CLIP = 1 << 40  # "no clip": a span no matrix reaches
@@ -339,6 +340,8 @@ def load_matrix(buffer: np.ndarray, rows: int, cols: int, layout: TensorLayout, 
                          f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
     elif not out.flags.writeable:
         raise ValueError("load_matrix: out is read-only")
+    else:  # (a zero stride or rows that overlap: the elements' values landed on one another)
+        check_own_elements(out, "out", "load_matrix")
     dev = _device(device, subgroups)
     if dev is not None:
         target = out if out.flags.c_contiguous and not np.may_share_memory(out, buffer) else out.copy(order="C")
