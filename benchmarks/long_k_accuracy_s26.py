@@ -20,7 +20,8 @@ for m, n, k in [(200, 200, 2**13), (200, 200, 2**17), (16, 64, 2**21), (32, 32, 
     exact = a.astype(np.float64) @ b.astype(np.float64)
     got = coopjit.matmul(a, b)
     ref = a @ b
-    print(f"{f'{m} x {n} x {k}':>22} {np.max(np.abs(got - exact) / exact):9.1e} {np.max(np.abs(ref - exact) / exact):9.1e}")
+    err, err_np = np.max(np.abs(got - exact) / exact), np.max(np.abs(ref - exact) / exact)
+    print(f"{f'{m} x {n} x {k}':>22} {err:9.1e} {err_np:9.1e}")
 ones = np.ones(2**25, np.float32)
 print(f"ones(2**25) @ ones(2**25) (1 x K @ K x 1): coopjit {coopjit.matmul(ones[None, :], ones[:, None])[0, 0]:.0f}, "
       f"NumPy {(ones[None, :] @ ones[:, None])[0, 0]:.0f}, exact {2**25}")

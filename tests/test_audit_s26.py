@@ -89,7 +89,8 @@ def test_custom_kernel_arrays_it_writes_whose_elements_overlap_are_refused(strid
     kern = _add_row_kernel()
     base = np.zeros(strides[0] // 4 * 3 + 16, np.float32)
     x = np.lib.stride_tricks.as_strided(base, (4, 16), strides)
-    with pytest.raises(ValueError, match=r"argument 0 \(X\) \(float32 \(4, 16\)\) has byte strides .*one element in memory"):
+    match = r"argument 0 \(X\) \(float32 \(4, 16\)\) has byte strides .*one element in memory"
+    with pytest.raises(ValueError, match=match):
         kern(x)
     assert not base.any()
     y = np.zeros((4, 32), np.float32)[:, ::2]  # (apart: written through its copy)
