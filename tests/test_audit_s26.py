@@ -2,6 +2,8 @@
 threads at once, interrupts and the GIL, NaN / inf / -0.0 and integer wrap-around against NumPy,
 the caller's floating-point state, and outputs that overlap themselves or the inputs. Each test is
 a bug the audit found (it failed before its fix)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,18 @@ def test_load_matrix_out_whose_elements_overlap_is_refused(strides):
     fine = np.zeros((4, 32), np.float32)[:, ::2]
     coopjit.load_matrix(buf, 4, 16, coopjit.TensorLayout((4, 16)), out=fine)
     np.testing.assert_array_equal(fine, buf.reshape(4, 16))
+
+
+@pytest.mark.parametrize("field", ["ksplit", "b_prefetch"])
+def test_plan_refusals_name_the_walk_as_plans_take_it(rng, field):
+    # A plan field of another walk was refused naming "order=1" / "order=2", the core's numbers:
+    # plan={"order": 1} is itself refused ("order must be one of m_inner, k_outer, dot (a str)").
+    # The refusal names the value a plan takes, and that value makes the plan valid.
+    a = rng.standard_normal((1, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 256)).astype(np.float32)
+    plan = {"ksplit": 2} if field == "ksplit" else {"b_prefetch": 64}
+    with pytest.raises(ValueError, match=r"\(order='k_outer'\).* the plan's walk is m_inner") as e:
+        coopjit.matmul(a, b, plan={**plan, "order": "m_inner"})
+    order = re.search(r"order='(\w+)'", str(e.value)).group(1)
+    got = coopjit.matmul(a, b, plan={**plan, "order": order})
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

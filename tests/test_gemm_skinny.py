@@ -137,7 +137,7 @@ def test_low_precision_skinny_shapes(rng):
 
 def test_bad_order_overrides():
     a = np.ones((64, 300), np.float32)
-    with pytest.raises(ValueError, match="order=2 \\(dot\\) needs matrix-vector products"):
+    with pytest.raises(ValueError, match="order='dot' needs matrix-vector products"):
         coopjit.matmul(a, np.ones((300, 5), np.float32), plan={"order": "dot"})
     with pytest.raises(ValueError, match="k_outer.*needs pack=0"):
         coopjit.matmul(a, np.ones((300, 300), np.float32), plan={"order": "k_outer", "pack": True})

@@ -34,9 +34,9 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
         spec.K >= 512 && N >= 256 && flops >= 4.0e6)
       p.order = "k_outer";
     if (p.order == "k_outer") {
-      if (p.pack) throw UserError("plan order=1 (k_outer) is the unpacked blocked nest: it needs pack=0");
+      if (p.pack) throw UserError("plan order='k_outer' is the unpacked blocked nest: it needs pack=0");
       if (spec.batch1 * spec.batch2 != 1)
-        throw UserError(cat("plan order=1 (k_outer) needs one product (not a batch of ", spec.batch1 * spec.batch2, ")"));
+        throw UserError(cat("plan order='k_outer' needs one product (not a batch of ", spec.batch1 * spec.batch2, ")"));
       if (!overrides.count("split")) p.split = "dp";
       // Zen 4, f32 / f64, 16 to 64 rows: tiles of 8 rows x 3 vectors (24 accumulators; 6-8 rows, the
       // height that pads M least) and K tiles of 256 rows, where the register-tile rule gave 4
@@ -164,7 +164,7 @@ void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
       !(cpu.name == "znver4" && one_row_panel))
     p.b_prefetch = 1024;
   if (p.ksplit > 1 && p.order != "k_outer")
-    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order=1); the plan's walk is ", p.order));
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer'); the plan's walk is ", p.order));
 }
 
 void plan_gemv(GemmPlan& p, const PlanContext& c) {
@@ -190,13 +190,13 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
       p.order = "dot";
     if (p.order == "dot") {
       if (!dot_ok || p.pack)
-        throw UserError(cat("plan order=2 (dot) needs matrix-vector products (N = 1 in the kernel's orientation) ",
+        throw UserError(cat("plan order='dot' needs matrix-vector products (N = 1 in the kernel's orientation) ",
                             "with A's rows of unit stride, unpacked; got M=", M, " N=", N));
       if (!overrides.count("mr")) p.mr = 4;
       if (!overrides.count("nr")) p.nr = 4 * p.simd_width;
       if (!overrides.count("split")) p.split = "dp";
       p.kt = std::max<int64_t>(p.kb, ceil_to(std::max<int64_t>(1, spec.K), p.kb));  // one K tile: no Stream-K here
-      if (p.split != "dp") throw UserError("plan order=2 (dot) is data-parallel over rows: it needs split='dp'");
+      if (p.split != "dp") throw UserError("plan order='dot' is data-parallel over rows: it needs split='dp'");
       const int64_t tiles_m = (M + p.mr - 1) / p.mr * spec.batch1 * spec.batch2;  // over the batch
       // About 64 KiB of A per worker at least: smaller shares cost more to hand out than they save.
       // Every core otherwise: each worker streams its rows at about one core's rate while it runs,
@@ -224,8 +224,8 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
   // (b_prefetch is checked here, once the dot walk is decided: it prefetches the rows of the matrix
   // the walk streams, B's in the k_outer nest, A's in the dot walk.)
   if (p.b_prefetch && p.order != "k_outer" && p.order != "dot")
-    throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order=1, k_outer) ",
-                        "or A's in the dot walk (order=2); the plan's walk is ", p.order));
+    throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order='k_outer') ",
+                        "or A's in the dot walk (order='dot'); the plan's walk is ", p.order));
 }
 
 void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {
@@ -245,7 +245,7 @@ void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {
     if (it->second == 1 && p.ksplit > 1)
       throw UserError(cat("plan fixed=1 builds K into the code; ksplit=", p.ksplit, " runs it on parts of K"));
     if (it->second == 1 && gathers)
-      throw UserError(cat("plan fixed=1 builds the strides into the code; the dot walk (order=2) reads a copy of the ",
+      throw UserError(cat("plan fixed=1 builds the strides into the code; the dot walk (order='dot') reads a copy of the ",
                           "vector (its stride along K is ", p.layout == "col" ? spec.sa_c : spec.sb_r, ", not 1)"));
     fix = it->second == 1 && !p.pack;
   }
