@@ -32,7 +32,9 @@ GemmRecipe::GemmRecipe(const GemmPlan& p, Function& f) : p_(p), f_(f), T(p.dtype
   // phase (packed plans): 0 = pack, wait for every worker's panels, compute; 1 = pack only (the
   // launch's end is the barrier); 2 = compute only, `workers` being shares of the blocked nest
   // (ThreadPool::run_shares), `shares` of them per thread: the grid has shares x grid_m rows.
-  // 3 (the unpacked nest with 16-bit C, a part of a K split): the sums go to the scratch, not C.
+  // 3 (the unpacked nest with 16-bit C or a fused epilogue, a part of a K split): the sums go to
+  // the scratch, not C; 4 (the same nest, the split's last K tile): its first K tile adds the
+  // scratch (the other parts' sum) and the epilogue applies once.
   g_.phase = idx("phase"); g_.shares = idx("shares");
   g_.alpha = f.add_param(Type::of(T), "alpha");
   g_.beta = f.add_param(Type::of(T), "beta");

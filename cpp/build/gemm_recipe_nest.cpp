@@ -179,15 +179,19 @@ void GemmRecipe::tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scrat
   }
   Builder::Access part{g_.WS, t.m0, t.n0, scratch_cols, one_, g_.M, scratch_cols};
   Value* last = tx.cmp(CmpPred::eq, tx.add(kt, one_), tiles_k_, "last_k");
+  // The unpacked nest's phase 4 (the last K tile of a K split with a fused epilogue,
+  // GemmPlan::ksplit): the scratch holds the other parts' sum, which its first K tile adds too.
+  if (!p_.pack) first = tx.select(first, tx.cmp(CmpPred::ne, g_.phase, tx.index(4), "not_k_last"), first, "first_k");
   tx.if_(last, {}, [&](Builder& e) {
     Value* total = e.if_(first, {acc_t_}, [&](Builder& f) { return std::vector<Value*>{acc}; },
                          [&](Builder& f) {
                            return std::vector<Value*>{f.mat_bin(BinOp::add, acc, f.load(acc_t_, part, false))};
                          })[0];
-    // The unpacked nest with 16-bit C and no fused epilogue (phase 3: one part of a K split,
+    // The unpacked nest with 16-bit C or a fused epilogue (phase 3: one part of a K split,
     // GemmPlan::ksplit): the part's sums stay in the scratch, in the accumulator type, and the
-    // caller adds the parts and writes C.
-    if (!p_.pack && p_.c_type != T && !p_.epilogue.any()) {
+    // caller adds the parts and writes C (16-bit C), or a phase 4 launch of the last K tile
+    // adds their sum and applies the epilogue once.
+    if (!p_.pack) {
       e.if_(e.cmp(CmpPred::eq, g_.phase, e.index(3), "k_part"), {}, [&](Builder& f) {
         f.store(total, part, false);
         return std::vector<Value*>{};

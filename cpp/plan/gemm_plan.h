@@ -50,9 +50,12 @@ struct GemmPlan {
   // the tile counts (one code for every size; see the recipe).
   int grid_m = 0;
   // The k_outer walk of one row of C (M = 1 in the kernel's orientation: a vector times a
-  // row-major matrix): K split into ksplit parts, one worker each over the whole of N, each part
-  // of B read front to back; worker 0 writes C (with beta), the others their own zeroed row of
-  // partial sums, which the caller then adds into C (f32 / f64 / i32 C). bf16 C of f32 sums: every
+  // row-major matrix) or of a small M x N block (few tiles for the workers, long K; session 26):
+  // K split into ksplit parts, one worker each over the whole of C, each part of B read front to
+  // back; worker 0 writes C (with beta), the others their own zeroed block of partial sums, which
+  // the caller then adds into C (f32 / f64 / i32 C). A fused epilogue: the parts but the last K
+  // tile run as phase 3 (sums in scratch), the caller adds them, and a phase 4 launch of the last
+  // K tile adds that sum to its own and applies the epilogue once. bf16 C of f32 sums: every
   // part runs as phase 3 (its sums left in its own scratch row, in f32) and the caller writes C
   // once, rounded. 0: none (the workers share N's column panels). Not in the key: the kernel is
   // the same, only its launch differs.

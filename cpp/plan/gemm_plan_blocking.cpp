@@ -115,6 +115,10 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
                   std::max(spec.M, spec.N) >= 64)))
       p.pack = true;
   }
+  // A small block of C and a long K on many cores: the K split of the whole block (the k_outer
+  // walk, unpacked; see plan_skinny_walk). 128x128x4096 f32 on 16 workers, packed 454 us, split
+  // 192 (benchmarks/recorded/issue14-emr16-ksplit-session26.txt).
+  if (ksplit_small_block(p, c)) p.pack = false;
   // Packed products have hundreds of tiles per worker: the last wave's imbalance is noise, and
   // the cache-blocked nest (data-parallel over column panels) is what they need.
   if (p.pack) p.split = "dp";

@@ -63,6 +63,9 @@ void plan_own_a(GemmPlan& p, const PlanContext& c);
 // gemm_plan_small.cpp: the walks of skinny and small products: the unpacked blocked nest
 // (k_outer, ksplit, b_prefetch), matrix-vector products (dot) and fixed-shape code.
 void plan_skinny_walk(GemmPlan& p, const PlanContext& c);
+// A small block of C and a long K on many cores: the K split of the whole block (plan_packing
+// leaves it unpacked, plan_skinny_walk takes the k_outer walk with ksplit = threads).
+bool ksplit_small_block(const GemmPlan& p, const PlanContext& c);
 void plan_b_prefetch(GemmPlan& p, const PlanContext& c);
 void plan_gemv(GemmPlan& p, const PlanContext& c);
 void plan_fixed_shape(GemmPlan& p, const PlanContext& c);

@@ -9,6 +9,35 @@
 
 namespace coopjit {
 
+// A small block of C and a long K on many cores (session 26): three tiles a worker or fewer
+// (64x64x8192 f32: 12 tiles of 11 x 32 on 16 workers) left the data-parallel walk idle and
+// Stream-K's partial tiles and fix-ups at 0.7x torch; 128x128x4096 (48 tiles) took the packed
+// nest at 0.35x. K split among the workers instead (GemmPlan::ksplit over the whole M x N block):
+// each worker runs the unpacked k_outer walk over all of C for its K range (at least 256 deep)
+// into its own block of partial sums, worker 0 into C with beta; the caller adds the blocks.
+// f32 / f64 C of the same inputs, no fused epilogue, one product; many cores only (the 2-core
+// plans keep their walks); not for a matrix-vector product (N = 1: the dot walk). Not where the
+// plan names the walk, the split, ksplit, mr / nr, pack, prepacked_b or fixed.
+// Measured on the 16-core Emerald Rapids host (5 rounds of blocks, main -> branch, medians
+// [min-max], us; torch): 64x64x8192 141.6 [134-166] -> 131.3 [111-140] (98.9), 64x128x8192
+// 355.8 [280-364] -> 182.4 [165-201] (161.1), 16x16x65536 85.5 [80-113] -> 73.3 [69-77] (90.0),
+// f64 64x64x8192 292.6 [280-319] -> 223.8 [204-242] (174.8), 32x32x16384 79.2 -> 78.0 (63.0, level),
+// 128x128x4096 453.5 [384-492] -> 191.9 [177-231] (the plan forced; 156.7).
+// benchmarks/recorded/issue14-emr16-ksplit-session26.txt.
+bool ksplit_small_block(const GemmPlan& p, const PlanContext& c) {
+  const GemmSpec& spec = c.spec;
+  const PlanOverrides& o = c.overrides;
+  if (o.count("order") || o.count("ksplit") || o.count("split") || o.count("mr") || o.count("nr") || o.count("pack") ||
+      o.count("prepacked_b") || o.count("fixed"))
+    return false;
+  const bool types = p.c_type == p.dtype && p.a_type == p.dtype && p.b_type == p.dtype &&
+                     (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64);
+  const int64_t tiles = ((c.M + p.mr - 1) / p.mr) * ((c.N + p.nr - 1) / p.nr);
+  return c.cpu.max_threads >= 8 && p.threads >= 8 && types && !p.epilogue.any() && !p.prepacked_b &&
+         spec.batch1 * spec.batch2 == 1 && c.M >= 2 && c.N >= 2 && tiles <= 3 * int64_t(p.threads) &&
+         spec.K >= 256 * int64_t(p.threads);
+}
+
 void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
   const GemmSpec& spec = c.spec;
   const CpuTargetInfo& cpu = c.cpu;
@@ -32,6 +61,15 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
     int64_t tiles_n = (N + p.nr - 1) / p.nr, tiles_m = (M + p.mr - 1) / p.mr;
     if (!overrides.count("order") && !p.pack && spec.batch1 * spec.batch2 == 1 && M <= 64 &&
         spec.K >= 512 && N >= 256 && flops >= 4.0e6)
+      p.order = "k_outer";
+    // A small block of C and a long K on many cores (session 26): ksplit_small_block.
+    if (!p.pack && ksplit_small_block(p, c)) {
+      p.order = "k_outer";
+      p.ksplit = p.threads;
+    }
+    // A plan that names ksplit (and no walk) takes the k_outer walk where it can (unpacked).
+    if (!overrides.count("order") && overrides.count("ksplit") && p.ksplit > 1 && !p.pack &&
+        spec.batch1 * spec.batch2 == 1)
       p.order = "k_outer";
     if (p.order == "k_outer") {
       if (p.pack) throw UserError("plan order='k_outer' is the unpacked blocked nest: it needs pack=0");
@@ -79,7 +117,8 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // [410-458] (torch 407, NumPy 402) in one run and 386 [360-572] -> 408 [319-461] (torch 400)
       // in the next: level; a column-major A times a vector (the same nest over A^T) 464 -> 446.
       // benchmarks/recorded/issue14-emr16-rows-session25.txt.)
-      if (!overrides.count("threads"))
+      // (A K split of several rows keeps every worker: each takes a K range of all the panels.)
+      if (!overrides.count("threads") && !(p.ksplit > 1 && M > 1))
         p.threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.threads, tiles_n)));
       // A 16 KiB slice of B per column panel and K tile, reused by every M tile from L1 (with the
       // M x nr panel of C). With one M tile nothing reuses it: K tiles of about 64 KiB of the
@@ -107,12 +146,15 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // K tile of a worker's half of B was kt runs of 8 KiB 16 KiB apart (N 4096 f32): the
       // prefetchers restart every two pages. Measured on Zen 5, 2 threads, 1x4096x4096 f32 (the
       // dot walk of 4096x1x4096, which reads its rows whole, at 1.15 ms): see the README.
-      // Needs C in the accumulator type f32 / f64 (the partial rows are added in the caller)
-      // and no fused epilogue (it applies once, to the whole sum).
+      // Needs C in the accumulator type f32 / f64 (the partial rows are added in the caller).
+      // (A plan naming ksplit with a fused epilogue: the parts but the last K tile keep their sums
+      // in scratch and a launch of the last K tile adds them and applies the epilogue once,
+      // session 26; not chosen by the rules, unmeasured.)
       // bf16 C (f32 sums): each part's sums stay in its own scratch row and the caller adds the
       // parts and rounds once (the nest's phase 3). 2-core Zen 4, 1x4096x4096 bf16, 2 threads
       // (wall): see the CHANGELOG (session 20).
-      const bool ks_ok = tiles_m == 1 && M == 1 && !p.epilogue.any() &&
+      // (A fused epilogue: the last K tile's launch applies it once to the parts' sum.)
+      const bool ks_ok =
                          ((p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
                                                    p.dtype == ir::ScalarType::i32)) ||
                           (p.c_type == ir::ScalarType::bf16 && p.dtype == ir::ScalarType::f32));
@@ -121,21 +163,34 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // main -> branch in alternating processes, medians): 1x4096x4096 0.82 / 1.09 / 0.88x, 1x2048x2048
       // 0.80x; not taken. plan ksplit above the threads runs that way.
       // benchmarks/recorded/issue14-zen5-2core-gemv-session23.txt.)
-      if (!overrides.count("ksplit") && ks_ok && p.threads > 1 && cpu.max_threads < 8 &&
+      if (!overrides.count("ksplit") && ks_ok && !p.epilogue.any() && M == 1 && tiles_m == 1 && p.threads > 1 && cpu.max_threads < 8 &&
           spec.K >= 256 * int64_t(p.threads))
         p.ksplit = p.threads;
       if (p.ksplit > 1) {
         if (!ks_ok)
-          throw UserError(cat("plan ksplit=", p.ksplit, " splits K of one row of C (M = 1) among the workers: it needs ",
-                              "C in the accumulator type f32 / f64 / i32 (or bf16 C of f32 sums) and no fused epilogue (got M=", M, ", C ",
+          throw UserError(cat("plan ksplit=", p.ksplit, " splits K among the workers: it needs ",
+                              "C in the accumulator type f32 / f64 / i32 (or bf16 C of f32 sums) (got C ",
                               ir::name(p.c_type), ", accumulator ", ir::name(p.dtype), ")"));
         // Each worker's K tiles over all of N: about 128 KiB of B a tile (8 rows of 16 KiB).
         // Measured on Zen 5, one thread, B in L3 (1x512x4096 and 1x2048x1024 f32): kt 4 / 8 / 16 /
         // 32 at 60-69 / 71-75 / 57-64 / 42-51 GB/s (CPU time), the dot walk 56-70.
-        if (!overrides.count("kt")) {
+        // (Several row panels keep the 16 KiB slices of B above: every M tile reuses them.)
+        if (!overrides.count("kt") && tiles_m == 1) {
           const int64_t cap = std::max<int64_t>(p.kb, std::min<int64_t>(1024, (int64_t(128) << 10) / (N * esize)) / p.kb * p.kb);
           const int64_t part = std::max<int64_t>(1, (spec.K + p.ksplit - 1) / p.ksplit), parts = (part + cap - 1) / cap;
           p.kt = ceil_to((part + parts - 1) / parts, p.kb);
+        } else if (!overrides.count("kt")) {
+          // Several row panels: K tiles no deeper than the 16 KiB slices of B above, as many a part
+          // as pad its K least (whole tiles a part: 64x128x8192 f32 on 16 workers took kt 84, so
+          // parts of 588 and 14 parts; kt 64 gives 16 parts of 512).
+          const int64_t part = std::max<int64_t>(1, (spec.K + p.ksplit - 1) / p.ksplit);
+          const int64_t n0 = (part + p.kt - 1) / p.kt;
+          int64_t best = p.kt, waste = INT64_MAX;
+          for (int64_t n = n0; n < n0 + 8; ++n) {
+            const int64_t kt = ceil_to((part + n - 1) / n, p.kb), w = kt * n - part;
+            if (w < waste) waste = w, best = kt;
+          }
+          p.kt = best;
         }
       }
     }

@@ -372,15 +372,77 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
     p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(ir::size_in_bytes(k.plan.b_type));
   };
-  // K split among the workers (GemmPlan::ksplit: one row of C, the k_outer walk): worker w
-  // runs the kernel on its K range over all of N, worker 0 into C (beta applied there), the
-  // others into zeroed rows of partial sums, added into C here once all are done.
-  // bf16 C (f32 sums): every worker runs its part as phase 3, its sums left in its own scratch (in
-  // f32), and the caller writes C = bf16(alpha * (the parts' sum) + beta * C) (one rounding).
+  // K split among the workers (GemmPlan::ksplit, the k_outer walk): part w runs the kernel on its K
+  // range over all of C (every row and column panel, as one worker), part 0 into C (beta applied
+  // there), the others into zeroed M x N blocks of partial sums, added into C here once all are
+  // done. One row of C (a vector times a matrix) or a small M x N block of few tiles for the workers
+  // and a long K (session 26: 64x64x8192 f32 on 16 cores).
+  // bf16 C (f32 sums): every part runs as phase 3, its sums left in its own scratch (in f32), and
+  // the caller writes C = bf16(alpha * (the parts' sum) + beta * C) (one rounding).
+  // The parts' blocks are added by row ranges on the plan's threads when there is enough to add
+  // (a second launch; one row, or a few KiB, is added here).
+  auto add_rows = [&](int parts, size_t block_bytes, const std::function<void(int64_t, int64_t)>& fn) {
+    const int threads = std::max(1, std::min<int>(k.plan.threads, static_cast<int>(g.M)));
+    if (threads > 1 && block_bytes * size_t(parts) >= (size_t(64) << 10)) {
+      const int64_t rows = (g.M + threads - 1) / threads;
+      ThreadPool::get().run(threads, [&](int t) {
+        const int64_t m0 = t * rows, m1 = std::min(g.M, m0 + rows);
+        if (m0 < m1) fn(m0, m1);
+      }, true);
+    } else {
+      fn(0, g.M);
+    }
+  };
+  // A fused epilogue: the parts but the last K tile run as phase 3 (sums in their own scratch,
+  // in the accumulator type), the caller adds the scratches into the first, and a phase 4 launch
+  // of the last K tile on the plan's workers adds that sum to its own and applies alpha, beta
+  // and the epilogue once (C rounded once where it is bf16).
+  if (k.plan.epilogue.any() && k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 &&
+      g.K > g.kt && g.batch1 * g.batch2 == 1) {
+    const int64_t k_last = (g.K - 1) / g.kt * g.kt;  // the last K tile: [k_last, K)
+    const int64_t want = std::min<int64_t>(k.plan.ksplit - 1, k_last / g.kt);
+    const int64_t step = std::max<int64_t>(1, ((k_last + want - 1) / want + g.kt - 1) / g.kt) * g.kt;
+    const int parts = static_cast<int>((k_last + step - 1) / step);
+    const size_t es = ir::size_in_bytes(k.plan.dtype);
+    const size_t elems = size_t((g.M + g.mr - 1) / g.mr * g.mr) * size_t((g.N + g.nr - 1) / g.nr * g.nr);
+    const size_t part_bytes = (elems * es + 63) / 64 * 64;
+    char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
+    char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
+    run_parts(parts, [&](int w) {
+      const int64_t k0 = w * step, kw = std::min(k_last, k0 + step) - k0;
+      void* p[12];
+      part_operands(p, k0);
+      p[3] = sums + size_t(w) * part_bytes;
+      launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
+    });
+    auto add = [&](auto zero) {
+      using T = decltype(zero);
+      T* total = reinterpret_cast<T*>(sums);
+      const int threads = std::max(1, k.plan.threads);
+      const size_t chunk = ((elems + size_t(threads) - 1) / size_t(threads) + 15) / 16 * 16;
+      auto fn = [&](int t) {
+        const size_t e0 = size_t(t) * chunk, e1 = std::min(elems, e0 + chunk);
+        for (int w = 1; w < parts; ++w) {
+          const T* part = reinterpret_cast<const T*>(sums + size_t(w) * part_bytes);
+          for (size_t e = e0; e < e1; ++e) total[e] += part[e];
+        }
+      };
+      if (threads > 1 && part_bytes * size_t(parts) >= (size_t(64) << 10)) ThreadPool::get().run(threads, fn, true);
+      else for (int t = 0; t < threads; ++t) fn(t);
+    };
+    if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
+    else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)
+    else add(0.0);
+    void* p[12];
+    part_operands(p, k_last);
+    p[3] = sums;
+    ThreadPool::get().run(workers, [&](int w) { launch(p, g.K - k_last, g.sc_r, g.sc_c, true, w, workers, 4, 1); }, true);
+    return;
+  }
   const bool ksplit_bf16 = k.plan.c_type == ir::ScalarType::bf16 && k.plan.dtype == ir::ScalarType::f32 &&
                            !k.plan.epilogue.any();
-  if (ksplit_bf16 && k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.M == 1 &&
-      g.K > 0 && g.batch1 * g.batch2 == 1) {
+  if (ksplit_bf16 && k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.K > 0 &&
+      g.batch1 * g.batch2 == 1) {
     const int64_t step = ksplit_step();
     const int parts = static_cast<int>((g.K + step - 1) / step);
     // A part's scratch as the kernel addresses it: ceil(M / mr) * mr rows of ceil(N / nr) * nr.
@@ -397,42 +459,57 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     });
     uint16_t* cc = static_cast<uint16_t*>(c);
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
-    for (int64_t n = 0; n < g.N; ++n) {
-      float s = 0.0f;
-      for (int w = 0; w < parts; ++w) s += reinterpret_cast<const float*>(sums + size_t(w) * part_bytes)[n];
-      float r = fa * s;
-      if (k.plan.accumulate && beta != 0.0) r += fb * bf16_to_f32(cc[n * g.sc_c]);  // (beta 0: C is not read)
-      cc[n * g.sc_c] = f32_to_bf16(r);
-    }
+    add_rows(parts, part_bytes, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = 0; n < g.N; ++n) {
+          float s = 0.0f;
+          for (int w = 0; w < parts; ++w)
+            s += reinterpret_cast<const float*>(sums + size_t(w) * part_bytes)[size_t(m) * cols + size_t(n)];
+          float r = fa * s;
+          uint16_t& out = cc[m * g.sc_r + n * g.sc_c];
+          if (k.plan.accumulate && beta != 0.0) r += fb * bf16_to_f32(out);  // (beta 0: C is not read)
+          out = f32_to_bf16(r);
+        }
+    });
     return;
   }
-  if (k.plan.ksplit > 1 && !k.plan.pack && n_sk == 0 && g.M == 1 && g.K > 0 && g.batch1 * g.batch2 == 1 &&
+  if (k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.K > 0 &&
+      g.batch1 * g.batch2 == 1 && !k.plan.epilogue.any() &&
       (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
       k.plan.c_type == k.plan.dtype) {
     const int64_t step = ksplit_step();
     const int parts = static_cast<int>((g.K + step - 1) / step);
     const size_t es = ir::size_in_bytes(k.plan.dtype);
-    const size_t row = (size_t(g.N) * es + 63) / 64 * 64;
-    char* raw = parts > 1 ? panel_memory.get(row * size_t(parts - 1) + 64) : nullptr;
-    char* rows = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
-    if (rows) std::memset(rows, 0, row * size_t(parts - 1));
+    const size_t row = (size_t(g.N) * es + 63) / 64 * 64;  // a block's row, 64-byte multiples apart
+    const size_t block = row * size_t(g.M);
+    char* raw = parts > 1 ? panel_memory.get(block * size_t(parts - 1) + 64) : nullptr;
+    char* blocks = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
+    const int64_t ld = static_cast<int64_t>(row / es);
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
       part_operands(p, k0);
-      if (w > 0) p[2] = rows + size_t(w - 1) * row;
-      launch(p, kw, w ? g.N : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
+      if (w > 0) {
+        p[2] = blocks + size_t(w - 1) * block;
+        std::memset(p[2], 0, block);  // (zeroed, as the one-row form's rows were)
+      }
+      launch(p, kw, w ? ld : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
     });
     auto add = [&](auto zero) {
       using T = decltype(zero);
       T* cc = static_cast<T*>(c);
-      for (int w = 1; w < parts; ++w) {
-        const T* part = reinterpret_cast<const T*>(rows + size_t(w - 1) * row);
-        if (g.sc_c == 1)
-          for (int64_t n = 0; n < g.N; ++n) cc[n] += part[n];
-        else
-          for (int64_t n = 0; n < g.N; ++n) cc[n * g.sc_c] += part[n];
-      }
+      add_rows(parts, block, [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          T* out = cc + m * g.sc_r;
+          for (int w = 1; w < parts; ++w) {
+            const T* part = reinterpret_cast<const T*>(blocks + size_t(w - 1) * block + size_t(m) * row);
+            if (g.sc_c == 1)
+              for (int64_t n = 0; n < g.N; ++n) out[n] += part[n];
+            else
+              for (int64_t n = 0; n < g.N; ++n) out[n * g.sc_c] += part[n];
+          }
+        }
+      });
     };
     if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
     else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)

@@ -29,7 +29,7 @@ _FIELDS = [
     ("nc_tiles", "packed nest: column panels per block, each row panel across a block (0: blocks of mc_tiles row panels)"),
     ("grid_m", "workers along M in the blocked nest (a grid_m x threads/grid_m grid of C blocks)"),
     ("shares", "blocked nest (or dot walk) cut into threads x shares shares, a slower thread's taken by the others (1: one a worker)"),
-    ("ksplit", "one row of C: K split into this many parts, each over all of N, shared by the threads (0: none)"),
+    ("ksplit", "K split into this many parts, each over all of C (one row or a small block), shared by the threads (0: none)"),
     ("fixed_shape", "sizes and strides built into the code (small products)"),
     ("unit_stride_a", "A's rows read as vectors when packing"),
     ("order", "tile walk: m_inner, k_outer (skinny: the blocked nest unpacked), dot (matrix-vector)"),

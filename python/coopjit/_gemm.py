@@ -616,9 +616,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   shares (packed plans: the blocked nest in threads x shares shares, handed out after a packing
   launch; a thread with none left takes a slower thread's next one; 1: one a worker; the dot walk
   likewise, its row blocks).
-  ksplit (one row of C in the k_outer walk: K split into that many parts, each over all of N,
-  their partial rows added into C; more parts than threads run as shares on the plan's threads;
-  0: none).
+  ksplit (the k_outer walk: K split into that many parts, each over all of C (one row, or a small
+  M x N block of few tiles for the workers), their partial sums added into C, a fused epilogue applied once after the
+  sum; more parts than threads run as shares on the plan's threads; 0: none; named without order,
+  it takes the k_outer walk of an unpacked plan).
   Devices (opencl:N, level_zero:N, cuda:N): layout; subgroup_size; mr, nr, kb (a subgroup's tile
   and K step); sg_m, sg_n (subgroups per work-group); dpas, block2d, mma 'no' | 'yes' |
   'emulated' (Intel DPAS / 2-D block I/O, NVIDIA mma.sync); stages (NVIDIA cp.async pipeline
