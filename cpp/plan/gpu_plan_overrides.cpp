@@ -126,6 +126,21 @@ void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c) {
   if (p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0) > c.target.max_work_group_size)
     throw UserError(cat("plan work-group of ", p.sg_m, " x ", p.sg_n, " subgroups of ", p.subgroup_size, " = ",
                         p.work_group_size(), " work-items exceeds ", c.target.device, "'s maximum ", c.target.max_work_group_size));
+  // wgmma plans: each warp's mr x nr accumulators live in its threads' registers for the whole K loop;
+  // ptxas gives a launch of T threads at most 65536 / T registers a thread (a multiple of 8, 255 at
+  // most) and fails ("Insufficient registers") when those and some 32 more (addresses, loop state,
+  // descriptors) do not fit. Measured on the H100 (session 26): col sg_m 20 nr 128 ws 2 (768
+  // work-items, 80 registers, 64 accumulators) failed; sg_m 16 nr 128 ws 2 (640, 96, 64) and
+  // sg_m 12 nr 192 ws 2 (512, 128, 96) assemble; 192 x 216 (128, 108) did not (session 17).
+  if (p.wgmma) {
+    const int64_t threads = p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0);
+    const int64_t regs = std::min<int64_t>(255, 65536 / threads / 8 * 8);
+    const int64_t acc = int64_t(p.mr) * p.nr * ir::size_in_bytes(p.dtype) / 4 / p.subgroup_size;
+    if (acc + 32 > regs)
+      throw UserError(cat("plan wgmma tile mr=", p.mr, " nr=", p.nr, " with sg_m=", p.sg_m, " sg_n=", p.sg_n, " and ws=", p.ws,
+                          ": ", threads, " work-items a block leave ", regs, " registers a work-item, fewer than its ", acc,
+                          " accumulator registers and 32 more: lower sg_m or nr"));
+  }
 }
 
 }  // namespace coopjit
