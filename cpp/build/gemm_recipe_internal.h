@@ -52,7 +52,13 @@ class GemmRecipe {
   Tile tile_at(Builder& b, const Coords& c);
 
   // gemm_recipe_kloop.cpp: one tile's K loop (unpacked or on packed panels) and its epilogue.
-  Value* accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi);
+  // two_level: a float sum over a range longer than flush_steps() K steps is kept as a sum of
+  // flush_steps()-step partial sums (the tile walk and Stream-K, which run all of K at once).
+  Value* accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, bool two_level = false);
+  // The K steps of each partial sum of a two-level float sum (about 512 elements of K); 0 for
+  // integer accumulators (exact).
+  static constexpr int64_t kFlushK = 2048;  // (the tile walk: K elements per block added into C)
+  int64_t flush_steps() const { return ir::is_float(T) ? std::max<int64_t>(1, 512 / std::max(p_.kb, 1)) : 0; }
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr,
                            Value* far_a = nullptr, Value* far_b = nullptr);
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false);

@@ -11,7 +11,7 @@ namespace coopjit {
 
 // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
 // last partial K step.
-Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi) {
+Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, bool two_level) {
   if (p_.pack) return accumulate_packed(b, t, k_lo, k_hi);
   Value* k0 = b.mul(k_lo, g_.kt, "k0");
   Value* k1 = b.min(b.mul(k_hi, g_.kt), g_.K, "k1");
@@ -34,9 +34,26 @@ Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_h
       return kb.mul_add(a, bm, acc_in, "acc");
     };
     Value* acc = x.splat(acc_t_, fzero_, "acc");
-    acc = x.for_(k0, k_main, KB_, {acc}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
-      return std::vector<Value*>{step(kb, k, it[0], check_a, check_b, true)};
-    }, "k")[0];
+    auto steps = [&](Builder& y, Value* lo, Value* hi, Value* init) {
+      return y.for_(lo, hi, KB_, {init}, [&](Builder& kb, Value* k, const std::vector<Value*>& it) {
+        return std::vector<Value*>{step(kb, k, it[0], check_a, check_b, true)};
+      }, "k")[0];
+    };
+    if (two_level && flush_steps() > 0) {
+      // A float accumulator is flushed every flush_steps() K steps into a second sum (two-level
+      // summation) where the range is longer: each output's error grows like (K / kc + kc) * eps
+      // rather than K * eps (a BLAS adds each kc block into C). The tile walk and Stream-K run
+      // their whole K range here in one call; the blocked nest's K tiles are its own kc blocks.
+      Value* kc = x.mul(KB_, x.index(flush_steps()), "kc");
+      acc = x.if_(x.cmp(CmpPred::gt, x.sub(k_main, k0), kc, "long_k"), {acc_t_}, [&](Builder& z) {
+        return z.for_(k0, k_main, kc, {acc}, [&](Builder& y, Value* kk, const std::vector<Value*>& it) {
+          Value* part = steps(y, kk, y.min(y.add(kk, kc), k_main, "kc_end"), y.splat(acc_t_, fzero_, "part"));
+          return std::vector<Value*>{y.mat_bin(BinOp::add, it[0], part, "acc")};
+        }, "kc");
+      }, [&](Builder& z) { return std::vector<Value*>{steps(z, k0, k_main, acc)}; })[0];
+    } else {
+      acc = steps(x, k0, k_main, acc);
+    }
     // The last partial K step (K not a multiple of KB) reads zeros past K.
     acc = x.if_(x.cmp(CmpPred::lt, k_main, k1, "k_tail"), {acc_t_},
                 [&](Builder& y) { return std::vector<Value*>{step(y, k_main, acc, true, true, false)}; },

@@ -49,9 +49,25 @@ void GemmRecipe::dot(Builder& b) {
       };
       auto rows = [&](Builder& y, bool checked) {
         Value* acc = y.splat(acc_t_, fzero_, "acc");
-        acc = y.for_(zero_, k_main, NR_, {acc}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
-          return std::vector<Value*>{step(kx, k, it[0], checked, false)};
-        }, "k")[0];
+        auto steps = [&](Builder& z, Value* lo, Value* hi, Value* init) {
+          return z.for_(lo, hi, NR_, {init}, [&](Builder& kx, Value* k, const std::vector<Value*>& it) {
+            return std::vector<Value*>{step(kx, k, it[0], checked, false)};
+          }, "k")[0];
+        };
+        if (flush_steps() > 0) {
+          // Two-level float sum (as GemmRecipe::accumulate): each lane's partial sum of
+          // flush_steps() steps goes into a second accumulator, so a lane's error grows like
+          // (K / (nr kc) + kc) * eps, not K / nr * eps.
+          Value* kc = y.mul(NR_, y.index(flush_steps()), "kc");
+          acc = y.if_(y.cmp(CmpPred::gt, k_main, kc, "long_k"), {acc_t_}, [&](Builder& z) {
+            return z.for_(zero_, k_main, kc, {acc}, [&](Builder& w, Value* kk, const std::vector<Value*>& it) {
+              Value* part = steps(w, kk, w.min(w.add(kk, kc), k_main, "kc_end"), w.splat(acc_t_, fzero_, "part"));
+              return std::vector<Value*>{w.mat_bin(BinOp::add, it[0], part, "acc")};
+            }, "kc");
+          }, [&](Builder& z) { return std::vector<Value*>{steps(z, zero_, k_main, acc)}; })[0];
+        } else {
+          acc = steps(y, zero_, k_main, acc);
+        }
         // The K tail: checked loads read zeros past K.
         acc = y.if_(y.cmp(CmpPred::lt, k_main, g_.K, "k_tail"), {acc_t_},
                     [&](Builder& z) { return std::vector<Value*>{step(z, k_main, acc, true, true)}; },
@@ -106,7 +122,7 @@ void GemmRecipe::stream_k(Builder& b) {
       Value* k_lo = y.select(y.cmp(CmpPred::eq, mn, mn_first), k_first, zero_, "k_lo");
       Value* k_hi = y.select(y.cmp(CmpPred::eq, mn, mn_last), k_last, tiles_k_, "k_hi");
       Tile t = tile_at(y, coords_of(y, mn));
-      Value* acc = accumulate(y, t, k_lo, k_hi);
+      Value* acc = accumulate(y, t, k_lo, k_hi, true);
       y.if_(y.cmp(CmpPred::gt, k_lo, zero_, "send_partial"), {}, [&](Builder& z) {
         z.store(acc, partial_at(z, g_.worker), false);
         z.flag_set(g_.FLAGS, g_.worker);
@@ -172,13 +188,57 @@ void GemmRecipe::tile_walk(Builder& b, Value* tiles_mn) {
   Value* count = b.select(by_rows, b.mul(b.sub(r_hi, r_lo), tiles_n_), b.sub(hi, lo), "walk_tiles");
   Value* mt0 = b.select(by_rows, r_lo, c0.mt, "mt0");
   Value* nt0 = b.select(by_rows, zero_, c0.nt, "nt0");
-  b.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
-    Coords c{it[0], it[1], it[2], it[3]};
-    Tile t = tile_at(x, c);
-    epilogue(x, t, accumulate(x, t, zero_, tiles_k_));
-    Coords n = next(x, c, m_lo, m_hi);
-    return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
-  }, "mn");
+  // kc_tiles (long K): the walk whose tiles add each block of K into C; else the plain walk (both
+  // loops in the kernel, chosen once a call: a loop of one block cost 64^3 6% more, 2.86 -> 3.04 us).
+  auto walk = [&](Builder& wb, Value* kc_tiles, bool two_level) {
+    wb.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
+      Coords c{it[0], it[1], it[2], it[3]};
+      Tile t = tile_at(x, c);
+      if (kc_tiles) {
+        // Long K, float C without fused steps: blocks of about kFlushK elements of K, each added into C
+        // (as the blocked nest adds each K tile, and a BLAS each kc block), so each output's error
+        // grows like (K / kc + kc) * eps, not K * eps. (A second set of accumulators in registers
+        // instead spilled the 8 x 48 f32 tile's: 200x200x8192 ran 14% longer on one Zen 5 core.)
+        // Each block's K loop is the plain walk's from k = 0 (A and B advanced to the block, K
+        // the elements left): the loop from a block's k0 kept more live values, and the 8 x 48
+        // tile's 200x200x8192 ran 8% longer.
+        x.for_(zero_, tiles_k_, kc_tiles, {}, [&](Builder& y, Value* kt0, const std::vector<Value*>&) {
+          Value* k0 = y.mul(kt0, g_.kt, "kc0");
+          Tile s = t;
+          s.A = y.ptr_offset(t.A, y.mul(k0, p_.unit_a ? one_ : g_.sa_c), "a_kc");
+          s.B = y.ptr_offset(t.B, y.mul(k0, g_.sb_r), "b_kc");
+          Value* K_all = g_.K;
+          g_.K = y.sub(K_all, k0, "k_left");
+          Value* acc = accumulate(y, s, zero_, kc_tiles);
+          g_.K = K_all;
+          y.if_(y.cmp(CmpPred::eq, kt0, zero_, "first_kc"), {}, [&](Builder& z) {
+            epilogue(z, t, acc);
+            return std::vector<Value*>{};
+          }, [&](Builder& z) {
+            epilogue(z, t, acc, true);
+            return std::vector<Value*>{};
+          });
+          return std::vector<Value*>{};
+        }, "kc");
+      } else {
+        epilogue(x, t, accumulate(x, t, zero_, tiles_k_, two_level));
+      }
+      Coords n = next(x, c, m_lo, m_hi);
+      return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
+    }, "mn");
+  };
+  if (!p_.pack && flush_steps() > 0 && p_.c_type == T && !p_.epilogue.any()) {
+    Value* kc_tiles = b.bin(BinOp::max, b.div(b.index(kFlushK), g_.kt), one_, "kc_tiles");
+    b.if_(b.cmp(CmpPred::gt, tiles_k_, kc_tiles, "long_k"), {}, [&](Builder& x) {
+      walk(x, kc_tiles, false);
+      return std::vector<Value*>{};
+    }, [&](Builder& x) {
+      walk(x, nullptr, false);  // (K up to kFlushK: one block)
+      return std::vector<Value*>{};
+    });
+    return;
+  }
+  walk(b, nullptr, true);  // (C of another type, fused steps: two_level sums in registers)
 }
 
 }  // namespace coopjit

@@ -76,12 +76,41 @@ Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool 
       }, [&](Builder& w) { return std::vector<Value*>{masked(w, zero, start)}; });
     }, [&](Builder&) { return std::vector<Value*>{acc}; })[0];
   }
-  acc = x.for_(first, main, step, {acc}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
-    Value* x = k.load(in_t(), at(pos), checked, "x");
-    if (row_form && prefetch > 0) x->def->attrs["prefetch"] = int64_t(prefetch);
-    Value* t = widen(k, x);
-    return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
-  }, row_form ? "c" : "r")[0];
+  auto steps = [&](Builder& y, Value* lo, Value* hi, Value* init) {
+    return y.for_(lo, hi, step, {init}, [&](Builder& k, Value* pos, const std::vector<Value*>& it) {
+      Value* x = k.load(in_t(), at(pos), checked, "x");
+      if (row_form && prefetch > 0) x->def->attrs["prefetch"] = int64_t(prefetch);
+      Value* t = widen(k, x);
+      return std::vector<Value*>{k.mat_bin(comb, it[0], t, "acc")};
+    }, row_form ? "c" : "r")[0];
+  };
+  if (comb == BinOp::add && is_float(s.acc) && !row_form) {
+    // A float sum down the rows (the column form: a lane per column, each summing every row, so
+    // n = rows; the row form's lanes take every CW-th element of a row, and a long row is split
+    // into pieces before it: left as it was, whose code ran 4% longer with the split in it,
+    // sums of 8192^2 f32 along axis 1 on one Zen 5 core):
+    // each lane's partial sum of kFlush tiles goes into a second accumulator, whose
+    // partial sum of kFlush of those goes into a third (three-level summation) where the walk
+    // is longer, so a lane's error grows like (2 kFlush + n / kFlush^2) * eps, not n * eps (n:
+    // the lane's elements; constant data, whose rounding errors do not cancel, is the worst).
+    constexpr int64_t kFlush = 256;
+    Value* span1 = x.mul(step, x.index(kFlush), "span1");
+    Value* span2 = x.mul(span1, x.index(kFlush), "span2");
+    // The sum over [lo, hi) in parts of `span` (each summed by `inner`) when it is longer.
+    auto split = [&](Builder& y, Value* lo, Value* hi, Value* init, Value* span, const auto& inner) {
+      return y.if_(y.cmp(CmpPred::gt, y.sub(hi, lo), span, "long_walk"), {acc_t()}, [&](Builder& z) {
+        return z.for_(lo, hi, span, {init}, [&](Builder& w, Value* p0, const std::vector<Value*>& it) {
+          Value* part = inner(w, p0, w.min(w.add(p0, span), hi, "span_end"), w.splat(acc_t(), id, "part"));
+          return std::vector<Value*>{w.mat_bin(comb, it[0], part, "acc")};
+        }, "span");
+      }, [&](Builder& z) { return std::vector<Value*>{inner(z, lo, hi, init)}; })[0];
+    };
+    acc = split(x, first, main, acc, span2, [&](Builder& y, Value* lo, Value* hi, Value* init) {
+      return split(y, lo, hi, init, span1, steps);
+    });
+  } else {
+    acc = steps(x, first, main, acc);
+  }
   return x.if_(x.cmp(CmpPred::lt, main, len, "tail"), {acc_t()}, [&](Builder& k) {
     if (!idem && !checked && past_end) {  // read whole, its elements past the row's end the identity
       return std::vector<Value*>{k.mat_bin(comb, acc, k.if_(past_end, {acc_t()}, [&](Builder& w) {
