@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -59,6 +60,12 @@ class GemmRecipe {
   // integer accumulators (exact).
   static constexpr int64_t kFlushK = 2048;  // (the tile walk: K elements per block added into C)
   int64_t flush_steps() const { return ir::is_float(T) ? std::max<int64_t>(1, 512 / std::max(p_.kb, 1)) : 0; }
+  // The two-level float sum of K steps over [lo, hi): where the range is longer than `chunk`, each
+  // chunk's steps start from zeros and their sum is added into acc, so an output's error grows like
+  // (range / chunk + chunk) * eps, not range * eps; a shorter range runs steps(lo, hi, acc) as is.
+  // steps(b, from, to, init) returns init plus the steps over [from, to).
+  using StepsFn = std::function<Value*(Builder&, Value*, Value*, Value*)>;
+  Value* two_level_sum(Builder& b, Value* lo, Value* hi, Value* chunk, Value* acc, const StepsFn& steps);
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr,
                            Value* far_a = nullptr, Value* far_b = nullptr);
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false);

@@ -11,6 +11,15 @@ namespace coopjit {
 
 // acc over K tiles [k_lo, k_hi) of tile t; loads are checked only in edge tiles and in the
 // last partial K step.
+Value* GemmRecipe::two_level_sum(Builder& b, Value* lo, Value* hi, Value* chunk, Value* acc, const StepsFn& steps) {
+  return b.if_(b.cmp(CmpPred::gt, b.sub(hi, lo), chunk, "long_k"), {acc_t_}, [&](Builder& z) {
+    return z.for_(lo, hi, chunk, {acc}, [&](Builder& y, Value* kk, const std::vector<Value*>& it) {
+      Value* part = steps(y, kk, y.min(y.add(kk, chunk), hi, "kc_end"), y.splat(acc_t_, fzero_, "part"));
+      return std::vector<Value*>{y.mat_bin(BinOp::add, it[0], part, "acc")};
+    }, "kc");
+  }, [&](Builder& z) { return std::vector<Value*>{steps(z, lo, hi, acc)}; })[0];
+}
+
 Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, bool two_level) {
   if (p_.pack) return accumulate_packed(b, t, k_lo, k_hi);
   Value* k0 = b.mul(k_lo, g_.kt, "k0");
@@ -44,13 +53,7 @@ Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_h
       // summation) where the range is longer: each output's error grows like (K / kc + kc) * eps
       // rather than K * eps (a BLAS adds each kc block into C). The tile walk and Stream-K run
       // their whole K range here in one call; the blocked nest's K tiles are its own kc blocks.
-      Value* kc = x.mul(KB_, x.index(flush_steps()), "kc");
-      acc = x.if_(x.cmp(CmpPred::gt, x.sub(k_main, k0), kc, "long_k"), {acc_t_}, [&](Builder& z) {
-        return z.for_(k0, k_main, kc, {acc}, [&](Builder& y, Value* kk, const std::vector<Value*>& it) {
-          Value* part = steps(y, kk, y.min(y.add(kk, kc), k_main, "kc_end"), y.splat(acc_t_, fzero_, "part"));
-          return std::vector<Value*>{y.mat_bin(BinOp::add, it[0], part, "acc")};
-        }, "kc");
-      }, [&](Builder& z) { return std::vector<Value*>{steps(z, k0, k_main, acc)}; })[0];
+      acc = two_level_sum(x, k0, k_main, x.mul(KB_, x.index(flush_steps()), "kc"), acc, steps);
     } else {
       acc = steps(x, k0, k_main, acc);
     }

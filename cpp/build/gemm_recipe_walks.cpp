@@ -58,13 +58,7 @@ void GemmRecipe::dot(Builder& b) {
           // Two-level float sum (as GemmRecipe::accumulate): each lane's partial sum of
           // flush_steps() steps goes into a second accumulator, so a lane's error grows like
           // (K / (nr kc) + kc) * eps, not K / nr * eps.
-          Value* kc = y.mul(NR_, y.index(flush_steps()), "kc");
-          acc = y.if_(y.cmp(CmpPred::gt, k_main, kc, "long_k"), {acc_t_}, [&](Builder& z) {
-            return z.for_(zero_, k_main, kc, {acc}, [&](Builder& w, Value* kk, const std::vector<Value*>& it) {
-              Value* part = steps(w, kk, w.min(w.add(kk, kc), k_main, "kc_end"), w.splat(acc_t_, fzero_, "part"));
-              return std::vector<Value*>{w.mat_bin(BinOp::add, it[0], part, "acc")};
-            }, "kc");
-          }, [&](Builder& z) { return std::vector<Value*>{steps(z, zero_, k_main, acc)}; })[0];
+          acc = two_level_sum(y, zero_, k_main, y.mul(NR_, y.index(flush_steps()), "kc"), acc, steps);
         } else {
           acc = steps(y, zero_, k_main, acc);
         }
