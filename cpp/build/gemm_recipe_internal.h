@@ -25,6 +25,7 @@ struct GemmParams {
   Value *worker, *workers, *kt, *n_sk, *phase, *shares;
   Value *alpha, *beta;
   Value* RES;  // the epilogue's residual (its operands: epi_)
+  Value* CYC = nullptr;  // plan.cycles: each worker's kCycleFields counters (gemm_plan.h)
 };
 
 class GemmRecipe {
@@ -116,6 +117,11 @@ class GemmRecipe {
   // gemm_recipe_nest.cpp: the cache-blocked loop nest and its tiles.
   void blocked(Builder& b);
   void tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scratch_cols, Value* mb = nullptr);
+
+  // plan.cycles (debugging): the time-stamp counter now, and its ticks since `since` added to
+  // counter `field` of this worker's (CycleField, gemm_plan.h); nullptr without the plan field.
+  Value* cycles_since(Builder& b, Value* since, Value* field);
+  void count_one(Builder& b, Value* field);  // counter `field` of this worker + 1
 
   const GemmPlan& p_;
   Function& f_;

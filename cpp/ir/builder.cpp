@@ -354,6 +354,8 @@ Value* Builder::groupshared(ScalarType elem, int64_t n, std::string hint) {
 
 void Builder::barrier() { append(OpKind::barrier, {}, {}); }
 
+Value* Builder::cycles(std::string hint) { return append(OpKind::cycles, {}, {Type::index()}, {std::move(hint)})->result(); }
+
 Value* Builder::work_id(WorkId w, int dim, std::string hint) {
   Op* op = append(OpKind::work_id, {}, {Type::index()}, {std::move(hint)});
   op->sub = static_cast<int>(w);

@@ -109,6 +109,7 @@ std::string mnemonic(const Op& op) {
     case OpKind::store: return "store";
     case OpKind::barrier: return "barrier";
     case OpKind::work_id: return cat("id.", name(static_cast<WorkId>(op.sub)));
+    case OpKind::cycles: return "cycles";
   }
   return "?";
 }

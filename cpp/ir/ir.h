@@ -79,6 +79,8 @@ enum class OpKind : uint8_t {
                      // GroupMemoryBarrierWithGroupSync)
   // work-item identity (SIMT targets; the SIMD lowering of one worker per call has none)
   work_id,           // sub = WorkId; attr dim for group / groups -> index
+  // debugging (CPU plans only)
+  cycles,            // () -> index: the core's time-stamp counter (rdtsc); the SIMD lowering only (plan cycles)
 };
 
 /// Which id a work_id op reads: the invocation's lane in its subgroup (HLSL WaveGetLaneIndex),

@@ -240,7 +240,7 @@ class Printer {
         if (v.size() > 2) os_ << ", " << name_of(v[2]);
         if (o.has_attr("spin_limit")) os_ << " {spin_limit = " << o.int_attr("spin_limit") << "}";
         break;
-      case OpKind::work_id:
+      case OpKind::work_id: case OpKind::cycles:
         results(o);
         os_ << mnemonic(o) << " : index";
         break;

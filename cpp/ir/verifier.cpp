@@ -591,6 +591,9 @@ class Verifier {
         for (size_t k = load ? 1 : 2; k < v.size(); ++k) require(v[k]->type.is_index(), o, "offset and stride are index");
         break;
       }
+      case OpKind::cycles:
+        require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "cycles takes nothing and is an index");
+        break;
       case OpKind::work_id: {
         const auto w = static_cast<WorkId>(o.sub);
         require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "an id takes nothing and is an index");

@@ -357,6 +357,9 @@ void SimdLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul: case OpKind::vec_load: case OpKind::vec_store:
       matrix_op(o);
       return;
+    case OpKind::cycles:
+      scalars_[o.result()] = b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
+      return;
     case OpKind::work_id: {
       // On the CPU a work-group is one subgroup, one invocation that holds all its lanes in
       // vectors; the pool's workers run the work-groups of the launch grid (one dimension, as on
