@@ -143,3 +143,55 @@ def test_tsc_advances():
     t0 = _core._tsc()
     coopjit.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))
     assert _core._tsc() > t0
+
+
+# Plan field c_prefetch: the lines a tile will write (C's at the last K tile, the scratch's partial
+# sums before it) prefetched for writing during its K loop. A hint: the results are the plan's
+# without it, bit for bit, and NumPy's; ragged edges (the prefetched rows and columns clamped into
+# C), several K tiles, 16-bit C, strided C, several workers and shares.
+CPF_CASES = [
+    ("bf16", 200, 96, 300, {"threads": 1, "mc_tiles": 2, "kt": 128}, None),
+    ("bf16", 130, 70, 520, {"threads": 2, "kt": 256}, "bf16"),
+    ("int8", 161, 33, 520, {"threads": 1, "kt": 256}, None),
+    ("int8", 300, 130, 256, {"threads": 3, "kt": 128}, None),
+    ("bf16", 512, 128, 128, {"threads": 2, "shares": 2, "mc_tiles": 2}, "strided"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,m,n,k,plan,out", CPF_CASES)
+def test_c_prefetch_results_unchanged(mode, dtype, m, n, k, plan, out):
+    rng = np.random.default_rng(2702)
+    a, b = operands(rng, dtype, m, n, k)
+
+    def run(p):
+        if out == "bf16":
+            return coopjit.matmul(a, b, out=np.empty((m, n), BF16), plan=p)
+        if out == "strided":  # every other column of a wider float32 array
+            wide = np.full((m, 2 * n), 7.0, np.float32)
+            coopjit.matmul(a, b, out=wide[:, ::2], plan=p)
+            assert np.all(wide[:, 1::2] == 7.0)  # nothing written between C's columns
+            return wide[:, ::2]
+        return coopjit.matmul(a, b, plan=p)
+
+    base = {"amx": mode, **plan}
+    c0 = run(base)
+    c1 = run({**base, "c_prefetch": 1})
+    np.testing.assert_array_equal(np.ascontiguousarray(c1).view(np.uint8), np.ascontiguousarray(c0).view(np.uint8))
+    check_against_numpy(a, b, np.asarray(c1).astype(np.float64) if out == "bf16" else c1)
+    assert coopjit.compile_gemm(m, n, k, a.dtype, plan={**base, "c_prefetch": 1}).config["c_prefetch"] is True
+
+
+def test_c_prefetch_code_and_refusals():
+    x = np.zeros((2048, 2048), BF16)
+    plain = coopjit.cross_compile(x, x, cpu="sapphirerapids")
+    pf = coopjit.cross_compile(x, x, cpu="sapphirerapids", plan={"c_prefetch": 1})
+    assert pf["config"]["c_prefetch"] is True and pf["key"] == plain["key"] + ".cpf"
+    assert "prefetchw" not in plain["asm"] and "prefetchw" in pf["asm"]
+    for ins in ("tdpbf16ps", "tilestored", "tileloadd", "ldtilecfg"):
+        assert plain["asm"].count(ins) == pf["asm"].count(ins), ins
+    f = np.ones((64, 64), np.float32)
+    with pytest.raises(ValueError, match=r"c_prefetch=1 is for AMX plans \(this plan has amx=0\)"):
+        coopjit.matmul(f, f, plan={"pack": 1, "c_prefetch": 1})
+    with pytest.raises(ValueError, match=r"plan c_prefetch must be True or False \(or 0 / 1\), got 3"):
+        coopjit.matmul(f, f, plan={"pack": 1, "c_prefetch": 3})

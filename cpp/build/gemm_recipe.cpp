@@ -80,7 +80,7 @@ void GemmRecipe::build() {
     return std::vector<Value*>{};
   }, [](Builder&) { return std::vector<Value*>{}; });
   if (g_.CYC) {
-    cycles_since(b, t_start, b.index(int64_t(CycleField::kernel)));
+    cycles_since(b, t_start, CycleField::kernel);
     count_one(b, b.index(int64_t(CycleField::calls)));
   }
 }

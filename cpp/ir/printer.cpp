@@ -235,6 +235,10 @@ class Printer {
         results(o);
         os_ << "ptr.offset " << name_of(v[0]) << ", " << name_of(v[1]) << " : " << v[0]->type.str();
         break;
+      case OpKind::prefetch:
+        os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "] {write = " << o.int_attr("write", 0)
+            << ", locality = " << o.int_attr("locality", 3) << "}";
+        break;
       case OpKind::flag_set: case OpKind::flag_wait:
         os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "]";
         if (v.size() > 2) os_ << ", " << name_of(v[2]);

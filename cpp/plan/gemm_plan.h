@@ -128,6 +128,11 @@ struct GemmPlan {
   // Debugging (not part of any default): the kernel reads the time-stamp counter at its phases'
   // boundaries into per-worker counters (CycleField); off, the kernel has none of it. Part of the key.
   bool cycles = false;
+  // AMX blocked nest: during each tile's K loop, the lines its K tile will write (C's rows at the
+  // last K tile, the scratch's partial sums at the others) are prefetched for writing, two a K step
+  // (prefetchw), so that the tile's stores do not wait for each line's read from memory (and its
+  // page walk). Part of the key.
+  bool c_prefetch = false;
   // AMX plans with a row-major A (unit_a), K a multiple of kb and M of mr: the tiles read A
   // where it is (tileloadd with A's row stride; its lines two K steps ahead prefetched) and A is
   // not packed. With one row of workers (grid_m 1) each worker packs only the B panels it reads,

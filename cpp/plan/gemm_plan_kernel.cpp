@@ -111,6 +111,8 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       throw UserError("plan direct_a=1 is for AMX plans (this plan has amx=0)");
     } else if (p.amx_feed != 0) {
       throw UserError(cat("plan amx_feed=", p.amx_feed, " is for AMX plans (this plan has amx=0)"));
+    } else if (p.c_prefetch) {
+      throw UserError("plan c_prefetch=1 is for AMX plans (this plan has amx=0)");
     }
   }
   // The VNNI loads of B keep a kb x nr step in registers (the lowering's limit of 64 vectors).

@@ -96,6 +96,11 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
       p.demote = v != 0;
       continue;
     }
+    if (k == "c_prefetch") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override c_prefetch=", v, " must be 0 or 1"));
+      p.c_prefetch = v != 0;
+      continue;
+    }
     if (k == "cycles") {
       if (v != 0 && v != 1) throw UserError(cat("plan override cycles=", v, " must be 0 or 1"));
       p.cycles = v != 0;
@@ -147,7 +152,7 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, cycles, direct_a, inline_b, own_a, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, cycles, c_prefetch, direct_a, inline_b, own_a, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   // A forced nr without mr (a prepacked B's panel width, or plan={'nr': ...}): the height the
