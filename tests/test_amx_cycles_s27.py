@@ -21,7 +21,8 @@ FEATURES = coopjit.cpu_info()["features"]
 HOST_AMX = bool(FEATURES.get("amx-tile")) and bool(FEATURES.get("amx-bf16")) and bool(FEATURES.get("amx-int8"))
 WIDE = coopjit.cpu_info()["vector_bytes"] >= 64
 MODES = [pytest.param("emulated", marks=pytest.mark.skipif(not WIDE, reason="the AMX emulation needs AVX-512 vectors")),
-         pytest.param("yes", marks=pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX tiles (amx-tile, amx-bf16, amx-int8)"))]
+         pytest.param("yes", marks=pytest.mark.skipif(
+             not HOST_AMX, reason="this CPU has no AMX tiles (amx-tile, amx-bf16, amx-int8)"))]
 F = {name: i for i, name in enumerate(["kernel", "calls", "pack_a", "pack_b", "barrier", "tiles_first", "tiles_first_n",
                                        "tiles_other", "tiles_other_n", "tile_stores"])}
 
@@ -107,7 +108,8 @@ def test_counters_add_up_over_calls_until_reset(mode):
         coopjit.matmul(a, b, plan=plan)
     d = _core._gemm_cycles(False)
     assert d["calls"] == 3 and counters(d)[0, F["calls"]] == 3
-    assert int(counters(d)[0, F["tiles_first_n"]] + counters(d)[0, F["tiles_other_n"]]) == 3 * (3 * 2 * 1)  # calls x tiles_m x tiles_n x tiles_k
+    tiles = int(counters(d)[0, F["tiles_first_n"]] + counters(d)[0, F["tiles_other_n"]])
+    assert tiles == 3 * (3 * 2 * 1)  # calls x tiles_m x tiles_n x tiles_k
     assert _core._gemm_cycles(True)["calls"] == 3 and _core._gemm_cycles(True)["calls"] == 0
     # Calls of a plan without the field add nothing.
     coopjit.matmul(a, b, plan={"amx": mode, "threads": 1, "pack": 1})

@@ -367,7 +367,8 @@ void SimdLowering::op(const Op& o) {
       return;
     }
     case OpKind::cycles:
-      scalars_[o.result()] = b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
+      scalars_[o.result()] =
+          b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
       return;
     case OpKind::work_id: {
       // On the CPU a work-group is one subgroup, one invocation that holds all its lanes in
