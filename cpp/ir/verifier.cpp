@@ -591,6 +591,17 @@ class Verifier {
         for (size_t k = load ? 1 : 2; k < v.size(); ++k) require(v[k]->type.is_index(), o, "offset and stride are index");
         break;
       }
+      case OpKind::cycles:
+        require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "cycles takes nothing and is an index");
+        break;
+      case OpKind::prefetch:
+        require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() && o.results.empty(), o,
+                cat("prefetch takes (ptr, index), got ", types(v)));
+        require(o.int_attr("write", 0) >= 0 && o.int_attr("write", 0) <= 1 && o.int_attr("locality", 3) >= 0 &&
+                    o.int_attr("locality", 3) <= 3, o,
+                cat("prefetch: write must be 0 or 1 and locality 0 to 3, got ", o.int_attr("write", 0), " and ",
+                    o.int_attr("locality", 3)));
+        break;
       case OpKind::work_id: {
         const auto w = static_cast<WorkId>(o.sub);
         require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "an id takes nothing and is an index");

@@ -17,7 +17,7 @@ std::string GemmPlan::key() const {
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string(), amx_store ? "" : "s0")
                  : std::string(),
              demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", own_a ? ".owna" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
-             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), fixed_key(),
+             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), cycles ? ".cycles" : "", c_prefetch ? ".cpf" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -84,6 +84,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                                    : ": A panel lines two K steps ahead, the next cold panels into L2")},
           {"amx_store", amx_store ? "true" : "false"},
           {"demote", demote ? "true" : "false"},
+          {"cycles", cycles ? "true" : "false"},
+          {"c_prefetch", c_prefetch ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
           {"own_a", own_a ? "true" : "false"},
