@@ -197,6 +197,26 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
   }
 }
 
+// The K split on the unpacked tile walk (order='m_inner' with ksplit): each part runs the walk over
+// all of C for its K range (a tile's sums in registers down the part's K, C written once a part),
+// part 0 into C with beta, the others into zeroed blocks the caller adds (the plain form of the
+// runtime's K split: C in the accumulator type, no fused epilogue, one product).
+void plan_ksplit_tile_walk(GemmPlan& p, const PlanContext& c) {
+  const PlanOverrides& overrides = c.overrides;
+  if (p.ksplit <= 1 || p.order != "m_inner") return;
+  const bool types = p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
+                                             p.dtype == ir::ScalarType::i32);
+  if (p.pack || c.spec.batch1 * c.spec.batch2 != 1 || !types || p.epilogue.any())
+    throw UserError(cat("plan ksplit=", p.ksplit, " with order='m_inner' splits K of the unpacked tile walk: it needs pack=0, ",
+                        "one product, C in the accumulator type f32 / f64 / i32 and no fused epilogue (got pack=", p.pack,
+                        ", a batch of ", c.spec.batch1 * c.spec.batch2, ", C ", ir::name(p.c_type), ", accumulator ",
+                        ir::name(p.dtype), p.epilogue.any() ? ", an epilogue" : "", "); order='k_outer' takes the others"));
+  if (!overrides.count("split")) p.split = "dp";
+  if (p.split != "dp")
+    throw UserError(cat("plan ksplit=", p.ksplit, " runs each K range as one worker's data-parallel walk: it needs split='dp' (got '",
+                        p.split, "')"));
+}
+
 void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
   const CpuTargetInfo& cpu = c.cpu;
   const PlanOverrides& overrides = c.overrides;
@@ -218,8 +238,9 @@ void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
   if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8 &&
       !(cpu.name == "znver4" && one_row_panel))
     p.b_prefetch = 1024;
-  if (p.ksplit > 1 && p.order != "k_outer")
-    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer'); the plan's walk is ", p.order));
+  if (p.ksplit > 1 && p.order != "k_outer" && p.order != "m_inner")
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer') or the tile walk ",
+                        "(order='m_inner'); the plan's walk is ", p.order));
 }
 
 void plan_gemv(GemmPlan& p, const PlanContext& c) {
