@@ -33,24 +33,21 @@ GROUPS = {
         ("auto", "cj", None, True), ("shares16", "cj", {"shares": 16}, True),
         ("kt128 nc1", "cj", {"kt": 128, "nc_tiles": 1}, True), ("kt256 nc1", "cj", {"kt": 256, "nc_tiles": 1}, True),
         ("kt2048", "cj", {"kt": 2048}, True), ("nc0", "cj", {"nc_tiles": 0}, True),
-        ("mr14 nr32", "cj", {"mr": 14, "nr": 32}, True), ("mr8 nr48", "cj", {"mr": 8, "nr": 48}, True),
+        ("mr8 nr48", "cj", {"mr": 8, "nr": 48}, True),
         ("t15", "cj", {"threads": 15}, True), ("torch", "torch", None, True)]),
     "sq8192": ("float32", 8192, 8192, 8192, 2, 0, [
-        ("auto", "cj", None, True), ("kt256 nc1", "cj", {"kt": 256, "nc_tiles": 1}, True), ("torch", "torch", None, True)]),
+        ("auto", "cj", None, True), ("torch", "torch", None, True)]),
     "sq2048": ("float32", 2048, 2048, 2048, 3, 0, [
         ("auto", "cj", None, True), ("kt256 nc1", "cj", {"kt": 256, "nc_tiles": 1}, True), ("shares8", "cj", {"shares": 8}, True),
         ("torch", "torch", None, True)]),
     "k64": ("float32", 64, 64, 8192, 4, 0, [
         ("main (copy_a off)", "cj", None, False), ("auto (copy_a on)", "cj", None, True),
-        ("k_outer 6x64 ks16", "cj", dict(KS, ksplit=16, mr=6, nr=64), True),
         ("m_inner 6x64 ks16", "cj", dict(MI, ksplit=16, mr=6, nr=64), True),
         ("m_inner 6x64 ks32", "cj", dict(MI, ksplit=32, mr=6, nr=64), True),
-        ("m_inner 8x48 ks16", "cj", dict(MI, ksplit=16, mr=8, nr=48), True),
         ("torch", "torch", None, True)]),
-    "k64f64": ("float64", 64, 64, 8192, 4, 0, [
+    "k64f64": ("float64", 64, 64, 8192, 3, 0, [
         ("main (copy_a off)", "cj", None, False), ("auto (copy_a on)", "cj", None, True),
         ("m_inner 6x32 ks16", "cj", dict(MI, ksplit=16, mr=6, nr=32), True),
-        ("k_outer 6x32 ks16", "cj", dict(KS, ksplit=16, mr=6, nr=32), True),
         ("torch", "torch", None, True)]),
     "k64x128": ("float32", 64, 128, 8192, 3, 0, [
         ("main (copy_a off)", "cj", None, False), ("auto (copy_a on)", "cj", None, True),
