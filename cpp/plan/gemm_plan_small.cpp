@@ -66,6 +66,24 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
     if (!p.pack && ksplit_small_block(p, c)) {
       p.order = "k_outer";
       p.ksplit = p.threads;
+      // Blocks of at most 64 x 64 and at least four vectors wide on AVX-512 (f32 64x64, f64 32-64
+      // wide): each part runs the tile walk (m_inner) with 6 x 4-vector tiles instead, a tile's sums
+      // in registers down the part's K (512 at 64x64x8192 on 16), C written once a part. The k_outer
+      // walk's tile for 64 columns was 11 x 2 vectors (11 broadcasts of A, rows 32 KiB apart, a K
+      // step for 22 FMAs, and C through L1 every K tile of 128). Measured on the 16-core Emerald
+      // Rapids host (session 27, blocks of calls after a pause, 4 / 3 rounds, medians [min-max],
+      // us; torch in its own process): f32 64x64x8192 146.7 [119-229] -> 106.0 [99-116] (ksplit 32:
+      // 102.7 [101-105]; torch 101.7 [98-707]), f64 64x64x8192 238.8 [227-266] -> 201.3 [186-210]
+      // (torch 177.8); one part alone on one thread (64x64x512 f32, A rows 32 KiB apart) 94.4 ->
+      // 38.2. Not wider blocks: f32 64x128x8192 176.9 [174-215] -> 210.0 [165-212], 128x128x4096
+      // 205.5 [202-221] -> 219.0 [192-226] (kept on k_outer, whose slice of B is reused from L1).
+      // benchmarks/recorded/issue14-emr16-f32-session27.txt.
+      if (c.M <= 64 && c.N <= 64 && c.N >= 4 * p.simd_width && cpu.vector_registers >= 32 &&
+          p.simd_width * esize == 64) {
+        p.order = "m_inner";
+        p.mr = 6;
+        p.nr = 4 * p.simd_width;
+      }
     }
     // A plan that names ksplit (and no walk) takes the k_outer walk where it can (unpacked).
     if (!overrides.count("order") && overrides.count("ksplit") && p.ksplit > 1 && !p.pack &&

@@ -81,8 +81,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("_set_launch_trace", &coopjit::set_launch_trace, py::arg("on"));
   // Whether a launch's threads keep spinning while it runs (thread_pool.cpp): private, for A/B runs.
   m.def("_set_pool_hold", &coopjit::set_pool_hold, py::arg("on"));
-  // The K split's copy of an aliased A (runtime/gemm.h): private, for A/B runs.
-  m.def("_set_ksplit_copy_a", &coopjit::set_ksplit_copy_a, py::arg("on"));
   // Pinning the pool's threads, one per CPU in _pin_order() (thread_pool.h): private, for A/B runs.
   m.def("_set_pool_pin", &coopjit::set_pool_pin, py::arg("on"));
   // A pool thread on its caller's CPU moves to another at a launch's start (thread_pool.h): private, for A/B runs.

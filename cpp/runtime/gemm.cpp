@@ -228,12 +228,6 @@ class PanelMemory {
 };
 }  // namespace
 
-namespace {
-std::atomic<bool> g_ksplit_copy_a{true};  // set_ksplit_copy_a: for A/B runs
-}  // namespace
-void set_ksplit_copy_a(bool on) { g_ksplit_copy_a.store(on, std::memory_order_relaxed); }
-bool ksplit_copy_a() { return g_ksplit_copy_a.load(std::memory_order_relaxed); }
-
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
               double beta, const void* prepacked_b, const EpilogueArgs* epilogue) {
   GemmArgs g = gemm_args(spec, k.plan);
@@ -348,8 +342,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // One kernel call, worker w of n: the whole product's K, operands, C strides and beta, or (the
   // ksplit walk below) one K range of it into its own row of partial sums without beta.
   auto launch = [&](void* const* p, int64_t K, int64_t sc_r, int64_t sc_c, bool with_beta, int64_t w, int64_t n,
-                    int64_t phase, int64_t shares, int64_t sa_r = -1) {
-    const int64_t ints[25] = {g.M, g.N, K, sa_r < 0 ? g.sa_r : sa_r, g.sa_c, g.sb_r, g.sb_c, sc_r, sc_c,
+                    int64_t phase, int64_t shares) {
+    const int64_t ints[25] = {g.M, g.N, K, g.sa_r, g.sa_c, g.sb_r, g.sb_c, sc_r, sc_c,
                               g.batch1, g.batch2, g.sa_b1, g.sb_b1, g.sc_b1, g.sa_b2, g.sb_b2, g.sc_b2,
                               w, n, g.kt, n_sk, phase, shares, ialpha, with_beta ? ibeta : 0};
     const double f[2] = {alpha, with_beta ? beta : 0.0};
@@ -378,7 +372,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
     p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(ir::size_in_bytes(k.plan.b_type));
   };
-  // K split among the workers (GemmPlan::ksplit, the k_outer walk): part w runs the kernel on its K
+  // K split among the workers (GemmPlan::ksplit, the k_outer walk or the tile walk): part w runs the kernel on its K
   // range over all of C (every row and column panel, as one worker), part 0 into C (beta applied
   // there), the others into zeroed M x N blocks of partial sums, added into C here once all are
   // done. One row of C (a vector times a matrix) or a small M x N block of few tiles for the workers
@@ -488,20 +482,9 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t es = ir::size_in_bytes(k.plan.dtype);
     const size_t row = (size_t(g.N) * es + 63) / 64 * 64;  // a block's row, 64-byte multiples apart
     const size_t block = row * size_t(g.M);
-    const int64_t ld = static_cast<int64_t>(row / es);
-    // A's rows a multiple of 4 KiB apart (64x64x8192 f32: 32 KiB): the walk's broadcasts of a row
-    // tile's A fall in one L1 set (and 16 rows in one L2 set), read again from L2 / L3 for every
-    // column tile. Each part copies its K range of A first (64-byte multiples apart, one line more:
-    // a row's lines in other sets) and the walk reads the copy.
-    const size_t ea = ir::size_in_bytes(k.plan.a_type);
-    const bool copy_a = ksplit_copy_a() && g.sa_c == 1 && g.M > 1 && size_t(g.sa_r) * ea % 4096 == 0 &&
-                        size_t(g.sa_r) * ea >= 8192;
-    const size_t a_row = (size_t(step) * ea + 63) / 64 * 64 + 64, a_block = a_row * size_t(g.M);
-    // (one buffer: the parts' blocks of partial sums, then the copies of A)
-    const size_t blocks_bytes = parts > 1 ? block * size_t(parts - 1) : 0, copies_bytes = copy_a ? a_block * size_t(parts) : 0;
-    char* raw = blocks_bytes + copies_bytes ? panel_memory.get(blocks_bytes + copies_bytes + 64) : nullptr;
+    char* raw = parts > 1 ? panel_memory.get(block * size_t(parts - 1) + 64) : nullptr;
     char* blocks = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
-    char* a_copies = copy_a ? blocks + blocks_bytes : nullptr;
+    const int64_t ld = static_cast<int64_t>(row / es);
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
       void* p[12];
@@ -510,16 +493,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
         p[2] = blocks + size_t(w - 1) * block;
         std::memset(p[2], 0, block);  // (zeroed, as the one-row form's rows were)
       }
-      int64_t sa_r = -1;
-      if (copy_a) {
-        char* dst = a_copies + size_t(w) * a_block;
-        const char* src = static_cast<const char*>(p[0]);
-        for (int64_t m = 0; m < g.M; ++m)
-          std::memcpy(dst + size_t(m) * a_row, src + size_t(m) * size_t(g.sa_r) * ea, size_t(kw) * ea);
-        p[0] = dst;
-        sa_r = static_cast<int64_t>(a_row / ea);
-      }
-      launch(p, kw, w ? ld : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1, sa_r);
+      launch(p, kw, w ? ld : g.sc_r, w ? 1 : g.sc_c, w == 0, 0, 1, 0, 1);
     });
     auto add = [&](auto zero) {
       using T = decltype(zero);

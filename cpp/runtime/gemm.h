@@ -43,12 +43,6 @@ const GemmKernel& gemm_kernel_cached(const GemmSpec& spec, const PlanOverrides& 
 // kernels handed out before stay valid (other threads may be running them).
 void gemm_memo_forget();
 
-/// Whether the K split of the unpacked walk (GemmPlan::ksplit) copies each part's K range of an A
-/// whose rows lie a multiple of 4 KiB apart before its walk (on by default; off for A/B runs:
-/// coopjit._core._set_ksplit_copy_a).
-void set_ksplit_copy_a(bool on);
-bool ksplit_copy_a();
-
 /// Runs `k` on operands whose shapes and strides are `spec`'s (which may differ from k.spec
 /// only in values that do not change the code: the caller checks that with the plan key).
 /// a, b, c point at element [0, 0] of op(A), op(B) and C. Does not touch Python.
