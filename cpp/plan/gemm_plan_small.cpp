@@ -225,14 +225,15 @@ void plan_ksplit_tile_walk(GemmPlan& p, const PlanContext& c) {
   const bool types = p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
                                              p.dtype == ir::ScalarType::i32);
   if (p.pack || c.spec.batch1 * c.spec.batch2 != 1 || !types || p.epilogue.any())
-    throw UserError(cat("plan ksplit=", p.ksplit, " with order='m_inner' splits K of the unpacked tile walk: it needs pack=0, ",
-                        "one product, C in the accumulator type f32 / f64 / i32 and no fused epilogue (got pack=", p.pack,
-                        ", a batch of ", c.spec.batch1 * c.spec.batch2, ", C ", ir::name(p.c_type), ", accumulator ",
-                        ir::name(p.dtype), p.epilogue.any() ? ", an epilogue" : "", "); order='k_outer' takes the others"));
+    throw UserError(cat("plan ksplit=", p.ksplit, " with order='m_inner' splits K of the unpacked tile walk: it ",
+                        "needs pack=0, one product, C in the accumulator type f32 / f64 / i32 and no fused ",
+                        "epilogue (got pack=", p.pack, ", a batch of ", c.spec.batch1 * c.spec.batch2, ", C ",
+                        ir::name(p.c_type), ", accumulator ", ir::name(p.dtype),
+                        p.epilogue.any() ? ", an epilogue" : "", "); order='k_outer' takes the others"));
   if (!overrides.count("split")) p.split = "dp";
   if (p.split != "dp")
-    throw UserError(cat("plan ksplit=", p.ksplit, " runs each K range as one worker's data-parallel walk: it needs split='dp' (got '",
-                        p.split, "')"));
+    throw UserError(cat("plan ksplit=", p.ksplit, " runs each K range as one worker's data-parallel walk: it needs ",
+                        "split='dp' (got '", p.split, "')"));
 }
 
 void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
@@ -257,8 +258,8 @@ void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
       !(cpu.name == "znver4" && one_row_panel))
     p.b_prefetch = 1024;
   if (p.ksplit > 1 && p.order != "k_outer" && p.order != "m_inner")
-    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer') or the tile walk ",
-                        "(order='m_inner'); the plan's walk is ", p.order));
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer') or the tile ",
+                        "walk (order='m_inner'); the plan's walk is ", p.order));
 }
 
 void plan_gemv(GemmPlan& p, const PlanContext& c) {
