@@ -57,6 +57,12 @@ def test_other_machines_and_named_walks_keep_their_plans():
     # a named walk or tile is kept
     assert planned(64, 64, 8192, cpu=HOST, plan={"order": "k_outer", "ksplit": 16})["order"] == "k_outer"
     assert planned(64, 64, 8192, cpu=HOST, plan={"mr": 8})["ksplit"] == 0
+    # b_prefetch is a field of the k_outer walk: a plan naming it keeps that walk's split
+    cfg = planned(64, 64, 8192, cpu=HOST, plan={"b_prefetch": 1024})
+    assert (cfg["order"], cfg["ksplit"], cfg["b_prefetch"]) == ("k_outer", 16, 1024), cfg
+    # ksplit named without a walk on a packed plan is refused naming the k_outer walk, as before
+    with pytest.raises(ValueError, match="ksplit=2 is a launch of the k_outer walk .order='k_outer'.; the plan's walk is m_in"):
+        coopjit.matmul(np.ones((300, 300), np.float32), np.ones((300, 300), np.float32), plan={"ksplit": 2})
 
 
 def test_tile_walk_ksplit_refusals_name_the_values():

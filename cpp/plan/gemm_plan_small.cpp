@@ -78,8 +78,9 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // 38.2. Not wider blocks: f32 64x128x8192 176.9 [174-215] -> 210.0 [165-212], 128x128x4096
       // 205.5 [202-221] -> 219.0 [192-226] (kept on k_outer, whose slice of B is reused from L1).
       // benchmarks/recorded/issue14-emr16-f32-session27.txt.
+      // (Not where the plan names b_prefetch, a field of the k_outer walk.)
       if (c.M <= 64 && c.N <= 64 && c.N >= 4 * p.simd_width && cpu.vector_registers >= 32 &&
-          p.simd_width * esize == 64) {
+          p.simd_width * esize == 64 && !overrides.count("b_prefetch")) {
         p.order = "m_inner";
         p.mr = 6;
         p.nr = 4 * p.simd_width;
@@ -222,6 +223,11 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
 void plan_ksplit_tile_walk(GemmPlan& p, const PlanContext& c) {
   const PlanOverrides& overrides = c.overrides;
   if (p.ksplit <= 1 || p.order != "m_inner") return;
+  // (ksplit named without a walk takes the k_outer walk of an unpacked plan, plan_skinny_walk; a plan
+  // that keeps the tile walk, a packed one, is refused as before)
+  if (!overrides.count("order") && overrides.count("ksplit"))
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer'); the plan's ",
+                        "walk is ", p.order));
   const bool types = p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
                                              p.dtype == ir::ScalarType::i32);
   if (p.pack || c.spec.batch1 * c.spec.batch2 != 1 || !types || p.epilogue.any())
