@@ -178,6 +178,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   plan_packed_blocks(p, c);   // the packed nest's kt and mc_tiles
   plan_inline_b(p, c);        // B packed by its reader
   plan_skinny_walk(p, c);     // the unpacked blocked nest (k_outer), ksplit
+  plan_ksplit_tile_walk(p, c);  // ksplit of the unpacked tile walk (m_inner)
   plan_b_prefetch(p, c);      // B's rows prefetched in that nest
   plan_gemv(p, c);            // the dot walk of matrix-vector products
   plan_wave_tile(p, c);       // mr of a data-parallel tile walk of few tiles on many cores

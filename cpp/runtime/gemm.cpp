@@ -429,7 +429,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
     p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(ir::size_in_bytes(k.plan.b_type));
   };
-  // K split among the workers (GemmPlan::ksplit, the k_outer walk): part w runs the kernel on its K
+  // K split among the workers (GemmPlan::ksplit, the k_outer walk or the tile walk): part w runs the kernel on its K
   // range over all of C (every row and column panel, as one worker), part 0 into C (beta applied
   // there), the others into zeroed M x N blocks of partial sums, added into C here once all are
   // done. One row of C (a vector times a matrix) or a small M x N block of few tiles for the workers
@@ -530,8 +530,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     });
     return;
   }
-  if (k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.K > 0 &&
-      g.batch1 * g.batch2 == 1 && !k.plan.epilogue.any() &&
+  if (k.plan.ksplit > 1 && (k.plan.order == "k_outer" || k.plan.order == "m_inner") && !k.plan.pack && n_sk == 0 &&
+      g.K > 0 && g.batch1 * g.batch2 == 1 && !k.plan.epilogue.any() &&
       (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
       k.plan.c_type == k.plan.dtype) {
     const int64_t step = ksplit_step();
