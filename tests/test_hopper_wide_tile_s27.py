@@ -3,17 +3,20 @@ consumer warpgroups of 64 x nr, each issuing two wgmmas a K slice (simt_wgmma.cp
 [0, n1) and [n1, nr), n1 nr / 2 rounded up to 8 where B is K-major, to 64 where its atoms are 64
 columns wide), 160 f32 accumulators a work-item, which the warp-specialized kernel's setmaxnreg
 (ws 2: consumers 224 registers) makes room for. cuBLAS's nvjet 320 x 128 tile (its C^T: 320 along
-torch's N) is coopjit's layout row, sg_m 8, nr 320. A plan field only (nr=320): the planner's own
-plans are unchanged. Without a GPU: the modules on this machine's ptxas (skipped, saying so,
+torch's N) is coopjit's layout row, sg_m 8, nr 320. Without a GPU: the modules on this machine's ptxas (skipped, saying so,
 without one) and the plan's rules. On an sm_90 GPU (cuda:0; skipped, saying which, elsewhere):
 against NumPy in float64 (exact int64 for int8), edge tiles, K tails, Stream-K, alpha / beta.
+The planner takes 128 x 320 DP where those tiles cut N whole and fill the waves better than 128 x 256
+(kWideTileByWaves; 2816 x 1920: one wave of 132), never with a fused epilogue (refused: its steps
+are unrolled over a warp's 16 x nr, the kernel IR's limit 4096 elements).
 Seed 1234 (conftest's rng)."""
 import ml_dtypes
 import numpy as np
 import pytest
 
 import coopjit
-from coopjit import ptx
+from coopjit import _core, ptx
+from coopjit._epilogue import Epilogue
 from conftest import needs_hopper, spill_stores
 
 DEV = "cuda:0"
@@ -75,11 +78,32 @@ def test_wide_plan_refusals():
         ptx.compile_gemm(1500, 1300, 2000, BF16, target="sm_90", plan=_wide(base))
 
 
-@pytest.mark.parametrize("shape", [(2816, 1920, 8192), (1024, 4864, 8192), (5632, 5632, 8192), (4864, 3072, 8192), (8192, 8192, 8192)])
+@pytest.mark.parametrize("shape", [(1024, 4864, 8192), (5632, 5632, 8192), (4864, 3072, 8192), (8192, 8192, 8192),
+                                   (4352, 1024, 8192), (4096, 4096, 4096)])
 def test_planner_keeps_its_tiles(shape):
-    """The planner's own plans stay at most 256 wide (nr 320 is a plan field until it wins)."""
+    """Where 128 x 320 tiles would not cut N whole (or leave no partial wave to save), the planner's
+    plans stay at most 256 wide."""
     kern = ptx.compile_gemm(*shape, BF16, target="sm_90")
     assert int(kern.config["macro_tile"].split("x")[1]) <= 256
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16])
+@pytest.mark.parametrize("shape,layout", [((2816, 1920, 8192), "row"), ((2816, 1920, 4096), "row"), ((1920, 2816, 8192), "col")])
+def test_planner_takes_320_where_it_fills_the_waves(shape, layout, dtype):
+    """kWideTileByWaves: 2816 x 1920 in 128 x 320 tiles is 22 x 6 = 132, one wave of the H200's
+    (and H100's) 132 SMs, where 128 x 256 leaves 165 tiles for SK + DP: the planner takes 128 x 320
+    DP (3 stages, ws 2), in the orientation whose N is 1920. With a fused epilogue it keeps 128 x 256."""
+    kern = ptx.compile_gemm(*shape, dtype, target="sm_90")
+    cfg = kern.config
+    assert (cfg["layout"], cfg["macro_tile"], cfg["split"], cfg["stages"], cfg["ws"]) == (layout, "128x320", "dp", 3, 2), cfg
+    m, n, k = shape
+    steps = Epilogue("t", np.dtype(dtype), np.dtype(dtype), m, n, bind_arrays=False, bias=True, activation="gelu").steps()
+    t = "bf16" if dtype == BF16 else "f16"
+    fused = _core.gpu_gemm_kernel("target:sm_90", [t, t, t], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0], False, {}, steps)
+    assert "128x320" not in fused.plan_key and ".wgmma." in fused.plan_key
+    with pytest.raises(ValueError, match="fused epilogue"):
+        _core.gpu_gemm_kernel("target:sm_90", [t, t, t], [m, n, k, 1, 1], [k, 1, n, 1, n, 1, 0, 0, 0, 0, 0, 0], False,
+                              {"layout": 0, "sg_m": 8, "nr": 320, "split": 0}, steps)
 
 
 # ---- on the GPU ---------------------------------------------------------------------------------
@@ -161,21 +185,18 @@ def test_wide_int8_exact(rng):
     assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
 
 
-def test_wide_fused_epilogue(rng):
-    """bias + GELU fused on 128 x 320 blocks, against float64 (erf GELU) within the output's rounding."""
+def test_wide_fused_epilogue_refused(rng):
+    """bias + GELU fused on 128 x 320 blocks: a plan refusal naming the tile (never a wrong answer);
+    the planner's own plan for the same call runs and is right."""
     _hopper()
     m, n, k = 1000, 704, 264
     a = rng.standard_normal((m, k)).astype(BF16)
     b = rng.standard_normal((k, n)).astype(BF16)
     bias = rng.standard_normal(n).astype(BF16)
-    plan = dict(WIDE, layout="row", split="dp")
-    try:
-        kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, plan=plan, bias=True, activation="gelu")
-    except ValueError as e:  # a refusal naming the tile is acceptable; a wrong answer is not
-        assert "320" in str(e) or "nr" in str(e), e
-        return
+    with pytest.raises(ValueError, match="nr=320: a fused epilogue"):
+        coopjit.compile_gemm(m, n, k, BF16, device=DEV, plan=dict(WIDE, layout="row", split="dp"), bias=True, activation="gelu")
     from math import erf
-    got = kern(a, b, bias=bias).astype(np.float64)
+    got = coopjit.compile_gemm(m, n, k, BF16, device=DEV, bias=True, activation="gelu")(a, b, bias=bias).astype(np.float64)
     x = a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64)
     ref = 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias.astype(np.float64))

@@ -148,6 +148,11 @@ void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c) {
   if (p.wgmma && p.nr > 256 && !(p.ws == 2 && p.work_group_size() == 256))
     throw UserError(cat("plan wgmma nr=", p.nr, ": tiles wider than 256 need the warp-specialized kernel of a producer warpgroup "
                         "(ws 2) and two consumer warpgroups (sg_m 8, sg_n 1), not ws=", p.ws, ", sg_m=", p.sg_m, ", sg_n=", p.sg_n));
+  // (a fused epilogue's per-element steps are unrolled over a warp's 16 x nr accumulators: the
+  // kernel IR's limit is 4096 elements, nr 256)
+  if (p.wgmma && p.nr > 256 && p.epilogue.any())
+    throw UserError(cat("plan wgmma nr=", p.nr, ": a fused epilogue (bias, scale, activation, residual) runs on tiles of nr 256 or "
+                        "less (its steps are unrolled over a warp's 16 x nr accumulators, at most 4096 elements)"));
   if (p.wgmma) {
     const int64_t threads = p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0);
     const int64_t regs = p.ws == 2 && p.work_group_size() == 256 ? 224 : std::min<int64_t>(255, 65536 / threads / 8 * 8);
