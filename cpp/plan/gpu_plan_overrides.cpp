@@ -94,7 +94,7 @@ void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
       throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256 "
                           "(up to 384 with TMA, sg_m 8 and sg_n 1), kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
-                          ", sg_m=", p.sg_m, ", sg_n=", p.sg_n, ", nr=", p.nr, ", tma=", p.tma, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
+                          ", sg_m=", p.sg_m, ", nr=", p.nr, ", sg_n=", p.sg_n, ", tma=", p.tma, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }
   // The subgroup's accumulator tile (SIMT, DPAS and mma.sync plans; wgmma's are the warpgroup's):
   // an mr x nr matrix that the lowering unrolls into each work-item's registers, mr x nr /
