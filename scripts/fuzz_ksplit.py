@@ -169,7 +169,9 @@ def run_case(c, stats):
             kw["residual"] = rng.uniform(-1, 1, (m, n)).astype(np.float32)
         if not kw:
             kw["bias"] = rng.uniform(-1, 1, n).astype(np.float32)
+    kw0 = {name: v.copy() for name, v in kw.items() if isinstance(v, np.ndarray)}
     plan = dict(c["plan"])
+    plan0 = dict(plan)
     try:
         with np.errstate(all="ignore"):
             if entry == "matmul":
@@ -194,6 +196,8 @@ def run_case(c, stats):
         return "the result is not C"
     if not (np.array_equal(_bytes(a), _bytes(a0)) and np.array_equal(_bytes(b), _bytes(b0))):
         return "an input changed"
+    if plan != plan0 or any(not np.array_equal(_bytes(kw[name]), _bytes(v)) for name, v in kw0.items()):
+        return "the plan or an epilogue operand changed"
     inside = np.zeros(buf.shape, bool)
     if cv.size:
         tag = np.zeros(buf.shape, np.int8)
