@@ -2,14 +2,13 @@
 idle gap, cases timed in alternating rounds with a pause before each block (so that one library's
 spinning workers do not steal the next one's cores), their report lines, random operands, the
 relative error against a float64 reference, torch's AMX-backed peer, and coopjit.peak()'s AMX rows
-(or stand-ins where the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`)."""
+(or stand-ins where the tiles are emulated). Scripts import it from this folder (`python benchmarks/<script>.py`);
+it imports coopjit only for amx_peak, so processes without coopjit (a driver, a peer's worker) import it too."""
 import json
 import os
 import time
 
 import numpy as np
-
-import coopjit
 
 
 def idle_share(seconds=0.2):
@@ -101,6 +100,8 @@ def amx_peak():
     """(coopjit.peak(), emulated): where the CPU has no AMX tiles, the AMX rows are 1.0 (the scripts
     then check themselves on emulated tiles; their rates mean nothing) and `emulated` is True.
     Prints the AMX rows (one core, all cores)."""
+    import coopjit  # (only here: a driver or a peer's process may import this module without coopjit)
+
     pk = coopjit.peak()
     emu = not pk["amx_bf16"]["single"]
     if emu:

@@ -18,6 +18,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _rounds import timed  # noqa: E402 (the blocks of calls the CPU scripts share)
+
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 PAUSE = float(os.environ.get("PAUSE", "0.3"))
 SECONDS = float(os.environ.get("BLOCK_S", "0.15"))
@@ -57,19 +60,9 @@ def s(v):
 
 
 def block(f, seconds=SECONDS, blocks=3):
-    """Median seconds a call over `blocks` blocks of back-to-back calls (about `seconds` in all)."""
-    f()
-    t = time.perf_counter()
-    f()
-    one = max(time.perf_counter() - t, 1e-7)
-    inner = max(1, int(seconds / blocks / one))
-    out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner):
-            f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
+    """Median seconds a call over `blocks` blocks of back-to-back calls (about `seconds` in all, at
+    least one call a block), after one warm-up call (_rounds.timed)."""
+    return timed(f, blocks=blocks, seconds=seconds)
 
 
 def operands(name):

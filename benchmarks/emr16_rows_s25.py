@@ -28,6 +28,9 @@ from coopjit import _core
 from coopjit._arrays import gemm_types
 from coopjit._kernel_args import _overrides
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _rounds import timed  # noqa: E402 (the blocks of calls the CPU scripts share)
+
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 PAUSE = float(os.environ.get("PAUSE", "0.3"))
 SECONDS = float(os.environ.get("BLOCK_S", "0.15"))
@@ -52,19 +55,8 @@ def s(v):
 
 def block(f, seconds=SECONDS, blocks=3):
     """Median seconds a call over `blocks` blocks of back-to-back calls (about `seconds` in all, at
-    least one call a block), after one warm-up call."""
-    f()
-    t = time.perf_counter()
-    f()
-    one = max(time.perf_counter() - t, 1e-7)
-    inner = max(1, int(seconds / blocks / one))
-    out = []
-    for _ in range(blocks):
-        t = time.perf_counter()
-        for _ in range(inner):
-            f()
-        out.append((time.perf_counter() - t) / inner)
-    return float(np.median(out))
+    least one call a block), after one warm-up call (_rounds.timed)."""
+    return timed(f, blocks=blocks, seconds=seconds)
 
 
 def cfgs(c):

@@ -2,10 +2,14 @@
 median of 7 blocks per case, printed as JSON; run main's build and the branch's in alternating
 processes (benchmarks/recorded/accuracy-zen5-long-k-session26.txt)."""
 import json
+import os
+import sys
 import time
 
 import numpy as np, ml_dtypes
 import coopjit
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _rounds import timed  # noqa: E402 (the blocks of calls the CPU scripts share)
 coopjit.set_num_threads(1)
 rng = np.random.default_rng(1)
 BF = ml_dtypes.bfloat16
@@ -26,13 +30,6 @@ cases = {"f32 64^3": mm(64, 64, 64), "f32 100x37x250": mm(100, 37, 250), "f32 51
          "sum 8192^2 axis 0": red(0), "sum 8192^2 axis 1": red(1), "sum 8192^2 all": red(None)}
 res = {}
 for name, f in cases.items():
-    f(); f()
-    t0 = time.thread_time(); f(); one = time.thread_time() - t0
-    reps = max(1, int(0.02 / max(one, 1e-7)))
-    ts = []
-    for _ in range(7):
-        t0 = time.thread_time()
-        for _ in range(reps): f()
-        ts.append((time.thread_time() - t0) / reps)
-    res[name] = float(np.median(ts))
+    f()  # (and timed's warm-up call: two before the call that sizes the blocks)
+    res[name] = timed(f, blocks=7, seconds=7 * 0.02, clock=time.thread_time)
 print(json.dumps(res))

@@ -113,6 +113,28 @@ def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=No
     return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
 
 
+def product_into(call, a, b, out, base):
+    """coopjit's product a @ b written into `out` (a view of `base`) through `call`: "matmul",
+    "matmul_fused" (a bias of ones and relu), "gemm_beta" (gemm with beta 1 after base is set to 1)
+    or "kernel" (compile_gemm's kernel called with out as c). The outputs' audits (session 24's
+    zero strides, session 26's overlapping rows) reach these entry points alike; False (nothing
+    called) for another `call`."""
+    import coopjit
+
+    if call == "matmul":
+        coopjit.matmul(a, b, out=out)
+    elif call == "matmul_fused":
+        coopjit.matmul(a, b, out=out, bias=np.ones(b.shape[1], np.float32), activation="relu")
+    elif call == "gemm_beta":
+        base[...] = 1.0
+        coopjit.gemm(a, b, out, beta=1.0)
+    elif call == "kernel":
+        coopjit.compile_gemm(a.shape[0], b.shape[1], a.shape[1])(a, b, out)
+    else:
+        return False
+    return True
+
+
 def load_script(name):
     """scripts/NAME.py as a module (the fuzz sweeps, whose bounded slices the tests run)."""
     import importlib.util

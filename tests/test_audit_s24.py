@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coopjit
-from conftest import load_script
+from conftest import load_script, product_into
 
 
 def _w8a8(rng, m, n, k, a_dtype=np.int8):
@@ -155,16 +155,7 @@ def test_outputs_whose_elements_share_memory_are_refused(rng, call):
     b = rng.standard_normal((32, 16)).astype(np.float32)
     out, base = _shared_rows((64, 16))
     with pytest.raises(ValueError, match=r"\(64, 16\)\) has byte strides \(0, 4\): its 64 elements along dim 0 are one"):
-        if call == "matmul":
-            coopjit.matmul(a, b, out=out)
-        elif call == "matmul_fused":
-            coopjit.matmul(a, b, out=out, bias=np.ones(16, np.float32), activation="relu")
-        elif call == "gemm_beta":
-            base[:] = 1.0
-            coopjit.gemm(a, b, out, beta=1.0)
-        elif call == "kernel":
-            coopjit.compile_gemm(64, 16, 32)(a, b, out)
-        else:
+        if not product_into(call, a, b, out, base):
             torch = _torch()
             t = torch.zeros(16)
             coopjit.matmul(a, b, out=t.expand(64, 16))

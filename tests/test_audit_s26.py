@@ -9,6 +9,7 @@ import pytest
 
 import coopjit
 from coopjit.ir import KernelBuilder
+from conftest import product_into
 
 
 def _overlapping_rows(shape, row_step, dtype=np.float32):
@@ -36,21 +37,14 @@ def test_outputs_whose_elements_overlap_are_refused(rng, call):
         t = torch.zeros(base.size)
         out, base = t.as_strided((64, 16), (8, 1)), t
     with pytest.raises(ValueError, match=match):
-        if call in ("matmul", "torch_as_strided"):
-            coopjit.matmul(a, b, out=out)
-        elif call == "matmul_fused":
-            coopjit.matmul(a, b, out=out, bias=np.ones(16, np.float32), activation="relu")
-        elif call == "gemm_beta":
-            base[:] = 1.0
-            coopjit.gemm(a, b, out, beta=1.0)
-        elif call == "kernel":
-            coopjit.compile_gemm(64, 16, 32)(a, b, out)
-        elif call == "batched":
+        if call == "batched":
             coopjit.matmul(a.reshape(2, 32, 32), b, out=out)
         elif call == "reduce":
             coopjit.reduce(np.ones((64, 16, 3), np.float32), axis=2, out=out)
-        else:
+        elif call == "reduce2x2":
             coopjit.reduce2x2(np.ones((128, 32), np.float32), out=out)
+        else:
+            product_into("matmul" if call == "torch_as_strided" else call, a, b, out, base)
     assert not base.any() or call == "gemm_beta" and (base == 1).all()
 
 

@@ -436,19 +436,24 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   // and a long K (session 26: 64x64x8192 f32 on 16 cores).
   // bf16 C (f32 sums): every part runs as phase 3, its sums left in its own scratch (in f32), and
   // the caller writes C = bf16(alpha * (the parts' sum) + beta * C) (one rounding).
-  // The parts' blocks are added by row ranges on the plan's threads when there is enough to add
-  // (a second launch; one row, or a few KiB, is added here).
-  auto add_rows = [&](int parts, size_t block_bytes, const std::function<void(int64_t, int64_t)>& fn) {
-    const int threads = std::max(1, std::min<int>(k.plan.threads, static_cast<int>(g.M)));
-    if (threads > 1 && block_bytes * size_t(parts) >= (size_t(64) << 10)) {
-      const int64_t rows = (g.M + threads - 1) / threads;
+  // The parts' sums are added on the plan's threads when there is enough to add (`bytes` of parts:
+  // 64 KiB or more, a second launch), each thread a range of [0, n) of whole `align` elements (C's
+  // rows, or the scratch's elements); else here, in one range.
+  auto split_range = [&](int64_t n, int64_t align, size_t bytes, const std::function<void(int64_t, int64_t)>& fn) {
+    const int64_t pieces = (n + align - 1) / align;
+    const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(k.plan.threads, pieces)));
+    if (threads > 1 && bytes >= (size_t(64) << 10)) {
+      const int64_t step = (pieces + threads - 1) / threads * align;
       ThreadPool::get().run(threads, [&](int t) {
-        const int64_t m0 = t * rows, m1 = std::min(g.M, m0 + rows);
-        if (m0 < m1) fn(m0, m1);
+        const int64_t i0 = t * step, i1 = std::min(n, i0 + step);
+        if (i0 < i1) fn(i0, i1);
       }, true);
     } else {
-      fn(0, g.M);
+      fn(0, n);
     }
+  };
+  auto add_rows = [&](int parts, size_t block_bytes, const std::function<void(int64_t, int64_t)>& fn) {
+    split_range(g.M, 1, block_bytes * size_t(parts), fn);
   };
   // A fused epilogue: the parts but the last K tile run as phase 3 (sums in their own scratch,
   // in the accumulator type), the caller adds the scratches into the first, and a phase 4 launch
@@ -475,17 +480,12 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     auto add = [&](auto zero) {
       using T = decltype(zero);
       T* total = reinterpret_cast<T*>(sums);
-      const int threads = std::max(1, k.plan.threads);
-      const size_t chunk = ((elems + size_t(threads) - 1) / size_t(threads) + 15) / 16 * 16;
-      auto fn = [&](int t) {
-        const size_t e0 = size_t(t) * chunk, e1 = std::min(elems, e0 + chunk);
+      split_range(int64_t(elems), 16, part_bytes * size_t(parts), [&](int64_t e0, int64_t e1) {
         for (int w = 1; w < parts; ++w) {
           const T* part = reinterpret_cast<const T*>(sums + size_t(w) * part_bytes);
-          for (size_t e = e0; e < e1; ++e) total[e] += part[e];
+          for (int64_t e = e0; e < e1; ++e) total[e] += part[e];
         }
-      };
-      if (threads > 1 && part_bytes * size_t(parts) >= (size_t(64) << 10)) ThreadPool::get().run(threads, fn, true);
-      else for (int t = 0; t < threads; ++t) fn(t);
+      });
     };
     if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
     else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)

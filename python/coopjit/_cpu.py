@@ -14,7 +14,7 @@ from ._cuda_arrays import CudaView
 from ._device import Device
 from ._display import KernelDisplay
 from ._epilogue import Epilogue
-from ._kernel_args import _overrides, check_kernel_call, kernel_types
+from ._kernel_args import _overrides, check_beta, check_kernel_call, kernel_types
 from ._log import logger
 from ._plan import Plan, from_core
 
@@ -161,6 +161,9 @@ class Kernel(KernelDisplay):
                  scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
         """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
+        if (self._fused is None and isinstance(alpha, (float, np.floating)) and alpha in (np.inf, -np.inf)
+                and np.dtype(self.dtype).kind not in "iu"):
+            return self._infinite_alpha(a, b, c, float(alpha), beta)
         # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
         # that the core does not check itself (strides, plan); None when anything is unusual.
         if self._fast is not None and bias is None and residual is None and scale is None and row_scale is None:
@@ -211,6 +214,24 @@ class Kernel(KernelDisplay):
         if target is not c:
             c[...] = target
         return c if given_c is None or isinstance(given_c, np.ndarray) else given_c
+
+    def _infinite_alpha(self, a, b, c, alpha, beta):
+        """A call with alpha = +-inf: the product with alpha 1 into c, then c = alpha * c + beta * c's
+        values before, once (as gemm's: the K split's parts and the 2048-K blocks are scaled before
+        they are added, which gave NaN for a part summing to 0; session 27)."""
+        beta = check_scalar(beta, "beta")
+        check_beta(self, c is not None, beta)
+        c0 = None
+        if beta != 0.0:
+            c0 = as_array(c, "c").astype(np.float64)
+        r = self(a, b, c, alpha=1.0)
+        out = r if isinstance(r, np.ndarray) else as_array(r, "c", writable=True)
+        with np.errstate(all="ignore"):  # (inf * 0 is NaN, as in NumPy)
+            res = alpha * out.astype(np.float64)
+            if c0 is not None:
+                res += beta * c0
+            out[...] = res.astype(out.dtype)
+        return r
 
     def __repr__(self):
         cfg = self.config

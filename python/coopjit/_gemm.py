@@ -269,6 +269,8 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         gemm(a, b, tmp, alpha=alpha_in, beta=beta_in, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
         c[...] = tmp
         return c
+    if alpha in (np.inf, -np.inf) and a.dtype.kind not in "iu" and a.ndim == 2:
+        return _infinite_alpha(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
     if isinstance(b, PackedMatrix):
         get(device).check_prepacked("gemm")
         if trans_b:
@@ -318,6 +320,33 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         if not c.flags.writeable:
             raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
     return get(device).gemm(opa, opb, c, alpha, beta, types, plan)
+
+
+def _infinite_alpha(a, b, c, alpha, beta, trans_a, trans_b, device, plan):
+    """gemm with alpha = +-inf (a float product): the sum a @ b with alpha 1 into a float32 / float64
+    array, then alpha * sum + beta * c once. The kernels scale the parts of a split K (plan ksplit,
+    the tile walk's blocks of 2048 K added into C) before adding them, so a part summing to 0 or
+    parts of opposite signs gave NaN where NumPy's alpha * (a @ b) is an infinity (session 27)."""
+    if not isinstance(b, PackedMatrix):
+        b = native_order(as_array(b, "b"))
+    wide = np.float64 if a.dtype == np.float64 else np.float32
+    if a.shape[1 - trans_a] != b.shape[trans_b]:  # (the product's own call names the shapes)
+        return gemm(a, b, c, alpha=1.0, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
+    total = gemm(a, b, np.empty((a.shape[trans_a], b.shape[1 - trans_b]), wide), trans_a=trans_a, trans_b=trans_b,
+                 device=device, plan=plan)
+    _, dtype = gemm_types(a.dtype, b.dtype, None if c is None else c.dtype)  # (c's dtype refused as gemm does)
+    if c is None:
+        c = np.empty(total.shape, dtype)
+    elif c.shape != total.shape:
+        raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) has shape {total.shape}")
+    elif not c.flags.writeable:
+        raise ValueError(f"gemm: c ({c.dtype} {c.shape}) is read-only; pass a writeable array")
+    with np.errstate(all="ignore"):  # (inf * 0 is NaN, as in NumPy)
+        res = alpha * total.astype(np.float64)
+        if beta != 0.0:  # (beta 0: c is not read)
+            res += beta * c.astype(np.float64)
+        c[...] = res.astype(c.dtype)
+    return c
 
 
 def _batched(a, b, out, plan, types, device="cpu"):
