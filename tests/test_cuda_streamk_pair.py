@@ -34,10 +34,11 @@ def _plan(shape, ov, types=("bf16", "bf16", "f32")):
 def test_pair_plan_key_fields_and_default_off():
     """sk_pair is off by default (the planner's plan for the SK shapes of session 24 has no .pair);
     asked for, the key takes .pair and the config says what it does."""
-    for shape in ((1024, 4864, 8192), (2816, 1920, 8192)):
-        auto = _plan(shape, {})
+    # (2816 x 1920 with its tile named: the planner's own is 128 x 320 DP since session 27)
+    for shape, tile in (((1024, 4864, 8192), {}), ((2816, 1920, 8192), {"sg_m": 8, "nr": 256})):
+        auto = _plan(shape, tile)
         assert ".skdp." in auto.plan_key and ".pair" not in auto.plan_key
-        pair = _plan(shape, {"sk_pair": 1})
+        pair = _plan(shape, dict(tile, sk_pair=1))
         assert pair.plan_key == auto.plan_key.replace(".rel1.", ".rel1.pair.")
 
 

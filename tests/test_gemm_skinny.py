@@ -234,8 +234,12 @@ def test_bad_ksplit_overrides():
     # (two rows of C split K too since session 26: tests/test_ksplit_mn_s26.py)
     a2 = np.ones((2, 600), np.float32)
     np.testing.assert_array_equal(coopjit.matmul(a2, b, plan={"ksplit": 2, "order": "k_outer"}), a2 @ b)
-    with pytest.raises(ValueError, match="ksplit=2 is a launch of the k_outer walk"):
-        coopjit.matmul(a, b, plan={"ksplit": 2, "order": "m_inner"})
+    # (the tile walk splits K too since session 27, without a fused epilogue: tests/test_ksplit_tile_walk_s27.py)
+    np.testing.assert_array_equal(coopjit.matmul(a, b, plan={"ksplit": 2, "order": "m_inner"}), a @ b)
+    with pytest.raises(ValueError, match="ksplit=2 with order='m_inner'.*no fused epilogue.*an epilogue"):
+        coopjit.matmul(a, b, bias=bias, plan={"ksplit": 2, "order": "m_inner"})
+    with pytest.raises(ValueError, match="ksplit=2 is a launch of the k_outer walk.*walk is dot"):
+        coopjit.matmul(a, b, plan={"ksplit": 2, "order": "dot"})
     with pytest.raises(ValueError, match="ksplit=-1 is out of range"):
         coopjit.matmul(a, b, plan={"ksplit": -1})
 

@@ -436,10 +436,11 @@ def test_hopper_default_split():
     4864 x 896, 896 x 4864 (130 tiles: one wave), 4864 x 1792 (260), 6912 x 1280 (252)."""
     bf16 = ml_dtypes.bfloat16
     # (4352 x 1024, 4608 x 1024, 5632 x 1152 and 2816 x 3456 take N tiles that fill their waves since
-    # session 19, DP, test_gpu_ntile.py: their 128 x 256 plans, named below, keep SK + DP)
+    # session 19, DP, test_gpu_ntile.py, and 2816 x 1920 128 x 320 since session 27 (132 tiles: one
+    # wave; test_hopper_wide_tile_s27.py): their 128 x 256 plans, named below, keep SK + DP)
     for (m, n, k), split in (((4864, 896, 8192), "dp"), ((4352, 1024, 4096), "dp"), ((4864, 1792, 8192), "dp"),
                              ((896, 4864, 8192), "dp"), ((1024, 4864, 8192), "sk+dp"), ((4608, 1024, 8192), "dp"),
-                             ((2816, 1920, 8192), "sk+dp"), ((5632, 1152, 8192), "dp"), ((6912, 1280, 8192), "dp"),
+                             ((2816, 1920, 8192), "dp"), ((5632, 1152, 8192), "dp"), ((6912, 1280, 8192), "dp"),
                              ((1024, 1024, 1024), "dp"), ((4224, 4224, 4224), "dp"), ((6912, 2560, 4096), "dp"),
                              ((4096, 4096, 4096), "dp"), ((2048, 2048, 2048), "dp"), ((8192, 8192, 8192), "dp"),
                              ((1024, 4224, 4096), "dp"), ((4864, 896, 512), "dp"), ((5120, 2560, 4096), "dp"),
@@ -454,9 +455,9 @@ def test_hopper_default_split():
         assert cfg["sk_flags"].startswith(streams) and cfg["sk_down"].startswith(streams), (m, n, k, cfg["sk_flags"], cfg["sk_down"])
     # their 128 x 256 plans: 133, 152, 136, 144, 198 and 297 tiles, SK + DP
     for m, n, k in ((4864, 896, 8192), (896, 4864, 8192), (4352, 1024, 4096), (4608, 1024, 8192), (5632, 1152, 8192),
-                    (2816, 3456, 8192)):
+                    (2816, 3456, 8192), (2816, 1920, 8192)):
         cfg = ptx.compile_gemm(m, n, k, bf16, target="sm_90", plan={"nr": 256, "sg_m": 8}).config
-        assert _tiles(cfg, m, n) in (133, 152, 136, 144, 198, 297) and cfg["split"] == "sk+dp", (m, n, cfg["split"])
+        assert _tiles(cfg, m, n) in (133, 152, 136, 144, 198, 297, 165) and cfg["split"] == "sk+dp", (m, n, cfg["split"])
     assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90", plan={"ws": "no"}).config["split"] == "dp"
     sm80 = ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_80").config
     assert sm80["wgmma"] == "no" and sm80["split"] == "sk+dp"

@@ -22,6 +22,8 @@ GemmRecipe::GemmRecipe(const GemmPlan& p, Function& f) : p_(p), f_(f), T(p.dtype
   // residual has C's element strides).
   epi_ = add_epilogue_params(f, p.epilogue);
   g_.RES = epi_.residual;
+  // plan.cycles: the 13th pointer (the runtime's counters), only in kernels built with it.
+  if (p.cycles) g_.CYC = f.add_param(Type::pointer(ScalarType::index), "CYC");
   g_.M = idx("M"); g_.N = idx("N"); g_.K = idx("K");
   g_.sa_r = idx("sa_r"); g_.sa_c = idx("sa_c"); g_.sb_r = idx("sb_r"); g_.sb_c = idx("sb_c");
   g_.sc_r = idx("sc_r"); g_.sc_c = idx("sc_c");
@@ -70,12 +72,30 @@ void GemmRecipe::build() {
     dot(b);
     return;
   }
+  Value* t_start = g_.CYC ? b.cycles("t_start") : nullptr;
   if (p_.pack) pack(b);
   b.if_(b.cmp(CmpPred::ne, g_.phase, one_, "computes"), {}, [&](Builder& x) {
     stream_k(x);
     data_parallel(x, tiles_mn);
     return std::vector<Value*>{};
   }, [](Builder&) { return std::vector<Value*>{}; });
+  if (g_.CYC) {
+    cycles_since(b, t_start, CycleField::kernel);
+    count_one(b, b.index(int64_t(CycleField::calls)));
+  }
+}
+
+Value* GemmRecipe::cycles_since(Builder& b, Value* since, Value* field) {
+  if (!g_.CYC) return nullptr;
+  Value* now = b.cycles("now");
+  Value* at = b.add(b.mul(g_.worker, b.index(kCycleFields)), field, "cyc_at");
+  b.store_scalar(g_.CYC, at, b.add(b.load_scalar(g_.CYC, at), b.sub(now, since)));
+  return now;
+}
+
+void GemmRecipe::count_one(Builder& b, Value* field) {
+  Value* at = b.add(b.mul(g_.worker, b.index(kCycleFields)), field, "cyc_at");
+  b.store_scalar(g_.CYC, at, b.add(b.load_scalar(g_.CYC, at), one_));
 }
 
 GemmRecipe::Coords GemmRecipe::coords_of(Builder& b, Value* mn) {

@@ -25,6 +25,7 @@ struct GemmParams {
   Value *worker, *workers, *kt, *n_sk, *phase, *shares;
   Value *alpha, *beta;
   Value* RES;  // the epilogue's residual (its operands: epi_)
+  Value* CYC = nullptr;  // plan.cycles: each worker's kCycleFields counters (gemm_plan.h)
 };
 
 class GemmRecipe {
@@ -66,8 +67,14 @@ class GemmRecipe {
   // steps(b, from, to, init) returns init plus the steps over [from, to).
   using StepsFn = std::function<Value*(Builder&, Value*, Value*, Value*)>;
   Value* two_level_sum(Builder& b, Value* lo, Value* hi, Value* chunk, Value* acc, const StepsFn& steps);
+  // per_step (may be empty): more code in each K step, given the step's index from 0.
+  using StepFn = std::function<void(Builder&, Value*)>;
   Value* accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init = nullptr,
-                           Value* far_a = nullptr, Value* far_b = nullptr);
+                           Value* far_a = nullptr, Value* far_b = nullptr, const StepFn& per_step = {});
+  // plan.c_prefetch: step s of a tile's K loop prefetches for writing row min(s, mr - 1) of the
+  // mr x nr block at ptr[(row0 + r) * stride_row + (col0 + c) * stride_col] (C's or the
+  // scratch's), one line per 64 bytes of the row, the row and columns clamped to [0, rows) x [0, cols).
+  void prefetch_block_lines(Builder& b, Value* step, const Builder::Access& at);
   void epilogue(Builder& b, const Tile& t, Value* acc, bool add_to_c = false);
   // C's part of an epilogue (the tiles' and the dot walk's): result + beta * C, C read at c_at as
   // c_t and converted to e_t's type; and result written to C at c_at, converted to c_t.
@@ -116,6 +123,14 @@ class GemmRecipe {
   // gemm_recipe_nest.cpp: the cache-blocked loop nest and its tiles.
   void blocked(Builder& b);
   void tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scratch_cols, Value* mb = nullptr);
+
+  // plan.cycles (debugging): the time-stamp counter now, and its ticks since `since` added to
+  // counter `field` of this worker's (CycleField, gemm_plan.h); nullptr without the plan field.
+  Value* cycles_since(Builder& b, Value* since, Value* field);
+  Value* cycles_since(Builder& b, Value* since, CycleField field) {
+    return g_.CYC ? cycles_since(b, since, b.index(int64_t(field))) : nullptr;
+  }
+  void count_one(Builder& b, Value* field);  // counter `field` of this worker + 1
 
   const GemmPlan& p_;
   Function& f_;

@@ -72,8 +72,19 @@ Value* GemmRecipe::accumulate(Builder& b, const Tile& t, Value* k_lo, Value* k_h
 // `init`: the partial sum to continue (AMX: loaded into the tiles), else zeros.
 // far_a / far_b (amx_prefetch 6): the bytes from each K step of the A / B panel to the lines
 // of a later kernel's cold panel that go to L2 with it (see cold_offsets).
+void GemmRecipe::prefetch_block_lines(Builder& b, Value* step, const Builder::Access& at) {
+  const int64_t es = ir::size_in_bytes(at.ptr->type.scalar);
+  const int64_t per_line = 64 / es, lines_per_row = (int64_t(p_.nr) * es + 63) / 64;
+  Value* r = b.min(b.add(at.row, b.min(step, b.index(p_.mr - 1))), b.sub(at.rows, one_), "pf_row");
+  Value* row = b.mul(r, at.stride_row);
+  for (int64_t l = 0; l < lines_per_row; ++l) {
+    Value* c = l ? b.min(b.add(at.col, b.index(l * per_line)), b.sub(at.cols, one_), "pf_col") : at.col;
+    b.prefetch(at.ptr, b.add(row, b.mul(c, at.stride_col)), true, 3);
+  }
+}
+
 Value* GemmRecipe::accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Value* k_hi, Value* init,
-                                          Value* far_a, Value* far_b) {
+                                          Value* far_a, Value* far_b, const StepFn& per_step) {
   Value* k0 = b.mul(k_lo, g_.kt, "k0");
   Value* k1 = b.min(b.mul(k_hi, g_.kt), Kp_, "k1");
   Value* pa = p_.direct_a ? nullptr : b.ptr_offset(g_.PA, b.mul(b.mul(t.mt, MR_), Kp_), "pa");
@@ -109,6 +120,7 @@ Value* GemmRecipe::accumulate_packed(Builder& b, const Tile& t, Value* k_lo, Val
         ld->def->operands.push_back(far);
         ld->def->attrs["prefetch_far"] = lines;
       }
+    if (per_step) per_step(kb, kb.div(kb.sub(k, k0), KB_, "step"));
     return std::vector<Value*>{kb.mul_add(a, bm, it[0], "acc")};
   }, "k")[0];
 }

@@ -157,11 +157,36 @@ void GemmRecipe::tile(Builder& tx, Value* kt, Value* mt, Value* nt, Value* scrat
     };
     const std::pair<Value*, Value*> far = mb ? cold_offsets(tx, mt, nt, mb) : std::pair<Value*, Value*>{nullptr, nullptr};
     Value *far_a = far.first, *far_b = far.second;  // (not structured bindings: lambdas capture them)
-    tx.if_(first, {}, [&](Builder& e) { return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), nullptr, far_a, far_b)); },
-           [&](Builder& e) {
-             Value* sum = e.load(acc_t_, part, false, "partial");
-             return finish(e, accumulate_packed(e, t, kt, e.add(kt, one_), sum, far_a, far_b));
-           });
+    // plan.cycles: the tile's K loop (with the load of its partial sums) counted as the first row
+    // panel of its block (B's slice cold) or another, then its epilogue or store of partial sums.
+    // plan.c_prefetch: the lines this K tile will write (C's at the last K tile, else the scratch's)
+    // prefetched for writing during its K loop, two a step.
+    StepFn lines;
+    if (p_.c_prefetch)
+      lines = [&](Builder& s, Value* step) {
+        s.if_(last, {}, [&](Builder& y) {
+          prefetch_block_lines(y, step, {t.C, t.m0, t.n0, g_.sc_r, sc_c_, g_.M, g_.N});
+          return std::vector<Value*>{};
+        }, [&](Builder& y) {
+          prefetch_block_lines(y, step, part);
+          return std::vector<Value*>{};
+        });
+      };
+    auto timed = [&](Builder& e, bool continues) {
+      Value* t0 = g_.CYC ? e.cycles("t_tile") : nullptr;
+      Value* sum = continues ? e.load(acc_t_, part, false, "partial") : nullptr;
+      Value* acc = accumulate_packed(e, t, kt, e.add(kt, one_), sum, far_a, far_b, lines);
+      if (!g_.CYC) return finish(e, acc);
+      Value* other = e.index(int64_t(CycleField::tiles_other));
+      Value* field = mb ? e.select(e.cmp(CmpPred::eq, mt, mb), e.index(int64_t(CycleField::tiles_first)), other, "cyc_field")
+                        : other;
+      Value* t1 = cycles_since(e, t0, field);
+      count_one(e, e.add(field, one_));
+      finish(e, acc);
+      cycles_since(e, t1, CycleField::tile_stores);
+      return std::vector<Value*>{};
+    };
+    tx.if_(first, {}, [&](Builder& e) { return timed(e, false); }, [&](Builder& e) { return timed(e, true); });
     return;
   }
   Value* acc = accumulate(tx, t, kt, tx.add(kt, one_));

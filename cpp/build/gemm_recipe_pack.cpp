@@ -44,6 +44,7 @@ void GemmRecipe::pack(Builder& b) {
   // the bounds are checked only in the last panel and the K tail.
   Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
   Value* k_main = b.mul(b.div(g_.K, KB_), KB_, "k_main");
+  Value* t_pack = g_.CYC ? b.cycles("t_pack") : nullptr;
   b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
     Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
     Value* m0 = x.mul(q, MR_);
@@ -76,6 +77,7 @@ void GemmRecipe::pack(Builder& b) {
     });
     return std::vector<Value*>{};
   }, "q");
+  t_pack = cycles_since(b, t_pack, CycleField::pack_a);
   // A prepacked B is ready; inline_b packs it in the blocked nest (pack_b_rows).
   auto [blo, bhi] = share(b, p_.prepacked_b || p_.inline_b ? zero_ : b.select(packs, tiles_n_, zero_), "b_panels");
   b.for_(blo, bhi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
@@ -105,6 +107,7 @@ void GemmRecipe::pack(Builder& b) {
     if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
     return std::vector<Value*>{};
   }, "q");
+  t_pack = cycles_since(b, t_pack, CycleField::pack_b);
   // A barrier: every worker's panels are written before any tile reads them (phase 0; phases
   // 1 and 2 are two launches). own_a: a worker reads only the panels it packed.
   if (p_.own_a) return;
@@ -117,6 +120,7 @@ void GemmRecipe::pack(Builder& b) {
     }, "w");
     return std::vector<Value*>{};
   }, [](Builder&) { return std::vector<Value*>{}; });
+  cycles_since(b, t_pack, CycleField::barrier);
 }
 
 // inline_b: column panel nt's slice in the slot, addressed as a whole panel (panel_b with K

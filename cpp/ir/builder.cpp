@@ -354,6 +354,14 @@ Value* Builder::groupshared(ScalarType elem, int64_t n, std::string hint) {
 
 void Builder::barrier() { append(OpKind::barrier, {}, {}); }
 
+void Builder::prefetch(Value* ptr, Value* index, bool write, int locality) {
+  Op* op = append(OpKind::prefetch, {ptr, index}, {});
+  op->attrs["write"] = int64_t(write);
+  op->attrs["locality"] = int64_t(locality);
+}
+
+Value* Builder::cycles(std::string hint) { return append(OpKind::cycles, {}, {Type::index()}, {std::move(hint)})->result(); }
+
 Value* Builder::work_id(WorkId w, int dim, std::string hint) {
   Op* op = append(OpKind::work_id, {}, {Type::index()}, {std::move(hint)});
   op->sub = static_cast<int>(w);

@@ -123,6 +123,10 @@ class Builder {
 
   /// A work-item id (SIMT targets): lane, subgroup, subgroups; group / groups along `dim`.
   Value* work_id(WorkId w, int dim = 0, std::string hint = {});
+  /// The core's time-stamp counter (debugging; the SIMD lowering only).
+  Value* cycles(std::string hint = {});
+  /// A hint: ptr[index]'s line will be read (or written), into the cache level of `locality` (3: L1).
+  void prefetch(Value* ptr, Value* index, bool write, int locality = 3);
 
   /// Appends an operation with the given operands and result types; returns it.
   Op* append(OpKind kind, std::vector<Value*> operands, const std::vector<Type>& results,

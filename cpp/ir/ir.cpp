@@ -109,6 +109,8 @@ std::string mnemonic(const Op& op) {
     case OpKind::store: return "store";
     case OpKind::barrier: return "barrier";
     case OpKind::work_id: return cat("id.", name(static_cast<WorkId>(op.sub)));
+    case OpKind::cycles: return "cycles";
+    case OpKind::prefetch: return "prefetch";
   }
   return "?";
 }

@@ -79,6 +79,10 @@ enum class OpKind : uint8_t {
                      // GroupMemoryBarrierWithGroupSync)
   // work-item identity (SIMT targets; the SIMD lowering of one worker per call has none)
   work_id,           // sub = WorkId; attr dim for group / groups -> index
+  // debugging (CPU plans only)
+  cycles,            // () -> index: the core's time-stamp counter (rdtsc); the SIMD lowering only (plan cycles)
+  prefetch,          // (ptr, index): a hint that ptr[index]'s line will be used; attr write (0 / 1: to be written),
+                     // locality (0-3, as llvm.prefetch's); never faults; SIMT lowerings drop it
 };
 
 /// Which id a work_id op reads: the invocation's lane in its subgroup (HLSL WaveGetLaneIndex),

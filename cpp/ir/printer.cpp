@@ -235,12 +235,16 @@ class Printer {
         results(o);
         os_ << "ptr.offset " << name_of(v[0]) << ", " << name_of(v[1]) << " : " << v[0]->type.str();
         break;
+      case OpKind::prefetch:
+        os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "] {write = " << o.int_attr("write", 0)
+            << ", locality = " << o.int_attr("locality", 3) << "}";
+        break;
       case OpKind::flag_set: case OpKind::flag_wait:
         os_ << mnemonic(o) << " " << name_of(v[0]) << "[" << name_of(v[1]) << "]";
         if (v.size() > 2) os_ << ", " << name_of(v[2]);
         if (o.has_attr("spin_limit")) os_ << " {spin_limit = " << o.int_attr("spin_limit") << "}";
         break;
-      case OpKind::work_id:
+      case OpKind::work_id: case OpKind::cycles:
         results(o);
         os_ << mnemonic(o) << " : index";
         break;

@@ -113,7 +113,10 @@ class Verifier {
                                : cat("operand ", k, " is used before it is defined"));
       }
       check(o);
+      const bool wg = o.kind == OpKind::for_ && o.int_attr("wgmma", 0) != 0;
+      wgmma_loops_ += wg;
       for (const auto& r : o.regions) block(*r, true);
+      wgmma_loops_ -= wg;
       for (Value* r : o.results) define(r);
     }
     if (is_region) {
@@ -196,6 +199,11 @@ class Verifier {
   // same bytes as 16-bit ones; their lowerings take 4 of them a 32-bit word: dp4a, VNNI, mma.sync
   // / wgmma k32). Hopper's int8 wgmma blocks of 2 warpgroups of 64 x 256 have a warp's B of 128 x 256.
   static bool byte_sized(ScalarType s) { return s == ScalarType::i8 || s == ScalarType::u8; }
+  // Inside a K loop of attribute wgmma (Hopper's warpgroup pipeline, simt_wgmma.cpp) the loads and
+  // the mul_add are not unrolled: the operands are copied into shared memory and the product is a
+  // few wgmma instructions a K slice. There the limits are twice (blocks of 2 warpgroups of
+  // 64 x 320: a warp's B of 64 x 320, a warp's mul_add 16 x 320 x 64).
+  int wgmma_loops_ = 0;
 
   void size_limits(const Op& o) {
     const bool shared_access = (o.kind == OpKind::mat_load && !o.operands.empty() && o.operands[0]->type.is_groupshared()) ||
@@ -210,7 +218,7 @@ class Verifier {
       default: break;
     }
     const bool region = o.kind == OpKind::mat_per_element || o.kind == OpKind::mat_reduce;
-    const int64_t base_limit = region ? kMaxRegionElements : kMaxRegisterElements;
+    const int64_t base_limit = region ? kMaxRegionElements : wgmma_loops_ ? 2 * kMaxRegisterElements : kMaxRegisterElements;
     std::vector<const Value*> vals(o.operands.begin(), o.operands.end());
     vals.insert(vals.end(), o.results.begin(), o.results.end());
     for (const Value* v : vals) {
@@ -230,10 +238,11 @@ class Verifier {
       const Type &a = o.operands[0]->type, &c = o.operands[2]->type;
       const int64_t macs = c.rows * c.cols * a.cols;
       const Type& bt = o.operands[1]->type;
-      const int64_t max_macs = byte_sized(a.scalar) && byte_sized(bt.scalar) ? 2 * kMaxMulAdds : kMaxMulAdds;
+      const int64_t max_macs = (byte_sized(a.scalar) && byte_sized(bt.scalar) ? 2 * kMaxMulAdds : kMaxMulAdds) * (wgmma_loops_ ? 2 : 1);
       require(macs <= max_macs, o,
               cat("a ", c.rows, " x ", c.cols, " x ", a.cols, " product (M x N x K = ", macs,
-                  " multiply-adds) exceeds the size limit of ", max_macs, max_macs == kMaxMulAdds ? " (2^18)" : " (2^19, 8-bit operands)",
+                  " multiply-adds) exceeds the size limit of ", max_macs, max_macs == kMaxMulAdds ? " (2^18)"
+                  : wgmma_loops_ ? " (in a wgmma loop)" : " (2^19, 8-bit operands)",
                   " multiply-adds per mul_add (it is unrolled into registers): split it into tiles in a loop"));
     }
   }
@@ -591,6 +600,17 @@ class Verifier {
         for (size_t k = load ? 1 : 2; k < v.size(); ++k) require(v[k]->type.is_index(), o, "offset and stride are index");
         break;
       }
+      case OpKind::cycles:
+        require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "cycles takes nothing and is an index");
+        break;
+      case OpKind::prefetch:
+        require(v.size() == 2 && v[0]->type.is_pointer() && v[1]->type.is_index() && o.results.empty(), o,
+                cat("prefetch takes (ptr, index), got ", types(v)));
+        require(o.int_attr("write", 0) >= 0 && o.int_attr("write", 0) <= 1 && o.int_attr("locality", 3) >= 0 &&
+                    o.int_attr("locality", 3) <= 3, o,
+                cat("prefetch: write must be 0 or 1 and locality 0 to 3, got ", o.int_attr("write", 0), " and ",
+                    o.int_attr("locality", 3)));
+        break;
       case OpKind::work_id: {
         const auto w = static_cast<WorkId>(o.sub);
         require(v.empty() && o.results.size() == 1 && o.result()->type.is_index(), o, "an id takes nothing and is an index");

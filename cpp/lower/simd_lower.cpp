@@ -357,6 +357,19 @@ void SimdLowering::op(const Op& o) {
     case OpKind::vec_matrix_mul: case OpKind::vec_load: case OpKind::vec_store:
       matrix_op(o);
       return;
+    case OpKind::prefetch: {
+      const ScalarType t = o.operands[0]->type.scalar;
+      COOPJIT_INTERNAL_ASSERT(!lane_mask_, "a prefetch in a per-lane region");
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                         {b_.CreateGEP(scalar_ty(t), scalar(o.operands[0]), scalar(o.operands[1])),
+                          b_.getInt32(int32_t(o.int_attr("write", 0))), b_.getInt32(int32_t(o.int_attr("locality", 3))),
+                          b_.getInt32(1)});
+      return;
+    }
+    case OpKind::cycles:
+      scalars_[o.result()] =
+          b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
+      return;
     case OpKind::work_id: {
       // On the CPU a work-group is one subgroup, one invocation that holds all its lanes in
       // vectors; the pool's workers run the work-groups of the launch grid (one dimension, as on

@@ -400,6 +400,8 @@ void SimtLowering::op(const Op& o) {
     }
     case OpKind::flag_set: case OpKind::flag_wait: flag_op(o); return;
     case OpKind::work_id: scalars_[o.result()] = work_id(o); return;
+    case OpKind::cycles: throw UserError("cycles (a CPU's time-stamp counter, plan cycles) has no device lowering");
+    case OpKind::prefetch: return;  // (a hint)
     case OpKind::for_: for_loop(o); return;
     case OpKind::if_: if_op(o); return;
     case OpKind::yield: throw InternalError("yield outside a region");

@@ -33,6 +33,9 @@
 // elements and contiguous extents that are multiples of 8 (as the mma.sync pipeline).
 #include <llvm/IR/InlineAsm.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "lower/ir_to_llvm.h"
 #include "lower/simt_lowering.h"
 
@@ -117,9 +120,15 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   const int64_t MR = tc.rows, NR = tc.cols, KB = ta.cols;
   // N tiles: multiples of 64; with TMA and a K-major B any multiple of 8 up to 256 (wgmma's n: a
   // K-major panel's rows are whole 8-row swizzle atoms; an N-major one's atoms are 64 columns wide).
+  // Wider (up to 512; TMA plans of the warp-specialized kernel, whose setmaxnreg gives the two
+  // consumer warpgroups the registers): two wgmmas a K slice, on the columns [0, n1) and [n1, NR)
+  // (n1 NR / 2 rounded up to 8 where B is K-major, to 64 where its atoms are 64 columns wide),
+  // whose D fragments side by side are the fragment of the whole 64 x NR block.
   const bool tma = o.int_attr("tma", 0) != 0;
   const bool b_k_early = is_index_const(lb.operands[3], 1);
-  if (MR != 16 || NR % 8 || NR > 256 || (NR % 64 && !(tma && b_k_early)) || KB * esz != 128 || !is_index_const(o.operands[2], KB))
+  const bool wide = NR > 256 && tma && o.int_attr("persistent", 0);
+  if (MR != 16 || NR % 8 || NR > (wide ? 512 : 256) || (NR % 64 && !(tma && b_k_early)) || KB * esz != 128 ||
+      !is_index_const(o.operands[2], KB))
     return false;
   const int sg_m = static_cast<int>(o.int_attr("sg_m", 1)), stages = static_cast<int>(o.int_attr("mma_pipeline", 0));
   if (sg_m < 4 || sg_m % 4 || sgs_ % sg_m || stages < 2) return false;
@@ -252,16 +261,30 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
     return b_.CreateAdd(panel, b_.CreateAdd(b_.CreateMul(b_.CreateLShr(first, c32(6)), c32(KB * 128)), c32(2048 * j)));
   };
 
+  // The wgmmas' column pieces of the warpgroup's NR columns: one, or two past wgmma's n of 256.
+  std::vector<std::pair<int64_t, int64_t>> pieces{{0, NR}};  // (first column, columns)
+  if (NR > 256) {
+    const int64_t unit = pb.k_inner ? 8 : 64, n1 = (NR / 2 + unit - 1) / unit * unit;
+    if (n1 > 256 || NR - n1 > 256 || (NR - n1) % 8) return false;
+    pieces = {{0, n1}, {n1, NR - n1}};
+  }
   // One K step's wgmmas on the panels of the stage at `stage`.
   auto multiply = [&](llvm::Value* stage, std::vector<llvm::Value*> out) {
     llvm::Value* a_panel = stage;
     llvm::Value* b_panel = b_.CreateAdd(stage, c32(pb.offset));
     target_.wgmma_fence(b_);
-    for (int64_t j = 0; j < KB * esz / 32; ++j) {  // one wgmma per 32 bytes of K
+    for (int64_t j = 0; j < KB * esz / 32; ++j) {  // one wgmma per 32 bytes of K (and column piece)
       llvm::Value* da = desc(operand_addr(a_panel, pa, wg_row, j), pa.k_inner ? 16 : KB * 128, 1024);
-      llvm::Value* db = desc(operand_addr(b_panel, pb, wg_col, j), pb.k_inner ? 16 : KB * 128, 1024);
-      out = i8 ? target_.wgmma_int8(b_, out, da, db, static_cast<int>(NR), ta.scalar == ScalarType::i8, tb.scalar == ScalarType::i8)
-               : target_.wgmma(b_, out, da, db, static_cast<int>(NR), bf, !pa.k_inner, !pb.k_inner);
+      for (const auto& [n0, nw] : pieces) {
+        llvm::Value* col = n0 ? b_.CreateAdd(wg_col, c32(n0)) : wg_col;
+        llvm::Value* db = desc(operand_addr(b_panel, pb, col, j), pb.k_inner ? 16 : KB * 128, 1024);
+        // the piece's accumulators: D[ni 4 + i] of its m16n8 blocks ni in [n0 / 8, (n0 + nw) / 8)
+        const auto first = out.begin() + n0 / 2, last = first + nw / 2;
+        std::vector<llvm::Value*> part(first, last);
+        part = i8 ? target_.wgmma_int8(b_, part, da, db, static_cast<int>(nw), ta.scalar == ScalarType::i8, tb.scalar == ScalarType::i8)
+                  : target_.wgmma(b_, part, da, db, static_cast<int>(nw), bf, !pa.k_inner, !pb.k_inner);
+        std::copy(part.begin(), part.end(), out.begin() + n0 / 2);
+      }
     }
     target_.wgmma_commit(b_);
     return out;

@@ -17,7 +17,7 @@ std::string GemmPlan::key() const {
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string(), amx_store ? "" : "s0")
                  : std::string(),
              demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", own_a ? ".owna" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
-             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), fixed_key(),
+             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), cycles ? ".cycles" : "", c_prefetch ? ".cpf" : "", fixed_key(),
              epilogue.key());
 }
 
@@ -84,6 +84,8 @@ std::map<std::string, std::string> GemmPlan::fields() const {
                                                                    : ": A panel lines two K steps ahead, the next cold panels into L2")},
           {"amx_store", amx_store ? "true" : "false"},
           {"demote", demote ? "true" : "false"},
+          {"cycles", cycles ? "true" : "false"},
+          {"c_prefetch", c_prefetch ? "true" : "false"},
           {"direct_a", direct_a ? "true" : "false"},
           {"inline_b", inline_b ? "true" : "false"},
           {"own_a", own_a ? "true" : "false"},
@@ -176,6 +178,7 @@ GemmPlan plan_gemm(const GemmSpec& spec, const CpuTargetInfo& cpu, const PlanOve
   plan_packed_blocks(p, c);   // the packed nest's kt and mc_tiles
   plan_inline_b(p, c);        // B packed by its reader
   plan_skinny_walk(p, c);     // the unpacked blocked nest (k_outer), ksplit
+  plan_ksplit_tile_walk(p, c);  // ksplit of the unpacked tile walk (m_inner)
   plan_b_prefetch(p, c);      // B's rows prefetched in that nest
   plan_gemv(p, c);            // the dot walk of matrix-vector products
   plan_wave_tile(p, c);       // mr of a data-parallel tile walk of few tiles on many cores

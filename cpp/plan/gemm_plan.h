@@ -27,6 +27,23 @@ struct CpuTargetInfo {
   std::string name;  // LLVM's CPU name ("znver4", "sapphirerapids"; empty: unknown): rules measured on one CPU
 };
 
+// plan.cycles (debugging): each kernel call adds the time-stamp counter's ticks of its phases to
+// kCycleFields 64-bit counters of its worker index (a share's index in a launch of shares), in a
+// buffer the runtime passes as the 13th pointer (gemm.h: gemm_cycles).
+enum class CycleField : int {
+  kernel = 0,        // the whole kernel call
+  calls = 1,         // kernel calls
+  pack_a = 2,        // packing A's row panels
+  pack_b = 3,        // packing B's column panels
+  barrier = 4,       // waiting at the packing barrier (phase 0)
+  tiles_first = 5,   // AMX blocked nest: the first row panel of a block for each column panel (B's slice cold)
+  tiles_first_n = 6, //   (their count)
+  tiles_other = 7,   // the other row panels' tiles (their K loops, with the load of continued partial sums)
+  tiles_other_n = 8, //   (their count)
+  tile_stores = 9,   // each tile's epilogue, or its partial sums stored for the next K tile
+};
+constexpr int64_t kCycleFields = 16;
+
 struct GemmPlan {
   ir::ScalarType dtype = ir::ScalarType::f32;  // accumulator
   ir::ScalarType a_type = ir::ScalarType::f32, b_type = ir::ScalarType::f32, c_type = ir::ScalarType::f32;  // kernel's
@@ -108,6 +125,14 @@ struct GemmPlan {
   // CPUs that have it): the other workers then read them from L3 instead of snooping the
   // packer's L2 for lines it holds modified. Part of the key.
   bool demote = false;
+  // Debugging (not part of any default): the kernel reads the time-stamp counter at its phases'
+  // boundaries into per-worker counters (CycleField); off, the kernel has none of it. Part of the key.
+  bool cycles = false;
+  // AMX blocked nest: during each tile's K loop, the lines its K tile will write (C's rows at the
+  // last K tile, the scratch's partial sums at the others) are prefetched for writing, two a K step
+  // (prefetchw), so that the tile's stores do not wait for each line's read from memory (and its
+  // page walk). Part of the key.
+  bool c_prefetch = false;
   // AMX plans with a row-major A (unit_a), K a multiple of kb and M of mr: the tiles read A
   // where it is (tileloadd with A's row stride; its lines two K steps ahead prefetched) and A is
   // not packed. With one row of workers (grid_m 1) each worker packs only the B panels it reads,

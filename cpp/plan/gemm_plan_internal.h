@@ -66,6 +66,7 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c);
 // A small block of C and a long K on many cores: the K split of the whole block (plan_packing
 // leaves it unpacked, plan_skinny_walk takes the k_outer walk with ksplit = threads).
 bool ksplit_small_block(const GemmPlan& p, const PlanContext& c);
+void plan_ksplit_tile_walk(GemmPlan& p, const PlanContext& c);
 void plan_b_prefetch(GemmPlan& p, const PlanContext& c);
 void plan_gemv(GemmPlan& p, const PlanContext& c);
 void plan_fixed_shape(GemmPlan& p, const PlanContext& c);

@@ -83,6 +83,16 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       // (bf16 256^3 too, 8 column panels for 16 workers: grid_m 1 21.2 [19.5-25.0] us, the run-time
       // grid 25.7 [22.7-25.9] (session 25, the same host and rounds as int8's below).)
       if (p.a_type == ir::ScalarType::bf16 && cpu.max_threads >= 8 && !overrides.count("grid_m")) p.grid_m = 1;
+      // 8-bit products on many cores with a C of 16M+ elements (int32: 64 MiB and more): each
+      // tile's C lines prefetched for writing during its K loop (plan c_prefetch). The 16-core
+      // Emerald Rapids host (H200 machine, session 27), 16 threads, 3 alternating rounds of
+      // blocks: int8 4096^3 26.74 [26.67-26.77] -> 24.53 [24.52-25.56] ms (torch._int_mm 30.69),
+      // and in another process 30.37 [29.64-38.66] -> 27.35 [25.73-27.89]; 1024^3 level (0.295 /
+      // 0.288 ms, spreads overlap); bf16 1024^3 / 4096^3 / 8192^3 1.06 / 1.02 / 1.19x but inside
+      // the spreads, so bf16 keeps it off (benchmarks/recorded/issue14-emr16-amx-session27.txt).
+      if (ir::size_in_bytes(p.a_type) == 1 && cpu.max_threads >= 8 && spec.M * spec.N >= (int64_t(1) << 24) &&
+          !overrides.count("c_prefetch"))
+        p.c_prefetch = true;
       // Many workers: the tiles read a row-major A where it is, one row of workers, each packing
       // only the B panels it reads: no worker reads panels another core has just written, which
       // cost a 16-worker bf16 512^3 call ~80 us a worker on the 16-core Emerald Rapids host.
@@ -111,6 +121,8 @@ void plan_instructions(GemmPlan& p, const PlanContext& c) {
       throw UserError("plan direct_a=1 is for AMX plans (this plan has amx=0)");
     } else if (p.amx_feed != 0) {
       throw UserError(cat("plan amx_feed=", p.amx_feed, " is for AMX plans (this plan has amx=0)"));
+    } else if (p.c_prefetch) {
+      throw UserError("plan c_prefetch=1 is for AMX plans (this plan has amx=0)");
     }
   }
   // The VNNI loads of B keep a kb x nr step in registers (the lowering's limit of 64 vectors).

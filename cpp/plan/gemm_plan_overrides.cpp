@@ -96,6 +96,16 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
       p.demote = v != 0;
       continue;
     }
+    if (k == "c_prefetch") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override c_prefetch=", v, " must be 0 or 1"));
+      p.c_prefetch = v != 0;
+      continue;
+    }
+    if (k == "cycles") {
+      if (v != 0 && v != 1) throw UserError(cat("plan override cycles=", v, " must be 0 or 1"));
+      p.cycles = v != 0;
+      continue;
+    }
     if (k == "amx_store") {
       if (v != 0 && v != 1) throw UserError(cat("plan override amx_store=", v, " must be 0 or 1"));
       p.amx_store = v != 0;
@@ -142,7 +152,7 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
     if (k == "mr") p.mr = static_cast<int>(v);
     else if (k == "nr") p.nr = static_cast<int>(v);
     else if (k == "kb") p.kb = static_cast<int>(v);
-    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, direct_a, inline_b, own_a, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
+    else throw UserError(cat("unknown plan override '", k, "' (known: layout, simd_width, mr, nr, kb, kt, threads, shares, split, pack, prepacked_b, vnni, amx, amx_feed, amx_prefetch, amx_store, demote, cycles, c_prefetch, direct_a, inline_b, own_a, k_inner, nc_tiles, b_prefetch, mc_tiles, fixed, order, grid_m, ksplit)"));
     if (v < 1 || v > 128) throw UserError(cat("plan override ", k, "=", v, " is out of range [1, 128]"));
   }
   // A forced nr without mr (a prepacked B's panel width, or plan={'nr': ...}): the height the
@@ -157,6 +167,7 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
     throw UserError(cat("plan override kb=", p.kb, " must be a power of two in [4, 128] (the K rule of subgroup ",
                         "scope matrices)"));
   if (p.demote && !p.pack) throw UserError("plan demote=1 needs packed panels (pack=1)");
+  if (p.cycles && !p.pack) throw UserError("plan cycles=1 needs packed panels (pack=1)");
   if (p.prepacked_b && (!p.pack || p.layout != "row"))
     throw UserError("a prepacked B needs the packed row layout (pack=1, layout='row')");
   if (p.pack && spec.batch1 * spec.batch2 != 1)

@@ -66,6 +66,25 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
     if (!p.pack && ksplit_small_block(p, c)) {
       p.order = "k_outer";
       p.ksplit = p.threads;
+      // Blocks of at most 64 x 64 and at least four vectors wide on AVX-512 (f32 64x64, f64 32-64
+      // wide): each part runs the tile walk (m_inner) with 6 x 4-vector tiles instead, a tile's sums
+      // in registers down the part's K (512 at 64x64x8192 on 16), C written once a part. The k_outer
+      // walk's tile for 64 columns was 11 x 2 vectors (11 broadcasts of A, rows 32 KiB apart, a K
+      // step for 22 FMAs, and C through L1 every K tile of 128). Measured on the 16-core Emerald
+      // Rapids host (session 27, blocks of calls after a pause, 4 / 3 rounds, medians [min-max],
+      // us; torch in its own process): f32 64x64x8192 146.7 [119-229] -> 106.0 [99-116] (ksplit 32:
+      // 102.7 [101-105]; torch 101.7 [98-707]), f64 64x64x8192 238.8 [227-266] -> 201.3 [186-210]
+      // (torch 177.8); one part alone on one thread (64x64x512 f32, A rows 32 KiB apart) 94.4 ->
+      // 38.2. Not wider blocks: f32 64x128x8192 176.9 [174-215] -> 210.0 [165-212], 128x128x4096
+      // 205.5 [202-221] -> 219.0 [192-226] (kept on k_outer, whose slice of B is reused from L1).
+      // benchmarks/recorded/issue14-emr16-f32-session27.txt.
+      // (Not where the plan names b_prefetch, a field of the k_outer walk.)
+      if (c.M <= 64 && c.N <= 64 && c.N >= 4 * p.simd_width && cpu.vector_registers >= 32 &&
+          p.simd_width * esize == 64 && !overrides.count("b_prefetch")) {
+        p.order = "m_inner";
+        p.mr = 6;
+        p.nr = 4 * p.simd_width;
+      }
     }
     // A plan that names ksplit (and no walk) takes the k_outer walk where it can (unpacked).
     if (!overrides.count("order") && overrides.count("ksplit") && p.ksplit > 1 && !p.pack &&
@@ -197,6 +216,32 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
   }
 }
 
+// The K split on the unpacked tile walk (order='m_inner' with ksplit): each part runs the walk over
+// all of C for its K range (a tile's sums in registers down the part's K, C written once a part),
+// part 0 into C with beta, the others into zeroed blocks the caller adds (the plain form of the
+// runtime's K split: C in the accumulator type, no fused epilogue, one product).
+void plan_ksplit_tile_walk(GemmPlan& p, const PlanContext& c) {
+  const PlanOverrides& overrides = c.overrides;
+  if (p.ksplit <= 1 || p.order != "m_inner") return;
+  // (ksplit named without a walk takes the k_outer walk of an unpacked plan, plan_skinny_walk; a plan
+  // that keeps the tile walk, a packed one, is refused as before)
+  if (!overrides.count("order") && overrides.count("ksplit"))
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer'); the plan's ",
+                        "walk is ", p.order));
+  const bool types = p.c_type == p.dtype && (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64 ||
+                                             p.dtype == ir::ScalarType::i32);
+  if (p.pack || c.spec.batch1 * c.spec.batch2 != 1 || !types || p.epilogue.any())
+    throw UserError(cat("plan ksplit=", p.ksplit, " with order='m_inner' splits K of the unpacked tile walk: it ",
+                        "needs pack=0, one product, C in the accumulator type f32 / f64 / i32 and no fused ",
+                        "epilogue (got pack=", p.pack, ", a batch of ", c.spec.batch1 * c.spec.batch2, ", C ",
+                        ir::name(p.c_type), ", accumulator ", ir::name(p.dtype),
+                        p.epilogue.any() ? ", an epilogue" : "", "); order='k_outer' takes the others"));
+  if (!overrides.count("split")) p.split = "dp";
+  if (p.split != "dp")
+    throw UserError(cat("plan ksplit=", p.ksplit, " runs each K range as one worker's data-parallel walk: it needs ",
+                        "split='dp' (got '", p.split, "')"));
+}
+
 void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
   const CpuTargetInfo& cpu = c.cpu;
   const PlanOverrides& overrides = c.overrides;
@@ -218,8 +263,9 @@ void plan_b_prefetch(GemmPlan& p, const PlanContext& c) {
   if (p.order == "k_outer" && !overrides.count("b_prefetch") && cpu.max_threads < 8 &&
       !(cpu.name == "znver4" && one_row_panel))
     p.b_prefetch = 1024;
-  if (p.ksplit > 1 && p.order != "k_outer")
-    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer'); the plan's walk is ", p.order));
+  if (p.ksplit > 1 && p.order != "k_outer" && p.order != "m_inner")
+    throw UserError(cat("plan ksplit=", p.ksplit, " is a launch of the k_outer walk (order='k_outer') or the tile ",
+                        "walk (order='m_inner'); the plan's walk is ", p.order));
 }
 
 void plan_gemv(GemmPlan& p, const PlanContext& c) {

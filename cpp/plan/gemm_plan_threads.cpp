@@ -65,7 +65,8 @@ void plan_wave_tile(GemmPlan& p, const PlanContext& c) {
   // where the plan names the tile, the workers, the split or the walk (the tile walk, m_inner, only).
   const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
                      p.b_type == p.dtype && p.c_type == p.dtype;
-  if (!plain || p.pack || p.order != "m_inner" || p.split != "dp" || cpu.max_threads < 8 || p.threads < 8 ||
+  if (!plain || p.pack || p.order != "m_inner" || p.split != "dp" || p.ksplit > 1 || cpu.max_threads < 8 ||
+      p.threads < 8 ||
       spec.batch1 * spec.batch2 != 1 || overrides.count("mr") || overrides.count("nr") ||
       overrides.count("threads") || overrides.count("split") || overrides.count("order"))
     return;

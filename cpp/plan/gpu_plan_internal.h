@@ -118,6 +118,11 @@ inline constexpr int64_t kWsStreamKLast = 16;
 // (cuBLAS 679 / 699, before 532 / 646), and 3456x4608 took 128 x 192 at 772 (128 x 256 DP 718,
 // cuBLAS 780).
 inline constexpr bool kNTileByWaves = true;
+// kNTileByWaves' candidates also take 128 x 320 (nr 320 in the row of N tiles; rate below) for
+// products without a fused epilogue. H200, session 27 (benchmarks/recorded/issue16-h200-streamk-session27.md,
+// CUDA graphs, medians of 3 rounds, us; cuBLAS / the plan before / row 128 x 320 DP):
+// 2816x1920x8192 bf16 108.5 / 117.9 (col 128 x 256 SK + DP) / 111.7, f16 113.4 / 123.5 / 115.3.
+inline constexpr bool kWideTileByWaves = true;
 // The rate a tile element of 128 x nt tiles ran at on the H100 against 128 x 256 (one wave of whole
 // tiles, 4224x1024x8192: 790 TFLOP/s), from the session-19 table above (time a wave of tiles at K
 // 8192: 128 54.0 us, 136 52.5 (55.8 before C was staged in pieces of 8 columns too), 144 53.6, 176
@@ -133,6 +138,10 @@ inline double ntile_rate(int64_t mt, int64_t nt) {
     case 176: return 0.98;
     case 192:
     case 256: return 1.0;
+    // 128 x 320 (two wgmmas a K slice, session 27; H200, bf16, K 8192): one wave of 132 whole
+    // tiles (2816x1920) 111.7 us, 6 waves (5632^2, 792 tiles) 668.7 us = 111.5 a wave, against
+    // 128 x 256's 7.33 waves there in 681.3 (at most 85.2 a wave): 0.96 at least.
+    case 320: return 0.96;
     default: return 0.0;
   }
 }

@@ -36,11 +36,16 @@ void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
     if (!field)
       throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, sk_trace, sk_prefetch, sk_stage, sk_stage_store, sk_one_release, sk_pair, group_m, cluster, kmajor, split, kt, workers)"));
     // (kt, the Stream-K K tile, is K elements: the planner's own is 8 K steps, 512 for kb 64)
+    // (nr up to 512 on wgmma plans: their 128 x 320 blocks, check_gpu_tile; other tiles stop at 256)
     const bool kt = k == "kt";
-    if (v < 1 || v > (kt ? int64_t(1) << 30 : 256))
-      throw UserError(cat("plan override ", k, "=", v, " is out of range [1, ", kt ? "2^30" : "256", "]"));
+    const int64_t most = kt ? int64_t(1) << 30 : k == "nr" && p.wgmma ? 512 : 256;
+    if (v < 1 || v > most)
+      throw UserError(cat("plan override ", k, "=", v, " is out of range [1, ", kt ? "2^30" : std::to_string(most), "]"));
     *field = static_cast<int>(v);
   }
+  // wgmma blocks wider than 256 (128 x 320): 3 stages unless named, so that the epilogue's staging
+  // fits after them (4 would leave it none).
+  if (p.wgmma && p.nr > 256 && p.stages > 3 && !overrides.count("stages")) p.stages = 3;
 }
 
 void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
@@ -79,12 +84,17 @@ void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
     // staged in pieces of 16 columns or lane by lane, simt_wgmma.cpp)
     // (128-row tiles or fewer: 192-row ones have 128 registers a work-item, and 192 x 216 did not
     // assemble (ptxas: insufficient registers), 192 x 200 spilled 364 bytes and ran at 0.99x 192 x 192)
+    // nr past 256 (two wgmmas a K slice, simt_wgmma.cpp; up to 384): TMA plans of two consumer
+    // warpgroups (sg_m 8, sg_n 1), whose warp-specialized kernel (ws 2, check_gpu_work_group)
+    // raises their registers with setmaxnreg (an N-major B in pieces of whole 64-column atoms).
     const int nr_unit = p.tma && p.unit_b && p.sg_n == 1 && p.sg_m <= 8 ? 8 : 64;
-    if (p.mr != 16 || p.sg_m % 4 || p.nr % nr_unit || p.nr > 256 || p.kb != kb_want || p.stages < 2 ||
+    const bool wide_ok = p.nr <= 256 || (p.nr <= 384 && p.tma && p.sg_m == 8 && p.sg_n == 1);
+    if (p.mr != 16 || p.sg_m % 4 || p.nr % nr_unit || !wide_ok || p.kb != kb_want || p.stages < 2 ||
         bytes > std::max<int64_t>(48 * 1024, target.shared_bytes))
-      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256, kb=", kb_want, " and 2..8 stages "
+      throw UserError(cat("plan wgmma: mr=16, sg_m a multiple of 4, nr a multiple of 64 (of 8 with TMA, K-major B, sg_n 1 and sg_m up to 8) up to 256 "
+                          "(up to 384 with TMA, sg_m 8 and sg_n 1), kb=", kb_want, " and 2..8 stages "
                           "within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory, not mr=", p.mr,
-                          ", sg_m=", p.sg_m, ", nr=", p.nr, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
+                          ", sg_m=", p.sg_m, ", nr=", p.nr, ", sg_n=", p.sg_n, ", tma=", p.tma, ", kb=", p.kb, ", stages=", p.stages, " (", bytes, " bytes)"));
   }
   // The subgroup's accumulator tile (SIMT, DPAS and mma.sync plans; wgmma's are the warpgroup's):
   // an mr x nr matrix that the lowering unrolls into each work-item's registers, mr x nr /
@@ -132,9 +142,20 @@ void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c) {
   // descriptors) do not fit. Measured on the H100 (session 26): col sg_m 20 nr 128 ws 2 (768
   // work-items, 80 registers, 64 accumulators) failed; sg_m 16 nr 128 ws 2 (640, 96, 64) and
   // sg_m 12 nr 192 ws 2 (512, 128, 96) assemble; 192 x 216 (128, 108) did not (session 17).
+  // The warp-specialized kernel of a producer warpgroup and two consumer warpgroups (ws 2, 8
+  // consumer warps) moves registers to the consumers (setmaxnreg, simt_tma_ws.cpp: kConsumerRegs
+  // 224 each); nr past 256 needs it.
+  if (p.wgmma && p.nr > 256 && !(p.ws == 2 && p.work_group_size() == 256))
+    throw UserError(cat("plan wgmma nr=", p.nr, ": tiles wider than 256 need the warp-specialized kernel of a producer warpgroup "
+                        "(ws 2) and two consumer warpgroups (sg_m 8, sg_n 1), not ws=", p.ws, ", sg_m=", p.sg_m, ", sg_n=", p.sg_n));
+  // (a fused epilogue's per-element steps are unrolled over a warp's 16 x nr accumulators: the
+  // kernel IR's limit is 4096 elements, nr 256)
+  if (p.wgmma && p.nr > 256 && p.epilogue.any())
+    throw UserError(cat("plan wgmma nr=", p.nr, ": a fused epilogue (bias, scale, activation, residual) runs on tiles of nr 256 or "
+                        "less (its steps are unrolled over a warp's 16 x nr accumulators, at most 4096 elements)"));
   if (p.wgmma) {
     const int64_t threads = p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0);
-    const int64_t regs = std::min<int64_t>(255, 65536 / threads / 8 * 8);
+    const int64_t regs = p.ws == 2 && p.work_group_size() == 256 ? 224 : std::min<int64_t>(255, 65536 / threads / 8 * 8);
     const int64_t acc = int64_t(p.mr) * p.nr * ir::size_in_bytes(p.dtype) / 4 / p.subgroup_size;
     if (acc + 32 > regs)
       throw UserError(cat("plan wgmma tile mr=", p.mr, " nr=", p.nr, " with sg_m=", p.sg_m, " sg_n=", p.sg_n, " and ws=", p.ws,

@@ -120,8 +120,11 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     // (Fewer than 6 waves of the plan's own tiles: 5632x5632x8192's 968 tiles of 128 x 256 (7.3 waves)
     // ran 757 TFLOP/s DP against 742 with the 1408 of 128 x 176 the cost chose, cuBLAS 802; where the
     // last wave is a small part of many, the rates' error outweighs it. Session 19, lead's run.)
+    // (kWideTileByWaves: and 128 x 320, two consumer warpgroups of two wgmmas a K slice, without a
+    // fused epilogue, which that tile does not take: check_gpu_work_group)
+    const int64_t widest = kWideTileByWaves && !spec.epilogue.any() ? 320 : 256;
     if (tiles0 > sms && tiles0 % sms && tiles0 < 6 * sms)
-      for (int64_t nt = 128; nt <= 256; nt += 8)
+      for (int64_t nt = 128; nt <= widest; nt += 8)
         if (ntile_rate(128, nt) > 0 && N % nt == 0 && (nt % 64 == 0 || p.unit_b) && !(mt0 == 128 && nt == nt0) && !streams(128, nt))
           if (const double c = cost(128, nt); c < 0.97 * cost0 && c < best) best = c, bn = nt;
     if (bn) p.sg_m = 8, p.nr = static_cast<int>(bn);
@@ -129,7 +132,8 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
   // 4 stages where the shared memory holds them (a stage: the block's A and B rows of 128 bytes
   // a K step; plus 1 KiB), else 3.
   const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
-  p.stages = 4 * stage + 1024 <= target.shared_bytes ? 4 : 3;
+  // (128 x 320 blocks: 3, so that the epilogue's staging fits after them; 4 would leave it none)
+  p.stages = 4 * stage + 1024 <= target.shared_bytes && p.nr <= 256 ? 4 : 3;
 }
 
 }  // namespace coopjit

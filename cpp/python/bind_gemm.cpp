@@ -606,6 +606,26 @@ void bind_gemm(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("overrides") = PlanOverrides{});
 
+  // plan cycles (debugging): the counters its kernels added since the last reset (gemm.h).
+  m.def("_gemm_cycles", [](bool reset) {
+    const coopjit::GemmCycles c = coopjit::gemm_cycles(reset);
+    py::list slots;
+    for (int64_t s = 0; s < c.slots; ++s) {
+      py::list row;
+      for (int64_t f = 0; f < coopjit::kCycleFields; ++f) row.append(c.counters[size_t(s * coopjit::kCycleFields + f)]);
+      slots.append(row);
+    }
+    py::dict d;
+    d["slots"] = slots;
+    d["fields"] = std::vector<std::string>{"kernel", "calls", "pack_a", "pack_b", "barrier", "tiles_first", "tiles_first_n",
+                                           "tiles_other", "tiles_other_n", "tile_stores"};
+    d["call_ticks"] = c.call_ticks;
+    d["calls"] = c.calls;
+    return d;
+  }, py::arg("reset") = true,
+        "plan cycles: per worker index, the time-stamp counter ticks of the kernel's phases and counts ('fields' names "
+        "the first of each row's 16), and the ticks and number of whole calls, since the last reset.");
+  m.def("_tsc", &coopjit::read_tsc, "The time-stamp counter the kernels of plan cycles read.");
   m.def("prepack_format",
         [](const Types& types, int64_t K, int64_t N, const PlanOverrides& overrides) {
           // The panels the packed kernels read for a K x N B (row layout, as coopjit.prepack

@@ -24,6 +24,11 @@
 #include <cstring>
 #include <unordered_map>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#else
+#include <chrono>
+#endif
 
 namespace coopjit {
 
@@ -228,10 +233,61 @@ class PanelMemory {
 };
 }  // namespace
 
+int64_t read_tsc() {
+#if defined(__x86_64__) || defined(__i386__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+#endif
+}
+
+namespace {
+// plan.cycles: the counters (gemm_cycles), guarded by the mutex for a whole call.
+struct CycleCounters {
+  std::mutex mu;
+  GemmCycles c;
+};
+CycleCounters& cycle_counters() {
+  static CycleCounters* c = new CycleCounters;  // (never destroyed: pool threads may outlive statics)
+  return *c;
+}
+}  // namespace
+
+GemmCycles gemm_cycles(bool reset) {
+  CycleCounters& cc = cycle_counters();
+  std::lock_guard<std::mutex> g(cc.mu);
+  GemmCycles out = cc.c;
+  if (reset) cc.c = GemmCycles{};
+  return out;
+}
+
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
               double beta, const void* prepacked_b, const EpilogueArgs* epilogue) {
   GemmArgs g = gemm_args(spec, k.plan);
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
+  // plan.cycles: the counters held for the call (one such call at a time), its ticks added at its end.
+  std::unique_lock<std::mutex> cycles_lock;
+  struct CallTicks {
+    GemmCycles* c = nullptr;
+    int64_t t0 = 0;
+    ~CallTicks() {
+      if (c) c->call_ticks += read_tsc() - t0, ++c->calls;
+    }
+  } call_ticks;
+  int64_t* cycle_slots = nullptr;
+  if (k.plan.cycles) {
+    CycleCounters& cc = cycle_counters();
+    cycles_lock = std::unique_lock<std::mutex>(cc.mu);
+    // Worker indices: the workers', or a launch of shares' workers x shares (at most).
+    const int64_t slots = std::max<int64_t>(1, int64_t(std::max(1, k.plan.threads)) * std::max(1, k.plan.shares));
+    if (cc.c.slots < slots) {
+      cc.c.counters.resize(size_t(slots * kCycleFields), 0);
+      cc.c.slots = slots;
+    }
+    cycle_slots = cc.c.counters.data();
+    call_ticks.c = &cc.c;
+    call_ticks.t0 = read_tsc();
+  }
   const void* ka = g.swap_ab ? b : a;
   const void* kb = g.swap_ab ? a : b;
   // Packed panels: ceil(M / mr) * mr x Kp and Kp x ceil(N / nr) * nr elements, 64-byte aligned.
@@ -330,9 +386,10 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
   }
   const EpilogueArgs none{};
   const EpilogueArgs& ep = epilogue ? *epilogue : none;
-  void* ptrs[12] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws_ptr, flags, pa, pb, cs,
+  // (the 13th: plan.cycles's counters; kernels without the plan field have 12 pointer parameters)
+  void* ptrs[13] = {const_cast<void*>(ka), const_cast<void*>(kb), c, ws_ptr, flags, pa, pb, cs,
                     const_cast<void*>(ep.scale), const_cast<void*>(ep.row_scale), const_cast<void*>(ep.bias),
-                    const_cast<void*>(ep.residual)};
+                    const_cast<void*>(ep.residual), cycle_slots};
   // alpha and beta have the accumulator's type: floats in the fps slots, integers after n_sk.
   const bool int_scalars = !ir::is_float(k.plan.dtype);
   // Integer products take alpha and beta as integers (float products leave the slots unused).
@@ -368,11 +425,11 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     else ThreadPool::get().run(parts, fn, true);
   };
   auto part_operands = [&](void** p, int64_t k0) {
-    std::copy(ptrs, ptrs + 12, p);
+    std::copy(ptrs, ptrs + 13, p);
     p[0] = static_cast<char*>(p[0]) + k0 * g.sa_c * int64_t(ir::size_in_bytes(k.plan.a_type));
     p[1] = static_cast<char*>(p[1]) + k0 * g.sb_r * int64_t(ir::size_in_bytes(k.plan.b_type));
   };
-  // K split among the workers (GemmPlan::ksplit, the k_outer walk): part w runs the kernel on its K
+  // K split among the workers (GemmPlan::ksplit, the k_outer walk or the tile walk): part w runs the kernel on its K
   // range over all of C (every row and column panel, as one worker), part 0 into C (beta applied
   // there), the others into zeroed M x N blocks of partial sums, added into C here once all are
   // done. One row of C (a vector times a matrix) or a small M x N block of few tiles for the workers
@@ -410,7 +467,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(k_last, k0 + step) - k0;
-      void* p[12];
+      void* p[13];
       part_operands(p, k0);
       p[3] = sums + size_t(w) * part_bytes;
       launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
@@ -433,7 +490,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     if (k.plan.dtype == ir::ScalarType::f32) add(0.0f);
     else if (k.plan.dtype == ir::ScalarType::i32) add(uint32_t(0));  // (int32 sums wrap as the kernel's do)
     else add(0.0);
-    void* p[12];
+    void* p[13];
     part_operands(p, k_last);
     p[3] = sums;
     ThreadPool::get().run(workers, [&](int w) { launch(p, g.K - k_last, g.sc_r, g.sc_c, true, w, workers, 4, 1); }, true);
@@ -452,7 +509,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
-      void* p[12];
+      void* p[13];
       part_operands(p, k0);
       p[3] = sums + size_t(w) * part_bytes;
       launch(p, kw, g.sc_r, g.sc_c, false, 0, 1, 3, 1);
@@ -473,8 +530,8 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     });
     return;
   }
-  if (k.plan.ksplit > 1 && k.plan.order == "k_outer" && !k.plan.pack && n_sk == 0 && g.K > 0 &&
-      g.batch1 * g.batch2 == 1 && !k.plan.epilogue.any() &&
+  if (k.plan.ksplit > 1 && (k.plan.order == "k_outer" || k.plan.order == "m_inner") && !k.plan.pack && n_sk == 0 &&
+      g.K > 0 && g.batch1 * g.batch2 == 1 && !k.plan.epilogue.any() &&
       (k.plan.dtype == ir::ScalarType::f32 || k.plan.dtype == ir::ScalarType::f64 || k.plan.dtype == ir::ScalarType::i32) &&
       k.plan.c_type == k.plan.dtype) {
     const int64_t step = ksplit_step();
@@ -487,7 +544,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const int64_t ld = static_cast<int64_t>(row / es);
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
-      void* p[12];
+      void* p[13];
       part_operands(p, k0);
       if (w > 0) {
         p[2] = blocks + size_t(w - 1) * block;

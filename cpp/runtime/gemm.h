@@ -52,4 +52,16 @@ void gemm_memo_forget();
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
               double alpha, double beta, const void* prepacked_b = nullptr, const EpilogueArgs* epilogue = nullptr);
 
+/// plan.cycles (debugging): what the calls of such plans added since the last reset: for each
+/// worker index a kernel call had (a share's index in a launch of shares), kCycleFields counters
+/// (CycleField, gemm_plan.h: time-stamp counter ticks and counts), and the ticks and number of
+/// whole run_gemm calls. Calls of such plans run one at a time.
+struct GemmCycles {
+  std::vector<int64_t> counters;  // slots x kCycleFields
+  int64_t slots = 0, call_ticks = 0, calls = 0;
+};
+GemmCycles gemm_cycles(bool reset);
+/// The time-stamp counter (rdtsc) the kernels of plan.cycles read.
+int64_t read_tsc();
+
 }  // namespace coopjit

@@ -20,6 +20,8 @@ _FIELDS = [
     ("amx_prefetch", "AMX: software prefetch of the next panels (0 none, 1 A, 2 A and B, 3 / 4 1 and A and B 8 / 16 steps ahead into L2, 5 A and B 8 steps ahead into L2, 6 1 and the next kernels' cold panels into L2)"),
     ("amx_store", "AMX: full tiles straight from the tiles to C when alpha is 1 (f32 / i32 by tilestored, bf16 by one conversion a row)"),
     ("demote", "packed panels pushed to the shared L3 as written (CLDEMOTE)"),
+    ("c_prefetch", "AMX: the lines a tile will write (C, or the partial sums) prefetched for writing during its K loop"),
+    ("cycles", "debugging: per-worker time-stamp counter ticks of the kernel's phases (coopjit._core._gemm_cycles)"),
     ("direct_a", "AMX: tiles read a row-major A where it is (A not packed)"),
     ("inline_b", "B packed by its reader per K tile and column panel, in its L2 (no packing phase for B)"),
     ("own_a", "each worker packs its own copy of A (one row of workers, no packing barrier)"),

@@ -599,7 +599,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   lines two K steps ahead, A's and B's; 3 / 4: 1 and A's and B's lines 8 / 16 steps ahead into
   L2; 5: A's and B's 8 steps ahead into L2 only; 6: 1 and the next micro kernels' cold panels into L2); amx_store (bool, AMX: a full tile goes from the
   tiles straight to C when alpha is 1, without a fused epilogue or beta; default on); demote (bool: packed panels pushed to the shared L3 as
-  they are written, CLDEMOTE); direct_a (bool, AMX: the tiles read a row-major A where it is,
+  they are written, CLDEMOTE); cycles (bool, packed plans, debugging: the kernel adds the
+  time-stamp counter's ticks of its phases to per-worker counters that
+  coopjit._core._gemm_cycles() returns); c_prefetch (bool, AMX: the lines a tile will write, C's
+  or its partial sums', prefetched for writing during its K loop); direct_a (bool, AMX: the tiles read a row-major A where it is,
   unpacked; K a multiple of kb, M of mr); inline_b (bool: no packing phase for B, each worker
   packs the K-tile slice of each of its column panels just before its tiles read it); own_a (bool:
   one row of workers, each packing its own copy of A, so that no worker reads panels another core

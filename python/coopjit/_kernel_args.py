@@ -13,7 +13,7 @@ from ._plan import Plan
 _LAYOUTS = {"row": 0, "col": 1}
 _SPLITS = {"dp": 0, "sk": 1, "sk+dp": 2, "dp+sk": 3}  # dp+sk: GPU plans only
 _ORDERS = {"m_inner": 0, "k_outer": 1, "dot": 2}  # the tile walk (plan field order)
-PLAN_FIELDS = ("layout", "simd_width", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "amx_feed", "amx_prefetch", "amx_store", "demote", "direct_a", "inline_b", "own_a", "k_inner", "nc_tiles", "b_prefetch", "mc_tiles",
+PLAN_FIELDS = ("layout", "simd_width", "mr", "nr", "kb", "kt", "threads", "split", "pack", "prepacked_b", "vnni", "amx", "amx_feed", "amx_prefetch", "amx_store", "demote", "cycles", "c_prefetch", "direct_a", "inline_b", "own_a", "k_inner", "nc_tiles", "b_prefetch", "mc_tiles",
                "fixed", "order", "grid_m", "shares", "ksplit")
 
 
@@ -123,7 +123,7 @@ def _overrides(plan: dict | None) -> dict:
 def _cpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "cpu":
         raise ValueError("plan is the config of a GPU kernel; a CPU product takes a CPU kernel's config (or a dict)")
-    out = _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "amx_store", "demote", "direct_a", "inline_b", "own_a", "k_inner"), modes=("amx",))
+    out = _plan_fields(plan, PLAN_FIELDS, flags=("pack", "prepacked_b", "fixed", "amx_store", "demote", "cycles", "c_prefetch", "direct_a", "inline_b", "own_a", "k_inner"), modes=("amx",))
     if out.get("split") == _SPLITS["dp+sk"]:  # (the core said "plan override split=3 must be 0 (dp), ...")
         raise ValueError("plan split 'dp+sk' is for device plans; a CPU product takes 'dp', 'sk' or 'sk+dp'")
     return out
