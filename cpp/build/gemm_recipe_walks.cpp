@@ -182,57 +182,101 @@ void GemmRecipe::tile_walk(Builder& b, Value* tiles_mn) {
   Value* count = b.select(by_rows, b.mul(b.sub(r_hi, r_lo), tiles_n_), b.sub(hi, lo), "walk_tiles");
   Value* mt0 = b.select(by_rows, r_lo, c0.mt, "mt0");
   Value* nt0 = b.select(by_rows, zero_, c0.nt, "nt0");
-  // kc_tiles (long K): the walk whose tiles add each block of K into C; else the plain walk (both
+  // walk_kc (long K): the blocks of K, each added into C, outside the tiles; else the plain walk (both
   // loops in the kernel, chosen once a call: a loop of one block cost 64^3 6% more, 2.86 -> 3.04 us).
-  auto walk = [&](Builder& wb, Value* kc_tiles, bool two_level) {
+  auto walk = [&](Builder& wb, bool two_level) {
     wb.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
       Coords c{it[0], it[1], it[2], it[3]};
       Tile t = tile_at(x, c);
-      if (kc_tiles) {
-        // Long K, float C without fused steps: blocks of about kFlushK elements of K, each added into C
-        // (as the blocked nest adds each K tile, and a BLAS each kc block), so each output's error
-        // grows like (K / kc + kc) * eps, not K * eps. (A second set of accumulators in registers
-        // instead spilled the 8 x 48 f32 tile's: 200x200x8192 ran 14% longer on one Zen 5 core.)
-        // Each block's K loop is the plain walk's from k = 0 (A and B advanced to the block, K
-        // the elements left): the loop from a block's k0 kept more live values, and the 8 x 48
-        // tile's 200x200x8192 ran 8% longer.
-        x.for_(zero_, tiles_k_, kc_tiles, {}, [&](Builder& y, Value* kt0, const std::vector<Value*>&) {
-          Value* k0 = y.mul(kt0, g_.kt, "kc0");
-          Tile s = t;
-          s.A = y.ptr_offset(t.A, y.mul(k0, p_.unit_a ? one_ : g_.sa_c), "a_kc");
-          s.B = y.ptr_offset(t.B, y.mul(k0, g_.sb_r), "b_kc");
-          Value* K_all = g_.K;
-          g_.K = y.sub(K_all, k0, "k_left");
-          Value* acc = accumulate(y, s, zero_, kc_tiles);
-          g_.K = K_all;
-          y.if_(y.cmp(CmpPred::eq, kt0, zero_, "first_kc"), {}, [&](Builder& z) {
-            epilogue(z, t, acc);
-            return std::vector<Value*>{};
-          }, [&](Builder& z) {
-            epilogue(z, t, acc, true);
-            return std::vector<Value*>{};
-          });
-          return std::vector<Value*>{};
-        }, "kc");
-      } else {
-        epilogue(x, t, accumulate(x, t, zero_, tiles_k_, two_level));
-      }
+      epilogue(x, t, accumulate(x, t, zero_, tiles_k_, two_level));
       Coords n = next(x, c, m_lo, m_hi);
       return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
     }, "mn");
   };
+  // Long K, float C without fused steps: blocks of about kFlushK elements of K, each added into C
+  // (as the blocked nest adds each K tile, and a BLAS each kc block), so each output's error
+  // grows like (K / kc + kc) * eps, not K * eps. (A second set of accumulators in registers
+  // instead spilled the 8 x 48 f32 tile's: 200x200x8192 ran 14% longer on one Zen 5 core.)
+  // Each block's K loop is the plain walk's from k = 0 (A and B advanced to the block, K the
+  // elements left): the loop from a block's k0 kept more live values, and the 8 x 48 tile's
+  // 200x200x8192 ran 8% longer.
+  auto block = [&](Builder& x, const Tile& t, Value* kt0, Value* kc_tiles) {
+    Value* k0 = x.mul(kt0, g_.kt, "kc0");
+    Tile s = t;
+    s.A = x.ptr_offset(t.A, x.mul(k0, p_.unit_a ? one_ : g_.sa_c), "a_kc");
+    s.B = x.ptr_offset(t.B, x.mul(k0, g_.sb_r), "b_kc");
+    Value* K_all = g_.K;
+    g_.K = x.sub(K_all, k0, "k_left");
+    Value* acc = accumulate(x, s, zero_, kc_tiles);
+    g_.K = K_all;
+    x.if_(x.cmp(CmpPred::eq, kt0, zero_, "first_kc"), {}, [&](Builder& z) {
+      epilogue(z, t, acc);
+      return std::vector<Value*>{};
+    }, [&](Builder& z) {
+      epilogue(z, t, acc, true);
+      return std::vector<Value*>{};
+    });
+  };
+  // N over 64 and rows of a tile's B 192 bytes or wider (the 8 x 48 f32 and 8 x 24 f64 tiles of
+  // AVX-512): the block loop is outside the walk over the worker's tiles (as a BLAS's kc loop is
+  // outside its tiles), so the tiles down one column panel share the block's rows of B (2048 x 48
+  // f32: 384 KiB, held in L2) where each tile's own walk over all of K streamed the whole panel
+  // again (96x96x16384: 12 tiles a panel, 3 MiB each); each output's sum is the same, in the same
+  // order. One Zen 5 core, CPU time, 9 rounds: f32 96x96x16384 1.54 -> 1.36 ms, 200x200x8192 3.93
+  // -> 3.14, 128x128x8192 1.79 -> 1.51, f64 96x96x8192 1.73 -> 1.32. N up to 64 ran longer so
+  // (f64 64x64x8192 0.68 -> 0.90 ms; f32 64x64x16384, 32x32x16384 and 128x32x16384 10-40% in some
+  // rounds) and keeps the blocks inside each tile, as do narrower tiles (not measured);
+  // benchmarks/recorded/issue14-zen5-2core-int8-session27.txt.
+  const bool blocks_outside = p_.nr * int64_t(ir::size_in_bytes(p_.b_type)) >= 192;
+  auto walk_kc_inside = [&](Builder& wb, Value* kc_tiles) {
+    wb.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
+      Coords c{it[0], it[1], it[2], it[3]};
+      Tile t = tile_at(x, c);
+      x.for_(zero_, tiles_k_, kc_tiles, {}, [&](Builder& y, Value* kt0, const std::vector<Value*>&) {
+        block(y, t, kt0, kc_tiles);
+        return std::vector<Value*>{};
+      }, "kc");
+      Coords n = next(x, c, m_lo, m_hi);
+      return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
+    }, "mn");
+  };
+  auto walk_kc_outside = [&](Builder& wb, Value* kc_tiles) {
+    wb.for_(zero_, tiles_k_, kc_tiles, {}, [&](Builder& y, Value* kt0, const std::vector<Value*>&) {
+      y.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
+        Coords c{it[0], it[1], it[2], it[3]};
+        Tile t = tile_at(x, c);
+        block(x, t, kt0, kc_tiles);
+        Coords n = next(x, c, m_lo, m_hi);
+        return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
+      }, "mn");
+      return std::vector<Value*>{};
+    }, "kc");
+  };
+  auto walk_kc = [&](Builder& wb, Value* kc_tiles) {
+    if (!blocks_outside) {
+      walk_kc_inside(wb, kc_tiles);
+      return;
+    }
+    wb.if_(wb.cmp(CmpPred::gt, g_.N, wb.index(64), "wide_n"), {}, [&](Builder& x) {
+      walk_kc_outside(x, kc_tiles);
+      return std::vector<Value*>{};
+    }, [&](Builder& x) {
+      walk_kc_inside(x, kc_tiles);
+      return std::vector<Value*>{};
+    });
+  };
   if (!p_.pack && flush_steps() > 0 && p_.c_type == T && !p_.epilogue.any()) {
     Value* kc_tiles = b.bin(BinOp::max, b.div(b.index(kFlushK), g_.kt), one_, "kc_tiles");
     b.if_(b.cmp(CmpPred::gt, tiles_k_, kc_tiles, "long_k"), {}, [&](Builder& x) {
-      walk(x, kc_tiles, false);
+      walk_kc(x, kc_tiles);
       return std::vector<Value*>{};
     }, [&](Builder& x) {
-      walk(x, nullptr, false);  // (K up to kFlushK: one block)
+      walk(x, false);  // (K up to kFlushK: one block)
       return std::vector<Value*>{};
     });
     return;
   }
-  walk(b, nullptr, true);  // (C of another type, fused steps: two_level sums in registers)
+  walk(b, true);  // (C of another type, fused steps: two_level sums in registers)
 }
 
 }  // namespace coopjit

@@ -243,12 +243,17 @@ void plan_own_a(GemmPlan& p, const PlanContext& c) {
   // same process, plan= against the default, loaded by other builds: the workers' CPU time from
   // the launch trace): 256^3 146 -> 95 us, 512^3 863 -> 723, 1024^3 5517 -> 5316 (2048^3 40.8 ->
   // 40.3 ms: not taken, nor int8: 512^3 332 -> 324 us, 1024^3 2812 -> 2785).
+  // int8 / uint8 (vnni 4) too since session 26: on the 2-core Zen 5 (2 workers, plan= own_a 0 / 1
+  // in one process, alternating blocks, loaded by other builds; the launch trace's busier worker,
+  // min / median us) 256^3 24.4 / 25.6 -> 20.2 / 21.7, 512^3 158.9 / 168.4 -> 143.1 / 154.8, 1024^3
+  // 1186 -> 1114 (min); a call, median of 7 rounds, 256^3 29.5 -> 28.0, 512^3 174.0 -> 169.1 (torch._int_mm
+  // 24.1 / 150.4: still behind). benchmarks/recorded/issue14-zen5-2core-int8-session26.txt.
   if (!overrides.count("own_a")) {
     const GemmSpec& spec = c.spec;
     const int64_t tiles_m = (c.M + p.mr - 1) / p.mr, tiles_n = (c.N + p.nr - 1) / p.nr;
     const double a_bytes = double(tiles_m * p.mr) * double(ceil_to(std::max<int64_t>(1, spec.K), p.kb)) *
                            ir::size_in_bytes(packed_a_type(p));
-    p.own_a = p.pack && !p.amx && p.vnni == 2 && p.split == "dp" && p.shares == 1 && !p.direct_a &&
+    p.own_a = p.pack && !p.amx && (p.vnni == 2 || p.vnni == 4) && p.split == "dp" && p.shares == 1 && !p.direct_a &&
               c.cpu.max_threads < 8 && p.threads >= 2 && p.threads <= 4 && p.grid_m <= 1 && tiles_n >= p.threads &&
               a_bytes <= 3.0 * (1 << 20) && !overrides.count("grid_m") && spec.batch1 * spec.batch2 == 1;
   }
