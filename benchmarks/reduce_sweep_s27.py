@@ -90,7 +90,8 @@ def main():
                                     (lambda t=t: t.amax(dim=axis))
                     ref = np.sum(a.astype(np.float64), axis=axis) if op == "sum" else np.max(a, axis=axis)
                     got = np.asarray(coopjit.reduce(a, axis=axis, op=op), np.float64)
-                    assert np.allclose(got, np.asarray(ref, np.float64), rtol=1e-2 if dtype == "bfloat16" else 1e-4), name
+                    rtol = 1e-2 if dtype == "bfloat16" else 1e-4
+                    assert np.allclose(got, np.asarray(ref, np.float64), rtol=rtol), name
                     calls = min(20, max(1, int(0.04 / (a.nbytes / 40e9))))
                     copies, rates = [], {lib: [] for lib in fns}
                     for f in fns.values():

@@ -133,7 +133,8 @@ Value* ReduceTilePass::accumulate(Builder& x, bool row_form, Value* fixed, bool 
         return std::vector<Value*>{w.mat_bin(comb, it[0], part, "acc")};
       }, "span")[0];
     };
-    acc = x.if_(x.cmp(CmpPred::gt, x.sub(main, first), x.mul(spans[0], x.index(8)), "long_walk"), {acc_t()}, [&](Builder& z) {
+    Value* long_walk = x.cmp(CmpPred::gt, x.sub(main, first), x.mul(spans[0], x.index(8)), "long_walk");
+    acc = x.if_(long_walk, {acc_t()}, [&](Builder& z) {
       return std::vector<Value*>{level(z, first, main, acc, sum_levels)};
     }, [&](Builder& z) { return std::vector<Value*>{steps(z, first, main, acc)}; })[0];
   } else {

@@ -73,7 +73,8 @@ void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) 
     // (column_rows: each worker's index is its row of partials, so its shares are its workers)
     if (!known || (field == "split" && key != "column.split") || key == "column_rows.shares")
       throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
-                          "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels; column.split)"));
+                          "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels; "
+                          "column.split)"));
     const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024
                        : field == "shares" ? 4096 : field == "sum_levels" ? 8 : 256;
     const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
