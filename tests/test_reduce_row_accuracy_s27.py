@@ -144,3 +144,46 @@ def test_sum_block_overrides_are_checked():
         assert coopjit.reduce(x) == pytest.approx(0.1 * 10**6, rel=1e-3)
     finally:
         _core.reduce_plan_overrides({})
+
+
+# Axis 0 of many contiguous short rows (n x K, K elements under a line) to K values: the memory as
+# rows of W elements (a multiple of K and of 8 vectors of accumulator lanes) reduced down their
+# columns, then each column's W / K partials and the rows the W-wide view leaves over.
+SHORT = [(4_000_000, 3), (1_000_003, 5), (300_001, 7), (2**20, 15), (2**20 + 1, 2), (2**18 + 3, 1)]
+
+
+@pytest.mark.parametrize("shape", SHORT, ids=[f"{r}x{c}" for r, c in SHORT])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, BF16, np.int32, np.uint8, np.float16],
+                         ids=["f32", "f64", "bf16", "i32", "u8", "f16"])
+def test_axis0_of_short_rows_against_float64(rng, threads, shape, dt):
+    if np.dtype(dt).itemsize * shape[0] * shape[1] < 2**20:
+        shape = (2**20 // shape[1] + 7, shape[1])
+    # (integers up to 50; float16 data under 1/64, so that a sum stays under its 65504)
+    x = (rng.random(shape, dtype=np.float32) * (50 if np.dtype(dt).kind in "iu" else 2**-6 if dt == np.float16
+                                                 else 1)).astype(dt)
+    before = x.copy()
+    x64 = x.astype(np.float64)
+    for op in ("sum", "max", "min"):
+        got = coopjit.reduce(x, axis=0, op=op)
+        ref = getattr(np, op)(x64, axis=0)
+        if op != "sum":
+            assert np.array_equal(got.astype(np.float64), ref), op
+        elif np.dtype(dt).kind in "iu":
+            assert got.dtype == (np.uint64 if np.dtype(dt).kind == "u" else np.int64) and np.array_equal(got, ref)
+        else:
+            out_u = 2.0 ** -(np.finfo(dt).nmant + 1) if dt != BF16 else 2.0**-8  # (bf16: 8 significant bits)
+            acc_u = 2.0**-53 if dt == np.float64 else U
+            # three levels of 256 down the view's columns, the partials' column, the output rounding
+            d = 3 * 256 + 64
+            assert _rel(got, ref) <= out_u + d * acc_u, (op, _rel(got, ref))
+    assert np.array_equal(x.view(np.uint8), before.view(np.uint8))
+
+
+def test_axis0_of_short_rows_propagates_nan(threads):
+    x = np.ones((2**20, 3), np.float32)
+    x[777_777, 1] = np.nan
+    x[5, 2] = -np.inf
+    for op in ("sum", "max", "min"):
+        got = coopjit.reduce(x, axis=0, op=op)
+        ref = getattr(np, op)(x, axis=0)
+        assert np.array_equal(got, ref, equal_nan=True), (op, got, ref)
