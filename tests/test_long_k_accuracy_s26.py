@@ -75,7 +75,7 @@ def _broadcast(rng, n, cols):
 
 # (name, array maker, axis, bound in eps). Before: (2^22, 4) axis 0 5.0e-5, the stride-0 rows
 # (10^6, 3) axis 0 1.2e-2 and (10^6, 64) 1.5e-2 (NumPy: the same). (One long row, or one column
-# of stride-0 rows, goes to the row form in pieces: unchanged, see the CHANGELOG.)
+# of stride-0 rows, goes to the row form in pieces: test_reduce_row_accuracy_s27.py, session 27.)
 RED = [("4e6x4-axis0", lambda r: r.random((2**22, 4), dtype=np.float32), 0, 8),
        ("4x4e6-axis1", lambda r: r.random((4, 2**22), dtype=np.float32), 1, 8),
        # (wide rows: the column_rows form, its partials in memory, unchanged: 3.8e-6, NumPy's 4e-6)

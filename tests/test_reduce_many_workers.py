@@ -21,7 +21,8 @@ def test_long_rows_keep_four_row_tiles_on_any_worker_count(threads, rows, cols):
     assert (p["simd_width"], p["tile_rows"], p["tile_cols"], p["threads"], p["shares"]) == \
         (16, 4, 64, threads, 4 * threads if many else 0), p
     assert p["unit"] and p["read_past"] and p["prefetch"] == 0, p
-    assert p["key"] == "reduce.sum.row.f32.f32.f32.s16.t4x64.u.uy.rp", p
+    # (rows longer than 128 tiles sum in levels, plan sum_block: session 27)
+    assert p["key"] == "reduce.sum.row.f32.f32.f32.s16.t4x64.u.uy.rp" + (".sb16x3" if cols > 128 * 64 else ""), p
     # AVX2: 8 lanes, the same tile in vectors.
     p = _core.reduce_plan("sum", "row", rows, cols, vector_bytes=32, threads=threads)
     assert (p["simd_width"], p["tile_rows"], p["tile_cols"]) == (8, 4, 32), p

@@ -25,6 +25,7 @@ struct ReduceTilePass {
   int R, CW;                                 // tile rows and columns
   ir::BinOp comb;
   int prefetch = 0;                          // row form: the main tiles' lines this many bytes on to L1
+  int sum_block = 0, sum_levels = 0;         // row form, float sums: ReducePlan's levels of partial sums
 
   ir::Type in_t() const { return ir::Type::matrix(s.in, R, CW, ir::Use::acc, ir::Scope::subgroup); }
   ir::Type acc_t() const { return ir::Type::matrix(s.acc, R, CW, ir::Use::acc, ir::Scope::subgroup); }

@@ -43,7 +43,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     Value* lo = x.min(x.mul(worker, per), n, "lo");
     return std::make_pair(lo, x.min(x.add(lo, per), n, "hi"));
   };
-  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb, p.prefetch};
+  const ReduceTilePass pass{s, X, rows, cols, sx_r, sx_c, TR, TC, zero, id, R, CW, comb, p.prefetch, p.sum_block,
+                            p.sum_levels};
 
   if (s.form == "row") {  // Y[i] = op over row i: tiles of R rows walk along the columns
     auto [lo, hi] = share(b, ceil_div(b, rows, TR));

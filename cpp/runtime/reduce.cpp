@@ -50,6 +50,10 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
   p.read_past = overridden(o, s.form, "read_past", p.read_past) != 0;
   p.threads = static_cast<int>(overridden(o, s.form, "threads", p.threads));
   if (s.form != "column_rows") p.shares = static_cast<int>(overridden(o, s.form, "shares", p.shares));
+  p.sum_block = static_cast<int>(overridden(o, s.form, "sum_block", p.sum_block));
+  p.sum_levels = static_cast<int>(overridden(o, s.form, "sum_levels", p.sum_levels));
+  if (s.form != "row" || s.op != "sum" || !ir::is_float(s.acc) || !p.sum_block || !p.sum_levels)
+    p.sum_block = p.sum_levels = 0;  // (a row form's float sum only; both or neither)
   if (p.tile_cols % p.simd_width || (s.form == "2x2" && p.tile_rows % 2) ||
       (s.form == "column_rows" && p.block_cols % p.tile_cols) || (p.segments && p.tile_rows != 1))
     throw UserError(cat("reduce plan overrides give a ", s.form, " tile of ", p.tile_rows, " x ", p.tile_cols,
@@ -60,7 +64,7 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
 
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) {
   static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch",
-                                 "read_past", "threads", "shares", "split"};
+                                 "read_past", "threads", "shares", "split", "sum_block", "sum_levels"};
   for (const auto& [key, v] : overrides) {
     const size_t dot = key.find('.');
     const std::string field = dot == std::string::npos ? key : key.substr(dot + 1);
@@ -69,9 +73,10 @@ void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) 
     // (column_rows: each worker's index is its row of partials, so its shares are its workers)
     if (!known || (field == "split" && key != "column.split") || key == "column_rows.shares")
       throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
-                          "prefetch, read_past, threads, shares (not column_rows); column.split)"));
+                          "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels; "
+                          "column.split)"));
     const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024
-                       : field == "shares" ? 4096 : 256;
+                       : field == "shares" ? 4096 : field == "sum_levels" ? 8 : 256;
     const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
     if (v < lo || v > hi)
       throw UserError(cat("reduce plan override ", key, "=", v, " is out of range [", lo, ", ", hi, "]"));

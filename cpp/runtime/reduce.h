@@ -16,7 +16,9 @@ void run_reduce(const ReduceSpec& spec, const void* x, void* y, int threads_over
 /// tests: the A/B of a plan choice in one process): keys "field" (every form) or "form.field"
 /// (that form only; it wins), fields tile_rows, tile_cols, block_cols, prefetch, read_past,
 /// threads, shares (the row, column and 2x2 forms' work cut into that many shares over the
-/// threads, run_shares; 0 or up to threads: one a thread), and "column.split" (0: the column form
+/// threads, run_shares; 0 or up to threads: one a thread), sum_block and sum_levels (the row
+/// form's float sums: ReducePlan's levels of partial sums; 0: one accumulator a lane; other
+/// forms and ops ignore them), and "column.split" (0: the column form
 /// is not split into column_rows + column).
 /// An empty map restores the planner's choices. Checked here: unknown keys, values out of range.
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides);

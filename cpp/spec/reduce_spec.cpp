@@ -20,7 +20,8 @@ std::string ReducePlan::key(const ReduceSpec& s) const {
              simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g",
              block_cols ? cat(".cb", block_cols) : std::string(), stride ? cat(".sc", stride) : std::string(),
              unit_y ? ".uy" : "", prefetch ? cat(".pf", prefetch) : std::string(),
-             read_past ? ".rp" : "", segments ? ".seg" : "");
+             read_past ? ".rp" : "", segments ? ".seg" : "",
+             sum_block ? cat(".sb", sum_block, "x", sum_levels) : std::string());
 }
 
 ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
@@ -87,6 +88,14 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   if (s.form == "row" && s.sx_c == 1 && s.sx_r >= s.cols && s.sx_r >= p.tile_cols &&
       (s.sx_r - s.cols) * ir::size_in_bytes(s.in) < 4096 - 512)
     p.read_past = true;
+  // Float sums along rows longer than 128 tiles (8192 f32): levels of partial sums of 16 tiles
+  // (a lane's chain of 16 elements, then 16 of those, ...; ReducePlan::sum_block; the kernel
+  // runs them on walks of more than 8 blocks), so that a lane's error grows like
+  // (3 * 16 + n / 4096) * eps, not n * eps (n: the lane's elements). One Zen 5 thread, sums of
+  // constant (stride-0) data: 1e6 elements 3.7e-5 -> 1.4e-7 (NumPy's pairwise sum 6.3e-8),
+  // 2^24 5.5e-4 -> 1.7e-7; blocks of 32 / 64 tiles in 2 levels: 4.1e-7 / 8.7e-7.
+  if (s.form == "row" && s.op == "sum" && ir::is_float(s.acc) && s.cols > int64_t(8 * 16) * p.tile_cols)
+    p.sum_block = 16, p.sum_levels = 3;
   if (s.form == "2x2") p.tile_rows = 8, p.tile_cols = p.simd_width * 2;
   // column_rows: tiles of 8 vectors; a block as wide as the row (up to 256 KiB of partials), so
   // that each worker reads its rows front to back, one stream. A row of partials up to 16 KiB

@@ -39,8 +39,12 @@ struct ReducePlan {
   int block_cols = 0;  // column_rows: columns of a block whose partial row stays in L1
   int prefetch = 0;  // row form: the lines this many bytes past each main tile's are prefetched (0: none)
   bool read_past = false;  // row form: a row's tail tile may read past its end into the next row
-  bool unit_y = false;
-  bool segments = false;  // column form of the n x K view of K contiguous rows of n = stride elements  // Y's stride is 1 (sy_c): the column form stores whole vectors, not scatters
+  bool unit_y = false;  // Y's stride is 1 (sy_c): the column form stores whole vectors, not scatters
+  bool segments = false;  // column form of the n x K view of K contiguous rows of n = stride elements
+  // Row form, float sums: each lane's sum of sum_block tiles is added into an accumulator of the
+  // next level, whose sum of sum_block of those into the next, sum_levels levels above the tiles'
+  // (a walk of at most sum_block tiles: one accumulator, as before). 0: one accumulator a lane.
+  int sum_block = 0, sum_levels = 0;
   std::string key(const ReduceSpec& s) const;  // everything that changes the code
 };
 
