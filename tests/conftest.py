@@ -72,6 +72,20 @@ def check_dtype_product(got, a, b, dtype, alpha=1.0, beta=0.0, c0=None):
         assert_gemm_close(got, a, b, c0, alpha, beta)
 
 
+def check_device_product(got, a, b, out, c0=None, alpha=1.0, beta=0.0):
+    """A GPU product against float64: the f32 sums' rounding ((K + 4) units of 2^-23 of
+    |alpha| |a| |b| + |beta| |c0|), then the output's (bf16 2^-8, f16 2^-11 of the value)."""
+    import ml_dtypes
+    unit = {np.dtype(np.float32): 0.0, np.dtype(ml_dtypes.bfloat16): 2.0**-8, np.dtype(np.float16): 2.0**-11}[np.dtype(out)]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = alpha * (a64 @ b64) + (beta * c0.astype(np.float64) if c0 is not None else 0.0)
+    mag = abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (abs(beta) * np.abs(c0.astype(np.float64)) if c0 is not None else 0.0)
+    bound = unit * np.abs(ref) + (a.shape[1] + 4) * 2.0**-23 * mag + 1e-30
+    assert got.dtype == out
+    bad = np.abs(got.astype(np.float64) - ref) > bound
+    assert not bad.any(), (np.argwhere(bad)[:5], bad.sum())
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

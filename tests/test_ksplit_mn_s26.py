@@ -135,9 +135,14 @@ def test_bf16_c_rounded_once(rng, threads, ksplit, beta):
     assert np.mean(c2.astype(np.float32) == c.astype(np.float32)) > 0.95
 
 
+# the K split's two walks: k_outer (session 26) and the tile walk, order m_inner (session 27)
+WALKS = pytest.mark.parametrize("walk", [{"order": "k_outer"}, {"order": "m_inner", "pack": 0}], ids=["k_outer", "m_inner"])
+
+
+@WALKS
 @pytest.mark.parametrize("beta", [0.0, -0.5, 1.0])
 @pytest.mark.parametrize("threads", [2, 3, 16])
-def test_alpha_beta_into_a_strided_block_of_a_larger_c(rng, beta, threads):
+def test_alpha_beta_into_a_strided_block_of_a_larger_c(rng, beta, threads, walk):
     a = rng.uniform(-1, 1, (30, 2500)).astype(np.float32)
     b = rng.uniform(-1, 1, (2500, 40)).astype(np.float32)
     big = rng.uniform(-1, 1, (70, 100)).astype(np.float32)
@@ -146,7 +151,7 @@ def test_alpha_beta_into_a_strided_block_of_a_larger_c(rng, beta, threads):
     if beta == 0.0:
         view[...] = np.nan
     a0, b0 = a.copy(), b.copy()
-    coopjit.gemm(a, b, view, alpha=1.5, beta=beta, plan=_plan(threads, threads))
+    coopjit.gemm(a, b, view, alpha=1.5, beta=beta, plan=_plan(threads, threads, **walk))
     _check(big[5:65:2, 10:90:2], a, b, alpha=1.5, beta=beta, c0=c0[5:65:2, 10:90:2])
     mask = np.ones(big.shape, bool)
     mask[5:65:2, 10:90:2] = False
@@ -155,17 +160,18 @@ def test_alpha_beta_into_a_strided_block_of_a_larger_c(rng, beta, threads):
     np.testing.assert_array_equal(b, b0)
 
 
+@WALKS
 @pytest.mark.parametrize("threads", [2, 16])
-def test_out_and_transposed_strided_operands(rng, threads):
+def test_out_and_transposed_strided_operands(rng, threads, walk):
     at = rng.uniform(-1, 1, (3001, 50)).astype(np.float32)    # A = at.T: column-major A
     bb = rng.uniform(-1, 1, (6002, 60)).astype(np.float32)    # B = bb[::2, 3:51]: strided rows
     a, b = at.T, bb[::2, 3:51]
     out = np.full((50, 48), np.nan, np.float32)
-    got = coopjit.matmul(a, b, out=out, plan=_plan(threads, threads))
+    got = coopjit.matmul(a, b, out=out, plan=_plan(threads, threads, **walk))
     assert got is out or np.shares_memory(got, out)
     _check(out, a.copy(), b.copy())
     # a transposed C layout (the planner's "col": C^T = B^T A^T) also splits K
-    got = coopjit.matmul(b.T.copy(), a.T.copy(), plan=_plan(threads, threads))
+    got = coopjit.matmul(b.T.copy(), a.T.copy(), plan=_plan(threads, threads, **walk))
     _check(got, b.T.copy(), a.T.copy())
 
 
