@@ -98,19 +98,25 @@ def test_f32_blocks_every_worker_count(rng, threads, ksplit, m, n, k):
     _check(coopjit.matmul(a, b, plan=plan), a, b)
 
 
-@pytest.mark.parametrize("threads", [2, 16])
-@pytest.mark.parametrize("m,n,k", [(64, 64, 8192), (13, 200, 4099)])
-def test_f64_blocks(rng, threads, m, n, k):
+# the K split's two walks: k_outer (session 26) and the tile walk, order m_inner (session 27)
+WALKS = pytest.mark.parametrize("walk", [{"order": "k_outer"}, {"order": "m_inner", "pack": 0}], ids=["k_outer", "m_inner"])
+
+
+@WALKS
+@pytest.mark.parametrize("threads,ksplit", [(2, 2), (3, 7), (16, 16)])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 8192), (13, 200, 4099), (13, 40, 4099)])
+def test_f64_blocks(rng, threads, ksplit, m, n, k, walk):
     a = rng.uniform(-1, 1, (m, k))
     b = rng.uniform(-1, 1, (k, n))
-    _check(coopjit.matmul(a, b, plan=_plan(threads, threads)), a, b, rtol=1e-12)
+    _check(coopjit.matmul(a, b, plan=_plan(ksplit, threads, **walk)), a, b, rtol=1e-12)
 
 
+@WALKS
 @pytest.mark.parametrize("threads,ksplit", [(2, 2), (3, 7), (16, 16)])
-def test_int8_blocks_exact(rng, threads, ksplit):
+def test_int8_blocks_exact(rng, threads, ksplit, walk):
     a = rng.integers(-128, 128, (23, 3001), dtype=np.int8)
     b = rng.integers(-128, 128, (3001, 45), dtype=np.int8)
-    got = coopjit.matmul(a, b, plan=_plan(ksplit, threads, pack=False))
+    got = coopjit.matmul(a, b, plan=_plan(ksplit, threads, **{"pack": False, **walk}))
     np.testing.assert_array_equal(np.asarray(got, np.int64), a.astype(np.int64) @ b.astype(np.int64))
 
 
@@ -133,10 +139,6 @@ def test_bf16_c_rounded_once(rng, threads, ksplit, beta):
     c2 = c0.copy()
     coopjit.gemm(a, b, c2, alpha=0.75, beta=beta, plan={"order": "k_outer", "pack": False, "threads": threads})
     assert np.mean(c2.astype(np.float32) == c.astype(np.float32)) > 0.95
-
-
-# the K split's two walks: k_outer (session 26) and the tile walk, order m_inner (session 27)
-WALKS = pytest.mark.parametrize("walk", [{"order": "k_outer"}, {"order": "m_inner", "pack": 0}], ids=["k_outer", "m_inner"])
 
 
 @WALKS

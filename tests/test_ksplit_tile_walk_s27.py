@@ -106,20 +106,7 @@ def test_host_plan_on_16_workers(rng, m, n, k, pad):
     _check(got, a, b)
 
 
-@pytest.mark.parametrize("threads,ksplit", [(2, 2), (16, 16), (3, 7)])
-@pytest.mark.parametrize("m,n,k", [(64, 64, 8192), (13, 40, 4099)])
-def test_f64_blocks(rng, threads, ksplit, m, n, k):
-    a = rng.uniform(-1, 1, (m, k))
-    b = rng.uniform(-1, 1, (k, n))
-    _check(coopjit.matmul(a, b, plan=_plan(ksplit, threads)), a, b, rtol=1e-12)
-
-
-@pytest.mark.parametrize("threads,ksplit", [(2, 2), (3, 7), (16, 16)])
-def test_int8_blocks_exact(rng, threads, ksplit):
-    a = rng.integers(-128, 128, (23, 3001), dtype=np.int8)
-    b = rng.integers(-128, 128, (3001, 45), dtype=np.int8)
-    got = coopjit.matmul(a, b, plan=_plan(ksplit, threads))
-    np.testing.assert_array_equal(np.asarray(got, np.int64), a.astype(np.int64) @ b.astype(np.int64))
+# float64 and exact int8 blocks: test_ksplit_mn_s26.py runs them on both walks.
 
 
 def test_more_parts_than_k_tiles(rng):
