@@ -91,6 +91,17 @@ def rng():
     return np.random.default_rng(1234)
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    """Runs the test on 1 and on 2 of coopjit's threads (the count restored after). A module's own
+    `threads` fixture or a parametrized `threads` argument takes precedence."""
+    import coopjit
+    old = coopjit.get_num_threads()
+    coopjit.set_num_threads(request.param)
+    yield request.param
+    coopjit.set_num_threads(old)
+
+
 @pytest.fixture(scope="module")
 def ptxas():
     """coopjit.ptx.ptxas (text, target) -> ptxas -v's report; skips where no ptxas is installed."""

@@ -20,14 +20,6 @@ def _rel(got, exact):
     return float(np.max(np.abs(np.asarray(got, np.float64) - exact) / np.abs(exact)))
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    old = coopjit.get_num_threads()
-    coopjit.set_num_threads(request.param)
-    yield request.param
-    coopjit.set_num_threads(old)
-
-
 # (dtype, M, N, K, bound in eps). Before: the unpacked walk's 200x200x8192 4.9e-6 (41 eps),
 # 8x8x2^20 ~ 1e-3, 1x1x2^22 ~ 3e-3, 1x64x2^20 ~ 5e-4, bf16 / f16 into f32 ~ 1e-3 / 4e-5.
 CASES = [(np.float32, 200, 200, 2**13, 12), (np.float32, 8, 8, 2**20, 48), (np.float32, 1, 1, 2**22, 24),

@@ -25,14 +25,6 @@ BLOCK, LEVELS = 16, 3  # the scheme the bounds count (plan sum_block x sum_level
 BF16 = ml_dtypes.bfloat16
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    old = coopjit.get_num_threads()
-    coopjit.set_num_threads(request.param)
-    yield request.param
-    coopjit.set_num_threads(old)
-
-
 def _depth(lane):
     """Roundings an element of a lane of `lane` elements meets: its levels' chains (the walk's head
     and tail tiles two more), the cross-lane tree (log2 of 64 lanes), a second pass over pieces'
