@@ -72,6 +72,16 @@ def check_dtype_product(got, a, b, dtype, alpha=1.0, beta=0.0, c0=None):
         assert_gemm_close(got, a, b, c0, alpha, beta)
 
 
+def check_scaled_product(c, a, b, alpha=1.0, beta=0.0, c0=None, rtol=2e-5):
+    """c against alpha a @ b + beta c0 in float64: the largest error relative to max(1, |ref|'s largest)."""
+    ref = alpha * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    if beta:
+        ref = ref + beta * np.asarray(c0, np.float64)
+    scale = max(1.0, float(np.abs(ref).max()))
+    err = float(np.abs(np.asarray(c, np.float64) - ref).max()) / scale
+    assert err <= rtol, err
+
+
 def check_device_product(got, a, b, out, c0=None, alpha=1.0, beta=0.0):
     """A GPU product against float64: the f32 sums' rounding ((K + 4) units of 2^-23 of
     |alpha| |a| |b| + |beta| |c0|), then the output's (bf16 2^-8, f16 2^-11 of the value)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import coopjit
-from conftest import planned
+from conftest import check_scaled_product as _check, planned
 
 HOST = "emeraldrapids"
 KEYS = ("order", "mr", "nr", "ksplit", "threads", "split", "pack")
@@ -20,15 +20,6 @@ KEYS = ("order", "mr", "nr", "ksplit", "threads", "split", "pack")
 
 def _plan(ksplit, threads, **kw):
     return {"order": "m_inner", "pack": 0, "ksplit": ksplit, "threads": threads, **kw}
-
-
-def _check(c, a, b, alpha=1.0, beta=0.0, c0=None, rtol=2e-5):
-    ref = alpha * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
-    if beta:
-        ref = ref + beta * np.asarray(c0, np.float64)
-    scale = max(1.0, float(np.abs(ref).max()))
-    err = float(np.abs(np.asarray(c, np.float64) - ref).max()) / scale
-    assert err <= rtol, err
 
 
 # --- the planner --------------------------------------------------------------------------------
