@@ -86,7 +86,7 @@ void GemmRecipe::blocked(Builder& b) {
       return std::vector<Value*>{};
     }, "nt");
   };
-  if (p_.nc_tiles > 0) {  // (plan nc_tiles: blocks of column panels, each row panel across a block; never inline_b)
+  if (p_.nc_tiles > 0 && !p_.k_inner) {  // (plan nc_tiles: blocks of column panels, each row panel across a block; never inline_b)
     Value* NC = b.index(p_.nc_tiles, "NC");
     b.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
       kx.for_(nlo, nhi, NC, {}, [&](Builder& nx, Value* nb, const std::vector<Value*>&) {
@@ -102,6 +102,29 @@ void GemmRecipe::blocked(Builder& b) {
       }, "nb");
       return std::vector<Value*>{};
     }, "kt");
+    return;
+  }
+  if (p_.k_inner && p_.nc_tiles > 0) {
+    // (plan k_inner with nc_tiles, session 28: blocks of C of MC row panels x NC column panels,
+    // each block through every K tile, its partial sums kept in L2 (the scratch's 4 KiB tile
+    // blocks); within a K tile, each column panel's slice of B (nr x kt) is read by the block's
+    // row panels in turn, from L1 where kt is short enough)
+    Value* NC = b.index(p_.nc_tiles, "NC");
+    b.for_(mlo, mhi, MC, {}, [&](Builder& mx, Value* mb, const std::vector<Value*>&) {
+      Value* mend = mx.min(mx.add(mb, MC), mhi, "m_end");
+      mx.for_(nlo, nhi, NC, {}, [&](Builder& nx, Value* nb, const std::vector<Value*>&) {
+        Value* nend = nx.min(nx.add(nb, NC), nhi, "n_end");
+        nx.for_(zero_, tiles_k_, one_, {}, [&](Builder& kx, Value* kt, const std::vector<Value*>&) {
+          kx.for_(nb, nend, one_, {}, [&](Builder& cx, Value* nt, const std::vector<Value*>&) {
+            rows(cx, kt, nt, mb, mend);
+            return std::vector<Value*>{};
+          }, "nt");
+          return std::vector<Value*>{};
+        }, "kt");
+        return std::vector<Value*>{};
+      }, "nb");
+      return std::vector<Value*>{};
+    }, "mb");
     return;
   }
   if (p_.k_inner) {  // (plan k_inner: each block of row panels through every K tile; never inline_b)

@@ -366,10 +366,16 @@ void SimdLowering::op(const Op& o) {
                           b_.getInt32(1)});
       return;
     }
-    case OpKind::cycles:
+    case OpKind::cycles: {
+      // lfence before and after rdtsc (session 28): the stamp waits for every earlier instruction
+      // (the tile dot products of a K loop included) to complete, and no later one starts before
+      // it, so a phase's work is not counted in the next phase.
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_sse2_lfence, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
       scalars_[o.result()] =
           b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_sse2_lfence, llvm::ArrayRef<llvm::Type*>{}, llvm::ArrayRef<llvm::Value*>{});
       return;
+    }
     case OpKind::work_id: {
       // On the CPU a work-group is one subgroup, one invocation that holds all its lanes in
       // vectors; the pool's workers run the work-groups of the launch grid (one dimension, as on

@@ -317,10 +317,12 @@ void plan_column_blocks(GemmPlan& p, const PlanContext& c) {
   // AMX plans take the same order (each tile's partial sums continued in the tiles from the
   // scratch, as in the row-block order); amx_prefetch 6 fetches the next block of row panels'
   // cold panels, which this order does not have.
-  if (p.nc_tiles > 0 && (!p.pack || p.inline_b || p.k_inner || (p.amx && p.amx_prefetch == 6)))
+  // With k_inner (session 28) nc_tiles is the column size of the blocks of C that go through
+  // every K tile (mc_tiles x nc_tiles tiles, their partial sums in L2).
+  if (p.nc_tiles > 0 && (!p.pack || p.inline_b || (p.amx && p.amx_prefetch == 6)))
     throw UserError(cat("plan nc_tiles=", p.nc_tiles, " orders the packed blocked nest by column panels: it needs pack=1, ",
-                        "inline_b=0, k_inner=0 and no amx_prefetch=6 (got pack=", p.pack, ", inline_b=", p.inline_b,
-                        ", k_inner=", p.k_inner, ", amx_prefetch=", p.amx ? p.amx_prefetch : 0, ")"));
+                        "inline_b=0 and no amx_prefetch=6 (got pack=", p.pack, ", inline_b=", p.inline_b,
+                        ", amx_prefetch=", p.amx ? p.amx_prefetch : 0, ")"));
 }
 
 }  // namespace coopjit
