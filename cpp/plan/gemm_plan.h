@@ -160,10 +160,13 @@ struct GemmPlan {
   // sums as one contiguous 4 KiB block of the scratch (tileloadd / tilestored at a 128-byte
   // stride), not as rows N apart. Not a default: on the 16-core Emerald Rapids host (session 13)
   // it measured 0.80-1.20x the old order (shape to shape and run to run) with K tiles of 512-4096
-  // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt.
+  // (bf16, int8, f32): benchmarks/recorded/issue14-emr16-session13.txt. With nc_tiles > 0
+  // (session 28): blocks of C of mc_tiles x nc_tiles tiles, each through every K tile, and within
+  // a K tile each column panel's B slice read by the block's row panels in turn (L1 where kt is
+  // short); AMX on that host 0.80-0.93x the default (issue14-emr16-amx-session28.txt).
   bool k_inner = false;
-  // The blocked nest's column-panel order (packed plans without inline_b or k_inner, AMX tiles
-  // too except with amx_prefetch 6;
+  // The blocked nest's column-panel order (packed plans without inline_b, AMX tiles too except
+  // with amx_prefetch 6; with k_inner: the column size of its blocks of C, see there;
   // part of the key): 0 = for each K tile, for each block of mc_tiles row panels, for each of the
   // worker's column panels, the block's row panels (each column panel's K-tile slice of B read
   // from L3 for each block, then from L2); n > 0 = for each K tile, for each block of n of the
