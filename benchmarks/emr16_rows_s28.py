@@ -130,7 +130,7 @@ def long_block(f):
     return float(np.median(out))
 
 
-def measure(name, variants, results):
+def measure(name, variants, results, base_label="planner"):
     t0 = time.time()
     a, b = operands(name)
     idx, ref = reference(a, b)
@@ -155,14 +155,14 @@ def measure(name, variants, results):
     slow = name in SLOW
     res = rounds_of(entries, rounds=SLOW.get(name, r25.ROUNDS), timer=long_block if slow else block)
     use(a, b, None)
-    base = np.median(res["planner"]) if "planner" in res else None
+    base = np.median(res[base_label]) if base_label in res else None
     flops = 2.0 * a.shape[-2] * a.shape[-1] * b.shape[-1] * (a.shape[0] if a.ndim == 3 else 1)
     for lab, v in res.items():
-        extra = f"  {base / np.median(v):5.2f}x planner" if base else ""
+        extra = f"  {base / np.median(v):5.2f}x {base_label}" if base else ""
         extra += f"  {np.median(res['torch']) / np.median(v):5.2f}x torch" if "torch" in res else ""
         spread = ""
-        if lab != "planner" and base:
-            p = res["planner"]
+        if lab != base_label and base:
+            p = res[base_label]
             spread = "  apart" if (max(v) < min(p) or min(v) > max(p)) else "  overlap"
         print(f"{name:20s} {lab:20s} {summary(v)} us {flops / np.median(v) / 1e9:8.0f} GF/s{extra}{spread}", flush=True)
         results[f"{name}|{lab}"] = [float(x) for x in v]
@@ -198,7 +198,11 @@ def ab(specs):
     results = {}
     for spec in specs:
         name, plan = spec.split("=", 1)
-        measure(name, [("main", json.loads(plan)), ("branch", None)], results)
+        measure(name, [("main", json.loads(plan)), ("branch", None)], results, base_label="main")
+    out = os.environ.get("JSON")
+    if out:
+        with open(out, "w") as f:
+            json.dump(results, f)
 
 
 def main():
