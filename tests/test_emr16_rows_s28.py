@@ -44,6 +44,9 @@ def test_tall_product_of_64_columns_takes_one_column_tile_on_many_cores():
         assert (z["mr"], z["nr"]) != (6, 64) and z["nr"] < 64, (cpu, threads, z)
     # not other widths, not f64, not an A that stays in L2, not a named tile
     assert planned(4096, 48, 4096, cpu=HOST)["nr"] == 48
+    # short A (a few tiles a worker: unmeasured) keeps the rule above: 256x64x8192
+    assert planned(256, 64, 8192, cpu=HOST)["nr"] == 32
+    assert planned(1535, 64, 4096, cpu=HOST)["nr"] == 32 and planned(1536, 64, 4096, cpu=HOST)["nr"] == 64
     assert planned(4096, 32, 4096, np.float64, cpu=HOST)["nr"] < 32
     assert planned(4096, 64, 4096, cpu=HOST, plan={"mr": 12, "nr": 32})["nr"] == 32
     # main's tile of the same shape on the same host (the A/B's "main" plan), for the record
@@ -51,7 +54,7 @@ def test_tall_product_of_64_columns_takes_one_column_tile_on_many_cores():
     assert (old["mr"], old["shares"]) == (12, 4), old
 
 
-@pytest.mark.parametrize("m,k", [(4096, 600), (1031, 1300), (777, 2049)])
+@pytest.mark.parametrize("m,k", [(4096, 600), (1543, 1300), (2003, 2049)])
 def test_tall_products_of_64_columns_on_16_workers_match_numpy(rng, pool, m, k):
     pool(16)
     a = rng.standard_normal((m, k)).astype(np.float32)
