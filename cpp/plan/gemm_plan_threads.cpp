@@ -140,9 +140,14 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
     // independent like the dot walk's. Same host, same run (plan=, 4 rounds), 4096x64x4096 f32:
     // shares 1 / 2 / 4 2984 / 2635 / 2583 us (torch 2775); the launch trace's busy max 2948 /
     // 1454 / 912 us a share against median 2025 / 1052 / 558.
+    // A batch of products too (session 28): the walk's tiles run over the whole batch, and a
+    // share is a range of them like the dot walk's. Same host (5 alternating rounds of blocks of
+    // calls, medians [min-max], us; the plan through the tuned-plan table), 8 x 512^3 f32: 1 share
+    // 2038.6 [1602-2597] -> 4 shares 1467.1 [1461-1548] (torch 2180.7 [1614-2221]);
+    // benchmarks/recorded/issue14-emr16-rows-session28.txt.
     if (!overrides.count("shares") && p.order == "m_inner" && !p.pack && p.split == "dp" &&
-        cpu.max_threads >= 8 && p.threads >= 8 && c.spec.batch1 * c.spec.batch2 == 1 && flops >= 5.0e7 * p.threads &&
-        tiles_m >= 4 * 4 * int64_t(p.threads))
+        cpu.max_threads >= 8 && p.threads >= 8 && flops >= 5.0e7 * p.threads &&
+        tiles_m * c.spec.batch1 * c.spec.batch2 >= 4 * 4 * int64_t(p.threads))
       p.shares = 4;
   }
   // The unpacked walks' shares (dot, m_inner): their row blocks are independent.

@@ -132,6 +132,19 @@ void plan_register_tile(GemmPlan& p, const PlanContext& c) {
     }
     nvec = best;
   }
+  // Many cores, f32, N of exactly four vectors (64) and a streamed A: one column tile of four
+  // vectors (6 x 64), which reads A once, where the rule above took two tiles of two (12 x 32), each
+  // reading A again. Measured on the 16-core Emerald Rapids host (session 28, 16 workers, 4 shares
+  // a thread; 5 alternating rounds of blocks of calls after a pause, medians [min-max], us; the
+  // plan through the tuned-plan table): 4096x64x4096 12 x 32 1698.8 [1510-1832] -> 6 x 64 1196.9
+  // [1178-1292] (torch 1801.7 [1625-1814]); benchmarks/recorded/issue14-emr16-rows-session28.txt.
+  // (Few cores keep the rule above: the Zen 5 thread measured four vectors slower. Tall A only, 16
+  // tiles of 6 rows a core or more, the 4 shares of 4 row tiles a thread of plan_shares: shorter
+  // ones (256x64x8192, a few tiles a worker) were not measured. Not where the plan names mr or nr.)
+  if (cpu.max_threads >= 8 && a_streams && regs >= 32 && p.simd_width * c.esize == cpu.vector_bytes &&
+      p.dtype == ir::ScalarType::f32 && p.a_type == p.dtype && p.b_type == p.dtype && N == 4 * p.simd_width &&
+      M >= 6 * 16 * int64_t(cpu.max_threads) && !c.overrides.count("mr") && !c.overrides.count("nr"))
+    nvec = 4;
   p.nr = nvec * p.simd_width;
   // mr: as tall as the accumulator budget allows (each broadcast of A feeds a row's FMAs, so
   // shorter tiles pay more broadcasts per FMA); for matrices up to a few hundred rows, the height
