@@ -123,6 +123,11 @@ inline constexpr bool kNTileByWaves = true;
 // CUDA graphs, medians of 3 rounds, us; cuBLAS / the plan before / row 128 x 320 DP):
 // 2816x1920x8192 bf16 108.5 / 117.9 (col 128 x 256 SK + DP) / 111.7, f16 113.4 / 123.5 / 115.3.
 inline constexpr bool kWideTileByWaves = true;
+// The planner's own 128 x 320 DP plans (kWideTileByWaves) run in clusters of 2 sharing B's panels
+// (plan field cluster; B's five 64-column boxes 3 + 2, or two of 160 rows where B is K-major), as
+// cuBLAS's nvjet 320 x 128 coopB kernel does, where the tiles along M are even
+// (benchmarks/recorded/issue16-h200-cluster320-session28.md).
+inline constexpr bool kClusterWideTile = true;
 // The rate a tile element of 128 x nt tiles ran at on the H100 against 128 x 256 (one wave of whole
 // tiles, 4224x1024x8192: 790 TFLOP/s), from the session-19 table above (time a wave of tiles at K
 // 8192: 128 54.0 us, 136 52.5 (55.8 before C was staged in pieces of 8 columns too), 144 53.6, 176

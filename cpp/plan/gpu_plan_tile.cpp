@@ -18,8 +18,9 @@ std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const 
   GpuGemmPlan p0 = plan_gpu_gemm(spec, target, o);
   // (full tiles only, 128 x 256 or 192 x 192: the rate a tile element measured alike; the smaller
   // tiles of small products keep the strides' layout)
-  auto orientable = [](const GpuGemmPlan& q) {
-    return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster &&
+  // (a cluster the caller asked for keeps the strides' layout; one the planner chose, kClusterWideTile, does not)
+  auto orientable = [&](const GpuGemmPlan& q) {
+    return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && (!q.cluster || !overrides.count("cluster")) &&
            int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= (kNTileByWaves ? 128 * 128 : 128 * 256);
   };
   if (!orientable(p0)) return p0;
