@@ -84,7 +84,9 @@ GpuTileCounts plan_gpu_split(GpuGemmPlan& p, const GpuPlanContext& c) {
     // 540 1.00x, 561 (4224^2) 0.91-1.01x, 512 (4096^2) 0.86x. (Session 13, the fix-up launch and
     // K upward: 133 1.35x, 136 1.09x, 266 1.10x, 400 0.96x, 152 0.87-1.06x: one or two full
     // waves, the last at most 1 / kWsStreamKLast full, which 8-bit plans given ws keep.)
-    const bool streams = sixteen_bit ? ws16_streams(tiles_mn, tiles_k, p.workers) : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
+    const bool streams = sixteen_bit ? ws16_streams(tiles_mn, tiles_k, p.workers) ||
+                                           (p.sg_n == 1 && ws16_streams_whole(M, N, int64_t(p.mr) * p.sg_m, p.nr, tiles_k, p.workers))
+                                     : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
     // 192 x 192 tiles stay DP: their SK + DP (flags, K up or down) ran 0.74-0.89x of persistent DP
     // on the H100 where the last wave is partly empty (4224^3, 3072x3072x8192, 4864x1792x8192;
     // benchmarks/recorded/issue16-h100-tiles-session16.md).

@@ -108,7 +108,9 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     const int64_t kt = kt_o != overrides.end() && kt_o->second > 0 ? kt_o->second : 8 * int64_t(p.kb);
     const int64_t tiles_k = (spec.K + kt - 1) / kt;
     auto tiles = [&](int64_t mt, int64_t nt) { return ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
-    auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
+    auto streams = [&](int64_t mt, int64_t nt) {
+      return mt == 128 && (ws16_streams(tiles(mt, nt), tiles_k, sms) || ws16_streams_whole(M, N, mt, nt, tiles_k, sms));
+    };
     auto cost = [&](int64_t mt, int64_t nt) {
       const int64_t t = tiles(mt, nt);
       const double waves = streams(mt, nt) ? sk_waves(t, sms) : double((t + sms - 1) / sms);
