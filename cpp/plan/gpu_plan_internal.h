@@ -157,7 +157,7 @@ inline double ntile_rate(int64_t mt, int64_t nt) {
 // 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
 // 2.47): about full waves + 0.3 + last / (2 SMs).
 // After 3 or more full waves (kSkDpFewWaves, below) the H200 measured the last wave's tiles
-// streamed at 0.84-0.86 of a wave: full + 0.85.
+// streamed at 0.84-0.86 of a wave: full + 0.85 (the orientation rule's gpu_tile_work of such plans).
 inline double sk_waves(int64_t tiles, int64_t workers) {
   const int64_t full = tiles / workers, last = tiles % workers;
   if (full >= 3) return double(full) + 0.85;
@@ -170,12 +170,16 @@ inline bool ws16_streams(int64_t tiles, int64_t tiles_k, int64_t workers) {
 }
 // kSkDpFewWaves: 16-bit ws plans of whole 128 x 256 tiles (M, N: the kernel's) also take 2-tile SK
 // + DP after 3 to 7 full waves where the last is at most half full. Three runs agree (CUDA graphs,
-// bf16, col 128 x 256, SK + DP / DP / cuBLAS, us): 4864x3072x8192 (456 tiles: 3 waves + 60) H200
-// session 28 318.2 / 329.3 / 315.2 (the plan before, row 128 x 192 DP, 329.2), session 27 319.0 /
-// 330.2, H100 session 26 332 / 338; 5632x5632x8192 (968: 7 + 44) 670.0 / 683.8 / 645.9, 667.4 /
-// 681.3, H100 679 / 694 (benchmarks/recorded/issue16-h200-cluster320-session28.md). Not taken:
-// 8192^3 (15 waves + 68: H100 SK + DP 1527 against DP 1495, session 26), 4224^2 (edge tiles: 0.91-1.01x
-// on the H100, session 14), a last wave over half full (4096^2, 3 + 116: 0.86x there).
+// bf16, col 128 x 256, SK + DP / DP / cuBLAS, us): 5632x5632x8192 (968 tiles: 7 waves of 132 + 44)
+// H200 session 28 663.2 / 679.8 / 642.7, session 27 667.4 / 681.3, H100 session 26 679 / 694;
+// 3584x4096x8192 (448: 3 + 52; not used to make the rule) 312.3 / 329.6 / 311.9; 4864x3072x8192
+// (456: 3 + 60) 314.9 / 326.3 / 313.4 (benchmarks/recorded/issue16-h200-cluster320-session28.md).
+// Not taken: 8192^3 (15 waves + 68: H100 SK + DP 1527 against DP 1495, session 26), 4224^2 (edge
+// tiles: 0.91-1.01x on the H100, session 14), a last wave over half full (4096^2, 3 + 116: 0.86x
+// there). Only plan_gpu_split counts it: the N-tile rule and the orientation rule do not, so
+// 4864x3072 keeps row 128 x 192 DP (326.3 us; its col 128 x 256 SK + DP is the faster plan, but
+// counting the rule there too moved 45 other products of the sweep to the strides' layout's edge
+// tiles, or with the orientation rule taking it, 462 to row SK + DP: neither measured).
 inline constexpr bool kSkDpFewWaves = true;
 inline bool ws16_streams_whole(int64_t M, int64_t N, int64_t mt, int64_t nt, int64_t tiles_k, int64_t workers) {
   if (!kSkDpFewWaves || mt != 128 || nt != 256 || M % mt || N % nt || workers < 1) return false;

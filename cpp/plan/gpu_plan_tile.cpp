@@ -108,9 +108,11 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     const int64_t kt = kt_o != overrides.end() && kt_o->second > 0 ? kt_o->second : 8 * int64_t(p.kb);
     const int64_t tiles_k = (spec.K + kt - 1) / kt;
     auto tiles = [&](int64_t mt, int64_t nt) { return ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
-    auto streams = [&](int64_t mt, int64_t nt) {
-      return mt == 128 && (ws16_streams(tiles(mt, nt), tiles_k, sms) || ws16_streams_whole(M, N, mt, nt, tiles_k, sms));
-    };
+    // (ws16_streams only: counting kSkDpFewWaves' SK + DP here too kept 4864x3072 at 128 x 256, but
+    // sent products whose other layout has whole 128 x 256 tiles to the strides' layout's edge tiles
+    // (2176x6912: col 128 x 256 DP for row 128 x 192 DP) or, let through the orientation rule, to
+    // row SK + DP in place of col DP with edges: neither measured, not taken)
+    auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
     auto cost = [&](int64_t mt, int64_t nt) {
       const int64_t t = tiles(mt, nt);
       const double waves = streams(mt, nt) ? sk_waves(t, sms) : double((t + sms - 1) / sms);
