@@ -157,7 +157,8 @@ inline double ntile_rate(int64_t mt, int64_t nt) {
 // 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
 // 2.47): about full waves + 0.3 + last / (2 SMs).
 // After 3 or more full waves (kSkDpFewWaves, below) the H200 measured the last wave's tiles
-// streamed at 0.84-0.86 of a wave: full + 0.85 (the orientation rule's gpu_tile_work of such plans).
+// streamed in 0.79-0.87 of a wave (DP: 1; session 28, both runs): full + 0.85 (the orientation
+// rule's gpu_tile_work of such plans).
 inline double sk_waves(int64_t tiles, int64_t workers) {
   const int64_t full = tiles / workers, last = tiles % workers;
   if (full >= 3) return double(full) + 0.85;
