@@ -100,7 +100,9 @@ def test_planner_takes_n_tiles_that_fill_their_waves(m, n, k, trans_b, layout, t
     (896, 4864, 8192, False, (192, 192), "dp"),      # 130 tiles: one wave
     (4096, 4096, 4096, False, (128, 256), "dp"),
     (8192, 8192, 8192, False, (128, 256), "dp"),
-    (5632, 5632, 8192, False, (128, 256), "dp"),     # 7.3 waves: 757 against 128 x 176's 742 (cuBLAS 802)
+    # 7.3 waves: 757 against 128 x 176's 742 (cuBLAS 802); since session 28 SK + DP (kSkDpFewWaves:
+    # whole tiles, 3-7 full waves, the last at most half full; H200 670.0 against DP's 683.8 us)
+    (5632, 5632, 8192, False, (128, 256), "sk+dp"),
     (2048, 2048, 2048, False, (128, 256), "dp"),     # under a wave: unchanged
     (4352, 1024, 4096, True, (128, 256), "sk+dp"),   # trans_a: the kernel's B (op(A)) N-major, 136 not allowed
 ])

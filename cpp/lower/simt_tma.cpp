@@ -65,19 +65,36 @@ void SimtLowering::tma_copy_step(const TmaLoop& t, llvm::Value* stage, llvm::Val
     panel(map_b, b_.CreateAdd(stage, c32(t.b_offset)), n0, t.NT, t.box_b, t.b_k);
     return;
   }
-  // A cluster of 2 sharing B's panel: this block's half of its boxes (boxes rank h .. rank h + h - 1
-  // of 2 h), each written to both blocks' slot and counted on both blocks' full barriers.
+  // A cluster of 2 sharing B's panel: this block's part of its boxes, each written to both blocks'
+  // slot and counted on both blocks' full barriers. An even count halves (boxes rank h .. rank h +
+  // h - 1 of 2 h); an odd one (128 x 320 blocks with B N-major: five boxes of 64 columns) splits
+  // h + 1 and h, the block that takes h + 1 alternating with the step (rank ^ step's parity 0:
+  // boxes 0 .. h, else h + 1 .. 2 h), so that each block reads as much of B from L2 over the loop.
   const int64_t box = t.b_k ? t.box_b : 64, boxes = t.NT / box, step_bytes = t.b_k ? box * 128 : t.KB * 128;
-  if (boxes % 2 || t.NT % box)
-    throw InternalError(cat("SIMT lowering: a cluster's B panel of ", t.NT, " rows in ", boxes, " boxes of ", box, " does not halve"));
+  if (t.NT % box || boxes < 2)
+    throw InternalError(cat("SIMT lowering: a cluster's B panel of ", t.NT, " rows in boxes of ", box, " does not split in two"));
+  const int64_t h = boxes / 2, odd = boxes % 2;
   llvm::Value* mask = b_.getInt16(3);
-  for (int64_t j = 0; j < boxes / 2; ++j) {
-    llvm::Value* jj = b_.CreateAdd(b_.CreateMul(rank, c32(boxes / 2)), c32(j), "box");
+  auto copy_box = [&](llvm::Value* jj) {
     llvm::Value* dst = b_.CreateAdd(b_.CreateAdd(stage, c32(t.b_offset)), b_.CreateMul(jj, c32(step_bytes)));
     llvm::Value* row = b_.CreateAdd(n0, b_.CreateMul(jj, c32(box)));
     if (t.b_k) target_.tensor_load_2d_multicast(b_, dst, map_b, k0, row, bar, mask);
     else target_.tensor_load_2d_multicast(b_, dst, map_b, row, k0, bar, mask);
+  };
+  // the first of this block's boxes: rank h (even), or 0 / h + 1 (odd: `lead` takes the h + 1)
+  llvm::Value* lead = nullptr;
+  llvm::Value* first = b_.CreateMul(rank, c32(h), "box0");
+  if (odd) {
+    llvm::Value* parity = b_.CreateTrunc(b_.CreateAnd(step, b_.getInt64(1)), b_.getInt32Ty());
+    lead = b_.CreateICmpEQ(b_.CreateXor(rank, parity), c32(0), "box_lead");
+    first = b_.CreateSelect(lead, c32(0), c32(h + 1), "box0");
   }
+  for (int64_t j = 0; j < h; ++j) copy_box(b_.CreateAdd(first, c32(j), "box"));
+  if (odd)
+    emit_if(b_, fn_, lead, [&] {
+      copy_box(c32(h));
+      return std::vector<llvm::Value*>{};
+    }, [] { return std::vector<llvm::Value*>{}; });
 }
 
 std::vector<llvm::Value*> SimtLowering::tma_loop(const std::vector<llvm::Value*>& acc, const StepFn& multiply, const TmaLoop& t) {

@@ -123,6 +123,14 @@ inline constexpr bool kNTileByWaves = true;
 // CUDA graphs, medians of 3 rounds, us; cuBLAS / the plan before / row 128 x 320 DP):
 // 2816x1920x8192 bf16 108.5 / 117.9 (col 128 x 256 SK + DP) / 111.7, f16 113.4 / 123.5 / 115.3.
 inline constexpr bool kWideTileByWaves = true;
+// kClusterWideTile (off): the planner's own 128 x 320 DP plans (kWideTileByWaves) in clusters of 2
+// sharing B's panels (plan field cluster; B's five 64-column boxes 3 + 2, or two of 160 rows where
+// B is K-major), as cuBLAS's nvjet 320 x 128 coopB kernel runs them, where the tiles along M are
+// even. Slower on the H200 (session 28, benchmarks/recorded/issue16-h200-cluster320-session28.md,
+// CUDA graphs, medians of 3 rounds, us, clusters / without / cuBLAS): 2816x1920x8192 bf16 112.6 /
+// 110.6 / 107.8, f16 115.6 / 114.2 / 112.2, 4096x2560x8192 222.0 / 219.2 / 211.6 (persistent;
+// one tile a block 223.6), 1920x2816x8192 112.7 / 112.2 / 109.8: off.
+inline constexpr bool kClusterWideTile = false;
 // The rate a tile element of 128 x nt tiles ran at on the H100 against 128 x 256 (one wave of whole
 // tiles, 4224x1024x8192: 790 TFLOP/s), from the session-19 table above (time a wave of tiles at K
 // 8192: 128 54.0 us, 136 52.5 (55.8 before C was staged in pieces of 8 columns too), 144 53.6, 176
@@ -148,14 +156,36 @@ inline double ntile_rate(int64_t mt, int64_t nt) {
 // 16-bit ws plans' 2-tile SK + DP on the H100 (the automatic plans of session 19's table, whole
 // 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
 // 2.47): about full waves + 0.3 + last / (2 SMs).
+// After 3 or more full waves (kSkDpFewWaves, below) the H200 measured the last wave's tiles
+// streamed in 0.79-0.87 of a wave (DP: 1; session 28, both runs): full + 0.85 (the orientation
+// rule's gpu_tile_work of such plans).
 inline double sk_waves(int64_t tiles, int64_t workers) {
   const int64_t full = tiles / workers, last = tiles % workers;
+  if (full >= 3) return double(full) + 0.85;
   return double(full) + 0.3 + 0.5 * double(last) / double(workers);
 }
 // 16-bit ws plans: where 2-tile SK + DP is the default (plan_gpu_split's rule and its figures).
 inline bool ws16_streams(int64_t tiles, int64_t tiles_k, int64_t workers) {
   const int64_t full = tiles / workers, last = tiles % workers;
   return tiles_k >= 2 && last > 0 && ((full == 1 && 2 * last <= workers) || (full == 2 && 4 * last <= workers));
+}
+// kSkDpFewWaves: 16-bit ws plans of whole 128 x 256 tiles (M, N: the kernel's) also take 2-tile SK
+// + DP after 3 to 7 full waves where the last is at most half full. Three runs agree (CUDA graphs,
+// bf16, col 128 x 256, SK + DP / DP / cuBLAS, us): 5632x5632x8192 (968 tiles: 7 waves of 132 + 44)
+// H200 session 28 663.2 / 679.8 / 642.7, session 27 667.4 / 681.3, H100 session 26 679 / 694;
+// 3584x4096x8192 (448: 3 + 52; not used to make the rule) 312.3 / 329.6 / 311.9; 4864x3072x8192
+// (456: 3 + 60) 314.9 / 326.3 / 313.4 (benchmarks/recorded/issue16-h200-cluster320-session28.md).
+// Not taken: 8192^3 (15 waves + 68: H100 SK + DP 1527 against DP 1495, session 26), 4224^2 (edge
+// tiles: 0.91-1.01x on the H100, session 14), a last wave over half full (4096^2, 3 + 116: 0.86x
+// there). Only plan_gpu_split counts it: the N-tile rule and the orientation rule do not, so
+// 4864x3072 keeps row 128 x 192 DP (326.3 us; its col 128 x 256 SK + DP is the faster plan, but
+// counting the rule there too moved 45 other products of the sweep to the strides' layout's edge
+// tiles, or with the orientation rule taking it, 462 to row SK + DP: neither measured).
+inline constexpr bool kSkDpFewWaves = true;
+inline bool ws16_streams_whole(int64_t M, int64_t N, int64_t mt, int64_t nt, int64_t tiles_k, int64_t workers) {
+  if (!kSkDpFewWaves || mt != 128 || nt != 256 || M % mt || N % nt || workers < 1) return false;
+  const int64_t tiles = (M / mt) * (N / nt), full = tiles / workers, last = tiles % workers;
+  return tiles_k >= 2 && last > 0 && full >= 3 && full <= 7 && 2 * last <= workers;
 }
 
 inline bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }

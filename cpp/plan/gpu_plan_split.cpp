@@ -84,7 +84,9 @@ GpuTileCounts plan_gpu_split(GpuGemmPlan& p, const GpuPlanContext& c) {
     // 540 1.00x, 561 (4224^2) 0.91-1.01x, 512 (4096^2) 0.86x. (Session 13, the fix-up launch and
     // K upward: 133 1.35x, 136 1.09x, 266 1.10x, 400 0.96x, 152 0.87-1.06x: one or two full
     // waves, the last at most 1 / kWsStreamKLast full, which 8-bit plans given ws keep.)
-    const bool streams = sixteen_bit ? ws16_streams(tiles_mn, tiles_k, p.workers) : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
+    const bool streams = sixteen_bit ? ws16_streams(tiles_mn, tiles_k, p.workers) ||
+                                           (p.sg_n == 1 && ws16_streams_whole(M, N, int64_t(p.mr) * p.sg_m, p.nr, tiles_k, p.workers))
+                                     : (full == 1 || full == 2) && last * kWsStreamKLast <= p.workers;
     // 192 x 192 tiles stay DP: their SK + DP (flags, K up or down) ran 0.74-0.89x of persistent DP
     // on the H100 where the last wave is partly empty (4224^3, 3072x3072x8192, 4864x1792x8192;
     // benchmarks/recorded/issue16-h100-tiles-session16.md).
@@ -207,13 +209,22 @@ void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c) {
     throw UserError(cat("plan override cluster=", co->second, " must be 0 (no clusters) or 2 (pairs of blocks sharing B's panels)"));
   if (co != overrides.end() && co->second == 2) {
     const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, tiles_m = (M + mt - 1) / mt;
-    // B's boxes must halve: K-contiguous B in boxes of nt / 2 rows (at most 256), else nt / 64 columns
-    if (!p.ws || p.split != "dp" || tiles_m % 2 || (p.group_m % 2) || nt % 128 || (p.persistent && p.workers < 2))
+    // B's boxes must split between the two blocks: K-contiguous B in boxes of nt / 2 rows (at most
+    // 256; 128 x 320: two of 160), else nt / 64 boxes of 64 columns (128 x 320: five, 3 + 2
+    // alternating; simt_tma.cpp)
+    if (!p.ws || p.split != "dp" || tiles_m % 2 || (p.group_m % 2) || nt % 64 || nt < 128 || (p.persistent && p.workers < 2))
       throw UserError(cat("plan override cluster=2: clusters need a warp-specialized DP plan (ws, split dp) whose tiles along M "
-                          "are even (M=", M, " in tiles of ", mt, ": ", tiles_m, "), group_m 0 or even, N tiles a multiple of 128 "
+                          "are even (M=", M, " in tiles of ", mt, ": ", tiles_m, "), group_m 0 or even, N tiles a multiple of 64 from 128 "
                           "and 2 workers or more, not ws=", p.ws, ", split ", p.split, ", group_m=", p.group_m, ", N tile ", nt,
                           ", workers=", p.workers));
     p.cluster = 2;
+  }
+  // kClusterWideTile: the planner's own 128 x 320 DP tiles (not a tile the caller named), tiles
+  // along M even, 2 workers or more
+  if (co == overrides.end() && kClusterWideTile && !names_tile(overrides) && p.wgmma && p.tma && p.ws == 2 &&
+      p.split == "dp" && p.sg_m == 8 && p.sg_n == 1 && p.nr == 320 && p.group_m % 2 == 0 && (!p.persistent || p.workers >= 2)) {
+    const int64_t mt = int64_t(p.mr) * p.sg_m;
+    if (((M + mt - 1) / mt) % 2 == 0) p.cluster = 2;
   }
 }
 

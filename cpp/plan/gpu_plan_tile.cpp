@@ -18,8 +18,9 @@ std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const 
   GpuGemmPlan p0 = plan_gpu_gemm(spec, target, o);
   // (full tiles only, 128 x 256 or 192 x 192: the rate a tile element measured alike; the smaller
   // tiles of small products keep the strides' layout)
-  auto orientable = [](const GpuGemmPlan& q) {
-    return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && !q.cluster &&
+  // (a cluster the caller asked for keeps the strides' layout; one the planner chose, kClusterWideTile, does not)
+  auto orientable = [&](const GpuGemmPlan& q) {
+    return q.wgmma && q.tma && q.ws && !q.kmajor && ir::size_in_bytes(q.a_type) == 2 && (!q.cluster || !overrides.count("cluster")) &&
            int64_t(q.mr) * q.sg_m * q.nr * q.sg_n >= (kNTileByWaves ? 128 * 128 : 128 * 256);
   };
   if (!orientable(p0)) return p0;
@@ -107,6 +108,10 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     const int64_t kt = kt_o != overrides.end() && kt_o->second > 0 ? kt_o->second : 8 * int64_t(p.kb);
     const int64_t tiles_k = (spec.K + kt - 1) / kt;
     auto tiles = [&](int64_t mt, int64_t nt) { return ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
+    // (ws16_streams only: counting kSkDpFewWaves' SK + DP here too kept 4864x3072 at 128 x 256, but
+    // sent products whose other layout has whole 128 x 256 tiles to the strides' layout's edge tiles
+    // (2176x6912: col 128 x 256 DP for row 128 x 192 DP) or, let through the orientation rule, to
+    // row SK + DP in place of col DP with edges: neither measured, not taken)
     auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
     auto cost = [&](int64_t mt, int64_t nt) {
       const int64_t t = tiles(mt, nt);
