@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import check_int8_trans_b_product
 
 BF16 = ml_dtypes.bfloat16
 
@@ -145,3 +146,21 @@ def test_ksplit_scratch_past_memory_is_a_memory_error_naming_it():
                             r"blocks of partial sums of 2048 x 2048 \(plan ksplit=512; a smaller ksplit needs less\)",
                             line), line
     assert lines[4] == "2048.0 2048.0"
+
+
+def test_int8_trans_b_product_helper_on_the_cpu(rng, monkeypatch):
+    # conftest.check_int8_trans_b_product is the GPU files' int8 test body (they skip without a
+    # Hopper GPU): here on the CPU, where it passes, and catches one wrong element of either call.
+    check_int8_trans_b_product(rng, 70, 45, 300, "cpu", {"threads": 2}, lambda cfg: cfg["threads"] == 2)
+    with pytest.raises(AssertionError):
+        check_int8_trans_b_product(rng, 70, 45, 300, "cpu", {}, lambda cfg: cfg["threads"] == 1000)
+    real = coopjit.gemm
+
+    def off_by_one(a, b, c=None, **kw):
+        r = real(a, b, c, **kw)
+        r[3, 4] += 1
+        return r
+
+    monkeypatch.setattr(coopjit, "gemm", off_by_one)
+    with pytest.raises(AssertionError):
+        check_int8_trans_b_product(rng, 70, 45, 300, "cpu", {}, lambda cfg: True)
