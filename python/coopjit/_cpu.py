@@ -135,6 +135,10 @@ class Kernel(KernelDisplay):
         self._plan = plan
         self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
                                         None if fused is None else fused.steps())
+        # Whether the kernel adds parts of K each scaled by alpha (K tiles, 2048-K blocks, ksplit
+        # parts): a large alpha's result is then checked (_large_alpha).
+        cfg = self._core.config
+        self._splits_k = k > min(int(cfg["kt"]), 2048) or int(cfg["ksplit"]) > 1
         # The per-call fast path (GemmKernel.call_fast): an untransposed product without an epilogue
         self._fast = None
         if fused is None and not trans_a and not trans_b:
@@ -167,7 +171,8 @@ class Kernel(KernelDisplay):
                 and not isinstance(alpha, bool) and abs(alpha) > 1.0 and np.dtype(self.dtype).kind not in "iu"):
             if alpha in (np.inf, -np.inf):
                 return self._alpha_once(a, b, c, float(alpha), beta)
-            return self._large_alpha(a, b, c, alpha, beta)
+            if self._splits_k:
+                return self._large_alpha(a, b, c, alpha, beta)
         return self._call(a, b, c, alpha, beta, bias, residual, scale, row_scale)
 
     def _call(self, a, b, c, alpha, beta, bias, residual, scale, row_scale):

@@ -272,8 +272,13 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     if a.dtype.kind not in "iu" and a.ndim == 2 and abs(alpha) > 1.0:  # (NaN: False)
         if alpha in (np.inf, -np.inf):
             return _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
-        return _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+        # (the planner's own plans split no K of 64 or less; a plan= may name a K tile that does)
+        if a.shape[1 - trans_a] > _UNSPLIT_K or plan is not None:
+            return _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
     return _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+
+
+_UNSPLIT_K = 64  # K the planner's plans never split (the smallest split seen: K 256 in K tiles of 128)
 
 
 def _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan):
@@ -338,7 +343,8 @@ def _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, devi
     is 4.1e36; session 28). The product as the kernels compute it; where it holds a value that
     is not finite, c's values before are put back and the product is computed again as the sum
     with alpha 1, scaled once (_alpha_once). The check reads C once (and C is copied first when
-    beta is not 0): a pass over M x N beside the product's 2 M N K operations."""
+    beta is not 0): a pass over M x N beside the product's 2 M N K operations, taken only where K
+    may be split (K > 64, or a plan= given)."""
     c0 = c.copy() if isinstance(c, np.ndarray) and beta != 0.0 else None
     r = _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
     if np.isfinite(r).all():
