@@ -164,3 +164,19 @@ def test_int8_trans_b_product_helper_on_the_cpu(rng, monkeypatch):
     monkeypatch.setattr(coopjit, "gemm", off_by_one)
     with pytest.raises(AssertionError):
         check_int8_trans_b_product(rng, 70, 45, 300, "cpu", {}, lambda cfg: True)
+
+
+@pytest.mark.parametrize("nr", [264, 288, 296, 304, 312, 352, 376])
+def test_wide_hopper_tile_that_does_not_load_whole_boxes_is_refused(nr):
+    # 128 x nr wgmma blocks past 256 with a K-major B (nr a multiple of 8) passed the plan check
+    # and failed in the lowering: RuntimeError "the K loop planned for wgmma does not match its
+    # pipeline" (B's rows load in TMA boxes of 64 rows past 256). Now a ValueError naming nr; 320
+    # and 384 still compile. (PTX for sm_90 is generated here without a GPU.)
+    from coopjit import ptx
+    plan = {"sg_m": 8, "nr": nr, "layout": "row", "split": "dp"}
+    with pytest.raises(ValueError, match=f"plan wgmma nr={nr}: tiles wider than 256 load B in TMA boxes of 64 rows"):
+        ptx.compile_gemm(2816, 1920, 4096, BF16, target="sm_90", trans_b=True, plan=plan)
+    for ok in (320, 384):
+        kern = ptx.compile_gemm(2816, 1920, 4096, BF16, target="sm_90", trans_b=True, plan=dict(plan, nr=ok))
+        assert kern.config["macro_tile"] == f"128x{ok}"
+        assert "wgmma.mma_async" in kern.source("ptx")
