@@ -36,14 +36,16 @@ def quiet_gate(wait=10.0, share=0.9):
     return False
 
 
-def timed(f, blocks=5, seconds=0.3, clock=time.perf_counter):
+def timed(f, blocks=5, seconds=0.3, clock=time.perf_counter, calls=None):
     """Median seconds a call over `blocks` blocks of back-to-back calls, about `seconds` in all
-    (one warm-up call first; `clock` time.thread_time gives one thread's CPU time)."""
+    (one warm-up call first; `clock` time.thread_time gives one thread's CPU time), or of `calls`
+    calls a block where that is given (then no timed calibration call)."""
     f()
-    t = clock()
-    f()
-    one = max(clock() - t, 1e-7)
-    inner = max(1, int(seconds / blocks / one))
+    if calls is None:
+        t = clock()
+        f()
+        one = max(clock() - t, 1e-7)
+    inner = max(1, int(seconds / blocks / one)) if calls is None else calls
     out = []
     for _ in range(blocks):
         t = clock()

@@ -11,6 +11,8 @@ import numpy as np
 CASES = [tuple(int(v) for v in c.rstrip("d").split("x")) + ((np.float64,) if c.endswith("d") else ()) for c in os.environ["CASES"].split(",")] if os.environ.get("CASES") else [(96, 96, 16384), (96, 96, 4096), (200, 200, 8192), (200, 200, 2048), (513, 129, 700), (64, 64, 8192), (100, 37, 4000)]
 def child():
     import time, coopjit
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _rounds import timed
     coopjit.set_num_threads(1)
     rng = np.random.default_rng(1)
     res = {}
@@ -21,14 +23,8 @@ def child():
         ref = a.astype(np.float64) @ b.astype(np.float64)
         err = float(np.max(np.abs(out - ref) / np.abs(ref)))
         f = lambda: coopjit.matmul(a, b, out=out)
-        f(); t0 = time.thread_time(); f(); one = time.thread_time() - t0
-        reps = max(1, int(0.02 / max(one, 1e-7)))
-        ts = []
-        for _ in range(9):
-            t0 = time.thread_time()
-            for _ in range(reps): f()
-            ts.append((time.thread_time() - t0) / reps)
-        res[f"{m}x{n}x{k}" + ("" if dt == np.float32 else " f64")] = (float(np.median(ts)) * 1e3, err)
+        t_call = timed(f, blocks=9, seconds=9 * 0.02, clock=time.thread_time)  # (blocks of 20 ms)
+        res[f"{m}x{n}x{k}" + ("" if dt == np.float32 else " f64")] = (t_call * 1e3, err)
     print(json.dumps(res))
 if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "child":
     child(); sys.exit()

@@ -8,10 +8,9 @@ beta (0, 1, -2, 0.5, inf, -inf, nan, 1e38), C as a view of a guarded buffer (con
 negative strides, transposed) and operands as views (transposed, strided, reversed). Checked: the
 result against alpha * (A @ B) + beta * C in float64 (then the epilogue); where the float64
 reference is not finite, NaN where it is NaN and the same infinity where it is one -- except the
-known gap: a huge alpha (1e38) or operands of 1e30 whose scaled partial sums overflow where the
-whole sum would not (the K split's parts and the long-K blocks are scaled by alpha before they are
-added), counted as "nonfinite_gap" and not failed (an infinite alpha is applied once since
-session 27 and checked); the
+known gap: operands of 1e30 whose float32 partial sums overflow where the float64 sum does not,
+counted as "nonfinite_gap" and not failed (an infinite alpha is applied once since session 27, a
+large finite one since session 28: both checked); the
 guarded buffer's bytes outside C; every input's bytes; a refusal must be a ValueError / TypeError.
 
     python scripts/fuzz_ksplit.py --seed 1 --cases 300
@@ -231,7 +230,7 @@ def run_case(c, stats):
     fin = np.isfinite(ref_c)
     if not np.array_equal(np.isnan(out[~fin]), np.isnan(ref_c[~fin])) or not np.array_equal(
             out[~fin & ~np.isnan(ref_c)], ref_c[~fin & ~np.isnan(ref_c)]):
-        gap = c["big"] or (np.isfinite(alpha) and abs(alpha) >= 1e30) or abs(beta) >= 1e30
+        gap = c["big"] or abs(beta) >= 1e30
         if gap:
             stats["nonfinite_gap"] = stats.get("nonfinite_gap", 0) + 1
         else:
@@ -248,8 +247,8 @@ def run_case(c, stats):
             err = np.abs(out - ref)[fin] / scale[fin]
         err = np.where(np.isfinite(scale[fin]), err, 0)
         bad = ~(err <= tol)
-        if bad.any() and (c["big"] or abs(alpha) >= 1e30):
-            stats["nonfinite_gap"] = stats.get("nonfinite_gap", 0) + 1  # (scaled parts overflow: left)
+        if bad.any() and c["big"]:
+            stats["nonfinite_gap"] = stats.get("nonfinite_gap", 0) + 1  # (f32 partial sums overflow)
         elif bad.any():
             return f"max error {float(np.nanmax(np.where(bad, err, 0))):.3g} > {tol:.3g} (over scale)"
     return None

@@ -96,6 +96,25 @@ def check_device_product(got, a, b, out, c0=None, alpha=1.0, beta=0.0):
     assert not bad.any(), (np.argwhere(bad)[:5], bad.sum())
 
 
+def check_int8_trans_b_product(rng, m, n, k, device, plan, config_ok):
+    """int8 -> int32 with B K-contiguous (trans_b) on `device`: a compiled kernel of `plan` (whose
+    config config_ok must accept), then gemm with alpha -2 / beta 3 into c; exact against int64.
+    The GPU files' int8 tests (test_gpu_cluster, test_tma_store, test_hopper_wide_tile_s27) and
+    a CPU test in test_audit_s28 run it."""
+    import coopjit
+    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    kern = coopjit.compile_gemm(m, n, k, np.int8, device=device, trans_b=True, plan=plan)
+    assert config_ok(kern.config), kern.config
+    ref = a.astype(np.int64) @ b.T.astype(np.int64)
+    c = kern(a, b)
+    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
+    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    c = c0.copy()
+    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=True, device=device, plan=plan)
+    assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -12,7 +12,7 @@ import pytest
 
 import coopjit
 from coopjit import ptx
-from conftest import check_device_product as _check, needs_hopper, spill_stores
+from conftest import check_device_product as _check, check_int8_trans_b_product, needs_hopper, spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -135,15 +135,5 @@ def test_cluster_int8_exact(rng):
     """int8 -> int32 (B K-contiguous) in clusters: exact against int64, alpha / beta."""
     _hopper()
     m, n, k = 1000, 700, 1040  # tiles of 128 x 256: 8 x 3 or 6 x 4 (either orientation)
-    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
-    b = rng.integers(-128, 128, (n, k), dtype=np.int8)
     plan = {"cluster": 2, "split": "dp", "sg_m": 8, "nr": 256, "ws": 2}  # (8-bit plans of under a wave: no ws by default)
-    kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=True, plan=plan)
-    assert str(kern.config["cluster"]).startswith("2")
-    ref = a.astype(np.int64) @ b.T.astype(np.int64)
-    c = kern(a, b)
-    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
-    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
-    c = c0.copy()
-    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=True, device=DEV, plan=plan)
-    assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+    check_int8_trans_b_product(rng, m, n, k, DEV, plan, lambda cfg: str(cfg["cluster"]).startswith("2"))

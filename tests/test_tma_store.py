@@ -14,7 +14,7 @@ import pytest
 
 import coopjit
 from coopjit import ptx
-from conftest import check_device_product as _check, needs_hopper, spill_stores
+from conftest import check_device_product as _check, check_int8_trans_b_product, needs_hopper, spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -238,17 +238,7 @@ def test_tma_store_int8_exact(rng, shape, plan):
     ws kernel; alpha / beta; exact against int64."""
     _hopper()
     m, n, k = shape
-    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
-    b = rng.integers(-128, 128, (n, k), dtype=np.int8)
-    kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=True, plan=plan)
-    assert kern.config["tma_store"] == 2
-    ref = a.astype(np.int64) @ b.T.astype(np.int64)
-    c = kern(a, b)
-    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
-    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
-    c = c0.copy()
-    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=True, device=DEV, plan=plan)
-    assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+    check_int8_trans_b_product(rng, m, n, k, DEV, plan, lambda cfg: cfg["tma_store"] == 2)
 
 
 @pytest.mark.parametrize("split,workers,mode", [("sk+dp", 7, 1), ("sk", 7, 1), ("dp+sk", 5, 1), ("sk+dp", 7, 2), ("sk", 7, 2)])

@@ -3,9 +3,11 @@
 // reaches Python as RuntimeError).
 #pragma once
 
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace coopjit {
 
@@ -29,6 +31,16 @@ struct VerifyError : UserError {
 /// for a failed build, the driver's build log. Python: coopjit.DeviceError (a RuntimeError).
 struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// Memory that could not be allocated: the message names what it was for and how many bytes.
+/// Python: MemoryError (pybind11 gives a std::bad_alloc's what()).
+struct OutOfMemory : std::bad_alloc {
+  explicit OutOfMemory(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
 };
 
 /// A broken invariant inside coopjit. Python: RuntimeError.

@@ -3,6 +3,8 @@
 #include "plan/gemm_plan_internal.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "core/error.h"
 
@@ -12,17 +14,47 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
   const GemmSpec& spec = c.spec;
   const CpuTargetInfo& cpu = c.cpu;
   const PlanOverrides& overrides = c.overrides;
+  // The fields that are 0 or 1, and the counts in a range [lo, hi] (with what the message adds
+  // about them), each checked against the rest by the phases after this one (direct_a once the
+  // tiles are decided; inline_b once the packing and the K tile are; own_a once the packing, the
+  // grid and the shares are; k_inner and nc_tiles once the packing is; ksplit once the walk is).
+  static const std::pair<const char*, bool GemmPlan::*> flags[] = {
+      {"prepacked_b", &GemmPlan::prepacked_b}, {"direct_a", &GemmPlan::direct_a}, {"inline_b", &GemmPlan::inline_b},
+      {"own_a", &GemmPlan::own_a},             {"k_inner", &GemmPlan::k_inner},   {"demote", &GemmPlan::demote},
+      {"c_prefetch", &GemmPlan::c_prefetch},   {"cycles", &GemmPlan::cycles},     {"amx_store", &GemmPlan::amx_store}};
+  struct Count {
+    const char* name;
+    int GemmPlan::*field;
+    int64_t lo, hi;
+    const char* note;
+  };
+  static const Count counts[] = {{"nc_tiles", &GemmPlan::nc_tiles, 0, 4096, " (0: row blocks of mc_tiles)"},
+                                 {"grid_m", &GemmPlan::grid_m, 0, 1024, " (0: chosen at run time)"},
+                                 {"mc_tiles", &GemmPlan::mc_tiles, 1, 4096, ""},
+                                 {"shares", &GemmPlan::shares, 1, 64, ""},
+                                 {"threads", &GemmPlan::threads, 1, 1024, ""},
+                                 {"ksplit", &GemmPlan::ksplit, 0, 1024, " (0: none)"}};
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "simd_width") continue;  // (decided with the orientation: plan_orientation)
+    const std::string& key = k;  // (a lambda of C++17 does not capture a structured binding)
+    const auto flag = std::find_if(std::begin(flags), std::end(flags), [&](const auto& f) { return key == f.first; });
+    if (flag != std::end(flags)) {
+      if (v != 0 && v != 1) throw UserError(cat("plan override ", k, "=", v, " must be 0 or 1"));
+      if (k == "demote" && v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
+      p.*(flag->second) = v != 0;
+      continue;
+    }
+    const auto count = std::find_if(std::begin(counts), std::end(counts), [&](const Count& n) { return key == n.name; });
+    if (count != std::end(counts)) {
+      if (v < count->lo || v > count->hi)
+        throw UserError(cat("plan override ", k, "=", v, " is out of range [", count->lo, ", ", count->hi, "]", count->note));
+      p.*(count->field) = static_cast<int>(v);
+      continue;
+    }
     if (k == "split") {
       static const char* names[] = {"dp", "sk", "sk+dp"};
       if (v < 0 || v > 2) throw UserError(cat("plan override split=", v, " must be 0 (dp), 1 (sk) or 2 (sk+dp)"));
       p.split = names[v];
-      continue;
-    }
-    if (k == "prepacked_b") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override prepacked_b=", v, " must be 0 or 1"));
-      p.prepacked_b = v != 0;
       continue;
     }
     if (k == "pack") {
@@ -65,83 +97,12 @@ void apply_overrides(GemmPlan& p, const PlanContext& c) {
       p.amx_feed = static_cast<int>(v);
       continue;
     }
-    if (k == "direct_a") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override direct_a=", v, " must be 0 or 1"));
-      p.direct_a = v != 0;  // checked once the tiles are decided
-      continue;
-    }
-    if (k == "inline_b") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override inline_b=", v, " must be 0 or 1"));
-      p.inline_b = v != 0;  // checked once the packing and the K tile are decided
-      continue;
-    }
-    if (k == "own_a") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override own_a=", v, " must be 0 or 1"));
-      p.own_a = v != 0;  // checked once the packing, the grid and the shares are decided
-      continue;
-    }
-    if (k == "k_inner") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override k_inner=", v, " must be 0 or 1"));
-      p.k_inner = v != 0;  // checked once the packing is decided
-      continue;
-    }
-    if (k == "nc_tiles") {
-      if (v < 0 || v > 4096) throw UserError(cat("plan override nc_tiles=", v, " is out of range [0, 4096] (0: row blocks of mc_tiles)"));
-      p.nc_tiles = static_cast<int>(v);  // checked once the packing is decided
-      continue;
-    }
-    if (k == "demote") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override demote=", v, " must be 0 or 1"));
-      if (v && !cpu.cldemote) throw UserError("plan demote=1: this CPU has no CLDEMOTE");
-      p.demote = v != 0;
-      continue;
-    }
-    if (k == "c_prefetch") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override c_prefetch=", v, " must be 0 or 1"));
-      p.c_prefetch = v != 0;
-      continue;
-    }
-    if (k == "cycles") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override cycles=", v, " must be 0 or 1"));
-      p.cycles = v != 0;
-      continue;
-    }
-    if (k == "amx_store") {
-      if (v != 0 && v != 1) throw UserError(cat("plan override amx_store=", v, " must be 0 or 1"));
-      p.amx_store = v != 0;
-      continue;
-    }
     if (k == "amx_prefetch") {
       if (v < 0 || v > 6)
         throw UserError(cat("plan override amx_prefetch=", v, " must be 0 (none), 1 (A panels), 2 (A and B panels), 3 / 4 ",
                             "(1 and A and B 8 / 16 steps ahead into L2), 5 (A and B 8 steps ahead into L2) or 6 (1 and ",
                             "the next cold panels into L2)"));
       p.amx_prefetch = static_cast<int>(v);
-      continue;
-    }
-    if (k == "grid_m") {
-      if (v < 0 || v > 1024) throw UserError(cat("plan override grid_m=", v, " is out of range [0, 1024] (0: chosen at run time)"));
-      p.grid_m = static_cast<int>(v);
-      continue;
-    }
-    if (k == "mc_tiles") {
-      if (v < 1 || v > 4096) throw UserError(cat("plan override mc_tiles=", v, " is out of range [1, 4096]"));
-      p.mc_tiles = static_cast<int>(v);
-      continue;
-    }
-    if (k == "shares") {
-      if (v < 1 || v > 64) throw UserError(cat("plan override shares=", v, " is out of range [1, 64]"));
-      p.shares = static_cast<int>(v);
-      continue;
-    }
-    if (k == "threads") {
-      if (v < 1 || v > 1024) throw UserError(cat("plan override threads=", v, " is out of range [1, 1024]"));
-      p.threads = static_cast<int>(v);
-      continue;
-    }
-    if (k == "ksplit") {
-      if (v < 0 || v > 1024) throw UserError(cat("plan override ksplit=", v, " is out of range [0, 1024] (0: none)"));
-      p.ksplit = static_cast<int>(v);  // checked once the walk is decided
       continue;
     }
     if (k == "kt") {

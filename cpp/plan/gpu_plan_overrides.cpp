@@ -153,6 +153,13 @@ void check_gpu_work_group(const GpuGemmPlan& p, const GpuPlanContext& c) {
   if (p.wgmma && p.nr > 256 && p.epilogue.any())
     throw UserError(cat("plan wgmma nr=", p.nr, ": a fused epilogue (bias, scale, activation, residual) runs on tiles of nr 256 or "
                         "less (its steps are unrolled over a warp's 16 x nr accumulators, at most 4096 elements)"));
+  // (wider than 256: B's rows load in TMA boxes of tma_box_rows (64 rows past 256), which must
+  // divide them, as the lowering requires (simt_wgmma.cpp); 320 and 384 do. Other widths of a
+  // K-major B (multiples of 8: 264 ... 376) passed the checks above and failed in the lowering
+  // with an internal error, "the K loop planned for wgmma does not match its pipeline"; session 28)
+  if (p.wgmma && p.tma && p.nr > 256 && int64_t(p.nr) * p.sg_n % p.tma_box_rows(false))
+    throw UserError(cat("plan wgmma nr=", p.nr, ": tiles wider than 256 load B in TMA boxes of ", p.tma_box_rows(false),
+                        " rows, which must divide its ", int64_t(p.nr) * p.sg_n, " rows (nr 320 or 384)"));
   if (p.wgmma) {
     const int64_t threads = p.work_group_size() + (p.ws == 2 ? 128 : p.ws ? 32 : 0);
     const int64_t regs = p.ws == 2 && p.work_group_size() == 256 ? 224 : std::min<int64_t>(255, 65536 / threads / 8 * 8);

@@ -296,14 +296,27 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     PanelMemory& m;
     ~ReleaseOversize() { m.release_oversize(); }
   } release{panel_memory};
+  // Scratch from panel_memory; one that cannot be allocated is a MemoryError naming it and its
+  // size (was "std::bad_alloc": plan ksplit=512 of 2048^2 f32, 511 blocks of 16 MiB; session 28).
+  auto memory = [&](size_t bytes, const auto& what) -> char* {
+    try {
+      return panel_memory.get(bytes);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory(cat("gemm: cannot allocate ", bytes, " bytes (", bytes >> 20, " MiB) for ", what()));
+    }
+  };
+  auto blocks_of = [&](int64_t count) {
+    return cat("the K split's ", count, " blocks of partial sums of ", g.M, " x ", g.N, " (plan ksplit=", k.plan.ksplit,
+               "; a smaller ksplit needs less)");
+  };
   // The dot walk reads B's column (the vector) with unit stride: another stride (x[::2], a column
   // of a wider matrix, reversed) is gathered first into a contiguous copy, one a distinct vector
   // of the batch (a broadcast one once), and the kernel reads that (see plan_gemv).
   if (k.plan.order == "dot" && g.sb_r != 1 && g.K > 0) {
     const size_t es = ir::size_in_bytes(k.plan.b_type);
     const int64_t n1 = g.sb_b1 ? g.batch1 : 1, n2 = g.sb_b2 ? g.batch2 : 1;
-    char* dst = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(panel_memory.get(size_t(n1 * n2 * g.K) * es + 64)) + 63) &
-                                        ~uintptr_t(63));
+    char* raw = memory(size_t(n1 * n2 * g.K) * es + 64, [&] { return cat("a copy of B's column (the vector, K = ", g.K, ")"); });
+    char* dst = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
     auto gather = [&](auto zero) {
       using E = decltype(zero);
       E* out = reinterpret_cast<E*>(dst);
@@ -358,7 +371,9 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t s_bytes = scratch ? size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                                          ir::size_in_bytes(k.plan.dtype)
                                    : 0;
-    char* packed = panel_memory.get(a_bytes + b_bytes + s_bytes + 256);
+    char* packed = memory(a_bytes + b_bytes + s_bytes + 256, [&] {
+      return cat("the packed panels of A and B of ", g.M, " x ", g.N, " x ", g.K, " (plan pack=1)");
+    });
     auto align64 = [](char* p) { return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
     pa = align64(packed);
     pb = align64(static_cast<char*>(pa) + a_bytes);
@@ -375,7 +390,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     // than the accumulator's, or a fused epilogue).
     const size_t s_bytes = size_t((g.M + g.mr - 1) / g.mr * g.mr) * ((g.N + g.nr - 1) / g.nr * g.nr) *
                            ir::size_in_bytes(k.plan.dtype);
-    char* raw = panel_memory.get(s_bytes + 64);
+    char* raw = memory(s_bytes + 64, [&] { return cat("the partial sums of ", g.M, " x ", g.N, " (plan order='k_outer')"); });
     ws_ptr = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
   }
   if (k.plan.epilogue.any()) {
@@ -468,7 +483,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t es = ir::size_in_bytes(k.plan.dtype);
     const size_t elems = size_t((g.M + g.mr - 1) / g.mr * g.mr) * size_t((g.N + g.nr - 1) / g.nr * g.nr);
     const size_t part_bytes = (elems * es + 63) / 64 * 64;
-    char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
+    char* raw = memory(part_bytes * size_t(parts) + 64, [&] { return blocks_of(parts); });
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(k_last, k0 + step) - k0;
@@ -505,7 +520,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     // A part's scratch as the kernel addresses it: ceil(M / mr) * mr rows of ceil(N / nr) * nr.
     const size_t cols = size_t((g.N + g.nr - 1) / g.nr * g.nr);
     const size_t part_bytes = (size_t((g.M + g.mr - 1) / g.mr * g.mr) * cols * sizeof(float) + 63) / 64 * 64;
-    char* raw = panel_memory.get(part_bytes * size_t(parts) + 64);
+    char* raw = memory(part_bytes * size_t(parts) + 64, [&] { return blocks_of(parts); });
     char* sums = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63));
     run_parts(parts, [&](int w) {
       const int64_t k0 = w * step, kw = std::min(g.K, k0 + step) - k0;
@@ -539,7 +554,7 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     const size_t es = ir::size_in_bytes(k.plan.dtype);
     const size_t row = (size_t(g.N) * es + 63) / 64 * 64;  // a block's row, 64-byte multiples apart
     const size_t block = row * size_t(g.M);
-    char* raw = parts > 1 ? panel_memory.get(block * size_t(parts - 1) + 64) : nullptr;
+    char* raw = parts > 1 ? memory(block * size_t(parts - 1) + 64, [&] { return blocks_of(parts - 1); }) : nullptr;
     char* blocks = raw ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + 63) & ~uintptr_t(63)) : nullptr;
     const int64_t ld = static_cast<int64_t>(row / es);
     run_parts(parts, [&](int w) {

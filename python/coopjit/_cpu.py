@@ -135,6 +135,10 @@ class Kernel(KernelDisplay):
         self._plan = plan
         self._core = _core.compile_gemm(list(self._types), m, n, k, [*sa, *sb, n, 1], accumulate, _overrides(plan),
                                         None if fused is None else fused.steps())
+        # Whether the kernel adds parts of K each scaled by alpha (K tiles, 2048-K blocks, ksplit
+        # parts): a large alpha's result is then checked (_large_alpha).
+        cfg = self._core.config
+        self._splits_k = k > min(int(cfg["kt"]), 2048) or int(cfg["ksplit"]) > 1
         # The per-call fast path (GemmKernel.call_fast): an untransposed product without an epilogue
         self._fast = None
         if fused is None and not trans_a and not trans_b:
@@ -161,9 +165,17 @@ class Kernel(KernelDisplay):
                  scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
         """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
-        if (self._fused is None and isinstance(alpha, (float, np.floating)) and alpha in (np.inf, -np.inf)
-                and np.dtype(self.dtype).kind not in "iu"):
-            return self._infinite_alpha(a, b, c, float(alpha), beta)
+        # (an operand of an epilogue step this kernel lacks: refused by _call)
+        if (self._fused is None and bias is None and residual is None and scale is None and row_scale is None
+                and isinstance(alpha, (int, float, np.integer, np.floating))
+                and not isinstance(alpha, bool) and abs(alpha) > 1.0 and np.dtype(self.dtype).kind not in "iu"):
+            if alpha in (np.inf, -np.inf):
+                return self._alpha_once(a, b, c, float(alpha), beta)
+            if self._splits_k:
+                return self._large_alpha(a, b, c, alpha, beta)
+        return self._call(a, b, c, alpha, beta, bias, residual, scale, row_scale)
+
+    def _call(self, a, b, c, alpha, beta, bias, residual, scale, row_scale):
         # The per-call fast path: arrays of the compiled problem, nothing to copy or check here
         # that the core does not check itself (strides, plan); None when anything is unusual.
         if self._fast is not None and bias is None and residual is None and scale is None and row_scale is None:
@@ -215,10 +227,28 @@ class Kernel(KernelDisplay):
             c[...] = target
         return c if given_c is None or isinstance(given_c, np.ndarray) else given_c
 
-    def _infinite_alpha(self, a, b, c, alpha, beta):
-        """A call with alpha = +-inf: the product with alpha 1 into c, then c = alpha * c + beta * c's
-        values before, once (as gemm's: the K split's parts and the 2048-K blocks are scaled before
-        they are added, which gave NaN for a part summing to 0; session 27)."""
+    def _large_alpha(self, a, b, c, alpha, beta):
+        """A call of a float kernel with a finite |alpha| > 1, as gemm's (_gemm._large_alpha): the
+        kernel's result, or where it holds a value that is not finite, c's values before put back
+        and the product with alpha applied once (_alpha_once)."""
+        c0 = None
+        if c is not None and beta != 0.0:
+            c0 = np.array(as_array(c, "c"), copy=True)
+        r = self._call(a, b, c, alpha, beta, None, None, None, None)
+        out = r if isinstance(r, np.ndarray) else as_array(r, "c", writable=True)
+        if np.isfinite(out).all():
+            return r
+        if c is None:
+            c, beta = r, 0.0  # (its memory again; beta 0: not read)
+        elif c0 is not None:
+            as_array(c, "c", writable=True)[...] = c0
+        return self._alpha_once(c=c, a=a, b=b, alpha=float(alpha), beta=beta)
+
+    def _alpha_once(self, a, b, c, alpha, beta):
+        """A call with alpha applied once: the product with alpha 1 into c, then c = alpha * c + beta * c's
+        values before (as gemm's: the K split's parts and the 2048-K blocks are scaled before they
+        are added, which gave NaN for a part summing to 0 with alpha = +-inf, session 27, and
+        overflowed the scaled parts with a large finite alpha, session 28)."""
         beta = check_scalar(beta, "beta")
         check_beta(self, c is not None, beta)
         c0 = None

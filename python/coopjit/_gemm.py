@@ -269,8 +269,21 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         gemm(a, b, tmp, alpha=alpha_in, beta=beta_in, trans_a=trans_a, trans_b=trans_b, device=device, plan=plan)
         c[...] = tmp
         return c
-    if alpha in (np.inf, -np.inf) and a.dtype.kind not in "iu" and a.ndim == 2:
-        return _infinite_alpha(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
+    if a.dtype.kind not in "iu" and a.ndim == 2 and abs(alpha) > 1.0:  # (NaN: False)
+        if alpha in (np.inf, -np.inf):
+            return _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
+        # (the planner's own plans split no K of 64 or less; a plan= may name a K tile that does)
+        if a.shape[1 - trans_a] > _UNSPLIT_K or plan is not None:
+            return _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+    return _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+
+
+_UNSPLIT_K = 64  # K the planner's plans never split (the smallest split seen: K 256 in K tiles of 128)
+
+
+def _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan):
+    """gemm of a NumPy a, b a NumPy array or a PackedMatrix, c None or a native NumPy array
+    (checked here), alpha and beta checked scalars (alpha_in / beta_in as given)."""
     if isinstance(b, PackedMatrix):
         get(device).check_prepacked("gemm")
         if trans_b:
@@ -322,11 +335,33 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
     return get(device).gemm(opa, opb, c, alpha, beta, types, plan)
 
 
-def _infinite_alpha(a, b, c, alpha, beta, trans_a, trans_b, device, plan):
-    """gemm with alpha = +-inf (a float product): the sum a @ b with alpha 1 into a float32 / float64
-    array, then alpha * sum + beta * c once. The kernels scale the parts of a split K (plan ksplit,
-    the tile walk's blocks of 2048 K added into C) before adding them, so a part summing to 0 or
-    parts of opposite signs gave NaN where NumPy's alpha * (a @ b) is an infinity (session 27)."""
+def _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan):
+    """gemm of a float product with a finite |alpha| > 1: the kernels scale the parts of a split K
+    (plan ksplit, the tile walk's blocks of 2048 K, the packed nest's K blocks) by alpha before
+    adding them, so parts whose scaled values overflow where alpha * their sum does not gave NaN
+    or an infinity (alpha 1e33, parts of +-4e7 summing to 4096: NaN where NumPy's alpha * (a @ b)
+    is 4.1e36; session 28). The product as the kernels compute it; where it holds a value that
+    is not finite, c's values before are put back and the product is computed again as the sum
+    with alpha 1, scaled once (_alpha_once). The check reads C once (and C is copied first when
+    beta is not 0): a pass over M x N beside the product's 2 M N K operations, taken only where K
+    may be split (K > 64, or a plan= given)."""
+    c0 = c.copy() if isinstance(c, np.ndarray) and beta != 0.0 else None
+    r = _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+    if np.isfinite(r).all():
+        return r
+    if c is None:
+        c, beta = r, 0.0  # (its memory again; beta 0: not read)
+    elif c0 is not None:
+        c[...] = c0
+    return _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
+
+
+def _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan):
+    """gemm of a float product with alpha applied once: the sum a @ b with alpha 1 into a float32 /
+    float64 array, then alpha * sum + beta * c. The kernels scale the parts of a split K (plan
+    ksplit, the tile walk's blocks of 2048 K added into C) before adding them, so alpha = +-inf
+    gave NaN for a part summing to 0 or parts of opposite signs where NumPy's alpha * (a @ b) is an
+    infinity (session 27), and a large finite alpha overflowed the scaled parts (_large_alpha)."""
     if not isinstance(b, PackedMatrix):
         b = native_order(as_array(b, "b"))
     wide = np.float64 if a.dtype == np.float64 else np.float32
