@@ -107,12 +107,28 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // int8 32 / 48 rows 3.2 / 4.9 ms against torch._int_mm's 0.51 / 0.41, bf16 16 rows 2.3 against
   // 0.61); packed they take AMX tiles there, which was not measured for fewer than 64 rows.
   // (Not where the plan names a walk: the unpacked k_outer walk stays asked for.)
+  // 8-bit products (quads) on AVX-512 without AMX (session 28): the same forms from 0.06 MFLOP (not
+  // 2) and from 32 in every dimension (not 64). Unpacked, each byte was widened and multiplied on
+  // its own: int8 64^3 ran at 135 GOP/s on one Zen 5 thread, 0.6x torch._int_mm. Measured on the
+  // 2-core Zen 5, one thread's CPU time (medians of 3 alternating processes, load 10-11), main ->
+  // packed, us (torch._int_mm): 32^3 1.24 -> 1.04 (1.69), 40^3 2.01 -> 1.27 (1.94), 48^3 2.58 ->
+  // 1.31 (1.70), 64^3 3.91 -> 1.79 (2.32), 96x96x64 10.9 -> 2.6 (2.9), 256x256x32 33.5 -> 6.6
+  // (8.4), 64x16x64 1.87 -> 1.30 (1.78), 16x64x64 1.64 -> 1.14, 64x64x200 13.3 -> 3.8 (4.1); 24^3 (under
+  // 0.06 MFLOP) 1.16-1.17 either way. Zen 4 (the same instructions) unmeasured. Not where the plan names
+  // a walk, ksplit, fixed or pack (the forms they ask for stay as before).
+  // benchmarks/recorded/issue14-zen5-2core-rows-session28.txt.
   {
-    const bool dots = spec.batch1 * spec.batch2 == 1 && flops >= 2.0e6 &&
-                      (dot_group(p.a_type, p.b_type, p.dtype, cpu) > 1 || amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0);
-    if (dots && (std::min({spec.M, spec.N, spec.K}) >= 64 ||
-                 (!overrides.count("order") && spec.K >= 64 && std::min(spec.M, spec.N) >= 4 &&
-                  std::max(spec.M, spec.N) >= 64)))
+    const int dg = dot_group(p.a_type, p.b_type, p.dtype, cpu);
+    const bool amx = amx_group(p.a_type, p.b_type, p.dtype, cpu) > 0;
+    const bool one = spec.batch1 * spec.batch2 == 1;
+    const bool skinny = !overrides.count("order") && spec.K >= 64 && std::min(spec.M, spec.N) >= 4 &&
+                        std::max(spec.M, spec.N) >= 64;
+    const bool dots = one && flops >= 2.0e6 && (dg > 1 || amx);
+    const bool quads = one && dg == 4 && !amx && cpu.vector_registers >= 32 && flops >= 6.0e4 &&
+                       !overrides.count("order") && !overrides.count("ksplit") && !overrides.count("fixed") &&
+                       !overrides.count("pack");
+    if ((dots && (std::min({spec.M, spec.N, spec.K}) >= 64 || skinny)) ||
+        (quads && (std::min({spec.M, spec.N, spec.K}) >= 32 || skinny)))
       p.pack = true;
   }
   // A small block of C and a long K on many cores: the K split of the whole block (the k_outer

@@ -111,7 +111,15 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     p.tile_cols = p.simd_width * 8;
     const int64_t acc = ir::size_in_bytes(s.acc);
     const int64_t row = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
-    p.tile_rows = row * acc <= 16384 ? 1 : 4;
+    // 8 rows a step at every width (session 28): on Zen 5 one row a step over partials of 3-16 KiB
+    // read at 0.6-0.7x NumPy's axis-0 sum (which adds whole rows). One Zen 5 thread, CPU time,
+    // medians of 3, us, 1 (4) -> 8 rows a step (NumPy): f32 sums 2048^2 349 -> 248 (224), 4096 x
+    // 2048 1120 -> 698 (657), 4096 x 1024 358 -> 254 (312), 8192 x 768 723 -> 500 (462), 4096^2
+    // 2355 -> 1390 (1444), 8192^2 (4 rows) 6479 -> 6056 (7676), 2048 x 16384 (4) 3095 -> 3022
+    // (3757); f64 2048^2 1107 -> 640 (713); f32 max 2048^2 326 -> 287 (420); int32 sum 236 -> 218
+    // (971); 16384 x 512 level (728 / 731). Zen 4 (the rule's one-row measurement above) not
+    // measured again. benchmarks/recorded/issue14-zen5-2core-rows-session28.txt.
+    p.tile_rows = 8;
     const int64_t most = std::max<int64_t>(p.tile_cols, (int64_t(256) << 10) / acc / p.tile_cols * p.tile_cols);
     p.block_cols = static_cast<int>(std::min<int64_t>(row, most));
   }
