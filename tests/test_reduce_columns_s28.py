@@ -98,6 +98,9 @@ def test_the_planner_takes_the_rules():
     assert plan("max", "column", 100_000, 500)["tile_cols"] == 64
     assert plan("sum", "column", 3, 4_000_000, "f64")["tile_cols"] == 32
     assert plan("sum", "column", 3, 4_000_000, "i32", "i64")["tile_cols"] == 32
+    # min / max of converted inputs (bf16 into f32) keep the wide tile.
+    assert plan("max", "column", 3, 4_000_000, "bf16", "f32")["tile_cols"] == 512
+    assert plan("sum", "column", 3, 4_000_000, "bf16", "f32")["tile_cols"] == 64
     # A worker's columns of up to 8 vectors: one tile as wide as them (each row read once).
     assert plan("sum", "column", 1_000_000, 128, "f64")["tile_cols"] == 64
     assert plan("sum", "column", 1_000_000, 80, "f64")["tile_cols"] == 40
