@@ -25,7 +25,15 @@ epilogues build differently (beta, fused steps, C of another type, the dot walk,
 additions, AMX stores), for a refactor of the CPU recipe; under COOPJIT_NUM_THREADS=2, without
 the kernel cache.
 
-    PYTHONPATH=<build before> python3 scripts/plan_dump.py ir before.txt"""
+    PYTHONPATH=<build before> python3 scripts/plan_dump.py ir before.txt
+
+`reduce` mode: the CPU reductions' plans (session 28): for ~6,000 cases (shapes x axes x dtypes x
+ops, NumPy arrays, some strided), the kernels coopjit.reduce would run (its Python routing: each
+form, view and type triple; the kernels are not run) and plan_reduce's fields of each (with the
+column_rows plan of a column form that run_reduce splits over the rows), under 1 / 2 / 16 pool
+threads and AVX-512 / AVX2 vectors.
+
+    PYTHONPATH=<build before> python3 scripts/plan_dump.py reduce before.txt"""
 import os
 import subprocess
 import sys
@@ -332,7 +340,88 @@ def ir_dump(path):
     sys.exit(r.returncode)
 
 
+# --- reduce mode --------------------------------------------------------------------------------
+RED_SHAPES = [((3, 4_000_000), (None, 0, 1)), ((4_000_000, 3), (None, 0, 1)), ((8192, 8192), (None, 0, 1)),
+              ((1_000_000, 64), (None, 0, 1)), ((64, 1_000_000), (None, 0, 1)), ((12_000_000,), (None,)),
+              ((3, 2000, 2000), ((0, 1), (1, 2), 0, 2)), ((2000, 2000, 3), ((0, 1), (1, 2), 0, 2)),
+              ((128, 64, 8192), ((0, 1), (1, 2))), ((1000, 1000, 64), ((0, 1), (1, 2))),
+              ((100_000, 500), (0, 1)), ((40_000, 300), (0, 1)), ((5, 2_400_000), (0, 1)), ((15, 800_000), (0, 1)),
+              ((4096, 4096), (0, 1)), ((8192, 1024), (0, 1)), ((12_000, 1000), (0, 1)), ((1000, 1000), (0, 1)),
+              ((64, 64), (0, 1)), ((1_000_003, 5), (0, 1)), ((1 << 20, 15), (0, 1)), ((1 << 20, 16), (0, 1)),
+              ((1 << 20, 32), (0, 1)), ((300_000, 40), (0, 1)), ((4, 1 << 22), (0, 1)), ((1 << 24,), (None,))]
+RED_DTYPES = ["float32", "float64", "bfloat16", "float16", "int8", "int32", "uint8", "int64"]
+
+
+def reduce_child(tag):
+    import coopjit
+    from coopjit import _core, _reduce
+    calls = []
+    _reduce._run = lambda op, form, x2d, y, types, device="cpu": calls.append((op, form, x2d, types))
+    threads = coopjit.get_num_threads()
+    vb = 32 if "avx2" in tag else 64
+
+    def plan(op, form, rows, cols, sx_r, sx_c, types):
+        try:
+            p = _core.reduce_plan(op, form, rows, cols, sx_r, sx_c, *types, vector_bytes=vb, threads=threads)
+            return " ".join(f"{k}={p[k]}" for k in sorted(p))
+        except Exception as e:  # noqa: BLE001
+            return f"ERROR {type(e).__name__}: {e}"
+
+    out = []
+    for shape, axes in RED_SHAPES:
+        for dtype in RED_DTYPES:
+            dt = BF16 if dtype == "bfloat16" else np.dtype(dtype)
+            base = np.empty(shape, dt)  # (never touched: the kernels are not run)
+            views = [("c", base)]
+            if len(shape) == 2:
+                views.append(("T", base.T))
+            if len(shape) == 1:
+                views.append(("s2", np.empty(2 * shape[0], dt)[::2]))
+            for vname, a in views:
+                for op in ("sum", "max"):
+                    for axis in axes:
+                        calls.clear()
+                        try:
+                            coopjit.reduce(a, axis=axis, op=op)
+                            res = []
+                            for (o, form, x2d, types) in calls:
+                                isz = x2d.itemsize
+                                rows, cols = x2d.shape
+                                sx_r, sx_c = x2d.strides[0] // isz, x2d.strides[1] // isz
+                                line = f"{form} {rows}x{cols} s({sx_r},{sx_c}) {'/'.join(types)}: " + \
+                                    plan(o, form, rows, cols, sx_r, sx_c, types)
+                                if form == "column" and sx_c == 1 and rows >= 8 * threads and cols * isz > 2048:
+                                    line += " | column_rows: " + plan(o, "column_rows", rows, cols, sx_r, sx_c,
+                                                                      (types[0], types[1], types[1]))
+                                res.append(line)
+                            res = " ; ".join(res)
+                        except Exception as e:  # noqa: BLE001
+                            res = f"ERROR {type(e).__name__}: {e}"
+                        out.append(f"{tag} {op} {dtype} {shape} {vname} ax={axis}: {res}")
+    print("\n".join(out))
+
+
+def reduce_dump(path):
+    lines = []
+    for tag, env in [("t1", {"COOPJIT_NUM_THREADS": "1"}), ("t2", {"COOPJIT_NUM_THREADS": "2"}),
+                     ("t16", {"COOPJIT_NUM_THREADS": "16"}), ("t2avx2", {"COOPJIT_NUM_THREADS": "2"})]:
+        e = {**os.environ, **env, "COOPJIT_CACHE": "0"}
+        r = subprocess.run([sys.executable, __file__, "--reduce-child", tag], env=e, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{tag}: {r.stderr[-3000:]}")
+        lines.append(r.stdout)
+    with open(path, "w") as f:
+        f.write("".join(lines))
+    print(f"{sum(s.count(chr(10)) for s in lines)} cases -> {path}")
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "reduce":
+        reduce_dump(sys.argv[2])
+        sys.exit(0)
+    if len(sys.argv) > 2 and sys.argv[1] == "--reduce-child":
+        reduce_child(sys.argv[2])
+        sys.exit(0)
     if len(sys.argv) > 2 and sys.argv[1] == "ir":
         ir_dump(sys.argv[2])
     if len(sys.argv) > 2 and sys.argv[1] == "--ir-child":

@@ -44,6 +44,21 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     const int64_t nvec = std::max<int64_t>(4, std::min<int64_t>(regs, (per_worker + p.simd_width - 1) / p.simd_width));
     p.tile_rows = 1;
     p.tile_cols = p.simd_width * static_cast<int>(nvec);
+    // Contiguous columns wider than 8 vectors a worker: 4 vectors. The column form now walks
+    // few rows (fewer than 8 a worker: (3, 4e6) along axis 0) or narrow ones (up to 2 KiB:
+    // (1e6, 500)); long walks down wide rows are column_rows (run_reduce). There a row of 32
+    // vectors ran at half the rate of 4 (with session 26's levels of partial sums, 3 x 32
+    // accumulators): Zen 5, one thread, CPU time, 11 blocks, GB/s of the input read, 32 / 4 / 8
+    // vectors: f32 sums (3, 4e6) 19 / 38 / 29, (5, 2.4e6) 25 / 49 / 40, (1e5, 500) 21 / 35 / 37,
+    // (4e4, 300) 30 / 33 / 28; f32 max (3, 4e6) 35 / 40 / 21, (1e5, 500) 16 / 29 / 27; f64 sums
+    // (3, 4e6) 24-25 / 33 / 36, (5, 2.4e6) 31 / 43 / 38, (1e5, 250) 22 / 36 / 37; int32 into
+    // int64 (1e5, 500) 13 / 32 / 30. A worker's columns of up to 8 vectors keep one tile as wide
+    // as them (each row read once): (1e6, 64) f64 along axis 0, 8 vectors -> two tiles of 4:
+    // sum 42 -> 36, max 41 -> 31. min / max of converted inputs (bf16, f16 into f32) keep the
+    // wide tile: (3, 4e6) bf16 max along axis 0 10-11 -> 9 GB/s with 4 vectors (1 thread).
+    const bool converted_min_max = (s.op == "min" || s.op == "max") && s.in != s.acc;
+    if (s.sx_c == 1 && !converted_min_max && (per_worker + p.simd_width - 1) / p.simd_width > 8)
+      p.tile_cols = p.simd_width * 4;
   }
   // Float min / max along long rows: one row of 8 vectors. Each combine there is three
   // instructions (scalar_bin: vrangeps, a NaN test into a mask, a masked add), and 4 x 4
@@ -111,15 +126,18 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     p.tile_cols = p.simd_width * 8;
     const int64_t acc = ir::size_in_bytes(s.acc);
     const int64_t row = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
-    // 8 rows a step at every width (session 28): on Zen 5 one row a step over partials of 3-16 KiB
-    // read at 0.6-0.7x NumPy's axis-0 sum (which adds whole rows). One Zen 5 thread, CPU time,
-    // medians of 3, us, 1 (4) -> 8 rows a step (NumPy): f32 sums 2048^2 349 -> 248 (224), 4096 x
-    // 2048 1120 -> 698 (657), 4096 x 1024 358 -> 254 (312), 8192 x 768 723 -> 500 (462), 4096^2
-    // 2355 -> 1390 (1444), 8192^2 (4 rows) 6479 -> 6056 (7676), 2048 x 16384 (4) 3095 -> 3022
-    // (3757); f64 2048^2 1107 -> 640 (713); f32 max 2048^2 326 -> 287 (420); int32 sum 236 -> 218
-    // (971); 16384 x 512 level (728 / 731). Zen 4 (the rule's one-row measurement above) not
-    // measured again. benchmarks/recorded/issue14-zen5-2core-rows-session28.txt.
-    p.tile_rows = 8;
+    p.tile_rows = row * acc <= 16384 ? 1 : 4;
+    // Sums (and products) read in their accumulator type (f32, f64, int64): 8 rows a step
+    // whatever the row's length. One row a step ran at half the copy rate on Zen 5 (one
+    // thread, CPU time, 48 MB of f32 / f64, GB/s of the input read, 1 / 4 / 8 rows a step):
+    // (6000, 2000) f32 25 / 38 / 43 (NumPy 47), 4096^2 28 / 40 / 46 (NumPy 46), 8192 x 1024 30 /
+    // 42 / 47, (6000, 2000) f64 28 / - / 40; 8192^2 (4 rows before) 43 / 45 with 8. Inputs
+    // converted on the way (bf16 / f16 into f32) and min / max keep one row: (6000, 2000) bf16
+    // sum 53 / 42 (8 rows), f32 max 32 / 26-28 (4-8 rows): their combines need the registers
+    // (hzen measured f32 max 2048^2 326 -> 287 us with 8 rows; hred's (6000, 2000) went the other
+    // way: one row kept). Both helpers' sum figures: issue14-zen5-2core-rows-session28.txt and
+    // issue14-zen5-2core-reduce-session28.txt.
+    if ((s.op == "sum" || s.op == "prod") && s.in == s.acc) p.tile_rows = 8;
     const int64_t most = std::max<int64_t>(p.tile_cols, (int64_t(256) << 10) / acc / p.tile_cols * p.tile_cols);
     p.block_cols = static_cast<int>(std::min<int64_t>(row, most));
   }
