@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from _rounds import timed  # blocks of back-to-back calls, the median a call
+
 SQUARES = (32, 64, 128, 256, 512, 1024, 2048)
 
 
@@ -89,21 +91,6 @@ def fn_for(lib, c, a, b):
     return lambda: torch.matmul(ta, tb)
 
 
-def timed(f, clock, blocks=5, seconds=0.25):
-    f()
-    t = clock()
-    f()
-    one = max(clock() - t, 1e-7)
-    inner = max(1, int(seconds / blocks / one))
-    out = []
-    for _ in range(blocks):
-        t = clock()
-        for _ in range(inner):
-            f()
-        out.append((clock() - t) / inner)
-    return float(np.median(out))
-
-
 def worker(mode, lib, names):
     threads = 1 if mode == "one" else 2  # caller2: 2 threads, the calling thread's CPU time
     if lib == "coopjit":
@@ -122,7 +109,7 @@ def worker(mode, lib, names):
         if f is None:
             continue
         time.sleep(0.3 if mode == "two" else 0.05)
-        res[label(c)] = timed(f, clock)
+        res[label(c)] = timed(f, clock=clock, seconds=0.25)
     print(json.dumps(res))
 
 

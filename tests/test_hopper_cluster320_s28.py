@@ -17,7 +17,7 @@ import pytest
 
 import coopjit
 from coopjit import ptx
-from conftest import check_device_product as _check, needs_hopper, spill_stores
+from conftest import check_device_product as _check, check_int8_trans_b_product, needs_hopper, spill_stores
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -154,16 +154,5 @@ def test_cluster_wide_gemm_large(rng, shape, layout, extra):
 def test_cluster_wide_int8_exact(rng):
     """int8 -> int32 (B K-contiguous) in 128 x 320 clusters: exact against int64, alpha / beta."""
     _hopper()
-    m, n, k = 1000, 704, 1040
-    a = rng.integers(-128, 128, (m, k), dtype=np.int8)
-    b = rng.integers(-128, 128, (n, k), dtype=np.int8)
-    plan = dict(W320, layout="row", ws=2)
-    kern = coopjit.compile_gemm(m, n, k, np.int8, device=DEV, trans_b=True, plan=plan)
-    assert kern.config["macro_tile"] == "128x320" and str(kern.config["cluster"]).startswith("2")
-    ref = a.astype(np.int64) @ b.T.astype(np.int64)
-    c = kern(a, b)
-    assert c.dtype == np.int32 and (c.astype(np.int64) == ref).all()
-    c0 = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
-    c = c0.copy()
-    coopjit.gemm(a, b, c, alpha=-2, beta=3, trans_b=True, device=DEV, plan=plan)
-    assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
+    check_int8_trans_b_product(rng, 1000, 704, 1040, DEV, dict(W320, layout="row", ws=2),
+                               lambda cfg: cfg["macro_tile"] == "128x320" and str(cfg["cluster"]).startswith("2"))
