@@ -115,7 +115,8 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // 1.31 (1.70), 64^3 3.91 -> 1.79 (2.32), 96x96x64 10.9 -> 2.6 (2.9), 256x256x32 33.5 -> 6.6
   // (8.4), 64x16x64 1.87 -> 1.30 (1.78), 16x64x64 1.64 -> 1.14, 64x64x200 13.3 -> 3.8 (4.1); 24^3 (under
   // 0.06 MFLOP) 1.16-1.17 either way. Zen 4 (the same instructions) unmeasured. Not where the plan names
-  // a walk, ksplit, fixed or pack (the forms they ask for stay as before).
+  // a walk, ksplit, fixed, pack or simd_width (the forms they ask for stay as before: half-width
+  // vectors widen the bytes on load, which VNNI panels refuse).
   // benchmarks/recorded/issue14-zen5-2core-rows-session28.txt.
   {
     const int dg = dot_group(p.a_type, p.b_type, p.dtype, cpu);
@@ -126,7 +127,7 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
     const bool dots = one && flops >= 2.0e6 && (dg > 1 || amx);
     const bool quads = one && dg == 4 && !amx && cpu.vector_registers >= 32 && flops >= 6.0e4 &&
                        !overrides.count("order") && !overrides.count("ksplit") && !overrides.count("fixed") &&
-                       !overrides.count("pack");
+                       !overrides.count("pack") && !overrides.count("simd_width");
     if ((dots && (std::min({spec.M, spec.N, spec.K}) >= 64 || skinny)) ||
         (quads && (std::min({spec.M, spec.N, spec.K}) >= 32 || skinny)))
       p.pack = true;
