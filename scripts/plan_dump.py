@@ -416,22 +416,10 @@ def reduce_dump(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "reduce":
-        reduce_dump(sys.argv[2])
-        sys.exit(0)
-    if len(sys.argv) > 2 and sys.argv[1] == "--reduce-child":
-        reduce_child(sys.argv[2])
-        sys.exit(0)
-    if len(sys.argv) > 2 and sys.argv[1] == "ir":
-        ir_dump(sys.argv[2])
-    if len(sys.argv) > 2 and sys.argv[1] == "--ir-child":
-        ir_child(sys.argv[2])
-        sys.exit(0)
-    if len(sys.argv) > 2 and sys.argv[1] == "gpu":
-        gpu_dump(sys.argv[2])
-        sys.exit(0)
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child(sys.argv[2])
+    modes = {"reduce": reduce_dump, "--reduce-child": reduce_child, "ir": ir_dump, "--ir-child": ir_child,
+             "gpu": gpu_dump, "--child": child}
+    if len(sys.argv) > 2 and sys.argv[1] in modes:
+        modes[sys.argv[1]](sys.argv[2])
         sys.exit(0)
     lines = []
     for tag, env in [("t1", {"COOPJIT_NUM_THREADS": "1"}), ("t2", {"COOPJIT_NUM_THREADS": "2"}),
