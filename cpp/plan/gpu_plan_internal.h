@@ -188,6 +188,29 @@ inline bool ws16_streams_whole(int64_t M, int64_t N, int64_t mt, int64_t nt, int
   return tiles_k >= 2 && last > 0 && full >= 3 && full <= 7 && 2 * last <= workers;
 }
 
+// kTileBands: 16-bit persistent ws DP plans walk their tiles in bands of group_m M tiles (down M
+// inside a band, simt_tma_ws.cpp) so that a wave of `workers` tiles is about as many M tiles as N
+// tiles' worth of rows: group_m = sqrt(workers * nt / mt) rounded to an even number (128 x 256 on
+// 132 SMs: 16, 128 x 192: 14). Without bands a wave of 128 x 256 tiles at 8192^3 is all 64 M tiles
+// of two N tiles: the wave reads all of A (128 MiB, past the 50 MB L2) again. H200, session 29
+// (benchmarks/recorded/issue16-h200-squares-session29.md, ncu of one launch): DRAM read 2.39 GB
+// without bands, cuBLAS's nvjet kernel 1.25 GB; CUDA graphs, medians of 4 rounds, us, bf16
+// without / group_m 8 / 16 / 32 / cuBLAS: 1497.8 / 1418.5 / 1383.3 / 1417.1 / 1389.1; f16 without
+// / 16 / cuBLAS 1527.7 / 1429.4 / 1517.4; run 2, branch / main (group_m 0) / cuBLAS, 3 rounds:
+// 8192^3 bf16 1420.5 / 1443.8 / 1404.6, f16 1462.4 / 1536.7 / 1504.7. 4096^3, whose A (32 MiB)
+// stays in the L2 without bands, was level (bf16 177.0 / 177.5 / 177.0, f16 185.4 / 184.3 /
+// 182.2): so only where the kernel's A (M x K) is over kBandL2Bytes (the H100's and H200's 50 MB
+// L2). Only 128 x 256 tiles (the tile measured; 128 x 192, 192 x 192 and 128 x 320 would take
+// 14, 12 and 18 by the same count, not measured), and only where the tiles outrun the workers and
+// M has more tiles than a band (else the walk is the same).
+inline constexpr bool kTileBands = true;
+inline constexpr int64_t kBandL2Bytes = 50 * 1000 * 1000;
+inline int64_t band_m_tiles(int64_t workers, int64_t mt, int64_t nt) {
+  int64_t g = 2;  // the even number nearest sqrt(workers nt / mt)
+  while ((g + 2) * (g + 2) * mt <= workers * nt || (g + 1) * (g + 1) * mt < workers * nt) g += 2;
+  return g;
+}
+
 inline bool pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
 
 // 16 when the device has it (Xe-HPC, Xe2: the native width), else the nearest it has.

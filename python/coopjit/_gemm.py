@@ -718,6 +718,7 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'no' | 'yes' (debug: the consumers' clock at each unit's boundaries, _core.gpu_stream_k_flags reads
   it; default 'no'); cluster 'no' | 2 (ws DP plans whose tiles along M are even:
   pairs of blocks at the same N, each copying half of B's panel, multicast by TMA to both; default
-  'no'); group_m (0: tiles walk down M; g: in bands of g M tiles); split, kt, workers (Stream-K)."""
+  'no'); group_m (0: tiles walk down M; g: in bands of g M tiles; default 16 on persistent 16-bit
+  128 x 256 DP plans whose A is over 50 MB, else 0); split, kt, workers (Stream-K)."""
 for _f in (matmul, gemm, compile_gemm):
     _f.__doc__ = _f.__doc__.rstrip() + "\n\n    " + PLAN_HELP.replace("\n", "\n    ")
