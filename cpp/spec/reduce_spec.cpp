@@ -20,8 +20,21 @@ std::string ReducePlan::key(const ReduceSpec& s) const {
              simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g",
              block_cols ? cat(".cb", block_cols) : std::string(), stride ? cat(".sc", stride) : std::string(),
              unit_y ? ".uy" : "", prefetch ? cat(".pf", prefetch) : std::string(),
-             read_past ? ".rp" : "", segments ? ".seg" : "",
+             read_past ? ".rp" : "", segments ? ".seg" : "", stream_y ? ".nt" : "",
              sum_block ? cat(".sb", sum_block, "x", sum_levels) : std::string());
+}
+
+bool stream_y_pays(const ReduceSpec& s, const ReducePlan& p) {
+  // The column form's Y written with streaming stores where it is large next to X: each line of
+  // Y written with ordinary stores is first read (RFO), then written back, so a Y of a third of
+  // X's bytes (3 rows) costs X + 2 Y of traffic for X + Y. Y of at least 4 MiB (beyond a core's
+  // share of the caches, where the lines would be evicted unread anyway) and at least an eighth
+  // of X's bytes (where the read of Y is a measurable part of the traffic). Full tiles whose
+  // results start on 64-byte boundaries only (their width in Y's bytes a multiple of 64).
+  const int64_t yb = s.cols * ir::size_in_bytes(s.out);
+  const double xb = double(s.rows) * s.cols * ir::size_in_bytes(s.in);
+  return s.form == "column" && p.unit_y && yb >= (int64_t(4) << 20) && 8.0 * yb >= xb &&
+         (int64_t(p.tile_cols) * ir::size_in_bytes(s.out)) % 64 == 0;
 }
 
 ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
@@ -189,6 +202,7 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     const int64_t row_tiles = (s.rows + p.tile_rows - 1) / p.tile_rows;
     if (row_tiles >= 4 * want && bytes >= double(want) * (256 << 10)) p.shares = static_cast<int>(want);
   }
+  p.stream_y = stream_y_pays(s, p);
   return p;
 }
 
