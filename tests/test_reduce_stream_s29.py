@@ -149,3 +149,39 @@ def test_override_same_result(stream):
 def test_override_checked():
     with pytest.raises(ValueError, match="stream_y"):
         _core.reduce_plan_overrides({"column.stream_y": 2})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("shape", [(4096, 4096), (6007, 2001), (21, 70_000), (1000, 1000)])
+def test_column_rows_float_min_max(dtype, op, shape):
+    """Float min / max down the columns of wide rows (column_rows, 8 rows of 4 vectors a step
+    since session 29): rows not a multiple of 8, columns not of a tile, NaN and infinities."""
+    x = _draw(shape, dtype, shape[0])
+    rng = np.random.default_rng(shape[1])
+    for _ in range(6):
+        x[rng.integers(shape[0]), rng.integers(shape[1])] = np.nan
+    x[rng.integers(shape[0]), rng.integers(shape[1])] = np.inf
+    x[rng.integers(shape[0]), rng.integers(shape[1])] = -np.inf
+    x[-1, -1] = np.nan  # the last row's tail
+    _check(coopjit.reduce(x, axis=0, op=op), x, 0, op)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16, np.int32, np.int8])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("n", [16, 32, 48, 64, 128, 200, 1024, 5000])
+def test_row_tiles_across_lanes(dtype, op, n):
+    """Row tiles of 2-S rows reduced across their lanes together (session 29): rows of whole
+    vectors (4 or 8 a tile) and others, a row count that leaves a partial tile, NaN in a row."""
+    rows = 8 * 37 + 5
+    x = _draw((rows, n), dtype, n) if np.dtype(dtype).kind == "f" or dtype == BF16 else \
+        np.random.default_rng(n).integers(-100, 100, (rows, n)).astype(dtype)
+    if dtype != np.int32 and dtype != np.int8:
+        x[3, n // 2] = np.nan
+        x[rows - 1, 0] = np.inf
+    got = coopjit.reduce(x, axis=1, op=op)
+    if np.dtype(dtype).kind == "i":
+        ref = getattr(np, op)(x.astype(np.int64), axis=1)
+        np.testing.assert_array_equal(np.asarray(got, np.int64), ref)
+    else:
+        _check(got, x, 1, op)
