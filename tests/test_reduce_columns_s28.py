@@ -112,7 +112,11 @@ def test_the_planner_takes_the_rules():
     for dt, acc in (("f32", ""), ("f64", ""), ("i64", "")):
         for cols in (2000, 8192):
             assert plan("sum", "column_rows", 6000, cols, dt, acc)["tile_rows"] == 8, (dt, cols)
-    # Converted inputs and max: one row a step up to 16 KiB of partials, four beyond.
-    for op, dt, acc in (("max", "f32", ""), ("sum", "bf16", "f32"), ("sum", "i32", "i64")):
+    # Converted inputs and integer max: one row a step up to 16 KiB of partials, four beyond;
+    # float max / min read in their own type: 8 rows of 4 vectors (session 29).
+    for op, dt in (("max", "f32"), ("min", "f64")):
+        p = plan(op, "column_rows", 6000, 2000, dt)
+        assert (p["tile_rows"], p["tile_cols"]) == (8, 64 if dt == "f32" else 32), (op, dt, p)
+    for op, dt, acc in (("max", "i32", ""), ("sum", "bf16", "f32"), ("sum", "i32", "i64")):
         assert plan(op, "column_rows", 6000, 2000, dt, acc)["tile_rows"] == 1, (op, dt)
         assert plan(op, "column_rows", 6000, 8192, dt, acc)["tile_rows"] == 4, (op, dt)

@@ -43,14 +43,18 @@ def test_reduce_plan_answers_the_planner_for_other_shapes_and_forms():
     assert p["simd_width"] == 8 and p["key"].startswith("reduce.sum.row.i8.i64.i64."), p
     # Down contiguous columns, one row of 4 vectors (session 28: 32 vectors ran at half the
     # rate on Zen 5); strided columns keep up to 32; column_rows blocks of partials, 8 rows a
-    # step for sums read in their accumulator type, one for max.
+    # step for sums read in their accumulator type, one for integer max.
     p = _core.reduce_plan("sum", "column", 4096, 4096, vector_bytes=64, threads=16)
     assert (p["tile_rows"], p["tile_cols"]) == (1, 64), p
     p = _core.reduce_plan("sum", "column", 4096, 4096, sx_r=4096 * 20, sx_c=20, vector_bytes=64, threads=16)
     assert (p["tile_rows"], p["tile_cols"]) == (1, 256), p
     p = _core.reduce_plan("sum", "column_rows", 4096, 4096, vector_bytes=64, threads=16)
     assert (p["tile_rows"], p["tile_cols"], p["block_cols"]) == (8, 128, 4096), p
-    assert _core.reduce_plan("max", "column_rows", 4096, 4096, vector_bytes=64, threads=16)["tile_rows"] == 1
+    # float max: 8 rows of 4 vectors (session 29); integer max one row
+    p = _core.reduce_plan("max", "column_rows", 4096, 4096, vector_bytes=64, threads=16)
+    assert (p["tile_rows"], p["tile_cols"]) == (8, 64), p
+    assert _core.reduce_plan("max", "column_rows", 4096, 4096, in_dtype="i32", vector_bytes=64,
+                             threads=16)["tile_rows"] == 1
     # Rows with a gap of a page or more after them: no reading past a row's end.
     assert _core.reduce_plan("sum", "row", 4096, 4096, sx_r=4096 + 1024, vector_bytes=64)["read_past"] is False
     assert _core.reduce_plan("sum", "row", 4096, 4096, sx_r=4096 + 64, vector_bytes=64)["read_past"] is True

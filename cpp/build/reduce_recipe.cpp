@@ -70,7 +70,8 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
     auto [lo, hi] = share(b, ceil_div(b, cols, TC));
     b.for_(lo, hi, one, {}, [&](Builder& x, Value* ct, const std::vector<Value*>&) {
       Value* c0 = x.mul(ct, TC, "c0");
-      Value* acc = x.if_(x.cmp(CmpPred::le, x.add(c0, TC), cols, "full"), {acc_t(R, CW)},
+      Value* full = x.cmp(CmpPred::le, x.add(c0, TC), cols, "full");
+      Value* acc = x.if_(full, {acc_t(R, CW)},
                          [&](Builder& y) {
                            if (!p.segments) return std::vector<Value*>{pass.accumulate(y, false, c0, false)};
                            // Plan segments: X is the n x K view of K contiguous rows of n = rows
@@ -86,7 +87,20 @@ std::unique_ptr<Function> build_reduce(const ReduceSpec& s, const ReducePlan& p,
                          },
                          [&](Builder& y) { return std::vector<Value*>{pass.accumulate(y, false, c0, true)}; })[0];
       Value* red = x.reduce(acc, ReduceMode::column, acc_t(1, CW), comb, "sums");
-      x.store(narrow(x, red, 1, CW), {Y, zero, c0, one, sy_c, one, cols}, true);
+      // A full tile's results are stored whole, without the bounds test of each lane (a checked
+      // store built the lanes' masks from 64-bit column indices, about 15 instructions a vector:
+      // the cost of an output element where few rows are reduced); with plan stream_y
+      // non-temporally (Y starts on a 64-byte boundary and a tile's results are whole lines: the
+      // store is aligned). The last, partial tile: masked stores.
+      Value* out = narrow(x, red, 1, CW);
+      x.if_(full, {}, [&](Builder& y) {
+        Op* st = y.store(out, {Y, zero, c0, one, sy_c, one, cols}, false);
+        if (p.stream_y) st->attrs["nontemporal"] = int64_t(1);
+        return std::vector<Value*>{};
+      }, [&](Builder& y) {
+        y.store(out, {Y, zero, c0, one, sy_c, one, cols}, true);
+        return std::vector<Value*>{};
+      });
       return std::vector<Value*>{};
     }, "ct");
   } else if (s.form == "column_rows") {

@@ -271,7 +271,7 @@ bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vect
   if (!tree_combine(o, m.scalar, op)) return false;
   const auto& vecs = mat(o.operands[0]);
   const int n = chunks(m);
-  for (int64_t i = 0; i < m.rows; ++i) {
+  auto row_vector = [&](int64_t i) {  // row i's vectors combined pairwise into one
     std::vector<llvm::Value*> vs(vecs.begin() + i * n, vecs.begin() + (i + 1) * n);
     while (vs.size() > 1) {
       std::vector<llvm::Value*> next;
@@ -279,7 +279,48 @@ bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vect
       if (vs.size() % 2) next.push_back(vs.back());
       vs = next;
     }
-    llvm::Value* v = vs[0];
+    return vs[0];
+  };
+  // 2, 4, ... S rows (a power of two): the rows' vectors across their lanes together, as
+  // segment_rows does: two vectors of q rows of w lanes each -> one of 2q rows of w / 2 lanes (two
+  // shuffles, one op), R - 1 times for the R rows, then the one vector with itself until each row
+  // has one lane (log2(S / R) times; rows 0..R-1 in lanes 0..R-1, repeated). R - 1 + log2(S / R)
+  // ops for the R rows where the rotations of each row took R log2(S): a 4 x 64 f32 tile's max 5
+  // instead of 16 (the max is 3 instructions), an 8-row tile's 8 instead of 32.
+  const int64_t R = m.rows;
+  if (R >= 2 && R <= S_ && (R & (R - 1)) == 0) {
+    auto halve = [&](llvm::Value* x, llvm::Value* y, int level) {
+      const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
+      std::vector<int> first, second;
+      for (int half = 0; half < 2; ++half)
+        for (int64_t q = 0; q < rows_in; ++q)
+          for (int64_t l = 0; l < w / 2; ++l) {
+            first.push_back(static_cast<int>(half * S_ + q * w + l));
+            second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
+          }
+      return scalar_bin(op, m.scalar, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
+    };
+    std::vector<std::pair<int, llvm::Value*>> stack;  // a binary counter of rows: few vectors live
+    for (int64_t i = 0; i < R; ++i) {
+      llvm::Value* acc = row_vector(i);
+      int level = 0;
+      while (!stack.empty() && stack.back().first == level) {
+        acc = halve(stack.back().second, acc, level);
+        stack.pop_back();
+        ++level;
+      }
+      stack.emplace_back(level, acc);
+    }
+    llvm::Value* v = stack.back().second;
+    for (int level = stack.back().first; (int64_t(1) << level) < S_; ++level) v = halve(v, v, level);
+    for (int64_t i = 0; i < R; ++i) {
+      llvm::Value* s = b_.CreateExtractElement(v, uint64_t(i));
+      for (int64_t k = 0; k < r.cols; ++k) out[i * r.cols + k] = s;
+    }
+    return true;
+  }
+  for (int64_t i = 0; i < m.rows; ++i) {
+    llvm::Value* v = row_vector(i);
     for (int w = S_ / 2; w >= 1; w /= 2) {
       std::vector<int> rot;
       for (int l = 0; l < S_; ++l) rot.push_back((l + w) % S_);

@@ -128,11 +128,23 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
   return true;
 }
 
-void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v) {
+void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v,
+                               bool nontemporal) {
   Chunk ch = chunk(t, a, i, j, checked);
-  if (!a.unit_col) b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
-  else if (ch.mask) b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
-  else b_.CreateAlignedStore(v, ch.base, align(t.scalar));
+  if (!a.unit_col) {
+    b_.CreateMaskedScatter(v, ch.ptrs, align(t.scalar), ch.mask);
+  } else if (ch.mask) {
+    b_.CreateMaskedStore(v, ch.base, align(t.scalar), ch.mask);
+  } else if (nontemporal) {
+    // attr nontemporal (a reduction's plan stream_y): a streaming store, which the backend emits
+    // only for a store aligned to its whole vector; the caller guarantees that alignment.
+    const uint64_t bytes = uint64_t(S_) * size_in_bytes(t.scalar);
+    llvm::StoreInst* st = b_.CreateAlignedStore(v, ch.base, llvm::Align(std::min<uint64_t>(64, bytes)));
+    st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                    llvm::MDNode::get(ctx_, {llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+  } else {
+    b_.CreateAlignedStore(v, ch.base, align(t.scalar));
+  }
 }
 
 void SimdLowering::load(const Op& o) {
@@ -217,8 +229,9 @@ void SimdLowering::store(const Op& o) {
   const auto& vals = mat(o.operands[0]);
   size_t idx = 0;
   if (vector_layout(t)) {
+    const bool nontemporal = o.int_attr("nontemporal") != 0;
     for (int64_t i = 0; i < t.rows; ++i)
-      for (int j = 0; j < chunks(t); ++j) store_chunk(t, a, b_.getInt64(i), j, checked, vals[idx++]);
+      for (int j = 0; j < chunks(t); ++j) store_chunk(t, a, b_.getInt64(i), j, checked, vals[idx++], nontemporal);
     return;
   }
   for (int64_t i = 0; i < t.rows; ++i)

@@ -74,7 +74,8 @@ void bind_reduce(py::module_& m) {
   m.def("reduce_plan_overrides", &set_reduce_plan_overrides, py::arg("overrides"),
         "Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): "
         "'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, "
-        "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels (row form float sums); "
+        "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels (row form float sums), "
+        "stream_y (column form: 0 / 1, streaming stores of Y where its tile allows); "
         "'column.split' 0 keeps a column reduction in "
         "one pass.");
   m.def("reduce_plan",
@@ -108,6 +109,7 @@ void bind_reduce(py::module_& m) {
           d["read_past"] = p.read_past;
           d["unit_y"] = p.unit_y;
           d["segments"] = p.segments;
+          d["stream_y"] = p.stream_y;
           d["sum_block"] = p.sum_block;
           d["sum_levels"] = p.sum_levels;
           d["key"] = p.key(s);

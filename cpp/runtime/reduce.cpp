@@ -51,6 +51,8 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
   p.threads = static_cast<int>(overridden(o, s.form, "threads", p.threads));
   if (s.form != "column_rows") p.shares = static_cast<int>(overridden(o, s.form, "shares", p.shares));
   p.sum_block = static_cast<int>(overridden(o, s.form, "sum_block", p.sum_block));
+  // (stream_y: asked for or not, then only where the planner's conditions but the sizes hold)
+  const bool stream = overridden(o, s.form, "stream_y", p.stream_y) != 0;
   p.sum_levels = static_cast<int>(overridden(o, s.form, "sum_levels", p.sum_levels));
   if (s.form != "row" || s.op != "sum" || !ir::is_float(s.acc) || !p.sum_block || !p.sum_levels)
     p.sum_block = p.sum_levels = 0;  // (a row form's float sum only; both or neither)
@@ -59,12 +61,14 @@ void apply_overrides(const std::map<std::string, int64_t>* o, const ReduceSpec& 
     throw UserError(cat("reduce plan overrides give a ", s.form, " tile of ", p.tile_rows, " x ", p.tile_cols,
                         " (block_cols ", p.block_cols, "): the columns must be a multiple of the vector's ", p.simd_width,
                         " lanes, column_rows blocks a multiple of the tile's columns"));
+  p.stream_y = stream && s.form == "column" && p.unit_y &&
+               (int64_t(p.tile_cols) * ir::size_in_bytes(s.out)) % 64 == 0;
 }
 }  // namespace
 
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) {
   static const char* fields[] = {"tile_rows", "tile_cols", "block_cols", "prefetch",
-                                 "read_past", "threads", "shares", "split", "sum_block", "sum_levels"};
+                                 "read_past", "threads", "shares", "split", "sum_block", "sum_levels", "stream_y"};
   for (const auto& [key, v] : overrides) {
     const size_t dot = key.find('.');
     const std::string field = dot == std::string::npos ? key : key.substr(dot + 1);
@@ -73,10 +77,11 @@ void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides) 
     // (column_rows: each worker's index is its row of partials, so its shares are its workers)
     if (!known || (field == "split" && key != "column.split") || key == "column_rows.shares")
       throw UserError(cat("unknown reduce plan override '", key, "' (known: [form.]tile_rows, tile_cols, block_cols, "
-                          "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels; "
+                          "prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels, "
+                          "stream_y; "
                           "column.split)"));
     const int64_t hi = field == "prefetch" ? 1 << 20 : field == "block_cols" ? 1 << 24 : field == "tile_cols" ? 1024
-                       : field == "shares" ? 4096 : field == "sum_levels" ? 8 : 256;
+                       : field == "shares" ? 4096 : field == "sum_levels" ? 8 : field == "stream_y" ? 1 : 256;
     const int64_t lo = field == "tile_rows" || field == "tile_cols" || field == "threads" ? 1 : 0;
     if (v < lo || v > hi)
       throw UserError(cat("reduce plan override ", key, "=", v, " is out of range [", lo, ", ", hi, "]"));
@@ -122,6 +127,25 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
     run_reduce(s2, ws, y, 0);
     return;
   }
+  // Plan stream_y: the kernel's Y starts on a 64-byte boundary (its full tiles' streaming stores
+  // are aligned); the columns before it are reduced by a call of their own (ordinary stores).
+  const int64_t ys = ir::size_in_bytes(s.out);
+  if (p.stream_y && reinterpret_cast<uintptr_t>(y) % ys) p.stream_y = false;
+  if (p.stream_y && reinterpret_cast<uintptr_t>(y) % 64) {
+    const int64_t h = int64_t((64 - reinterpret_cast<uintptr_t>(y) % 64) / ys);
+    if (h >= s.cols) {
+      p.stream_y = false;
+    } else {
+      ReduceSpec sh = s;
+      sh.cols = h;
+      run_reduce(sh, x, y, 0);
+      ReduceSpec rest = s;
+      rest.cols = s.cols - h;
+      run_reduce(rest, static_cast<const unsigned char*>(x) + h * s.sx_c * ir::size_in_bytes(s.in),
+                 static_cast<unsigned char*>(y) + h * ys, threads_override);
+      return;
+    }
+  }
   auto code = reduce_code(s, p);
   void* ptrs[2] = {const_cast<void*>(x), y};
   const KernelEntry entry = code->entry;
@@ -145,6 +169,9 @@ void run_reduce(const ReduceSpec& s, const void* x, void* y, int threads_overrid
   auto share = [&](int w) {
     int64_t ints[9] = {s.rows, s.cols, s.sx_r, s.sx_c, s.sy_r, s.sy_c, w, shares, head};
     entry(ptrs, ints, nullptr);
+    // Streaming stores are weakly ordered: fenced on the thread that made them, before its share
+    // is reported done.
+    if (p.stream_y) std::atomic_thread_fence(std::memory_order_seq_cst);
   };
   if (shares > workers)
     ThreadPool::get().run_shares(workers, shares, share);

@@ -18,7 +18,8 @@ void run_reduce(const ReduceSpec& spec, const void* x, void* y, int threads_over
 /// threads, shares (the row, column and 2x2 forms' work cut into that many shares over the
 /// threads, run_shares; 0 or up to threads: one a thread), sum_block and sum_levels (the row
 /// form's float sums: ReducePlan's levels of partial sums; 0: one accumulator a lane; other
-/// forms and ops ignore them), and "column.split" (0: the column form
+/// forms and ops ignore them), stream_y (the column form's streaming stores of Y: 1 asks for
+/// them where Y is contiguous and a tile's results are whole lines, 0 turns them off), and "column.split" (0: the column form
 /// is not split into column_rows + column).
 /// An empty map restores the planner's choices. Checked here: unknown keys, values out of range.
 void set_reduce_plan_overrides(const std::map<std::string, int64_t>& overrides);

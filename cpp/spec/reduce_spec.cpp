@@ -20,8 +20,21 @@ std::string ReducePlan::key(const ReduceSpec& s) const {
              simd_width, ".t", tile_rows, "x", tile_cols, unit ? ".u" : ".g",
              block_cols ? cat(".cb", block_cols) : std::string(), stride ? cat(".sc", stride) : std::string(),
              unit_y ? ".uy" : "", prefetch ? cat(".pf", prefetch) : std::string(),
-             read_past ? ".rp" : "", segments ? ".seg" : "",
+             read_past ? ".rp" : "", segments ? ".seg" : "", stream_y ? ".nt" : "",
              sum_block ? cat(".sb", sum_block, "x", sum_levels) : std::string());
+}
+
+bool stream_y_pays(const ReduceSpec& s, const ReducePlan& p) {
+  // The column form's Y written with streaming stores where it is large next to X: each line of
+  // Y written with ordinary stores is first read (RFO), then written back, so a Y of a third of
+  // X's bytes (3 rows) costs X + 2 Y of traffic for X + Y. Y of at least 4 MiB (beyond a core's
+  // share of the caches, where the lines would be evicted unread anyway) and at least an eighth
+  // of X's bytes (where the read of Y is a measurable part of the traffic). Full tiles whose
+  // results start on 64-byte boundaries only (their width in Y's bytes a multiple of 64).
+  const int64_t yb = s.cols * ir::size_in_bytes(s.out);
+  const double xb = double(s.rows) * s.cols * ir::size_in_bytes(s.in);
+  return s.form == "column" && p.unit_y && yb >= (int64_t(4) << 20) && 8.0 * yb >= xb &&
+         (int64_t(p.tile_cols) * ir::size_in_bytes(s.out)) % 64 == 0;
 }
 
 ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
@@ -125,19 +138,31 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
   if (s.form == "column_rows") {
     p.tile_cols = p.simd_width * 8;
     const int64_t acc = ir::size_in_bytes(s.acc);
-    const int64_t row = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
-    p.tile_rows = row * acc <= 16384 ? 1 : 4;
+    const int64_t row8 = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
+    p.tile_rows = row8 * acc <= 16384 ? 1 : 4;
     // Sums (and products) read in their accumulator type (f32, f64, int64): 8 rows a step
     // whatever the row's length. One row a step ran at half the copy rate on Zen 5 (one
     // thread, CPU time, 48 MB of f32 / f64, GB/s of the input read, 1 / 4 / 8 rows a step):
     // (6000, 2000) f32 25 / 38 / 43 (NumPy 47), 4096^2 28 / 40 / 46 (NumPy 46), 8192 x 1024 30 /
     // 42 / 47, (6000, 2000) f64 28 / - / 40; 8192^2 (4 rows before) 43 / 45 with 8. Inputs
-    // converted on the way (bf16 / f16 into f32) and min / max keep one row: (6000, 2000) bf16
+    // converted on the way (bf16 / f16 into f32) and integer min / max keep one row (float min /
+    // max: below): (6000, 2000) bf16
     // sum 53 / 42 (8 rows), f32 max 32 / 26-28 (4-8 rows): their combines need the registers
     // (hzen measured f32 max 2048^2 326 -> 287 us with 8 rows; hred's (6000, 2000) went the other
     // way: one row kept). Both helpers' sum figures: issue14-zen5-2core-rows-session28.txt and
     // issue14-zen5-2core-reduce-session28.txt.
     if ((s.op == "sum" || s.op == "prod") && s.in == s.acc) p.tile_rows = 8;
+    // Float min / max read in their own type (f32, f64): 8 rows a step too, in tiles of 4
+    // vectors. Each combine is three instructions (scalar_bin: vrangeps, a NaN test, a masked
+    // add), and 8 rows of 8 vectors loaded for the tree spilled (64 vectors live); 4 vectors
+    // keep them in registers. Zen 5, one thread, CPU time, GB/s of the input read, max along
+    // axis 0, one row a step (4 above 16 KiB) / 8 x 8 vectors / 8 x 4 / 8 x 2 (f64: 8 x 4 and
+    // 8 x 8 vectors): f32 4096^2 31.6 / 29.6 / 39.7 / 39.4, 8192^2 35.5 / 32.5 / 39.0 / 37.1,
+    // (6000, 2000) 33.9 / 26.9 / 37.4 / 39.8, (64, 1e6) 41.6 / - / 42.4 / 40.9; f64 8192^2
+    // 39.9 / 34.4 (8 x 8) / 42.6 (8 x 4).
+    const bool float_min_max = (s.op == "min" || s.op == "max") && ir::is_float(s.acc) && s.in == s.acc;
+    if (float_min_max) p.tile_rows = 8, p.tile_cols = p.simd_width * 4;
+    const int64_t row = std::max<int64_t>(1, (s.cols + p.tile_cols - 1) / p.tile_cols) * p.tile_cols;
     const int64_t most = std::max<int64_t>(p.tile_cols, (int64_t(256) << 10) / acc / p.tile_cols * p.tile_cols);
     p.block_cols = static_cast<int>(std::min<int64_t>(row, most));
   }
@@ -189,6 +214,7 @@ ReducePlan plan_reduce(const ReduceSpec& s, int vector_bytes, int max_threads) {
     const int64_t row_tiles = (s.rows + p.tile_rows - 1) / p.tile_rows;
     if (row_tiles >= 4 * want && bytes >= double(want) * (256 << 10)) p.shares = static_cast<int>(want);
   }
+  p.stream_y = stream_y_pays(s, p);
   return p;
 }
 

@@ -41,6 +41,11 @@ struct ReducePlan {
   bool read_past = false;  // row form: a row's tail tile may read past its end into the next row
   bool unit_y = false;  // Y's stride is 1 (sy_c): the column form stores whole vectors, not scatters
   bool segments = false;  // column form of the n x K view of K contiguous rows of n = stride elements
+  // Column form with a contiguous Y (unit_y): the full tiles' results are stored non-temporally
+  // (streaming stores, no read of Y's lines before they are written). run_reduce starts the
+  // kernel's Y on a 64-byte boundary (the columns before it in a call of their own), so that
+  // every full tile's store is aligned, and fences the stores before the call returns.
+  bool stream_y = false;
   // Row form, float sums: each lane's sum of sum_block tiles is added into an accumulator of the
   // next level, whose sum of sum_block of those into the next, sum_levels levels above the tiles'
   // (a walk of at most sum_block tiles: one accumulator, as before). 0: one accumulator a lane.
@@ -49,5 +54,9 @@ struct ReducePlan {
 };
 
 ReducePlan plan_reduce(const ReduceSpec& spec, int vector_bytes, int max_threads);
+
+/// Whether plan p of spec s stores Y non-temporally (ReducePlan::stream_y): the planner's rule,
+/// also applied again after plan overrides (a tile width may rule it out).
+bool stream_y_pays(const ReduceSpec& s, const ReducePlan& p);
 
 }  // namespace coopjit

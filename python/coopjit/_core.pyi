@@ -528,7 +528,7 @@ def reduce_plan(op: str, form: str, rows: typing.SupportsInt | typing.SupportsIn
     """
 def reduce_plan_overrides(overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex]) -> None:
     """
-    Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): 'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels (row form float sums); 'column.split' 0 keeps a column reduction in one pass.
+    Plan fields every later CPU reduction takes instead of the planner's ({}: the planner's again): 'field' or 'form.field' (form row, column, column_rows, 2x2) for tile_rows, tile_cols, block_cols, prefetch, read_past, threads, shares (not column_rows), sum_block, sum_levels (row form float sums), stream_y (column form: 0 / 1, streaming stores of Y where its tile allows); 'column.split' 0 keeps a column reduction in one pass.
     """
 def reduce_ir(arg0: str, arg1: str, arg2: numpy.ndarray, arg3: numpy.ndarray, arg4: str, arg5: str, arg6: str) -> str:
     ...
