@@ -32,7 +32,8 @@ enum class OpKind : uint8_t {
               // a target may take x times its approximate reciprocal of y (NVPTX rcp.approx, 1 ulp)
   cmp,        // sub = CmpPred; (x, y) -> i1
   select,     // (i1, x, y) -> type of x
-  unary,      // sub = UnOp; (x) -> same type
+  unary,      // sub = UnOp; (x) -> same type; attr erf_absolute on an f32 erf: the caller adds it to 1
+              // (GELU), a target may keep only the absolute error (NVPTX: 1 - erfc, no series near 0)
   convert,    // (x) -> the result's scalar type (round to nearest even, saturating to integers)
   load,       // (ptr, index) -> element: a scalar read of ptr[index] (decode functions)
   ptr_offset, // (ptr, index) -> ptr + index elements

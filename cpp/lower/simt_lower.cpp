@@ -384,6 +384,11 @@ void SimtLowering::op(const Op& o) {
       scalars_[o.result()] = b_.CreateSelect(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]));
       return;
     case OpKind::unary:
+      if (static_cast<UnOp>(o.sub) == UnOp::erf && o.result()->type.scalar == ScalarType::f32 && o.int_attr("erf_absolute", 0))
+        if (llvm::Value* r = target_.erf_absolute(b_, scalar(o.operands[0]))) {  // GELU's 1 + erf (gemm_epilogue.cpp)
+          scalars_[o.result()] = r;
+          return;
+        }
       scalars_[o.result()] = unary_value(static_cast<UnOp>(o.sub), o.result()->type.scalar, scalar(o.operands[0]));
       return;
     case OpKind::convert:

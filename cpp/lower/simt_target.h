@@ -56,6 +56,9 @@ class SimtTarget {
   /// 1 / x (f32) by the hardware's approximate reciprocal for a divisor in [1, inf] (binary div's
   /// attribute recip_approx); nullptr: none, IEEE division.
   virtual llvm::Value* recip_approx(llvm::IRBuilder<>&, llvm::Value*) const { return nullptr; }
+  /// erf x (f32) to an absolute error near f32's epsilon, for a sum 1 + erf x (unary erf's attribute
+  /// erf_absolute, GELU in gemm_epilogue.cpp); nullptr: none, math's erf.
+  virtual llvm::Value* erf_absolute(llvm::IRBuilder<>&, llvm::Value*) const { return nullptr; }
   /// x (f32) rounded to the nearest integer, ties to even.
   virtual llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const = 0;
   /// The bf16 bits (i16) of x (f32), rounded to nearest even.

@@ -174,6 +174,9 @@ class NvptxSimtTarget : public SimtTarget {
   }
 
   llvm::Value* recip_approx(llvm::IRBuilder<>& b, llvm::Value* x) const override { return recip32(b, x); }
+  llvm::Value* erf_absolute(llvm::IRBuilder<>& b, llvm::Value* x) const override {
+    return lower::erf_f32(b, x, [this](llvm::IRBuilder<>& q, llvm::Value* v) { return exp32(q, v); }, recip32, true);
+  }
 
   llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) const override {
     return b.CreateIntrinsic(llvm::Intrinsic::roundeven, {x->getType()}, {x});  // cvt.rni

@@ -66,9 +66,10 @@ llvm::Value* erfc_abs_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp
   return b.CreateFMul(t, exp ? exp(b, e) : exp_f32(b, e));
 }
 
-llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp, const ExpFn& recip) {
+llvm::Value* erf_f32(llvm::IRBuilder<>& b, llvm::Value* x, const ExpFn& exp, const ExpFn& recip, bool absolute) {
   llvm::Value* r = b.CreateFSub(c(x, 1.0), erfc_abs_f32(b, x, exp, recip));
   r = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
+  if (absolute) return r;  // 1 - erfc: absolute error ~1.2e-7, NaN in gives NaN (fabs, fma, exp keep it)
   // Below |x| = 0.5 the Taylor series keeps the relative error (1 - erfc loses it near 0):
   // erf x = 2 / sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), to n = 7 (truncation below 2e-11).
   const double k[] = {-1.0 / 75600, 1.0 / 9360, -1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10, -1.0 / 3, 1.0};
