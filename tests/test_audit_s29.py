@@ -115,3 +115,26 @@ def test_core_check_puts_c_back_only_where_the_plan_splits_k():
     assert _core.gemm(x, y, z1, 2.0, 0.5, {}, ["f32", "f32", "f32"], check_scaled=True) is False
     _core.gemm(x, y, z2, 2.0, 0.5, {}, ["f32", "f32", "f32"])
     np.testing.assert_array_equal(z1, z2)
+
+
+@pytest.mark.parametrize("call", ["matmul", "gemm", "kernel"])
+@pytest.mark.parametrize("dtype", [np.float32, "int8"])
+def test_prepacked_b_plan_with_an_array_b_is_refused_naming_it(call, dtype):
+    # plan prepacked_b=1 (with pack=1, or on a plan the nest packs anyway) and b an array: an
+    # internal RuntimeError ("the plan expects a prepacked B") before; a ValueError naming the
+    # field and coopjit.prepack now, c untouched
+    a = np.ones((64, 96), dtype)
+    b = np.ones((96, 80), dtype)
+    plan = {"prepacked_b": 1, "pack": 1}
+    c = np.full((64, 80), 5, np.int32 if dtype == "int8" else dtype)
+    with pytest.raises(ValueError, match=r"prepacked_b=1.*coopjit\.prepack"):
+        if call == "matmul":
+            coopjit.matmul(a, b, plan=plan, out=c)
+        elif call == "gemm":
+            coopjit.gemm(a, b, c, plan=plan)
+        else:
+            coopjit.compile_gemm(64, 80, 96, dtype, plan=plan)(a, b, c)
+    assert (c == 5).all()
+    # the packed B itself still runs that plan
+    got = coopjit.matmul(a, coopjit.prepack(b))
+    np.testing.assert_array_equal(got, np.full((64, 80), 96))

@@ -477,7 +477,11 @@ static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void*
     pb = align64(static_cast<char*>(pa) + a_bytes);
     if (scratch) ws_ptr = align64(static_cast<char*>(pb) + b_bytes);  // before a prepacked B replaces pb
     if (k.plan.prepacked_b) {
-      if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
+      // (plan prepacked_b=1 named on a call whose B is an array: refused naming it; it was an
+      // internal RuntimeError, session 29's audit)
+      if (!prepacked_b)
+        throw UserError("plan prepacked_b=1 reads B as coopjit.prepack's panels: pass b = coopjit.prepack(b) "
+                        "(gemm / matmul), or leave prepacked_b out of the plan");
       pb = const_cast<void*>(prepacked_b);
     }
     if (needs_column_sums(k.plan))
