@@ -146,3 +146,25 @@ def measure(label, cases, refs, flops, peak, seconds, base=None, base_label=None
               f"{base_label or base} time / this {tb / t:5.2f}{vs}  rounds {' '.join(f'{x * 1e3:.2f}' for x in ts)}  err {errs[name]:.1e}",
               flush=True)
     return times
+
+
+def env_list(name, default):
+    """The comma-separated values of environment variable `name` (or of `default`)."""
+    return [x for x in os.environ.get(name, default).split(",") if x]
+
+
+def compile_squares(jobs, threads=16):
+    """coopjit.compile_gemm of (dtype "bf16" | "int8", s, plan) jobs, s x s x s each, in `threads`
+    parallel threads (the kernels go to the disk cache, which a later process reads instead of
+    running LLVM); prints how many and how long. amx_cycles_s27 and amx_nest_s28 call it."""
+    import concurrent.futures
+    import coopjit
+
+    def one(job):
+        dt, s, plan = job
+        return coopjit.compile_gemm(s, s, s, "int8" if dt == "int8" else "bfloat16", plan=plan).config["amx"]
+
+    t = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+        done = list(ex.map(one, jobs))
+    print(f"compiled {len(done)} plans in {time.perf_counter() - t:.1f} s", flush=True)

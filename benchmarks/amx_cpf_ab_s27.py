@@ -17,11 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 
 import coopjit
-from _rounds import timed
-
-
-def env_list(name, default):
-    return [x for x in os.environ.get(name, default).split(",") if x]
+from _rounds import env_list, timed
 
 
 def operands(rng, dt, s):

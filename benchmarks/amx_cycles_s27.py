@@ -13,7 +13,6 @@ and the tiles' own rates against coopjit's measured AMX peak of one core.
     (SIZES=2048,4096 DTYPES=bf16,int8 VARIANTS=default,prepB,... CALLS=5 PLAN='{...}' in the environment)
 
 Recorded: benchmarks/recorded/issue14-emr16-amx-session27.txt."""
-import concurrent.futures
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ import numpy as np
 
 import coopjit
 from coopjit import _core
-from _rounds import operands
+from _rounds import compile_squares, env_list, operands
 
 VARIANTS = {
     "default": {},
@@ -36,10 +35,6 @@ VARIANTS = {
 }
 FIELDS = ["kernel", "calls", "pack_a", "pack_b", "barrier", "tiles_first", "tiles_first_n", "tiles_other",
           "tiles_other_n", "tile_stores"]
-
-
-def env_list(name, default):
-    return [x for x in os.environ.get(name, default).split(",") if x]
 
 
 def tsc_hz():
@@ -73,14 +68,7 @@ def compile_all():
                             plan["prepacked_b"] = 1
                         jobs.append((dt, s, plan))
 
-    def one(job):
-        dt, s, plan = job
-        return coopjit.compile_gemm(s, s, s, "int8" if dt == "int8" else "bfloat16", plan=plan).config["amx"]
-
-    t = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(16) as ex:
-        done = list(ex.map(one, jobs))
-    print(f"compiled {len(done)} plans in {time.perf_counter() - t:.1f} s", flush=True)
+    compile_squares(jobs)
 
 
 def breakdown(d, threads_used, hz):

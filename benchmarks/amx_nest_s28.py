@@ -11,7 +11,6 @@ the block's row panels), against the default nest and torch, with the fenced in-
 
 A variant's K tile is given in bytes of a tile row (kt x the element's bytes): the same bytes of
 B's slice for bf16 and int8. Recorded: benchmarks/recorded/issue14-emr16-amx-session28.txt."""
-import concurrent.futures
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ import numpy as np
 
 import coopjit
 from coopjit import _core
-from _rounds import operands, timed, torch_case
+from _rounds import compile_squares, env_list, operands, timed, torch_case
 from amx_cycles_s27 import breakdown, tsc_hz
 
 # name: (plan fields, K tile bytes or None)
@@ -34,10 +33,6 @@ VARIANTS = {
     "kin512m16": ({"k_inner": 1, "nc_tiles": 8, "mc_tiles": 16}, 512), # A slice block 256 KiB, C 512 KiB
     "kt512": ({}, 512),                                                # the default order, short K tiles
 }
-
-
-def env_list(name, default):
-    return [x for x in os.environ.get(name, default).split(",") if x]
 
 
 def plan_of(variant, dt, one, cycles):
@@ -62,14 +57,7 @@ def compile_all():
                     for cyc in (True, False):
                         jobs.append((dt, s, plan_of(v, dt, one, cyc)))
 
-    def job(j):
-        dt, s, plan = j
-        return coopjit.compile_gemm(s, s, s, "int8" if dt == "int8" else "bfloat16", plan=plan).config["amx"]
-
-    t = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(16) as ex:
-        done = list(ex.map(job, jobs))
-    print(f"compiled {len(done)} plans in {time.perf_counter() - t:.1f} s", flush=True)
+    compile_squares(jobs)
 
 
 def cycles(mode):

@@ -115,6 +115,43 @@ def check_int8_trans_b_product(rng, m, n, k, device, plan, config_ok):
     assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
 
 
+def amx_modes():
+    """The plan amx values an AMX nest test runs in: "emulated" (skipped without AVX-512 vectors)
+    and "yes" (the real tiles: skipped on a CPU without AMX). test_amx_cycles_s27, test_amx_nest_s28."""
+    import coopjit
+    features = coopjit.cpu_info()["features"]
+    host_amx = bool(features.get("amx-tile")) and bool(features.get("amx-bf16")) and bool(features.get("amx-int8"))
+    wide = coopjit.cpu_info()["vector_bytes"] >= 64
+    return [pytest.param("emulated", marks=pytest.mark.skipif(not wide, reason="the AMX emulation needs AVX-512 vectors")),
+            pytest.param("yes", marks=pytest.mark.skipif(
+                not host_amx, reason="this CPU has no AMX tiles (amx-tile, amx-bf16, amx-int8)"))]
+
+
+def check_cluster_matches_plain(rng, m, n, k, device, plan, out):
+    """A plan with clusters (plan["cluster"] 2) on `device`: its kernel's product against float64
+    and bit for bit the same plan without clusters (the same sums in the same order), then gemm
+    with alpha -1.5 / beta 0.5 both ways (16-bit inputs: f16 for an f16 out, else bf16).
+    test_gpu_cluster and test_hopper_cluster320_s28 run it."""
+    import coopjit
+    import ml_dtypes
+    dtype = np.float16 if out == np.float16 else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    plain = dict(plan, cluster="no")
+    kern = coopjit.compile_gemm(m, n, k, dtype, device=device, out_dtype=out, plan=plan)
+    off = coopjit.compile_gemm(m, n, k, dtype, device=device, out_dtype=out, plan=plain)
+    assert str(kern.config["cluster"]).startswith("2") and off.config["cluster"] == "no"
+    c = kern(a, b)
+    check_device_product(c, a, b, out)
+    assert np.array_equal(c.view(np.uint8), off(a, b).view(np.uint8))
+    c0 = rng.standard_normal((m, n)).astype(out)
+    got, want = c0.copy(), c0.copy()
+    coopjit.gemm(a, b, got, alpha=-1.5, beta=0.5, device=device, plan=plan)
+    coopjit.gemm(a, b, want, alpha=-1.5, beta=0.5, device=device, plan=plain)
+    check_device_product(got, a, b, out, c0, -1.5, 0.5)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

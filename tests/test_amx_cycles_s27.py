@@ -14,15 +14,14 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import amx_modes
 from coopjit import _core
 
 BF16 = ml_dtypes.bfloat16
 FEATURES = coopjit.cpu_info()["features"]
 HOST_AMX = bool(FEATURES.get("amx-tile")) and bool(FEATURES.get("amx-bf16")) and bool(FEATURES.get("amx-int8"))
 WIDE = coopjit.cpu_info()["vector_bytes"] >= 64
-MODES = [pytest.param("emulated", marks=pytest.mark.skipif(not WIDE, reason="the AMX emulation needs AVX-512 vectors")),
-         pytest.param("yes", marks=pytest.mark.skipif(
-             not HOST_AMX, reason="this CPU has no AMX tiles (amx-tile, amx-bf16, amx-int8)"))]
+MODES = amx_modes()
 F = {name: i for i, name in enumerate(["kernel", "calls", "pack_a", "pack_b", "barrier", "tiles_first", "tiles_first_n",
                                        "tiles_other", "tiles_other_n", "tile_stores"])}
 

@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 
 import coopjit
+from conftest import amx_modes
 
 BF16 = ml_dtypes.bfloat16
 FEATURES = coopjit.cpu_info()["features"]
 HOST_AMX = bool(FEATURES.get("amx-tile")) and bool(FEATURES.get("amx-bf16")) and bool(FEATURES.get("amx-int8"))
 WIDE = coopjit.cpu_info()["vector_bytes"] >= 64
-MODES = [pytest.param("emulated", marks=pytest.mark.skipif(not WIDE, reason="the AMX emulation needs AVX-512 vectors")),
-         pytest.param("yes", marks=pytest.mark.skipif(
-             not HOST_AMX, reason="this CPU has no AMX tiles (amx-tile, amx-bf16, amx-int8)"))]
+MODES = amx_modes()
 
 
 def operands(rng, dtype, m, n, k):

@@ -12,7 +12,8 @@ import pytest
 
 import coopjit
 from coopjit import ptx
-from conftest import check_device_product as _check, check_int8_trans_b_product, needs_hopper, spill_stores
+from conftest import (check_cluster_matches_plain, check_device_product as _check, check_int8_trans_b_product, needs_hopper,
+                      spill_stores)
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -99,23 +100,7 @@ def test_cluster_gemm(rng, plan, out):
     """Against float64 and bit for bit the plan without clusters; alpha / beta; the persistent walk
     (several tiles a block: workers 4, and 3, whose grid is rounded down to 2 blocks)."""
     _hopper()
-    m, n, k = 1000, 704, 264
-    dtype = np.float16 if out == np.float16 else BF16
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
-    plan = dict(plan, split="dp", cluster=2)
-    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=plan)
-    off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, cluster="no"))
-    assert str(kern.config["cluster"]).startswith("2") and off.config["cluster"] == "no"
-    c = kern(a, b)
-    _check(c, a, b, out)
-    assert np.array_equal(c.view(np.uint8), off(a, b).view(np.uint8))
-    c0 = rng.standard_normal((m, n)).astype(out)
-    got, want = c0.copy(), c0.copy()
-    coopjit.gemm(a, b, got, alpha=-1.5, beta=0.5, device=DEV, plan=plan)
-    coopjit.gemm(a, b, want, alpha=-1.5, beta=0.5, device=DEV, plan=dict(plan, cluster="no"))
-    _check(got, a, b, out, c0, -1.5, 0.5)
-    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    check_cluster_matches_plain(rng, 1000, 704, 264, DEV, dict(plan, split="dp", cluster=2), out)
 
 
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1024, 4864, 1000)])

@@ -17,7 +17,8 @@ import pytest
 
 import coopjit
 from coopjit import ptx
-from conftest import check_device_product as _check, check_int8_trans_b_product, needs_hopper, spill_stores
+from conftest import (check_cluster_matches_plain, check_device_product as _check, check_int8_trans_b_product, needs_hopper,
+                      spill_stores)
 
 DEV = "cuda:0"
 BF16 = ml_dtypes.bfloat16
@@ -101,23 +102,7 @@ def _hopper():
 def test_cluster_wide_gemm(rng, plan, out, shape):
     """Against float64 and bit for bit the plan without clusters; alpha / beta through gemm."""
     _hopper()
-    m, n, k = shape
-    dtype = np.float16 if out == np.float16 else BF16
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
-    plan = dict(W320, **plan)
-    kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=plan)
-    off = coopjit.compile_gemm(m, n, k, dtype, device=DEV, out_dtype=out, plan=dict(plan, cluster=0))
-    assert str(kern.config["cluster"]).startswith("2") and off.config["cluster"] == "no"
-    c = kern(a, b)
-    _check(c, a, b, out)
-    assert np.array_equal(c.view(np.uint8), off(a, b).view(np.uint8))
-    c0 = rng.standard_normal((m, n)).astype(out)
-    got, want = c0.copy(), c0.copy()
-    coopjit.gemm(a, b, got, alpha=-1.5, beta=0.5, device=DEV, plan=plan)
-    coopjit.gemm(a, b, want, alpha=-1.5, beta=0.5, device=DEV, plan=dict(plan, cluster=0))
-    _check(got, a, b, out, c0, -1.5, 0.5)
-    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    check_cluster_matches_plain(rng, *shape, DEV, dict(W320, **plan), out)
 
 
 @pytest.mark.parametrize("layout,shape", [("row", (1000, 704, 1000)), ("col", (704, 1000, 264))])

@@ -674,7 +674,8 @@ void bind_gemm(py::module_& m) {
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,
-           const PlanOverrides& overrides, const Types& types, const py::object& prepacked, const py::object& epilogue) {
+           const PlanOverrides& overrides, const Types& types, const py::object& prepacked, const py::object& epilogue,
+           bool check_scaled) {
           const bool fused = !epilogue.is_none();
           GemmSpec s = spec_of(a, b, c, beta != 0.0, types, fused);
           EpilogueArgs ea;
@@ -699,17 +700,22 @@ void bind_gemm(py::module_& m) {
           const void* pa = a.data();
           const void* pb = b.data();
           void* pc = c.mutable_data();
+          bool scaled_once = false;
           py::gil_scoped_release nogil;
           if (fused) {  // (not memoized: the memo keys on the product alone)
             GemmKernel k = overrides.empty() ? gemm_kernel_tuned(s) : gemm_kernel(s, overrides);
             run_gemm(k, s, pa, pb, pc, alpha, beta, pp, s.epilogue.any() ? &ea : nullptr);
           } else {  // memoized with the plan fields given too (autotuning scripts call with plan= in loops)
-            run_gemm(gemm_kernel_cached(s, overrides), s, pa, pb, pc, alpha, beta, pp);
+            run_gemm(gemm_kernel_cached(s, overrides), s, pa, pb, pc, alpha, beta, pp, nullptr,
+                     check_scaled ? &scaled_once : nullptr);
           }
+          return scaled_once;
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("alpha"), py::arg("beta"),
         py::arg("overrides") = PlanOverrides{}, py::arg("types") = Types{"f32", "f32", "f32"},
-        py::arg("prepacked") = py::none(), py::arg("epilogue") = py::none(),
+        py::arg("prepacked") = py::none(), py::arg("epilogue") = py::none(), py::arg("check_scaled") = false,
         "C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views); `epilogue`: "
-        "a fused epilogue's steps and operands (coopjit._epilogue).");
+        "a fused epilogue's steps and operands (coopjit._epilogue). check_scaled: a float product whose plan splits "
+        "K with |alpha| or |beta| > 1 is checked; True returned: C held a value that is not finite and was put back "
+        "(alpha and beta are then applied once by the caller).");
 }

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -261,8 +262,105 @@ GemmCycles gemm_cycles(bool reset) {
   return out;
 }
 
+// Where C is not finite: its elements of a float type (f8 outputs hold no product's overflow here:
+// not checked).
+static bool all_finite(const GemmSpec& s, const void* c) {
+  auto scan = [&](auto zero, auto finite) {
+    using E = decltype(zero);
+    const E* p = static_cast<const E*>(c);
+    for (int64_t m = 0; m < s.M; ++m) {
+      const E* row = p + m * s.sc_r;
+      bool ok = true;
+      if (s.sc_c == 1)
+        for (int64_t n = 0; n < s.N; ++n) ok &= finite(row[n]);
+      else
+        for (int64_t n = 0; n < s.N; ++n) ok &= finite(row[n * s.sc_c]);
+      if (!ok) return false;
+    }
+    return true;
+  };
+  switch (s.c_type) {
+    case ir::ScalarType::f32: return scan(0.0f, [](float x) { return x - x == 0.0f; });
+    case ir::ScalarType::f64: return scan(0.0, [](double x) { return x - x == 0.0; });
+    case ir::ScalarType::bf16: return scan(uint16_t(0), [](uint16_t h) { return (h & 0x7f80u) != 0x7f80u; });
+    case ir::ScalarType::f16: return scan(uint16_t(0), [](uint16_t h) { return (h & 0x7c00u) != 0x7c00u; });
+    default: return true;
+  }
+}
+
+// C's elements copied out (to == true) or back, by element size and C's strides.
+static void copy_c(const GemmSpec& s, void* c, std::vector<char>& saved, bool out) {
+  const size_t es = ir::size_in_bytes(s.c_type);
+  if (out) saved.resize(size_t(s.M) * size_t(s.N) * es);
+  char* base = static_cast<char*>(c);
+  char* keep = saved.data();
+  const size_t row = size_t(s.N) * es;
+  for (int64_t m = 0; m < s.M; ++m) {
+    char* e = base + m * s.sc_r * int64_t(es);
+    char* k = keep + size_t(m) * row;
+    if (s.sc_c == 1) {  // (rows of contiguous elements: one copy a row)
+      if (out) std::memcpy(k, e, row);
+      else std::memcpy(e, k, row);
+      continue;
+    }
+    auto each = [&](auto zero) {
+      using E = decltype(zero);
+      E* x = reinterpret_cast<E*>(e);
+      E* y = reinterpret_cast<E*>(k);
+      for (int64_t n = 0; n < s.N; ++n) {
+        if (out) std::memcpy(y + n, x + n * s.sc_c, sizeof(E));
+        else std::memcpy(x + n * s.sc_c, y + n, sizeof(E));
+      }
+    };
+    if (es == 8) each(uint64_t(0));
+    else if (es == 4) each(uint32_t(0));
+    else if (es == 2) each(uint16_t(0));
+    else each(uint8_t(0));
+  }
+}
+
+static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
+                          double alpha, double beta, const void* prepacked_b, const EpilogueArgs* epilogue);
+
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c, double alpha,
-              double beta, const void* prepacked_b, const EpilogueArgs* epilogue) {
+              double beta, const void* prepacked_b, const EpilogueArgs* epilogue, bool* scaled_once) {
+  if (scaled_once) *scaled_once = false;
+  // (as the kernels' K loops: the parts of a split K, the K tiles past kt, the 2048-K blocks of the
+  // tile walk; NaN alpha or beta compares false: nothing to check; alpha = +-inf never reaches here)
+  const bool large = std::abs(alpha) > 1.0 || (spec.accumulate && beta != 0.0 && std::abs(beta) > 1.0);
+  if (!scaled_once || !large || !ir::is_float(k.plan.dtype) || k.plan.epilogue.any() || spec.M == 0 || spec.N == 0 ||
+      spec.batch1 * spec.batch2 != 1 || !(spec.K > std::min<int64_t>(k.plan.kt, 2048) || k.plan.ksplit > 1)) {
+    run_gemm_once(k, spec, a, b, c, alpha, beta, prepacked_b, epilogue);
+    return;
+  }
+  // C's values before (beta != 0): kept in this thread's buffer between calls (a fresh one a call
+  // cost its pages: gemm 256^3 with C copied in Python, session 28), released past 16 MiB.
+  thread_local std::vector<char> saved;
+  struct Release {
+    std::vector<char>& v;
+    ~Release() {
+      if (v.capacity() > (size_t(16) << 20)) std::vector<char>().swap(v);
+    }
+  } release{saved};
+  const bool read_c = spec.accumulate && beta != 0.0;
+  if (read_c) {
+    try {
+      copy_c(spec, c, saved, true);
+    } catch (const std::bad_alloc&) {
+      const size_t bytes = size_t(spec.M) * size_t(spec.N) * ir::size_in_bytes(spec.c_type);
+      throw OutOfMemory(cat("gemm: cannot allocate ", bytes, " bytes (", bytes >> 20, " MiB) for a copy of C (", spec.M,
+                            " x ", spec.N, "), kept while alpha = ", alpha, " / beta = ", beta,
+                            " scale the K split's parts"));
+    }
+  }
+  run_gemm_once(k, spec, a, b, c, alpha, beta, prepacked_b, epilogue);
+  if (all_finite(spec, c)) return;
+  if (read_c) copy_c(spec, c, saved, false);
+  *scaled_once = true;
+}
+
+static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
+                          double alpha, double beta, const void* prepacked_b, const EpilogueArgs* epilogue) {
   GemmArgs g = gemm_args(spec, k.plan);
   if (g.M == 0 || g.N == 0 || g.batch1 == 0 || g.batch2 == 0) return;
   // plan.cycles: the counters held for the call (one such call at a time), its ticks added at its end.
@@ -379,7 +477,11 @@ void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const vo
     pb = align64(static_cast<char*>(pa) + a_bytes);
     if (scratch) ws_ptr = align64(static_cast<char*>(pb) + b_bytes);  // before a prepacked B replaces pb
     if (k.plan.prepacked_b) {
-      if (!prepacked_b) throw InternalError("the plan expects a prepacked B");
+      // (plan prepacked_b=1 named on a call whose B is an array: refused naming it; it was an
+      // internal RuntimeError, session 29's audit)
+      if (!prepacked_b)
+        throw UserError("plan prepacked_b=1 reads B as coopjit.prepack's panels: pass b = coopjit.prepack(b) "
+                        "(gemm / matmul), or leave prepacked_b out of the plan");
       pb = const_cast<void*>(prepacked_b);
     }
     if (needs_column_sums(k.plan))

@@ -49,8 +49,15 @@ void gemm_memo_forget();
 /// `prepacked_b`: B's panels made by coopjit.prepack when the plan says prepacked_b.
 /// `epilogue`: the operands of the plan's fused epilogue (required when it has one; the residual
 /// has C's element strides).
+/// `scaled_once` (gemm's calls; null: not checked): the kernels scale each part of a split K by
+/// alpha and add beta * C first, so a float product with a finite |alpha| > 1 or |beta| > 1 could
+/// overflow a part where alpha * (the sum) + beta * C does not. Where the plan splits K, such a
+/// call's C is checked after the product; if it holds a value that is not finite, C's values
+/// before the call are put back and *scaled_once is set: the caller computes the sum with alpha 1
+/// and applies alpha and beta once (coopjit._gemm._alpha_once).
 void run_gemm(const GemmKernel& k, const GemmSpec& spec, const void* a, const void* b, void* c,
-              double alpha, double beta, const void* prepacked_b = nullptr, const EpilogueArgs* epilogue = nullptr);
+              double alpha, double beta, const void* prepacked_b = nullptr, const EpilogueArgs* epilogue = nullptr,
+              bool* scaled_once = nullptr);
 
 /// plan.cycles (debugging): what the calls of such plans added since the last reset: for each
 /// worker index a kernel call had (a share's index in a launch of shares), kCycleFields counters

@@ -430,9 +430,9 @@ def disk_cache_path(kind: str, key: str) -> str:
     """
     The file of one entry (kind 'x86-obj' and a kernel's key).
     """
-def gemm(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"] = ['f32', 'f32', 'f32'], prepacked: typing.Any = None, epilogue: typing.Any = None) -> None:
+def gemm(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"] = ['f32', 'f32', 'f32'], prepacked: typing.Any = None, epilogue: typing.Any = None, check_scaled: bool = False) -> bool:
     """
-    C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views); `epilogue`: a fused epilogue's steps and operands (coopjit._epilogue).
+    C = alpha * a @ b + beta * C in place; a, b, c are the operands as read (transposes as views); `epilogue`: a fused epilogue's steps and operands (coopjit._epilogue). check_scaled: a float product whose plan splits K with |alpha| or |beta| > 1 is checked; True returned: C held a value that is not finite and was put back (alpha and beta are then applied once by the caller).
     """
 def gemm_plan(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, accumulate: bool, types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex] = {}) -> dict[str, str]:
     """

@@ -53,7 +53,7 @@ class CpuDevice(Device):
 
     def gemm(self, a, b, c, alpha, beta, types, plan, fused=None):
         if fused is None:
-            _run(a, b, c, alpha, beta, plan, types)
+            _run(a, b, c, alpha, beta, plan, types, check_scaled=True)
         else:
             _run_fused(a, b, c, alpha, beta, _overrides(plan), types, fused)
         return c
@@ -75,8 +75,15 @@ class CpuDevice(Device):
         return _core.get_num_threads()
 
 
-def _run(a2, b2, c2, alpha, beta, plan, types):
-    """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing."""
+class ScaledOnce(Exception):
+    """_run with check_scaled: the kernels' scaled parts of a split K overflowed (a float product
+    with |alpha| or |beta| > 1; the core checked C and put its values back, c2 is as it was); the
+    caller applies alpha and beta once (coopjit._gemm._alpha_once)."""
+
+
+def _run(a2, b2, c2, alpha, beta, plan, types, check_scaled=False):
+    """c2 = alpha * a2 @ b2 + beta * c2 for 2-D operands already checked; handles aliasing.
+    check_scaled: ScaledOnce raised where the core found the scaled parts overflowed."""
     a2 = kernel_readable(a2)
     b2 = kernel_readable(b2)
     target = c2
@@ -84,7 +91,8 @@ def _run(a2, b2, c2, alpha, beta, plan, types):
         nd = native_dtype(c2.dtype)
         target = np.array(c2, dtype=nd) if beta != 0.0 else np.empty(c2.shape, nd)
     if target.size:
-        _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types)
+        if _core.gemm(a2, b2, target, alpha, beta, _overrides(plan), types, None, None, check_scaled):  # (positional: cheaper)
+            raise ScaledOnce
     if target is not c2:
         c2[...] = target
 
@@ -113,6 +121,12 @@ def _run_fused(a2, b2, c2, alpha, beta, plan_fields, types, ep: Epilogue, prepac
         _core.gemm(a2, b2, target, alpha, beta, plan_fields, types, prepacked, _host_operands(ep, ep.core(target, **given)))
     if target is not c2:
         c2[...] = target
+
+
+def _large(x) -> bool:
+    """A number with |x| > 1 (inf included; NaN not): an alpha or beta that scales the parts of a
+    split K past what their sum reaches."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and abs(x) > 1.0
 
 
 class Kernel(KernelDisplay):
@@ -167,9 +181,8 @@ class Kernel(KernelDisplay):
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
         # (an operand of an epilogue step this kernel lacks: refused by _call)
         if (self._fused is None and bias is None and residual is None and scale is None and row_scale is None
-                and isinstance(alpha, (int, float, np.integer, np.floating))
-                and not isinstance(alpha, bool) and abs(alpha) > 1.0 and np.dtype(self.dtype).kind not in "iu"):
-            if alpha in (np.inf, -np.inf):
+                and (_large(alpha) or (self._splits_k and _large(beta))) and np.dtype(self.dtype).kind not in "iu"):
+            if _large(alpha) and alpha in (np.inf, -np.inf):
                 return self._alpha_once(a, b, c, float(alpha), beta)
             if self._splits_k:
                 return self._large_alpha(a, b, c, alpha, beta)
@@ -228,7 +241,7 @@ class Kernel(KernelDisplay):
         return c if given_c is None or isinstance(given_c, np.ndarray) else given_c
 
     def _large_alpha(self, a, b, c, alpha, beta):
-        """A call of a float kernel with a finite |alpha| > 1, as gemm's (_gemm._large_alpha): the
+        """A call of a float kernel with a finite |alpha| > 1 or |beta| > 1, as gemm's (the core's check): the
         kernel's result, or where it holds a value that is not finite, c's values before put back
         and the product with alpha applied once (_alpha_once)."""
         c0 = None

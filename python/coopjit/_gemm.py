@@ -11,7 +11,7 @@ from . import _core, _cuda_arrays, _cuda_fast, _gemm_fused
 from ._arrays import (GEMM_SUPPORTED, _collapse_batch, as_array, as_dtype, beta_without_c, check_own_elements,
                       check_scalar, contiguous, gemm_types, int_scalar, kernel_readable, native_dtype, native_order,
                       overlaps, promote)
-from ._cpu import Kernel
+from ._cpu import Kernel, ScaledOnce
 from ._epilogue import Epilogue, requested
 from ._kernel_args import _GPU_FIELDS, PLAN_FIELDS, _gpu_overrides, _overrides  # noqa: F401 (tests, benchmarks read them here)
 from ._plan import Plan, from_core
@@ -191,7 +191,8 @@ def _run_prepacked(a, pb: PackedMatrix, c, alpha, beta, plan):
     if target is not c and beta != 0.0:
         target[...] = c
     if target.size:
-        _core.gemm(a, b_view, target, alpha, beta, _overrides(pb._plan(plan)), types, pb.buffer)
+        if _core.gemm(a, b_view, target, alpha, beta, _overrides(pb._plan(plan)), types, pb.buffer, None, True):
+            raise ScaledOnce
     if target is not c:
         c[...] = target
 
@@ -273,9 +274,12 @@ def gemm(a: ArrayLike, b: ArrayLike | PackedMatrix, c: np.ndarray | None = None,
         if alpha in (np.inf, -np.inf):
             return _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
         # (the planner's own plans split no K of 64 or less; a plan= may name a K tile that does)
-        if a.shape[1 - trans_a] > _UNSPLIT_K or plan is not None:
+        if device != "cpu" and (a.shape[1 - trans_a] > _UNSPLIT_K or plan is not None):
             return _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
-    return _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+    try:
+        return _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan)
+    except ScaledOnce:  # (the CPU's core checked a float product whose plan splits K: c is as it was)
+        return _alpha_once(a, b, c, alpha, beta, trans_a, trans_b, device, plan)
 
 
 _UNSPLIT_K = 64  # K the planner's plans never split (the smallest split seen: K 256 in K tiles of 128)
@@ -336,7 +340,8 @@ def _gemm_arrays(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, devi
 
 
 def _large_alpha(a, b, c, alpha, beta, alpha_in, beta_in, trans_a, trans_b, device, plan):
-    """gemm of a float product with a finite |alpha| > 1: the kernels scale the parts of a split K
+    """gemm of a float product with a finite |alpha| > 1 on a device other than the CPU (the CPU's
+    core checks its own plans' split K, alpha and beta: ScaledOnce, session 29): the kernels scale the parts of a split K
     (plan ksplit, the tile walk's blocks of 2048 K, the packed nest's K blocks) by alpha before
     adding them, so parts whose scaled values overflow where alpha * their sum does not gave NaN
     or an infinity (alpha 1e33, parts of +-4e7 summing to 4096: NaN where NumPy's alpha * (a @ b)
