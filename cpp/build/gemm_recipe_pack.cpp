@@ -18,9 +18,7 @@ void GemmRecipe::pack(Builder& b) {
   const int w = p_.vnni;
   VW_ = b.index(w, "VNNI");
   const ScalarType pa_t = packed_a_type(p_), pb_t = packed_b_type(p_);
-  const Type a_in = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::a, Scope::subgroup);
   const Type b_in = Type::matrix(p_.b_type, p_.kb, p_.nr, Use::b, Scope::subgroup);
-  const Type a_pk = Type::matrix(pa_t, p_.mr, p_.kb, Use::a, Scope::subgroup);
   const Type b_pk = Type::matrix(pb_t, p_.kb, p_.nr, Use::b, Scope::subgroup);
   auto share = [&](Builder& x, Value* n, const char* hint) {
     Value* per = ceil_div(x, n, g_.workers);
@@ -45,34 +43,47 @@ void GemmRecipe::pack(Builder& b) {
   Value* sa_c = p_.unit_a ? one_ : g_.sa_c;
   Value* k_main = b.mul(b.div(g_.K, KB_), KB_, "k_main");
   Value* t_pack = g_.CYC ? b.cycles("t_pack") : nullptr;
+  // VNNI panels (not AMX) of a row-major A: full panels take 64 bytes of each row a step (a row
+  // one vector load, the panel's mr x 16 channels one interleave and whole-vector stores); a kb
+  // step packed each 4-byte channel with a store of its own.
+  const int64_t wide_pk = !p_.amx && w > 1 && p_.unit_a ? std::max<int64_t>(p_.kb, 64 / ir::size_in_bytes(p_.a_type)) : p_.kb;
   b.for_(alo, ahi, one_, {}, [&](Builder& x, Value* q, const std::vector<Value*>&) {
     Value* dst = x.ptr_offset(g_.PA, x.mul(x.mul(q, MR_), Kp_), "panel");
     Value* m0 = x.mul(q, MR_);
     // AMX panels: each mr x kb block row-major, copied by rows (vector loads and stores).
     const Type a_rows = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::b, Scope::subgroup);
-    auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked) {
-      z.for_(lo, hi, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+    auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked, int64_t kw) {
+      Value* step = kw == p_.kb ? KB_ : z.index(kw);
+      const Type a_w = Type::matrix(p_.a_type, p_.mr, kw, Use::a, Scope::subgroup);
+      const Type a_wpk = Type::matrix(pa_t, p_.mr, kw, Use::a, Scope::subgroup);
+      z.for_(lo, hi, step, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
         if (p_.amx) {
           Value* a = y.load(a_rows, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
           demote(y.store(a, panel_a(y, dst, k), false));
           return std::vector<Value*>{};
         }
-        Value* a = y.load(a_in, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+        Value* a = y.load(a_w, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
         if (needs_column_sums(p_)) {  // s8 -> u8: a + 128, in bytes (mod 256: the sign bit flipped)
-          const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, p_.kb, Use::a, Scope::subgroup);
+          const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, kw, Use::a, Scope::subgroup);
           a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
         }
-        if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_pk);
+        if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_wpk);
         demote(y.store(a, panel_a(y, dst, k), false));
         return std::vector<Value*>{};
       }, "k");
     };
     x.if_(x.cmp(CmpPred::le, x.add(m0, MR_), g_.M, "full_panel"), {}, [&](Builder& y) {
-      steps(y, zero_, k_main, false);
-      steps(y, k_main, Kp_, true);
+      if (wide_pk > p_.kb) {  // 64 bytes of each row a step, then kb steps
+        Value* k_wide = y.mul(y.div(g_.K, y.index(wide_pk)), y.index(wide_pk), "k_wide");
+        steps(y, zero_, k_wide, false, wide_pk);
+        steps(y, k_wide, k_main, false, p_.kb);
+      } else {
+        steps(y, zero_, k_main, false, p_.kb);
+      }
+      steps(y, k_main, Kp_, true, p_.kb);
       return std::vector<Value*>{};
     }, [&](Builder& y) {
-      steps(y, zero_, Kp_, true);
+      steps(y, zero_, Kp_, true, p_.kb);
       return std::vector<Value*>{};
     });
     return std::vector<Value*>{};

@@ -76,6 +76,35 @@ void SimdLowering::store_vnni(const Op& o) {
     // One store per 32-bit channel (its om elements as one vector): element stores would keep
     // LLVM from seeing the channels, and an s8 -> u8 pack (a + 128) ran at a byte per store.
     auto* ch_t = llvm::FixedVectorType::get(scalar_ty(t.scalar), om);
+    // A packed panel's block (the rows from the panel's first, the channel stride = rows
+    // channels): its channels are contiguous, (q, i) at q * rows + i. Each row as one vector of
+    // 32-bit channels, the rows interleaved by one shuffle, one store (a few full-width stores
+    // after lowering, where a channel a store ran at 4 bytes a store).
+    auto* sk = llvm::dyn_cast<llvm::ConstantInt>(a.sc);
+    auto* x0 = llvm::dyn_cast<llvm::ConstantInt>(a.row);
+    const int64_t nq = t.cols / om;
+    if (sk && x0 && x0->isZero() && sk->getSExtValue() == t.rows * om && nq >= 4 && t.rows > 1) {
+      auto* row_t = llvm::FixedVectorType::get(scalar_ty(t.scalar), static_cast<unsigned>(t.cols));
+      auto* dw_t = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(nq));
+      std::vector<llvm::Value*> rows;
+      for (int64_t i = 0; i < t.rows; ++i) {
+        llvm::Value* v = llvm::PoisonValue::get(row_t);
+        for (int64_t k = 0; k < t.cols; ++k) v = b_.CreateInsertElement(v, vals[static_cast<size_t>(i * t.cols + k)], k);
+        rows.push_back(b_.CreateBitCast(v, dw_t));
+      }
+      // Concatenate pairwise (padding with poison to a power of two), then pick (q, i) -> q * rows + i.
+      std::vector<llvm::Value*> parts = rows;
+      size_t p2 = 1;
+      while (p2 < parts.size()) p2 *= 2;
+      while (parts.size() < p2) parts.push_back(llvm::PoisonValue::get(dw_t));
+      llvm::Value* all = concat_vectors(b_, parts);
+      std::vector<int> sel;
+      for (int64_t q = 0; q < nq; ++q)
+        for (int64_t i = 0; i < t.rows; ++i) sel.push_back(static_cast<int>(i * nq + q));
+      llvm::Value* block = b_.CreateShuffleVector(all, sel);
+      b_.CreateAlignedStore(block, vnni_element_ptr(t, a, 0, 0), align(t.scalar));
+      return;
+    }
     for (int64_t i = 0; i < t.rows; ++i)
       for (int64_t q = 0; q < t.cols / om; ++q) {
         llvm::Value* v = llvm::PoisonValue::get(ch_t);
