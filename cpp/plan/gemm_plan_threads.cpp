@@ -156,10 +156,12 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
     if (p.split != "dp")
       throw UserError(cat("plan shares=", p.shares, " hands out the ", p.order, " walk's row blocks: it needs split='dp' (got ",
                           p.split, ")"));
-  } else if (p.shares > 1 && (!p.pack || p.inline_b)) {
+  } else if (p.shares > 1 && (!p.pack || p.split != "dp")) {
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest (or the unpacked dot / m_inner walks' row blocks): ",
-                        "it needs pack=1 and inline_b=0 (got pack=", p.pack, ", inline_b=", p.inline_b, ", order=", p.order, ")"));
+                        "it needs pack=1 and split='dp' (got pack=", p.pack, ", split='", p.split, "', order=", p.order, ")"));
   }
+  // (inline_b with shares, session 29: a share is a range of column panels with its own slot of
+  // B, one row of shares; named only, see plan_inline_b's rule.)
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));
