@@ -102,9 +102,12 @@ def test_bad_inline_b_share_and_prefetch_plans_are_refused(rng):
 
 
 def test_emerald_rapids_skinny_plans_keep_their_fields_unless_named():
-    # (the default plans of the skinny rows are unchanged: inline_b, one share a worker, no prefetch)
+    # (the skinny rows on 16 cores: inline_b in 4 shares a thread, no prefetch; 8 rows, 2 threads one share)
     for dt in (np.float32, np.int8):
         cfg = planned(64, 4096, 4096, dt, cpu=HOST)
-        assert (cfg["inline_b"], cfg["shares"], cfg["b_prefetch"]) == (True, 1, 0), (dt, cfg)
+        assert (cfg["inline_b"], cfg["shares"], cfg["b_prefetch"]) == (True, 4, 0), (dt, cfg)
+        assert planned(8, 4096, 4096, dt, cpu=HOST)["shares"] == 1
+        assert planned(64, 4096, 4096, dt, cpu="znver5", threads=2)["shares"] == 1
+    assert planned(64, 4096, 4096, cpu=HOST, plan={"shares": 1})["shares"] == 1
         named = planned(64, 4096, 4096, dt, cpu=HOST, plan={"inline_b": 1, "shares": 4, "b_prefetch": 2048})
         assert (named["inline_b"], named["shares"], named["b_prefetch"], named["grid_m"]) == (True, 4, 2048, 1), named
