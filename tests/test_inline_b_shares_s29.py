@@ -108,6 +108,6 @@ def test_emerald_rapids_skinny_plans_keep_their_fields_unless_named():
         assert (cfg["inline_b"], cfg["shares"], cfg["b_prefetch"]) == (True, 4, 0), (dt, cfg)
         assert planned(8, 4096, 4096, dt, cpu=HOST)["shares"] == 1
         assert planned(64, 4096, 4096, dt, cpu="znver5", threads=2)["shares"] == 1
+        named = planned(64, 4096, 4096, dt, cpu=HOST, plan={"inline_b": 1, "shares": 2, "b_prefetch": 2048})
+        assert (named["inline_b"], named["shares"], named["b_prefetch"], named["grid_m"]) == (True, 2, 2048, 1), named
     assert planned(64, 4096, 4096, cpu=HOST, plan={"shares": 1})["shares"] == 1
-        named = planned(64, 4096, 4096, dt, cpu=HOST, plan={"inline_b": 1, "shares": 4, "b_prefetch": 2048})
-        assert (named["inline_b"], named["shares"], named["b_prefetch"], named["grid_m"]) == (True, 4, 2048, 1), named
