@@ -184,7 +184,7 @@ def test_the_planner_gives_many_cores_four_shares_a_thread():
     ({"shares": 65}, "shares=65"),
     ({"shares": 2, "pack": 0, "order": "k_outer"}, "pack=1"),  # (unpacked m_inner / dot walks take shares: session 22)
     ({"shares": 2, "pack": 0, "order": "m_inner", "split": "sk"}, "needs split='dp'"),
-    ({"shares": 2, "pack": 1, "inline_b": 1}, "inline_b=0"),
+    ({"shares": 2, "pack": 1, "split": "sk"}, "split='dp'"),  # (inline_b takes shares since session 29)
 ])
 def test_bad_shares_are_refused(rng, plan, words):
     a, b = _operands(rng, np.float32, 300, 300, 300)

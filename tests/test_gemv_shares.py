@@ -43,8 +43,9 @@ def test_gemv_shares_only_where_the_walk_is_dot():
     cfg = planned(4096, 64, 4096, np.float32)
     assert (cfg["order"], cfg["pack"], cfg["split"], cfg["shares"]) == ("m_inner", False, "dp", 4), cfg
     assert planned(4096, 64, 4096, np.float32, plan={"shares": 1})["shares"] == 1
-    small = planned(1000, 64, 1000, np.float32)  # 128 MFLOP on 16: one share a worker
-    assert (small["pack"], small["shares"]) == (False, 1), small
+    small = planned(1000, 64, 1000, np.float32)  # 128 MFLOP on 16: 2 shares a worker (session 29's rule)
+    assert (small["pack"], small["shares"]) == (False, 2), small
+    assert planned(1000, 64, 1000, np.float64)["shares"] == 1  # (f32 only)
     for threads, cpu in [(2, "znver5"), (7, "sapphirerapids")]:
         assert planned(4096, 64, 4096, np.float32, threads=threads, cpu=cpu)["shares"] == 1
     with pytest.raises(ValueError, match=r"shares=4 hands out the m_inner walk's row blocks: it needs split='dp'"):

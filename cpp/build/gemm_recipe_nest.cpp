@@ -37,7 +37,11 @@ std::pair<Value*, Value*> GemmRecipe::cold_offsets(Builder& b, Value* mt, Value*
 // plus columns of B per worker (the smaller on ties), so that one code serves every size.
 void GemmRecipe::blocked(Builder& b) {
   Value* gm;
-  if (p_.grid_m > 0) {
+  if (p_.inline_b) {
+    // inline_b: one row of workers (grid_m 1), shares too: each share a range of column panels
+    // with its own slot (phase 2 launches of threads x shares shares, GemmPlan::shares).
+    gm = one_;
+  } else if (p_.grid_m > 0) {
     gm = b.min(b.mul(b.index(p_.grid_m, "GM"), g_.shares), g_.workers, "gm");
   } else {
     Value* W = g_.workers;
@@ -64,7 +68,7 @@ void GemmRecipe::blocked(Builder& b) {
   Value* scratch_cols = b.mul(tiles_n_, NR_, "scratch_cols");
   // inline_b: the worker's slot of B (its column panels' slices of one K tile, kt x nr each,
   // one after the other) and of their column sums (nr each); cols_per panels a worker (one
-  // row of workers: gn is the worker count).
+  // row of workers: gn is the worker count; with shares, a share's slot).
   if (p_.inline_b) {
     slot_pb_ = b.ptr_offset(g_.PB, b.mul(b.mul(b.mul(g_.worker, per), NR_), g_.kt), "slot_b");
     if (needs_column_sums(p_)) slot_cs_ = b.ptr_offset(g_.CS, b.mul(b.mul(g_.worker, per), NR_), "slot_sums");

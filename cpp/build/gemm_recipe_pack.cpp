@@ -2,6 +2,8 @@
 // dot instructions and AMX tiles), B packed by its reader (inline_b), and the panels' addressing.
 #include "build/gemm_recipe_internal.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace coopjit {
@@ -165,6 +167,20 @@ void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value
       Value* n0 = y.mul(nt, NR_, "n0");
       Value* full = y.bin(BinOp::and_, full_k, y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
       auto step = [&](Builder& z, bool checked) {
+        // b_prefetch (inline_b, session 29): the same columns' rows b_prefetch / (nr x B's element
+        // size) K rows further on, one prefetcht0 a 64-byte line, the row clamped to B's last: each
+        // row of a worker's panels is its own short run of lines (B's rows are a page apart or
+        // more in the skinny products), which the hardware prefetchers do not follow.
+        if (p_.b_prefetch && p_.unit_b && !checked) {
+          const int64_t es = ir::size_in_bytes(p_.b_type);
+          const int64_t ahead = std::max<int64_t>(1, p_.b_prefetch / (int64_t(p_.nr) * es));
+          Value* last = z.sub(g_.K, one_);
+          for (int r = 0; r < p_.kb; ++r) {
+            Value* row = z.min(z.add(k, z.index(ahead + r)), last, "pf_row");
+            Value* at = z.add(z.mul(row, g_.sb_r), n0);
+            for (int64_t off = 0; off < int64_t(p_.nr) * es; off += 64) z.prefetch(g_.B, z.add(at, z.index(off / es)), false, 3);
+          }
+        }
         Value* bm = z.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
         if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
         z.store(bm, panel_b(z, slot_panel(z, nt), k), false);

@@ -324,9 +324,11 @@ void plan_gemv(GemmPlan& p, const PlanContext& c) {
   }
   // (b_prefetch is checked here, once the dot walk is decided: it prefetches the rows of the matrix
   // the walk streams, B's in the k_outer nest, A's in the dot walk.)
-  if (p.b_prefetch && p.order != "k_outer" && p.order != "dot")
+  // (inline_b, session 29: B's rows further on in K, as each worker packs its slices)
+  if (p.b_prefetch && p.order != "k_outer" && p.order != "dot" && !p.inline_b)
     throw UserError(cat("plan b_prefetch=", p.b_prefetch, " prefetches B's rows in the unpacked blocked nest (order='k_outer') ",
-                        "or A's in the dot walk (order='dot'); the plan's walk is ", p.order));
+                        "or as the packed nest packs them (inline_b=1), or A's in the dot walk (order='dot'); the plan's walk is ",
+                        p.order, " (inline_b=", p.inline_b, ")"));
 }
 
 void plan_fixed_shape(GemmPlan& p, const PlanContext& c) {

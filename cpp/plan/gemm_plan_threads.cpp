@@ -149,6 +149,38 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
         cpu.max_threads >= 8 && p.threads >= 8 && flops >= 5.0e7 * p.threads &&
         tiles_m * c.spec.batch1 * c.spec.batch2 >= 4 * 4 * int64_t(p.threads))
       p.shares = 4;
+    // Below that, from 50 MFLOP in all and 2 row tiles a share (session 29): 2 shares a thread;
+    // f32 products of 32+ rows and columns and K from 128 where the planner chose the walk, on
+    // AVX-512 (the measured ones: not the short K of an outer product, whose C streams to memory).
+    // Same host (5 alternating rounds of blocks of calls, medians [min-max], us; the plan through
+    // the tuned-plan table; two runs), f32 513x129x700 (65 row tiles of 8): 1 share 114.9 [104-131]
+    // / 133.8 [117-136] -> 2 shares 85.1 [76-104] / 102.4 [84-114] (torch 119.3 / 118.7); 32 x 128^3
+    // 131.2 [129-144] / 136.0 [132-148] -> 125.5 [117-130] / 125.5 [117-127] (torch 116.6 / 127.7).
+    // benchmarks/recorded/issue14-emr16-rows-session29.txt.
+    else if (!overrides.count("shares") && p.order == "m_inner" && !p.pack && p.split == "dp" &&
+             cpu.max_threads >= 8 && cpu.vector_registers >= 32 && p.threads >= 8 && flops >= 5.0e7 &&
+             p.a_type == ir::ScalarType::f32 &&
+             p.b_type == ir::ScalarType::f32 && p.c_type == ir::ScalarType::f32 && c.spec.K >= 128 &&
+             std::min(M, c.N) >= 32 && !overrides.count("pack") && !overrides.count("order") &&
+             tiles_m * c.spec.batch1 * c.spec.batch2 >= 2 * 2 * int64_t(p.threads))
+      p.shares = 2;
+    // The packed nest with B packed by its reader (inline_b) of a skinny product (16-64 rows: the
+    // measured ones) on many cores: 4 shares a thread (each share a range of column panels with
+    // its own slot of B, handed out by the pool after A's packing launch, none where AMX tiles read
+    // A in place), so that the fast vCPUs take the slow ones' columns; from 4 column panels a
+    // thread and 16 MFLOP a worker, f32 x f32 and AMX 8-bit products on AVX-512 (measured). Same
+    // host, runs and method as above (us),
+    // one share -> 4: f32 64x4096x4096 2454.9 [2049-2576] / 2681.2 [2394-2775] -> 1841.5
+    // [1768-1922] / 1957.1 [1889-2072] (torch 2355.9 / 2450.1), 16x4096x4096 847.7 [802-1143] ->
+    // 757.6 [741-795] (torch 1097.3; one run); int8 64x4096x4096 615.1 [487-728] / 568.7 [551-636]
+    // -> 498.6 [460-603] / 505.9 [457-544] (torch._int_mm 495.0 / 500.0). (B's rows prefetched
+    // further on in K as they are packed, b_prefetch 1024 / 4096, no faster: not taken.)
+    const bool ib_types = (p.a_type == ir::ScalarType::f32 && p.b_type == ir::ScalarType::f32 && !p.amx) ||
+                          (p.amx && p.vnni == 4);
+    if (!overrides.count("shares") && p.pack && p.inline_b && p.split == "dp" && ib_types && cpu.max_threads >= 8 &&
+        cpu.vector_registers >= 32 &&
+        p.threads >= 8 && M >= 16 && M <= 64 && flops >= 1.6e7 * p.threads && (c.N + p.nr - 1) / p.nr >= 4 * int64_t(p.threads))
+      p.shares = 4;
   }
   // The unpacked walks' shares (dot, m_inner): their row blocks are independent.
   const bool walk_shares = !p.pack && (p.order == "dot" || p.order == "m_inner");
@@ -156,10 +188,12 @@ void plan_shares(GemmPlan& p, const PlanContext& c) {
     if (p.split != "dp")
       throw UserError(cat("plan shares=", p.shares, " hands out the ", p.order, " walk's row blocks: it needs split='dp' (got ",
                           p.split, ")"));
-  } else if (p.shares > 1 && (!p.pack || p.inline_b)) {
+  } else if (p.shares > 1 && (!p.pack || p.split != "dp")) {
     throw UserError(cat("plan shares=", p.shares, " cuts the packed blocked nest (or the unpacked dot / m_inner walks' row blocks): ",
-                        "it needs pack=1 and inline_b=0 (got pack=", p.pack, ", inline_b=", p.inline_b, ", order=", p.order, ")"));
+                        "it needs pack=1 and split='dp' (got pack=", p.pack, ", split='", p.split, "', order=", p.order, ")"));
   }
+  // (inline_b with shares, session 29: a share is a range of column panels with its own slot of
+  // B, one row of shares; named only, see plan_inline_b's rule.)
   if (p.k_inner && (!p.pack || p.inline_b))
     throw UserError(cat("plan k_inner=1 orders the packed blocked nest: it needs pack=1 and inline_b=0 (got pack=", p.pack,
                         ", inline_b=", p.inline_b, ")"));

@@ -456,8 +456,10 @@ static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void*
     // inline_b: each worker's slot holds its column panels' slices of one K tile (and their
     // column sums), cols_per = ceil(tiles_n / workers) panels a worker (see the recipe).
     size_t slot_sums_at = 0;
+    // With shares (session 29), a slot a share: threads x shares of them.
     if (k.plan.inline_b) {
-      const size_t slots = size_t(workers) * ((size_t((g.N + g.nr - 1) / g.nr) + workers - 1) / workers);
+      const size_t n = size_t(workers) * size_t(k.plan.shares > 1 && n_sk == 0 && workers > 1 ? k.plan.shares : 1);
+      const size_t slots = n * ((size_t((g.N + g.nr - 1) / g.nr) + n - 1) / n);
       slot_sums_at = (slots * g.nr * size_t(g.kt) * ir::size_in_bytes(packed_b_type(k.plan)) + 63) / 64 * 64;
       b_bytes = std::max(b_bytes, slot_sums_at + slots * g.nr * 4);
     }
@@ -692,10 +694,13 @@ static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void*
   }
   // Packed plans with shares (GemmPlan::shares): the workers pack (one launch: its end is the
   // barrier), then the blocked nest runs as shares handed out by ThreadPool::run_shares.
+  // inline_b (session 29): the workers pack A only, and each share packs its own column panels'
+  // slices of B into its own slot (no packing launch where A is read in place, direct_a).
   const int shares = k.plan.shares;
-  if (shares > 1 && k.plan.pack && !k.plan.inline_b && n_sk == 0 && workers > 1) {
+  if (shares > 1 && k.plan.pack && n_sk == 0 && workers > 1) {
     ThreadPool& pool = ThreadPool::get();
-    if (!(k.plan.prepacked_b && k.plan.direct_a)) pool.run(workers, [&](int w) { call(w, workers, 1, 1); }, true);
+    const bool b_ready = k.plan.prepacked_b || k.plan.inline_b;
+    if (!(b_ready && k.plan.direct_a)) pool.run(workers, [&](int w) { call(w, workers, 1, 1); }, true);
     pool.run_shares(workers, workers * shares, [&](int v) { call(v, int64_t(workers) * shares, 2, shares); });
     return;
   }
