@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--cases", default="3x4000000:0,3x2000x2000:0.1,1000000x64:0")
     ap.add_argument("--plans", default="{}")
     ap.add_argument("--libs", default="coopjit,numpy,torch")
+    ap.add_argument("--rotate", action="store_true", help="rotate the blocks' order each round (session 29)")
     args = ap.parse_args()
     libs = args.libs.split(",")
     coopjit.set_num_threads(args.threads)
@@ -85,14 +86,16 @@ def main():
         calls = min(50, max(1, int(0.03 / (a.nbytes / 40e9))))
         times = [[] for _ in fns]
         copies = []
-        for _ in range(args.rounds):
+        for rnd in range(args.rounds):
             if args.threads == 1:  # NumPy's copy of as many bytes on this thread, CPU time: bytes read + written
                 t = clock()
                 np.copyto(dst, src)
                 copies.append(2 * src.nbytes / (clock() - t) / 1e9)
             else:
                 copies.append(_core.measure_peak("copy", 0.03)["all"])
-            for i, (p, f) in enumerate(fns):
+            for k in range(len(fns)):
+                i = (k + rnd) % len(fns) if args.rotate else k
+                p, f = fns[i]
                 if f is None:
                     continue
                 if p is not None:
