@@ -210,6 +210,9 @@ class SimdLowering {
   // mat_reduce along rows as a tree of vector ops where the combine allows it (simd_matrix.cpp).
   bool row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out);
   bool segment_rows(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out);
+  // Two vectors of 2^level rows of S_ >> level lanes each -> one of twice the rows, half the lanes
+  // (x's rows, then y's), combined by op: a level of row_tree's and segment_rows' trees.
+  llvm::Value* halve_rows(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y, int level);
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
   llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* f32_to_bf16(llvm::Value* x);

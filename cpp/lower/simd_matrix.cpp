@@ -265,6 +265,18 @@ bool tree_combine(const Op& o, ScalarType s, BinOp& op) {
 // 4 x 64 f32 tile, about 2800 instructions per tile (IEEE max scalarized), more than the 64
 // steps of the loop that fills the tile (coopjit.reduce(a, 1, "max") of 4096 x 4096 f32: 20 GB/s
 // on one Zen 5 core, a sum 40). False (nothing emitted) for any other reduction.
+llvm::Value* SimdLowering::halve_rows(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y, int level) {
+  const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
+  std::vector<int> first, second;
+  for (int half = 0; half < 2; ++half)
+    for (int64_t q = 0; q < rows_in; ++q)
+      for (int64_t l = 0; l < w / 2; ++l) {
+        first.push_back(static_cast<int>(half * S_ + q * w + l));
+        second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
+      }
+  return scalar_bin(op, t, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
+}
+
 bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out) {
   if (!o.regions.empty() || !m.is_matrix() || !vector_layout(m) || m.cols % S_ != 0 || (S_ & (S_ - 1)) != 0) return false;
   BinOp op;
@@ -289,17 +301,7 @@ bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vect
   // instead of 16 (the max is 3 instructions), an 8-row tile's 8 instead of 32.
   const int64_t R = m.rows;
   if (R >= 2 && R <= S_ && (R & (R - 1)) == 0) {
-    auto halve = [&](llvm::Value* x, llvm::Value* y, int level) {
-      const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
-      std::vector<int> first, second;
-      for (int half = 0; half < 2; ++half)
-        for (int64_t q = 0; q < rows_in; ++q)
-          for (int64_t l = 0; l < w / 2; ++l) {
-            first.push_back(static_cast<int>(half * S_ + q * w + l));
-            second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
-          }
-      return scalar_bin(op, m.scalar, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
-    };
+    auto halve = [&](llvm::Value* x, llvm::Value* y, int level) { return halve_rows(op, m.scalar, x, y, level); };
     std::vector<std::pair<int, llvm::Value*>> stack;  // a binary counter of rows: few vectors live
     for (int64_t i = 0; i < R; ++i) {
       llvm::Value* acc = row_vector(i);
@@ -370,17 +372,7 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
     id = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(S_), e);
   }
   // Two vectors of r rows of w lanes each -> one of 2r rows of w / 2 lanes (X's rows, then Y's).
-  auto halve = [&](llvm::Value* x, llvm::Value* y, int level) {
-    const int64_t w = S_ >> level, rows_in = int64_t(1) << level;
-    std::vector<int> first, second;
-    for (int half = 0; half < 2; ++half)
-      for (int64_t q = 0; q < rows_in; ++q)
-        for (int64_t l = 0; l < w / 2; ++l) {
-          first.push_back(static_cast<int>(half * S_ + q * w + l));
-          second.push_back(static_cast<int>(half * S_ + q * w + w / 2 + l));
-        }
-    return scalar_bin(op, m.scalar, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
-  };
+  auto halve = [&](llvm::Value* x, llvm::Value* y, int level) { return halve_rows(op, m.scalar, x, y, level); };
   for (const auto& raw : it->second) {  // a chunk: S rows of X in n vectors
     // Each row as soon as it is combined joins the tree (a stack of one vector a level, like a
     // binary counter): a few vectors live at a time, not the S rows' (which spilled).
