@@ -9,6 +9,7 @@ import pytest
 
 import coopjit
 from coopjit import _core
+from test_audit_s28 import _PLANS  # the K-split plans of the large-alpha tests: beta takes the same
 
 
 def _beta_operands(dtype, sign=1.0, k=8192):
@@ -27,9 +28,6 @@ def _beta_operands(dtype, sign=1.0, k=8192):
     return a, b, c0, sign * beta
 
 
-_PLANS = [None, {"order": "k_outer", "ksplit": 2, "threads": 2}, {"order": "k_outer", "ksplit": 5, "threads": 3},
-          {"order": "m_inner", "ksplit": 3, "threads": 2}, {"order": "m_inner", "threads": 1}, {"pack": 1, "threads": 1},
-          {"split": "sk", "threads": 2}]
 
 
 @pytest.mark.parametrize("plan", _PLANS)
