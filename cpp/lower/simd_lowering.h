@@ -213,6 +213,9 @@ class SimdLowering {
   // Two vectors of 2^level rows of S_ >> level lanes each -> one of twice the rows, half the lanes
   // (x's rows, then y's), combined by op: a level of row_tree's and segment_rows' trees.
   llvm::Value* halve_rows(BinOp op, ScalarType t, llvm::Value* x, llvm::Value* y, int level);
+  // One more row vector into a tree kept as a binary counter (a vector a level: few live at a
+  // time): equal levels are halved together as they meet.
+  void push_row(std::vector<std::pair<int, llvm::Value*>>& stack, llvm::Value* acc, BinOp op, ScalarType t);
   llvm::Value* fp8_to_f32(llvm::Value* bits, ScalarType from);
   llvm::Value* f32_to_fp8(llvm::Value* x, ScalarType to);
   llvm::Value* f32_to_bf16(llvm::Value* x);

@@ -277,6 +277,16 @@ llvm::Value* SimdLowering::halve_rows(BinOp op, ScalarType t, llvm::Value* x, ll
   return scalar_bin(op, t, b_.CreateShuffleVector(x, y, first), b_.CreateShuffleVector(x, y, second));
 }
 
+void SimdLowering::push_row(std::vector<std::pair<int, llvm::Value*>>& stack, llvm::Value* acc, BinOp op, ScalarType t) {
+  int level = 0;
+  while (!stack.empty() && stack.back().first == level) {
+    acc = halve_rows(op, t, stack.back().second, acc, level);
+    stack.pop_back();
+    ++level;
+  }
+  stack.emplace_back(level, acc);
+}
+
 bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vector<llvm::Value*>& out) {
   if (!o.regions.empty() || !m.is_matrix() || !vector_layout(m) || m.cols % S_ != 0 || (S_ & (S_ - 1)) != 0) return false;
   BinOp op;
@@ -301,20 +311,13 @@ bool SimdLowering::row_tree(const Op& o, const Type& m, const Type& r, std::vect
   // instead of 16 (the max is 3 instructions), an 8-row tile's 8 instead of 32.
   const int64_t R = m.rows;
   if (R >= 2 && R <= S_ && (R & (R - 1)) == 0) {
-    auto halve = [&](llvm::Value* x, llvm::Value* y, int level) { return halve_rows(op, m.scalar, x, y, level); };
     std::vector<std::pair<int, llvm::Value*>> stack;  // a binary counter of rows: few vectors live
     for (int64_t i = 0; i < R; ++i) {
       llvm::Value* acc = row_vector(i);
-      int level = 0;
-      while (!stack.empty() && stack.back().first == level) {
-        acc = halve(stack.back().second, acc, level);
-        stack.pop_back();
-        ++level;
-      }
-      stack.emplace_back(level, acc);
+      push_row(stack, acc, op, m.scalar);
     }
     llvm::Value* v = stack.back().second;
-    for (int level = stack.back().first; (int64_t(1) << level) < S_; ++level) v = halve(v, v, level);
+    for (int level = stack.back().first; (int64_t(1) << level) < S_; ++level) v = halve_rows(op, m.scalar, v, v, level);
     for (int64_t i = 0; i < R; ++i) {
       llvm::Value* s = b_.CreateExtractElement(v, uint64_t(i));
       for (int64_t k = 0; k < r.cols; ++k) out[i * r.cols + k] = s;
@@ -371,8 +374,6 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
     }
     id = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(S_), e);
   }
-  // Two vectors of r rows of w lanes each -> one of 2r rows of w / 2 lanes (X's rows, then Y's).
-  auto halve = [&](llvm::Value* x, llvm::Value* y, int level) { return halve_rows(op, m.scalar, x, y, level); };
   for (const auto& raw : it->second) {  // a chunk: S rows of X in n vectors
     // Each row as soon as it is combined joins the tree (a stack of one vector a level, like a
     // binary counter): a few vectors live at a time, not the S rows' (which spilled).
@@ -390,13 +391,7 @@ bool SimdLowering::segment_rows(const Op& o, const Type& m, const Type& r, std::
         }
         acc = acc ? scalar_bin(op, m.scalar, acc, v) : v;
       }
-      int level = 0;
-      while (!stack.empty() && stack.back().first == level) {
-        acc = halve(stack.back().second, acc, level);
-        stack.pop_back();
-        ++level;
-      }
-      stack.emplace_back(level, acc);
+      push_row(stack, acc, op, m.scalar);
     }
     out.push_back(stack.back().second);
   }
