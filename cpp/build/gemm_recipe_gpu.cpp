@@ -25,7 +25,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
   if (p.block2d) f.attrs["block2d"] = int64_t(p.block2d);
   if (p.mma) f.attrs["mma"] = int64_t(p.mma);
   if (p.stages) {  // the pipeline's stages beyond the static 48 KiB: dynamic shared memory
-    const int64_t bytes = (int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) * p.stages +
+    const int64_t bytes = ((int64_t(p.mr) * p.sg_m + int64_t(p.nr) * p.sg_n) * p.kb * size_in_bytes(p.a_type) + fma_stage_pad(p)) * p.stages +
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
                           (p.sk_pair ? 32 : 0) +  // sk_pair: the pair's mbarriers and mailbox (simt_tma_ws.cpp)

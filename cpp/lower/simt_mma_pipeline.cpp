@@ -29,6 +29,9 @@ namespace coopjit {
 void SimtTarget::async_copy16(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*, llvm::Value*) const {
   throw UserError(cat("SIMT lowering for ", name(), ": asynchronous copies to shared memory (cp.async) are NVIDIA-only"));
 }
+void SimtTarget::async_copy4(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*, llvm::Value*) const {
+  throw UserError(cat("SIMT lowering for ", name(), ": asynchronous copies to shared memory (cp.async) are NVIDIA-only"));
+}
 void SimtTarget::async_commit(llvm::IRBuilder<>&) const {
   throw UserError(cat("SIMT lowering for ", name(), ": asynchronous copy groups (cp.async) are NVIDIA-only"));
 }
@@ -46,6 +49,9 @@ namespace {
 struct Panel {
   int64_t outer = 0, inner = 0, cpr = 0, offset = 0;  // offset: bytes from the stage's start
   bool k_inner = false;                                // the contiguous dimension is K
+  bool swizzle = true;  // chunks placed by the XOR swizzle (below); false: row-major chunks
+  int64_t pitch = 0;     // chunks a row in shared memory (row-major panels; cpr plus padding)
+  bool trans = false;    // a K-contiguous B stored [k][n] (b_trans below)
 };
 
 }  // namespace
@@ -150,8 +156,26 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     p->cpr = p->inner / EPC;
     if ((p->outer * p->cpr) % threads) return false;  // whole chunks per work-item
   }
-  pb.offset = pa.outer * pa.inner * esz;
-  const int64_t stage_bytes = pb.offset + pb.outer * pb.inner * esz, total = stage_bytes * stages;
+  // FMA mode reads a panel contiguous along M / N as whole chunks of one row (k) at a time: the
+  // lanes of a warp read 8 (A) or 4 (B) consecutive chunks, conflict-free without the swizzle,
+  // which is kept only for ldmatrix and for K-contiguous panels read an element a row. Row-major
+  // chunks make every read of a K step the stage's base plus a constant (an immediate offset in
+  // SASS): the swizzle's XOR cost an integer instruction or two a load, ~30% of the loop's issue
+  // slots next to its FFMAs (H200, f32 4096^3: 1024 FFMA and ~440 other instructions a step).
+  for (Panel* p : {&pa, &pb}) p->swizzle = !(fma && !p->k_inner);
+  // A K-contiguous f32 B in FMA mode (the row-major A of a column-layout product, the common
+  // case) is stored transposed, [k][n] like A's panel, by 4-byte copies: every K step's B values
+  // are then VW-wide reads of one row, so a K step's fragments are 6 loads (f32, 8 x 16 a lane)
+  // and the next step's are read while this one's FMAs run. Rows padded by one chunk: the copies
+  // of a warp (8 K steps of 4 columns) land in 32 distinct banks.
+  const bool b_trans = fma && pb.k_inner && esz == 4 && (KB * NT) % threads == 0 && NT % 32 == 0;
+  for (Panel* p : {&pa, &pb}) p->pitch = p->cpr;
+  if (b_trans) {
+    pb.trans = true, pb.swizzle = false, pb.k_inner = false;
+    pb.outer = KB, pb.inner = NT, pb.cpr = NT / EPC, pb.pitch = pb.cpr + 1;
+  }
+  pb.offset = pa.outer * pa.pitch * 16;
+  const int64_t stage_bytes = pb.offset + pb.outer * pb.pitch * 16, total = stage_bytes * stages;
   if (!stage_memory(total, 128)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i8t = b_.getInt8Ty();
@@ -161,7 +185,9 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   // The swizzle: chunk c of row r of a panel of cpr chunks a row. Rows of 8 or more chunks: c ^ (r % 8)
   // inside each group of 8; shorter rows: the same on the panel seen as 128-byte lines. Eight
   // consecutive rows at one chunk (one ldmatrix matrix) then hit 8 distinct 16-byte bank groups.
-  auto swz = [&](llvm::Value* r, llvm::Value* c, int64_t cpr) -> llvm::Value* {
+  auto swz = [&](llvm::Value* r, llvm::Value* c, const Panel& p) -> llvm::Value* {
+    const int64_t cpr = p.cpr;
+    if (!p.swizzle) return b_.CreateAdd(b_.CreateMul(r, c32(p.pitch)), c);
     if (cpr >= 8) return b_.CreateAdd(b_.CreateMul(r, c32(cpr)), b_.CreateXor(c, b_.CreateAnd(r, c32(7))));
     llvm::Value* L = b_.CreateAdd(b_.CreateMul(r, c32(cpr)), c);
     return b_.CreateOr(b_.CreateAnd(L, c32(~int64_t(7))),
@@ -195,10 +221,30 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     // A: outer m (inner k) or outer k (inner m); B: outer n (inner k) or outer k (inner n).
     const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
                              {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
-    for (const Panel* p : {&pa, &pb})
+    for (const Panel* p : {&pa, &pb}) {
+      if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][n]
+        for (int64_t it = 0; it < KB * NT / threads; ++it) {
+          llvm::Value* e = b_.CreateAdd(tid, c32(it * threads));
+          llvm::Value* kk = b_.CreateURem(e, c32(KB));
+          llvm::Value* nn = b_.CreateUDiv(e, c32(KB));
+          llvm::Value* n = b_.CreateAdd(n_wg, b_.CreateZExt(nn, b_.getInt64Ty()));
+          llvm::Value* kg = b_.CreateAdd(k0, b_.CreateZExt(kk, b_.getInt64Ty()));
+          llvm::Value* src = b_.CreateGEP(i8t, Bp, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, sb), kg), i64v(esz))});
+          llvm::Value* valid = b_.getTrue();
+          if (b_checked) {
+            valid = b_.CreateAnd(b_.CreateICmpSLT(n, N), b_.CreateICmpSLT(kg, Kb));
+            src = b_.CreateSelect(valid, src, Bp);
+          }
+          llvm::Value* to = smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)),
+                                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(kk, c32(p->pitch * EPC)), nn), c32(esz))));
+          target_.async_copy4(b_, to, src, valid);
+        }
+        continue;
+      }
       cp_async_panel(srcs[p == &pb], k0, tid, threads, EPC, esz, [&](llvm::Value* r, llvm::Value* c) {
-        return smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)), b_.CreateMul(swz(r, c, p->cpr), c32(16))));
+        return smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)), b_.CreateMul(swz(r, c, *p), c32(16))));
       });
+    }
   };
 
   // The accumulator in C fragments: tile (mi, ni)'s c_i at D[(mi NT8 + ni) 4 + i], element
@@ -290,7 +336,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
       llvm::Type* et = scalar_ty(tc.scalar);
       auto* vt = llvm::FixedVectorType::get(et, static_cast<unsigned>(VW));
       auto elems = [&](const Panel& p, llvm::Value* base, llvm::Value* outer, llvm::Value* inner, bool vec) {
-        llvm::Value* off = b_.CreateAdd(b_.CreateMul(swz(outer, b_.CreateLShr(inner, c32(__builtin_ctzll(VW))), p.cpr), c32(16)),
+        llvm::Value* off = b_.CreateAdd(b_.CreateMul(swz(outer, b_.CreateLShr(inner, c32(__builtin_ctzll(VW))), p), c32(16)),
                                         b_.CreateMul(b_.CreateAnd(inner, c32(VW - 1)), c32(esz)));
         llvm::Value* ptr = smem_at(b_.CreateAdd(base, off));
         std::vector<llvm::Value*> r;
@@ -304,11 +350,28 @@ bool SimtLowering::mma_pipeline(const Op& o) {
       };
       llvm::Value* lr = b_.CreateMul(b_.CreateAnd(ln, c32(7)), c32(VW));   // the lane's first row in a group of 8 VW
       llvm::Value* lc = b_.CreateMul(b_.CreateLShr(ln, c32(3)), c32(VW));  // its first column in a group of 4 VW
-      for (int64_t k = 0; k < KB; ++k) {
+      // A row-major panel contiguous along M / N (no swizzle): the lane's vector of row k, group h
+      // is at the stage's base plus the lane's offset (once an iteration) plus a constant, so the
+      // constant stays an immediate of the load (not a register a load hoisted out of the loop).
+      auto plain_vec = [&](const Panel& p, llvm::Value* base, llvm::Value* first, int64_t k, int64_t inner_const) {
+        llvm::Value* lane_base = smem_at(b_.CreateAdd(base, b_.CreateMul(first, c32(esz))));
+        llvm::Value* ptr = b_.CreateConstGEP1_64(i8t, lane_base, static_cast<uint64_t>(k * p.pitch * 16 + inner_const * esz));
+        llvm::Value* v = b_.CreateAlignedLoad(vt, ptr, llvm::Align(16));
+        std::vector<llvm::Value*> r;
+        for (int64_t e = 0; e < VW; ++e) r.push_back(b_.CreateExtractElement(v, static_cast<uint64_t>(e)));
+        return r;
+      };
+      llvm::Value* a_first = b_.CreateAdd(wm_rows, lr);
+      llvm::Value* b_first = b_.CreateAdd(wn_cols, lc);
+      // The fragments of K step k: A's TM and B's TN values of the lane.
+      auto fragments = [&](int64_t k) {
         std::vector<llvm::Value*> av, bv;
         for (int64_t h = 0; h < TM / VW; ++h) {
           llvm::Value* m = b_.CreateAdd(wm_rows, b_.CreateAdd(lr, c32(h * 8 * VW)));
-          if (!pa.k_inner) {  // [k][m]: one vector
+          if (!pa.k_inner && !pa.swizzle) {
+            auto v = plain_vec(pa, a_base, a_first, k, h * 8 * VW);
+            av.insert(av.end(), v.begin(), v.end());
+          } else if (!pa.k_inner) {  // [k][m]: one vector
             auto v = elems(pa, a_base, c32(k), m, true);
             av.insert(av.end(), v.begin(), v.end());
           } else {
@@ -317,16 +380,28 @@ bool SimtLowering::mma_pipeline(const Op& o) {
         }
         for (int64_t h = 0; h < TN / VW; ++h) {
           llvm::Value* n = b_.CreateAdd(wn_cols, b_.CreateAdd(lc, c32(h * 4 * VW)));
-          if (!pb.k_inner) {  // [k][n]
+          if (!pb.k_inner && !pb.swizzle) {
+            auto v = plain_vec(pb, b_base, b_first, k, h * 4 * VW);
+            bv.insert(bv.end(), v.begin(), v.end());
+          } else if (!pb.k_inner) {  // [k][n]
             auto v = elems(pb, b_base, c32(k), n, true);
             bv.insert(bv.end(), v.begin(), v.end());
           } else {
             for (int64_t e = 0; e < VW; ++e) bv.push_back(elems(pb, b_base, b_.CreateAdd(n, c32(e)), c32(k), false)[0]);
           }
         }
+        return std::make_pair(av, bv);
+      };
+      // Step k + 1's fragments are read before step k's FMAs (registers for two steps' fragments).
+      auto cur = fragments(0);
+      for (int64_t k = 0; k < KB; ++k) {
+        decltype(cur) next;
+        if (k + 1 < KB) next = fragments(k + 1);
+        const auto& [av, bv] = cur;
         for (int64_t i = 0; i < TM; ++i)
           for (int64_t j = 0; j < TN; ++j)
             out[i * TN + j] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {et}, {av[i], bv[j], out[i * TN + j]});
+        cur = std::move(next);
       }
       return out;
     }
@@ -357,7 +432,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
           r = b_.CreateAdd(c32(kk * 16), b_.CreateAdd(l7, b_.CreateShl(l16, 3)));
           c = b_.CreateAdd(b_.CreateLShr(b_.CreateAdd(wm_rows, c32(mi * 16)), c32(3)), l8);
         }
-        af[mi] = target_.load_matrix_x4(b_, smem_at(b_.CreateAdd(a_base, b_.CreateMul(swz(r, c, pa.cpr), c32(16)))), !pa.k_inner);
+        af[mi] = target_.load_matrix_x4(b_, smem_at(b_.CreateAdd(a_base, b_.CreateMul(swz(r, c, pa), c32(16)))), !pa.k_inner);
       }
       for (int64_t nj = 0; nj < NR / 16; ++nj) {
         llvm::Value *r, *c;
@@ -368,7 +443,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
           r = b_.CreateAdd(c32(kk * 16), b_.CreateAdd(l7, b_.CreateShl(l8, 3)));
           c = b_.CreateAdd(b_.CreateLShr(b_.CreateAdd(wn_cols, c32(nj * 16)), c32(3)), l16);
         }
-        auto w = target_.load_matrix_x4(b_, smem_at(b_.CreateAdd(b_base, b_.CreateMul(swz(r, c, pb.cpr), c32(16)))), !pb.k_inner);
+        auto w = target_.load_matrix_x4(b_, smem_at(b_.CreateAdd(b_base, b_.CreateMul(swz(r, c, pb), c32(16)))), !pb.k_inner);
         bfr[2 * nj] = {w[0], w[1]};
         bfr[2 * nj + 1] = {w[2], w[3]};
       }

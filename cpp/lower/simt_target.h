@@ -106,6 +106,8 @@ class SimtTarget {
   /// Starts a copy of 16 bytes from src (global, 16-byte aligned) to dst (shared, 16-byte
   /// aligned); where `valid` (i1) is false, dst gets 16 zero bytes and src is not read.
   virtual void async_copy16(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) const;
+  /// The same for 4 bytes (4-byte aligned src and dst), through L1 (cp.async.ca).
+  virtual void async_copy4(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) const;
   /// Closes the group of the copies this work-item started since the last commit.
   virtual void async_commit(llvm::IRBuilder<>& b) const;
   /// Waits until at most `pending` of this work-item's committed groups are unfinished.

@@ -193,6 +193,10 @@ class NvptxSimtTarget : public SimtTarget {
     llvm::Value* size = b.CreateSelect(valid, b.getInt32(16), b.getInt32(0));
     call(b, llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {dst, src, size});
   }
+  void async_copy4(llvm::IRBuilder<>& b, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) const override {
+    llvm::Value* size = b.CreateSelect(valid, b.getInt32(4), b.getInt32(0));
+    call(b, llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s, {dst, src, size});
+  }
   void async_commit(llvm::IRBuilder<>& b) const override { call(b, llvm::Intrinsic::nvvm_cp_async_commit_group, {}); }
   void async_wait(llvm::IRBuilder<>& b, int pending) const override {
     call(b, llvm::Intrinsic::nvvm_cp_async_wait_group, {b.getInt32(pending)});

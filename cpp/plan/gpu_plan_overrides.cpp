@@ -71,7 +71,7 @@ void check_gpu_tile(const GpuGemmPlan& p, const GpuPlanContext& c) {
     // (TMA plans' copies are not split among the work-items: B's panel any multiple of 8 rows, below)
     const bool chunks = !(p.wgmma && p.tma);
     if (p.mr % 16 || (chunks && p.nr % 16) || (p.mma && p.kb % (32 / esz)) || (chunks && !panel_chunks_whole(p)) ||
-        panels * esz * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
+        (panels * esz + fma_stage_pad(p)) * p.stages > std::max<int64_t>(48 * 1024, target.shared_bytes))
       throw UserError(cat("plan stages=", p.stages, ": mr=", p.mr, ", nr=", p.nr, " multiples of 16, kb=", p.kb,
                           " of 16, the panels whole 16-byte chunks per work-item, and ", p.stages,
                           " stages of them within ", std::max<int64_t>(48 * 1024, target.shared_bytes), " bytes of shared memory"));
