@@ -388,14 +388,16 @@ def test_pipeline_int8_exact(rng, dtype, shape):
 @pytest.mark.parametrize("shape", [(256, 384, 512), (200, 136, 72), (64, 8, 8), (1000, 264, 1000)])
 @pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
 def test_pipeline_fma_gemm(rng, dtype, shape, trans):
-    """f32 / f64 on CUDA cores through the same staging (cp.async, swizzled shared memory), FMAs
-    from 16-byte shared-memory vectors; alpha / beta applied once."""
+    """f32 / f64 on CUDA cores through the same staging (cp.async: 16-byte chunks, or 4-byte copies
+    transposing a K-contiguous f32 operand into [k][m] / [k][n] rows), FMAs from 16-byte
+    shared-memory vectors; alpha / beta applied once."""
     m, n, k = shape
     a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(dtype)
     b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(dtype)
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_a=trans[0], trans_b=trans[1])
     assert int(kern.config["stages"]) >= 2 and kern.config["mma"] == "no"
-    assert "cp.async.cg.shared.global" in kern.source("ptx")
+    ptx = kern.source("ptx")
+    assert "cp.async.cg.shared.global" in ptx or "cp.async.ca.shared.global" in ptx
     assert_gemm_close(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
     c0 = rng.standard_normal((m, n)).astype(dtype)
     c = c0.copy()

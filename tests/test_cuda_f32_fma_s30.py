@@ -34,10 +34,14 @@ def test_named_f32_plans_keep_the_pipeline(plan):
     assert "cp.async.ca.shared.global" in ptx
 
 
-def test_k_step_reads_are_vectors_without_address_arithmetic():
+@pytest.mark.parametrize("trans_b", [False, True], ids=["a@b", "a@b.T"])
+def test_k_step_reads_are_vectors_without_address_arithmetic(trans_b):
     """The 4096^3 f32 K loop: 1024 FMAs and 48 16-byte shared reads a step of 8, and (almost) no
-    integer instructions between them (the swizzle's XORs and per-load address sums are gone)."""
-    ptx = kernel_ptx(4096, 4096, 4096, None).splitlines()
+    integer instructions between them (the swizzle's XORs and per-load address sums are gone);
+    for a @ b.T both operands are K-contiguous and both are copied transposed."""
+    text = kernel_ptx(4096, 4096, 4096, None, trans_b=trans_b)
+    assert text.count("cp.async.ca.shared.global") == (64 if trans_b else 32)  # 8 (16) a thread a stage, 4 copies of the loop
+    ptx = text.splitlines()
     commits = [i for i, line in enumerate(ptx) if "cp.async.commit_group" in line]
     loop = []
     for line in ptx[commits[3]:]:  # the K loop's body follows its commit (after the prologue's 3)

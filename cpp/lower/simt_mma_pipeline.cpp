@@ -51,7 +51,7 @@ struct Panel {
   bool k_inner = false;                                // the contiguous dimension is K
   bool swizzle = true;  // chunks placed by the XOR swizzle (below); false: row-major chunks
   int64_t pitch = 0;     // chunks a row in shared memory (row-major panels; cpr plus padding)
-  bool trans = false;    // a K-contiguous B stored [k][n] (b_trans below)
+  bool trans = false;    // a K-contiguous f32 panel stored [k][m] / [k][n] (below)
 };
 
 }  // namespace
@@ -163,16 +163,18 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   // SASS): the swizzle's XOR cost an integer instruction or two a load, ~30% of the loop's issue
   // slots next to its FFMAs (H200, f32 4096^3: 1024 FFMA and ~440 other instructions a step).
   for (Panel* p : {&pa, &pb}) p->swizzle = !(fma && !p->k_inner);
-  // A K-contiguous f32 B in FMA mode (the row-major A of a column-layout product, the common
-  // case) is stored transposed, [k][n] like A's panel, by 4-byte copies: every K step's B values
-  // are then VW-wide reads of one row, so a K step's fragments are 6 loads (f32, 8 x 16 a lane)
-  // and the next step's are read while this one's FMAs run. Rows padded by one chunk: the copies
-  // of a warp (8 K steps of 4 columns) land in 32 distinct banks.
-  const bool b_trans = fma && pb.k_inner && esz == 4 && (KB * NT) % threads == 0 && NT % 32 == 0;
+  // A K-contiguous f32 operand in FMA mode (B: the row-major A of a column-layout product, the
+  // common case; A as well: a @ b.T) is stored transposed, [k][m] / [k][n], by 4-byte copies:
+  // every K step's values are then VW-wide reads of one row, so a K step's fragments are 6 loads
+  // (f32, 8 x 16 a lane) and the next step's are read while this one's FMAs run. Rows padded by
+  // one chunk: the copies of a warp (8 K steps of 4 columns) land in 32 distinct banks.
   for (Panel* p : {&pa, &pb}) p->pitch = p->cpr;
-  if (b_trans) {
-    pb.trans = true, pb.swizzle = false, pb.k_inner = false;
-    pb.outer = KB, pb.inner = NT, pb.cpr = NT / EPC, pb.pitch = pb.cpr + 1;
+  for (Panel* p : {&pa, &pb}) {
+    const int64_t cols = p == &pa ? MT : NT;
+    if (fma && p->k_inner && esz == 4 && (KB * cols) % threads == 0 && cols % 32 == 0) {
+      p->trans = true, p->swizzle = false, p->k_inner = false;
+      p->outer = KB, p->inner = cols, p->cpr = cols / EPC, p->pitch = p->cpr + 1;
+    }
   }
   pb.offset = pa.outer * pa.pitch * 16;
   const int64_t stage_bytes = pb.offset + pb.outer * pb.pitch * 16, total = stage_bytes * stages;
@@ -222,21 +224,25 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
                              {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
     for (const Panel* p : {&pa, &pb}) {
-      if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][n]
-        for (int64_t it = 0; it < KB * NT / threads; ++it) {
+      if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][column]
+        const bool is_a = p == &pa;
+        llvm::Value *origin = is_a ? m_wg : n_wg, *base = is_a ? A : Bp, *stride = is_a ? sa : sb;
+        llvm::Value *lim = is_a ? M : N, *klim = is_a ? Ka : Kb;
+        const bool checked = is_a ? a_checked : b_checked;
+        for (int64_t it = 0; it < KB * p->inner / threads; ++it) {
           llvm::Value* e = b_.CreateAdd(tid, c32(it * threads));
           llvm::Value* kk = b_.CreateURem(e, c32(KB));
-          llvm::Value* nn = b_.CreateUDiv(e, c32(KB));
-          llvm::Value* n = b_.CreateAdd(n_wg, b_.CreateZExt(nn, b_.getInt64Ty()));
+          llvm::Value* cc = b_.CreateUDiv(e, c32(KB));
+          llvm::Value* col = b_.CreateAdd(origin, b_.CreateZExt(cc, b_.getInt64Ty()));
           llvm::Value* kg = b_.CreateAdd(k0, b_.CreateZExt(kk, b_.getInt64Ty()));
-          llvm::Value* src = b_.CreateGEP(i8t, Bp, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(n, sb), kg), i64v(esz))});
+          llvm::Value* src = b_.CreateGEP(i8t, base, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(col, stride), kg), i64v(esz))});
           llvm::Value* valid = b_.getTrue();
-          if (b_checked) {
-            valid = b_.CreateAnd(b_.CreateICmpSLT(n, N), b_.CreateICmpSLT(kg, Kb));
-            src = b_.CreateSelect(valid, src, Bp);
+          if (checked) {
+            valid = b_.CreateAnd(b_.CreateICmpSLT(col, lim), b_.CreateICmpSLT(kg, klim));
+            src = b_.CreateSelect(valid, src, base);
           }
           llvm::Value* to = smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)),
-                                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(kk, c32(p->pitch * EPC)), nn), c32(esz))));
+                                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(kk, c32(p->pitch * EPC)), cc), c32(esz))));
           target_.async_copy4(b_, to, src, valid);
         }
         continue;

@@ -232,13 +232,13 @@ struct GpuGemmPlan {
   GemmPlan as_cpu_plan() const;
 };
 
-// The f32 FMA pipeline's padding a stage (simt_mma_pipeline.cpp): a K-contiguous B is stored
-// [k][n] with rows one 16-byte chunk longer than the panel, so the block's transposing copies
-// fall in distinct banks. Counted for every f32 FMA pipeline plan (the lowering uses it only for a
-// K-contiguous B): kb chunks a stage.
+// The f32 FMA pipeline's padding a stage (simt_mma_pipeline.cpp): a K-contiguous A or B is stored
+// [k][m] / [k][n] with rows one 16-byte chunk longer than the panel, so the block's transposing
+// copies fall in distinct banks. Counted for every f32 FMA pipeline plan (the lowering pads only
+// the K-contiguous panels): kb chunks a panel a stage.
 inline int64_t fma_stage_pad(const GpuGemmPlan& p) {
   return p.stages && !p.mma && !p.wgmma && !p.dpas && p.a_type == ir::ScalarType::f32 && p.dtype == ir::ScalarType::f32
-             ? int64_t(p.kb) * 16 : 0;
+             ? 2 * int64_t(p.kb) * 16 : 0;
 }
 
 /// The spec of the product on the K-major copies of the operands `kmajor` names (GpuGemmPlan::kmajor).
