@@ -63,11 +63,12 @@ def test_cluster_wide_modules_assemble(ptxas, case):
 
 def test_cluster_wide_plan_rules():
     """cluster=2 on 128 x 320 is part of the kernel's name; refused naming the values where it
-    cannot work: odd tiles along M (the pair's second block would have no tile of its own: col
-    2816 x 1920's kernel M is 1920, 15 tiles), Stream-K, an N tile under 128 or not a multiple of 64."""
+    cannot work: odd tiles along the kernel's M (the pair's second block would have no tile of its
+    own: col 2816 x 1920's kernel M is the product's N, 1920, 15 tiles; the message names N),
+    Stream-K, an N tile under 128 or not a multiple of 64."""
     c = ptx.compile_gemm(2816, 1920, 8192, BF16, target="sm_90", plan=dict(W320, layout="row"))
     assert c.config["macro_tile"] == "128x320" and "_cl2" in c.source("ptx")
-    for plan, trans_b, match in (({"layout": "col"}, False, r"M=1920 in tiles of 128: 15"),
+    for plan, trans_b, match in (({"layout": "col"}, False, r"N=1920 \(the kernel's M under layout col\) in tiles of 128: 15"),
                                  ({"layout": "row", "split": "sk+dp"}, False, "split sk"),
                                  ({"layout": "row", "nr": 64}, False, "N tile 64"),
                                  ({"layout": "row", "nr": 136}, True, "N tile 136")):  # (K-major B: wgmma tiles of 8s)

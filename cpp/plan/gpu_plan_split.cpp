@@ -223,8 +223,10 @@ void plan_gpu_cluster(GpuGemmPlan& p, const GpuPlanContext& c) {
     // 256; 128 x 320: two of 160), else nt / 64 boxes of 64 columns (128 x 320: five, 3 + 2
     // alternating; simt_tma.cpp)
     if (!p.ws || p.split != "dp" || tiles_m % 2 || (p.group_m % 2) || nt % 64 || nt < 128 || (p.persistent && p.workers < 2))
-      throw UserError(cat("plan override cluster=2: clusters need a warp-specialized DP plan (ws, split dp) whose tiles along M "
-                          "are even (M=", M, " in tiles of ", mt, ": ", tiles_m, "), group_m 0 or even, N tiles a multiple of 64 from 128 "
+      // (the product's own dimension named: under layout col the kernel's M is the caller's N)
+      throw UserError(cat("plan override cluster=2: clusters need a warp-specialized DP plan (ws, split dp) whose tiles along the "
+                          "kernel's M are even (", c.col ? "N=" : "M=", M, c.col ? " (the kernel's M under layout col)" : "",
+                          " in tiles of ", mt, ": ", tiles_m, "), group_m 0 or even, N tiles a multiple of 64 from 128 "
                           "and 2 workers or more, not ws=", p.ws, ", split ", p.split, ", group_m=", p.group_m, ", N tile ", nt,
                           ", workers=", p.workers));
     p.cluster = 2;
