@@ -177,13 +177,19 @@ def ptxas():
     return ptx.ptxas
 
 
-def needs_hopper(dev, what):
-    """Skips, saying which, unless `dev` is an sm_90 (Hopper) GPU: `what` names the kernel feature."""
+def needs_cuda(dev):
+    """Skips, saying why, where `dev` (an NVIDIA GPU, "cuda:N") is not here: no GPU or no CUDA driver."""
     import coopjit
     from coopjit import _core
     if dev not in coopjit.devices():
         st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
         pytest.skip(f"no {dev}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+
+
+def needs_hopper(dev, what):
+    """Skips, saying which, unless `dev` is an sm_90 (Hopper) GPU: `what` names the kernel feature."""
+    import coopjit
+    needs_cuda(dev)
     if coopjit.device_info(dev)["arch"] != "sm_90":
         pytest.skip(f"{dev} is {coopjit.device_info(dev)['arch']}, not sm_90 (Hopper): {what}")
 

@@ -9,17 +9,15 @@ import pytest
 
 import coopjit
 from coopjit import _core
-from conftest import assert_gemm_close, needs_hopper, spill_stores
+from conftest import assert_gemm_close, needs_cuda, needs_hopper, spill_stores
 from test_reduce import NP, check, data
 
 DEV = "cuda:0"
 
 
 @pytest.fixture(autouse=True)
-def needs_cuda():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+def cuda_here():
+    needs_cuda(DEV)
 
 
 def test_device_info():

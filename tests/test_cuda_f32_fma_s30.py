@@ -10,7 +10,7 @@ import pytest
 
 import coopjit
 from coopjit import _core
-from conftest import assert_gemm_close
+from conftest import assert_gemm_close, needs_cuda
 
 DEV = "cuda:0"
 PLANS = [None, {"kb": 4}, {"kb": 16}, {"sg_m": 4, "sg_n": 2}, {"sg_m": 2, "sg_n": 4}, {"stages": 2}, {"stages": 3}]
@@ -57,9 +57,7 @@ def test_k_step_reads_are_vectors_without_address_arithmetic(trans_b):
 
 @pytest.fixture
 def cuda():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+    needs_cuda(DEV)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -8,16 +8,14 @@ import numpy as np
 import pytest
 
 import coopjit
-from coopjit import _core
+from conftest import needs_cuda
 
 DEV = "cuda:0"
 
 
 @pytest.fixture(autouse=True)
-def needs_cuda():
-    if DEV not in coopjit.devices():
-        st = [s for s in _core.backend_status() if s["backend"] == "cuda"]
-        pytest.skip(f"no {DEV}: no NVIDIA GPU with the CUDA driver (libcuda.so.1) here; status: {st}")
+def cuda_here():
+    needs_cuda(DEV)
 
 
 def cancelling(m, n, k):
