@@ -225,21 +225,18 @@ bool SimtLowering::mma_pipeline(const Op& o) {
                              {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
     for (const Panel* p : {&pa, &pb}) {
       if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][column]
-        const bool is_a = p == &pa;
-        llvm::Value *origin = is_a ? m_wg : n_wg, *base = is_a ? A : Bp, *stride = is_a ? sa : sb;
-        llvm::Value *lim = is_a ? M : N, *klim = is_a ? Ka : Kb;
-        const bool checked = is_a ? a_checked : b_checked;
+        const CpPanel& src_p = srcs[p == &pb];  // (outer_lim: the columns' bound, inner_lim: K's)
         for (int64_t it = 0; it < KB * p->inner / threads; ++it) {
           llvm::Value* e = b_.CreateAdd(tid, c32(it * threads));
           llvm::Value* kk = b_.CreateURem(e, c32(KB));
           llvm::Value* cc = b_.CreateUDiv(e, c32(KB));
-          llvm::Value* col = b_.CreateAdd(origin, b_.CreateZExt(cc, b_.getInt64Ty()));
+          llvm::Value* col = b_.CreateAdd(src_p.origin, b_.CreateZExt(cc, b_.getInt64Ty()));
           llvm::Value* kg = b_.CreateAdd(k0, b_.CreateZExt(kk, b_.getInt64Ty()));
-          llvm::Value* src = b_.CreateGEP(i8t, base, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(col, stride), kg), i64v(esz))});
+          llvm::Value* src = b_.CreateGEP(i8t, src_p.base, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(col, src_p.stride), kg), i64v(esz))});
           llvm::Value* valid = b_.getTrue();
-          if (checked) {
-            valid = b_.CreateAnd(b_.CreateICmpSLT(col, lim), b_.CreateICmpSLT(kg, klim));
-            src = b_.CreateSelect(valid, src, base);
+          if (src_p.checked) {
+            valid = b_.CreateAnd(b_.CreateICmpSLT(col, src_p.outer_lim), b_.CreateICmpSLT(kg, src_p.inner_lim));
+            src = b_.CreateSelect(valid, src, src_p.base);
           }
           llvm::Value* to = smem_at(b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)),
                                                  b_.CreateMul(b_.CreateAdd(b_.CreateMul(kk, c32(p->pitch * EPC)), cc), c32(esz))));
