@@ -53,7 +53,7 @@ def test_large_beta(plan, beta):
     rng = np.random.default_rng(5)
     c0 = (rng.uniform(0.5, 1.0, (m, n)) * 1e30).astype(np.float32)
     ref = 3.0 * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
-    kern = coopjit.compile_gemm(m, n, k, np.float32, device=DEV, plan=plan)
+    kern = coopjit.compile_gemm(m, n, k, np.float32, device=DEV, plan=plan, accumulate=True)
     c = c0.copy()
     kern(a, b, c, alpha=3.0, beta=beta)
     assert np.isfinite(c).all(), f"{(~np.isfinite(c)).sum()} of {c.size} not finite (beta {beta}, plan {plan})"
