@@ -1,4 +1,4 @@
-"""Lead, session 29: f32 products on the H200's CUDA cores, named SIMT plan variants against the
+"""Lead, session 29 (session 31: + group_m variants, the tiles in bands of M tiles): f32 products on the H200's CUDA cores, named SIMT plan variants against the
 planner's plan and cuBLAS (torch.matmul, TF32 off), CUDA graphs of 10 calls, medians of
 alternating rounds, a pause before each block; every result checked against float64 first."""
 import json, os, statistics, sys, time
@@ -11,7 +11,8 @@ VARIANTS = {"auto": None, "cublas": "cublas",
             "m128n64": {"mr": 128, "nr": 64}, "m64n128": {"mr": 64, "nr": 128},
             "kb16": {"kb": 16}, "kb4": {"kb": 4}, "st3": {"stages": 3}, "st2": {"stages": 2},
             "wg4x2st3": {"sg_m": 4, "sg_n": 2, "stages": 3}, "m32n64": {"mr": 32, "nr": 64},
-            "wg4x4": {"sg_m": 4, "sg_n": 4}}
+            "wg4x4": {"sg_m": 4, "sg_n": 4},
+            "gm4": {"group_m": 4}, "gm8": {"group_m": 8}, "gm16": {"group_m": 16}, "gm32": {"group_m": 32}}
 shapes = sys.argv[1].split(",")
 if os.environ.get("ONLY"):
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["ONLY"].split(",")}
