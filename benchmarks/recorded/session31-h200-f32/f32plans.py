@@ -9,7 +9,7 @@ torch.backends.cuda.matmul.allow_tf32 = False
 VARIANTS = {"auto": None, "cublas": "cublas",
             "wg4x2": {"sg_m": 4, "sg_n": 2}, "wg2x4": {"sg_m": 2, "sg_n": 4},
             "m128n64": {"mr": 128, "nr": 64}, "m64n128": {"mr": 64, "nr": 128},
-            "kb16": {"kb": 16}, "kb4": {"kb": 4}, "st3": {"stages": 3}, "st2": {"stages": 2},
+            "kb16": {"kb": 16}, "kb4": {"kb": 4}, "st3": {"stages": 3}, "st2": {"stages": 2}, "st4": {"stages": 4},
             "wg4x2st3": {"sg_m": 4, "sg_n": 2, "stages": 3}, "m32n64": {"mr": 32, "nr": 64},
             "wg4x4": {"sg_m": 4, "sg_n": 4},
             "gm4": {"group_m": 4}, "gm8": {"group_m": 8}, "gm16": {"group_m": 16}, "gm32": {"group_m": 32}}
