@@ -164,7 +164,8 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   // slots next to its FFMAs (H200, f32 4096^3: 1024 FFMA and ~440 other instructions a step).
   for (Panel* p : {&pa, &pb}) p->swizzle = !(fma && !p->k_inner);
   // A K-contiguous f32 operand in FMA mode (B: the row-major A of a column-layout product, the
-  // common case; A as well: a @ b.T) is stored transposed, [k][m] / [k][n], by 4-byte copies:
+  // common case; A as well: a @ b.T) is stored transposed, [k][m] / [k][n] (16-byte global loads
+  // stored from registers, reg_staged below; 4-byte cp.async where chunks are not whole a thread):
   // every K step's values are then VW-wide reads of one row, so a K step's fragments are 6 loads
   // (f32, 8 x 16 a lane) and the next step's are read while this one's FMAs run. Rows padded by
   // one chunk: the copies of a warp (8 K steps of 4 columns) land in 32 distinct banks.
