@@ -395,7 +395,7 @@ def test_pipeline_fma_gemm(rng, dtype, shape, trans):
     kern = coopjit.compile_gemm(m, n, k, dtype, device=DEV, trans_a=trans[0], trans_b=trans[1])
     assert int(kern.config["stages"]) >= 2 and kern.config["mma"] == "no"
     ptx = kern.source("ptx")
-    assert "cp.async.cg.shared.global" in ptx or "cp.async.ca.shared.global" in ptx
+    assert "cp.async.cg.shared.global" in ptx or "ld.global.v4" in ptx  # (a K-contiguous f32 operand: through registers)
     assert_gemm_close(kern(a, b), a.T if trans[0] else a, b.T if trans[1] else b)
     c0 = rng.standard_normal((m, n)).astype(dtype)
     c = c0.copy()

@@ -1,6 +1,7 @@
 """f32 / f64 products on NVIDIA CUDA cores (the FMA pipeline of simt_mma_pipeline.cpp, session 30):
 panels contiguous along M / N stored row-major (no swizzle) and read as 16-byte vectors at
-constant offsets, a K-contiguous f32 B copied transposed ([k][n], 4-byte cp.async, padded rows),
+constant offsets, a K-contiguous f32 B copied transposed ([k][n], padded rows; 16-byte global loads
+stored transposed from registers since session 31),
 the next K step's fragments read before this one's FMAs.
 
 The PTX tests run anywhere (the lowering compiles sm_90 code without a GPU); the products are
@@ -30,8 +31,9 @@ def test_named_f32_plans_keep_the_pipeline(plan):
     they were not)."""
     ptx = kernel_ptx(4096, 4096, 4096, plan)
     assert "cp.async" in ptx and "ld.shared.v4" in ptx
-    # a row-major A (the kernel's B under the column layout: K-contiguous) is copied 4 bytes at a time
-    assert "cp.async.ca.shared.global" in ptx
+    # a row-major A (the kernel's B under the column layout: K-contiguous) goes through registers
+    # (16-byte global loads, stored transposed: session 31), no 4-byte copies left
+    assert "ld.global.v4" in ptx and "cp.async.ca.shared.global" not in ptx
 
 
 @pytest.mark.parametrize("trans_b", [False, True], ids=["a@b", "a@b.T"])
@@ -40,14 +42,14 @@ def test_k_step_reads_are_vectors_without_address_arithmetic(trans_b):
     integer instructions between them (the swizzle's XORs and per-load address sums are gone);
     for a @ b.T both operands are K-contiguous and both are copied transposed."""
     text = kernel_ptx(4096, 4096, 4096, None, trans_b=trans_b)
-    assert text.count("cp.async.ca.shared.global") == (64 if trans_b else 32)  # 8 (16) a thread a stage, 4 copies of the loop
+    # the transposed panels through registers: 2 16-byte loads a thread a step and panel, in the
+    # prologue (step 0) and the loop
+    assert text.count("ld.global.v4") == (8 if trans_b else 4) and "cp.async.ca" not in text
     ptx = text.splitlines()
     commits = [i for i, line in enumerate(ptx) if "cp.async.commit_group" in line]
-    loop = []
-    for line in ptx[commits[3]:]:  # the K loop's body follows its commit (after the prologue's 3)
-        if "bra" in line:
-            break
-        loop.append(line.strip().split()[0] if line.strip() else "")
+    last_fma = max(i for i, line in enumerate(ptx) if "fma.rn.f32" in line)
+    # the K loop's body follows its commit (the last one, after the prologue's), to its last FMA
+    loop = [line.strip().split()[0] if line.strip() else "" for line in ptx[commits[-1]:last_fma + 1]]
     fma = sum(op.startswith("fma.rn.f32") for op in loop)
     lds = sum(op.startswith("ld.shared") for op in loop)
     other = sum(bool(op) and not op.startswith(("fma", "ld.shared", "//", "$", "@")) for op in loop)

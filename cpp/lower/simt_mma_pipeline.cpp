@@ -164,7 +164,8 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   // slots next to its FFMAs (H200, f32 4096^3: 1024 FFMA and ~440 other instructions a step).
   for (Panel* p : {&pa, &pb}) p->swizzle = !(fma && !p->k_inner);
   // A K-contiguous f32 operand in FMA mode (B: the row-major A of a column-layout product, the
-  // common case; A as well: a @ b.T) is stored transposed, [k][m] / [k][n], by 4-byte copies:
+  // common case; A as well: a @ b.T) is stored transposed, [k][m] / [k][n] (16-byte global loads
+  // stored from registers, reg_staged below; 4-byte cp.async where chunks are not whole a thread):
   // every K step's values are then VW-wide reads of one row, so a K step's fragments are 6 loads
   // (f32, 8 x 16 a lane) and the next step's are read while this one's FMAs run. Rows padded by
   // one chunk: the copies of a warp (8 K steps of 4 columns) land in 32 distinct banks.
@@ -216,6 +217,65 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   llvm::Value* nk = b_.CreateSelect(b_.CreateICmpSLT(lo, hi), b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(hi, lo), i64v(KB - 1)), i64v(KB)),
                                     i64v(0), "nk");
 
+  // A transposed panel whose 16-byte chunks along K are whole (K-contiguous f32: 4 K steps of a
+  // column) is staged through registers instead of 4-byte cp.async: each work-item loads whole
+  // chunks of step t + 1 (ld.global.v4) at the top of iteration t and stores them transposed (4
+  // st.shared.f32) into step t + 1's slot after step t's FMAs. That slot was last read at step
+  // t + 1 - stages, which every warp finished before iteration t's barrier (stages >= 2); the next
+  // iteration's barrier publishes the stores. Chunk q = tid + it threads: K chunk q % (KB / VW)
+  // of column q / (KB / VW); a warp's 4 stores of one K step land in 32 banks (rows padded by one
+  // chunk: K chunks 0 and 1 of 16 columns are 16 banks apart).
+  auto reg_staged = [&](const Panel& p) { return p.trans && KB % VW == 0 && ((KB / VW) * p.inner) % threads == 0; };
+  const bool any_reg = reg_staged(pa) || reg_staged(pb);
+  auto stage_load = [&](llvm::Value* t) {
+    llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
+    std::vector<llvm::Value*> vals;
+    for (const Panel* p : {&pa, &pb}) {
+      if (!reg_staged(*p)) continue;
+      const bool is_b = p == &pb;
+      llvm::Value *base = is_b ? Bp : A, *stride = is_b ? sb : sa, *origin = is_b ? n_wg : m_wg;
+      llvm::Value *col_lim = is_b ? N : M, *k_lim = is_b ? Kb : Ka;
+      const bool checked = is_b ? b_checked : a_checked;
+      auto* vt = llvm::FixedVectorType::get(b_.getFloatTy(), 4);
+      for (int64_t it = 0; it < (KB / VW) * p->inner / threads; ++it) {
+        llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
+        llvm::Value* kc = b_.CreateURem(q, c32(KB / VW));
+        llvm::Value* cc = b_.CreateUDiv(q, c32(KB / VW));
+        llvm::Value* col = b_.CreateAdd(origin, b_.CreateZExt(cc, b_.getInt64Ty()));
+        llvm::Value* kg = b_.CreateAdd(k0, b_.CreateZExt(b_.CreateMul(kc, c32(VW)), b_.getInt64Ty()));
+        llvm::Value* src = b_.CreateGEP(i8t, base, {b_.CreateMul(b_.CreateAdd(b_.CreateMul(col, stride), kg), i64v(esz))});
+        llvm::Value* valid = nullptr;
+        if (checked) {  // whole chunks (K a multiple of VW: gpu_plan_kernel.cpp)
+          valid = b_.CreateAnd(b_.CreateICmpSLT(col, col_lim), b_.CreateICmpSLT(kg, k_lim));
+          src = b_.CreateSelect(valid, src, base);
+        }
+        llvm::Value* gp = b_.CreateAddrSpaceCast(src, llvm::PointerType::get(b_.getContext(), 1));
+        llvm::Value* v = b_.CreateAlignedLoad(vt, gp, llvm::Align(16));
+        if (valid) v = b_.CreateSelect(valid, v, llvm::Constant::getNullValue(vt));
+        vals.push_back(v);
+      }
+    }
+    return vals;
+  };
+  auto stage_store = [&](llvm::Value* slot, const std::vector<llvm::Value*>& vals) {
+    llvm::Value* stage = b_.CreateMul(slot, c32(stage_bytes));
+    size_t n = 0;
+    for (const Panel* p : {&pa, &pb}) {
+      if (!reg_staged(*p)) continue;
+      for (int64_t it = 0; it < (KB / VW) * p->inner / threads; ++it) {
+        llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
+        llvm::Value* kc = b_.CreateURem(q, c32(KB / VW));
+        llvm::Value* cc = b_.CreateUDiv(q, c32(KB / VW));
+        llvm::Value* first = b_.CreateAdd(b_.CreateAdd(stage, c32(p->offset)),
+                                          b_.CreateMul(b_.CreateAdd(b_.CreateMul(kc, c32(VW * p->pitch * EPC)), cc), c32(esz)));
+        llvm::Value* v = vals[n++];
+        for (int64_t j = 0; j < VW; ++j)
+          b_.CreateAlignedStore(b_.CreateExtractElement(v, static_cast<uint64_t>(j)),
+                                smem_at(b_.CreateAdd(first, c32(j * p->pitch * EPC * esz))), llvm::Align(esz));
+      }
+    }
+  };
+
   // Starts the copies of K step t (i64) into stage slot `slot` (i32).
   auto issue = [&](llvm::Value* t, llvm::Value* slot) {
     llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
@@ -224,6 +284,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
                              {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
     for (const Panel* p : {&pa, &pb}) {
+      if (reg_staged(*p)) continue;  // through registers (stage_load / stage_store)
       if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][column]
         const CpPanel& src_p = srcs[p == &pb];  // (outer_lim: the columns' bound, inner_lim: K's)
         for (int64_t it = 0; it < KB * p->inner / threads; ++it) {
@@ -321,6 +382,11 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     }, [&] { return std::vector<llvm::Value*>{}; });
     target_.async_commit(b_);
   }
+  if (any_reg)  // step 0 of the register-staged panels (published by the loop's first barrier)
+    emit_if(b_, fn_, b_.CreateICmpSLT(i64v(0), nk), [&] {
+      stage_store(c32(0), stage_load(i64v(0)));
+      return std::vector<llvm::Value*>{};
+    }, [&] { return std::vector<llvm::Value*>{}; });
   D = emit_for(b_, fn_, i64v(0), nk, i64v(1), D, [&](llvm::Value* i, const std::vector<llvm::Value*>& acc) {
     target_.async_wait(b_, stages - 2);  // step i has landed (this work-item's copies) ...
     target_.barrier(b_);                 // ... everyone's; and step i - 1's slot is free
@@ -330,6 +396,12 @@ bool SimtLowering::mma_pipeline(const Op& o) {
       return std::vector<llvm::Value*>{};
     }, [&] { return std::vector<llvm::Value*>{}; });
     target_.async_commit(b_);
+    // Step i + 1 of the register-staged panels: loaded now, stored after this step's FMAs. In the
+    // last iteration step nk - 1 again, into slot nk % stages, which no one reads any more (its
+    // last reader, step nk - stages, is behind this iteration's barrier): no branch, no phis.
+    llvm::Value* i1 = any_reg ? b_.CreateAdd(i, i64v(1)) : nullptr;
+    std::vector<llvm::Value*> staged;
+    if (any_reg) staged = stage_load(b_.CreateSelect(b_.CreateICmpSLT(i1, nk), i1, i));
     llvm::Value* stage = b_.CreateMul(b_.CreateTrunc(b_.CreateURem(i, i64v(stages)), i32), c32(stage_bytes));
     llvm::Value* a_base = stage;
     llvm::Value* b_base = b_.CreateAdd(stage, c32(pb.offset));
@@ -406,6 +478,7 @@ bool SimtLowering::mma_pipeline(const Op& o) {
             out[i * TN + j] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {et}, {av[i], bv[j], out[i * TN + j]});
         cur = std::move(next);
       }
+      if (any_reg) stage_store(b_.CreateTrunc(b_.CreateURem(i1, i64v(stages)), i32), staged);
       return out;
     }
     // The fragments of every K step of the stage first (ldmatrix in flight together), then the mmas.
