@@ -225,6 +225,10 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   // iteration's barrier publishes the stores. Chunk q = tid + it threads: K chunk q % (KB / VW)
   // of column q / (KB / VW); a warp's 4 stores of one K step land in 32 banks (rows padded by one
   // chunk: K chunks 0 and 1 of 16 columns are 16 banks apart).
+  // Each panel's source: A: outer m (inner k) or outer k (inner m); B: outer n (inner k) or outer
+  // k (inner n). A transposed panel's outer_lim is its columns' bound, inner_lim K's.
+  const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
+                           {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
   auto reg_staged = [&](const Panel& p) { return p.trans && KB % VW == 0 && ((KB / VW) * p.inner) % threads == 0; };
   const bool any_reg = reg_staged(pa) || reg_staged(pb);
   auto stage_load = [&](llvm::Value* t) {
@@ -232,10 +236,10 @@ bool SimtLowering::mma_pipeline(const Op& o) {
     std::vector<llvm::Value*> vals;
     for (const Panel* p : {&pa, &pb}) {
       if (!reg_staged(*p)) continue;
-      const bool is_b = p == &pb;
-      llvm::Value *base = is_b ? Bp : A, *stride = is_b ? sb : sa, *origin = is_b ? n_wg : m_wg;
-      llvm::Value *col_lim = is_b ? N : M, *k_lim = is_b ? Kb : Ka;
-      const bool checked = is_b ? b_checked : a_checked;
+      const CpPanel& src_p = srcs[p == &pb];
+      llvm::Value *base = src_p.base, *stride = src_p.stride, *origin = src_p.origin;
+      llvm::Value *col_lim = src_p.outer_lim, *k_lim = src_p.inner_lim;
+      const bool checked = src_p.checked;
       auto* vt = llvm::FixedVectorType::get(b_.getFloatTy(), 4);
       for (int64_t it = 0; it < (KB / VW) * p->inner / threads; ++it) {
         llvm::Value* q = b_.CreateAdd(tid, c32(it * threads));
@@ -280,9 +284,6 @@ bool SimtLowering::mma_pipeline(const Op& o) {
   auto issue = [&](llvm::Value* t, llvm::Value* slot) {
     llvm::Value* k0 = b_.CreateAdd(lo, b_.CreateMul(t, i64v(KB)), "k0");
     llvm::Value* stage = b_.CreateMul(slot, c32(stage_bytes));
-    // A: outer m (inner k) or outer k (inner m); B: outer n (inner k) or outer k (inner n).
-    const CpPanel srcs[2] = {{pa.outer, pa.cpr, pa.k_inner, A, sa, m_wg, a_k ? M : Ka, a_k ? Ka : M, a_checked},
-                             {pb.outer, pb.cpr, pb.k_inner, Bp, sb, n_wg, b_k ? N : Kb, b_k ? Kb : N, b_checked}};
     for (const Panel* p : {&pa, &pb}) {
       if (reg_staged(*p)) continue;  // through registers (stage_load / stage_store)
       if (p->trans) {  // element e = tid + it threads: K step e % KB of column e / KB, to [k][column]
