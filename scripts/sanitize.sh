@@ -46,12 +46,16 @@ tests/test_reduce.py tests/test_reduce_shapes.py tests/test_prepack.py tests/tes
 tests/test_gemm_skinny.py tests/test_gemm_inline_b.py tests/test_gemm_shares.py tests/test_epilogue.py tests/test_kernel_grid.py tests/test_conformance_table.py \
 tests/test_accumulate_types.py tests/test_simt_workgroup.py tests/test_groupshared.py tests/test_tensor_decode.py tests/test_norm_types.py \
 tests/test_plan_edges.py"}
-echo "sanitize: running $TESTS"
+# Every test function of these files runs, on a third of its parametrized cases (the first and
+# every third: tests/conftest.py, COOPJIT_TEST_SAMPLE; `make test` runs them all uninstrumented):
+# the sanitizers look at the code paths, which the cases share, at a third of the time.
+SAMPLE=${COOPJIT_TEST_SAMPLE:-3}
+echo "sanitize: running $TESTS (parametrized cases: 1 in $SAMPLE)"
 # Reports go to files as well as stderr: a report ends the process, and pytest would lose what
 # it had captured of the failing test's stderr.
 REPORTS="$ROOT/reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
-env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc \
+env PYTHONPATH="$SITE" LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc COOPJIT_TEST_SAMPLE="$SAMPLE" \
     ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:log_path=$REPORTS/asan" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87:log_path=$REPORTS/ubsan" \
     "$PYBIN" -m pytest $TESTS -q -p no:cacheprovider $(test_workers "$@") "$@"

@@ -14,10 +14,12 @@ bash scripts/setup.sh   # the packages: LLVM 22's static libraries, auditwheel, 
 ROOT=${COOPJIT_WHEEL_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/coopjit/wheel}/$(pwd -P | sha256sum | cut -c1-12)
 mkdir -p "$ROOT" dist
 rm -rf "$ROOT/raw" && mkdir -p "$ROOT/raw"
+# COOPJIT_CMAKE_ARGS as setup.sh's build takes them (CI: -DCOOPJIT_WERROR=ON): the same compile
+# flags, so that ccache gives this build the objects of `make test`'s and only the link is new.
 echo "wheel: building with LLVM linked statically"
 t0=$(date +%s)
 $PY -m pip wheel -q --no-build-isolation --no-deps -w "$ROOT/raw" -Cbuild-dir="$ROOT/build/{wheel_tag}" \
-    -Ccmake.args="-DCOOPJIT_STATIC_LLVM=ON" .
+    -Ccmake.args="-DCOOPJIT_STATIC_LLVM=ON${COOPJIT_CMAKE_ARGS:+;$COOPJIT_CMAKE_ARGS}" .
 raw=$(ls "$ROOT"/raw/coopjit-*.whl)
 echo "wheel: built in $(( $(date +%s) - t0 )) s: $(basename "$raw")"
 rm -f dist/coopjit-*.whl

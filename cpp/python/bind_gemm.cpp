@@ -654,23 +654,27 @@ void bind_gemm(py::module_& m) {
 
   m.def("cross_compile",
         [](const py::array& a, const py::array& b, py::array& c, const PlanOverrides& overrides, const Types& types,
-           const std::string& cpu, int threads) {
+           const std::string& cpu, int threads, bool code) {
           GemmSpec s = spec_of(a, b, c, false, types);
           CrossCompiled r;
           {
             py::gil_scoped_release nogil;
-            r = cross_compile_gemm(s, cpu, threads, overrides);
+            r = cross_compile_gemm(s, cpu, threads, overrides, code);
           }
           py::dict d;
           d["config"] = r.plan.fields();
           d["key"] = r.plan.key();
           d["ir"] = r.ir;
-          d["llvm"] = r.llvm_ir;
-          d["asm"] = r.assembly;
+          if (code) {
+            d["llvm"] = r.llvm_ir;
+            d["asm"] = r.assembly;
+          }
           return d;
         },
         py::arg("a"), py::arg("b"), py::arg("c"), py::arg("overrides"), py::arg("types"), py::arg("cpu"),
-        py::arg("threads"), "The plan and code coopjit makes for c = a @ b on another x86 CPU (not run).");
+        py::arg("threads"), py::arg("code") = true,
+        "The plan and code coopjit makes for c = a @ b on another x86 CPU (not run); code=False: the plan and "
+        "kernel IR only.");
 
   m.def("gemm",
         [](const py::array& a, const py::array& b, py::array& c, double alpha, double beta,

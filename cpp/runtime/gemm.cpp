@@ -79,13 +79,14 @@ CpuTargetInfo host_target() {
 }
 
 CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu_name, int threads,
-                                 const PlanOverrides& overrides) {
+                                 const PlanOverrides& overrides, bool code) {
   const CpuInfo cpu = cpu_info_for(cpu_name);
   CrossCompiled r;
   r.plan = plan_gemm(spec, target_info(cpu, threads, true), overrides);
   std::unique_ptr<ir::Function> f = build_gemm(r.plan, "coopjit_gemm");
   r.ir = ir::print(*f);
   ir::verify(*f);
+  if (!code) return r;  // the plan and the kernel's IR only: no lowering, no code generation
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto mod = lower_simd(*f, *ctx, cpu);
   r.assembly = compile_assembly(std::move(mod), cpu, r.llvm_ir);

@@ -29,8 +29,10 @@ struct CrossCompiled {
   GemmPlan plan;
   std::string ir, llvm_ir, assembly;
 };
+// code=false: the plan and the kernel IR only (llvm_ir and assembly left empty): what a planner
+// question costs, without LLVM's optimization and code generation.
 CrossCompiled cross_compile_gemm(const GemmSpec& spec, const std::string& cpu, int threads,
-                                 const PlanOverrides& overrides = {});
+                                 const PlanOverrides& overrides = {}, bool code = true);
 
 /// Plans `spec` for the host CPU and returns the compiled kernel (from the cache when it exists).
 GemmKernel gemm_kernel(const GemmSpec& spec, const PlanOverrides& overrides = {});

@@ -398,9 +398,9 @@ def cpu_info() -> dict:
     """
     The host CPU as LLVM detects it: name, triple, features, vector width.
     """
-def cross_compile(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex], types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], cpu: str, threads: typing.SupportsInt | typing.SupportsIndex) -> dict:
+def cross_compile(a: numpy.ndarray, b: numpy.ndarray, c: numpy.ndarray, overrides: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex], types: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"], cpu: str, threads: typing.SupportsInt | typing.SupportsIndex, code: bool = True) -> dict:
     """
-    The plan and code coopjit makes for c = a @ b on another x86 CPU (not run).
+    The plan and code coopjit makes for c = a @ b on another x86 CPU (not run); code=False: the plan and kernel IR only.
     """
 def cuda_image_cache_stats() -> dict:
     """

@@ -421,12 +421,14 @@ def _batched(a, b, out, plan, types, device="cpu"):
         out[...] = C
 
 
-def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = None, threads: int = 1) -> dict:
+def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = None, threads: int = 1,
+                  code: bool = True) -> dict:
     """The kernel coopjit would build for a @ b (2-D operands; their dtypes, shapes and strides)
     on another x86 CPU, named as LLVM names it ("sapphirerapids", "graniterapids", "znver4",
     ...): {"config": the plan, "key", "ir": kernel IR, "llvm": optimized LLVM IR, "asm": its
     assembly}. Nothing is linked or run: this is how code paths for CPUs that are not here
-    (AMX tiles on Intel Xeons) are read and checked."""
+    (AMX tiles on Intel Xeons) are read and checked. code=False stops after the kernel IR (no
+    "llvm" or "asm"): the plan alone, in milliseconds rather than the code generator's second."""
     a = as_array(a, "a")
     b = as_array(b, "b")
     if a.ndim != 2 or b.ndim != 2:
@@ -439,9 +441,12 @@ def cross_compile(a: ArrayLike, b: ArrayLike, *, cpu: str, plan: dict | None = N
         raise TypeError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
     if not 1 <= threads <= 1024:
         raise ValueError(f"cross_compile: threads must be an int in [1, 1024], got {threads!r}")
+    if not isinstance(code, (bool, np.bool_)):
+        raise TypeError(f"cross_compile: code must be True or False, got {code!r}")
     types, dtype = gemm_types(a.dtype, b.dtype, None)
     c = np.empty((a.shape[0], b.shape[1]), dtype)
-    out = _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads))
+    out = _core.cross_compile(kernel_readable(a), kernel_readable(b), c, _overrides(plan), types, cpu, int(threads),
+                              bool(code))
     out["config"] = from_core(out["config"], "cpu")
     return out
 
