@@ -227,38 +227,69 @@ bool SimtLowering::dpas_mul_add(const Op& o, std::vector<llvm::Value*>& C) {
 //   D[m][n] = C[m][n] + sum over k of A[m][k] * B[k][n],
 // A[m][k] on lane k / per_lane (16-bit word m; for 8-bit inputs, byte k % 2), B[k][n] in this
 // lane's channel k / per_chan at bit (k % per_chan) * bits.
+// A loop over the source lanes (the sum in the same order as the specification's), not 16
+// unrolled copies: unrolled, a 32 x 32 subgroup tile was ~3000 shuffles and multiply-adds a K
+// step, and the OpenCL compilers took 15-60 s on such a kernel.
 llvm::Value* SimtLowering::dpas_emulated(const DpasShape& d, llvm::Value* a, llvm::Value* bop, llvm::Value* c) {
   const int per_lane = d.kdim / S_, per_chan = 32 / d.bits;
   llvm::Type* acc_t = c->getType()->getScalarType();
+  llvm::Type* i32 = b_.getInt32Ty();
   const bool fp = acc_t->isFloatTy();
   auto elem = [&](llvm::Value* v, int i) { return v->getType()->isVectorTy() ? b_.CreateExtractElement(v, b_.getInt32(i)) : v; };
   // A value of d.bits bits as the accumulator type.
   auto widen = [&](llvm::Value* bits, bool is_signed) -> llvm::Value* {
     if (d.bits == 8) return is_signed ? b_.CreateSExt(bits, acc_t) : b_.CreateZExt(bits, acc_t);
     if (d.flags & kAFp16) return b_.CreateFPExt(b_.CreateBitCast(bits, b_.getHalfTy()), acc_t);
-    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bits, b_.getInt32Ty()), 16), acc_t);  // bf16
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bits, i32), 16), acc_t);  // bf16
   };
-  auto field = [&](llvm::Value* word, int index) {  // bits [index * d.bits, +d.bits) of word
-    return b_.CreateTrunc(b_.CreateLShr(word, llvm::ConstantInt::get(word->getType(), index * d.bits)), b_.getIntNTy(d.bits));
+  auto field = [&](llvm::Value* word, llvm::Value* shift) {  // d.bits bits of word from bit `shift`
+    return b_.CreateTrunc(b_.CreateLShr(word, b_.CreateZExtOrTrunc(shift, word->getType())), b_.getIntNTy(d.bits));
   };
-  std::vector<llvm::Value*> out;
+  std::vector<llvm::Value*> rows, init;  // A's word of row m on this lane; C's component m
   for (int m = 0; m < d.m; ++m) {
-    llvm::Value* acc = elem(c, m);
-    llvm::Value* am = elem(a, m);
-    for (int src = 0; src < S_; ++src) {
-      llvm::Value* word = broadcast(am, src);  // lane src's word of row m
-      for (int s = 0; s < per_lane; ++s) {
-        const int k = src * per_lane + s;
-        llvm::Value* x = widen(field(word, s), d.flags & kASigned);
-        llvm::Value* y = widen(field(elem(bop, k / per_chan), k % per_chan), d.flags & kBSigned);
-        acc = fp ? b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc_t}, {x, y, acc}) : b_.CreateAdd(b_.CreateMul(x, y), acc);
-      }
-    }
-    out.push_back(acc);
+    rows.push_back(elem(a, m));
+    init.push_back(elem(c, m));
   }
-  if (out.size() == 1) return out[0];
+  llvm::Function* fn = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "dpas.emu", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "dpas.emu.done", fn);
+  b_.CreateBr(body);
+  b_.SetInsertPoint(body);
+  llvm::PHINode* src = b_.CreatePHI(i32, 2, "src");
+  src->addIncoming(b_.getInt32(0), pre);
+  std::vector<llvm::PHINode*> acc_phi;
+  std::vector<llvm::Value*> acc;
+  for (int m = 0; m < d.m; ++m) {
+    acc_phi.push_back(b_.CreatePHI(acc_t, 2));
+    acc_phi.back()->addIncoming(init[static_cast<size_t>(m)], pre);
+    acc.push_back(acc_phi.back());
+  }
+  std::vector<llvm::Value*> bits_b;  // B[k][n] for this lane's k = src * per_lane + s
+  for (int s = 0; s < per_lane; ++s) {
+    llvm::Value* k = b_.CreateAdd(b_.CreateMul(src, b_.getInt32(per_lane)), b_.getInt32(s));
+    llvm::Value* chan = bop->getType()->isVectorTy() ? b_.CreateExtractElement(bop, b_.CreateUDiv(k, b_.getInt32(per_chan))) : bop;
+    bits_b.push_back(widen(field(chan, b_.CreateMul(b_.CreateURem(k, b_.getInt32(per_chan)), b_.getInt32(d.bits))),
+                           d.flags & kBSigned));
+  }
+  for (int m = 0; m < d.m; ++m) {
+    llvm::Value* word = target_.shuffle(b_, rows[static_cast<size_t>(m)], src);  // lane src's word of row m (uniform)
+    for (int s = 0; s < per_lane; ++s) {
+      llvm::Value* x = widen(field(word, b_.getInt32(s * d.bits)), d.flags & kASigned);
+      llvm::Value* y = bits_b[static_cast<size_t>(s)];
+      acc[static_cast<size_t>(m)] = fp ? b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc_t}, {x, y, acc[static_cast<size_t>(m)]})
+                                       : b_.CreateAdd(b_.CreateMul(x, y), acc[static_cast<size_t>(m)]);
+    }
+  }
+  llvm::Value* next = b_.CreateAdd(src, b_.getInt32(1));
+  llvm::BasicBlock* end = b_.GetInsertBlock();
+  src->addIncoming(next, end);
+  for (int m = 0; m < d.m; ++m) acc_phi[static_cast<size_t>(m)]->addIncoming(acc[static_cast<size_t>(m)], end);
+  b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt32(static_cast<uint32_t>(S_))), body, done);
+  b_.SetInsertPoint(done);
+  if (acc.size() == 1) return acc[0];
   llvm::Value* v = llvm::PoisonValue::get(c->getType());
-  for (size_t i = 0; i < out.size(); ++i) v = b_.CreateInsertElement(v, out[i], b_.getInt32(i));
+  for (size_t i = 0; i < acc.size(); ++i) v = b_.CreateInsertElement(v, acc[i], b_.getInt32(i));
   return v;
 }
 
