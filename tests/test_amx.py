@@ -581,8 +581,9 @@ def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
     its slot (VNNI rows, the tiles' layout) inside the blocked nest, against NumPy; edges in M, N
     and K, several K tiles and workers (data-parallel: inline_b needs it; a many-core CPU would
     choose Stream-K for these), A packed or read where it is (direct_a). The planner takes it
-    for products of up to 64 rows on 8+ cores (test_many_core_small.py), with enough column panels
-    for the workers: these pack B first. Hardware tiles where this CPU has them."""
+    for tile products of up to 64 rows (on 8+ cores: test_many_core_small.py; on fewer since
+    session 33) with enough column panels for the workers, and packs B first for 128 rows.
+    Hardware tiles where this CPU has them."""
     feature = "amx-int8" if np.issubdtype(dtype, np.integer) else "amx-fp16" if dtype == np.float16 else "amx-bf16"
     if tiles == "yes" and not (HOST_AMX and FEATURES.get(feature)):
         pytest.skip("this CPU (or process) has no AMX tiles")
@@ -599,8 +600,12 @@ def test_tiles_pack_b_inline(rng, dtype, m, n, k, kt, threads, direct_a, tiles):
         c = coopjit.matmul(a, b, out=np.empty((m, n), np.float32), plan=plan)
         assert np.all(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= f32_bound(a, b))
     assert cfg["inline_b"] is True and cfg["amx"] == tiles and cfg["grid_m"] == 1, cfg
-    if coopjit.get_num_threads() < 8:  # (8+ cores take it for these skinny products: test_many_core_small.py)
-        assert plan_of(a, b, out, {"amx": tiles})["inline_b"] is False
+    auto = plan_of(a, b, out, {"amx": tiles, "split": "dp"})
+    if -(-n // auto["nr"]) >= auto["threads"]:  # a column panel for each worker
+        assert auto["inline_b"] is True, auto
+    a2 = np.concatenate([a, a])  # 74 / 128 rows: 128 keep the packing phase on any core count
+    if len(a2) > 64 + 32:
+        assert plan_of(a2, b, out, {"amx": tiles, "split": "dp"})["inline_b"] is False
     with pytest.raises(ValueError, match="amx_feed=2 reads B as whole 1 KiB tiles"):
         coopjit.matmul(a, b, plan={**plan, "amx_feed": 2})
     with pytest.raises(ValueError, match="inline_b=1 packs B inside the blocked nest"):
