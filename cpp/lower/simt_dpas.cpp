@@ -229,7 +229,8 @@ bool SimtLowering::dpas_mul_add(const Op& o, std::vector<llvm::Value*>& C) {
 // lane's channel k / per_chan at bit (k % per_chan) * bits.
 // A loop over the source lanes (the sum in the same order as the specification's), not 16
 // unrolled copies: unrolled, a 32 x 32 subgroup tile was ~3000 shuffles and multiply-adds a K
-// step, and the OpenCL compilers took 15-60 s on such a kernel.
+// step; looped, an int8 kernel's SPIR-V is 0.93 MB instead of 2.4 and Intel's CPU OpenCL
+// runtime compiles it in 18 s instead of 33 (16-bit kernels: 1.2 -> 0.58 MB, ~13 s either way).
 llvm::Value* SimtLowering::dpas_emulated(const DpasShape& d, llvm::Value* a, llvm::Value* bop, llvm::Value* c) {
   const int per_lane = d.kdim / S_, per_chan = 32 / d.bits;
   llvm::Type* acc_t = c->getType()->getScalarType();
