@@ -220,17 +220,17 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
     // 4.6 of a traced call), a second, noisier run 4.71 -> 3.71 (NumPy 4.07).
     // benchmarks/recorded/issue14-emr16-gemv-session16.txt.
     const bool skinny = cpu.max_threads >= 8 && M <= 64;
-    // AMX plans on few cores (up to 7 threads) take it up to 64 rows too (session 33, 2 threads,
-    // medians of 30 calls, m x 4096 x 4096, packing phase -> inline_b). On the 2-core Emerald
-    // Rapids guest: bf16 M = 16 / 32 / 64 6.3 / 7.3 / 8.7-9.1 ms -> 4.0 / 4.0 / 5.1-5.7 ms, int8
-    // M = 16 / 64 4.1 / 4.7 -> 2.8 / 2.0 ms. On the 16-core host held to 2 cores (taskset, 2
-    // workers): bf16 4.43 / 4.65 / 5.18 -> 2.84 / 3.26 / 4.10 ms, int8 2.00 / 2.44 -> 1.77 / 1.92
-    // ms; there 128 and 256 rows lost (bf16 4.34 -> 6.99, 6.04 -> 6.97 ms) where the guest gained:
-    // left to the packing phase. benchmarks/recorded/session33-emr2-inline-b.txt.
-    const bool few_amx = p.amx && cpu.max_threads < 8 && M <= 64;
+    // AMX plans take it up to 64 rows on any number of cores: on 8+ as above, and on fewer since
+    // session 33 (2 threads, medians of 30 calls, m x 4096 x 4096, packing phase -> inline_b). On
+    // the 2-core Emerald Rapids guest: bf16 M = 16 / 32 / 64 6.3 / 7.3 / 8.7-9.1 ms -> 4.0 / 4.0 /
+    // 5.1-5.7 ms, int8 M = 16 / 64 4.1 / 4.7 -> 2.8 / 2.0 ms. On the 16-core host held to 2 cores
+    // (taskset, 2 workers): bf16 4.43 / 4.65 / 5.18 -> 2.84 / 3.26 / 4.10 ms, int8 2.00 / 2.44 ->
+    // 1.77 / 1.92 ms; there 128 and 256 rows lost (bf16 4.34 -> 6.99, 6.04 -> 6.97 ms) where the
+    // guest gained: left to the packing phase. benchmarks/recorded/session33-emr2-inline-b.txt.
+    const bool skinny_amx = p.amx && M <= 64;
     if (!overrides.count("inline_b"))
-      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || ((skinny || few_amx) && p.amx_feed != 2)) && p.split == "dp" &&
-                   tiles_n >= p.threads && (a_slice <= 512.0 * 1024 || skinny || few_amx) &&
+      p.inline_b = p.pack && !p.prepacked_b && (!p.amx || (skinny_amx && p.amx_feed != 2)) && p.split == "dp" &&
+                   tiles_n >= p.threads && (a_slice <= 512.0 * 1024 || skinny || skinny_amx) &&
                    (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
