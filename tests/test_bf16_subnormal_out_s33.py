@@ -34,16 +34,18 @@ def test_subnormal_bf16_results_round_to_nearest_even(rng, plan, m, n, k):
     try:
         c = np.empty((m, n), BF16)
         coopjit.gemm(a, b, c, alpha=alpha, plan=plan)
-    except ValueError as e:  # a plan this CPU cannot run (AMX tiles where there are none)
-        pytest.skip(f"plan {plan} not runnable here: {e}")
+    except ValueError as e:  # emulated tiles need AVX-512: the one plan a CPU may refuse here
+        if not (plan and plan.get("amx") == "emulated"):
+            raise
+        pytest.skip(f"plan {plan} not runnable on this CPU: {e}")
     got, exp = c.view(np.uint16), want.view(np.uint16)
     bad = got != exp
     assert not bad.any(), (f"{bad.sum()} of {bad.size} differ; first at {np.argwhere(bad)[0]}: "
                            f"got {c[bad][0]!r} want {want[bad][0]!r}")
 
 
-def test_normal_bf16_results_unchanged_by_the_check(rng):
-    """The same kernels' normal results: exact sums rounded once (ties to even included)."""
+def test_normal_bf16_results_round_once(rng):
+    """Normal results of the planner's kernel: exact sums rounded once (ties to even included)."""
     a = (rng.integers(-300, 301, (48, 96)) * 2.0**-4).astype(BF16)
     b = (rng.integers(-300, 301, (96, 80)) * 2.0**-4).astype(BF16)
     want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32).astype(BF16)
