@@ -37,6 +37,17 @@ def _order(m, n, k, dtype=np.float32, **kw):
     return coopjit.compile_gemm(m, n, k, dtype, **kw).config["order"]
 
 
+XEONS = ("sapphirerapids", "emeraldrapids", "graniterapids")
+
+
+def _xeon_few_core_rows(cfg, cpu, threads, m, n, k, esize):
+    # The planner's rule for Intel's 2 MiB-L2 Xeons below 8 cores (session 34): float products of
+    # more than two row tiles and up to 512 rows over a B (K x N, both 256 or more) larger than the
+    # L2 are packed, B by its reader, instead of the unpacked walks.
+    return (cpu in XEONS and threads < 8 and 2 * int(cfg["mr"]) < m <= 512 and n >= 256 and k >= 256 and
+            k * n * esize > 2 << 20)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("m,k", [(8, 65), (257, 1000), (1001, 4097), (64, 64 * 3 + 5)])
 def test_matrix_vector_floats(rng, dtype, m, k):
@@ -107,13 +118,21 @@ def test_vector_matrix_through_the_transposed_orientation(rng):
 @pytest.mark.parametrize("m,n,k", [(1, 1100, 2000), (1, 4096, 515), (16, 513, 1030), (64, 260, 4100), (33, 256, 700)])
 def test_skinny_k_outer_floats(rng, dtype, m, n, k):
     a, b = _operands(rng, dtype, (m, k), (k, n))
-    assert _order(m, n, k, dtype) == "k_outer"
-    c0 = rng.uniform(-1, 1, (m, n)).astype(dtype)
-    c = c0.copy()
-    coopjit.gemm(a, b, c, alpha=0.75, beta=2.0)
-    ref = 0.75 * (a.astype(np.float64) @ b) + 2.0 * c0
-    mag = 0.75 * (np.abs(a.astype(np.float64)) @ np.abs(b)) + 2.0 * np.abs(c0)
-    assert np.all(np.abs(c - ref) <= (k + 4) * np.finfo(dtype).eps * mag)
+    cfg = coopjit.compile_gemm(m, n, k, dtype).config
+    threads = coopjit.get_num_threads()
+    # (the few-row rule of the 2 MiB-L2 Xeons packs some of these: there the default is checked and
+    # the k_outer walk is asked for by name)
+    few = _xeon_few_core_rows(cfg, coopjit.cpu_info()["name"], threads, m, n, k, np.dtype(dtype).itemsize)
+    assert cfg["order"] == ("m_inner" if few else "k_outer"), cfg
+    assert (cfg["pack"] and cfg["inline_b"]) == few, cfg
+    ref = None
+    for plan in [None] + ([{"order": "k_outer"}] if few else []):
+        c0 = rng.uniform(-1, 1, (m, n)).astype(dtype)
+        c = c0.copy()
+        coopjit.gemm(a, b, c, alpha=0.75, beta=2.0, plan=plan)
+        ref = 0.75 * (a.astype(np.float64) @ b) + 2.0 * c0
+        mag = 0.75 * (np.abs(a.astype(np.float64)) @ np.abs(b)) + 2.0 * np.abs(c0)
+        assert np.all(np.abs(c - ref) <= (k + 4) * np.finfo(dtype).eps * mag), plan
 
 
 @pytest.mark.parametrize("threads", [1, 2, 5])
@@ -171,14 +190,18 @@ def test_packed_nest_on_a_grid_of_workers(rng, threads, grid_m):
 
 def test_grid_is_chosen_at_run_time_and_the_code_serves_every_size():
     # (the nest's form named: on a pool of 8+ the planner's shares / nc_tiles rules differ by size)
-    nest = {"threads": 16, "shares": 1, "nc_tiles": 0}
+    # (and inline_b: the 2 MiB-L2 Xeons below 8 cores give 301x1500x700 B's packing by its reader)
+    nest = {"threads": 16, "shares": 1, "nc_tiles": 0, "inline_b": 0}
     k1 = coopjit.compile_gemm(1024, 1024, 1024, np.float32, plan=nest)
     k2 = coopjit.compile_gemm(301, 1500, 700, np.float32, plan=nest)
     assert k1.config["pack"] is True and k1.config["grid_m"] == 0
     assert k1.source("ir") == k2.source("ir")
     assert "better" in k1.source("ir")  # the run-time choice of the grid
     # (rows of 4000 f32: on 8+ cores 4096-wide rows, 16 KiB apart, alias in L1 and pack instead)
-    assert coopjit.compile_gemm(64, 4000, 4000, np.float32, plan={"threads": 16}).config["order"] == "k_outer"
+    # (on a 16-core Xeon, named: this machine's own cores may take the few-core Xeons' packing)
+    cfg = coopjit.cross_compile(np.ones((64, 4000), np.float32), np.ones((4000, 4000), np.float32), cpu="emeraldrapids",
+                                threads=16, code=False)["config"]
+    assert cfg["order"] == "k_outer", cfg
     with pytest.raises(ValueError, match="grid_m=-1 is out of range"):
         coopjit.compile_gemm(64, 64, 64, np.float32, plan={"grid_m": -1})
 
@@ -194,6 +217,39 @@ def test_vector_matrix_splits_k_on_few_cores():
     assert coopjit.cross_compile(a, b, cpu="znver5", threads=16, code=False)["config"]["ksplit"] == 0  # not measured there
     assert coopjit.cross_compile(a, b, cpu="znver5", threads=1, code=False)["config"]["ksplit"] == 0
     assert coopjit.cross_compile(a[:, :300], b[:300], cpu="znver5", threads=2, code=False)["config"]["ksplit"] == 0  # short K
+
+
+@pytest.mark.parametrize("cpu", ["emeraldrapids", "znver5"])
+def test_vector_matrix_splits_k_on_many_cores_for_a_b_of_4_to_16_mib(cpu):
+    # 8+ cores (session 34): f32 with B of 4-16 MiB and parts of 64 rows or more split K among all
+    # the workers; bigger B, f64, short parts and fewer cores' rules as before.
+    def cfg(n, k, threads=16, dtype=np.float32):
+        return coopjit.cross_compile(np.ones((1, k), dtype), np.ones((k, n), dtype), cpu=cpu, threads=threads,
+                                     code=False)["config"]
+    for n, k in [(1024, 2048), (2048, 1024), (2048, 2048), (4096, 1024), (1024, 4096)]:
+        for threads in (8, 16):
+            c = cfg(n, k, threads)
+            assert c["order"] == "k_outer" and int(c["ksplit"]) == threads == int(c["threads"]), (n, k, threads, c)
+    for n, k, dtype in [(4096, 4096, np.float32), (2048, 4096, np.float32), (8192, 1024, np.float32),
+                        (2048, 2048, np.float64), (1024, 2048, np.float64)]:
+        assert int(cfg(n, k, dtype=dtype)["ksplit"]) == 0, (n, k, dtype)
+    assert int(cfg(4096, 1024, threads=32)["ksplit"]) == 0  # parts of 32 rows
+    assert int(cfg(4096, 4096, threads=2)["ksplit"]) == 2  # (the few-core rule)
+
+
+@pytest.mark.parametrize("n,k", [(2048, 1024), (1024, 4100), (3000, 1500)])
+def test_vector_matrix_k_split_on_sixteen_workers(rng, n, k):
+    # The many-core plan (16 parts of 64-257 rows, K tiles of 8-32 rows, partial rows added by the
+    # caller) run here on this machine's cores, with beta, against float64.
+    a, b = _operands(rng, np.float32, (1, k), (k, n))
+    c0 = rng.uniform(-1, 1, (1, n)).astype(np.float32)
+    c = c0.copy()
+    kern = coopjit.compile_gemm(1, n, k, np.float32, plan={"ksplit": 16, "threads": 16})
+    assert int(kern.config["ksplit"]) == 16, kern.config
+    coopjit.gemm(a, b, c, alpha=1.25, beta=-0.5, plan={"ksplit": 16, "threads": 16})
+    ref = 1.25 * (a.astype(np.float64) @ b) - 0.5 * c0
+    mag = 1.25 * (np.abs(a.astype(np.float64)) @ np.abs(b)) + 0.5 * np.abs(c0)
+    assert np.all(np.abs(c - ref) <= (k + 4) * np.finfo(np.float32).eps * mag)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -272,6 +328,11 @@ def test_k_outer_prefetch_rule_by_cpu(m, want_zen4):
         assert (int(cfg["mr"]) >= m) == (want_zen4 == 0), cfg
         for other in ("znver5", "sapphirerapids"):
             cfg = coopjit.cross_compile(a, b, cpu=other, threads=threads, code=False)["config"]
+            if _xeon_few_core_rows(cfg, other, threads, m, 4096, 4096, 4):
+                # (more than two row tiles on the Xeon: packed, B by its reader; no prefetches)
+                assert m > 2 * int(cfg["mr"]) and cfg["pack"] and cfg["inline_b"], (other, threads, cfg)
+                assert int(cfg["b_prefetch"]) == 0, (other, threads, cfg)
+                continue
             assert cfg["order"] == "k_outer" and int(cfg["b_prefetch"]) == 1024, (other, threads, cfg)
     # 8 threads: none on any of them
     assert int(coopjit.cross_compile(a, b, cpu="znver4", threads=8, code=False)["config"]["b_prefetch"]) == 0
@@ -356,12 +417,14 @@ def test_skinny_products_with_b_rows_4k_apart_pack_b_on_many_cores():
         # A's rows 16 KiB apart alias too
         assert coopjit.cross_compile(a, bb[:, :2500].copy(), cpu="emeraldrapids", threads=16, code=False)["config"]["inline_b"]
     # The unpacked k_outer walk stays: rows of A and B not 4 KiB multiples apart (or only 4 KiB),
-    # one row tile (nothing reuses B), few cores, a walk asked for; f64 rows alias at 2048 (16 KiB).
+    # one row tile (nothing reuses B), few cores (a Zen 5: the Xeon's own few-core rule packs them,
+    # test_few_rows_over_a_wide_b_pack_on_the_few_core_xeons), a walk asked for; f64 rows alias at 2048 (16 KiB).
     a2 = np.ones((64, 4000), np.float32)
-    for aa, bb, threads in ((a2, np.ones((4000, 4000), np.float32), 16), (a2, np.ones((4000, 1024), np.float32), 16),
-                            (a[:4], big, 16), (a, big, 2)):
-        cfg = coopjit.cross_compile(aa, bb, cpu="emeraldrapids", threads=threads, code=False)["config"]
-        assert cfg["order"] == "k_outer" and not cfg["pack"], (aa.shape, bb.shape, bb.strides, threads, cfg)
+    for aa, bb, threads, cpu in ((a2, np.ones((4000, 4000), np.float32), 16, "emeraldrapids"),
+                                 (a2, np.ones((4000, 1024), np.float32), 16, "emeraldrapids"),
+                                 (a[:4], big, 16, "emeraldrapids"), (a, big, 2, "znver5"), (a[:4], big, 2, "emeraldrapids")):
+        cfg = coopjit.cross_compile(aa, bb, cpu=cpu, threads=threads, code=False)["config"]
+        assert cfg["order"] == "k_outer" and not cfg["pack"], (aa.shape, bb.shape, bb.strides, threads, cpu, cfg)
     cfg = coopjit.cross_compile(a, big, cpu="emeraldrapids", threads=16, plan={"order": "k_outer"}, code=False)["config"]
     assert cfg["order"] == "k_outer" and not cfg["pack"]
     cfg = coopjit.cross_compile(a.astype(np.float64), np.ones((4096, 2048)), cpu="emeraldrapids", threads=16, code=False)["config"]
@@ -378,8 +441,43 @@ def test_skinny_f64_products_of_64_rows_pack_b_by_its_reader_on_many_cores():
     # More rows (A's slice over the bound, not skinny) and few cores keep their plans.
     cfg = coopjit.cross_compile(np.ones((128, 4096)), np.ones((4096, 2048)), cpu="sapphirerapids", threads=16, code=False)["config"]
     assert cfg["pack"] and not cfg["inline_b"], cfg
-    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="sapphirerapids", threads=2, code=False)["config"]
+    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="znver5", threads=2, code=False)["config"]
     assert not cfg["inline_b"], cfg
+    # (the Xeon below 8 cores: its few-row rule, K tiles of 128 as on many cores)
+    cfg = coopjit.cross_compile(a, np.ones((4096, 2048)), cpu="sapphirerapids", threads=2, code=False)["config"]
+    assert cfg["pack"] and cfg["inline_b"] and int(cfg["kt"]) == 128, cfg
+
+
+@pytest.mark.parametrize("cpu", XEONS)
+def test_few_rows_over_a_wide_b_pack_on_the_few_core_xeons(cpu):
+    # The 2 MiB-L2 Xeons below 8 cores (session 34): float products of more than two row tiles and
+    # up to 512 rows whose B (K x N, both 256 or more) outgrows the L2 pack, B by its reader; the
+    # rest keep their walks, and the many-core plans and other CPUs are not touched.
+    def cfg(m, n, k, threads=2, dtype=np.float32, c=cpu, **kw):
+        return coopjit.cross_compile(np.ones((m, k), dtype), np.ones((k, n), dtype), cpu=c, threads=threads,
+                                     code=False, **kw)["config"]
+    for m, n, k, dtype in [(16, 4096, 4096, np.float32), (64, 4096, 1024, np.float32), (48, 1000, 1500, np.float32),
+                           (128, 4096, 4096, np.float32), (512, 2048, 2048, np.float32), (64, 2048, 2048, np.float64),
+                           (100, 2000, 2000, np.float32)]:
+        for threads in (1, 2, 7):
+            c = cfg(m, n, k, threads, dtype)
+            assert c["pack"] and c["inline_b"] and c["order"] == "m_inner" and m > 2 * int(c["mr"]), (m, n, k, threads, c)
+        z = cfg(m, n, k, 2, dtype, c="znver5")
+        assert not z["inline_b"], (m, n, k, z)
+    # Two row tiles or fewer, a narrow B, B within the L2, more than 512 rows, short K, a batch,
+    # conversions: as before (the unpacked walks; 1024^3 the packing phase).
+    assert cfg(8, 4096, 4096)["order"] == "k_outer"
+    assert not cfg(4096, 64, 4096)["pack"]
+    assert not cfg(64, 512, 1024)["pack"]  # B 2 MiB: in the L2
+    c = cfg(1024, 1024, 1024)
+    assert c["pack"] and not c["inline_b"], c
+    assert not cfg(64, 4096, 128)["pack"]
+    # Asked-for forms stay: the k_outer walk, a packing phase, and 8+ cores go by the many-core rules.
+    assert cfg(64, 4096, 4096, plan={"order": "k_outer"})["order"] == "k_outer"
+    c = cfg(64, 4096, 4096, plan={"inline_b": 0})
+    assert c["pack"] and not c["inline_b"], c
+    c = cfg(128, 4096, 2048, threads=16)
+    assert c["pack"] and not c["inline_b"], c
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -64,6 +64,18 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
         flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
       p.pack = true;
   }
+  // Few rows over a wide B on the 2 MiB-L2 Xeons with fewer than 8 cores (xeon_few_core_rows): packed,
+  // B by its reader (plan_inline_b). Measured on the 2-core Emerald Rapids guest (session 34, 2
+  // workers, f32, blocks of calls after a pause, 3-5 alternating rounds, medians, ms; torch 2
+  // threads): 16x4096x4096 7.65 / 6.71 -> 6.66 / 6.01 (torch 6.20 / 5.37), 32x4096x4096 13.0 -> 11.5,
+  // 64x4096x4096 22.6 / 22.5 -> 13.9 / 14.6 (torch 13.6 / 14.1), 64x2048x2048 6.35 / 5.49 -> 4.23 / 3.86
+  // (3.11 / 2.96), 64x4096x1024 5.75 -> 3.52 (3.74), 48x1000x1500 1.21 -> 0.93 (0.85), 16x1024x1024
+  // 0.45 -> 0.33 (0.33), 100x2000x2000 7.87 -> 4.54 (4.01), 128x4096x4096 89.3 / 99.7 -> 25.2 (24-28);
+  // f64 64x2048x2048 11.3 -> 10.6 (torch 8.3, NumPy 7.7). Not two row tiles or fewer (8x4096x4096
+  // 3.83 -> 5.02, 4x4096x4096 2.26 -> 3.51: the k_outer nest stays), nor a narrow B (4096x64x4096
+  // 14.5 -> 21.4, whose B panels stay in L2).
+  if (!overrides.count("order") && !overrides.count("ksplit") && !overrides.count("fixed") && xeon_few_core_rows(p, c))
+    p.pack = true;
   // Mid-size float products on many cores whose packed nest leaves its busiest worker 10% more
   // tiles than the unpacked tile walk's: the nest's grid gives each worker a block of row and
   // column panels behind the packing barrier (513x129x700 f32 on 16: 65 row panels of 8 by 3
@@ -228,9 +240,14 @@ void plan_inline_b(GemmPlan& p, const PlanContext& c) {
     // 1.77 / 1.92 ms; there 128 and 256 rows lost (bf16 4.34 -> 6.99, 6.04 -> 6.97 ms) where the
     // guest gained: left to the packing phase. benchmarks/recorded/session33-emr2-inline-b.txt.
     const bool skinny_amx = p.amx && M <= 64;
+    // (and few rows over a wide B on the 2 MiB-L2 Xeons with fewer than 8 cores, up to 512 rows:
+    // xeon_few_core_rows; 2-core Emerald Rapids guest, f32, packing phase -> inline_b, ms:
+    // 128x4096x4096 30.5 -> 25.2, 256x4096x4096 49.0 -> 42.8, 512x2048x2048 25.3 -> 22.6; 1024^3
+    // 11.05 -> 11.90, beyond the rule)
+    const bool few_core_rows = xeon_few_core_rows(p, c);
     if (!overrides.count("inline_b"))
       p.inline_b = p.pack && !p.prepacked_b && (!p.amx || (skinny_amx && p.amx_feed != 2)) && p.split == "dp" &&
-                   tiles_n >= p.threads && (a_slice <= 512.0 * 1024 || skinny || skinny_amx) &&
+                   tiles_n >= p.threads && (a_slice <= 512.0 * 1024 || skinny || skinny_amx || few_core_rows) &&
                    (!overrides.count("grid_m") || p.grid_m == 1) &&
                    !(overrides.count("shares") && overrides.at("shares") > 1) &&  // (shares cut the blocked nest)
                    !(overrides.count("k_inner") && overrides.at("k_inner") == 1) &&  // (k_inner orders it)
