@@ -87,6 +87,10 @@ class GemmRecipe {
   Value* slot_sums(Builder& x, Value* nt) { return x.ptr_offset(slot_cs_, x.mul(x.sub(nt, slot_nlo_), NR_), "sums_at"); }
 
   void pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value* nhi);
+  // B's packing may find its K steps' rows contiguous in each column at run time (a column-major
+  // B: a run-time column stride, row stride 1): the copies test it (session 34). Not where the
+  // column stride is known to be 1 or B is copied in whole 1 KiB tiles (tiled_b).
+  bool kb_rows_contiguous() const { return !p_.unit_b && !tiled_b() && p_.kb >= 2 && (p_.kb & (p_.kb - 1)) == 0; }
   void demote(Op* store);
   Builder::Access panel_a(Builder& b, Value* panel, Value* k);
   Builder::Access panel_b(Builder& b, Value* panel, Value* k);

@@ -111,11 +111,22 @@ void GemmRecipe::pack(Builder& b) {
         }
         return std::vector<Value*>{};
       }
-      Value* bm = y.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, true, "b");
-      if (p_.b_type != pb_t) bm = y.convert_matrix(bm, b_pk);
-      demote(y.store(bm, panel_b(y, dst, k), false));
-      if (it.empty()) return std::vector<Value*>{};
-      return std::vector<Value*>{y.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
+      auto step = [&](Builder& z, bool checked, Value* sr) {
+        Value* bm = z.load(b_in, {g_.B, k, n0, sr, sb_c_, g_.K, g_.N}, checked, "b");
+        if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
+        demote(z.store(bm, panel_b(z, dst, k), false));
+        if (it.empty()) return std::vector<Value*>{};
+        return std::vector<Value*>{z.mul_add(a128, bm, it[0], "sums")};  // 128 * column sums
+      };
+      // B of a run-time column stride whose rows are unit-stride (column-major): a whole K step
+      // loads each column's kb rows at once (the lowering's column tile), not a gather a row
+      // (session 34; kb_rows_contiguous). Not with the s8 column sums (carried by the K loop).
+      if (!kb_rows_contiguous() || sums) return step(y, true, g_.sb_r);
+      Value* fast = y.bin(BinOp::and_, y.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"),
+                          y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, KB_), g_.K),
+                                y.cmp(CmpPred::le, y.add(n0, NR_), g_.N)), "b_whole_kmajor");
+      y.if_(fast, {}, [&](Builder& z) { return step(z, false, one_); }, [&](Builder& z) { return step(z, true, g_.sb_r); });
+      return std::vector<Value*>{};
     }, "k");
     if (sums) x.store(out[0], {g_.CS, zero_, n0, zero_, one_, one_, g_.N}, false);
     return std::vector<Value*>{};
@@ -161,37 +172,59 @@ void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value
       return std::vector<Value*>{};
     }, "nt");
   Value* a128 = sums ? b.splat(a128_t, b.constant(128.0, ScalarType::u8), "c128") : nullptr;
-  b.for_(k0, k1, KB_, {}, [&](Builder& x, Value* k, const std::vector<Value*>&) {
-    Value* full_k = x.cmp(CmpPred::le, x.add(k, KB_), g_.K, "full_k");
-    x.for_(nlo, nhi, one_, {}, [&](Builder& y, Value* nt, const std::vector<Value*>&) {
-      Value* n0 = y.mul(nt, NR_, "n0");
-      Value* full = y.bin(BinOp::and_, full_k, y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
-      auto step = [&](Builder& z, bool checked) {
-        // b_prefetch (inline_b, session 29): the same columns' rows b_prefetch / (nr x B's element
-        // size) K rows further on, one prefetcht0 a 64-byte line, the row clamped to B's last: each
-        // row of a worker's panels is its own short run of lines (B's rows are a page apart or
-        // more in the skinny products), which the hardware prefetchers do not follow.
-        if (p_.b_prefetch && p_.unit_b && !checked) {
-          const int64_t es = ir::size_in_bytes(p_.b_type);
-          const int64_t ahead = std::max<int64_t>(1, p_.b_prefetch / (int64_t(p_.nr) * es));
-          Value* last = z.sub(g_.K, one_);
-          for (int r = 0; r < p_.kb; ++r) {
-            Value* row = z.min(z.add(k, z.index(ahead + r)), last, "pf_row");
-            Value* at = z.add(z.mul(row, g_.sb_r), n0);
-            for (int64_t off = 0; off < int64_t(p_.nr) * es; off += 64) z.prefetch(g_.B, z.add(at, z.index(off / es)), false, 3);
-          }
+  // One K step of column panel nt into the slot; kmajor: B's rows are unit-stride (tested at run
+  // time), each whole K step loads its columns' kb contiguous rows (the lowering's column tile).
+  auto body = [&](Builder& y, Value* k, Value* nt, bool kmajor) {
+    Value* n0 = y.mul(nt, NR_, "n0");
+    Value* full = y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, KB_), g_.K, "full_k"),
+                        y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
+    auto step = [&](Builder& z, bool checked) {
+      Value* sr = kmajor && !checked ? one_ : g_.sb_r;
+      // b_prefetch (inline_b, session 29): the same columns' rows b_prefetch / (nr x B's element
+      // size) K rows further on, one prefetcht0 a 64-byte line, the row clamped to B's last: each
+      // row of a worker's panels is its own short run of lines (B's rows are a page apart or
+      // more in the skinny products), which the hardware prefetchers do not follow.
+      if (p_.b_prefetch && p_.unit_b && !checked) {
+        const int64_t es = ir::size_in_bytes(p_.b_type);
+        const int64_t ahead = std::max<int64_t>(1, p_.b_prefetch / (int64_t(p_.nr) * es));
+        Value* last = z.sub(g_.K, one_);
+        for (int r = 0; r < p_.kb; ++r) {
+          Value* row = z.min(z.add(k, z.index(ahead + r)), last, "pf_row");
+          Value* at = z.add(z.mul(row, g_.sb_r), n0);
+          for (int64_t off = 0; off < int64_t(p_.nr) * es; off += 64) z.prefetch(g_.B, z.add(at, z.index(off / es)), false, 3);
         }
-        Value* bm = z.load(b_in, {g_.B, k, n0, g_.sb_r, sb_c_, g_.K, g_.N}, checked, "b");
-        if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
-        z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
-        if (sums) z.store(z.mul_add(a128, bm, z.load(sums_t, sums_at(z, nt), false)), sums_at(z, nt), false);
-        return std::vector<Value*>{};
-      };
-      y.if_(full, {}, [&](Builder& z) { return step(z, false); }, [&](Builder& z) { return step(z, true); });
+      }
+      Value* bm = z.load(b_in, {g_.B, k, n0, sr, sb_c_, g_.K, g_.N}, checked, "b");
+      if (p_.b_type != pb_t) bm = z.convert_matrix(bm, b_pk);
+      z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
+      if (sums) z.store(z.mul_add(a128, bm, z.load(sums_t, sums_at(z, nt), false)), sums_at(z, nt), false);
+      return std::vector<Value*>{};
+    };
+    y.if_(full, {}, [&](Builder& z) { return step(z, false); }, [&](Builder& z) { return step(z, true); });
+    return std::vector<Value*>{};
+  };
+  // Row-major B: K steps outer, each reads kb rows along the worker's columns (runs of lines).
+  auto k_then_n = [&](Builder& bb) {
+    bb.for_(k0, k1, KB_, {}, [&](Builder& x, Value* k, const std::vector<Value*>&) {
+      x.for_(nlo, nhi, one_, {}, [&](Builder& y, Value* nt, const std::vector<Value*>&) { return body(y, k, nt, false); }, "nt");
+      return std::vector<Value*>{};
+    }, "k");
+    return std::vector<Value*>{};
+  };
+  if (!kb_rows_contiguous()) {
+    k_then_n(b);
+    return;
+  }
+  // A column-major B (session 34): panels outer, so that a panel's nr columns are read down the K
+  // tile while their lines stay in L1 (K steps outer read every column of the worker's panels per
+  // step, each line again kb_bytes later from L2, as many streams as columns).
+  b.if_(b.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"), {}, [&](Builder& bb) {
+    bb.for_(nlo, nhi, one_, {}, [&](Builder& x, Value* nt, const std::vector<Value*>&) {
+      x.for_(k0, k1, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) { return body(y, k, nt, true); }, "k");
       return std::vector<Value*>{};
     }, "nt");
     return std::vector<Value*>{};
-  }, "k");
+  }, k_then_n);
 }
 
 // plan.demote: the stored block (contiguous in every panel layout) goes to the shared L3.

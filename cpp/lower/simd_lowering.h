@@ -101,6 +101,7 @@ class SimdLowering {
   static constexpr int64_t kMaxShuffledStride = 16;  // constant strides up to this load as vectors + a pick
   llvm::Value* strided_chunk(ScalarType t, llvm::Value* base, int64_t s);
   bool segment_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out);
+  bool column_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out);
   void store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v,
                    bool nontemporal = false);
 

@@ -128,6 +128,41 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
   return true;
 }
 
+// An unchecked tile of a few rows (a power of two up to S) whose row stride is the constant 1 and
+// whose column stride is a run-time value: each column's rows are contiguous (a column-major B's
+// K step, as the GEMM packing copies it into panels; the recipe tests the unit row stride at run
+// time, GemmRecipe::load_b_step). Chunk j: one load of the rows of each of its S columns and the
+// rows picked from them (row i: lanes i, i + rows, ...), where each chunk of each row was a gather
+// of S lanes from S lines. False (nothing emitted) for any other load.
+bool SimdLowering::column_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out) {
+  const int64_t n = t.rows;
+  auto* sr = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
+  if (o.int_attr("checked") || a.unit_col || !sr || !sr->isOne() || n < 2 || n > S_ || (n & (n - 1)) != 0 ||
+      t.cols % S_ != 0 || (S_ & (S_ - 1)) != 0)
+    return false;
+  llvm::Type* et = scalar_ty(t.scalar);
+  auto* col_t = llvm::FixedVectorType::get(et, static_cast<unsigned>(n));
+  const int nch = chunks(t);
+  std::vector<std::vector<llvm::Value*>> picks(static_cast<size_t>(n));
+  for (int j = 0; j < nch; ++j) {
+    std::vector<llvm::Value*> cols;
+    for (int l = 0; l < S_; ++l) {
+      llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(int64_t(j) * S_ + l));
+      llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(c, a.sc)));
+      cols.push_back(b_.CreateAlignedLoad(col_t, p, align(t.scalar)));
+    }
+    llvm::Value* all = concat_vectors(b_, cols);  // column l's row i at lane l * n + i
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int> pick(S_);
+      for (int l = 0; l < S_; ++l) pick[l] = static_cast<int>(l * n + i);
+      picks[i].push_back(b_.CreateShuffleVector(all, pick));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < nch; ++j) out.push_back(picks[i][j]);
+  return true;
+}
+
 void SimdLowering::store_chunk(const Type& t, const Addr& a, llvm::Value* i, int j, bool checked, llvm::Value* v,
                                bool nontemporal) {
   Chunk ch = chunk(t, a, i, j, checked);
@@ -163,7 +198,7 @@ void SimdLowering::load(const Op& o) {
     return;
   }
   if (vector_layout(t)) {
-    if (segment_tile(o, t, a, out)) {
+    if (segment_tile(o, t, a, out) || column_tile(o, t, a, out)) {
       mats_[o.result()] = out;
       return;
     }

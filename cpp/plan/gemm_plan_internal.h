@@ -35,16 +35,18 @@ inline bool intel_xeon_2mib_l2(const CpuTargetInfo& cpu) {
 // Float products of few rows over a wide B on those Xeons with fewer than 8 cores (session 34, CI's
 // 2-core Emerald Rapids guest): more than two row tiles and up to 512 rows in the kernel's
 // orientation, B (K x N, N and K 256 or more) larger than the 2 MiB L2, f32 / f64 without
-// conversions, one product. The unpacked walks the planner took for them (the k_outer nest up to
-// 64 rows, the tile walk above) read B's rows in place, from L3, again for every row tile or K
-// tile; packed by its reader (inline_b) B is read once. plan_packing packs them, plan_inline_b
-// gives them the reader's packing. benchmarks/recorded/issue14-emr2-rows-session34.txt.
+// conversions, one product, AVX-512 (measured there; the AVX2 level keeps its plans). The
+// unpacked walks the planner took for them (the k_outer nest up to 64 rows, the tile walk above)
+// read B's rows in place, from L3, again for every row tile or K tile; packed by its reader
+// (inline_b) B is read once. plan_packing packs them, plan_inline_b gives them the reader's
+// packing. benchmarks/recorded/issue14-emr2-rows-session34.txt.
 inline bool xeon_few_core_rows(const GemmPlan& p, const PlanContext& c) {
   const GemmSpec& s = c.spec;
   const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
                      p.b_type == p.dtype && p.c_type == p.dtype;
-  return intel_xeon_2mib_l2(c.cpu) && c.cpu.max_threads < 8 && plain && s.batch1 * s.batch2 == 1 && c.M > 2 * p.mr &&
-         c.M <= 512 && c.N >= 256 && s.K >= 256 && s.K * c.N * c.esize > (int64_t(2) << 20);
+  return intel_xeon_2mib_l2(c.cpu) && c.cpu.max_threads < 8 && c.cpu.vector_bytes == 64 && plain &&
+         s.batch1 * s.batch2 == 1 && c.M > 2 * p.mr && c.M <= 512 && c.N >= 256 && s.K >= 256 &&
+         s.K * c.N * c.esize > (int64_t(2) << 20);
 }
 
 // gemm_plan_tile.cpp: the layout and types (returns the context), the register tile and the K

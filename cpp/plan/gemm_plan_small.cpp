@@ -196,7 +196,9 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       const bool many_f32 = cpu.max_threads >= 8 && p.dtype == ir::ScalarType::f32 && p.a_type == p.dtype &&
                             p.b_type == p.dtype && p.c_type == p.dtype && b_bytes >= (int64_t(4) << 20) &&
                             b_bytes <= (int64_t(16) << 20) && spec.K >= 64 * int64_t(p.threads);
-      if (!overrides.count("ksplit") && ks_ok && !p.epilogue.any() && M == 1 && tiles_m == 1 && p.threads > 1 &&
+      // (Not where the plan names fixed: code for one exact shape runs all of K; before session 34 such
+      // a plan was refused for the ksplit it had not asked for.)
+      if (!overrides.count("ksplit") && !overrides.count("fixed") && ks_ok && !p.epilogue.any() && M == 1 && tiles_m == 1 && p.threads > 1 &&
           ((cpu.max_threads < 8 && spec.K >= 256 * int64_t(p.threads)) || many_f32))
         p.ksplit = p.threads;
       if (p.ksplit > 1) {
