@@ -1,10 +1,11 @@
 """A B whose columns are contiguous along K (column-major, a @ w.T, or a view with a column stride
 longer than K) packed into panels (issue 14, session 34): each whole K step of the packing reads
 its columns' kb rows at once (the lowering's column tile) where the row stride is 1 at run time,
-else gathers as before. Every packing form (the packing phase, B packed by its reader, AMX rows
-and tiles, the s8 column sums) against NumPy in float64 (exact integers), at N / K edges, with
-beta, on 1 and 2 workers; and the kernel's IR has the run-time test exactly where B's column
-stride is not known to be 1."""
+else gathers as before. The packing phase and B packed by its reader, for f32 / f64 / bf16 / f16 /
+int8 (AMX rows where the CPU has AMX, VNNI panels and the s8 column sums where it has not), against
+NumPy in float64 (exact integers), at N / K edges, with beta, on 1 and 2 workers; the kernel's IR
+has the run-time test exactly where B's column stride is not known to be 1; and the planner packs
+the skinny products of such a B on every CPU."""
 import ml_dtypes
 import numpy as np
 import pytest

@@ -131,7 +131,7 @@ bool SimdLowering::segment_tile(const Op& o, const Type& t, const Addr& a, std::
 // An unchecked tile of a few rows (a power of two up to S) whose row stride is the constant 1 and
 // whose column stride is a run-time value: each column's rows are contiguous (a column-major B's
 // K step, as the GEMM packing copies it into panels; the recipe tests the unit row stride at run
-// time, GemmRecipe::load_b_step). Chunk j: one load of the rows of each of its S columns and the
+// time, GemmRecipe::kb_rows_contiguous). Chunk j: one load of the rows of each of its S columns and the
 // rows picked from them (row i: lanes i, i + rows, ...), where each chunk of each row was a gather
 // of S lanes from S lines. False (nothing emitted) for any other load.
 bool SimdLowering::column_tile(const Op& o, const Type& t, const Addr& a, std::vector<llvm::Value*>& out) {

@@ -185,12 +185,13 @@ void plan_skinny_walk(GemmPlan& p, const PlanContext& c) {
       // On 8+ cores (session 34), f32 with B of 4-16 MiB and parts of 64 rows or more: there the
       // workers' column panels were short runs of B's rows (N 1024-4096), the split reads whole rows.
       // Measured on the 16-core Emerald Rapids host (16 workers, blocks of calls after a pause, 5
-      // alternating rounds, medians, us, two runs where repeated; torch 16 threads): 1x1024x1024
-      // (M x N x K) 35.0 -> 27.1 (torch 41.2), 1x1024x2048 53.4 -> 35.5 (33.3), 1x2048x1024 49.4 ->
+      // alternating rounds, medians, us, two runs where repeated; torch 16 threads; M x N x K):
+      // 1x1024x2048 53.4 -> 35.5 (33.3), 1x2048x1024 49.4 ->
       // 43.1 (68.8), 1x2048x2048 92.5 / 104.8 -> 64.4 / 69.2 (65.4 / 113.7), 1x4096x1024 101.6 / 103.0
       // -> 70.5 / 80.2 (103.6 / 106.3), 1x1024x4096 135.2 -> 60.3 (80.7). Not from 32 MiB: 1x2048x4096
       // 183 -> 205, 1x4096x2048 193 -> 206, 1x8192x1024 162 -> 219, 1x4096x4096 429 -> 462 (1x1024x8192
       // and 1x3000x3000 gained: 237 -> 182, 227 -> 189), nor f64 1x2048x2048 (32 MiB) 174 -> 210.
+      // (1x1024x1024, 4 MiB, gained too, 35.0 -> 27.1, but takes the tile walk: under this walk's 4 MFLOP.)
       // benchmarks/recorded/issue14-emr16-gemv-session34.txt.
       const int64_t b_bytes = spec.K * N * esize;
       const bool many_f32 = cpu.max_threads >= 8 && p.dtype == ir::ScalarType::f32 && p.a_type == p.dtype &&
