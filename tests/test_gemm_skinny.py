@@ -40,11 +40,11 @@ def _order(m, n, k, dtype=np.float32, **kw):
 XEONS = ("sapphirerapids", "emeraldrapids", "graniterapids")
 
 
-def _xeon_few_core_rows(cfg, cpu, threads, m, n, k, esize):
+def _xeon_few_core_rows(cfg, cpu, threads, m, n, k, esize, avx512=True):
     # The planner's rule for Intel's 2 MiB-L2 Xeons below 8 cores (session 34): float products of
     # more than two row tiles and up to 512 rows over a B (K x N, both 256 or more) larger than the
-    # L2 are packed, B by its reader, instead of the unpacked walks.
-    return (cpu in XEONS and threads < 8 and 2 * int(cfg["mr"]) < m <= 512 and n >= 256 and k >= 256 and
+    # L2 are packed, B by its reader, instead of the unpacked walks (AVX-512 only).
+    return (cpu in XEONS and threads < 8 and avx512 and 2 * int(cfg["mr"]) < m <= 512 and n >= 256 and k >= 256 and
             k * n * esize > 2 << 20)
 
 
@@ -122,10 +122,10 @@ def test_skinny_k_outer_floats(rng, dtype, m, n, k):
     threads = coopjit.get_num_threads()
     # (the few-row rule of the 2 MiB-L2 Xeons packs some of these: there the default is checked and
     # the k_outer walk is asked for by name)
-    few = _xeon_few_core_rows(cfg, coopjit.cpu_info()["name"], threads, m, n, k, np.dtype(dtype).itemsize)
+    info = coopjit.cpu_info()
+    few = _xeon_few_core_rows(cfg, info["name"], threads, m, n, k, np.dtype(dtype).itemsize, info["vector_bytes"] == 64)
     assert cfg["order"] == ("m_inner" if few else "k_outer"), cfg
     assert (cfg["pack"] and cfg["inline_b"]) == few, cfg
-    ref = None
     for plan in [None] + ([{"order": "k_outer"}] if few else []):
         c0 = rng.uniform(-1, 1, (m, n)).astype(dtype)
         c = c0.copy()
@@ -464,8 +464,8 @@ def test_few_rows_over_a_wide_b_pack_on_the_few_core_xeons(cpu):
             assert c["pack"] and c["inline_b"] and c["order"] == "m_inner" and m > 2 * int(c["mr"]), (m, n, k, threads, c)
         z = cfg(m, n, k, 2, dtype, c="znver5")
         assert not z["inline_b"], (m, n, k, z)
-    # Two row tiles or fewer, a narrow B, B within the L2, more than 512 rows, short K, a batch,
-    # conversions: as before (the unpacked walks; 1024^3 the packing phase).
+    # Two row tiles or fewer, a narrow B, B within the L2, more than 512 rows, a short K: as before
+    # (the unpacked walks; 1024^3 the packing phase).
     assert cfg(8, 4096, 4096)["order"] == "k_outer"
     assert not cfg(4096, 64, 4096)["pack"]
     assert not cfg(64, 512, 1024)["pack"]  # B 2 MiB: in the L2
