@@ -22,7 +22,7 @@ HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 TINY = bench.Config(gemm_sizes=(16,), small_sizes=(4,), batched=(8, 4), lowp_sizes=(16,), reduce_shape=(64, 32),
                     streamk=((48, 16, 512),),
                     shapes=(("float32", 1, 64, 300, 0), ("float32", 70, 1, 300, 0), ("bfloat16", 8, 32, 64, 0),
-                            ("int8", 32, 32, 32, 0), ("float32", 8, 8, 8, 4)),
+                            ("int8", 32, 32, 32, 0), ("float32", 8, 8, 8, 4), ("float32", 20, 300, 600, 0, "col")),
                     shape_reductions=(((3, 1000), 1), ((5000,), None)), scaling_n=64, scaling_reduce=4096,
                     epilogue_sizes=(32,), w8a8_shape=(24, 64, 64), softmax_shape=(16, 200),
                     repeat=1, min_sample=0.0, budget=0.0, pause=0.0, retries=0, wait=0.0, retry_budget=0.0,
@@ -97,7 +97,8 @@ def test_tiny_bench_writes_json_with_every_section_and_field(tiny_run):
     assert set(data["peak"]) >= set(PEAKS)
     assert {r["section"] for r in data["rows"]} == set(TINY.sections) - {"jit", "streamk", "scaling"} | {"shapes_reduce"}
     shapes = [r["label"] for r in data["rows"] if r["section"] == "shapes"]
-    assert shapes == ["float32 1x64x300", "float32 70x1x300", "bfloat16 8x32x64", "int8 32x32x32", "float32 4x 8x8x8"]
+    assert shapes == ["float32 1x64x300", "float32 70x1x300", "bfloat16 8x32x64", "int8 32x32x32", "float32 4x 8x8x8",
+                      "float32 20x300x600 B col-major"]
     # thread scaling: every op at 1, 2, 4, ... workers up to the cores (and the cores)
     cores = len(os.sched_getaffinity(0))
     counts = sorted({r["threads"] for r in data["scaling"]})
@@ -240,3 +241,16 @@ def test_peak_measures_again_where_all_cores_do_not_scale():
     stat = iter([[(0.0, 1.0), (0.0, 2.0)], [(0.0, 1.5), (0.0, 2.0)], [(0.0, 1.5), (0.0, 2.0)], [(0.0, 1.5), (0.0, 2.0)]])
     got = _peak.measure("f32_fma", 0.01, fake([101.0, 190.0], []), lambda: next(stat), lambda s: None)
     assert "(0.50 s stolen)" in got["note"] and "(0.00 s stolen)" in got["note"]
+
+
+def test_shape_case_column_major_b():
+    # the sweep's a @ w.T rows: B column-major for every library (coopjit, NumPy and torch get the same
+    # layout); other layouts, batches and int8 are refused by name
+    libs, check = bench.shape_case("float32", 20, 300, 600, 0, "col").setup()
+    assert check(libs["coopjit"]()) is None and check(libs["numpy"]()) is None
+    with pytest.raises(ValueError, match="b_layout='tn'"):
+        bench.shape_case("float32", 4, 4, 4, 0, "tn")
+    with pytest.raises(ValueError, match="b_layout='col'.*batch=2"):
+        bench.shape_case("float32", 4, 4, 4, 2, "col")
+    with pytest.raises(ValueError, match="b_layout='col'.*int8"):
+        bench.shape_case("int8", 32, 32, 32, 0, "col")

@@ -59,14 +59,15 @@ class Config:
     retry_budget: float = 120.0  # seconds after the start past which busy cases are not measured again
     peak_seconds: float = 0.1
     # The shape sweep of issue 14 (the skinny, odd and batched shapes users meet): (dtype, M, N, K,
-    # batch or 0); and its reductions: (shape, axis)
+    # batch or 0[, "col": B column-major, a @ w.T]); and its reductions: (shape, axis)
     shapes: tuple = (("float32", 1, 4096, 4096, 0), ("float32", 4096, 1, 4096, 0), ("float32", 16, 4096, 4096, 0),
                      ("float32", 64, 4096, 4096, 0), ("float32", 4096, 64, 4096, 0), ("float32", 64, 64, 8192, 0),
                      ("float32", 513, 129, 700, 0), ("float32", 3000, 500, 200, 0), ("float32", 100, 37, 250, 0),
                      ("float32", 32, 32, 32, 0), ("float32", 64, 64, 64, 0), ("float32", 128, 128, 128, 32),
                      ("float32", 32, 32, 32, 256), ("float32", 512, 512, 512, 8), ("bfloat16", 512, 512, 512, 0),
                      ("bfloat16", 1, 4096, 4096, 0), ("bfloat16", 64, 4096, 4096, 0), ("int8", 64, 4096, 4096, 0),
-                     ("int8", 1024, 1024, 1024, 0))
+                     ("int8", 1024, 1024, 1024, 0), ("float32", 16, 4096, 4096, 0, "col"),
+                     ("float32", 64, 4096, 4096, 0, "col"))
     shape_reductions: tuple = (((3, 4_000_000), 1), ((12_000_000,), None), ((8192, 8192), None), ((8192, 8192), 0),
                                ((8192, 8192), 1), ((4_000_000, 3), 1))
     # Thread scaling: 1, 2, 4, ... workers up to the cores, float32 and bfloat16 GEMM of this size
@@ -340,11 +341,15 @@ def softmax_case(rows: int, cols: int) -> Case:
     return Case("softmax", f"row softmax {rows}x{cols} f32 (KernelBuilder)", cols, 8.0 * rows * cols, setup, "float32")
 
 
-def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
+def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0, b_layout: str = "row") -> Case:
     """One case of the shape sweep: (batch x) M x K times K x N in `dtype`, against numpy.matmul
-    (float32) and torch (matmul, or torch._int_mm for int8)."""
+    (float32) and torch (matmul, or torch._int_mm for int8). b_layout "col": B column-major (the
+    transpose of a row-major N x K array, as in a @ w.T), the same array for every library."""
+    if b_layout not in ("row", "col") or (b_layout == "col" and (batch or dtype == "int8")):
+        raise ValueError(f"shape_case: b_layout={b_layout!r} (batch={batch}, dtype={dtype}): 'row', or 'col' for a 2-D "
+                         "float product")
     a_shape, b_shape = ((batch, m, k), (batch, k, n)) if batch else ((m, k), (k, n))
-    label = f"{dtype} " + (f"{batch}x " if batch else "") + f"{m}x{n}x{k}"
+    label = f"{dtype} " + (f"{batch}x " if batch else "") + f"{m}x{n}x{k}" + (" B col-major" if b_layout == "col" else "")
 
     def setup():
         rng = np.random.default_rng(m * 7 + n * 3 + k)
@@ -355,7 +360,11 @@ def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
             va, vb = a.astype(np.float64), b.astype(np.float64)
         else:
             a32, b32 = rng.standard_normal(a_shape, dtype=np.float32), rng.standard_normal(b_shape, dtype=np.float32)
+            if b_layout == "col":
+                b32 = np.asfortranarray(b32)
             a, b = _operand(a32, dtype), _operand(b32, dtype)
+            if b is not None and b_layout == "col":
+                b = np.asfortranarray(b)
             va, vb = (a32, b32) if a is None else (a.astype(np.float64), b.astype(np.float64))
         libs["coopjit"] = "ml_dtypes is not installed" if a is None else (lambda: coopjit.matmul(a, b))
         libs["numpy"] = (lambda: np.matmul(a, b)) if dtype == "float32" else "not compared"
@@ -370,6 +379,8 @@ def shape_case(dtype: str, m: int, n: int, k: int, batch: int = 0) -> Case:
         else:
             tdt = getattr(torch, dtype)
             ta, tb = (torch.from_numpy(np.asarray(v, np.float32)).to(tdt) for v in (va, vb))
+            if b_layout == "col":  # (torch's own column-major view: the transpose of a row-major N x K tensor)
+                tb = tb.t().contiguous().t()
             libs["torch"] = lambda: torch.matmul(ta, tb)
         ref = np.matmul(va, vb)
         if dtype == "int8":
