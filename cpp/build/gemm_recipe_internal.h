@@ -91,6 +91,11 @@ class GemmRecipe {
   // B: a run-time column stride, row stride 1): the copies test it (session 34). Not where the
   // column stride is known to be 1 or B is copied in whole 1 KiB tiles (tiled_b).
   bool kb_rows_contiguous() const { return !p_.unit_b && !tiled_b() && p_.kb >= 2 && (p_.kb & (p_.kb - 1)) == 0; }
+  // K step k of column panel n0 lies wholly inside B (no load of it needs a check).
+  Value* whole_b_step(Builder& b, Value* k, Value* n0) {
+    return b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(k, KB_), g_.K, "full_k"), b.cmp(CmpPred::le, b.add(n0, NR_), g_.N),
+                 "full");
+  }
   void demote(Op* store);
   Builder::Access panel_a(Builder& b, Value* panel, Value* k);
   Builder::Access panel_b(Builder& b, Value* panel, Value* k);

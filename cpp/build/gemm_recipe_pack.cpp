@@ -122,9 +122,8 @@ void GemmRecipe::pack(Builder& b) {
       // loads each column's kb rows at once (the lowering's column tile), not a gather a row
       // (session 34; kb_rows_contiguous). Not with the s8 column sums (carried by the K loop).
       if (!kb_rows_contiguous() || sums) return step(y, true, g_.sb_r);
-      Value* fast = y.bin(BinOp::and_, y.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"),
-                          y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, KB_), g_.K),
-                                y.cmp(CmpPred::le, y.add(n0, NR_), g_.N)), "b_whole_kmajor");
+      Value* fast = y.bin(BinOp::and_, y.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"), whole_b_step(y, k, n0),
+                          "b_whole_kmajor");
       y.if_(fast, {}, [&](Builder& z) { return step(z, false, one_); }, [&](Builder& z) { return step(z, true, g_.sb_r); });
       return std::vector<Value*>{};
     }, "k");
@@ -176,8 +175,7 @@ void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value
   // time), each whole K step loads its columns' kb contiguous rows (the lowering's column tile).
   auto body = [&](Builder& y, Value* k, Value* nt, bool kmajor) {
     Value* n0 = y.mul(nt, NR_, "n0");
-    Value* full = y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, KB_), g_.K, "full_k"),
-                        y.cmp(CmpPred::le, y.add(n0, NR_), g_.N), "full");
+    Value* full = whole_b_step(y, k, n0);
     auto step = [&](Builder& z, bool checked) {
       Value* sr = kmajor && !checked ? one_ : g_.sb_r;
       // b_prefetch (inline_b, session 29): the same columns' rows b_prefetch / (nr x B's element

@@ -74,16 +74,16 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // f64 64x2048x2048 11.3 -> 10.6 (torch 8.3, NumPy 7.7). Not two row tiles or fewer (8x4096x4096
   // 3.83 -> 5.02, 4x4096x4096 2.26 -> 3.51: the k_outer nest stays), nor a narrow B (4096x64x4096
   // 14.5 -> 21.4, whose B panels stay in L2).
-  if (!overrides.count("order") && !overrides.count("ksplit") && !overrides.count("fixed") && xeon_few_core_rows(p, c))
-    p.pack = true;
+  // (both rules below: not where the plan names the walk, a K split or code for one exact shape)
+  const bool walk_named = overrides.count("order") || overrides.count("ksplit") || overrides.count("fixed");
+  if (!walk_named && xeon_few_core_rows(p, c)) p.pack = true;
   // Skinny products whose B has a run-time column stride (a column-major B, a @ w.T, or strided
   // columns), on any CPU and core count: the unpacked k_outer walk gathered B's lanes one by one,
   // again for every row tile. Packed (B by its reader where plan_inline_b gives it), B is read once,
   // a column-major B's K steps a column's rows at a time (GemmRecipe::kb_rows_contiguous). Measured
   // on the 16-core Emerald Rapids host and the 2-core guest (session 34, f32, k_outer -> packed):
   // benchmarks/recorded/issue14-kmajor-b-session34.txt.
-  if (!overrides.count("order") && !overrides.count("ksplit") && !overrides.count("fixed") && !p.unit_b &&
-      spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr && spec.K >= 512 && N >= 256 && flops >= 4.0e6 &&
+  if (!walk_named && !p.unit_b && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr && spec.K >= 512 && N >= 256 && flops >= 4.0e6 &&
       amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
     p.pack = true;
   // Mid-size float products on many cores whose packed nest leaves its busiest worker 10% more
