@@ -57,11 +57,15 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // 98; 16 workers: 64x4096x4096 3.09 -> 2.45 ms (NumPy 2.60), 16x4096x4096 1.28 -> 1.13 (NumPy
   // 1.28), 64x4096x4000 3.37 -> 2.71 (NumPy 2.27), 64x4096x1024 0.86 / 1.01 -> 0.91 / 0.96 (two
   // runs; NumPy 0.70-0.84).
+  // (this rule and the column-major one below: one product of 2+ row tiles up to 64 rows, K >= 512,
+  // 4+ MFLOP, multiplied by FMAs, not AMX tiles or dot instructions: the k_outer walk's products)
+  const bool k_outer_product = spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr && spec.K >= 512 &&
+                               flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 &&
+                               dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1;
   {
     auto aliased = [](int64_t bytes) { return bytes >= 8192 && bytes % 4096 == 0; };
-    if (cpu.max_threads >= 8 && !overrides.count("order") && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr &&
-        spec.K >= 512 && N * esize >= 8192 && (aliased(b_row_bytes) || aliased(a_row_bytes)) && p.unit_b &&
-        flops >= 4.0e6 && amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
+    if (cpu.max_threads >= 8 && !overrides.count("order") && k_outer_product && N * esize >= 8192 &&
+        (aliased(b_row_bytes) || aliased(a_row_bytes)) && p.unit_b)
       p.pack = true;
   }
   // Few rows over a wide B on the 2 MiB-L2 Xeons with fewer than 8 cores (xeon_few_core_rows): packed,
@@ -83,9 +87,7 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // a column-major B's K steps a column's rows at a time (GemmRecipe::kb_rows_contiguous). Measured
   // on the 16-core Emerald Rapids host and the 2-core guest (session 34, f32, k_outer -> packed):
   // benchmarks/recorded/issue14-kmajor-b-session34.txt.
-  if (!walk_named && !p.unit_b && spec.batch1 * spec.batch2 == 1 && M <= 64 && M > p.mr && spec.K >= 512 && N >= 256 && flops >= 4.0e6 &&
-      amx_group(p.a_type, p.b_type, p.dtype, cpu) == 0 && dot_group(p.a_type, p.b_type, p.dtype, cpu) <= 1)
-    p.pack = true;
+  if (!walk_named && !p.unit_b && k_outer_product && N >= 256) p.pack = true;
   // Mid-size float products on many cores whose packed nest leaves its busiest worker 10% more
   // tiles than the unpacked tile walk's: the nest's grid gives each worker a block of row and
   // column panels behind the packing barrier (513x129x700 f32 on 16: 65 row panels of 8 by 3
