@@ -1,5 +1,7 @@
 """coopjit.tune: a small budget gives a report whose winner was checked against NumPy, is stored, and is then used by later calls in this and a new process; a wrong candidate never wins; the tuning database survives damage and concurrent writers; the command line."""
 import json
+import statistics
+import time
 
 import numpy as np
 import pytest
@@ -85,6 +87,40 @@ def test_tune_low_precision_types_checks_every_candidate(private_cache, dtype):
 def test_tune_stops_within_its_time_budget(private_cache):
     report = coopjit.tune(shape=(256, 256, 256), budget=3, progress=True, save=False)
     assert report.elapsed_s < 3 + 2.0 and report.stopped_by in ("time", "converged")
+
+
+def test_tune_does_not_start_a_candidate_that_would_overrun_the_budget(private_cache, monkeypatch):
+    # Every candidate's first call made 0.5 s slower (a slow compile on a busy machine): a
+    # candidate is started only while the median of the earlier ones' cost still fits before the
+    # deadline (85% of the budget), and the search stops when it no longer fits, instead of one
+    # compile late.
+    spans = []  # (start, end) of every new candidate's evaluation
+    check, evaluate = _tune._Bench.check, _tune._Search.evaluate
+
+    def slow_check(self, ov):
+        time.sleep(0.5)
+        return check(self, ov)
+
+    def timed_evaluate(self, plan):
+        n, t = len(self.report.candidates), time.perf_counter()
+        rec = evaluate(self, plan)
+        if len(self.report.candidates) > n:
+            spans.append((t, time.perf_counter()))
+        return rec
+
+    monkeypatch.setattr(_tune._Bench, "check", slow_check)
+    monkeypatch.setattr(_tune._Search, "evaluate", timed_evaluate)
+    t0 = time.perf_counter()
+    budget = 6
+    report = coopjit.tune(shape=SHAPE, budget=budget, progress=False, save=False)
+    deadline = t0 + 0.85 * budget
+    costs = [e - s for s, e in spans]
+    assert report.stopped_by == "time" and len(costs) == len(report.candidates)
+    for i in range(1, len(spans)):  # the i-th started only where the earlier costs said it fits
+        assert spans[i][0] + statistics.median(costs[:i]) <= deadline, (i, spans[i][0] - t0, costs[:i])
+    # ... and the next one was not started because it would not have fit.
+    assert spans[-1][1] + statistics.median(costs) > deadline - 0.05, (spans[-1][1] - t0, costs)
+    assert report.candidates[0] is report.default and report.winner["status"] == "ok"
 
 
 def test_report_prints_a_table_converts_and_plots(private_cache, tmp_path):

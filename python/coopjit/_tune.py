@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -299,12 +300,18 @@ class _Search:
         self.max_candidates = max_candidates
         self.min_time = min_time
         self.seen: dict = {}  # plan (as a tuple) -> candidate record
+        self.costs: list = []  # seconds each new candidate took (compile, check and timing)
         self.bar = _progress_bar(progress, report, max_candidates, budget)
 
     def out_of_budget(self) -> str | None:
+        """Why the search stops before its next candidate, or None. A candidate is not started
+        when the median of what the earlier ones took (mostly the JIT compile: seconds on a busy
+        machine) would carry it past the deadline: the budget is kept, not overrun by one
+        candidate's compile."""
         if self.max_candidates is not None and len(self.seen) >= self.max_candidates:
             return "candidates"
-        if time.perf_counter() > self.deadline:
+        expected = statistics.median(self.costs) if self.costs else 0.0
+        if time.perf_counter() + expected > self.deadline:
             return "time"
         return None
 
@@ -329,6 +336,7 @@ class _Search:
         except RuntimeError as e:  # an internal error of coopjit: reported, the search goes on
             rec["status"], rec["error"] = "error", str(e)
         self.seen[tag] = rec
+        self.costs.append(time.perf_counter() - t0)
         self.report.candidates.append(rec)
         if self.bar is not None:
             self.bar.update(1)
