@@ -212,7 +212,8 @@ def test_cold_panel_prefetch(rng, threads, mc_tiles, kt, direct_a, prepacked):
 def test_cold_panel_prefetch_code():
     # amx_prefetch 6 adds, per K step of the blocked nest's kernels, the B part of its kernel (32
     # lines of a 2 KiB step over mc_tiles kernels: 4 with 8) and A's 32 lines (prefetcht1) to the
-    # default's 32 prefetcht0 (the kernel's other tile walks have none).
+    # default's 32 prefetcht0 (the kernel's other tile walks, where it has any, have none: a
+    # data-parallel plan's kernel is the blocked nest alone since session 35).
     a = np.zeros((512, 512), BF16)
     for pf, t1 in ((1, 0), (6, 4 + 32)):
         r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx_prefetch": pf, "mc_tiles": 8})
@@ -224,7 +225,7 @@ def test_cold_panel_prefetch_code():
             steps = len(tile_order(body, "tdpbf16ps")) // 8
             assert len(re.findall(r"\bprefetcht0\b", body)) == 32 * steps
             far.append(len(re.findall(r"\bprefetcht1\b", body)) / steps)
-        assert set(far) == ({0, t1} if t1 else {0}), (pf, far)
+        assert t1 in far and set(far) <= {0, t1}, (pf, far)
 
 
 def test_amx_is_not_chosen_without_amx(rng):
@@ -304,10 +305,11 @@ def test_emulated_tiles_continue_partial_sums(rng, dtype, kt, m, n, k):
 def test_cross_compiled_tiles_move_partial_sums_whole():
     """With several K tiles, a partial sum goes between the scratch matrix and the tile registers
     by tileloadd / tilestored (4 tiles of 16 x 64 bytes), with no trip through vectors: the block
-    that continues a sum starts with 4 tile loads before its K loop."""
+    that continues a sum starts with 4 tile loads before its K loop. (The Stream-K walk's: a
+    data-parallel plan's kernel has the blocked nest alone since session 35.)"""
     a = np.ones((2048, 2048), BF16)
-    r = coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"kt": 256})
-    assert r["config"]["amx"] == "yes" and r["config"]["kt"] == 256
+    r = coopjit.cross_compile(a, a, cpu="sapphirerapids", threads=2, plan={"kt": 256, "split": "sk"})
+    assert r["config"]["amx"] == "yes" and r["config"]["kt"] == 256 and r["key"].endswith(".sk")
     asm = r["asm"]
     # 4 accumulator tile loads (tmm0-3) right before the 2 A + 2 B loads of a K loop
     acc = r"\s+tileloadd\s+\([^)]*\), %tmm[0-3]\n(?:[^\n]*\n){0,4}?"

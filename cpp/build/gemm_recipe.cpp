@@ -57,6 +57,8 @@ void GemmRecipe::build() {
   }
   one_ = b.index(1, "c1");
   zero_ = b.index(0, "c0");
+  // A plan without Stream-K tiles (GemmPlan::streams) has no Stream-K walk; its n_sk is 0.
+  if (!p_.streams()) g_.n_sk = zero_;
   // Unit strides are compile-time constants: the lowering turns them into vector accesses.
   sb_c_ = p_.unit_b ? one_ : g_.sb_c;
   sc_c_ = p_.unit_c ? one_ : g_.sc_c;
@@ -75,7 +77,7 @@ void GemmRecipe::build() {
   Value* t_start = g_.CYC ? b.cycles("t_start") : nullptr;
   if (p_.pack) pack(b);
   b.if_(b.cmp(CmpPred::ne, g_.phase, one_, "computes"), {}, [&](Builder& x) {
-    stream_k(x);
+    if (p_.streams()) stream_k(x);
     data_parallel(x, tiles_mn);
     return std::vector<Value*>{};
   }, [](Builder&) { return std::vector<Value*>{}; });

@@ -145,6 +145,10 @@ void GemmRecipe::data_parallel(Builder& b, Value* tiles_mn) {
   // Packed, without Stream-K: the cache-blocked loop nest; unpacked skinny products (order
   // "k_outer") take the same nest straight from A and B.
   if (p_.pack || p_.order == "k_outer") {
+    if (!p_.streams()) {
+      blocked(b);
+      return;
+    }
     b.if_(b.cmp(CmpPred::eq, g_.n_sk, zero_, "all_dp"), {}, [&](Builder& x) {
       blocked(x);
       return std::vector<Value*>{};
@@ -240,30 +244,32 @@ void GemmRecipe::tile_walk(Builder& b, Value* tiles_mn) {
       return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
     }, "mn");
   };
-  auto walk_kc_outside = [&](Builder& wb, Value* kc_tiles) {
-    wb.for_(zero_, tiles_k_, kc_tiles, {}, [&](Builder& y, Value* kt0, const std::vector<Value*>&) {
-      y.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
-        Coords c{it[0], it[1], it[2], it[3]};
-        Tile t = tile_at(x, c);
-        block(x, t, kt0, kc_tiles);
-        Coords n = next(x, c, m_lo, m_hi);
-        return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
-      }, "mn");
-      return std::vector<Value*>{};
-    }, "kc");
-  };
+  // Both orders in one loop nest, chosen at run time by the outer loop's step: blocks of K
+  // (kc_tiles) outside the walk over the tiles where N is over 64, else all of K in one outer
+  // step, its blocks inside each tile. One copy of the tile's K loops, not two: each copy is a
+  // main and a last-step K loop for each of the three edge cases; the second copy was 6 of the
+  // 27 K loops of the 6 x 64 f32 kernel (session 35; the Stream-K walk, now only in kernels
+  // that can stream, another 9).
   auto walk_kc = [&](Builder& wb, Value* kc_tiles) {
     if (!blocks_outside) {
       walk_kc_inside(wb, kc_tiles);
       return;
     }
-    wb.if_(wb.cmp(CmpPred::gt, g_.N, wb.index(64), "wide_n"), {}, [&](Builder& x) {
-      walk_kc_outside(x, kc_tiles);
+    Value* outer = wb.select(wb.cmp(CmpPred::gt, g_.N, wb.index(64), "wide_n"), kc_tiles, tiles_k_, "kc_outer");
+    wb.for_(zero_, tiles_k_, outer, {}, [&](Builder& y, Value* ko, const std::vector<Value*>&) {
+      Value* ko_end = y.min(y.add(ko, outer), tiles_k_, "kc_outer_end");
+      y.for_(zero_, count, one_, {mt0, nt0, c0.b2, c0.b1}, [&](Builder& x, Value*, const std::vector<Value*>& it) {
+        Coords c{it[0], it[1], it[2], it[3]};
+        Tile t = tile_at(x, c);
+        x.for_(ko, ko_end, kc_tiles, {}, [&](Builder& z, Value* kt0, const std::vector<Value*>&) {
+          block(z, t, kt0, kc_tiles);
+          return std::vector<Value*>{};
+        }, "kc");
+        Coords n = next(x, c, m_lo, m_hi);
+        return std::vector<Value*>{n.mt, n.nt, n.b2, n.b1};
+      }, "mn");
       return std::vector<Value*>{};
-    }, [&](Builder& x) {
-      walk_kc_inside(x, kc_tiles);
-      return std::vector<Value*>{};
-    });
+    }, "kc_o");
   };
   if (!p_.pack && flush_steps() > 0 && p_.c_type == T && !p_.epilogue.any()) {
     Value* kc_tiles = b.bin(BinOp::max, b.div(b.index(kFlushK), g_.kt), one_, "kc_tiles");

@@ -17,7 +17,8 @@ std::string GemmPlan::key() const {
              vnni > 1 ? cat(".vnni", vnni) : std::string(), amx ? cat(".amx", amx, amx_feed ? cat("f", amx_feed) : std::string(), amx_prefetch != 1 ? cat("p", amx_prefetch) : std::string(), amx_store ? "" : "s0")
                  : std::string(),
              demote ? ".demote" : "", direct_a ? ".directa" : "", inline_b ? ".inlineb" : "", own_a ? ".owna" : "", k_inner ? ".kinner" : "", nc_tiles ? cat(".nc", nc_tiles) : std::string(),
-             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), cycles ? ".cycles" : "", c_prefetch ? ".cpf" : "", fixed_key(),
+             b_prefetch ? cat(".bpf", b_prefetch) : std::string(), cycles ? ".cycles" : "", c_prefetch ? ".cpf" : "",
+             streams() ? ".sk" : "", fixed_key(),
              epilogue.key());
 }
 

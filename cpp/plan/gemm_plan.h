@@ -190,8 +190,8 @@ struct GemmPlan {
   // sb_b1, sc_b1, sa_b2, sb_b2, sc_b2 in the kernel's orientation): the K loop unrolls, edge
   // checks fold away, every address is a constant offset from a tile's base. Empty: runtime values.
   std::vector<int64_t> fixed;
-  // How workers share the flattened batch x M x N x K tile space (seeds/004): these are runtime
-  // arguments of the same code, not part of its key.
+  // How workers share the flattened batch x M x N x K tile space (seeds/004): runtime arguments
+  // of the code, not part of its key, but for whether any tile can stream (streams()).
   int threads = 1;            // workers (CPU threads), all running at once
   // Packed data-parallel plans (not inline_b): the blocked nest cut into threads x shares
   // shares, handed out by ThreadPool::run_shares after a packing launch: each thread runs its
@@ -202,6 +202,10 @@ struct GemmPlan {
   std::string split = "dp";   // "dp", "sk" (Stream-K) or "sk+dp" (2-tile Stream-K + data-parallel)
   int64_t kt = 256;           // K elements per K tile of the tile space (a multiple of kb)
 
+  /// Whether a launch can have Stream-K tiles (split other than "dp", more than one worker):
+  /// only then does the kernel hold the Stream-K walk (its tiles' K loops, the partials' fix-up),
+  /// a third of an unpacked kernel's code. Part of the key (".sk").
+  bool streams() const { return split != "dp" && threads > 1; }
   /// Everything that changes the generated code, as one string (the code cache key).
   std::string key() const;
   std::string fixed_key() const;

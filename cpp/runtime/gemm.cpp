@@ -437,6 +437,8 @@ static void run_gemm_once(const GemmKernel& k, const GemmSpec& spec, const void*
   const int64_t tiles_mn = g.tiles_mn(), tiles_k = g.tiles_k();
   const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(k.plan.threads, tiles_mn * tiles_k)));
   const int64_t n_sk = stream_k_tiles(k.plan.split, tiles_mn, tiles_k, workers);
+  if (n_sk > 0 && !k.plan.streams())
+    throw InternalError(cat("a launch with ", n_sk, " Stream-K tiles of a kernel built without Stream-K: ", k.plan.str()));
   // Stream-K partials: one mr x nr tile and one flag per worker, fresh for each launch.
   const size_t tile_bytes = size_t(k.plan.mr) * k.plan.nr * ir::size_in_bytes(k.plan.dtype);
   std::unique_ptr<char[]> ws(n_sk ? new char[tile_bytes * workers + 64] : nullptr);
