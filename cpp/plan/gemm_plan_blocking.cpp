@@ -88,6 +88,25 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // on the 16-core Emerald Rapids host and the 2-core guest (session 34, f32, k_outer -> packed):
   // benchmarks/recorded/issue14-kmajor-b-session34.txt.
   if (!walk_named && !p.unit_b && k_outer_product && N >= 256) p.pack = true;
+  // The same B (column-major: a @ w.T) in the unpacked tile walk (m_inner), any row count past two
+  // row tiles: each row tile read B's K steps across its columns again (a column's kb rows a load,
+  // then shuffles), so the walk cost rows / mr transposes of B where packing does one. Packed from
+  // 48 columns (one panel of N = 37 gained nothing) and 0.35 MFLOP a worker (on 16 workers 128^3,
+  // 0.26, ran longer packed); f32 / f64 without conversions (the types measured). Measured on the
+  // 16-core Emerald Rapids host (session 35, a @ w.T, blocks of calls, medians of 4 alternating
+  // rounds, unpacked -> packed, us; torch): 2 cores (taskset, 2 threads): 72x56x48 21.0 -> 10.5
+  // (13.3), 64^3 33.7 -> 12.3 (12.1), 128^3 120 -> 59 (35), 200^3 297 -> 148 (101), 256^3 1199 ->
+  // 246 (176), 300x200x100 207 -> 141 (68), 513x129x700 1778 -> 612 (570), 2048x64x256 914 -> 552
+  // (416); 100x37x250 45 -> 46 (not taken). 16 threads: 64^3 (one worker) 14.8 -> 8.3 (12.1),
+  // 200^3 71 -> 54 (33), 256^3 209 -> 71 (54), 300x200x100 47.5 -> 43.2 (25.9); 128^3 30.8 -> 36.4
+  // and 100x37x250 14.8 -> 40.7 (not taken). benchmarks/recorded/issue14-nt-session35.txt.
+  {
+    const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
+                       p.b_type == p.dtype && p.c_type == p.dtype;
+    if (!walk_named && !p.unit_b && plain && spec.batch1 * spec.batch2 == 1 && M > 2 * p.mr && N >= 48 &&
+        flops >= 0.35e6 * double(std::max(1, p.threads)))
+      p.pack = true;
+  }
   // Mid-size float products on many cores whose packed nest leaves its busiest worker 10% more
   // tiles than the unpacked tile walk's: the nest's grid gives each worker a block of row and
   // column panels behind the packing barrier (513x129x700 f32 on 16: 65 row panels of 8 by 3
@@ -105,13 +124,15 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // 1.16x once in session 17, is not measured again). (The many-core rule above had measured 598
   // us unpacked against 333 packed in an earlier session, before session 17's data-parallel
   // launches and the pool's hold.) benchmarks/recorded/issue14-emr16-mid-rows-session18.txt.
+  // (A B of unit column stride only: the tile walk transposes a column-major B again for every row
+  // tile, the rule above. 200^3 a @ w.T on 16: 71 us unpacked, 54 packed.)
   {
     const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
                        p.b_type == p.dtype && p.c_type == p.dtype;
     const bool own = !overrides.count("order") && !overrides.count("threads") && !overrides.count("mr") &&
                      !overrides.count("nr") && !overrides.count("grid_m");  // (the planner's own choices)
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr, W = p.threads;
-    if (p.pack && own && plain && cpu.max_threads >= 8 && cpu.vector_registers >= 32 && W >= 8 &&
+    if (p.pack && own && plain && p.unit_b && cpu.max_threads >= 8 && cpu.vector_registers >= 32 && W >= 8 &&
         spec.batch1 * spec.batch2 == 1 && M > 64 && tiles_n < W && tiles_m * tiles_n >= 8 * W && flops < 2.0e7 * double(W)) {
       const int64_t gm = run_time_grid(p, c, W), gn = W / gm;
       const int64_t nest_most = (tiles_m + gm - 1) / gm * ((tiles_n + gn - 1) / gn);
