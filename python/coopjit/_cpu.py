@@ -179,6 +179,14 @@ class Kernel(KernelDisplay):
                  scale: ArrayLike | None = None, row_scale: ArrayLike | None = None) -> np.ndarray:
         """c = the kernel's product (and epilogue) of a and b; bias= / residual= / scale= /
         row_scale= give (or replace) the operands of epilogue steps the kernel was compiled with."""
+        # The common call first (|alpha| <= 1, no operands: none of the cases below): the core's fast
+        # path straight away, a Python frame and the scalar checks less (4x4x4 on the 2-core guest:
+        # 1.7-1.85x matmul's time a call -> 1.3-1.4x).
+        if (self._fast is not None and type(alpha) is float and -1.0 <= alpha <= 1.0 and bias is None
+                and residual is None and scale is None and row_scale is None):
+            r = self._fast(a, b, c, alpha, beta)
+            if r is not None:
+                return r
         # (an operand of an epilogue step this kernel lacks: refused by _call)
         if (self._fused is None and bias is None and residual is None and scale is None and row_scale is None
                 and (_large(alpha) or (self._splits_k and _large(beta))) and np.dtype(self.dtype).kind not in "iu"):
