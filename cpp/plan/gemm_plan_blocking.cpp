@@ -101,8 +101,7 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // 200^3 71 -> 54 (33), 256^3 209 -> 71 (54), 300x200x100 47.5 -> 43.2 (25.9); 128^3 30.8 -> 36.4
   // and 100x37x250 14.8 -> 40.7 (not taken). benchmarks/recorded/issue14-nt-session35.txt.
   {
-    const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
-                       p.b_type == p.dtype && p.c_type == p.dtype;
+    const bool plain = plain_float(p);
     if (!walk_named && !p.unit_b && plain && spec.batch1 * spec.batch2 == 1 && M > 2 * p.mr && N >= 48 &&
         flops >= 0.35e6 * double(std::max(1, p.threads)))
       p.pack = true;
@@ -127,8 +126,7 @@ void plan_packing(GemmPlan& p, const PlanContext& c) {
   // (A B of unit column stride only: the tile walk transposes a column-major B again for every row
   // tile, the rule above. 200^3 a @ w.T on 16: 71 us unpacked, 54 packed.)
   {
-    const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
-                       p.b_type == p.dtype && p.c_type == p.dtype;
+    const bool plain = plain_float(p);
     const bool own = !overrides.count("order") && !overrides.count("threads") && !overrides.count("mr") &&
                      !overrides.count("nr") && !overrides.count("grid_m");  // (the planner's own choices)
     const int64_t tiles_m = (M + p.mr - 1) / p.mr, tiles_n = (N + p.nr - 1) / p.nr, W = p.threads;

@@ -32,6 +32,13 @@ inline bool intel_xeon_2mib_l2(const CpuTargetInfo& cpu) {
   return cpu.name == "sapphirerapids" || cpu.name == "emeraldrapids" || cpu.name == "graniterapids";
 }
 
+// f32 or f64 products without conversions (A, B and C of the accumulator's type): the plans
+// several float rules were measured on.
+inline bool plain_float(const GemmPlan& p) {
+  return (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
+         p.b_type == p.dtype && p.c_type == p.dtype;
+}
+
 // Float products of few rows over a wide B on those Xeons with fewer than 8 cores (session 34, CI's
 // 2-core Emerald Rapids guest): more than two row tiles and up to 512 rows in the kernel's
 // orientation, B (K x N, N and K 256 or more) larger than the 2 MiB L2, f32 / f64 without
@@ -42,9 +49,7 @@ inline bool intel_xeon_2mib_l2(const CpuTargetInfo& cpu) {
 // packing. benchmarks/recorded/issue14-emr2-rows-session34.txt.
 inline bool xeon_few_core_rows(const GemmPlan& p, const PlanContext& c) {
   const GemmSpec& s = c.spec;
-  const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
-                     p.b_type == p.dtype && p.c_type == p.dtype;
-  return intel_xeon_2mib_l2(c.cpu) && c.cpu.max_threads < 8 && c.cpu.vector_bytes == 64 && plain &&
+  return intel_xeon_2mib_l2(c.cpu) && c.cpu.max_threads < 8 && c.cpu.vector_bytes == 64 && plain_float(p) &&
          s.batch1 * s.batch2 == 1 && c.M > 2 * p.mr && c.M <= 512 && c.N >= 256 && s.K >= 256 &&
          s.K * c.N * c.esize > (int64_t(2) << 20);
 }

@@ -63,8 +63,7 @@ void plan_wave_tile(GemmPlan& p, const PlanContext& c) {
   // next run, mr 6 against this rule's 7 on 15 workers: 12.5 [11.2-13.3] -> 10.5 [10.4-12.2]
   // (torch 12.0) (benchmarks/recorded/issue14-emr16-rows-session25.txt). f32 / f64 without conversions; not
   // where the plan names the tile, the workers, the split or the walk (the tile walk, m_inner, only).
-  const bool plain = (p.dtype == ir::ScalarType::f32 || p.dtype == ir::ScalarType::f64) && p.a_type == p.dtype &&
-                     p.b_type == p.dtype && p.c_type == p.dtype;
+  const bool plain = plain_float(p);
   if (!plain || p.pack || p.order != "m_inner" || p.split != "dp" || p.ksplit > 1 || cpu.max_threads < 8 ||
       p.threads < 8 ||
       spec.batch1 * spec.batch2 != 1 || overrides.count("mr") || overrides.count("nr") ||
