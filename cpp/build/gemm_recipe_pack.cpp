@@ -65,6 +65,7 @@ void GemmRecipe::pack(Builder& b) {
           return std::vector<Value*>{};
         }
         Value* a = y.load(a_w, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+        if (checked && p_.unit_a) a->def->attrs["row_vectors"] = 1;  // (each row a masked vector load)
         if (needs_column_sums(p_)) {  // s8 -> u8: a + 128, in bytes (mod 256: the sign bit flipped)
           const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, kw, Use::a, Scope::subgroup);
           a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
@@ -235,8 +236,7 @@ void GemmRecipe::demote(Op* store) {
 // Where K step k of a packed panel lives (see pack()).
 // AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
 Builder::Access GemmRecipe::panel_a(Builder& b, Value* panel, Value* k) {
-  if (p_.amx) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
-  if (p_.vnni == 1) return {panel, zero_, k, one_, MR_, MR_, Kp_};
+  if (p_.amx || p_.vnni == 1) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
   return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
 }
 
