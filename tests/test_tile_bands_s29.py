@@ -41,7 +41,7 @@ def test_planner_bands_persistent_dp(shape, dtype):
     ((5632, 5632, 8192), BF16, "SK + DP (kSkDpFewWaves)"),
     ((4096, 4608, 8192), BF16, "192 x 192: not measured"),
     ((4864, 3072, 8192), BF16, "row 128 x 192: not measured"),
-    ((8192, 8192, 8192), np.int8, "8-bit: not measured"),
+    ((6144, 6144, 6144), np.int8, "8-bit, the kernel's A of 36 MiB: in the L2 (session 36: the same rule as 16-bit)"),
     ((8192, 2048, 1024), BF16, "kernel M 2048: 16 M tiles, one band"),
 ])
 def test_planner_keeps_group_m_0(shape, dtype, why):

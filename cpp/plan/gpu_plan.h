@@ -197,7 +197,8 @@ struct GpuGemmPlan {
   static constexpr int kSkTraceUnits = 8, kSkTraceSlots = 16;
   // The tile walk: 0 down M (tile t at M index t % tiles_m); g > 0: bands of g M tiles, down M
   // inside a band, band by band across N (gemm_recipe_gpu.cpp). The planner's own: 16 on large
-  // persistent 16-bit 128 x 256 DP plans (kTileBands, gpu_plan_internal.h), else 0.
+  // persistent 16-bit and 8-bit 128 x 256 DP plans (kTileBands, kTileBandsInt8,
+  // gpu_plan_internal.h), else 0.
   int group_m = 0;
   // ws DP plans: clusters of this many blocks (2) that share B's panels (simt_tma_ws.cpp): block
   // pairs take tiles at the same N and adjacent M; each block copies its A panel and half of the B

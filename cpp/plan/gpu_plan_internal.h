@@ -204,6 +204,15 @@ inline bool ws16_streams_whole(int64_t M, int64_t N, int64_t mt, int64_t nt, int
 // 14, 12 and 18 by the same count, not measured), and only where the tiles outrun the workers and
 // M has more tiles than a band (else the walk is the same).
 inline constexpr bool kTileBands = true;
+// kTileBandsInt8: s8 / u8 -> s32 ws plans (128 x 256 tiles too, K steps of 128 bytes) take the
+// same bands by the same rule (session 28's int8 plans walked down M). H200, session 36
+// (benchmarks/recorded/issue16-h200-int8-bands-session36.md; _int_mm's layout, so the kernel's A
+// is the product's B^T: N x K; CUDA graphs, 3 alternating rounds, medians, us, each range under
+// 1%), without bands / group_m 16 / 8: 8192^3 (kernel A 64 MiB) 715.3 / 688.3 / 693.5,
+// 12288x12288x4096 (48 MiB) 859.9 / 795.9 / 804.8, 4096x16384x4096 (64 MiB) 409.7 / 366.9 / 364.9;
+// under the L2: 6144^3 (36 MiB) 303.5 / 298.7 / 300.5, 16384x4096x4096 (16 MiB) 365.9 / 365.2 /
+// 367.0, 4096^3 (16 MiB, run 1: group_m 8 only) 94.3 / - / 94.4.
+inline constexpr bool kTileBandsInt8 = true;
 inline constexpr int64_t kBandL2Bytes = 50 * 1000 * 1000;
 inline int64_t band_m_tiles(int64_t workers, int64_t mt, int64_t nt) {
   int64_t g = 2;  // the even number nearest sqrt(workers nt / mt)

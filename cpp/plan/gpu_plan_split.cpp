@@ -131,11 +131,12 @@ void plan_gpu_ws(GpuGemmPlan& p, const GpuPlanContext& c, const GpuTileCounts& t
   // (8-bit: kWsInt8's figures; 16-bit: kPersistentDefault's)
   const bool waves = tiles_mn > p.workers && (!sixteen_bit || kPersistentDefault);
   p.persistent = po != overrides.end() ? static_cast<int>(po->second) : p.ws && (p.split != "dp" || waves) ? 1 : 0;
-  // kTileBands: the tiles in bands of M tiles (group_m) where a persistent 16-bit DP grid of
-  // 128 x 256 tiles (the tile measured) on the planner's workers (the SMs) walks more tiles than it
-  // has workers, M has more tiles than a band and the kernel's A outgrows the L2
+  // kTileBands: the tiles in bands of M tiles (group_m) where a persistent 16-bit or 8-bit DP
+  // grid of 128 x 256 tiles (the tile measured) on the planner's workers (the SMs) walks more tiles
+  // than it has workers, M has more tiles than a band and the kernel's A outgrows the L2
+  const bool eight_bit = ir::size_in_bytes(p.a_type) == 1;
   if (kTileBands && !overrides.count("group_m") && !overrides.count("workers") && p.ws && p.persistent && p.split == "dp" &&
-      sixteen_bit && tiles_mn > p.workers && batch == 1) {
+      (sixteen_bit || (eight_bit && kTileBandsInt8)) && tiles_mn > p.workers && batch == 1) {
     const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, tiles_m = (c.M + mt - 1) / mt;
     const int64_t g = band_m_tiles(p.workers, mt, nt);
     const int64_t a_bytes = c.M * c.spec.K * ir::size_in_bytes(p.a_type);  // the kernel's A, read again each wave unbanded
