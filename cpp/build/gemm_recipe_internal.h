@@ -91,6 +91,14 @@ class GemmRecipe {
   // B: a run-time column stride, row stride 1): the copies test it (session 34). Not where the
   // column stride is known to be 1 or B is copied in whole 1 KiB tiles (tiled_b).
   bool kb_rows_contiguous() const { return !p_.unit_b && !tiled_b() && p_.kb >= 2 && (p_.kb & (p_.kb - 1)) == 0; }
+  // Steps of simd_width rows for such a B (session 36): f32 / f64 panels without conversions or
+  // column sums; each whole step loads simd_width rows of each of the panel's columns and the
+  // lowering transposes each square block in registers (SimdLowering::column_tile).
+  bool wide_b_copy() const {
+    const int64_t es = ir::size_in_bytes(p_.b_type), W = p_.simd_width;
+    return kb_rows_contiguous() && !needs_column_sums(p_) && p_.vnni == 1 && p_.b_type == packed_b_type(p_) &&
+           (es == 4 || es == 8) && W > p_.kb && W % p_.kb == 0 && p_.nr % W == 0;
+  }
   // K step k of column panel n0 lies wholly inside B (no load of it needs a check).
   Value* whole_b_step(Builder& b, Value* k, Value* n0) {
     return b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(k, KB_), g_.K, "full_k"), b.cmp(CmpPred::le, b.add(n0, NR_), g_.N),

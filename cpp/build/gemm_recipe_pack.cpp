@@ -54,7 +54,7 @@ void GemmRecipe::pack(Builder& b) {
     Value* m0 = x.mul(q, MR_);
     // AMX panels: each mr x kb block row-major, copied by rows (vector loads and stores).
     const Type a_rows = Type::matrix(p_.a_type, p_.mr, p_.kb, Use::b, Scope::subgroup);
-    auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked, int64_t kw) {
+    auto steps = [&](Builder& z, Value* lo, Value* hi, bool checked, int64_t kw, bool a_rows_unit = false) {
       Value* step = kw == p_.kb ? KB_ : z.index(kw);
       const Type a_w = Type::matrix(p_.a_type, p_.mr, kw, Use::a, Scope::subgroup);
       const Type a_wpk = Type::matrix(pa_t, p_.mr, kw, Use::a, Scope::subgroup);
@@ -64,14 +64,17 @@ void GemmRecipe::pack(Builder& b) {
           demote(y.store(a, panel_a(y, dst, k), false));
           return std::vector<Value*>{};
         }
-        Value* a = y.load(a_w, {g_.A, m0, k, g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
+        Value* a = y.load(a_w, {g_.A, m0, k, a_rows_unit ? one_ : g_.sa_r, sa_c, g_.M, g_.K}, checked, "a");
         if (checked && p_.unit_a) a->def->attrs["row_vectors"] = 1;  // (each row a masked vector load)
+        if (a_rows_unit) a->def->attrs["col_vectors"] = 1;            // (each column one vector load)
         if (needs_column_sums(p_)) {  // s8 -> u8: a + 128, in bytes (mod 256: the sign bit flipped)
           const Type a_u8 = Type::matrix(ScalarType::u8, p_.mr, kw, Use::a, Scope::subgroup);
           a = y.mat_bin(BinOp::add, y.convert_matrix(a, a_u8), y.splat(a_u8, y.constant(128.0, ScalarType::u8)));
         }
         if (a->type.scalar != pa_t) a = y.convert_matrix(a, a_wpk);
-        demote(y.store(a, panel_a(y, dst, k), false));
+        Op* st = y.store(a, panel_a(y, dst, k), false);
+        if (!p_.unit_a && w == 1) st->attrs["col_vectors"] = 1;  // (the panel's columns: one vector store each)
+        demote(st);
         return std::vector<Value*>{};
       }, "k");
     };
@@ -80,6 +83,16 @@ void GemmRecipe::pack(Builder& b) {
         Value* k_wide = y.mul(y.div(g_.K, y.index(wide_pk)), y.index(wide_pk), "k_wide");
         steps(y, zero_, k_wide, false, wide_pk);
         steps(y, k_wide, k_main, false, p_.kb);
+      } else if (!p_.unit_a && !p_.amx && w == 1) {
+        // A column-major (its column stride 1, tested at run time): each K index's mr elements
+        // are contiguous, copied as they are into the panel's column (vector loads and stores).
+        y.if_(y.cmp(CmpPred::eq, g_.sa_r, one_, "a_colmajor"), {}, [&](Builder& z) {
+          steps(z, zero_, k_main, false, p_.kb, true);
+          return std::vector<Value*>{};
+        }, [&](Builder& z) {
+          steps(z, zero_, k_main, false, p_.kb);
+          return std::vector<Value*>{};
+        });
       } else {
         steps(y, zero_, k_main, false, p_.kb);
       }
@@ -103,7 +116,22 @@ void GemmRecipe::pack(Builder& b) {
     Value* a128 = sums ? x.splat(a128_t, x.constant(128.0, ScalarType::u8), "c128") : nullptr;
     std::vector<Value*> init;
     if (sums) init.push_back(sums);
-    std::vector<Value*> out = x.for_(zero_, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
+    // A column-major B (sb_r 1 at run time) whose panel lies inside B: whole steps of simd_width
+    // rows first (wide_b_copy: each W x W block transposed in registers), then kb steps.
+    Value* k_start = zero_;
+    if (wide_b_copy()) {
+      Value* WV = x.index(p_.simd_width);
+      Value* fast = x.bin(BinOp::and_, x.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"), x.cmp(CmpPred::le, x.add(n0, NR_), g_.N),
+                          "b_wide");
+      k_start = x.select(fast, x.mul(x.div(g_.K, WV), WV), zero_, "k_wide");
+      const Type b_w = Type::matrix(p_.b_type, p_.simd_width, p_.nr, Use::b, Scope::subgroup);
+      x.for_(zero_, k_start, WV, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+        Value* bm = y.load(b_w, {g_.B, k, n0, one_, sb_c_, g_.K, g_.N}, false, "b");
+        demote(y.store(bm, panel_b(y, dst, k), false));
+        return std::vector<Value*>{};
+      }, "kw");
+    }
+    std::vector<Value*> out = x.for_(k_start, Kp_, KB_, init, [&](Builder& y, Value* k, const std::vector<Value*>& it) {
       if (tiled_b()) {  // each K step as nr / 16 tiles of kb x 16, 1 KiB each (see panel_b_tile)
         const Type b16 = Type::matrix(p_.b_type, p_.kb, 16, Use::b, Scope::subgroup);
         for (int j = 0; j < p_.nr / 16; ++j) {
@@ -217,9 +245,36 @@ void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value
   // A column-major B (session 34): panels outer, so that a panel's nr columns are read down the K
   // tile while their lines stay in L1 (K steps outer read every column of the worker's panels per
   // step, each line again kb_bytes later from L2, as many streams as columns).
+  // Steps of W = simd_width rows (wide_b_copy, session 36): each whole one loads W rows of each of
+  // the panel's columns (one vector a column) and transposes each W x W block in registers (the
+  // lowering's column tile of W rows: log2 W stages of W two-vector shuffles), then stores W
+  // whole rows of the panel; the rest in kb steps.
+  const int64_t W = p_.simd_width;
+  const bool wide = wide_b_copy();
   b.if_(b.cmp(CmpPred::eq, g_.sb_r, one_, "b_kmajor"), {}, [&](Builder& bb) {
     bb.for_(nlo, nhi, one_, {}, [&](Builder& x, Value* nt, const std::vector<Value*>&) {
-      x.for_(k0, k1, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) { return body(y, k, nt, true); }, "k");
+      Value* k_w = k0;
+      if (wide) {
+        Value* WV = x.index(W);
+        k_w = x.add(k0, x.mul(x.div(x.sub(k1, k0), WV), WV), "k_wide");
+        const Type b_w = Type::matrix(p_.b_type, W, p_.nr, Use::b, Scope::subgroup);
+        x.for_(k0, k_w, WV, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
+          Value* n0 = y.mul(nt, NR_, "n0");
+          Value* full = y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, WV), g_.K, "full_k"), y.cmp(CmpPred::le, y.add(n0, NR_), g_.N),
+                              "full_w");
+          y.if_(full, {}, [&](Builder& z) {
+            Value* bm = z.load(b_w, {g_.B, k, n0, one_, sb_c_, g_.K, g_.N}, false, "b");
+            z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
+            return std::vector<Value*>{};
+          }, [&](Builder& z) {
+            z.for_(k, z.add(k, WV), KB_, {}, [&](Builder& u, Value* kk, const std::vector<Value*>&) { return body(u, kk, nt, true); },
+                   "k_edge");
+            return std::vector<Value*>{};
+          });
+          return std::vector<Value*>{};
+        }, "kw");
+      }
+      x.for_(k_w, k1, KB_, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) { return body(y, k, nt, true); }, "k");
       return std::vector<Value*>{};
     }, "nt");
     return std::vector<Value*>{};
@@ -234,9 +289,14 @@ void GemmRecipe::demote(Op* store) {
 }
 
 // Where K step k of a packed panel lives (see pack()).
-// AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K).
+// AMX: block k / kb of the panel, mr x kb row-major (tile rows are 64 bytes of K). f32 / f64
+// (vnni 1) A whose rows are unit-stride (unit_a, row-major A) likewise, so that packing copies
+// rows (session 36: a transpose into the columns before, 1-1.5 cycles an element); other A
+// (column-major, strided) the columns of the panel (mr consecutive elements a K index), which
+// a column-major A fills by copying its columns. The tiles broadcast A's elements from either.
 Builder::Access GemmRecipe::panel_a(Builder& b, Value* panel, Value* k) {
-  if (p_.amx || p_.vnni == 1) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
+  if (p_.amx || (p_.vnni == 1 && p_.unit_a)) return {b.ptr_offset(panel, b.mul(k, MR_)), zero_, zero_, KB_, one_, MR_, KB_};
+  if (p_.vnni == 1) return {panel, zero_, k, one_, MR_, MR_, Kp_};
   return {panel, zero_, k, one_, b.mul(MR_, VW_), MR_, Kp_, p_.vnni};
 }
 

@@ -151,6 +151,27 @@ bool SimdLowering::column_tile(const Op& o, const Type& t, const Addr& a, std::v
       llvm::Value* p = b_.CreateGEP(et, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(c, a.sc)));
       cols.push_back(b_.CreateAlignedLoad(col_t, p, align(t.scalar)));
     }
+    if (n == S_) {
+      // W = S rows (GEMM packing's wide steps of a column-major B): the S x S block transposed
+      // by log2 S stages of S two-vector shuffles (bit h: rows i and i | h swap their lanes
+      // j with bit h set against j ^ h), not S picks of S sources each.
+      std::vector<llvm::Value*> r = cols;
+      for (int h = 1; h < S_; h <<= 1)
+        for (int i = 0; i < S_; ++i) {
+          if (i & h) continue;
+          std::vector<int> lo(S_), hi(S_);
+          for (int l = 0; l < S_; ++l) {
+            lo[l] = (l & h) ? S_ + (l ^ h) : l;
+            hi[l] = (l & h) ? S_ + l : (l | h);
+          }
+          llvm::Value* x0 = r[i];
+          llvm::Value* x1 = r[i | h];
+          r[i] = b_.CreateShuffleVector(x0, x1, lo);
+          r[i | h] = b_.CreateShuffleVector(x0, x1, hi);
+        }
+      for (int64_t i = 0; i < n; ++i) picks[i].push_back(r[size_t(i)]);
+      continue;
+    }
     llvm::Value* all = concat_vectors(b_, cols);  // column l's row i at lane l * n + i
     for (int64_t i = 0; i < n; ++i) {
       std::vector<int> pick(S_);
@@ -218,6 +239,21 @@ void SimdLowering::load(const Op& o) {
                               b_.getInt32(1)});
       }
       for (int j = 0; j < chunks(t); ++j) out.push_back(load_chunk(t, a, b_.getInt64(i), j, checked));
+    }
+    mats_[o.result()] = out;
+    return;
+  }
+  // attr col_vectors (the GEMM packing of a column-major A into the panels' columns): with the row
+  // stride the constant 1, each column's rows are contiguous: one vector load a column.
+  auto* sr_c = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
+  if (!checked && o.int_attr("col_vectors") && sr_c && sr_c->isOne() && t.rows > 1) {
+    auto* col_t = llvm::FixedVectorType::get(et, static_cast<unsigned>(t.rows));
+    out.assign(static_cast<size_t>(t.rows * t.cols), nullptr);
+    for (int64_t k = 0; k < t.cols; ++k) {
+      llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+      llvm::Value* v = b_.CreateAlignedLoad(col_t, b_.CreateGEP(et, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(c, a.sc))),
+                                            align(t.scalar));
+      for (int64_t i = 0; i < t.rows; ++i) out[size_t(i * t.cols + k)] = b_.CreateExtractElement(v, i);
     }
     mats_[o.result()] = out;
     return;
@@ -290,6 +326,18 @@ void SimdLowering::store(const Op& o) {
     const bool nontemporal = o.int_attr("nontemporal") != 0;
     for (int64_t i = 0; i < t.rows; ++i)
       for (int j = 0; j < chunks(t); ++j) store_chunk(t, a, b_.getInt64(i), j, checked, vals[idx++], nontemporal);
+    return;
+  }
+  // attr col_vectors: a column of contiguous rows (the row stride the constant 1) one vector store.
+  auto* sr_c = llvm::dyn_cast<llvm::ConstantInt>(a.sr);
+  if (!checked && o.int_attr("col_vectors") && sr_c && sr_c->isOne() && t.rows > 1) {
+    auto* col_t = llvm::FixedVectorType::get(et, static_cast<unsigned>(t.rows));
+    for (int64_t k = 0; k < t.cols; ++k) {
+      llvm::Value* v = llvm::PoisonValue::get(col_t);
+      for (int64_t i = 0; i < t.rows; ++i) v = b_.CreateInsertElement(v, vals[size_t(i * t.cols + k)], i);
+      llvm::Value* c = b_.CreateAdd(a.col, b_.getInt64(k));
+      b_.CreateAlignedStore(v, b_.CreateGEP(et, a.ptr, b_.CreateAdd(a.row, b_.CreateMul(c, a.sc))), align(t.scalar));
+    }
     return;
   }
   for (int64_t i = 0; i < t.rows; ++i)
