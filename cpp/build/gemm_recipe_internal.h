@@ -99,10 +99,10 @@ class GemmRecipe {
     return kb_rows_contiguous() && !needs_column_sums(p_) && p_.vnni == 1 && p_.b_type == packed_b_type(p_) &&
            (es == 4 || es == 8) && W > p_.kb && W % p_.kb == 0 && p_.nr % W == 0;
   }
-  // K step k of column panel n0 lies wholly inside B (no load of it needs a check).
-  Value* whole_b_step(Builder& b, Value* k, Value* n0) {
-    return b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(k, KB_), g_.K, "full_k"), b.cmp(CmpPred::le, b.add(n0, NR_), g_.N),
-                 "full");
+  // K step k of column panel n0 (kb rows, or `rows`) lies wholly inside B (no load of it needs a check).
+  Value* whole_b_step(Builder& b, Value* k, Value* n0, Value* rows = nullptr) {
+    return b.bin(BinOp::and_, b.cmp(CmpPred::le, b.add(k, rows ? rows : KB_), g_.K, "full_k"),
+                 b.cmp(CmpPred::le, b.add(n0, NR_), g_.N), "full");
   }
   void demote(Op* store);
   Builder::Access panel_a(Builder& b, Value* panel, Value* k);

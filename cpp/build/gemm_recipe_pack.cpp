@@ -260,9 +260,7 @@ void GemmRecipe::pack_b_rows(Builder& b, Value* k0, Value* k1, Value* nlo, Value
         const Type b_w = Type::matrix(p_.b_type, W, p_.nr, Use::b, Scope::subgroup);
         x.for_(k0, k_w, WV, {}, [&](Builder& y, Value* k, const std::vector<Value*>&) {
           Value* n0 = y.mul(nt, NR_, "n0");
-          Value* full = y.bin(BinOp::and_, y.cmp(CmpPred::le, y.add(k, WV), g_.K, "full_k"), y.cmp(CmpPred::le, y.add(n0, NR_), g_.N),
-                              "full_w");
-          y.if_(full, {}, [&](Builder& z) {
+          y.if_(whole_b_step(y, k, n0, WV), {}, [&](Builder& z) {
             Value* bm = z.load(b_w, {g_.B, k, n0, one_, sb_c_, g_.K, g_.N}, false, "b");
             z.store(bm, panel_b(z, slot_panel(z, nt), k), false);
             return std::vector<Value*>{};
