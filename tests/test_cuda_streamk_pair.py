@@ -34,8 +34,9 @@ def _plan(shape, ov, types=("bf16", "bf16", "f32")):
 def test_pair_plan_key_fields_and_default_off():
     """sk_pair is off by default (the planner's plan for the SK shapes of session 24 has no .pair);
     asked for, the key takes .pair and the config says what it does."""
-    # (2816 x 1920 with its tile named: the planner's own is 128 x 320 DP since session 27)
-    for shape, tile in (((1024, 4864, 8192), {}), ((2816, 1920, 8192), {"sg_m": 8, "nr": 256})):
+    # (the tile named: the planner's own is 128 x 320 DP, on 2816 x 1920 since session 27, on
+    # 1024 x 4864 (with an edge, one wave) since session 37)
+    for shape, tile in (((1024, 4864, 8192), {"sg_m": 8, "nr": 256}), ((2816, 1920, 8192), {"sg_m": 8, "nr": 256})):
         auto = _plan(shape, tile)
         assert ".skdp." in auto.plan_key and ".pair" not in auto.plan_key
         pair = _plan(shape, dict(tile, sk_pair=1))
@@ -80,8 +81,8 @@ def test_pair_ptx_cluster_remote_stores(ptxas):
     barrier and its data barrier reached through mapa, the partial's 16-byte remote stores (32 a
     work-item: 128 x 256 f32 over 256 consumer work-items), cluster barriers; the plan without
     sk_pair has none of them. ptxas (sm_90a) takes it; spills printed as a fact."""
-    shape = (1024, 4864, 8192)
-    base, pair = _plan(shape, {}), _plan(shape, {"sk_pair": 1})
+    shape, tile = (1024, 4864, 8192), {"sg_m": 8, "nr": 256}  # (the SK + DP tile, named: see above)
+    base, pair = _plan(shape, tile), _plan(shape, dict(tile, sk_pair=1))
     p = pair.ptx
     assert ".reqnctapercluster 2, 1, 1" in p and ".multicast::cluster" not in p
     assert p.count("st.shared::cluster.v4.f32") == 32 and p.count("mbarrier.arrive.release.cluster.shared::cluster.b64") == 2

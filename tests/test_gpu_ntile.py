@@ -93,7 +93,8 @@ def test_planner_takes_n_tiles_that_fill_their_waves(m, n, k, trans_b, layout, t
 
 
 @pytest.mark.parametrize("m, n, k, trans_a, tile, split", [
-    (1024, 4864, 8192, False, (128, 256), "sk+dp"),  # col 128 x 176 (edges) ran 653 against SK + DP's 671
+    # (1024 x 4864: col 128 x 176 (edges) ran 653 against SK + DP's 671; since session 37 row 128 x 320
+    # with an edge, one wave of 128 tiles: test_wide_edge_s37.py)
     # (2816 x 1920: 128 x 168 (edges) 701 against 715; 128 x 176 under the 3% margin; since session 27
     # 128 x 320 in the row layout, one wave: test_hopper_wide_tile_s27.py)
     (4864, 1792, 8192, False, (192, 192), "dp"),     # 128 x 176 would cut 4864 with an edge (759 against 749)

@@ -437,9 +437,10 @@ def test_hopper_default_split():
     bf16 = ml_dtypes.bfloat16
     # (4352 x 1024, 4608 x 1024, 5632 x 1152 and 2816 x 3456 take N tiles that fill their waves since
     # session 19, DP, test_gpu_ntile.py, and 2816 x 1920 128 x 320 since session 27 (132 tiles: one
-    # wave; test_hopper_wide_tile_s27.py): their 128 x 256 plans, named below, keep SK + DP)
+    # wave; test_hopper_wide_tile_s27.py) and 1024 x 4864 128 x 320 with an edge since session 37 (128
+    # tiles; test_wide_edge_s37.py): their 128 x 256 plans, named below, keep SK + DP)
     for (m, n, k), split in (((4864, 896, 8192), "dp"), ((4352, 1024, 4096), "dp"), ((4864, 1792, 8192), "dp"),
-                             ((896, 4864, 8192), "dp"), ((1024, 4864, 8192), "sk+dp"), ((4608, 1024, 8192), "dp"),
+                             ((896, 4864, 8192), "dp"), ((1024, 4864, 8192), "dp"), ((4608, 1024, 8192), "dp"),
                              ((2816, 1920, 8192), "dp"), ((5632, 1152, 8192), "dp"), ((6912, 1280, 8192), "dp"),
                              ((1024, 1024, 1024), "dp"), ((4224, 4224, 4224), "dp"), ((6912, 2560, 4096), "dp"),
                              ((4096, 4096, 4096), "dp"), ((2048, 2048, 2048), "dp"), ((8192, 8192, 8192), "dp"),
@@ -455,7 +456,7 @@ def test_hopper_default_split():
         assert cfg["sk_flags"].startswith(streams) and cfg["sk_down"].startswith(streams), (m, n, k, cfg["sk_flags"], cfg["sk_down"])
     # their 128 x 256 plans: 133, 152, 136, 144, 198 and 297 tiles, SK + DP
     for m, n, k in ((4864, 896, 8192), (896, 4864, 8192), (4352, 1024, 4096), (4608, 1024, 8192), (5632, 1152, 8192),
-                    (2816, 3456, 8192), (2816, 1920, 8192)):
+                    (2816, 3456, 8192), (2816, 1920, 8192), (1024, 4864, 8192)):
         cfg = ptx.compile_gemm(m, n, k, bf16, target="sm_90", plan={"nr": 256, "sg_m": 8}).config
         assert _tiles(cfg, m, n) in (133, 152, 136, 144, 198, 297, 165) and cfg["split"] == "sk+dp", (m, n, cfg["split"])
     assert ptx.compile_gemm(896, 4864, 8192, bf16, target="sm_90", plan={"ws": "no"}).config["split"] == "dp"
@@ -896,10 +897,12 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
 def test_a_hopper_plans_own_k_tile_is_a_valid_override():
     # The planner's Stream-K K tile is 8 K steps (512 elements for kb 64); a plan handed back with it
     # must build the same kernel, where the override's range once stopped at 256.
-    kern = ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90")
+    # (1280 x 3584: 140 tiles of 128 x 256, SK + DP; 1024 x 4864, this test's shape before session 37,
+    # takes one wave of 128 x 320 DP now)
+    kern = ptx.compile_gemm(1280, 3584, 8192, ml_dtypes.bfloat16, target="sm_90")
     plan = kern.config
     assert plan["split"] == "sk+dp" and plan["kt"] > 256
-    again = ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": plan["kt"], "split": plan["split"]})
+    again = ptx.compile_gemm(1280, 3584, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": plan["kt"], "split": plan["split"]})
     assert again.config == plan
     with pytest.raises(ValueError, match=r"kt=2147483648 is out of range \[1, 2\^30\]"):
         ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 2**31})

@@ -123,6 +123,18 @@ inline constexpr bool kNTileByWaves = true;
 // CUDA graphs, medians of 3 rounds, us; cuBLAS / the plan before / row 128 x 320 DP):
 // 2816x1920x8192 bf16 108.5 / 117.9 (col 128 x 256 SK + DP) / 111.7, f16 113.4 / 123.5 / 115.3.
 inline constexpr bool kWideTileByWaves = true;
+// kWideEdgeOneWave: the N-tile rule's 128 x 320 also where it leaves an edge tile along the kernel's
+// N (TMA fills its loads past N with zeros and clips its stores), where those tiles make one wave
+// (its cost then: one wave of 128 x 320 against the plan's tile's waves, the rule's 3% margin),
+// and the orientation rule takes such a plan too (its kernel M whole). Where the 128 x 256 tiles
+// take a wave and a part of another (2-tile SK + DP), 128 x 320 tiles may fit one: H200, session
+// 37 (benchmarks/recorded/issue16-h200-edge320-session37.md, CUDA graphs, medians of 3 rounds,
+// us, bf16; cuBLAS / the plan before / col 128 x 320 DP with edges): 2176^2 x 8192 105.3 / 119.6
+// (col 128 x 256 SK + DP, 153 tiles) / 107.7 (119 tiles); row 128 x 320 on 1024x4864x8192: 104.9
+// / 110.0 / 107.1 (session 27). Not where the edge tiles still take two waves (2304^2: 209.7
+// against SK + DP's 118.3), nor against smaller tiles of one wave (896x4864: 104.3 against
+// 192 x 192's 96.9; the cost chooses those).
+inline constexpr bool kWideEdgeOneWave = true;
 // kClusterWideTile (off): the planner's own 128 x 320 DP plans (kWideTileByWaves) in clusters of 2
 // sharing B's panels (plan field cluster; B's five 64-column boxes 3 + 2, or two of 160 rows where
 // B is K-major), as cuBLAS's nvjet 320 x 128 coopB kernel runs them, where the tiles along M are

@@ -34,11 +34,25 @@ std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const 
   // (and only whole tiles: 4200x1000 took row's 132 tiles with edges both ways and ran them at 468
   // TFLOP/s against the strides' 192 x 192 plan's 563 on the H100, session 18, where 4224x1024's
   // whole tiles ran at cuBLAS's rate)
+  // (kWideEdgeOneWave: or the N-tile rule's 128 x 320 with an edge along the kernel's N, its tiles one wave)
   auto whole = [&](const GpuGemmPlan& q) {
     const bool col = q.layout == "col";
-    return (col ? spec.N : spec.M) % (int64_t(q.mr) * q.sg_m) == 0 && (col ? spec.M : spec.N) % (int64_t(q.nr) * q.sg_n) == 0;
+    const int64_t km = col ? spec.N : spec.M, kn = col ? spec.M : spec.N, mt = int64_t(q.mr) * q.sg_m, nt = int64_t(q.nr) * q.sg_n;
+    if (km % mt) return false;
+    return kn % nt == 0 || (kWideEdgeOneWave && mt == 128 && nt == 320 && spec.batch1 * spec.batch2 == 1 &&
+                            (km / mt) * ((kn + nt - 1) / nt) <= std::max<int64_t>(1, q.workers));
   };
-  return orientable(p1) && whole(p1) && p1.split == "dp" && gpu_tile_work(p1, spec) < gpu_tile_work(p0, spec) ? p1 : p0;
+  // (where both carry the same work with 128 x 320 tiles, one wave each way, the one without edge tiles)
+  auto edges = [&](const GpuGemmPlan& q) {
+    const bool col = q.layout == "col";
+    return (col ? spec.N : spec.M) % (int64_t(q.mr) * q.sg_m) != 0 || (col ? spec.M : spec.N) % (int64_t(q.nr) * q.sg_n) != 0;
+  };
+  if (!orientable(p1) || !whole(p1) || p1.split != "dp") return p0;
+  const double w0 = gpu_tile_work(p0, spec), w1 = gpu_tile_work(p1, spec);
+  const bool wide_tie = kWideEdgeOneWave && w1 == w0 && p0.nr * p0.sg_n == 320 && p1.nr * p1.sg_n == 320 && edges(p0) && !edges(p1);
+  // (p1 with an edge, kWideEdgeOneWave: by the N-tile rule's 3% margin; 5120x832x4096's one wave of
+  // row 128 x 320, 0.98 of col 128 x 256 SK + DP's work, ran 59.5 us against its 57.7, H200)
+  return (edges(p1) ? w1 < 0.97 * w0 : w1 < w0) || wide_tie ? p1 : p0;
 }
 
 void plan_gpu_simt_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
@@ -128,9 +142,11 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     // (kWideTileByWaves: and 128 x 320, two consumer warpgroups of two wgmmas a K slice, without a
     // fused epilogue, which that tile does not take: check_gpu_work_group)
     const int64_t widest = kWideTileByWaves && !spec.epilogue.any() ? 320 : 256;
+    // (kWideEdgeOneWave: 128 x 320 with an edge tile where its tiles make one wave)
+    auto cuts = [&](int64_t nt) { return N % nt == 0 || (kWideEdgeOneWave && nt == 320 && tiles(128, nt) <= sms); };
     if (tiles0 > sms && tiles0 % sms && tiles0 < 6 * sms)
       for (int64_t nt = 128; nt <= widest; nt += 8)
-        if (ntile_rate(128, nt) > 0 && N % nt == 0 && (nt % 64 == 0 || p.unit_b) && !(mt0 == 128 && nt == nt0) && !streams(128, nt))
+        if (ntile_rate(128, nt) > 0 && cuts(nt) && (nt % 64 == 0 || p.unit_b) && !(mt0 == 128 && nt == nt0) && !streams(128, nt))
           if (const double c = cost(128, nt); c < 0.97 * cost0 && c < best) best = c, bn = nt;
     if (bn) p.sg_m = 8, p.nr = static_cast<int>(bn);
   }
