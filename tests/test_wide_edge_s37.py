@@ -107,3 +107,19 @@ def test_edge_320_plan_on_gpu(rng, shape, layout, out):
     got = c0.copy()
     coopjit.gemm(a, b, got, alpha=-1.5, beta=0.5, device=DEV)
     check_device_product(got, a, b, out, c0, -1.5, 0.5)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shape", [(2176, 2176, 1032), (4608, 1024, 1032)])
+def test_edge_320_plan_transposed_on_gpu(rng, shape, trans_a, trans_b):
+    """The planner's 128 x 320 plan with an edge on transposed operands (a.T @ b, a @ b.T, a.T @ b.T:
+    the panels' TMA boxes along the other dimension; 4608 x 1024 takes it only with A transposed,
+    128 x 144 otherwise) against float64."""
+    needs_hopper(DEV, "wgmma blocks of 128 x 320")
+    m, n, k = shape
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(BF16)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(BF16)
+    kern = coopjit.compile_gemm(m, n, k, BF16, device=DEV, trans_a=trans_a, trans_b=trans_b)
+    wide = shape == (2176, 2176, 1032) or trans_a
+    assert (kern.config["macro_tile"] == "128x320") == wide, kern.config
+    check_device_product(kern(a, b), a.T if trans_a else a, b.T if trans_b else b, BF16)

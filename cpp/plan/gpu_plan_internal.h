@@ -125,15 +125,18 @@ inline constexpr bool kNTileByWaves = true;
 inline constexpr bool kWideTileByWaves = true;
 // kWideEdgeOneWave: the N-tile rule's 128 x 320 also where it leaves an edge tile along the kernel's
 // N (TMA fills its loads past N with zeros and clips its stores), where those tiles make one wave
-// (its cost then: one wave of 128 x 320 against the plan's tile's waves, the rule's 3% margin),
-// and the orientation rule takes such a plan too (its kernel M whole). Where the 128 x 256 tiles
-// take a wave and a part of another (2-tile SK + DP), 128 x 320 tiles may fit one: H200, session
-// 37 (benchmarks/recorded/issue16-h200-edge320-session37.md, CUDA graphs, medians of 3 rounds,
-// us, bf16; cuBLAS / the plan before / col 128 x 320 DP with edges): 2176^2 x 8192 105.3 / 119.6
-// (col 128 x 256 SK + DP, 153 tiles) / 107.7 (119 tiles); row 128 x 320 on 1024x4864x8192: 104.9
-// / 110.0 / 107.1 (session 27). Not where the edge tiles still take two waves (2304^2: 209.7
-// against SK + DP's 118.3), nor against smaller tiles of one wave (896x4864: 104.3 against
-// 192 x 192's 96.9; the cost chooses those).
+// (its cost then: one wave of 128 x 320 against the plan's tile's waves, the rule's 3% margin);
+// the orientation rule takes such a plan of the other layout by the same margin (its kernel M
+// whole), and between two plans of one wave of 128 x 320 the one without edges. Where 128 x 256
+// tiles take a wave and a part of another (2-tile SK + DP), 128 x 320 tiles may fit one. H200,
+// session 37 (benchmarks/recorded/issue16-h200-edge320-session37.md: CUDA graphs, medians of 3
+// rounds, us, bf16; the plan before named, in the same process): 37 products the rule changes,
+// two runs, 36 faster by 0.5-57% and one the margin now excludes (5120x832x4096, row 128 x 320 at
+// 0.98 of SK + DP's work: 59.5 against 57.7); e.g. 2176^2 x 8192 119.1 -> 107.5 (cuBLAS 106.1),
+// 1856x2560x8192 136.7 -> 107.3, 896x5696x4096 89.9 -> 57.4, 832x5120x4096 89.3 -> 56.5 (cuBLAS
+// 77.5), 1024x4864x8192 (row) 112.7 -> 110.1. Not where the edge tiles still take two waves
+// (2304^2: 209.7 against SK + DP's 118.3), nor against smaller tiles of one wave (896x4864: 104.3
+// against 192 x 192's 96.9; the cost chooses those).
 inline constexpr bool kWideEdgeOneWave = true;
 // kClusterWideTile (off): the planner's own 128 x 320 DP plans (kWideTileByWaves) in clusters of 2
 // sharing B's panels (plan field cluster; B's five 64-column boxes 3 + 2, or two of 160 rows where
@@ -189,11 +192,20 @@ inline bool ws16_streams(int64_t tiles, int64_t tiles_k, int64_t workers) {
 // (456: 3 + 60) 314.9 / 326.3 / 313.4 (benchmarks/recorded/issue16-h200-cluster320-session28.md).
 // Not taken: 8192^3 (15 waves + 68: H100 SK + DP 1527 against DP 1495, session 26), 4224^2 (edge
 // tiles: 0.91-1.01x on the H100, session 14), a last wave over half full (4096^2, 3 + 116: 0.86x
-// there). Only plan_gpu_split counts it: the N-tile rule and the orientation rule do not, so
-// 4864x3072 keeps row 128 x 192 DP (326.3 us; its col 128 x 256 SK + DP is the faster plan, but
-// counting the rule there too moved 45 other products of the sweep to the strides' layout's edge
-// tiles, or with the orientation rule taking it, 462 to row SK + DP: neither measured).
+// there). plan_gpu_split makes the split; since session 37 the N-tile and orientation rules count
+// it too (kSkDpCostFewWaves, below: 4864x3072 then takes its col SK + DP; before, row 128 x 192 DP
+// at 326.3 us).
 inline constexpr bool kSkDpFewWaves = true;
+// kSkDpCostFewWaves: the N-tile rule (kNTileByWaves) counts kSkDpFewWaves' SK + DP for the plan's
+// own whole 128 x 256 tiles (full + 0.85 waves, sk_waves), so that a narrower DP tile must beat
+// that by the rule's 3%; the orientation rule takes the other layout's such SK + DP plan where it
+// carries 3% less work. H200, session 37 (the record above; the plan before named): 12 products
+// that change, 4864x3072x8192 331.4 -> 319.2 us (cuBLAS 316.8; row 128 x 192 DP before),
+// x4096 171.6 -> 166.6, 3712x3840x8192 322.7 -> 307.5, 5504x2560x8192 330.0 -> 308.7 (col DP with
+// edges before), 3072x4736x8192 326.9 -> 317.4; 2432x6144x4096 165.5 -> 166.5 and 6144x2432x4096
+// 164.7 -> 166.6 the two slower, 3840^2 x 4096 level. Without the orientation rule's margin
+// 6016x5376x8192 took row SK + DP (0.98 of col DP's work) at 703.9 against 678.9: kept out.
+inline constexpr bool kSkDpCostFewWaves = true;
 inline bool ws16_streams_whole(int64_t M, int64_t N, int64_t mt, int64_t nt, int64_t tiles_k, int64_t workers) {
   if (!kSkDpFewWaves || mt != 128 || nt != 256 || M % mt || N % nt || workers < 1) return false;
   const int64_t tiles = (M / mt) * (N / nt), full = tiles / workers, last = tiles % workers;

@@ -47,12 +47,22 @@ std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const 
     const bool col = q.layout == "col";
     return (col ? spec.N : spec.M) % (int64_t(q.mr) * q.sg_m) != 0 || (col ? spec.M : spec.N) % (int64_t(q.nr) * q.sg_n) != 0;
   };
-  if (!orientable(p1) || !whole(p1) || p1.split != "dp") return p0;
+  // (or its SK + DP of whole 128 x 256 tiles after 3-7 full waves, kSkDpCostFewWaves)
+  auto few_waves_sk = [&](const GpuGemmPlan& q) {
+    const bool col = q.layout == "col";
+    const int64_t tiles_k = q.kt > 0 ? (spec.K + q.kt - 1) / q.kt : 0;
+    return kSkDpCostFewWaves && q.split == "sk+dp" && spec.batch1 * spec.batch2 == 1 &&
+           ws16_streams_whole(col ? spec.N : spec.M, col ? spec.M : spec.N, int64_t(q.mr) * q.sg_m, int64_t(q.nr) * q.sg_n, tiles_k,
+                              std::max<int64_t>(1, q.workers));
+  };
+  if (!orientable(p1) || !whole(p1) || (p1.split != "dp" && !few_waves_sk(p1))) return p0;
   const double w0 = gpu_tile_work(p0, spec), w1 = gpu_tile_work(p1, spec);
   const bool wide_tie = kWideEdgeOneWave && w1 == w0 && p0.nr * p0.sg_n == 320 && p1.nr * p1.sg_n == 320 && edges(p0) && !edges(p1);
   // (p1 with an edge, kWideEdgeOneWave: by the N-tile rule's 3% margin; 5120x832x4096's one wave of
   // row 128 x 320, 0.98 of col 128 x 256 SK + DP's work, ran 59.5 us against its 57.7, H200)
-  return (edges(p1) ? w1 < 0.97 * w0 : w1 < w0) || wide_tie ? p1 : p0;
+  // (p1 SK + DP after 3-7 full waves, kSkDpCostFewWaves: by the same margin; 6016x5376x8192's row SK
+  // + DP, 0.98 of col 128 x 256 DP's work with edges, ran 703.9 us against its 678.9, H200)
+  return (edges(p1) || p1.split != "dp" ? w1 < 0.97 * w0 : w1 < w0) || wide_tie ? p1 : p0;
 }
 
 void plan_gpu_simt_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
@@ -122,10 +132,9 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     const int64_t kt = kt_o != overrides.end() && kt_o->second > 0 ? kt_o->second : 8 * int64_t(p.kb);
     const int64_t tiles_k = (spec.K + kt - 1) / kt;
     auto tiles = [&](int64_t mt, int64_t nt) { return ((M + mt - 1) / mt) * ((N + nt - 1) / nt); };
-    // (ws16_streams only: counting kSkDpFewWaves' SK + DP here too kept 4864x3072 at 128 x 256, but
-    // sent products whose other layout has whole 128 x 256 tiles to the strides' layout's edge tiles
-    // (2176x6912: col 128 x 256 DP for row 128 x 192 DP) or, let through the orientation rule, to
-    // row SK + DP in place of col DP with edges: neither measured, not taken)
+    // (candidates: ws16_streams' SK + DP only; the plan's own tile also kSkDpFewWaves', below.
+    // Counting it here alone had sent 2176x6912 to col 128 x 256 DP with edges; the orientation rule
+    // now takes the other layout's SK + DP too, kSkDpCostFewWaves: row 128 x 256 SK + DP there.)
     auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
     auto cost = [&](int64_t mt, int64_t nt) {
       const int64_t t = tiles(mt, nt);
@@ -133,7 +142,11 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
       return waves * double(mt * nt) / ntile_rate(mt, nt);
     };
     const int64_t mt0 = 16 * int64_t(p.sg_m), nt0 = p.nr, tiles0 = tiles(mt0, nt0);
-    const double cost0 = cost(mt0, nt0);
+    // (kSkDpFewWaves' SK + DP of whole 128 x 256 tiles after 3-7 full waves counted for the plan's
+    // own tile, kSkDpCostFewWaves)
+    const double cost0 = kSkDpCostFewWaves && ws16_streams_whole(M, N, mt0, nt0, tiles_k, sms)
+                             ? sk_waves(tiles0, sms) * double(mt0 * nt0) / ntile_rate(mt0, nt0)
+                             : cost(mt0, nt0);
     double best = cost0;
     int64_t bn = 0;
     // (Fewer than 6 waves of the plan's own tiles: 5632x5632x8192's 968 tiles of 128 x 256 (7.3 waves)

@@ -94,6 +94,18 @@ def run(device: str = "cuda:0", quick: bool = False, out_dir: str | Path | None 
             err = rel_err(c, a.double() @ b.double())
             add(f"{name} {n}^3", 2.0 * n ** 3, "TF/s", lambda: coopjit.matmul(a, b, out=c),
                 lambda: torch.matmul(a, b, out=c), err)
+    # Stream-K's shapes (issue 16): products whose last wave of tiles is partly empty on 132 SMs
+    # (128 x 256 tiles: 153, 152, 456, 561, 140 tiles), bf16, the planner's own plan named in the note
+    waves = ((2176, 2176, 8192), (1024, 4864, 8192), (4864, 3072, 8192), (4224, 4224, 8192), (832, 5120, 4096))
+    for m, nn, k in waves[:3] if quick else waves:
+        a = torch.randn(m, k, device=dev, generator=g).to(torch.bfloat16)
+        b = torch.randn(k, nn, device=dev, generator=g).to(torch.bfloat16)
+        c = torch.empty(m, nn, device=dev, dtype=torch.bfloat16)
+        cfg = coopjit.compile_gemm(m, nn, k, "bfloat16", device=device).config
+        coopjit.matmul(a, b, out=c)
+        add(f"bf16 {m}x{nn}x{k} (last wave partly empty)", 2.0 * m * nn * k, "TF/s", lambda: coopjit.matmul(a, b, out=c),
+            lambda: torch.matmul(a, b, out=c), rel_err(c, a.double() @ b.double()),
+            f"{cfg['layout']} {cfg['macro_tile']} {cfg['split']}")
     n = 4096
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
