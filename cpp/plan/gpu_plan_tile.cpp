@@ -31,33 +31,39 @@ std::optional<GpuGemmPlan> plan_gpu_orient_by_waves(const GemmSpec& spec, const 
   } catch (const UserError&) {
     return p0;
   }
+  // A plan's kernel M and N (the product's N and M in layout col) and its tile.
+  struct Cut {
+    int64_t km, kn, mt, nt;
+  };
+  auto cut = [&](const GpuGemmPlan& q) {
+    const bool col = q.layout == "col";
+    return Cut{col ? spec.N : spec.M, col ? spec.M : spec.N, int64_t(q.mr) * q.sg_m, int64_t(q.nr) * q.sg_n};
+  };
+  auto edges = [&](const GpuGemmPlan& q) {
+    const Cut t = cut(q);
+    return t.km % t.mt != 0 || t.kn % t.nt != 0;
+  };
   // (and only whole tiles: 4200x1000 took row's 132 tiles with edges both ways and ran them at 468
   // TFLOP/s against the strides' 192 x 192 plan's 563 on the H100, session 18, where 4224x1024's
   // whole tiles ran at cuBLAS's rate)
   // (kWideEdgeOneWave: or the N-tile rule's 128 x 320 with an edge along the kernel's N, its tiles one wave)
   auto whole = [&](const GpuGemmPlan& q) {
-    const bool col = q.layout == "col";
-    const int64_t km = col ? spec.N : spec.M, kn = col ? spec.M : spec.N, mt = int64_t(q.mr) * q.sg_m, nt = int64_t(q.nr) * q.sg_n;
-    if (km % mt) return false;
-    return kn % nt == 0 || (kWideEdgeOneWave && mt == 128 && nt == 320 && spec.batch1 * spec.batch2 == 1 &&
-                            (km / mt) * ((kn + nt - 1) / nt) <= std::max<int64_t>(1, q.workers));
-  };
-  // (where both carry the same work with 128 x 320 tiles, one wave each way, the one without edge tiles)
-  auto edges = [&](const GpuGemmPlan& q) {
-    const bool col = q.layout == "col";
-    return (col ? spec.N : spec.M) % (int64_t(q.mr) * q.sg_m) != 0 || (col ? spec.M : spec.N) % (int64_t(q.nr) * q.sg_n) != 0;
+    const Cut t = cut(q);
+    if (t.km % t.mt) return false;
+    return t.kn % t.nt == 0 || (kWideEdgeOneWave && t.mt == 128 && t.nt == 320 && spec.batch1 * spec.batch2 == 1 &&
+                                (t.km / t.mt) * ((t.kn + t.nt - 1) / t.nt) <= std::max<int64_t>(1, q.workers));
   };
   // (or its SK + DP of whole 128 x 256 tiles after 3-7 full waves, kSkDpCostFewWaves)
   auto few_waves_sk = [&](const GpuGemmPlan& q) {
-    const bool col = q.layout == "col";
+    const Cut t = cut(q);
     const int64_t tiles_k = q.kt > 0 ? (spec.K + q.kt - 1) / q.kt : 0;
     return kSkDpCostFewWaves && q.split == "sk+dp" && spec.batch1 * spec.batch2 == 1 &&
-           ws16_streams_whole(col ? spec.N : spec.M, col ? spec.M : spec.N, int64_t(q.mr) * q.sg_m, int64_t(q.nr) * q.sg_n, tiles_k,
-                              std::max<int64_t>(1, q.workers));
+           ws16_streams_whole(t.km, t.kn, t.mt, t.nt, tiles_k, std::max<int64_t>(1, q.workers));
   };
   if (!orientable(p1) || !whole(p1) || (p1.split != "dp" && !few_waves_sk(p1))) return p0;
   const double w0 = gpu_tile_work(p0, spec), w1 = gpu_tile_work(p1, spec);
-  const bool wide_tie = kWideEdgeOneWave && w1 == w0 && p0.nr * p0.sg_n == 320 && p1.nr * p1.sg_n == 320 && edges(p0) && !edges(p1);
+  // (where both carry the same work with 128 x 320 tiles, one wave each way, the one without edge tiles)
+  const bool wide_tie = kWideEdgeOneWave && w1 == w0 && cut(p0).nt == 320 && cut(p1).nt == 320 && edges(p0) && !edges(p1);
   // (p1 with an edge, kWideEdgeOneWave: by the N-tile rule's 3% margin; 5120x832x4096's one wave of
   // row 128 x 320, 0.98 of col 128 x 256 SK + DP's work, ran 59.5 us against its 57.7, H200)
   // (p1 SK + DP after 3-7 full waves, kSkDpCostFewWaves: by the same margin; 6016x5376x8192's row SK

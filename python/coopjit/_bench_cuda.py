@@ -95,7 +95,7 @@ def run(device: str = "cuda:0", quick: bool = False, out_dir: str | Path | None 
             add(f"{name} {n}^3", 2.0 * n ** 3, "TF/s", lambda: coopjit.matmul(a, b, out=c),
                 lambda: torch.matmul(a, b, out=c), err)
     # Stream-K's shapes (issue 16): products whose last wave of tiles is partly empty on 132 SMs
-    # (128 x 256 tiles: 153, 152, 456, 561, 140 tiles), bf16, the planner's own plan named in the note
+    # (in 128 x 256 tiles: 153, 152, 456, 561, 160), bf16, the planner's own plan named in the note
     waves = ((2176, 2176, 8192), (1024, 4864, 8192), (4864, 3072, 8192), (4224, 4224, 8192), (832, 5120, 4096))
     for m, nn, k in waves[:3] if quick else waves:
         a = torch.randn(m, k, device=dev, generator=g).to(torch.bfloat16)
