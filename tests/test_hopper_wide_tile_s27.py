@@ -42,7 +42,9 @@ def _wide(plan):
 
 @pytest.mark.parametrize("case", CASES)
 def test_wide_modules_assemble(ptxas, case):
-    """The plan is 128 x nr, 3 stages, a producer warpgroup; the PTX issues the two pieces' wgmmas
+    """The plan is 128 x nr, a producer warpgroup; 3 stages, or 4 with the epilogue's staging in
+    them (epi_alias) where a DP block has one tile (kWideFourStages, session 38), its consumer
+    warps meeting at named barrier 8 before the staging; the PTX issues the two pieces' wgmmas
     (4 K slices of each a step), raises the consumers' registers (setmaxnreg.inc 224); ptxas: no
     wgmma serialization, at most 64 bytes of spills (SK + DP's fix-up: 32)."""
     shape, dtype, out, plan, trans_b, pieces = case
@@ -50,8 +52,12 @@ def test_wide_modules_assemble(ptxas, case):
     kern = ptx.compile_gemm(*shape, dtype, target="sm_90", trans_b=trans_b, plan=_wide(plan), **kw)
     cfg = kern.config
     nr = plan.get("nr", 320)
-    assert cfg["macro_tile"] == f"128x{nr}" and cfg["stages"] == 3 and cfg["ws"] == 2 and cfg["work_group_size"] == 384
+    # (128 x 384: 4 stages of 64 KiB exceed the 227 KiB: 3, the staging after them)
+    one_tile = plan["split"] == "dp" and cfg["persistent"] == "no" and nr == 320
+    assert cfg["macro_tile"] == f"128x{nr}" and cfg["ws"] == 2 and cfg["work_group_size"] == 384
+    assert (cfg["stages"], cfg["epi_alias"]) == ((4, "yes") if one_tile else (3, "no")), cfg
     text = kern.source("ptx")
+    assert ("bar.sync 8, 256;" in text) == one_tile
     k = "k32" if dtype == np.int8 else "k16"
     for n in pieces:
         assert f"wgmma.mma_async.sync.aligned.m64n{n}{k}" in text, n
@@ -93,10 +99,12 @@ def test_planner_keeps_its_tiles(shape):
 def test_planner_takes_320_where_it_fills_the_waves(shape, layout, dtype):
     """kWideTileByWaves: 2816 x 1920 in 128 x 320 tiles is 22 x 6 = 132, one wave of the H200's
     (and H100's) 132 SMs, where 128 x 256 leaves 165 tiles for SK + DP: the planner takes 128 x 320
-    DP (3 stages, ws 2), in the orientation whose N is 1920. With a fused epilogue it keeps 128 x 256."""
+    DP (ws 2; 4 stages with the epilogue's staging in them since session 38), in the orientation
+    whose N is 1920. With a fused epilogue it keeps 128 x 256."""
     kern = ptx.compile_gemm(*shape, dtype, target="sm_90")
     cfg = kern.config
-    assert (cfg["layout"], cfg["macro_tile"], cfg["split"], cfg["stages"], cfg["ws"]) == (layout, "128x320", "dp", 3, 2), cfg
+    assert (cfg["layout"], cfg["macro_tile"], cfg["split"], cfg["stages"], cfg["ws"], cfg["epi_alias"]) == \
+        (layout, "128x320", "dp", 4, 2, "yes"), cfg
     m, n, k = shape
     steps = Epilogue("t", np.dtype(dtype), np.dtype(dtype), m, n, bind_arrays=False, bias=True, activation="gelu").steps()
     t = "bf16" if dtype == BF16 else "f16"

@@ -29,8 +29,9 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
                           (p.wgmma ? 1024 : 0) +  // wgmma: the slots aligned to 1024 bytes
                           (p.tma ? 16 * p.stages : 0) +  // tma: two mbarriers a stage
                           (p.sk_pair ? 32 : 0) +  // sk_pair: the pair's mbarriers and mailbox (simt_tma_ws.cpp)
-                          int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
-                          (p.tma_store ? 1024 : 0);  // tma_store: the regions 1024-byte aligned
+                          (p.epi_alias ? 0 :  // epi_alias: the staging in the stage slots
+                           int64_t(p.sg_m) * p.sg_n * p.epi_smem +  // the epilogue's staging, a region a warp
+                           (p.tma_store ? 1024 : 0));  // tma_store: the regions 1024-byte aligned
     if (bytes > 48 * 1024) f.attrs["dynamic_shared"] = bytes;
   }
   if (p.wgmma) f.attrs["wgmma"] = int64_t(1);  // compiled for sm_90a (device_program.cpp)
@@ -183,6 +184,7 @@ std::unique_ptr<Function> build_gemm_gpu(const GpuGemmPlan& p, const std::string
       if (p.wgmma) r->def->attrs["wgmma"] = int64_t(1);
       if (p.epi_smem) r->def->attrs["epi_smem"] = int64_t(p.epi_smem);  // each warp's staging region (simt_wgmma.cpp)
       if (p.tma_store) r->def->attrs["tma_store"] = int64_t(p.tma_store);  // the regions aligned for TMA boxes
+      if (p.epi_alias) r->def->attrs["epi_alias"] = int64_t(1);  // the staging in the stage slots (ws, one tile a block)
       if (p.tma) {  // the panels from tensor maps 0 (A) and 1 (B), boxes of these rows (K-contiguous operands)
         r->def->attrs["tma"] = int64_t(1);
         r->def->attrs["tma_box_a"] = int64_t(p.tma_box_rows(true));

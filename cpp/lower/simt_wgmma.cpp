@@ -41,6 +41,12 @@
 
 namespace coopjit {
 
+namespace {
+// The named barrier at which an epi_alias kernel's consumer warps meet before the epilogue's
+// staging (the warpgroups' own barriers in frag_store are 1 + warpgroup, at most 1 + 2).
+constexpr int kEpiAliasBarrier = 8;
+}  // namespace
+
 std::vector<llvm::Value*> SimtTarget::wgmma(llvm::IRBuilder<>&, const std::vector<llvm::Value*>&, llvm::Value*, llvm::Value*,
                                             int, bool, bool, bool) const {
   throw UserError(cat("SIMT lowering for ", name(), ": wgmma (warpgroup matrices) needs an NVIDIA sm_90a target"));
@@ -162,11 +168,17 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
   // Attribute epi_smem: each warp's staging region for the epilogue (frag_store), after the
   // stages and mbarriers, when the kernel's shared memory has room for it.
   // Attribute tma_store: the regions start on a 1024-byte boundary (TMA stores' swizzled boxes).
+  // Attribute epi_alias (the warp-specialized kernel of one tile a block, no Stream-K part): the
+  // regions in the stage slots from their first byte, after the consumers' barrier below.
   const bool tma_store = tma && o.int_attr("tma_store", 0) != 0;
-  const int64_t epi_at = stage_bytes * stages + (tma ? 16 * stages : 0) + pair_bytes, epi_want = o.int_attr("epi_smem", 0);
+  const bool alias = tma && o.int_attr("persistent", 0) && o.int_attr("epi_alias", 0) && !o.int_attr("stream_k_kt", 0) && !pair_bytes;
+  const int64_t epi_at = alias ? 0 : stage_bytes * stages + (tma ? 16 * stages : 0) + pair_bytes, epi_want = o.int_attr("epi_smem", 0);
   const int64_t epi_off = tma_store ? (epi_at + 1023) / 1024 * 1024 : epi_at;
   int64_t epi_bytes = 0;
-  if (epi_want > 0 && epi_want % 16 == 0 && stage_memory(total + (epi_off - epi_at) + sgs_ * epi_want, 1024)) epi_bytes = epi_want;
+  if (epi_want > 0 && epi_want % 16 == 0 &&
+      (alias ? sgs_ * epi_want <= stage_bytes * stages && stage_memory(total, 1024)
+             : stage_memory(total + (epi_off - epi_at) + sgs_ * epi_want, 1024)))
+    epi_bytes = epi_want;
   else if (!stage_memory(total, 1024)) return false;
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();
@@ -295,6 +307,17 @@ bool SimtLowering::wgmma_pipeline(const Op& o) {
                     hi, M, N, o.int_attr("group_m", 0), o.int_attr("stream_k_kt", 0), o.int_attr("stream_k_down", 0) != 0,
                     o.int_attr("stream_k_prefetch", 0), o.int_attr("stream_k_stage_read", 0), o.int_attr("stream_k_stage_store", 0),
                     o.int_attr("stream_k_stage_store_groups", 1), o.int_attr("stream_k_pair", 0) != 0);
+    if (alias && epi_bytes) {
+      // The staging is about to overwrite stage slots that another consumer warpgroup's last
+      // wgmmas may still read (B's panel is every warpgroup's): each warp's own wgmmas have
+      // retired (wait_group 0 in ws_tma_loop), every copy of the tile has landed (each step's full
+      // barrier was waited for) and the producer issues none after them; the consumer warps meet
+      // at named barrier kEpiAliasBarrier (the warpgroups' own are 1 + warpgroup) before any region
+      // is written. The fence orders this thread's generic-proxy writes after the async proxy's.
+      auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {}, false);
+      b_.CreateCall(fty, llvm::InlineAsm::get(fty, "fence.proxy.async.shared::cta;", "~{memory}", /*hasSideEffects=*/true));
+      b_.CreateCall(fty, llvm::InlineAsm::get(fty, cat("bar.sync ", kEpiAliasBarrier, ", ", 32 * sgs_, ";"), "~{memory}", /*hasSideEffects=*/true));
+    }
   } else if (tma) {
     D = tma_loop(D, multiply, TmaLoop{lo, m_wg, n_wg, nk, base, tid, stage_bytes, stages, MT, NT, KB, pb.offset, box_a, box_b,
                                       pa.k_inner, pb.k_inner});

@@ -59,7 +59,7 @@ std::string GpuGemmPlan::code_key() const {
              layout, ".s", subgroup_size, ".m", mr, "n", nr, "k", kb, ".wg", sg_m, "x", sg_n, unit_a ? ".ua" : ".ga", unit_ak ? ".uak" : "", unit_b ? ".ub" : "",
              unit_c ? ".uc" : ".gc", accumulate ? ".acc" : "", dpas ? cat(".dpas", dpas) : "",
              block2d ? cat(".b2d", block2d) : "", mma ? ".mma" : "", stages ? cat(".pipe", stages, unit_bn ? "n" : "k") : "",
-             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
+             wgmma ? ".wgmma" : "", tma ? ".tma" : "", ws ? cat(".ws", ws) : "", epi_smem ? cat(".epi", epi_smem) : "", epi_alias ? ".epia" : "", tma_store ? cat(".tmast", tma_store == 2 ? "2" : "") : "", persistent ? ".pers" : "",
              sk_flags ? ".flags" : "", sk_down ? ".down" : "", sk_trace ? ".trace" : "", sk_prefetch ? ".pf" : "", sk_stage ? ".stg" : "", sk_stage_store ? (sk_stage_store == 2 ? ".sst2" : ".sst") : "", sk_one_release ? ".rel1" : "", sk_pair ? ".pair" : "", group_m ? cat(".gm", group_m) : "", cluster ? cat(".cl", cluster) : "",
              split == "dp" ? std::string() : cat(".streamk.kt", kt), epilogue.key());
 }
@@ -105,6 +105,7 @@ std::map<std::string, std::string> GpuGemmPlan::fields() const {
                                 : "no"},
           {"tma_store", tma_store == 2 ? "2: C written from the staging by cp.async.bulk.tensor, a box a warpgroup where C's rows are contiguous (16-bit C)"
                         : tma_store ? "yes: C written from the staging by cp.async.bulk.tensor (a tensor map for C)" : "no"},
+          {"epi_alias", epi_alias ? "yes: the epilogue's staging in the stage slots, after a barrier of the consumer warps (one tile a block)" : "no"},
           {"persistent", persistent ? "yes: a grid of min(tiles, SMs) blocks walking the tiles" : "no"},
           {"sk_flags", sk_flags ? "yes: the split tiles' parts added in the kernel, after flags (release / acquire)"
                        : split == "dp" ? "no" : "no: a fix-up launch adds the split tiles' parts"},
@@ -159,7 +160,7 @@ double gpu_tile_work(const GpuGemmPlan& p, const GemmSpec& spec) {
   const int64_t mt = int64_t(p.mr) * p.sg_m, nt = int64_t(p.nr) * p.sg_n, workers = std::max<int64_t>(1, p.workers);
   const int64_t tiles = spec.batch1 * spec.batch2 * ((M + mt - 1) / mt) * ((N + nt - 1) / nt);
   // (the tile's measured rate where there is one; 2-tile SK + DP as measured, other splits as perfect)
-  const double rate = ntile_rate(mt, nt) > 0 ? ntile_rate(mt, nt) : 1.0;
+  const double rate = p.epi_alias && nt == 320 ? kRate320OneTile : ntile_rate(mt, nt) > 0 ? ntile_rate(mt, nt) : 1.0;
   if (p.split == "sk+dp" && tiles > workers) return sk_waves(tiles, workers) * double(mt * nt) / rate;
   if (p.split != "dp") return double(tiles) * double(mt * nt) / double(workers) / rate;
   return double((tiles + workers - 1) / workers) * double(mt * nt) / rate;

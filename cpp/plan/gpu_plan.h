@@ -139,6 +139,13 @@ struct GpuGemmPlan {
   // 16-byte multiples. 0 off, 1 on, 2 (the default) boxes of a warpgroup (64 rows of 128 bytes)
   // where C is 16-bit with contiguous rows (layout col), else as 1 (plan override tma_store: 0 / 1 / 2).
   int tma_store = 0;
+  // ws DP plans of one tile a block (not persistent, no cluster): the epilogue's staging (epi_smem)
+  // placed in the stage slots, from their first byte, instead of after them. The consumer warps
+  // meet at a barrier once their last wgmmas have retired (every TMA copy of the block's one tile
+  // has landed by then and the producer issues no more), before any warp writes its region. The
+  // shared memory then holds one stage more: 128 x 320 blocks take 4 stages of 56 KiB (224 KiB)
+  // with their staging and TMA stores (kWideFourStages). 0 off, 1 on (plan override epi_alias).
+  int epi_alias = 0;
   // ws plans: a persistent grid of min(tiles, SMs) blocks, block g taking tiles g, g + grid, ...
   // (the recipe's loop over tiles; the producer walks the same tiles), so that the copies of a
   // block's next tile run while its consumers write this one's C. 0 one tile a block. Stream-K

@@ -42,6 +42,13 @@ inline constexpr int kTmaStoreDefault = 2;
 // 128 x 256 tiles 4224^3 1.07x (683 against 641 TFLOP/s), 4096^3 1.02x, 6144^3 1.03x, 8192^3
 // 1.02x, 4224x4224x8192 1.02x; 192 x 192 tiles 1.01-1.03x; one wave 1.00-1.01x.
 inline constexpr bool kPersistentDefault = true;
+// ws DP plans of one tile a block whose blocks are 128 x 320 (3 stages of 56 KiB, so that the
+// epilogue's staging fits after them): 4 stages, the staging in the stage slots (plan field
+// epi_alias, plan_gpu_epilogue). Session 38 on the H200 (CUDA graphs, bf16, x 8192, the same
+// plan without staging: 3 stages against 4): the 4th stage took 3-4% off the one-wave products
+// (2176^2 116.0 -> 112.0 us, 1856x2560 116.2 -> 113.1, 1920x2816 120.9 -> 116.0), which waited
+// for TMA data with 3 (session 29's ncu: 42% of the consumers' samples).
+inline constexpr bool kWideFourStages = true;
 // ws Stream-K plans: the fix-up in the kernel, after flags (plan field sk_flags), by default (where
 // every worker's part is a tile or more). On the H100 (benchmarks/recorded/issue16-h100-streamk-session14.md,
 // CUDA graphs, bf16) SK + DP with the flags ran 1.03-1.13x the same split with the fix-up launch
@@ -168,6 +175,10 @@ inline double ntile_rate(int64_t mt, int64_t nt) {
     default: return 0.0;
   }
 }
+// 128 x 320 blocks of one tile a block (one wave, DP), which take 4 stages with the epilogue's
+// staging in them (kWideFourStages): one wave of 2816x1920x8192 108.3 us against 111.2 with 3
+// stages (H200, session 38): 0.96 x 111.2 / 108.3, 0.98.
+inline constexpr double kRate320OneTile = 0.98;
 // 16-bit ws plans' 2-tile SK + DP on the H100 (the automatic plans of session 19's table, whole
 // 128 x 256 tiles, K 8192: 136 tiles 1.31 waves' time, 144 1.33, 152 1.36, 165 1.38, 198 1.60, 297
 // 2.47): about full waves + 0.3 + last / (2 SMs).

@@ -170,7 +170,7 @@ void plan_gpu_tma(GpuGemmPlan& p, const GpuPlanContext& c) {
 }
 
 // The epilogue's staging: each warp's region, the largest of 3072, 1536, 768 bytes that fits
-// after the stages.
+// after the stages, or in them (epi_alias: ws DP plans of one tile a block; kWideFourStages).
 void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
   const GemmSpec& spec = c.spec;
   const GpuTargetInfo& target = c.target;
@@ -183,11 +183,34 @@ void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
   const bool staged = eo != c.overrides.end() ? eo->second != 0 : kEpiSmemDefault;
   int fit = 0, fit_tma = 0;
   const int64_t limit = std::max<int64_t>(48 * 1024, target.shared_bytes);
+  // epi_alias: the staging in the stage slots where the block has one tile (its producer copies
+  // no next tile's steps into them) and no partner block or Stream-K part writes them.
+  auto ao = c.overrides.find("epi_alias");
+  if (ao != c.overrides.end() && (ao->second < 0 || ao->second > 1))
+    throw UserError(cat("plan override epi_alias=", ao->second, " must be 0 (no) or 1 (yes)"));
+  const bool alias_ok = p.wgmma && p.tma && p.ws && !p.persistent && p.split == "dp" && !p.cluster && !p.sk_pair && staged &&
+                        spec.batch1 * spec.batch2 == 1;
+  if (ao != c.overrides.end() && ao->second == 1 && !alias_ok)
+    throw UserError(cat("plan override epi_alias=1: the epilogue's staging in the stage slots needs a warp-specialized TMA plan (sm_90) of "
+                        "one tile a block (data-parallel, not persistent, no cluster) whose epilogue is staged, not ws=", p.ws,
+                        ", tma=", p.tma, ", persistent=", p.persistent, ", split ", p.split, ", cluster=", p.cluster, ", epi_smem ",
+                        staged ? "on" : "off"));
+  const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * ir::size_in_bytes(p.a_type);
+  const bool four_fit = 4 * stage + 1024 + 16 * 4 <= limit;
+  // kWideFourStages: 128 x 320 blocks (3 stages so that the staging fits after them) take 4
+  // where the staging can go into them.
+  const bool wide4 = kWideFourStages && alias_ok && p.nr * p.sg_n > 256 && p.stages == 3 && four_fit && !c.overrides.count("stages");
+  p.epi_alias = ao != c.overrides.end() ? static_cast<int>(ao->second) : wide4 ? 1 : 0;
+  if (p.epi_alias && p.nr * p.sg_n > 256 && p.stages == 3 && four_fit && !c.overrides.count("stages")) p.stages = 4;
   if (p.wgmma) {
-    const int64_t esz = ir::size_in_bytes(p.a_type), warps = int64_t(p.sg_m) * p.sg_n;
-    const int64_t used = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * p.kb * esz * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
+    const int64_t warps = int64_t(p.sg_m) * p.sg_n;
+    const int64_t used = stage * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
+    // (aliased: the regions from the slots' first byte, 1024-byte aligned, within the slots)
+    auto fits = [&](int64_t e, bool aligned) {
+      return p.epi_alias ? warps * e <= stage * p.stages : used + (aligned ? 1024 : 0) + warps * e <= limit;
+    };
     for (int e : {3072, 1536, 768})
-      if (used + warps * e <= limit) {
+      if (fits(e, false)) {
         fit = e;
         break;
       }
@@ -199,7 +222,7 @@ void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
                       p.c_type != ir::ScalarType::u32;
     if (p.tma && c_ok && spec.batch1 * spec.batch2 == 1)
       for (int e : {4096, 2048})
-        if (used + 1024 + warps * e <= limit) {
+        if (fits(e, true)) {
           fit_tma = e;
           break;
         }

@@ -28,13 +28,13 @@ void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
 
   for (const auto& [k, v] : overrides) {
     if (k == "layout" || k == "dpas" || k == "block2d" || k == "mma" || k == "split" || k == "workers" || k == "stages" || k == "wgmma" ||
-        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "persistent" || k == "sk_flags" ||
+        k == "tma" || k == "group_m" || k == "ws" || k == "kmajor" || k == "epi_smem" || k == "epi_alias" || k == "persistent" || k == "sk_flags" ||
         k == "tma_store" || k == "sk_down" || k == "sk_trace" || k == "sk_prefetch" || k == "sk_stage" || k == "sk_stage_store" || k == "sk_one_release" || k == "sk_pair" || k == "cluster")
       continue;
     int* field = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "kb" ? &p.kb : k == "sg_m" ? &p.sg_m
                : k == "sg_n" ? &p.sg_n : k == "subgroup_size" ? &p.subgroup_size : k == "kt" ? &p.kt : nullptr;
     if (!field)
-      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, tma_store, persistent, sk_flags, sk_down, sk_trace, sk_prefetch, sk_stage, sk_stage_store, sk_one_release, sk_pair, group_m, cluster, kmajor, split, kt, workers)"));
+      throw UserError(cat("unknown GPU plan override '", k, "' (known: layout, subgroup_size, mr, nr, kb, sg_m, sg_n, dpas, block2d, mma, stages, wgmma, tma, ws, epi_smem, epi_alias, tma_store, persistent, sk_flags, sk_down, sk_trace, sk_prefetch, sk_stage, sk_stage_store, sk_one_release, sk_pair, group_m, cluster, kmajor, split, kt, workers)"));
     // (kt, the Stream-K K tile, is K elements: the planner's own is 8 K steps, 512 for kb 64)
     // (nr up to 512 on wgmma plans: their 128 x 320 blocks, check_gpu_tile; other tiles stop at 256)
     const bool kt = k == "kt";
@@ -44,7 +44,8 @@ void apply_gpu_overrides(GpuGemmPlan& p, const GpuPlanContext& c) {
     *field = static_cast<int>(v);
   }
   // wgmma blocks wider than 256 (128 x 320): 3 stages unless named, so that the epilogue's staging
-  // fits after them (4 would leave it none).
+  // fits after them (4 would leave it none; one-tile blocks take 4 with the staging in the slots:
+  // plan_gpu_epilogue, kWideFourStages).
   if (p.wgmma && p.nr > 256 && p.stages > 3 && !overrides.count("stages")) p.stages = 3;
 }
 

@@ -142,10 +142,12 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
     // Counting it here alone had sent 2176x6912 to col 128 x 256 DP with edges; the orientation rule
     // now takes the other layout's SK + DP too, kSkDpCostFewWaves: row 128 x 256 SK + DP there.)
     auto streams = [&](int64_t mt, int64_t nt) { return mt == 128 && ws16_streams(tiles(mt, nt), tiles_k, sms); };
+    // (one wave of 128 x 320 DP: one tile a block, 4 stages, kRate320OneTile)
     auto cost = [&](int64_t mt, int64_t nt) {
       const int64_t t = tiles(mt, nt);
       const double waves = streams(mt, nt) ? sk_waves(t, sms) : double((t + sms - 1) / sms);
-      return waves * double(mt * nt) / ntile_rate(mt, nt);
+      const double rate = kWideFourStages && nt == 320 && t <= sms && !streams(mt, nt) ? kRate320OneTile : ntile_rate(mt, nt);
+      return waves * double(mt * nt) / rate;
     };
     const int64_t mt0 = 16 * int64_t(p.sg_m), nt0 = p.nr, tiles0 = tiles(mt0, nt0);
     // (kSkDpFewWaves' SK + DP of whole 128 x 256 tiles after 3-7 full waves counted for the plan's
@@ -172,7 +174,8 @@ void plan_gpu_hopper_tile(GpuGemmPlan& p, const GpuPlanContext& c) {
   // 4 stages where the shared memory holds them (a stage: the block's A and B rows of 128 bytes
   // a K step; plus 1 KiB), else 3.
   const int64_t stage = (16 * int64_t(p.sg_m) + int64_t(p.nr) * p.sg_n) * 128;
-  // (128 x 320 blocks: 3, so that the epilogue's staging fits after them; 4 would leave it none)
+  // (128 x 320 blocks: 3, so that the epilogue's staging fits after them; 4 would leave it none.
+  // Those of one tile a block take 4 in plan_gpu_epilogue, the staging in the slots: kWideFourStages.)
   p.stages = 4 * stage + 1024 <= target.shared_bytes && p.nr <= 256 ? 4 : 3;
 }
 

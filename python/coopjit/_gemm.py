@@ -727,7 +727,10 @@ PLAN_HELP = """Plan fields (plan={...} or a kernel's .config; every field option
   'yes' with one); kmajor 'no' | 'yes' (int8 operands
   contiguous along M or N copied K-major first, for 8-bit wgmma; default where it applies);
   epi_smem 'no' | 'yes' (wgmma plans: the epilogue staged through shared memory, C written in
-  16-byte chunks; default yes); tma_store 'no' | 'yes' | 2 (wgmma TMA plans of one product, alpha /
+  16-byte chunks; default yes); epi_alias 'no' | 'yes' (ws data-parallel plans of one tile a
+  block: that staging in the pipeline's stage slots after a barrier of the consumer warps, so
+  that the slots can be one more; default yes on 128 x 320 blocks, which then take 4 stages);
+  tma_store 'no' | 'yes' | 2 (wgmma TMA plans of one product, alpha /
   beta epilogues, C of bf16 / f16 / f32 / int32: C written from the staging by TMA stores, edge
   tiles clipped by the copy engine; 2: 16-bit C with contiguous rows in boxes of a warpgroup; C not
   16-byte aligned runs without them; default 2); persistent 'no' | 'yes' (ws plans: a grid of min(tiles, SMs)

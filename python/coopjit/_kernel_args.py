@@ -130,8 +130,8 @@ def _cpu_fields(plan) -> dict:
 
 
 _GPU_FIELDS = ("layout", "subgroup_size", "mr", "nr", "kb", "sg_m", "sg_n", "dpas", "block2d", "mma", "split", "kt",
-               "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "tma_store", "persistent", "sk_flags",
-               "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster")
+               "workers", "stages", "wgmma", "tma", "ws", "group_m", "kmajor", "epi_smem", "epi_alias", "tma_store", "persistent",
+               "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster")
 _GPU_MODES = {"no": 0, "yes": 1, "emulated": 2}  # dpas, block2d
 
 
@@ -143,7 +143,8 @@ def _gpu_overrides(plan: dict | None) -> dict:
     Accelerator), 'ws': 'no'|'yes'|2 (a TMA producer warp, 2: a producer warpgroup with setmaxnreg, and wgmma consumer
     warpgroups; one tile a block), 'group_m': 0 (tiles walk down M) or bands of that many M tiles, 'kmajor': 'no'|'yes'
     (int8 operands contiguous along M / N copied K-major first, for wgmma; sm_90), 'epi_smem': 'no'|'yes' (wgmma plans: the
-    epilogue staged through shared memory, C written in 16-byte chunks), 'tma_store': 'no'|'yes'|2 (wgmma TMA plans: C
+    epilogue staged through shared memory, C written in 16-byte chunks), 'epi_alias': 'no'|'yes' (ws plans of one tile a
+    block: that staging in the pipeline's stage slots, so that they can be one more), 'tma_store': 'no'|'yes'|2 (wgmma TMA plans: C
     written from that staging by TMA stores, from a tensor map for C; 2: boxes of a warpgroup where they apply), 'persistent': 'no'|'yes' (ws plans: a grid of
     min(tiles, SMs) blocks walking the tiles), 'sk_flags': 'no'|'yes' (ws Stream-K plans: the split tiles' parts
     added in the kernel after flags, where the grid fits the SMs; 'no': a fix-up launch), 'sk_down': 'no'|'yes' (ws Stream-K
@@ -167,8 +168,8 @@ _GPU_MEMO: dict = {}
 def _gpu_fields(plan) -> dict:
     if isinstance(plan, Plan) and plan.target != "gpu":
         raise ValueError("plan is the config of a CPU kernel; a device product takes a device kernel's config (or a dict)")
-    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "tma_store", "persistent",
-                                                            "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster"),
+    return _plan_fields(plan, _GPU_FIELDS, modes=("dpas", "block2d", "mma", "wgmma", "tma", "ws", "kmajor", "epi_smem", "epi_alias", "tma_store",
+                                                            "persistent", "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster"),
                         where=" for a GPU device")
 
 

@@ -81,7 +81,7 @@ def _typed(key: str, text: str) -> tuple[object, str]:
     if m and (m.end() == len(text) or not text[m.end()].isalnum()):
         rest = text[m.end():].lstrip(" :")
         return int(m.group()), rest if rest else ""
-    if key in ("mma", "vnni", "dpas", "block2d", "ws", "persistent", "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster") and ":" in text:
+    if key in ("mma", "vnni", "dpas", "block2d", "ws", "persistent", "epi_alias", "sk_flags", "sk_down", "sk_trace", "sk_prefetch", "sk_stage", "sk_stage_store", "sk_one_release", "sk_pair", "cluster") and ":" in text:
         word, _, rest = text.partition(":")
         return word.strip(), rest.strip()
     return text, ""
