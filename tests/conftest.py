@@ -116,6 +116,35 @@ def check_int8_trans_b_product(rng, m, n, k, device, plan, config_ok):
     assert (c.astype(np.int64) == -2 * ref + 3 * c0.astype(np.int64)).all()
 
 
+def fit_tile(mr, nr, dtype=np.float32):
+    """A CPU tile (mr, nr) that a test names for AVX-512 (64-byte vectors, 32 registers), fitted to
+    this CPU's vectors (coopjit.cpu_info: an AVX2 CPU has 32-byte vectors and 16 registers): nr a
+    multiple of the lanes, halved (down to one vector) and then mr cut while the tile's
+    accumulators (mr x nr / lanes) pass the registers, as the planner refuses them (gemm_plan_tile.cpp).
+    On AVX-512 the tiles the tests name come back unchanged."""
+    import coopjit
+    info = coopjit.cpu_info()
+    lanes = max(1, info["vector_bytes"] // np.dtype(dtype).itemsize)
+    regs = info["vector_registers"]
+    nr = max(lanes, nr // lanes * lanes)
+    while mr * (nr // lanes) > regs and nr > lanes:
+        nr = max(lanes, nr // 2 // lanes * lanes)
+    return min(mr, regs // (nr // lanes)), nr
+
+
+def tile_program_amx():
+    """The plan amx value for a test of the AMX tile program: "yes" on a CPU with AMX tiles, else
+    "emulated" where the CPU has AVX-512 vectors (the emulation's epilogue is 16-lane); skips on
+    others (an AVX2 CPU such as the Zen 3), saying why."""
+    import coopjit
+    info = coopjit.cpu_info()
+    if info["features"].get("amx-tile"):
+        return "yes"
+    if info["vector_bytes"] < 64:
+        pytest.skip(f"no AMX tiles and {info['vector_bytes']}-byte vectors on {info['name']}: the tiles' emulation needs AVX-512")
+    return "emulated"
+
+
 def amx_modes():
     """The plan amx values an AMX nest test runs in: "emulated" (skipped without AVX-512 vectors)
     and "yes" (the real tiles: skipped on a CPU without AMX). test_amx_cycles_s27, test_amx_nest_s28."""

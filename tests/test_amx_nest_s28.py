@@ -117,7 +117,7 @@ def test_key_and_refusals():
         assert r["config"]["amx"] == "yes" and r["asm"].count("tdpbf16ps") >= 4
     a = np.zeros((64, 64), BF16)
     with pytest.raises(ValueError, match=r"nc_tiles=2 orders the packed blocked nest.*amx_prefetch=6"):
-        coopjit.matmul(a, a, plan={"amx": "emulated", "k_inner": 1, "nc_tiles": 2, "amx_prefetch": 6})
+        coopjit.cross_compile(a, a, cpu="sapphirerapids", plan={"amx": "yes", "k_inner": 1, "nc_tiles": 2, "amx_prefetch": 6})
     with pytest.raises(ValueError, match=r"k_inner=1 .*pack=1"):
         coopjit.compile_gemm(64, 64, 256, np.float32, plan={"pack": 0, "k_inner": 1, "nc_tiles": 2})
     with pytest.raises(ValueError, match=r"k_inner=1 .*inline_b=0"):

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import coopjit
-from conftest import check_dtype_product as _check, dtype_operands as _operands
+from conftest import check_dtype_product as _check, dtype_operands as _operands, tile_program_amx
 
-AMX = "yes" if coopjit.cpu_info()["features"].get("amx-tile") else "emulated"
 
 
 @pytest.mark.parametrize("dtype, m, n, k, plan", [
@@ -37,7 +36,7 @@ def test_k_inner_tiles(rng, dtype, direct_a):
     # N ragged (a zero-padded last column panel).
     m, n, k = 160, 200, 64 * 5
     a, b = _operands(rng, dtype, m, n, k)
-    plan = {"amx": AMX, "threads": 2, "shares": 2, "k_inner": 1, "direct_a": direct_a, "mc_tiles": 2,
+    plan = {"amx": tile_program_amx(), "threads": 2, "shares": 2, "k_inner": 1, "direct_a": direct_a, "mc_tiles": 2,
             "kt": 64 if dtype == "bf16" else 128}
     cfg = coopjit.compile_gemm(m, n, k, a.dtype, plan=plan).config
     assert cfg["k_inner"] is True and cfg["amx"] != "none" and cfg["kt"] < k, cfg

@@ -67,7 +67,8 @@ def test_own_a_refusals():
 def test_own_a_matches_numpy(rng, m, n, k, threads, inline_b):
     a = rng.uniform(-1, 1, (m, k)).astype(BF16)
     b = rng.uniform(-1, 1, (k, n)).astype(BF16)
-    plan = {"own_a": 1, "inline_b": inline_b, "threads": threads, "kt": 128 if k > 300 else 0}
+    # (pack named: own_a and inline_b are the packed nest's; a CPU without AVX-512 may plan none)
+    plan = {"own_a": 1, "pack": 1, "inline_b": inline_b, "threads": threads, "kt": 128 if k > 300 else 0}
     if not plan["kt"]:
         del plan["kt"]
     cfg = coopjit.compile_gemm(m, n, k, BF16, plan=plan).config
@@ -130,7 +131,7 @@ _SPREAD = textwrap.dedent("""
     os.sched_setaffinity(0, {c0})  # the calling thread only
     before = set(os.listdir("/proc/self/task"))
     a = np.ones((256, 256), ml_dtypes.bfloat16)
-    plan = {"own_a": 0, "threads": 2}  # a packing barrier: index 1 always runs on the pool thread
+    plan = {"own_a": 0, "pack": 1, "threads": 2}  # a packing barrier: index 1 always runs on the pool thread
     ref = a.astype(np.float64) @ a.astype(np.float64)
     assert np.array_equal(coopjit.matmul(a, a, plan=plan).astype(np.float64), ref)
     pool = [int(t) for t in set(os.listdir("/proc/self/task")) - before]
@@ -174,12 +175,14 @@ def test_own_a_with_emulated_tiles_and_int8(rng):
     # asked for: AMX panels (the tiles emulated), and int8 quads with s8 x s8's column sums, exact
     a = rng.uniform(-1, 1, (200, 300)).astype(BF16)
     b = rng.uniform(-1, 1, (300, 150)).astype(BF16)
-    for plan in ({"amx": "emulated", "own_a": 1, "threads": 2}, {"amx": "emulated", "own_a": 1, "threads": 2, "kt": 64}):
+    # (the emulated tiles need AVX-512 vectors: on an AVX2 CPU only the int8 quads below)
+    wide = coopjit.cpu_info()["vector_bytes"] >= 64
+    for plan in ({"amx": "emulated", "own_a": 1, "threads": 2}, {"amx": "emulated", "own_a": 1, "threads": 2, "kt": 64})[:2 if wide else 0]:
         assert coopjit.compile_gemm(200, 150, 300, BF16, plan=plan).config["own_a"] is True
         check_product(coopjit.matmul(a, b, plan=plan), a, b)
     for ta, tb in ((np.int8, np.int8), (np.uint8, np.int8)):
         x = rng.integers(np.iinfo(ta).min, np.iinfo(ta).max + 1, (203, 301)).astype(ta)
         y = rng.integers(-128, 128, (301, 150)).astype(tb)
-        for plan in ({"own_a": 1, "threads": 2, "kt": 64}, {"own_a": 1, "threads": 2, "inline_b": 1},
-                     {"own_a": 1, "threads": 2, "amx": "emulated"}):
+        for plan in ({"own_a": 1, "pack": 1, "threads": 2, "kt": 64}, {"own_a": 1, "pack": 1, "threads": 2, "inline_b": 1},
+                     {"own_a": 1, "threads": 2, "amx": "emulated"})[:3 if wide else 2]:
             np.testing.assert_array_equal(coopjit.matmul(x, y, plan=plan), x.astype(np.int64) @ y.astype(np.int64))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import coopjit
-from conftest import assert_gemm_close, check_dtype_product as _check, dtype_operands as _operands
+from conftest import assert_gemm_close, check_dtype_product as _check, dtype_operands as _operands, tile_program_amx
 
 
 @pytest.mark.parametrize("dtype, m, n, k, plan", [
@@ -35,7 +35,7 @@ def test_shares_with_emulated_tiles_a_prepacked_b_and_a_bf16_result(rng, dtype, 
     # with a prepacked B and direct_a there is nothing to pack: no packing launch at all.
     m, n, k = 256, 320, 2 * 64 * 5  # M a multiple of 32, K of the tile step (direct_a's needs)
     a, b = _operands(rng, dtype, m, n, k)
-    amx = "yes" if coopjit.cpu_info()["features"].get("amx-tile") else "emulated"
+    amx = tile_program_amx()
     plan = {"amx": amx, "threads": 3, "shares": 4, "direct_a": direct_a, "kt": 128 if dtype == "bf16" else 256}
     _check(coopjit.matmul(a, b, plan=plan), a, b, dtype)
     _check(coopjit.matmul(a, coopjit.prepack(b, plan=plan), plan=plan), a, b, dtype)

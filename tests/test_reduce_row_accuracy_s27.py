@@ -43,15 +43,18 @@ def _rel(got, exact):
 
 
 def test_the_plan_levels_long_float_row_sums():
-    # the scheme the bounds below count; a row of 128 tiles (8192 f32) or less keeps one chain
+    # the scheme the bounds below count; a row of 128 tiles or less keeps one chain (8192 f32 in
+    # AVX-512's tiles of 64 columns, 4096 in AVX2's of 32)
     for dt in ("f32", "bf16", "f16", "f64"):
         p = _core.reduce_plan("sum", "row", 8, 2**20, in_dtype=dt, acc_dtype="f64" if dt == "f64" else "f32")
         assert (p["sum_block"], p["sum_levels"]) == (BLOCK, LEVELS), (dt, p)
         assert p["key"].endswith(f".sb{BLOCK}x{LEVELS}")
     for op in ("max", "min", "prod"):
         assert _core.reduce_plan(op, "row", 8, 2**20)["sum_block"] == 0
-    assert _core.reduce_plan("sum", "row", 8, 8192)["sum_block"] == 0
-    assert _core.reduce_plan("sum", "row", 8, 8192, in_dtype="i32", acc_dtype="i64")["sum_block"] == 0
+    cols = 128 * int(_core.reduce_plan("sum", "row", 8, 2**20)["tile_cols"])
+    assert _core.reduce_plan("sum", "row", 8, cols)["sum_block"] == 0
+    assert _core.reduce_plan("sum", "row", 8, cols + 1)["sum_block"] == BLOCK
+    assert _core.reduce_plan("sum", "row", 8, cols, in_dtype="i32", acc_dtype="i64")["sum_block"] == 0
 
 
 def _lane_1d(n, threads):

@@ -469,7 +469,7 @@ def test_reduce_plan_overrides_checked_and_shown_in_the_kernel():
         with pytest.raises(ValueError, match=r"tile_rows=0 is out of range \[1, 256\]"):
             coopjit._core.reduce_plan_overrides({"tile_rows": 0})
         assert "prefetch(4096)" in coopjit._core.reduce_ir("sum", "row", x, y, "f32", "f32", "f32")  # (kept)
-        coopjit._core.reduce_plan_overrides({"row.tile_cols": 24})  # not a multiple of 16 lanes: checked at use
+        coopjit._core.reduce_plan_overrides({"row.tile_cols": 20})  # not a multiple of 8 or 16 lanes: checked at use
         with pytest.raises(ValueError, match="multiple of the vector's"):
             coopjit.reduce(x, 1)
     finally:
