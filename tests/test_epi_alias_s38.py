@@ -89,7 +89,7 @@ def test_overrides():
 # (H200, session 38: 3136x1408x8192 113.6 -> 101.1 us, cuBLAS 105.9; 5120x832x4096 58.3 -> 53.9,
 # cuBLAS 80.9; 1024x4352x4096 57.9 -> 53.9, cuBLAS 54.1)
 @pytest.mark.parametrize("shape,layout", [((3136, 1408, 8192), "col"), ((5120, 832, 4096), "col"), ((1024, 4352, 4096), "row"),
-                                          ((2816, 1664, 8192), "col")])
+                                          ((2816, 1664, 8192), "col"), ((1280, 3584, 8192), "col")])
 def test_one_wave_320_against_sk_dp(shape, layout):
     cfg = _kern(shape).config
     assert (cfg["layout"], cfg["macro_tile"], cfg["split"], cfg["stages"], cfg["epi_alias"]) == (layout, "128x320", "dp", 4, "yes"), cfg

@@ -897,12 +897,12 @@ def test_wgmma_ws_stream_k_flags_plan_rules():
 def test_a_hopper_plans_own_k_tile_is_a_valid_override():
     # The planner's Stream-K K tile is 8 K steps (512 elements for kb 64); a plan handed back with it
     # must build the same kernel, where the override's range once stopped at 256.
-    # (1280 x 3584: 140 tiles of 128 x 256, SK + DP; 1024 x 4864, this test's shape before session 37,
-    # takes one wave of 128 x 320 DP now)
-    kern = ptx.compile_gemm(1280, 3584, 8192, ml_dtypes.bfloat16, target="sm_90")
+    # (1280 x 4352: 170 tiles of 128 x 256, SK + DP; 1024 x 4864 (session 37) and 1280 x 3584 (session
+    # 38), this test's shapes before, take one wave of 128 x 320 DP now)
+    kern = ptx.compile_gemm(1280, 4352, 8192, ml_dtypes.bfloat16, target="sm_90")
     plan = kern.config
     assert plan["split"] == "sk+dp" and plan["kt"] > 256
-    again = ptx.compile_gemm(1280, 3584, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": plan["kt"], "split": plan["split"]})
+    again = ptx.compile_gemm(1280, 4352, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": plan["kt"], "split": plan["split"]})
     assert again.config == plan
     with pytest.raises(ValueError, match=r"kt=2147483648 is out of range \[1, 2\^30\]"):
         ptx.compile_gemm(1024, 4864, 8192, ml_dtypes.bfloat16, target="sm_90", plan={"kt": 2**31})

@@ -56,12 +56,11 @@ def test_planner_takes_320_with_an_edge(shape, layout, dtype):
 
 @pytest.mark.parametrize("shape,why", [
     ((2304, 2304, 8192), "18 x 8 = 144 tiles of 128 x 320: two waves"),
-    ((1280, 3584, 8192), "140 tiles of 128 x 256: SK + DP within the rule's 3% of one wave of 320"),
     ((896, 4864, 8192), "one wave of 192 x 192 carries less"),
     ((4352, 1024, 8192), "two waves of 128 x 136 carry less"),
     ((4224, 4224, 8192), "33 x 14 tiles of 128 x 320: four waves"),
-    # (5120 x 832 x 4096, kept at SK + DP here in session 37, takes col 128 x 320 since session 38's
-    # 4 stages: test_epi_alias_s38.py)
+    # (5120 x 832 x 4096 and 1280 x 3584 x 8192, kept at SK + DP here in session 37, take col 128 x 320
+    # since session 38's 4 stages: test_epi_alias_s38.py)
     ((8192, 8192, 8192), "many waves"),
 ])
 def test_planner_keeps_its_tile(shape, why):
