@@ -199,9 +199,9 @@ void plan_gpu_epilogue(GpuGemmPlan& p, const GpuPlanContext& c) {
   const bool four_fit = 4 * stage + 1024 + 16 * 4 <= limit;
   // kWideFourStages: 128 x 320 blocks (3 stages so that the staging fits after them) take 4
   // where the staging can go into them.
-  const bool wide4 = kWideFourStages && alias_ok && p.nr * p.sg_n > 256 && p.stages == 3 && four_fit && !c.overrides.count("stages");
-  p.epi_alias = ao != c.overrides.end() ? static_cast<int>(ao->second) : wide4 ? 1 : 0;
-  if (p.epi_alias && p.nr * p.sg_n > 256 && p.stages == 3 && four_fit && !c.overrides.count("stages")) p.stages = 4;
+  const bool wide3 = p.nr * p.sg_n > 256 && p.stages == 3 && four_fit && !c.overrides.count("stages");
+  p.epi_alias = ao != c.overrides.end() ? static_cast<int>(ao->second) : kWideFourStages && alias_ok && wide3 ? 1 : 0;
+  if (p.epi_alias && wide3) p.stages = 4;
   if (p.wgmma) {
     const int64_t warps = int64_t(p.sg_m) * p.sg_n;
     const int64_t used = stage * p.stages + 1024 + (p.tma ? 16 * p.stages : 0);
